@@ -1,0 +1,15 @@
+"""PinPoint's experiments. Each module declares its parameter axes, the bytes a point moves, the
+reasons a parameter combination is invalid, and ``run(params, gpu, progress, should_cancel)``, which
+returns a results DataFrame in the schema of ``gpu.schema``."""
+
+from gpu.errors import ValidationError
+from gpu.experiments import transfers
+
+EXPERIMENTS = {transfers.NAME: transfers}
+
+
+def get_experiment(name: str):
+    try:
+        return EXPERIMENTS[name]
+    except KeyError:
+        raise ValidationError([f"unknown experiment '{name}' (known: {', '.join(EXPERIMENTS)})"]) from None

@@ -1,0 +1,116 @@
+"""PinPoint's one results schema: every experiment returns, and every recording stores, this shape.
+
+One row per measured point. Columns come in three groups:
+
+* **point** – what was measured: ``run_id, experiment, variant, direction, bytes`` and the experiment's
+  own parameter columns (``PARAMETER_COLUMNS``; a column an experiment does not use is left empty).
+* **measurement** – ``median_ms, min_ms, max_ms, cv, samples, gbps`` (GB/s = 10^9 bytes/s of
+  ``bytes`` over ``median_ms``), ``stop_reason`` (converged | timeout | max_samples), ``profile``,
+  ``timer`` (what the clock covered), ``verified`` (output checked; a wrong output is an error, never a
+  row), ``sm_clock_mhz`` (median SM clock sampled by NVML while measuring), ``throttled`` (NVML reported a
+  thermal/power slowdown during the point) and ``samples_ms`` (every sample, in ms).
+* **provenance** – where and when: ``device_name, compute_capability, sm_count, memory_total_bytes,
+  driver_version, cuda_version, pycuda_version, pcie_gen, pcie_width, pcie_gbps_theoretical,
+  hbm_gbps_theoretical, sm_clock_max_mhz, mem_clock_max_mhz, host, timestamp, git_commit, backend``.
+
+Theoretical figures come from the device itself: PCIe per direction from link generation × width
+(after line encoding); HBM from memory clock × bus width × 2 (double data rate).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pandas as pd
+
+POINT_COLUMNS = ["run_id", "experiment", "variant", "direction", "bytes"]
+PARAMETER_COLUMNS = ["include_alloc"]
+MEASUREMENT_COLUMNS = [
+    "median_ms", "min_ms", "max_ms", "cv", "samples", "gbps", "stop_reason", "profile", "timer",
+    "verified", "sm_clock_mhz", "throttled", "samples_ms",
+]
+PROVENANCE_COLUMNS = [
+    "device_name", "compute_capability", "sm_count", "memory_total_bytes", "driver_version",
+    "cuda_version", "pycuda_version", "pcie_gen", "pcie_width", "pcie_gbps_theoretical",
+    "hbm_gbps_theoretical", "sm_clock_max_mhz", "mem_clock_max_mhz", "host", "timestamp",
+    "git_commit", "backend",
+]
+COLUMNS = POINT_COLUMNS + PARAMETER_COLUMNS + MEASUREMENT_COLUMNS + PROVENANCE_COLUMNS
+NUMERIC_COLUMNS = ["bytes", "median_ms", "min_ms", "max_ms", "cv", "samples", "gbps"]
+
+# PCIe transfer rate per lane (GT/s) and line-encoding efficiency, by generation (PCI-SIG specifications).
+_PCIE_RATE = {1: (2.5, 8 / 10), 2: (5.0, 8 / 10), 3: (8.0, 128 / 130), 4: (16.0, 128 / 130),
+              5: (32.0, 128 / 130), 6: (64.0, 242 / 256)}
+
+
+class SchemaError(ValueError):
+    """A results table (or a recorded file) that does not follow the schema."""
+
+
+def pcie_gbps_per_direction(generation, width) -> float:
+    """Theoretical PCIe bandwidth per direction in GB/s (10^9 B/s) after line encoding."""
+    try:
+        rate, efficiency = _PCIE_RATE[int(generation)]
+        return rate * int(width) * efficiency / 8
+    except (KeyError, TypeError, ValueError):
+        return math.nan
+
+
+def hbm_gbps(mem_clock_mhz, bus_width_bits) -> float:
+    """Theoretical DRAM bandwidth in GB/s: memory clock × 2 (DDR) × bus width."""
+    try:
+        return float(mem_clock_mhz) * 1e6 * 2 * float(bus_width_bits) / 8 / 1e9
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def make_frame(rows: list[dict], provenance: dict) -> pd.DataFrame:
+    """Build a schema-conforming DataFrame from point rows and the run's provenance."""
+    frame = pd.DataFrame([{**provenance, **row} for row in rows])
+    for column in COLUMNS:
+        if column not in frame:
+            frame[column] = None
+    return validate(frame[COLUMNS])
+
+
+def validate(frame: pd.DataFrame) -> pd.DataFrame:
+    """Check columns and basic sanity; return the frame with numeric columns typed."""
+    missing = [c for c in COLUMNS if c not in frame.columns]
+    if missing:
+        raise SchemaError(f"results are missing column(s): {', '.join(missing)}")
+    frame = frame.copy()
+    for column in NUMERIC_COLUMNS:
+        frame[column] = pd.to_numeric(frame[column], errors="coerce")
+    bad = frame[NUMERIC_COLUMNS[:-1]].isna().any(axis=1) | (frame["bytes"] <= 0) | (frame["median_ms"] <= 0)
+    if bad.any():
+        raise SchemaError(f"{int(bad.sum())} row(s) have missing or non-positive measurements")
+    if not frame["verified"].astype(bool).all():
+        raise SchemaError("results contain unverified rows: a wrong result is never a figure")
+    return frame
+
+
+def to_parquet(frame: pd.DataFrame, path) -> None:
+    validate(frame).to_parquet(path, index=False)
+
+
+def read_results(path) -> pd.DataFrame:
+    """Read a recorded run (Parquet, or CSV whose ``samples_ms`` holds JSON lists) and validate it."""
+    path = str(path)
+    try:
+        if path.endswith(".csv"):
+            frame = pd.read_csv(path)
+            frame["samples_ms"] = frame["samples_ms"].map(lambda s: json.loads(s) if isinstance(s, str) else s)
+        else:
+            frame = pd.read_parquet(path)
+    except SchemaError:
+        raise
+    except Exception as exc:  # a damaged or foreign file must give a message, not a traceback
+        raise SchemaError(f"cannot read results from {path}: {exc}") from exc
+    return validate(frame)
+
+
+def to_csv_bytes(frame: pd.DataFrame) -> bytes:
+    out = frame.copy()
+    out["samples_ms"] = out["samples_ms"].map(lambda s: json.dumps([round(float(v), 6) for v in s]))
+    return out.to_csv(index=False).encode()

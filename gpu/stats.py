@@ -1,0 +1,157 @@
+"""Measurement statistics: profiles, the nvbench-style stopping rule, summaries and the t = α + n/β model.
+
+Pure Python + NumPy: the worker feeds it sample times, the tests feed it made-up ones.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Profile:
+    """How long to keep sampling one measurement point.
+
+    Stop as *converged* once ``samples >= min_samples``, the summed sample time reaches
+    ``min_time_s`` and the relative standard deviation is at most ``max_noise``; otherwise stop at
+    ``timeout_s`` of wall time (with at least ``floor_samples`` samples) or at ``max_samples``.
+    """
+
+    name: str
+    warmup: int
+    min_samples: int
+    max_noise: float
+    min_time_s: float
+    timeout_s: float
+    max_samples: int
+    floor_samples: int = 3
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+# nvbench's defaults: >= 10 samples, stop at <= 0.5 % noise after >= 0.5 s of samples, give up at 15 s.
+PRECISE = Profile("precise", warmup=3, min_samples=10, max_noise=0.005, min_time_s=0.5, timeout_s=15.0,
+                  max_samples=5000)
+# For sliders: a small budget per point, so a 19-point sweep answers in seconds.
+INTERACTIVE = Profile("interactive", warmup=1, min_samples=5, max_noise=0.02, min_time_s=0.01, timeout_s=0.4,
+                      max_samples=200)
+PROFILES = {p.name: p for p in (PRECISE, INTERACTIVE)}
+
+
+def get_profile(name: str) -> Profile:
+    try:
+        return PROFILES[name]
+    except KeyError:
+        raise ValueError(f"unknown profile '{name}': choose one of {', '.join(PROFILES)}") from None
+
+
+def relative_std(samples_ms) -> float:
+    """Coefficient of variation (sample std / mean); NaN with fewer than two samples."""
+    values = np.asarray(samples_ms, dtype=float)
+    if values.size < 2 or values.mean() == 0:
+        return math.nan
+    return float(values.std(ddof=1) / values.mean())
+
+
+@dataclass
+class Summary:
+    median_ms: float
+    min_ms: float
+    max_ms: float
+    cv: float
+    samples: int
+    stop_reason: str
+    samples_ms: list[float]
+
+
+def summarize(samples_ms, stop_reason: str) -> Summary:
+    values = np.asarray(samples_ms, dtype=float)
+    if values.size == 0:
+        raise ValueError("no samples to summarize")
+    return Summary(
+        median_ms=float(np.median(values)),
+        min_ms=float(values.min()),
+        max_ms=float(values.max()),
+        cv=relative_std(values),
+        samples=int(values.size),
+        stop_reason=stop_reason,
+        samples_ms=[float(v) for v in values],
+    )
+
+
+def stop_reason(profile: Profile, samples_ms: list[float], elapsed_wall_s: float) -> str | None:
+    """Why sampling should stop now ('converged', 'timeout', 'max_samples'), or None to go on."""
+    n = len(samples_ms)
+    if n >= profile.max_samples:
+        return "max_samples"
+    if n >= profile.min_samples and sum(samples_ms) / 1e3 >= profile.min_time_s:
+        if relative_std(samples_ms) <= profile.max_noise:
+            return "converged"
+    if elapsed_wall_s >= profile.timeout_s and n >= min(profile.floor_samples, profile.min_samples):
+        return "timeout"
+    return None
+
+
+def sample_until_stable(sample_once: Callable[[], float], profile: Profile,
+                        clock: Callable[[], float] = time.perf_counter,
+                        on_sample: Callable[[int], None] | None = None) -> Summary:
+    """Warm up, then call ``sample_once`` (which returns one sample in ms) until the profile says stop."""
+    for _ in range(profile.warmup):
+        sample_once()
+    samples: list[float] = []
+    start = clock()
+    while True:
+        samples.append(float(sample_once()))
+        if on_sample is not None:
+            on_sample(len(samples))
+        reason = stop_reason(profile, samples, clock() - start)
+        if reason:
+            return summarize(samples, reason)
+
+
+def gbps(nbytes: float, milliseconds: float) -> float:
+    """Decimal gigabytes per second (10^9 B/s), as nvbench and nvbandwidth report."""
+    if milliseconds <= 0:
+        return math.nan
+    return nbytes / (milliseconds * 1e-3) / 1e9
+
+
+@dataclass(frozen=True)
+class LatencyBandwidthFit:
+    """t = α + n/β fitted to (bytes, time); n½ = α·β is the size that reaches half of β."""
+
+    alpha_us: float
+    beta_gbps: float
+    n_half_bytes: float
+    max_rel_residual: float
+    points: int
+
+
+def fit_latency_bandwidth(nbytes, time_ms) -> LatencyBandwidthFit:
+    """Least squares on relative error (weights 1/t), so 4 KiB and 1 GiB points count alike."""
+    n = np.asarray(nbytes, dtype=float)
+    t = np.asarray(time_ms, dtype=float) * 1e-3
+    mask = np.isfinite(n) & np.isfinite(t) & (t > 0)
+    n, t = n[mask], t[mask]
+    if n.size < 2 or np.unique(n).size < 2:
+        raise ValueError("the model needs at least two different sizes")
+    design = np.column_stack([np.ones_like(n), n]) / t[:, None]
+    (alpha, inv_beta), *_ = np.linalg.lstsq(design, np.ones_like(t), rcond=None)
+    if inv_beta <= 0:
+        raise ValueError("time does not grow with size: no bandwidth to fit")
+    alpha = max(alpha, 0.0)
+    beta = 1.0 / inv_beta
+    predicted = alpha + n / beta
+    return LatencyBandwidthFit(
+        alpha_us=alpha * 1e6,
+        beta_gbps=beta / 1e9,
+        n_half_bytes=alpha * beta,
+        max_rel_residual=float(np.max(np.abs(predicted - t) / t)),
+        points=int(n.size),
+    )
