@@ -248,7 +248,7 @@ class GpuRuntime:
         built = cuda.get_version()
         return {
             "device_name": self.device.name(),
-            "compute_capability": "%d.%d" % self.compute_capability,
+            "compute_capability": "{}.{}".format(*self.compute_capability),
             "sm_count": int(self.sm_count),
             "memory_total_bytes": int(self.device.total_memory()),
             "driver_version": nvml["driver_version"] or f"CUDA {driver_api // 1000}.{driver_api % 1000 // 10}",
@@ -266,7 +266,7 @@ class GpuRuntime:
 
     # --- per job ----------------------------------------------------------------------------------
     def provenance(self) -> dict:
-        return {**self.facts, "timestamp": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        return {**self.facts, "timestamp": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
                 "git_commit": git_commit(), "backend": "live"}
 
     def limits(self) -> Limits:

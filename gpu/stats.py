@@ -44,11 +44,33 @@ INTERACTIVE = Profile("interactive", warmup=1, min_samples=5, max_noise=0.02, mi
 PROFILES = {p.name: p for p in (PRECISE, INTERACTIVE)}
 
 
-def get_profile(name: str) -> Profile:
-    try:
-        return PROFILES[name]
-    except KeyError:
-        raise ValueError(f"unknown profile '{name}': choose one of {', '.join(PROFILES)}") from None
+def get_profile(spec: str) -> Profile:
+    """A profile by name, optionally with overrides: ``precise/timeout_s=3,max_samples=2000``.
+
+    The full spec string becomes the profile's name, so a recording says exactly how it was measured.
+    """
+    name, _, overrides = str(spec).partition("/")
+    if name not in PROFILES:
+        raise ValueError(f"unknown profile '{name}': choose one of {', '.join(PROFILES)}")
+    profile = PROFILES[name]
+    if not overrides:
+        return profile
+    values = profile.as_dict()
+    for item in overrides.split(","):
+        key, _, text = item.partition("=")
+        key = key.strip()
+        if key not in values or key == "name":
+            raise ValueError(f"profile '{spec}': '{key}' is not a setting "
+                             f"(settings: {', '.join(k for k in values if k != 'name')})")
+        try:
+            value = type(values[key])(float(text)) if isinstance(values[key], int) else float(text)
+        except ValueError:
+            raise ValueError(f"profile '{spec}': '{text}' is not a number") from None
+        if value <= 0 and key not in ("warmup",):
+            raise ValueError(f"profile '{spec}': {key} must be positive")
+        values[key] = value
+    values["name"] = str(spec)
+    return Profile(**values)
 
 
 def relative_std(samples_ms) -> float:

@@ -93,8 +93,10 @@ def invalid_reasons(params: Params, limits) -> list[str]:
         reasons.append("choose copy-only, including allocation, or both")
     reasons += [f"unknown memory mode '{m}' (known: {', '.join(MODES)})" for m in params.modes if m not in MODES]
     reasons += [f"unknown direction '{d}' (known: h2d, d2h)" for d in params.directions if d not in DIRECTIONS]
-    if params.profile not in stats.PROFILES:
-        reasons.append(f"unknown profile '{params.profile}' (known: {', '.join(stats.PROFILES)})")
+    try:
+        stats.get_profile(params.profile)
+    except ValueError as exc:
+        reasons.append(str(exc))
     for size in params.sizes:
         if size < MIN_BYTES:
             reasons.append(f"size {size} B is too small: the smallest transfer is {MIN_BYTES} B")

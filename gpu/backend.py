@@ -1,0 +1,151 @@
+"""One interface, two backends: **live** (the GPU worker) and **replay** (runs recorded on a real GPU).
+
+Both answer ``submit(experiment, params, session) -> JobHandle`` with results in the schema of
+``gpu.schema``. Replay never invents a point: it returns the recorded rows that match the request and
+says which requested points were not recorded.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+
+import pandas as pd
+
+from gpu import schema
+from gpu.client import JobHandle, WorkerClient, WorkerUnavailable
+from gpu.errors import ValidationError
+from gpu.experiments import get_experiment
+from gpu.runtime import Limits
+from gpu.units import format_bytes
+
+REPLAY_DIR = Path(__file__).resolve().parent.parent / "assets" / "replay"
+
+
+class LiveBackend:
+    kind = "live"
+
+    def __init__(self, client: WorkerClient):
+        self.client = client
+
+    @property
+    def facts(self) -> dict:
+        return self.client.info.get("facts", {})
+
+    def limits(self) -> Limits:
+        return Limits(**self.client.run("limits"))
+
+    def label(self) -> str:
+        return f"Live on {self.facts.get('device_name', 'the GPU')}"
+
+    def check(self, experiment: str, params: dict) -> list[str]:
+        """Reasons the request would be refused, from the limits the worker reported last."""
+        module = get_experiment(experiment)
+        try:
+            parsed = module.parse_params(params)
+        except ValidationError as exc:
+            return exc.reasons
+        return module.invalid_reasons(parsed, Limits(**self.client.info["limits"]))
+
+    def submit(self, experiment: str, params: dict, session: str | None = None) -> JobHandle:
+        return self.client.submit("experiment", {"experiment": experiment, "params": params}, session)
+
+
+class ReplayBackend:
+    """Serves recorded runs from ``assets/replay``; each recording is one run_id of one device and date."""
+
+    kind = "replay"
+
+    def __init__(self, directory: Path = REPLAY_DIR):
+        self.directory = Path(directory)
+        self.frames: list[pd.DataFrame] = []
+        self.problems: list[str] = []
+        for path in sorted(self.directory.glob("*.parquet")) + sorted(self.directory.glob("*.csv")):
+            try:
+                self.frames.append(schema.read_results(path))
+            except schema.SchemaError as exc:  # one damaged file must not take the others down
+                self.problems.append(f"{path.name}: {exc}")
+        self.data = pd.concat(self.frames, ignore_index=True) if self.frames else pd.DataFrame(columns=schema.COLUMNS)
+        self._ids = 0
+
+    def recordings(self, experiment: str) -> pd.DataFrame:
+        """One row per recorded run of ``experiment``: run_id, device, timestamp, profile, points."""
+        rows = self.data[self.data["experiment"] == experiment]
+        if rows.empty:
+            return pd.DataFrame(columns=["run_id", "device_name", "timestamp", "profile", "points"])
+        return (rows.groupby("run_id", sort=False)
+                .agg(device_name=("device_name", "first"), timestamp=("timestamp", "first"),
+                     profile=("profile", "first"), points=("bytes", "size"))
+                .reset_index().sort_values("timestamp", ascending=False))
+
+    def check(self, experiment: str, params: dict) -> list[str]:
+        module = get_experiment(experiment)
+        try:
+            parsed = module.parse_params(params)
+        except ValidationError as exc:
+            return exc.reasons
+        return module.invalid_reasons(parsed, None)
+
+    def submit(self, experiment: str, params: dict, session: str | None = None,
+               run_id: str | None = None) -> JobHandle:
+        self._ids += 1
+        handle = JobHandle(id=self._ids, kind="replay", session=session, payload={"params": params})
+        try:
+            handle._finish("done", result=self._select(experiment, params, run_id, handle.notes))
+        except ValidationError as exc:
+            handle._finish("failed", error=exc)
+        return handle
+
+    def _select(self, experiment: str, params: dict, run_id: str | None, notes: list[str]) -> pd.DataFrame:
+        reasons = self.check(experiment, params)
+        if reasons:
+            raise ValidationError(reasons)
+        recordings = self.recordings(experiment)
+        if recordings.empty:
+            raise ValidationError([f"no recorded {experiment} runs in {self.directory}"])
+        run_id = run_id or recordings.iloc[0]["run_id"]
+        recorded = self.data[(self.data["experiment"] == experiment) & (self.data["run_id"] == run_id)]
+        if recorded.empty:
+            raise ValidationError([f"no recording with run id {run_id}"])
+        module = get_experiment(experiment)
+        parsed = module.parse_params(params)
+        wanted = {(s, m, d, a) for s, m, d, a in parsed.points()}
+        keys = list(zip(recorded["bytes"], recorded["variant"], recorded["direction"], recorded["include_alloc"],
+                        strict=True))
+        have = set(keys)
+        selected = recorded[[key in wanted for key in keys]]
+        missing_sizes = sorted({s for (s, m, d, a) in wanted - have})
+        if selected.empty:
+            recorded_sizes = sorted(recorded["bytes"].unique())
+            raise ValidationError([
+                "none of the requested points were recorded; this recording has sizes "
+                f"{format_bytes(recorded_sizes[0])} to {format_bytes(recorded_sizes[-1])} "
+                f"({len(recorded_sizes)} sizes), modes {', '.join(sorted(recorded['variant'].unique()))}"])
+        if missing_sizes:
+            notes.append("not recorded, so not shown (replay never interpolates): "
+                         + ", ".join(format_bytes(s) for s in missing_sizes[:8])
+                         + (" …" if len(missing_sizes) > 8 else ""))
+        return selected.reset_index(drop=True)
+
+
+def pycuda_installed() -> bool:
+    return importlib.util.find_spec("pycuda") is not None
+
+
+def requested_mode() -> str:
+    """PINPOINT_BACKEND: 'auto' (live when a GPU works, else replay), 'live' or 'replay'."""
+    mode = os.environ.get("PINPOINT_BACKEND", "auto").strip().lower()
+    return mode if mode in ("auto", "live", "replay") else "auto"
+
+
+def start_live() -> tuple[LiveBackend | None, str]:
+    """A live backend, or None with the reason it is not available."""
+    if requested_mode() == "replay":
+        return None, "PINPOINT_BACKEND=replay: recorded runs only"
+    if not pycuda_installed():
+        return None, "PyCUDA is not installed (see requirements-gpu.txt)"
+    try:
+        return LiveBackend(WorkerClient()), ""
+    except WorkerUnavailable as exc:
+        return None, f"no usable CUDA device: {exc}"

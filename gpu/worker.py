@@ -1,0 +1,136 @@
+"""The GPU worker process: the one place where PyCUDA runs.
+
+Started with multiprocessing ``spawn`` (never fork after CUDA is initialised). Its main thread retains
+the device's primary context, compiles every kernel once, then serves jobs from a queue one at a time,
+so timings never overlap. Each job frees all it allocated before the next starts. After a job fails
+with a CUDA error, a health-check kernel runs; if the error is one that poisons the context (illegal
+address, launch failure, …) or the check fails, the worker reports the job as fatal and exits, and the
+client starts a fresh process for the next job.
+
+Messages to the client (tuples on the event queue):
+``("hello", info)``, ``("init_failed", message)``, ``("progress", job_id, done, total, text)``,
+``("result", job_id, payload)``, ``("error", job_id, kind, message, reasons, fatal)``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import traceback
+import uuid
+from pathlib import Path
+
+from gpu.errors import JobCancelled, ValidationError, VerificationError
+
+EXIT_AFTER_FATAL = 70
+
+
+def _rss_bytes() -> int:
+    try:
+        pages = int(Path("/proc/self/statm").read_text().split()[1])
+        return pages * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+class GpuService:
+    """Job handlers on top of a GpuRuntime (built on the worker's main thread)."""
+
+    def __init__(self, device_ordinal: int = 0):
+        from gpu.runtime import GpuRuntime
+
+        self.runtime = GpuRuntime(device_ordinal)
+
+    def hello(self) -> dict:
+        return {"facts": self.runtime.facts, "limits": self.runtime.limits().as_dict(), "pid": os.getpid()}
+
+    def handle(self, job: dict, progress, should_cancel):
+        from gpu import schema
+        from gpu.experiments import get_experiment
+
+        kind = job["kind"]
+        if kind == "experiment":
+            module = get_experiment(job["experiment"])
+            params = module.parse_params(job["params"])
+            reasons = module.invalid_reasons(params, self.runtime.limits())
+            if reasons:
+                raise ValidationError(reasons)
+            rows = module.run(params, self.runtime, progress, should_cancel)
+            run_id = uuid.uuid4().hex[:12]
+            point = {"run_id": run_id, "experiment": module.NAME}
+            return schema.make_frame([{**point, **row} for row in rows], self.runtime.provenance())
+        if kind == "health":
+            return self.runtime.health_check()
+        if kind == "memory":
+            free, total = self.runtime.cuda.mem_get_info()
+            return {"free_device_bytes": int(free), "total_device_bytes": int(total), "rss_bytes": _rss_bytes()}
+        if kind == "limits":
+            return self.runtime.limits().as_dict()
+        if kind == "fault":
+            return self.runtime.fault()
+        raise ValidationError([f"unknown job kind '{kind}'"])
+
+    def after_error(self, exc: BaseException) -> bool:
+        """True when the context is still usable after ``exc``."""
+        from gpu.runtime import is_sticky_cuda_error
+
+        if is_sticky_cuda_error(exc):
+            return False
+        try:
+            self.runtime.health_check()
+            return True
+        except Exception:
+            return False
+
+    def close(self) -> None:
+        self.runtime.close()
+
+
+def load_service(spec: str, options: dict):
+    module_name, _, attr = spec.partition(":")
+    return getattr(importlib.import_module(module_name), attr)(**options)
+
+
+def serve(job_queue, event_queue, cancel_value, service_spec: str, service_options: dict) -> None:
+    """Process entry point: build the service, announce it, serve jobs until a None arrives."""
+    try:
+        service = load_service(service_spec, service_options)
+        event_queue.put(("hello", service.hello()))
+    except BaseException as exc:  # no device, no driver, compile failure: say why and leave
+        event_queue.put(("init_failed", f"{type(exc).__name__}: {exc}"))
+        return
+    while True:
+        job = job_queue.get()
+        if job is None:
+            break
+        job_id = job["id"]
+
+        def progress(done, total, text="", _id=job_id):
+            event_queue.put(("progress", _id, int(done), int(total), str(text)))
+
+        def should_cancel(_id=job_id) -> bool:
+            return cancel_value.value == _id
+
+        try:
+            event_queue.put(("result", job_id, service.handle(job, progress, should_cancel)))
+            continue
+        except JobCancelled:
+            event_queue.put(("error", job_id, "cancelled", "cancelled: a newer request replaced this job", [], False))
+            continue
+        except ValidationError as exc:
+            event_queue.put(("error", job_id, "validation", str(exc), exc.reasons, False))
+            continue
+        except VerificationError as exc:
+            failure, kind, message = exc, "verification", f"wrong result, so no figure is reported: {exc}"
+        except Exception as exc:
+            failure, message = exc, f"{type(exc).__name__}: {exc}"
+            kind = "cuda" if "pycuda" in type(exc).__module__ else "internal"
+            traceback.print_exc()
+        usable = service.after_error(failure)
+        event_queue.put(("error", job_id, kind, message, [], not usable))
+        if not usable:
+            # The context is gone for good: leave without touching CUDA again; the client restarts us.
+            event_queue.close()
+            event_queue.join_thread()
+            os._exit(EXIT_AFTER_FATAL)
+    service.close()
