@@ -44,6 +44,9 @@ def is_sticky_cuda_error(exc: BaseException) -> bool:
 
 
 def git_commit() -> str:
+    """The commit measured; PINPOINT_GIT_COMMIT names it where the tree travels without .git."""
+    if os.environ.get("PINPOINT_GIT_COMMIT"):
+        return os.environ["PINPOINT_GIT_COMMIT"]
     try:
         sha = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=REPO_ROOT, capture_output=True,
                              text=True, timeout=5).stdout.strip()
