@@ -126,7 +126,8 @@ class ReplayBackend:
             notes.append("not recorded, so not shown (replay never interpolates): "
                          + ", ".join(format_bytes(s) for s in missing_sizes[:8])
                          + (" …" if len(missing_sizes) > 8 else ""))
-        return selected.reset_index(drop=True)
+        # Rows keep the recording's device and timestamp; the backend column says this view is a replay.
+        return selected.assign(backend="replay").reset_index(drop=True)
 
 
 def pycuda_installed() -> bool:

@@ -55,10 +55,10 @@ class GpuService:
             reasons = module.invalid_reasons(params, self.runtime.limits())
             if reasons:
                 raise ValidationError(reasons)
+            provenance = self.runtime.provenance()  # the timestamp says when the run started
             rows = module.run(params, self.runtime, progress, should_cancel)
-            run_id = uuid.uuid4().hex[:12]
-            point = {"run_id": run_id, "experiment": module.NAME}
-            return schema.make_frame([{**point, **row} for row in rows], self.runtime.provenance())
+            point = {"run_id": uuid.uuid4().hex[:12], "experiment": module.NAME}
+            return schema.make_frame([{**point, **row} for row in rows], provenance)
         if kind == "health":
             return self.runtime.health_check()
         if kind == "memory":
