@@ -18,6 +18,9 @@ from gpu.stats import fit_latency_bandwidth
 from gpu.units import format_bytes
 
 MODE_COLORS = {"pageable": "#636EFA", "pinned": "#EF553B", "pinned_wc": "#00CC96", "mapped": "#AB63FA"}
+# Pinned and write-combined often measure the same: distinct markers keep both visible.
+MODE_MARKERS = {"pageable": "circle", "pinned": "diamond", "pinned_wc": "x", "mapped": "square"}
+SPEEDUP_TICKS = [0.125, 0.25, 0.5, 1, 2, 4, 8, 16, 32]
 DIRECTION_TITLES = {"h2d": "Host → device (H2D)", "d2h": "Device → host (D2H)"}
 
 
@@ -68,6 +71,7 @@ def bandwidth_figure(frame: pd.DataFrame) -> go.Figure:
                 x=series["bytes"], y=series["gbps"], mode="lines+markers",
                 name=_series_name(mode, alloc), legendgroup=f"{mode}-{alloc}", showlegend=col == 1,
                 line={"color": MODE_COLORS[mode], "dash": "dash" if alloc else "solid"},
+                marker={"symbol": MODE_MARKERS[mode], "size": 7},
                 error_y={"type": "data", "symmetric": False,
                          "array": series["bytes"] / (series["min_ms"] * 1e6) - series["gbps"],
                          "arrayminus": series["gbps"] - series["bytes"] / (series["max_ms"] * 1e6),
@@ -115,12 +119,13 @@ def speedup_figure(frame: pd.DataFrame) -> go.Figure:
                 x=series["bytes"], y=series["speedup"], mode="lines+markers",
                 name=_series_name(mode, alloc) + " ÷ pageable", legendgroup=f"{mode}-{alloc}",
                 showlegend=col == 1, line={"color": MODE_COLORS[mode], "dash": "dash" if alloc else "solid"},
-                customdata=series["bytes"].map(format_bytes),
+                marker={"symbol": MODE_MARKERS[mode], "size": 7}, customdata=series["bytes"].map(format_bytes),
                 hovertemplate="%{customdata}: %{y:.2f}× pageable<extra>%{fullData.name}</extra>"), row=1, col=col)
         if not part.empty:
             fig.add_hline(y=1.0, line={"color": "gray", "dash": "dot"}, row=1, col=col)
             fig.update_xaxes(type="log", title_text="transfer size", row=1, col=col, **_size_ticks(part["bytes"]))
-    fig.update_yaxes(title_text="speedup over pageable (×)", type="log", row=1, col=1)
+    fig.update_yaxes(type="log", tickvals=SPEEDUP_TICKS, ticktext=[f"{t:g}×" for t in SPEEDUP_TICKS])
+    fig.update_yaxes(title_text="speedup over pageable", row=1, col=1)
     fig.update_layout(title={"text": "Speedup over pageable memory<br><sup>" + source_label(frame) + "</sup>"},
                       legend={"orientation": "h", "y": -0.25}, height=440)
     return fig
@@ -155,7 +160,7 @@ def model_figure(frame: pd.DataFrame) -> go.Figure:
             style = {"color": MODE_COLORS[mode], "dash": "dash" if alloc else "solid"}
             fig.add_trace(go.Scatter(x=series["bytes"], y=series["median_ms"] * 1e3, mode="markers",
                                      name=name + " (measured)", legendgroup=name, showlegend=col == 1,
-                                     marker={"color": MODE_COLORS[mode]},
+                                     marker={"color": MODE_COLORS[mode], "symbol": MODE_MARKERS[mode]},
                                      customdata=series["bytes"].map(format_bytes),
                                      hovertemplate="%{customdata}: %{y:.2f} µs measured<extra></extra>"),
                           row=1, col=col)
@@ -169,7 +174,8 @@ def model_figure(frame: pd.DataFrame) -> go.Figure:
                     legendgroup=name, showlegend=col == 1, line=style,
                     hovertemplate="model: %{y:.2f} µs<extra>%{fullData.name}</extra>"), row=1, col=col)
         fig.update_xaxes(type="log", title_text="transfer size", row=1, col=col, **_size_ticks(part["bytes"]))
-    fig.update_yaxes(type="log", title_text="time per transfer (µs)", row=1, col=1)
+    fig.update_yaxes(type="log")
+    fig.update_yaxes(title_text="time per transfer (µs)", row=1, col=1)
     fig.update_layout(title={"text": "Latency/bandwidth model t = α + bytes/β<br><sup>"
                              + source_label(frame) + "</sup>"},
                       legend={"orientation": "h", "y": -0.25}, height=480)

@@ -1,0 +1,19 @@
+"""PinPoint: a live GPU memory-performance lab. Run with ``streamlit run app.py``.
+
+Routes explicitly with ``st.navigation`` (so Streamlit ignores its legacy auto-discovery of pages/) and
+shows on every page where the numbers come from: the live GPU, or recorded runs.
+"""
+
+import streamlit as st
+
+from pages import _shared as shared
+
+st.set_page_config(page_title="PinPoint", page_icon="📌", layout="wide")
+
+navigation = st.navigation([
+    st.Page("pages/overview.py", title="Overview", icon="📌", default=True),
+    st.Page("pages/transfers.py", title="Transfers: pinned vs pageable", icon="🚚", url_path="transfers"),
+])
+shared.source_sidebar()
+shared.source_banner()
+navigation.run()

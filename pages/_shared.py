@@ -1,0 +1,112 @@
+"""What every page shares: the backend choice, the source banner, running a job with progress, errors."""
+
+from __future__ import annotations
+
+import streamlit as st
+from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+from gpu.backend import LiveBackend, ReplayBackend, start_live
+from gpu.client import JobHandle
+from gpu.errors import ValidationError, WorkerError
+
+
+@st.cache_resource(show_spinner="Starting the GPU worker…")
+def live_backend() -> tuple[LiveBackend | None, str]:
+    """One worker process for all sessions; None (with the reason) where no GPU works."""
+    return start_live()
+
+
+@st.cache_resource(show_spinner=False)
+def replay_backend() -> ReplayBackend:
+    return ReplayBackend()
+
+
+def require_router() -> None:
+    """Make sure this page runs inside app.py's ``st.navigation``, never on its own.
+
+    Streamlit starts each server process in its legacy pages/ mode: until app.py has called
+    ``st.navigation`` once, a first visit straight to /transfers would run the page file alone, without
+    the banner that says where the numbers come from. Leave that mode and rerun through app.py.
+    """
+    from streamlit.runtime.pages_manager import PagesManager
+
+    if PagesManager.uses_pages_directory:
+        PagesManager.uses_pages_directory = False
+        st.rerun()
+
+
+def use_replay() -> bool:
+    live, _ = live_backend()
+    return live is None or st.session_state.get("use_replay", False)
+
+
+def current_backend() -> LiveBackend | ReplayBackend:
+    live, _ = live_backend()
+    return replay_backend() if use_replay() else live
+
+
+def session_id() -> str | None:
+    ctx = get_script_run_ctx()
+    return ctx.session_id if ctx else None
+
+
+def source_sidebar() -> None:
+    live, reason = live_backend()
+    with st.sidebar:
+        st.markdown("**Data source**")
+        st.toggle("Replay recorded runs", key="use_replay", value=live is None, disabled=live is None,
+                  help=("Show runs recorded on a real GPU instead of measuring live (for talks with a flaky "
+                        "venue GPU)." if live else f"Live measurement is unavailable: {reason}"))
+        if live is not None:
+            st.caption(f"GPU worker: {live.facts.get('device_name')} (pid {live.client.worker_pid}, "
+                       f"restarts {live.client.restarts})")
+
+
+def source_banner() -> None:
+    """Every page says where its numbers come from."""
+    live, reason = live_backend()
+    if not use_replay():
+        st.success(f"**Live** · measuring on {live.facts.get('device_name')} now", icon="🟢")
+        return
+    replay = replay_backend()
+    devices = sorted({f"{d} ({t[:10]})" for d, t in zip(replay.data["device_name"], replay.data["timestamp"],
+                                                        strict=True)})
+    why = "replay switched on" if live is not None else f"no live GPU here: {reason}"
+    st.info(f"**Replay** · showing runs recorded on a real GPU by PinPoint's runner, not measured now "
+            f"({why}). Recorded on: {', '.join(devices) or 'nothing yet'}.", icon="⏯️")
+    for problem in replay.problems:
+        st.warning(f"A recorded run could not be read and is left out: {problem}")
+
+
+def show_reasons(reasons: list[str], title: str = "These settings cannot run") -> None:
+    st.error(f"**{title}:**\n" + "\n".join(f"- {r}" for r in reasons))
+
+
+def follow(handle: JobHandle) -> None:
+    """Show a job's queue position and progress until it finishes."""
+    bar = st.progress(0.0, text="starting…")
+    while not handle.wait(0.15):
+        if handle.state == "queued":
+            bar.progress(0.0, text=f"queued behind {handle.queued_ahead} job(s) from other sessions")
+        elif handle.total:
+            bar.progress(min(handle.done / handle.total, 1.0), text=f"{handle.done}/{handle.total} · {handle.text}")
+    bar.empty()
+
+
+def outcome(handle: JobHandle):
+    """The job's result, or None after showing its error as a message (never a traceback)."""
+    try:
+        result = handle.outcome()
+    except ValidationError as exc:
+        show_reasons(exc.reasons)
+        return None
+    except WorkerError as exc:
+        if handle.state == "cancelled":
+            st.info(f"Measurement stopped: {exc}")
+        else:
+            extra = " The GPU worker was replaced; the next measurement runs on a fresh one." if exc.fatal else ""
+            st.error(f"The measurement failed: {exc}.{extra}")
+        return None
+    for note in handle.notes:
+        st.caption(note)
+    return result

@@ -1,0 +1,43 @@
+"""Overview: what PinPoint is, where its numbers come from, and the device they describe."""
+
+import streamlit as st
+
+from gpu.experiments import transfers
+from gpu.units import format_bytes
+from pages import _shared as shared
+
+shared.require_router()
+
+st.title("📌 PinPoint")
+st.markdown(
+    "A live GPU memory-performance lab. Pick sizes and memory modes with sliders and see **measured** "
+    "effects of pinned memory, coalescing, occupancy and stream overlap, timed like nvbench (CUDA events, "
+    "warm-up, samples until the noise is small, median and spread) and checked for correct results.\n\n"
+    "Every number shown was measured: live on this machine's GPU, or replayed from runs that PinPoint's "
+    "runner recorded on a real GPU (the device and date are on every chart).")
+st.page_link("pages/transfers.py", label="Transfers: pinned vs pageable memory", icon="🚚")
+
+backend = shared.current_backend()
+if backend.kind == "live":
+    st.subheader("This GPU")
+    facts = backend.facts
+    cols = st.columns(4)
+    cols[0].metric("Device", facts.get("device_name", "?"), f"compute capability {facts.get('compute_capability')}")
+    cols[1].metric("Memory", format_bytes(facts.get("memory_total_bytes", 0)), f"{facts.get('sm_count')} SMs")
+    cols[2].metric("PCIe per direction", f"{facts.get('pcie_gbps_theoretical', float('nan')):.1f} GB/s",
+                   f"gen {facts.get('pcie_gen')} × {facts.get('pcie_width')}")
+    cols[3].metric("HBM theoretical", f"{facts.get('hbm_gbps_theoretical', float('nan')):.0f} GB/s",
+                   f"driver {facts.get('driver_version')}")
+    if st.button("Run a health check", key="overview_health"):
+        result = shared.outcome(backend.client.submit("health", session=shared.session_id()))
+        if result:
+            st.success(f"Health-check kernel verified; {format_bytes(result['free_device_bytes'])} of device "
+                       "memory free.")
+else:
+    st.subheader("Recorded runs")
+    recordings = backend.recordings(transfers.NAME)
+    if recordings.empty:
+        st.warning("No recorded runs are available: put runner output in assets/replay/.")
+    else:
+        st.dataframe(recordings.rename(columns={"device_name": "device", "timestamp": "recorded (UTC)"}),
+                     hide_index=True)

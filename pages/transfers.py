@@ -1,0 +1,166 @@
+"""Transfers: what pinned memory buys for host↔device copies, and what allocating it costs."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from gpu import charts, schema
+from gpu.experiments import transfers
+from gpu.units import GiB, KiB, SizeError, format_bytes, parse_size_list
+from pages import _shared as shared
+
+shared.require_router()
+
+backend = shared.current_backend()
+live = backend.kind == "live"
+
+st.title("Transfers: pinned vs pageable memory")
+st.markdown(
+    "Copies between host and device through four kinds of host memory: **pageable** (a NumPy array; the "
+    "driver stages it through its own pinned buffer), **pinned** (page-locked, DMA straight from it), "
+    "**pinned write-combined** (uncached for the CPU) and **mapped zero-copy** (a kernel reads or writes host "
+    "memory across PCIe itself). Each point is timed with CUDA events, repeated until the noise is small, and "
+    "its data is checked bit-exact; GB/s are 10⁹ bytes per second.")
+
+# --- widgets ----------------------------------------------------------------------------------------
+if live:
+    largest = transfers.max_size(backend.limits())
+else:
+    largest = 1 * GiB
+options = [4 * KiB * 2**i for i in range(64) if 4 * KiB * 2**i <= largest]
+left, right = st.columns([3, 2])
+with left:
+    low, high = st.select_slider("Transfer sizes (powers of two)", options=options,
+                                 value=(options[0], min(1 * GiB, options[-1])), format_func=format_bytes,
+                                 key="transfers_size_range")
+    custom = st.text_input("…or exact sizes (overrides the slider)", key="transfers_custom_sizes",
+                           placeholder="e.g. 64KiB, 3MiB, 1GB or 1MiB:256MiB",
+                           help="Any multiple of 16 bytes. Units: B, KiB, MiB, GiB (2¹⁰ⁿ) or KB, MB, GB (10³ⁿ).")
+with right:
+    modes = st.pills("Memory modes", list(transfers.MODES), selection_mode="multi",
+                     default=list(transfers.MODES), format_func=transfers.MODE_LABELS.get, key="transfers_modes")
+    directions = st.pills("Directions", list(transfers.DIRECTIONS), selection_mode="multi",
+                          default=list(transfers.DIRECTIONS), format_func=lambda d: d.upper(),
+                          key="transfers_directions")
+    include_alloc = st.toggle("Include allocation", key="transfers_include_alloc",
+                              help="Also time allocating the host buffer before each copy, as code that "
+                                   "allocates per transfer does. Shown beside the copy-only view.")
+
+size_errors: list[str] = []
+if custom.strip():
+    try:
+        sizes = parse_size_list(custom)
+    except SizeError as exc:
+        size_errors.append(str(exc))
+        sizes = []
+else:
+    sizes = [s for s in options if low <= s <= high]
+
+params = {"sizes": sizes, "modes": list(modes or []), "directions": list(directions or []),
+          "include_alloc": [False, True] if include_alloc else [False]}
+
+run_id = None
+if live:
+    params["profile"] = st.radio("Measurement profile", ["interactive", "precise"], horizontal=True,
+                                 key="transfers_profile",
+                                 help="interactive: a small time budget per point. precise: nvbench's rule "
+                                      "(≥ 10 samples, stop at ≤ 0.5 % noise after ≥ 0.5 s, give up at 15 s).")
+else:
+    recordings = backend.recordings(transfers.NAME)
+    if len(recordings) > 1:
+        labels = {r.run_id: f"{r.device_name} · {str(r.timestamp)[:16]} · {r.profile} ({r.points} points)"
+                  for r in recordings.itertuples()}
+        run_id = st.selectbox("Recorded run", list(labels), format_func=labels.get, key="transfers_recording")
+
+reasons = size_errors or backend.check(transfers.NAME, params)
+if reasons:
+    shared.show_reasons(reasons)
+    st.stop()
+
+# --- measure (live) or look up (replay) -------------------------------------------------------------------
+state = st.session_state
+if live:
+    if st.button("Measure", type="primary", key="transfers_measure"):
+        state["transfers_job"] = backend.submit(transfers.NAME, params, session=shared.session_id())
+        state.pop("transfers_result", None)
+    job = state.get("transfers_job")
+    if job is not None:
+        shared.follow(job)
+        state["transfers_result"] = shared.outcome(job)
+        state.pop("transfers_job")
+    frame = state.get("transfers_result")
+    if frame is None:
+        st.info("Pick sizes and modes, then press **Measure**. Results stay here while you change chart options.")
+        st.stop()
+else:
+    frame = shared.outcome(backend.submit(transfers.NAME, params, run_id=run_id))
+    if frame is None:
+        st.stop()
+
+# --- charts -------------------------------------------------------------------------------------------------
+copy_only = frame[~frame["include_alloc"]]
+with_alloc = frame[frame["include_alloc"]]
+
+
+def verdict(view, label: str) -> str | None:
+    """Pinned ÷ pageable at the largest size measured, read from the data."""
+    table = charts.speedup_table(view)
+    table = table[(table["variant"] == "pinned")]
+    if table.empty:
+        return None
+    top = table[table["bytes"] == table["bytes"].max()]
+    parts = [f"{r.direction.upper()} {r.speedup:.2f}×" for r in top.itertuples()]
+    return f"{label}, {format_bytes(top['bytes'].iloc[0])}: pinned ÷ pageable = " + ", ".join(parts)
+
+
+if not with_alloc.empty:
+    st.subheader("Copy only vs including allocation")
+    lines = [v for v in (verdict(copy_only, "Copy only"), verdict(with_alloc, "Including allocation")) if v]
+    if lines:
+        st.markdown("\n".join(f"- {line}" for line in lines)
+                    + "\n\nPinned memory is expensive to allocate (the driver locks every page): allocated "
+                      "once and reused it wins; allocated per transfer it can lose.")
+    col_a, col_b = st.columns(2)
+    with col_a:
+        st.plotly_chart(charts.bandwidth_figure(copy_only).update_layout(title_text="Copy only<br><sup>"
+                        + charts.source_label(copy_only) + "</sup>"), key="chart_bw_copy")
+    with col_b:
+        st.plotly_chart(charts.bandwidth_figure(with_alloc).update_layout(title_text="Including allocation<br><sup>"
+                        + charts.source_label(with_alloc) + "</sup>"), key="chart_bw_alloc")
+else:
+    line = verdict(copy_only, "Copy only")
+    if line:
+        st.markdown(f"**{line}**")
+    st.plotly_chart(charts.bandwidth_figure(copy_only), key="chart_bw_copy")
+
+if "pageable" in set(frame["variant"]) and len(set(frame["variant"])) > 1:
+    st.plotly_chart(charts.speedup_figure(frame), key="chart_speedup")
+else:
+    st.caption("Select pageable and at least one other mode to see speedups over pageable.")
+
+st.subheader("Latency and bandwidth: t = α + bytes/β")
+fits = charts.model_table(copy_only)
+if fits.empty:
+    st.caption("The model needs at least two sizes per mode.")
+else:
+    st.plotly_chart(charts.model_figure(copy_only), key="chart_model")
+    st.dataframe(
+        fits.assign(direction=fits["direction"].str.upper(), n_half=fits["n_half_bytes"].map(format_bytes))
+        [["mode", "direction", "alpha_us", "beta_gbps", "n_half", "max_rel_residual", "points"]],
+        column_config={"alpha_us": st.column_config.NumberColumn("α (µs)", format="%.2f"),
+                       "beta_gbps": st.column_config.NumberColumn("β (GB/s)", format="%.1f"),
+                       "n_half": st.column_config.TextColumn("n½ (size reaching β/2)"),
+                       "max_rel_residual": st.column_config.NumberColumn("worst fit error", format="percent"),
+                       "points": "sizes"},
+        hide_index=True)
+
+st.subheader("The numbers")
+st.dataframe(charts.numbers_table(frame), hide_index=True,
+             column_config={"median µs": st.column_config.NumberColumn(format="%.2f"),
+                            "min µs": st.column_config.NumberColumn(format="%.2f"),
+                            "max µs": st.column_config.NumberColumn(format="%.2f"),
+                            "cv %": st.column_config.NumberColumn(format="%.2f"),
+                            "GB/s": st.column_config.NumberColumn(format="%.2f")})
+st.download_button("Download this run (CSV, schema of gpu/schema.py, with every sample)",
+                   data=schema.to_csv_bytes(frame), mime="text/csv", key="transfers_download",
+                   file_name=f"pinpoint-transfers-{frame['run_id'].iloc[0]}.csv")
