@@ -82,7 +82,7 @@ def validate(frame: pd.DataFrame) -> pd.DataFrame:
     frame = frame.copy()
     for column in NUMERIC_COLUMNS:
         frame[column] = pd.to_numeric(frame[column], errors="coerce")
-    bad = frame[NUMERIC_COLUMNS[:-1]].isna().any(axis=1) | (frame["bytes"] <= 0) | (frame["median_ms"] <= 0)
+    bad = frame[NUMERIC_COLUMNS].isna().any(axis=1) | (frame["bytes"] <= 0) | (frame["median_ms"] <= 0)
     if bad.any():
         raise SchemaError(f"{int(bad.sum())} row(s) have missing or non-positive measurements")
     if not frame["verified"].astype(bool).all():

@@ -1,0 +1,71 @@
+"""One real-browser smoke test: `streamlit run` + headless Debian Chromium driven by Playwright."""
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = "/usr/bin/chromium"
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is missing (apt-get install chromium)"),
+]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server():
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port", str(port),
+         "--server.address", "127.0.0.1", "--server.fileWatcherType", "none", "--browser.gatherUsageStats", "false"],
+        cwd=ROOT, env={**os.environ, "PINPOINT_BACKEND": "replay"}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
+                break
+        except OSError:
+            pass
+        if time.monotonic() > deadline or process.poll() is not None:
+            process.kill()
+            pytest.fail("streamlit did not become healthy:\n" + process.stdout.read().decode()[-3000:])
+        time.sleep(0.3)
+    yield url
+    process.terminate()
+    process.wait(10)
+
+
+def test_each_page_renders_its_banner_and_a_chart(server):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=[
+            "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+            "--disable-component-update", "--no-first-run"])
+        page = browser.new_page(viewport={"width": 1400, "height": 1600})
+        # A fresh server's first visit goes straight to /transfers: it must still run through app.py.
+        page.goto(f"{server}/transfers")
+        page.wait_for_selector("[data-testid='stApp']")
+        page.wait_for_selector(".js-plotly-plot .main-svg .scatterlayer .trace", timeout=60_000)
+        page.wait_for_selector("[data-test-script-state='notRunning']", timeout=60_000)
+        assert page.get_by_text("not measured now", exact=False).first.is_visible()  # the app-wide banner
+        assert page.locator(".js-plotly-plot").count() >= 3
+        assert "Bandwidth vs size" in page.locator(".js-plotly-plot").first.inner_text()
+        page.goto(server)
+        page.wait_for_selector("[data-test-script-state='notRunning']", timeout=60_000)
+        page.wait_for_selector("text=Recorded runs")
+        assert page.get_by_text("not measured now", exact=False).first.is_visible()
+        browser.close()

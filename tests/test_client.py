@@ -1,0 +1,92 @@
+"""The worker/client machinery, in real spawned processes, with a CPU stand-in for the GPU service."""
+
+import pytest
+
+from gpu.client import WorkerClient, WorkerUnavailable
+from gpu.errors import ValidationError, WorkerError
+
+FAKE = "tests.fake_service:FakeService"
+
+
+@pytest.fixture
+def client():
+    c = WorkerClient(service=FAKE, start_timeout=60)
+    yield c
+    c.close()
+
+
+def test_jobs_from_sessions_run_one_at_a_time_in_order(client):
+    first = client.submit("steps", {"n": 10, "seconds": 0.05}, session="alice")
+    second = client.submit("steps", {"n": 2}, session="bob")
+    third = client.submit("echo", {"value": 3}, session="carol")
+    assert second.queued_ahead == 1 and third.queued_ahead == 2
+    assert client.queued_ahead(third) == 2
+    assert third.outcome()["value"] == 3
+    assert first.state == second.state == third.state == "done"
+    assert first.total == 10 and first.done == 10  # progress streamed back
+
+
+def test_a_sessions_new_job_cancels_its_running_job(client):
+    long_job = client.submit("steps", {"n": 200, "seconds": 0.05}, session="talk")
+    while long_job.state != "running" or long_job.done < 2:
+        long_job.wait(0.02)
+    replacement = client.submit("echo", {"value": 1}, session="talk")
+    assert replacement.outcome()["value"] == 1
+    assert long_job.state == "cancelled" and long_job.done < 50
+    with pytest.raises(WorkerError, match="cancelled"):
+        long_job.outcome()
+
+
+def test_a_sessions_new_job_drops_its_queued_job(client):
+    blocker = client.submit("steps", {"n": 5, "seconds": 0.05}, session="other")
+    queued = client.submit("echo", {"value": 1}, session="me")
+    newer = client.submit("echo", {"value": 2}, session="me")
+    assert queued.state == "cancelled"
+    assert newer.outcome()["value"] == 2 and blocker.outcome()["points"] == 5
+
+
+def test_validation_errors_come_back_as_reasons(client):
+    with pytest.raises(ValidationError) as refused:
+        client.run("invalid")
+    assert refused.value.reasons == ["size 0 B is too small"]
+    assert client.run("echo", {"value": 5})["value"] == 5  # same worker carries on
+    assert client.restarts == 0
+
+
+def test_a_sticky_error_fails_that_job_only_and_a_fresh_worker_takes_over(client):
+    pid = client.run("echo")["pid"]
+    with pytest.raises(WorkerError) as failure:
+        client.run("sticky")
+    assert failure.value.fatal and "illegal memory access" in str(failure.value)
+    after = client.run("echo")
+    assert after["pid"] != pid and client.restarts == 1
+
+
+def test_a_recoverable_error_keeps_the_worker(client):
+    pid = client.run("echo")["pid"]
+    with pytest.raises(WorkerError) as failure:
+        client.run("recoverable")
+    assert not failure.value.fatal
+    assert client.run("echo")["pid"] == pid and client.restarts == 0
+
+
+def test_a_worker_that_dies_mid_job_is_replaced(client):
+    pid = client.run("echo")["pid"]
+    with pytest.raises(WorkerError, match="died during this job"):
+        client.run("crash")
+    assert client.run("echo")["pid"] != pid
+
+
+def test_a_worker_that_cannot_start_says_why():
+    with pytest.raises(WorkerUnavailable, match="no CUDA device"):
+        WorkerClient(service=FAKE, service_options={"fail_start": True}, start_timeout=60)
+
+
+def test_close_cancels_pending_jobs():
+    client = WorkerClient(service=FAKE, start_timeout=60)
+    client.submit("steps", {"n": 20, "seconds": 0.05}, session="a")
+    pending = client.submit("echo", {}, session="b")
+    client.close()
+    assert pending.state == "cancelled"
+    with pytest.raises(WorkerUnavailable):
+        client.submit("echo")

@@ -1,0 +1,83 @@
+"""Replay backend over the committed recording and over files made for the test."""
+
+import shutil
+
+import pytest
+
+from gpu import schema
+from gpu.backend import REPLAY_DIR, ReplayBackend
+from gpu.errors import ValidationError
+from gpu.units import GiB, KiB, MiB
+
+
+@pytest.fixture(scope="module")
+def replay():
+    return ReplayBackend()
+
+
+def test_committed_recording_is_a_real_gpu_run_with_provenance(replay):
+    recordings = replay.recordings("transfers")
+    assert len(recordings) >= 1 and not replay.problems
+    data = replay.data
+    assert data["backend"].eq("live").all()  # recorded live by the runner
+    for column in ("device_name", "driver_version", "pycuda_version", "timestamp", "git_commit", "host"):
+        assert data[column].notna().all() and (data[column].astype(str) != "").all(), column
+    assert (data["samples_ms"].map(len) == data["samples"]).all()  # every sample kept
+
+
+def test_replay_returns_exactly_the_requested_recorded_points(replay):
+    handle = replay.submit("transfers", {"sizes": [4 * KiB, 1 * MiB], "modes": ["pinned"], "directions": ["h2d"]})
+    frame = handle.outcome()
+    assert sorted(frame["bytes"]) == [4 * KiB, 1 * MiB]
+    assert set(frame["variant"]) == {"pinned"} and set(frame["direction"]) == {"h2d"}
+    assert frame["backend"].eq("replay").all()
+    assert not handle.notes
+
+
+def test_unrecorded_sizes_are_named_never_interpolated(replay):
+    handle = replay.submit("transfers", {"sizes": [4 * KiB, 48 * KiB], "modes": ["pinned"]})
+    frame = handle.outcome()
+    assert set(frame["bytes"]) == {4 * KiB}
+    assert any("48 KiB" in note and "never interpolates" in note for note in handle.notes)
+
+
+def test_nothing_recorded_is_a_clear_error(replay):
+    with pytest.raises(ValidationError, match="none of the requested points were recorded"):
+        replay.submit("transfers", {"sizes": [48 * KiB]}).outcome()
+    with pytest.raises(ValidationError, match="no recording with run id"):
+        replay.submit("transfers", {"sizes": [4 * KiB]}, run_id="nope").outcome()
+
+
+def test_bad_parameters_are_refused_in_replay_too(replay):
+    with pytest.raises(ValidationError, match="too small"):
+        replay.submit("transfers", {"sizes": [0]}).outcome()
+    assert replay.check("transfers", {"sizes": [100]}) == [
+        "size 100 B is not a multiple of 16 B (the zero-copy kernel moves 16-byte vectors)"]
+
+
+def test_a_damaged_recording_is_reported_and_the_others_still_load(tmp_path):
+    for path in REPLAY_DIR.glob("*.parquet"):
+        shutil.copy(path, tmp_path / path.name)
+    (tmp_path / "zz-broken.parquet").write_bytes(b"garbage")
+    replay = ReplayBackend(tmp_path)
+    assert len(replay.problems) == 1 and "zz-broken.parquet" in replay.problems[0]
+    assert not replay.recordings("transfers").empty
+
+
+def test_an_empty_directory_gives_a_message(tmp_path):
+    replay = ReplayBackend(tmp_path)
+    with pytest.raises(ValidationError, match="no recorded transfers runs"):
+        replay.submit("transfers", {"sizes": [4 * KiB]}).outcome()
+
+
+def test_recordings_list_each_run_with_device_and_date(tmp_path):
+    frame = ReplayBackend().data
+    second = frame[frame["bytes"] <= 1 * GiB].assign(run_id="second", timestamp="2027-01-01T00:00:00+00:00",
+                                                     device_name="NVIDIA H100 80GB HBM3")
+    schema.to_parquet(frame, tmp_path / "a.parquet")
+    schema.to_parquet(second, tmp_path / "b.parquet")
+    replay = ReplayBackend(tmp_path)
+    recordings = replay.recordings("transfers")
+    assert list(recordings["run_id"])[0] == "second"  # newest first
+    picked = replay.submit("transfers", {"sizes": [4 * KiB]}, run_id="second").outcome()
+    assert picked["device_name"].eq("NVIDIA H100 80GB HBM3").all()

@@ -1,0 +1,63 @@
+import math
+
+import pandas as pd
+import pytest
+
+from gpu import schema
+
+PROVENANCE = {c: "x" for c in schema.PROVENANCE_COLUMNS}
+
+
+def row(**overrides):
+    base = {"run_id": "r1", "experiment": "transfers", "variant": "pinned", "direction": "h2d", "bytes": 4096,
+            "include_alloc": False, "median_ms": 0.01, "min_ms": 0.009, "max_ms": 0.02, "cv": 0.01, "samples": 10,
+            "gbps": 0.4, "stop_reason": "converged", "profile": "precise", "timer": "cuda_event", "verified": True,
+            "sm_clock_mhz": 1980.0, "throttled": False, "samples_ms": [0.01] * 10}
+    return {**base, **overrides}
+
+
+def test_make_frame_has_every_column_in_order():
+    frame = schema.make_frame([row(), row(bytes=8192)], PROVENANCE)
+    assert list(frame.columns) == schema.COLUMNS
+    assert len(frame) == 2
+
+
+@pytest.mark.parametrize("bad,message", [
+    ({"median_ms": 0}, "non-positive"), ({"bytes": -1}, "non-positive"), ({"gbps": None}, "missing"),
+    ({"verified": False}, "unverified"),
+])
+def test_validate_rejects_impossible_rows(bad, message):
+    with pytest.raises(schema.SchemaError, match=message):
+        schema.make_frame([row(**bad)], PROVENANCE)
+
+
+def test_validate_names_missing_columns():
+    frame = schema.make_frame([row()], PROVENANCE).drop(columns=["gbps", "host"])
+    with pytest.raises(schema.SchemaError, match="gbps, host"):
+        schema.validate(frame)
+
+
+def test_parquet_and_csv_round_trip_keep_samples(tmp_path):
+    frame = schema.make_frame([row(samples_ms=[0.01, 0.02, 0.03])], PROVENANCE)
+    schema.to_parquet(frame, tmp_path / "run.parquet")
+    assert list(schema.read_results(tmp_path / "run.parquet")["samples_ms"].iloc[0]) == [0.01, 0.02, 0.03]
+    (tmp_path / "run.csv").write_bytes(schema.to_csv_bytes(frame))
+    back = schema.read_results(tmp_path / "run.csv")
+    assert back["samples_ms"].iloc[0] == [0.01, 0.02, 0.03]
+    pd.testing.assert_series_equal(back["gbps"], frame["gbps"])
+
+
+def test_a_damaged_file_is_a_schema_error_not_a_crash(tmp_path):
+    broken = tmp_path / "broken.parquet"
+    broken.write_bytes(b"not parquet at all")
+    with pytest.raises(schema.SchemaError, match="cannot read"):
+        schema.read_results(broken)
+
+
+def test_theoretical_limits_come_from_link_and_memory_facts():
+    assert schema.pcie_gbps_per_direction(5, 16) == pytest.approx(63.015, rel=1e-4)  # 32 GT/s × 16 × 128/130 / 8
+    assert schema.pcie_gbps_per_direction(4, 16) == pytest.approx(31.51, rel=1e-3)
+    assert schema.pcie_gbps_per_direction(3, 8) == pytest.approx(7.877, rel=1e-3)
+    assert math.isnan(schema.pcie_gbps_per_direction(None, 16))
+    assert schema.hbm_gbps(3201, 6144) == pytest.approx(4916.7, rel=1e-4)  # 3201 MHz × 2 × 6144 bit / 8
+    assert math.isnan(schema.hbm_gbps(None, 6144))
