@@ -1,0 +1,41 @@
+# PinPoint's two commands:  make app   (set up and start the app)   ·   make test   (set up and run the tests)
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: app test lint gpu-test clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+# Live mode needs PyCUDA, which builds against the CUDA toolkit: install it only where a GPU and nvcc exist.
+$(VENV)/.app: requirements.txt requirements-gpu.txt | $(BIN)/python
+	$(BIN)/pip install -q -r requirements.txt
+	@if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 && command -v nvcc >/dev/null 2>&1; then \
+	  echo "GPU found: installing the GPU extra (PyCUDA builds against CUDA; this can take a few minutes)"; \
+	  $(BIN)/pip install -q -r requirements-gpu.txt; \
+	else echo "No usable GPU (nvidia-smi + nvcc): PinPoint will replay recorded runs."; fi
+	touch $@
+
+$(VENV)/.dev: requirements.txt requirements-dev.txt | $(BIN)/python
+	$(BIN)/pip install -q -r requirements-dev.txt
+	touch $@
+
+app: $(VENV)/.app
+	$(BIN)/streamlit run app.py
+
+# The browser test needs Debian's chromium; install it when we can (root), otherwise that test is skipped.
+test: $(VENV)/.dev
+	@if [ ! -x /usr/bin/chromium ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  echo "installing chromium for the browser test"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; fi
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest
+
+# On the GPU machine (see README): the GPU tests only.
+gpu-test:
+	python3 -m pytest -m gpu -v -s
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache
