@@ -1,0 +1,35 @@
+"""The Transfers page measuring live through the worker (AppTest, on the GPU machine)."""
+
+import json
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+pytestmark = pytest.mark.gpu
+APP = str(Path(__file__).resolve().parents[2] / "app.py")
+
+
+def test_transfers_page_measures_live_and_keeps_results_across_reruns(monkeypatch):
+    monkeypatch.setenv("PINPOINT_BACKEND", "auto")
+    at = AppTest.from_file(APP, default_timeout=300).run()
+    assert not at.exception, at.exception
+    assert any("Live" in s.value for s in at.success), "banner should say Live"
+    at.switch_page("pages/transfers.py").run()
+    at.text_input(key="transfers_custom_sizes").input("64KiB, 1MiB, 16MiB").run()
+    assert not at.get("plotly_chart")  # nothing is measured until asked
+    at.button(key="transfers_measure").click().run()
+    assert not at.exception, at.exception
+    charts = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    assert len(charts) == 3
+    assert charts[0]["layout"]["title"]["text"].count("Live NVIDIA") == 1
+    numbers = at.dataframe[-1].value
+    assert len(numbers) == 3 * 4 * 2
+    # A chart-only rerun (here: the same page again) shows the kept result without measuring again.
+    at.run()
+    assert len(at.get("plotly_chart")) == 3 and len(at.dataframe[-1].value) == 3 * 4 * 2
+    # A bad size is refused with the device's limit, before the worker allocates anything.
+    at.text_input(key="transfers_custom_sizes").input("4TiB").run()
+    assert any("unknown unit" in e.value for e in at.error)
+    at.text_input(key="transfers_custom_sizes").input("4096GiB").run()
+    assert any("does not fit in device memory" in e.value for e in at.error)
