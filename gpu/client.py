@@ -11,8 +11,11 @@ import atexit
 import itertools
 import multiprocessing as mp
 import queue
+import sys
 import threading
 import time
+import types
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from gpu.errors import ValidationError, WorkerError
@@ -57,6 +60,26 @@ class JobHandle:
         self._finished.set()
 
 
+_MAIN_SWAP = threading.Lock()
+
+
+@contextmanager
+def _main_module_hidden():
+    """Start spawned children without re-running the parent's ``__main__``.
+
+    ``spawn`` re-imports the parent's main module in the child. Under Streamlit that module is the app
+    script itself (Streamlit installs it as ``__main__``), so the worker would run app.py and die.
+    The worker needs nothing from ``__main__``: show ``Process.start`` an empty one.
+    """
+    with _MAIN_SWAP:
+        main = sys.modules.get("__main__")
+        sys.modules["__main__"] = types.ModuleType("__main__")
+        try:
+            yield
+        finally:
+            sys.modules["__main__"] = main
+
+
 class WorkerUnavailable(RuntimeError):
     """The worker process could not start (no GPU, no driver, kernels failed to compile…)."""
 
@@ -91,7 +114,8 @@ class WorkerClient:
         self._process = self._context.Process(
             target=serve, args=(self._jobs, self._events, self._cancel, self._service, self._options),
             name="pinpoint-gpu-worker", daemon=True)
-        self._process.start()
+        with _main_module_hidden():
+            self._process.start()
         deadline = time.monotonic() + self._start_timeout
         while True:
             try:

@@ -1,5 +1,8 @@
 """The worker/client machinery, in real spawned processes, with a CPU stand-in for the GPU service."""
 
+import sys
+import types
+
 import pytest
 
 from gpu.client import WorkerClient, WorkerUnavailable
@@ -90,3 +93,18 @@ def test_close_cancels_pending_jobs():
     assert pending.state == "cancelled"
     with pytest.raises(WorkerUnavailable):
         client.submit("echo")
+
+
+def test_the_worker_starts_when_main_is_an_app_script(tmp_path, monkeypatch):
+    # Streamlit installs the running app script as __main__; spawn must not re-run it in the worker.
+    script = tmp_path / "app_script.py"
+    script.write_text("raise SystemExit('the app script ran inside the worker')\n")
+    fake_main = types.ModuleType("__main__")
+    fake_main.__file__ = str(script)
+    monkeypatch.setitem(sys.modules, "__main__", fake_main)
+    client = WorkerClient(service=FAKE, start_timeout=60)
+    try:
+        assert client.run("echo", {"value": 7})["value"] == 7
+    finally:
+        client.close()
+    assert sys.modules["__main__"] is fake_main
