@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from gpu import schema
-from gpu.client import JobHandle, WorkerClient, WorkerUnavailable
+from gpu.client import DEFAULT_SERVICE, JobHandle, WorkerClient, WorkerUnavailable
 from gpu.errors import ValidationError
 from gpu.experiments import get_experiment
 from gpu.runtime import Limits
@@ -141,12 +141,17 @@ def requested_mode() -> str:
 
 
 def start_live() -> tuple[LiveBackend | None, str]:
-    """A live backend, or None with the reason it is not available."""
+    """A live backend, or None with the reason it is not available.
+
+    PINPOINT_WORKER_SERVICE swaps the worker's service (``module:Class``); only the tests set it, to
+    drive the live pages through a real worker process on machines without a GPU.
+    """
     if requested_mode() == "replay":
         return None, "PINPOINT_BACKEND=replay: recorded runs only"
-    if not pycuda_installed():
+    service = os.environ.get("PINPOINT_WORKER_SERVICE", DEFAULT_SERVICE)
+    if service == DEFAULT_SERVICE and not pycuda_installed():
         return None, "PyCUDA is not installed (see requirements-gpu.txt)"
     try:
-        return LiveBackend(WorkerClient()), ""
+        return LiveBackend(WorkerClient(service=service)), ""
     except WorkerUnavailable as exc:
         return None, f"no usable CUDA device: {exc}"

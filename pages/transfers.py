@@ -80,7 +80,10 @@ if reasons:
 # --- measure (live) or look up (replay) -------------------------------------------------------------------
 state = st.session_state
 if live:
-    if st.button("Measure", type="primary", key="transfers_measure"):
+    # The click is recorded by a callback in session state, so it survives any rerun before it is served.
+    st.button("Measure", type="primary", key="transfers_measure",
+              on_click=lambda: state.update(transfers_measure_requested=True))
+    if state.pop("transfers_measure_requested", False):
         state["transfers_job"] = backend.submit(transfers.NAME, params, session=shared.session_id())
         state.pop("transfers_result", None)
     job = state.get("transfers_job")

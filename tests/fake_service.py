@@ -50,3 +50,56 @@ class FakeService:
 
     def close(self) -> None:
         pass
+
+
+class RecordedTransfersService(FakeService):
+    """Serves the live protocol (limits, experiment) from the committed H200 recording, step by step.
+
+    Lets the tests drive the live page end to end (button, progress, queue, results) without a GPU.
+    The numbers are real recorded ones; only their delivery is simulated, and only in tests.
+    """
+
+    def __init__(self, seconds_per_point: float = 0.01):
+        super().__init__()
+        from gpu.backend import ReplayBackend
+
+        self.recorded = ReplayBackend().data
+        self.seconds_per_point = seconds_per_point
+
+    def hello(self) -> dict:
+        facts = self.recorded.iloc[0][["device_name", "compute_capability", "sm_count", "memory_total_bytes",
+                                       "pcie_gbps_theoretical", "pcie_gen", "pcie_width", "hbm_gbps_theoretical",
+                                       "driver_version"]].to_dict()
+        return {"facts": facts, "limits": self._limits(), "pid": os.getpid()}
+
+    @staticmethod
+    def _limits() -> dict:
+        gib = 1024**3
+        return {"free_device_bytes": 139 * gib, "total_device_bytes": 140 * gib, "pinned_budget_bytes": 16 * gib,
+                "host_available_bytes": 120 * gib, "max_threads_per_block": 1024, "warp_size": 32}
+
+    def handle(self, job, progress, should_cancel):
+        from gpu.errors import JobCancelled
+        from gpu.experiments import get_experiment
+        from gpu.runtime import Limits
+
+        if job["kind"] == "limits":
+            return self._limits()
+        if job["kind"] != "experiment":
+            return super().handle(job, progress, should_cancel)
+        module = get_experiment(job["experiment"])
+        params = module.parse_params(job["params"])
+        reasons = module.invalid_reasons(params, Limits(**self._limits()))
+        if reasons:
+            raise ValidationError(reasons)
+        points = list(params.points())
+        wanted = set(points)
+        rows = self.recorded[[key in wanted for key in zip(self.recorded["bytes"], self.recorded["variant"],
+                                                            self.recorded["direction"], self.recorded["include_alloc"],
+                                                            strict=True)]]
+        for i, _ in enumerate(points):
+            if should_cancel():
+                raise JobCancelled()
+            progress(i, len(points), f"point {i}")
+            time.sleep(self.seconds_per_point)
+        return rows.reset_index(drop=True)

@@ -21,7 +21,8 @@ def test_transfers_page_measures_live_and_keeps_results_across_reruns(monkeypatc
     at.button(key="transfers_measure").click().run()
     assert not at.exception, at.exception
     charts = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
-    assert len(charts) == 3
+    shown = [e.value for e in at.error] + [i.value for i in at.info] + [w.value for w in at.warning]
+    assert len(charts) == 3, shown
     assert charts[0]["layout"]["title"]["text"].count("Live NVIDIA") == 1
     numbers = at.dataframe[-1].value
     assert len(numbers) == 3 * 4 * 2

@@ -1,0 +1,56 @@
+"""The live path of the pages, through a real worker process serving recorded numbers (no GPU here)."""
+
+import json
+from pathlib import Path
+
+import pytest
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+
+APP = str(Path(__file__).resolve().parent.parent / "app.py")
+
+
+@pytest.fixture(autouse=True)
+def live_mode(monkeypatch):
+    monkeypatch.setenv("PINPOINT_BACKEND", "auto")
+    monkeypatch.setenv("PINPOINT_WORKER_SERVICE", "tests.fake_service:RecordedTransfersService")
+    st.cache_resource.clear()
+    yield
+    st.cache_resource.clear()
+
+
+def transfers_page():
+    at = AppTest.from_file(APP, default_timeout=120).run()
+    assert not at.exception, at.exception
+    at.switch_page("pages/transfers.py").run()
+    assert not at.exception, at.exception
+    return at
+
+
+def test_banner_says_live_and_nothing_is_measured_until_asked():
+    at = transfers_page()
+    assert any("**Live**" in s.value and "NVIDIA H200" in s.value for s in at.success)
+    assert not at.get("plotly_chart")
+    assert any("press **Measure**" in i.value for i in at.info)
+    assert at.radio(key="transfers_profile").value == "interactive"
+
+
+def test_measure_draws_the_result_and_keeps_it_across_reruns():
+    at = transfers_page()
+    at.text_input(key="transfers_custom_sizes").input("64KiB, 1MiB, 16MiB").run()
+    at.button(key="transfers_measure").click().run()
+    assert not at.exception, at.exception
+    shown = [e.value for e in at.error] + [i.value for i in at.info]
+    charts = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    assert len(charts) == 3, shown
+    assert "Live NVIDIA H200" in charts[0]["layout"]["title"]["text"]
+    assert len(at.dataframe[-1].value) == 3 * 4 * 2
+    at.pills(key="transfers_directions").set_value(["h2d"]).run()  # a widget change reruns, no new job
+    assert len(at.get("plotly_chart")) == 3 and len(at.dataframe[-1].value) == 3 * 4 * 2
+
+
+def test_limits_come_from_the_worker_and_bad_sizes_never_reach_it():
+    at = transfers_page()
+    at.text_input(key="transfers_custom_sizes").input("4096GiB").run()
+    assert any("does not fit in device memory" in e.value and "139 GiB free" in e.value for e in at.error)
+    assert not at.button  # no Measure button while the settings are invalid
