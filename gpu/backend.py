@@ -110,24 +110,36 @@ class ReplayBackend:
             raise ValidationError([f"no recording with run id {run_id}"])
         module = get_experiment(experiment)
         parsed = module.parse_params(params)
-        wanted = {(s, m, d, a) for s, m, d, a in parsed.points()}
-        keys = list(zip(recorded["bytes"], recorded["variant"], recorded["direction"], recorded["include_alloc"],
-                        strict=True))
+        wanted = set(parsed.points())
+        keys = list(zip(*(recorded[c] for c in module.KEY_COLUMNS), strict=True))
         have = set(keys)
         selected = recorded[[key in wanted for key in keys]]
-        missing_sizes = sorted({s for (s, m, d, a) in wanted - have})
+        missing = wanted - have
         if selected.empty:
-            recorded_sizes = sorted(recorded["bytes"].unique())
-            raise ValidationError([
-                "none of the requested points were recorded; this recording has sizes "
-                f"{format_bytes(recorded_sizes[0])} to {format_bytes(recorded_sizes[-1])} "
-                f"({len(recorded_sizes)} sizes), modes {', '.join(sorted(recorded['variant'].unique()))}"])
-        if missing_sizes:
-            notes.append("not recorded, so not shown (replay never interpolates): "
-                         + ", ".join(format_bytes(s) for s in missing_sizes[:8])
-                         + (" …" if len(missing_sizes) > 8 else ""))
+            raise ValidationError([f"none of the requested points were recorded; {describe_recording(recorded)}"])
+        if missing:
+            if experiment == "transfers":
+                sizes = sorted({key[0] for key in missing})
+                what = ", ".join(format_bytes(s) for s in sizes[:8]) + (" …" if len(sizes) > 8 else "")
+            else:
+                what = f"{len(missing)} of {len(wanted)} requested points"
+            notes.append(f"not recorded, so not shown (replay never interpolates): {what}")
         # Rows keep the recording's device and timestamp; the backend column says this view is a replay.
         return selected.assign(backend="replay").reset_index(drop=True)
+
+
+def describe_recording(recorded: pd.DataFrame) -> str:
+    """What a recording holds, for messages about what it does not."""
+    parts = []
+    for column, label in (("bytes", "sizes"), ("elements", "vector sizes"), ("block_size", "block sizes")):
+        values = sorted(v for v in recorded[column].dropna().unique() if v)
+        if values and not (column == "elements" and set(recorded["experiment"]) == {"transfers"}):
+            shown = [format_bytes(v) if column == "bytes" else f"{int(v):,}" for v in values]
+            parts.append(f"{label} {', '.join(shown[:10])}" + (" …" if len(shown) > 10 else ""))
+            if column == "bytes":
+                break
+    parts.append("variants " + ", ".join(sorted(recorded["variant"].unique())))
+    return "this recording has " + "; ".join(parts)
 
 
 def pycuda_installed() -> bool:

@@ -1,8 +1,10 @@
-"""Headless runner: ``python -m gpu.bench transfers [--sizes …] [--modes …] [--out FILE]``.
+"""Headless runner: ``python -m gpu.bench transfers|coalescing|reduction|occupancy [options] [--out FILE]``.
 
 Runs the experiment through the same worker process the app uses and writes exactly the DataFrame the
 page draws (Parquet, or CSV when FILE ends in .csv). Recordings for replay are made with it:
 ``python -m gpu.bench transfers --profile precise --include-alloc both --out assets/replay/…parquet``.
+``python -m gpu.bench occupancy-driver --out assets/occupancy/<device>.json`` records the driver's
+occupancy answers that the occupancy calculator is checked against.
 """
 
 from __future__ import annotations
@@ -39,7 +41,25 @@ def parse_args(argv=None):
     t.add_argument("--directions", default="h2d,d2h", help="comma-separated: h2d, d2h")
     t.add_argument("--include-alloc", choices=["no", "yes", "both"], default="no",
                    help="also time allocating the host buffer (yes), or measure both ways (both)")
-    for p in (t,):
+    c = sub.add_parser("coalescing", help="strided, misaligned, AoS/SoA and transpose kernels vs the device copy")
+    c.add_argument("--elements", default="2^26", help="floats per buffer, a power of two (2^20 … 2^28)")
+    c.add_argument("--block-sizes", default="256", help="comma-separated block sizes (multiples of 32)")
+    c.add_argument("--groups", default="copy,strided,offset,layout,transpose")
+    c.add_argument("--strides", default="1,2,4,8,16,32,64")
+    c.add_argument("--offsets", default="0,1,2,4,8,16,31,32")
+    r = sub.add_parser("reduction", help="dot-product variants vs gpuarray.dot, kernel-only and end to end")
+    r.add_argument("--sizes", default="2^24", help="comma-separated vector sizes, powers of two (2^10 … 2^28)")
+    r.add_argument("--block-sizes", default="256")
+    r.add_argument("--variants", default="atomic_per_element,shared_tree,warp_shuffle,grid_stride,gpuarray_dot,"
+                                         "end_to_end_pageable,end_to_end_pinned")
+    o = sub.add_parser("occupancy", help="block-size sweep of a memory-bound and a latency-bound kernel")
+    o.add_argument("--block-sizes", default="32:1024:32", help="a list, or start:stop:step")
+    o.add_argument("--kernels", default="stream,chase")
+    o.add_argument("--extra-registers", default="0", help="comma-separated: 0, 32, 64, 128 (one run each)")
+    o.add_argument("--dynamic-shared", default="0", help="comma-separated bytes of spoiler shared memory")
+    d = sub.add_parser("occupancy-driver", help="record the driver's occupancy answers (JSON) for the tests")
+    d.add_argument("--out", required=True)
+    for p in (t, c, r, o):
         p.add_argument("--profile", default="precise",
                        help="precise (nvbench's defaults) or interactive, optionally with overrides, "
                             "e.g. precise/timeout_s=3")
@@ -57,11 +77,70 @@ def transfer_params(args) -> dict:
     }
 
 
+def int_list(text: str) -> list[int]:
+    """'1,2,4', '2^26' or 'start:stop:step' (inclusive)."""
+    values = []
+    for token in str(text).split(","):
+        token = token.strip()
+        if not token:
+            continue
+        if token.count(":") == 2:
+            start, stop, step = (int(x) for x in token.split(":"))
+            values += list(range(start, stop + 1, step))
+        elif "^" in token:
+            base, exp = token.split("^")
+            values.append(int(base) ** int(exp))
+        else:
+            values.append(int(token))
+    return values
+
+
+def words(text: str) -> list[str]:
+    return [w.strip() for w in text.split(",") if w.strip()]
+
+
+def experiment_jobs(args) -> list[dict]:
+    """The parameter sets to run (occupancy runs once per register and shared-memory setting)."""
+    if args.experiment == "transfers":
+        return [transfer_params(args)]
+    if args.experiment == "coalescing":
+        return [{"elements": int_list(args.elements)[0], "block_sizes": int_list(args.block_sizes),
+                 "groups": words(args.groups), "strides": int_list(args.strides),
+                 "offsets": int_list(args.offsets), "profile": args.profile}]
+    if args.experiment == "reduction":
+        return [{"sizes": int_list(args.sizes), "block_sizes": int_list(args.block_sizes),
+                 "variants": words(args.variants), "profile": args.profile}]
+    return [{"block_sizes": int_list(args.block_sizes), "kernels": words(args.kernels), "extra_registers": extra,
+             "dynamic_shared_bytes": shared, "profile": args.profile}
+            for extra in int_list(args.extra_registers) for shared in int_list(args.dynamic_shared)]
+
+
+def record_driver_occupancy(out: str) -> int:
+    import json
+
+    from gpu.backend import start_live
+
+    backend, reason = start_live()
+    if backend is None:
+        print(f"error: recording driver answers needs a GPU: {reason}", file=sys.stderr)
+        return 3
+    try:
+        table = backend.client.run("occupancy_driver")
+    finally:
+        backend.client.close()
+    with open(out, "w") as f:
+        json.dump(table, f, separators=(",", ":"))
+    print(f"wrote {len(table['answers'])} driver answers for {table['device']['name']} to {out}", file=sys.stderr)
+    return 0
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
+    if args.experiment == "occupancy-driver":
+        return record_driver_occupancy(args.out)
     try:
-        params = transfer_params(args)
-    except SizeError as exc:
+        jobs = experiment_jobs(args)
+    except (SizeError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     from gpu.backend import start_live
@@ -70,12 +149,14 @@ def main(argv=None) -> int:
     if backend is None:
         print(f"error: the runner measures live and needs a GPU: {reason}", file=sys.stderr)
         return 3
-    print(f"{backend.label()} · profile {args.profile}", file=sys.stderr)
+    print(f"{backend.label()} · profile {args.profile} · {len(jobs)} run(s)", file=sys.stderr)
     started = time.perf_counter()
-    handle = backend.submit(args.experiment, params)
-    _progress_bar(handle)
+    frames = []
     try:
-        frame = handle.outcome()
+        for params in jobs:
+            handle = backend.submit(args.experiment, params)
+            _progress_bar(handle)
+            frames.append(handle.outcome())
     except ValidationError as exc:
         print("error: invalid parameters:\n  - " + "\n  - ".join(exc.reasons), file=sys.stderr)
         return 2
@@ -84,9 +165,15 @@ def main(argv=None) -> int:
         return 1
     finally:
         backend.client.close()
+    import pandas as pd
+
+    frame = pd.concat(frames, ignore_index=True)
     print(f"{len(frame)} points in {time.perf_counter() - started:.1f} s", file=sys.stderr)
-    show = frame[["variant", "direction", "bytes", "include_alloc", "median_ms", "cv", "samples", "gbps"]].copy()
-    show["bytes"] = show["bytes"].map(format_bytes)
+    columns = ["variant", "direction", "bytes", "include_alloc"] if args.experiment == "transfers" else \
+        ["variant", "block_size", "elements", "param_value", "theoretical_occupancy", "rel_error"]
+    show = frame[columns + ["median_ms", "cv", "samples", "gbps"]].copy()
+    show["bytes" if "bytes" in columns else "elements"] = show["bytes" if "bytes" in columns else "elements"].map(
+        format_bytes if "bytes" in columns else (lambda v: f"{int(v):,}"))
     print(show.to_string(index=False))
     if args.out:
         if args.out.endswith(".csv"):

@@ -214,7 +214,8 @@ class GpuRuntime:
         self.pycuda_version = pycuda.VERSION_TEXT
         attrs = self.device.get_attributes()
         a = cuda.device_attribute
-        self.attributes = {str(k): v for k, v in attrs.items()}
+        self.attributes = {getattr(k, "name", str(k)).split(".")[-1]: int(v) for k, v in attrs.items()}
+        self.l2_bytes = int(attrs[a.L2_CACHE_SIZE])
         self.sm_count = attrs[a.MULTIPROCESSOR_COUNT]
         self.max_threads_per_block = attrs[a.MAX_THREADS_PER_BLOCK]
         self.warp_size = attrs[a.WARP_SIZE]
@@ -222,25 +223,49 @@ class GpuRuntime:
         self.telemetry = Telemetry(self.device.pci_bus_id())
         self.facts = self._device_facts(attrs, a)
         self.modules = {}
+        self.cubins: dict[str, bytes] = {}
         self.functions = {}
         self._compile_kernels()
 
     # --- set-up ---------------------------------------------------------------------------------
     def _compile_kernels(self) -> None:
         """Compile every gpu/kernels/*.cu once, for this device's exact architecture."""
-        from pycuda.compiler import compile as nvcc_compile
-
-        major, minor = self.compute_capability
         for source_path in sorted(KERNEL_DIR.glob("*.cu")):
-            cubin = nvcc_compile(source_path.read_text(), arch=f"sm_{major}{minor}", no_extern_c=True,
-                                 options=["-O3", f"-I{KERNEL_DIR}"])
-            module = self.cuda.module_from_buffer(cubin)
-            self.modules[source_path.stem] = module
+            self.module(source_path.stem)
         self.functions = {
             "copy_vec4": self.modules["transfers"].get_function("copy_vec4"),
             "health_fill": self.modules["health"].get_function("health_fill"),
             "fault_illegal_address": self.modules["health"].get_function("fault_illegal_address"),
         }
+
+    def module(self, stem: str, options: tuple[str, ...] = ()):
+        """gpu/kernels/<stem>.cu compiled with extra nvcc ``options`` (e.g. -DEXTRA_REGS=64), once each."""
+        from pycuda.compiler import compile as nvcc_compile
+
+        key = " ".join((stem, *options))
+        if key not in self.modules:
+            major, minor = self.compute_capability
+            cubin = nvcc_compile((KERNEL_DIR / f"{stem}.cu").read_text(), arch=f"sm_{major}{minor}",
+                                 no_extern_c=True, options=["-O3", f"-I{KERNEL_DIR}", *options])
+            self.cubins[key] = cubin
+            self.modules[key] = self.cuda.module_from_buffer(cubin)
+        return self.modules[key]
+
+    def kernel(self, stem: str, name: str, options: tuple[str, ...] = ()):
+        return self.module(stem, options).get_function(name)
+
+    def occupancy_limits(self):
+        from gpu.occupancy import DeviceLimits
+
+        return DeviceLimits.from_attributes(self.device.name(), self.compute_capability, self.attributes)
+
+    def kernel_resources(self, function):
+        from gpu.occupancy import KernelResources
+
+        fa = self.cuda.function_attribute
+        return KernelResources(int(function.get_attribute(fa.NUM_REGS)),
+                               int(function.get_attribute(fa.SHARED_SIZE_BYTES)),
+                               int(function.get_attribute(fa.MAX_DYNAMIC_SHARED_SIZE_BYTES)))
 
     def _device_facts(self, attrs, a) -> dict:
         cuda = self.cuda
@@ -265,6 +290,7 @@ class GpuRuntime:
             "sm_clock_max_mhz": nvml["sm_clock_max_mhz"],
             "mem_clock_max_mhz": nvml["mem_clock_max_mhz"] or mem_clock_mhz,
             "host": socket.gethostname(),
+            "l2_bytes": int(attrs[a.L2_CACHE_SIZE]),
         }
 
     # --- per job ----------------------------------------------------------------------------------
@@ -323,3 +349,91 @@ class GpuRuntime:
     def _check_thread(self) -> None:
         if threading.get_ident() != self._thread:
             raise RuntimeError("GpuRuntime used from a thread other than the one that owns its context")
+
+
+class KernelTimer:
+    """Times kernel launches like nvbench's cold measurements: CUDA events around one launch on a stream,
+    with the L2 cache flushed before every sample (a memset over twice the L2 size, outside the events),
+    so no sample reads data that the previous one left in cache."""
+
+    def __init__(self, gpu: GpuRuntime, ledger: AllocationLedger, flush_l2: bool = True):
+        self.gpu = gpu
+        self.cuda = gpu.cuda
+        self.stream = self.cuda.Stream()
+        self.start, self.end = self.cuda.Event(), self.cuda.Event()
+        self.flush_words = (2 * gpu.l2_bytes) // 4 if flush_l2 else 0
+        self.flush_buffer = ledger.device_buffer(self.flush_words * 4) if flush_l2 else None
+
+    def once(self, launch) -> float:
+        """One sample in ms: ``launch(stream)`` enqueues the work being timed."""
+        if self.flush_buffer is not None:
+            self.cuda.memset_d32_async(self.flush_buffer, 0, self.flush_words, self.stream)
+        self.start.record(self.stream)
+        launch(self.stream)
+        self.end.record(self.stream)
+        self.end.synchronize()
+        return self.start.time_till(self.end)
+
+    def measure(self, launch, profile):
+        from gpu.stats import sample_until_stable
+
+        telemetry = self.gpu.telemetry
+
+        def sample() -> float:
+            telemetry.sample()
+            return self.once(launch)
+
+        return sample_until_stable(sample, profile)
+
+
+# Driver API pieces PyCUDA does not wrap (cuda.h values).
+_CU_FUNC_ATTRIBUTE = {"SHARED_SIZE_BYTES": 1, "NUM_REGS": 4, "MAX_DYNAMIC_SHARED_SIZE_BYTES": 8}
+OCCUPANCY_REGISTER_CAPS = (0, 16, 24, 32, 48, 64, 72, 96, 128, 168, 255)  # 0: no cap
+OCCUPANCY_DYNAMIC_SHARED = (0, 1, 1000, 4096, 12288, 30000, 48 * 1024, 70000, 100 * 1024, 150000, 200 * 1024)
+
+
+def driver_occupancy_table(gpu: GpuRuntime) -> dict:
+    """Ask the driver (cuOccupancyMaxActiveBlocksPerMultiprocessor, through libcuda with ctypes, on the very
+    cubins PinPoint runs) for blocks per SM over block sizes × register counts × shared memory."""
+    import ctypes
+
+    lib = ctypes.CDLL("libcuda.so.1")
+
+    def check(code, what):
+        if code != 0:
+            raise RuntimeError(f"{what} failed with CUresult {code}")
+
+    limits = gpu.occupancy_limits()
+    kernels = [("occupancy", "occ_registers", (f"-maxrregcount={cap}",) if cap else ()) for cap in
+               OCCUPANCY_REGISTER_CAPS]
+    kernels += [("coalescing", "transpose_padded", ()), ("coalescing", "copy_f32", ()),
+                ("reduction", "dot_warp_shuffle", ()), ("occupancy", "occ_chase", ("-DEXTRA_REGS=128",))]
+    answers = []
+    for stem, name, options in kernels:
+        gpu.module(stem, options)
+        key = " ".join((stem, *options))
+        module, function = ctypes.c_void_p(), ctypes.c_void_p()
+        check(lib.cuModuleLoadData(ctypes.byref(module), gpu.cubins[key]), "cuModuleLoadData")
+        try:
+            check(lib.cuModuleGetFunction(ctypes.byref(function), module, name.encode()), "cuModuleGetFunction")
+            value = ctypes.c_int()
+            attrs = {}
+            for attr, code in _CU_FUNC_ATTRIBUTE.items():
+                check(lib.cuFuncGetAttribute(ctypes.byref(value), code, function), "cuFuncGetAttribute")
+                attrs[attr] = value.value
+            max_dynamic = limits.shared_per_block_optin - attrs["SHARED_SIZE_BYTES"]
+            check(lib.cuFuncSetAttribute(function, _CU_FUNC_ATTRIBUTE["MAX_DYNAMIC_SHARED_SIZE_BYTES"],
+                                         ctypes.c_int(max_dynamic)), "cuFuncSetAttribute")
+            for dynamic in (*OCCUPANCY_DYNAMIC_SHARED, max_dynamic, max_dynamic + 1):
+                for block in range(32, limits.max_threads_per_block + 1, 32):
+                    blocks = ctypes.c_int(-1)
+                    code = lib.cuOccupancyMaxActiveBlocksPerMultiprocessor(
+                        ctypes.byref(blocks), function, ctypes.c_int(block), ctypes.c_size_t(dynamic))
+                    answers.append({"kernel": f"{name} {' '.join(options)}".strip(), "registers": attrs["NUM_REGS"],
+                                    "static_shared": attrs["SHARED_SIZE_BYTES"], "max_dynamic_shared": max_dynamic,
+                                    "block_size": block, "dynamic_shared": dynamic, "cu_result": code,
+                                    "blocks_per_sm": blocks.value if code == 0 else None})
+        finally:
+            lib.cuModuleUnload(module)
+    return {"device": limits.as_dict(), "attributes": gpu.attributes, "driver_version": gpu.facts["driver_version"],
+            "recorded": gpu.provenance()["timestamp"], "answers": answers}

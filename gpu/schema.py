@@ -2,8 +2,13 @@
 
 One row per measured point. Columns come in three groups:
 
-* **point** – what was measured: ``run_id, experiment, variant, direction, bytes`` and the experiment's
-  own parameter columns (``PARAMETER_COLUMNS``; a column an experiment does not use is left empty).
+* **point** – what was measured: ``run_id, experiment, variant, direction, bytes`` and the parameter
+  columns (``PARAMETER_COLUMNS``; a column an experiment does not use is left empty): ``include_alloc``
+  (transfers), ``group`` (a family of variants, e.g. strided or transpose), ``block_size``, ``elements``,
+  ``param``/``param_value`` (the swept axis of a group and its value, e.g. stride 8),
+  ``registers_per_thread``, ``shared_bytes_per_block``, ``theoretical_occupancy`` (gpu.occupancy) and
+  ``rel_error`` (a reduction's result against float64). For kernels ``direction`` is ``device`` and
+  ``bytes`` counts the useful bytes read plus written once.
 * **measurement** – ``median_ms, min_ms, max_ms, cv, samples, gbps`` (GB/s = 10^9 bytes/s of
   ``bytes`` over ``median_ms``), ``stop_reason`` (converged | timeout | max_samples), ``profile``,
   ``timer`` (what the clock covered), ``verified`` (output checked; a wrong output is an error, never a
@@ -11,7 +16,11 @@ One row per measured point. Columns come in three groups:
   thermal/power slowdown during the point) and ``samples_ms`` (every sample, in ms).
 * **provenance** – where and when: ``device_name, compute_capability, sm_count, memory_total_bytes,
   driver_version, cuda_version, pycuda_version, pcie_gen, pcie_width, pcie_gbps_theoretical,
-  hbm_gbps_theoretical, sm_clock_max_mhz, mem_clock_max_mhz, host, timestamp, git_commit, backend``.
+  hbm_gbps_theoretical, sm_clock_max_mhz, mem_clock_max_mhz, host, timestamp, git_commit, backend`` and
+  ``l2_bytes``.
+
+Parameter columns and ``l2_bytes`` are optional when reading: files recorded before a column existed
+load with it empty.
 
 Theoretical figures come from the device itself: PCIe per direction from link generation × width
 (after line encoding); HBM from memory clock × bus width × 2 (double data rate).
@@ -25,7 +34,10 @@ import math
 import pandas as pd
 
 POINT_COLUMNS = ["run_id", "experiment", "variant", "direction", "bytes"]
-PARAMETER_COLUMNS = ["include_alloc"]
+PARAMETER_COLUMNS = [
+    "include_alloc", "group", "block_size", "elements", "param", "param_value", "registers_per_thread",
+    "shared_bytes_per_block", "theoretical_occupancy", "rel_error",
+]
 MEASUREMENT_COLUMNS = [
     "median_ms", "min_ms", "max_ms", "cv", "samples", "gbps", "stop_reason", "profile", "timer",
     "verified", "sm_clock_mhz", "throttled", "samples_ms",
@@ -34,9 +46,10 @@ PROVENANCE_COLUMNS = [
     "device_name", "compute_capability", "sm_count", "memory_total_bytes", "driver_version",
     "cuda_version", "pycuda_version", "pcie_gen", "pcie_width", "pcie_gbps_theoretical",
     "hbm_gbps_theoretical", "sm_clock_max_mhz", "mem_clock_max_mhz", "host", "timestamp",
-    "git_commit", "backend",
+    "git_commit", "backend", "l2_bytes",
 ]
 COLUMNS = POINT_COLUMNS + PARAMETER_COLUMNS + MEASUREMENT_COLUMNS + PROVENANCE_COLUMNS
+OPTIONAL_COLUMNS = PARAMETER_COLUMNS + ["l2_bytes"]
 NUMERIC_COLUMNS = ["bytes", "median_ms", "min_ms", "max_ms", "cv", "samples", "gbps"]
 
 # PCIe transfer rate per lane (GT/s) and line-encoding efficiency, by generation (PCI-SIG specifications).
@@ -76,10 +89,14 @@ def make_frame(rows: list[dict], provenance: dict) -> pd.DataFrame:
 
 def validate(frame: pd.DataFrame) -> pd.DataFrame:
     """Check columns and basic sanity; return the frame with numeric columns typed."""
-    missing = [c for c in COLUMNS if c not in frame.columns]
+    missing = [c for c in COLUMNS if c not in frame.columns and c not in OPTIONAL_COLUMNS]
     if missing:
         raise SchemaError(f"results are missing column(s): {', '.join(missing)}")
     frame = frame.copy()
+    for column in OPTIONAL_COLUMNS:
+        if column not in frame.columns:
+            frame[column] = None
+    frame = frame[COLUMNS]
     for column in NUMERIC_COLUMNS:
         frame[column] = pd.to_numeric(frame[column], errors="coerce")
     bad = frame[NUMERIC_COLUMNS].isna().any(axis=1) | (frame["bytes"] <= 0) | (frame["median_ms"] <= 0)

@@ -42,7 +42,8 @@ class GpuService:
         self.runtime = GpuRuntime(device_ordinal)
 
     def hello(self) -> dict:
-        return {"facts": self.runtime.facts, "limits": self.runtime.limits().as_dict(), "pid": os.getpid()}
+        return {"facts": self.runtime.facts, "limits": self.runtime.limits().as_dict(), "pid": os.getpid(),
+                "occupancy_device": self.runtime.occupancy_limits().as_dict()}
 
     def handle(self, job: dict, progress, should_cancel):
         from gpu import schema
@@ -66,6 +67,10 @@ class GpuService:
             return {"free_device_bytes": int(free), "total_device_bytes": int(total), "rss_bytes": _rss_bytes()}
         if kind == "limits":
             return self.runtime.limits().as_dict()
+        if kind == "occupancy_driver":
+            from gpu.runtime import driver_occupancy_table
+
+            return driver_occupancy_table(self.runtime)
         if kind == "fault":
             return self.runtime.fault()
         raise ValidationError([f"unknown job kind '{kind}'"])

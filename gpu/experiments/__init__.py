@@ -3,9 +3,9 @@ reasons a parameter combination is invalid, and ``run(params, gpu, progress, sho
 returns a results DataFrame in the schema of ``gpu.schema``."""
 
 from gpu.errors import ValidationError
-from gpu.experiments import transfers
+from gpu.experiments import coalescing, occupancy_sweep, reduction, transfers
 
-EXPERIMENTS = {transfers.NAME: transfers}
+EXPERIMENTS = {m.NAME: m for m in (transfers, coalescing, reduction, occupancy_sweep)}
 
 
 def get_experiment(name: str):

@@ -34,6 +34,7 @@ ALIGN_BYTES = 16  # the zero-copy kernel moves 16-byte vectors
 DEVICE_RESERVE_BYTES = 256 * MiB
 MAX_POINTS = 2000
 DEFAULT_SIZES = [4 * KiB * 2**i for i in range(19)]  # 4 KiB … 1 GiB
+KEY_COLUMNS = ["bytes", "variant", "direction", "include_alloc"]  # the order of Params.points()
 
 POISON = np.uint32(0xDEADBEEF)
 

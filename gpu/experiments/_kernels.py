@@ -1,0 +1,66 @@
+"""What the kernel experiments share: parameter checks, launch shapes and result rows."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gpu import stats
+from gpu.units import format_bytes
+
+DEVICE_RESERVE_BYTES = 512 * 1024**2
+
+
+def block_size_reasons(block_sizes, max_threads_per_block: int = 1024, warp_size: int = 32) -> list[str]:
+    reasons = []
+    if not block_sizes:
+        reasons.append("choose at least one block size")
+    for b in block_sizes:
+        if b <= 0:
+            reasons.append(f"block size {b} must be positive")
+        elif b > max_threads_per_block:
+            reasons.append(f"block size {b} exceeds the device's maximum of {max_threads_per_block} threads")
+        elif b % warp_size:
+            reasons.append(f"block size {b} is not a multiple of the warp size ({warp_size})")
+    return reasons
+
+
+def power_of_two_reasons(values, what: str, low: int, high: int) -> list[str]:
+    reasons = []
+    for v in values:
+        if v < low or v > high or v & (v - 1):
+            reasons.append(f"{what} {v} must be a power of two from {low} to {high}")
+    return reasons
+
+
+def memory_reasons(needed_bytes: int, limits, what: str) -> list[str]:
+    if limits is None:
+        return []
+    room = limits.free_device_bytes - DEVICE_RESERVE_BYTES
+    if needed_bytes > room:
+        return [f"{what} needs {format_bytes(needed_bytes)} of device memory; "
+                f"{format_bytes(limits.free_device_bytes)} is free and {format_bytes(DEVICE_RESERVE_BYTES)} "
+                f"is kept in reserve, so at most {format_bytes(max(room, 0))}"]
+    return []
+
+
+def grid_for(elements: int, block: int) -> tuple[int, int]:
+    """One thread per element; grids wider than 2^31-1 blocks are not needed at these sizes."""
+    return (max(1, -(-elements // block)), 1)
+
+
+def row(variant: str, group: str, nbytes: int, summary: stats.Summary, profile: stats.Profile, telemetry,
+        **params) -> dict:
+    """A schema row for a kernel measurement (direction 'device'; bytes = useful bytes read + written)."""
+    return {
+        "variant": variant, "group": group, "direction": "device", "bytes": int(nbytes),
+        "median_ms": summary.median_ms, "min_ms": summary.min_ms, "max_ms": summary.max_ms, "cv": summary.cv,
+        "samples": summary.samples, "gbps": stats.gbps(nbytes, summary.median_ms),
+        "stop_reason": summary.stop_reason, "profile": profile.name, "timer": "cuda_event_l2_flushed",
+        "verified": True, "samples_ms": summary.samples_ms, **telemetry.point_summary(), **params,
+    }
+
+
+def small_int_floats(count: int, seed: int) -> np.ndarray:
+    """Floats that are small integers: sums and products of a few stay exact, so outputs verify exactly."""
+    rng = np.random.default_rng(seed)
+    return rng.integers(0, 4096, size=count, dtype=np.int32).astype(np.float32)

@@ -1,0 +1,219 @@
+"""Coalescing: the same bytes moved with different address patterns, against the device copy in the run.
+
+Groups (all kernel-only, CUDA events, L2 flushed before every sample, working sets of 256 MiB and up by
+default, far above Hopper's 50–60 MB L2):
+* copy – ``memcpy_dtod`` (the driver's device copy: the reference peak), ``copy_f32`` (a float per
+  thread) and ``copy_f4`` (16-byte vectors, grid-stride: our best copy);
+* strided – a permutation gather whose warp neighbours sit ``stride`` elements apart;
+* offset – reads shifted by ``offset`` elements from 128-byte alignment;
+* layout – array of structures vs structure of arrays, reading all four fields or only one;
+* transpose – naive, shared-memory tile, tile padded against bank conflicts (32×8 threads per 32×32 tile).
+
+Bytes counted: the useful bytes each kernel must read plus write, once (the device copy counts its read
+and its write). Every output is checked exactly against NumPy.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from gpu import stats
+from gpu.errors import JobCancelled, ValidationError
+from gpu.experiments import _kernels as k
+from gpu.experiments.transfers import verify_equal
+
+NAME = "coalescing"
+GROUPS = ("copy", "strided", "offset", "layout", "transpose")
+VARIANTS = {
+    "copy": ("memcpy_dtod", "copy_f32", "copy_f4"),
+    "strided": ("strided",), "offset": ("offset",),
+    "layout": ("aos_sum", "soa_sum", "aos_x", "soa_x"),
+    "transpose": ("transpose_naive", "transpose_tiled", "transpose_padded"),
+}
+LABELS = {
+    "memcpy_dtod": "memcpy_dtod (driver)", "copy_f32": "copy, 1 float/thread", "copy_f4": "copy, float4 grid-stride",
+    "strided": "strided read", "offset": "misaligned read", "aos_sum": "AoS, all 4 fields",
+    "soa_sum": "SoA, all 4 fields", "aos_x": "AoS, 1 field", "soa_x": "SoA, 1 field",
+    "transpose_naive": "transpose: naive", "transpose_tiled": "transpose: shared tile",
+    "transpose_padded": "transpose: padded tile",
+}
+KEY_COLUMNS = ["variant", "block_size", "elements", "param_value"]
+AXES = {"block_size": "multiples of 32 up to 1024", "elements": "powers of two, 2^20 … 2^28",
+        "stride": "1 … 64 (powers of two)", "offset": "0 … 32 elements"}
+DEFAULT_STRIDES = [1, 2, 4, 8, 16, 32, 64]
+DEFAULT_OFFSETS = [0, 1, 2, 4, 8, 16, 31, 32]
+
+
+@dataclass(frozen=True)
+class Params:
+    elements: int = 1 << 26
+    block_sizes: list[int] = field(default_factory=lambda: [256])
+    groups: list[str] = field(default_factory=lambda: list(GROUPS))
+    strides: list[int] = field(default_factory=lambda: list(DEFAULT_STRIDES))
+    offsets: list[int] = field(default_factory=lambda: list(DEFAULT_OFFSETS))
+    profile: str = "interactive"
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+    @property
+    def matrix_side(self) -> int:
+        return 1 << (self.elements.bit_length() - 1) // 2
+
+    def points(self):
+        """(variant, block_size, elements, param_value) for every point; the copy group always runs."""
+        for block in self.block_sizes:
+            for group in ["copy"] + [g for g in self.groups if g != "copy"]:
+                for variant in VARIANTS[group]:
+                    if group == "strided":
+                        values = self.strides
+                    elif group == "offset":
+                        values = self.offsets
+                    elif group == "transpose":
+                        values = [self.matrix_side]
+                    else:
+                        values = [0]
+                    for value in values:
+                        yield variant, block, self.elements, value
+
+
+def parse_params(raw: dict) -> Params:
+    unknown = set(raw) - set(Params.__dataclass_fields__)
+    if unknown:
+        raise ValidationError([f"unknown parameter(s): {', '.join(sorted(unknown))}"])
+    try:
+        return Params(elements=int(raw.get("elements", 1 << 26)),
+                      block_sizes=sorted({int(b) for b in raw.get("block_sizes", [256])}),
+                      groups=list(raw.get("groups", GROUPS)),
+                      strides=sorted({int(s) for s in raw.get("strides", DEFAULT_STRIDES)}),
+                      offsets=sorted({int(o) for o in raw.get("offsets", DEFAULT_OFFSETS)}),
+                      profile=str(raw.get("profile", "interactive")))
+    except (TypeError, ValueError):
+        raise ValidationError(["elements, block sizes, strides and offsets must be whole numbers"]) from None
+
+
+def device_bytes_needed(params: Params) -> int:
+    n = params.elements
+    return (n + 32) * 4 + n * 4 + 4 * n * 4 + 256 * 1024**2  # source, output, layout fields, L2 flush
+
+
+def invalid_reasons(params: Params, limits) -> list[str]:
+    reasons = []
+    max_threads = getattr(limits, "max_threads_per_block", 1024) if limits else 1024
+    reasons += k.block_size_reasons(params.block_sizes, max_threads)
+    reasons += k.power_of_two_reasons([params.elements], "elements", 1 << 20, 1 << 28)
+    reasons += [f"unknown group '{g}' (known: {', '.join(GROUPS)})" for g in params.groups if g not in GROUPS]
+    reasons += k.power_of_two_reasons(params.strides, "stride", 1, 64)
+    reasons += [f"offset {o} must be 0 … 32 elements" for o in params.offsets if not 0 <= o <= 32]
+    try:
+        stats.get_profile(params.profile)
+    except ValueError as exc:
+        reasons.append(str(exc))
+    if not reasons:
+        reasons += k.memory_reasons(device_bytes_needed(params), limits, "this sweep")
+    return reasons
+
+
+def bytes_moved(variant: str, elements: int, matrix_side: int) -> int:
+    if variant in ("aos_sum", "soa_sum"):
+        return elements * (16 + 4)
+    if variant.startswith("transpose"):
+        return 2 * matrix_side * matrix_side * 4
+    return 2 * elements * 4  # every other variant reads and writes one float per element
+
+
+def strided_permutation(n: int, stride: int) -> np.ndarray:
+    i = np.arange(n, dtype=np.uint64)
+    scaled = i * np.uint64(stride)
+    return ((scaled & np.uint64(n - 1)) + scaled // np.uint64(n)).astype(np.int64)
+
+
+def run(params: Params, gpu, progress, should_cancel) -> list[dict]:
+    from gpu.runtime import KernelTimer
+
+    reasons = invalid_reasons(params, gpu.limits())
+    if reasons:
+        raise ValidationError(reasons)
+    cuda = gpu.cuda
+    profile = stats.get_profile(params.profile)
+    n, side = params.elements, params.matrix_side
+    points = list(params.points())
+    rows: list[dict] = []
+    u64 = np.uint64
+    with gpu.job_scope() as ledger:
+        timer = KernelTimer(gpu, ledger)
+        host = k.small_int_floats(n + 32, seed=time.time_ns() & 0xFFFF)
+        src = ledger.device_buffer((n + 32) * 4)
+        cuda.memcpy_htod(src, host)
+        out = ledger.device_buffer(n * 4)
+        # Four distinct fields; the same bytes read as n structs (AoS) or as arrays x|y|z|w (SoA).
+        fields = np.concatenate([host[i:i + n] for i in range(4)]) if "layout" in params.groups else None
+        soa = ledger.device_buffer(4 * n * 4) if fields is not None else None
+        if soa is not None:
+            cuda.memcpy_htod(soa, fields)
+        readback = np.empty(n, dtype=np.float32)
+        fn = {name: gpu.kernel("coalescing", name) for name in
+              ("copy_f32", "copy_f4", "strided_read", "offset_read", "aos_sum", "soa_sum", "aos_x", "soa_x",
+               "transpose_naive", "transpose_tiled", "transpose_padded")}
+        for index, (variant, block, _, value) in enumerate(points):
+            if should_cancel():
+                raise JobCancelled()
+            progress(index, len(points), f"{LABELS[variant]} · block {block}" + (f" · {value}" if value else ""))
+            grid = k.grid_for(n, block)
+            blk = (block, 1, 1)
+            expected = host[:n]
+            if variant == "memcpy_dtod":
+                def launch(s):
+                    cuda.memcpy_dtod_async(out, src, n * 4, s)
+            elif variant == "copy_f32":
+                def launch(s):
+                    fn["copy_f32"](src, out, u64(n), block=blk, grid=grid, stream=s)
+            elif variant == "copy_f4":
+                waves = max(1, gpu.sm_count * (2048 // block) * 2)
+                def launch(s, waves=waves):
+                    fn["copy_f4"](src, out, u64(n // 4), block=blk, grid=(min(waves, grid[0]), 1), stream=s)
+            elif variant == "strided":
+                log2 = value.bit_length() - 1
+                expected = host[:n][strided_permutation(n, value)]
+                def launch(s, log2=log2):
+                    fn["strided_read"](src, out, u64(n), np.uint32(log2), block=blk, grid=grid, stream=s)
+            elif variant == "offset":
+                expected = host[value:value + n]
+                def launch(s, value=value):
+                    fn["offset_read"](src, out, u64(n), np.uint32(value), block=blk, grid=grid, stream=s)
+            elif variant in ("aos_sum", "aos_x"):
+                structs = fields.reshape(n, 4)
+                expected = structs.sum(axis=1, dtype=np.float32) if variant == "aos_sum" else 2 * structs[:, 0]
+                def launch(s, name=variant):
+                    fn[name](soa, out, u64(n), block=blk, grid=grid, stream=s)
+            elif variant in ("soa_sum", "soa_x"):
+                arrays = fields.reshape(4, n)
+                expected = arrays.sum(axis=0, dtype=np.float32) if variant == "soa_sum" else 2 * arrays[0]
+                x, y, z, w = (int(soa) + i * n * 4 for i in range(4))
+                def launch(s, name=variant, x=x, y=y, z=z, w=w):
+                    if name == "soa_sum":
+                        fn[name](np.uintp(x), np.uintp(y), np.uintp(z), np.uintp(w), out, u64(n),
+                                 block=blk, grid=grid, stream=s)
+                    else:
+                        fn[name](np.uintp(x), out, u64(n), block=blk, grid=grid, stream=s)
+            else:  # transposes: fixed 32x8 threads per 32x32 tile
+                matrix = host[:side * side].reshape(side, side)
+                expected = np.ascontiguousarray(matrix.T).ravel()
+                tiles = (side // 32, side // 32)
+                def launch(s, name=variant, tiles=tiles):
+                    fn[name](src, out, np.int32(side), block=(32, 8, 1), grid=tiles, stream=s)
+            cuda.memset_d32(out, 0xFFFFFFFF, n)  # poison: NaN everywhere the kernel fails to write
+            summary = timer.measure(launch, profile)
+            got = readback[:expected.size]
+            cuda.memcpy_dtoh(got, out)
+            verify_equal(expected.view(np.uint32), got.view(np.uint32), f"{LABELS[variant]} (block {block})")
+            extra = {"param": {"strided": "stride", "offset": "offset"}.get(variant,
+                               "matrix_side" if variant.startswith("transpose") else "none")}
+            rows.append(k.row(variant, next(g for g, vs in VARIANTS.items() if variant in vs),
+                              bytes_moved(variant, n, side), summary, profile, gpu.telemetry,
+                              block_size=block, elements=n, param_value=value, **extra))
+    progress(len(points), len(points), "done")
+    return rows

@@ -1,0 +1,63 @@
+"""Coalescing, reduction and occupancy experiments on a real GPU (pytest -m gpu on the GPU machine)."""
+
+import pytest
+
+from gpu.errors import ValidationError
+from gpu.occupancy import DeviceLimits, KernelResources, occupancy
+
+pytestmark = pytest.mark.gpu
+
+
+def test_coalescing_every_kernel_verifies_and_the_patterns_rank_as_expected(live_backend):
+    frame = live_backend.submit("coalescing", {"elements": 1 << 24, "block_sizes": [256],
+                                               "profile": "interactive"}).outcome()
+    assert frame["verified"].all() and len(frame) == 3 + 7 + 8 + 4 + 3
+    gbps = frame.set_index(["variant", "param_value"])["gbps"]
+    assert gbps[("strided", 64)] < gbps[("strided", 1)] / 2  # scattered reads waste most of each sector
+    assert gbps[("transpose_padded", 4096)] > gbps[("transpose_naive", 4096)]
+    assert gbps[("aos_x", 0)] < gbps[("soa_x", 0)]
+
+
+def test_reduction_variants_are_exact_on_integers_and_accurate_on_floats(live_backend):
+    frame = live_backend.submit("reduction", {"sizes": [1 << 20], "block_sizes": [128, 1024],
+                                              "profile": "interactive"}).outcome()
+    assert len(frame) == 2 * 7 and frame["verified"].all()
+    doubles = frame[frame["variant"].isin(["shared_tree", "warp_shuffle", "grid_stride"])]
+    assert (doubles["rel_error"] < 1e-5).all()
+
+
+def test_occupancy_sweep_reports_registers_and_theory(live_backend):
+    light = live_backend.submit("occupancy", {"block_sizes": [64, 512], "extra_registers": 0,
+                                              "profile": "interactive"}).outcome()
+    heavy = live_backend.submit("occupancy", {"block_sizes": [64, 512], "extra_registers": 128,
+                                              "dynamic_shared_bytes": 48 * 1024, "profile": "interactive"}).outcome()
+    chase_light = light[light["variant"] == "chase"]
+    chase_heavy = heavy[heavy["variant"] == "chase"]
+    assert (chase_heavy["registers_per_thread"].to_numpy() > chase_light["registers_per_thread"].to_numpy()).all()
+    assert (chase_heavy["theoretical_occupancy"].to_numpy() < chase_light["theoretical_occupancy"].to_numpy()).all()
+    # Latency-bound work needs resident warps: lower occupancy, lower throughput.
+    assert chase_heavy["gbps"].max() < chase_light["gbps"].max()
+
+
+def test_calculator_agrees_exactly_with_the_driver(live_backend):
+    table = live_backend.client.run("occupancy_driver")
+    device = table["device"]
+    device["compute_capability"] = tuple(device["compute_capability"])
+    limits = DeviceLimits(**device)
+    answers = [a for a in table["answers"] if a["blocks_per_sm"] is not None]
+    assert len(answers) >= 1000
+    wrong = [a for a in answers if occupancy(limits, KernelResources(a["registers"], a["static_shared"],
+                                                                      a["max_dynamic_shared"]),
+                                             a["block_size"], a["dynamic_shared"]).blocks_per_sm != a["blocks_per_sm"]]
+    print(f"\ncalculator vs driver on {limits.name}: {len(answers) - len(wrong)}/{len(answers)} agree")
+    assert not wrong, wrong[:5]
+
+
+@pytest.mark.parametrize("experiment,params,message", [
+    ("coalescing", {"block_sizes": [1025]}, "exceeds the device's maximum of 1024"),
+    ("reduction", {"block_sizes": [0]}, "must be positive"),
+    ("occupancy", {"block_sizes": [100]}, "not a multiple of the warp size"),
+])
+def test_bad_block_sizes_are_refused_by_the_worker(live_backend, experiment, params, message):
+    with pytest.raises(ValidationError, match=message):
+        live_backend.submit(experiment, params).outcome()
