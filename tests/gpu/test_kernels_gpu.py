@@ -27,9 +27,9 @@ def test_reduction_variants_are_exact_on_integers_and_accurate_on_floats(live_ba
 
 
 def test_occupancy_sweep_reports_registers_and_theory(live_backend):
-    light = live_backend.submit("occupancy", {"block_sizes": [64, 512], "extra_registers": 0,
+    light = live_backend.submit("occupancy", {"block_sizes": [64, 256], "extra_registers": 0,
                                               "profile": "interactive"}).outcome()
-    heavy = live_backend.submit("occupancy", {"block_sizes": [64, 512], "extra_registers": 128,
+    heavy = live_backend.submit("occupancy", {"block_sizes": [64, 256], "extra_registers": 128,
                                               "dynamic_shared_bytes": 48 * 1024, "profile": "interactive"}).outcome()
     chase_light = light[light["variant"] == "chase"]
     chase_heavy = heavy[heavy["variant"] == "chase"]
