@@ -167,7 +167,8 @@ def main(argv=None) -> int:
         backend.client.close()
     import pandas as pd
 
-    frame = pd.concat(frames, ignore_index=True)
+    # One runner invocation is one recording: its runs share the first run's id.
+    frame = pd.concat(frames, ignore_index=True).assign(run_id=frames[0]["run_id"].iloc[0])
     print(f"{len(frame)} points in {time.perf_counter() - started:.1f} s", file=sys.stderr)
     columns = ["variant", "direction", "bytes", "include_alloc"] if args.experiment == "transfers" else \
         ["variant", "block_size", "elements", "param_value", "theoretical_occupancy", "rel_error"]

@@ -51,6 +51,8 @@ PROVENANCE_COLUMNS = [
 COLUMNS = POINT_COLUMNS + PARAMETER_COLUMNS + MEASUREMENT_COLUMNS + PROVENANCE_COLUMNS
 OPTIONAL_COLUMNS = PARAMETER_COLUMNS + ["l2_bytes"]
 NUMERIC_COLUMNS = ["bytes", "median_ms", "min_ms", "max_ms", "cv", "samples", "gbps"]
+OPTIONAL_NUMERIC_COLUMNS = ["block_size", "elements", "param_value", "registers_per_thread", "shared_bytes_per_block",
+                            "theoretical_occupancy", "rel_error", "l2_bytes"]
 
 # PCIe transfer rate per lane (GT/s) and line-encoding efficiency, by generation (PCI-SIG specifications).
 _PCIE_RATE = {1: (2.5, 8 / 10), 2: (5.0, 8 / 10), 3: (8.0, 128 / 130), 4: (16.0, 128 / 130),
@@ -97,8 +99,10 @@ def validate(frame: pd.DataFrame) -> pd.DataFrame:
         if column not in frame.columns:
             frame[column] = None
     frame = frame[COLUMNS]
-    for column in NUMERIC_COLUMNS:
+    for column in NUMERIC_COLUMNS + OPTIONAL_NUMERIC_COLUMNS:
         frame[column] = pd.to_numeric(frame[column], errors="coerce")
+    # Tables of several experiments mix True/False with empty cells: keep it a (nullable) boolean.
+    frame["include_alloc"] = frame["include_alloc"].astype("boolean")
     bad = frame[NUMERIC_COLUMNS].isna().any(axis=1) | (frame["bytes"] <= 0) | (frame["median_ms"] <= 0)
     if bad.any():
         raise SchemaError(f"{int(bad.sum())} row(s) have missing or non-positive measurements")
