@@ -13,6 +13,9 @@ st.set_page_config(page_title="PinPoint", page_icon="📌", layout="wide")
 navigation = st.navigation([
     st.Page("pages/overview.py", title="Overview", icon="📌", default=True),
     st.Page("pages/transfers.py", title="Transfers: pinned vs pageable", icon="🚚", url_path="transfers"),
+    st.Page("pages/coalescing.py", title="Coalescing", icon="🧵", url_path="coalescing"),
+    st.Page("pages/reductions.py", title="Reductions: dot product", icon="➕", url_path="reductions"),
+    st.Page("pages/occupancy.py", title="Occupancy", icon="📊", url_path="occupancy"),
 ])
 shared.source_sidebar()
 shared.source_banner()

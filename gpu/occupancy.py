@@ -10,7 +10,11 @@ with the driver on Hopper; tests/fixtures/occupancy_driver_*.json holds driver a
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass
+from pathlib import Path
+
+PROFILE_DIR = Path(__file__).resolve().parent.parent / "assets" / "occupancy"
 
 # Shared-memory carveouts a kernel's SM can be configured to, in KiB, by architecture (cuda_occupancy.h).
 _CARVEOUTS_KIB = {
@@ -153,3 +157,21 @@ def occupancy(device: DeviceLimits, kernel: KernelResources, block_size: int,
     warps = blocks * warps_per_block
     return Occupancy(block_size, dynamic_shared_bytes, blocks, warps, warps / max_warps, limiter,
                      {k: (v if v < 1 << 30 else None) for k, v in limits.items()}, reason if not blocks else "")
+
+
+def load_driver_table(path) -> tuple[DeviceLimits, list[dict], dict]:
+    """A recorded driver table (``python -m gpu.bench occupancy-driver``): device, answers, metadata."""
+    table = json.loads(Path(path).read_text())
+    device = dict(table["device"])
+    device["compute_capability"] = tuple(device["compute_capability"])
+    meta = {"driver_version": table.get("driver_version"), "recorded": table.get("recorded")}
+    return DeviceLimits(**device), table["answers"], meta
+
+
+def recorded_profiles(directory=PROFILE_DIR) -> dict[str, tuple[DeviceLimits, dict]]:
+    """Device profiles whose driver answers are committed: name → (limits, {driver_version, recorded, checked})."""
+    profiles = {}
+    for path in sorted(Path(directory).glob("*.json")):
+        device, answers, meta = load_driver_table(path)
+        profiles[device.name] = (device, {**meta, "checked": sum(a["blocks_per_sm"] is not None for a in answers)})
+    return profiles

@@ -5,6 +5,7 @@ from __future__ import annotations
 import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
+from gpu import schema
 from gpu.backend import LiveBackend, ReplayBackend, start_live
 from gpu.client import JobHandle
 from gpu.errors import ValidationError, WorkerError
@@ -110,3 +111,63 @@ def outcome(handle: JobHandle):
     for note in handle.notes:
         st.caption(note)
     return result
+
+
+def measured_frame(backend, experiment: str, params: dict, key: str, run_id: str | None = None):
+    """The page's results: live, after the user presses Measure (kept in the session until the next press,
+    so chart options never re-measure); replayed, straight from the chosen recording. None: stop here."""
+    state = st.session_state
+    if backend.kind != "live":
+        frame = outcome(backend.submit(experiment, params, run_id=run_id))
+        return frame
+    # The click is recorded by a callback in session state, so it survives any rerun before it is served.
+    st.button("Measure", type="primary", key=f"{key}_measure",
+              on_click=lambda: state.update({f"{key}_measure_requested": True}))
+    if state.pop(f"{key}_measure_requested", False):
+        state[f"{key}_job"] = backend.submit(experiment, params, session=session_id())
+        state.pop(f"{key}_result", None)
+    job = state.get(f"{key}_job")
+    if job is not None:
+        follow(job)
+        state[f"{key}_result"] = outcome(job)
+        state.pop(f"{key}_job")
+    frame = state.get(f"{key}_result")
+    if frame is None:
+        st.info("Choose the settings, then press **Measure**. Results stay here while you change chart options.")
+    return frame
+
+
+def recording_choice(backend, experiment: str, key: str) -> str | None:
+    """In replay, let the user pick among several recordings (device · date · profile)."""
+    if backend.kind == "live":
+        return None
+    recordings = backend.recordings(experiment)
+    if len(recordings) <= 1:
+        return None
+    labels = {r.run_id: f"{r.device_name} · {str(r.timestamp)[:16]} · {r.profile} ({r.points} points)"
+              for r in recordings.itertuples()}
+    return st.selectbox("Recorded run", list(labels), format_func=labels.get, key=f"{key}_recording")
+
+
+def profile_choice(backend, key: str, params: dict) -> None:
+    if backend.kind == "live":
+        params["profile"] = st.radio(
+            "Measurement profile", ["interactive", "precise"], horizontal=True, key=f"{key}_profile",
+            help="interactive: a small time budget per point. precise: nvbench's rule (≥ 10 samples, stop at "
+                 "≤ 0.5 % noise after ≥ 0.5 s, give up at 15 s).")
+
+
+def recorded_values(backend, experiment: str, column: str, run_id: str | None = None) -> list:
+    """The values a replayed recording has for a parameter column (the only ones a replay can show)."""
+    data = backend.data[backend.data["experiment"] == experiment]
+    if run_id:
+        data = data[data["run_id"] == run_id]
+    elif not data.empty:
+        data = data[data["run_id"] == backend.recordings(experiment).iloc[0]["run_id"]]
+    return sorted(int(v) for v in data[column].dropna().unique())
+
+
+def download(frame, name: str) -> None:
+    st.download_button("Download this run (CSV in the schema of gpu/schema.py, every sample included)",
+                       data=schema.to_csv_bytes(frame), mime="text/csv", key=f"{name}_download",
+                       file_name=f"pinpoint-{name}-{frame['run_id'].iloc[0]}.csv")

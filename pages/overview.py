@@ -1,8 +1,9 @@
 """Overview: what PinPoint is, where its numbers come from, and the device they describe."""
 
+import pandas as pd
 import streamlit as st
 
-from gpu.experiments import transfers
+from gpu.experiments import EXPERIMENTS
 from gpu.units import format_bytes
 from pages import _shared as shared
 
@@ -16,6 +17,9 @@ st.markdown(
     "Every number shown was measured: live on this machine's GPU, or replayed from runs that PinPoint's "
     "runner recorded on a real GPU (the device and date are on every chart).")
 st.page_link("pages/transfers.py", label="Transfers: pinned vs pageable memory", icon="🚚")
+st.page_link("pages/coalescing.py", label="Coalescing: access patterns vs bandwidth", icon="🧵")
+st.page_link("pages/reductions.py", label="Reductions: a dot product, five ways", icon="➕")
+st.page_link("pages/occupancy.py", label="Occupancy: calculator and measurement", icon="📊")
 
 backend = shared.current_backend()
 if backend.kind == "live":
@@ -35,9 +39,10 @@ if backend.kind == "live":
                        "memory free.")
 else:
     st.subheader("Recorded runs")
-    recordings = backend.recordings(transfers.NAME)
+    recordings = [backend.recordings(name).assign(experiment=name) for name in EXPERIMENTS]
+    recordings = pd.concat([r for r in recordings if not r.empty] or [pd.DataFrame()], ignore_index=True)
     if recordings.empty:
         st.warning("No recorded runs are available: put runner output in assets/replay/.")
     else:
-        st.dataframe(recordings.rename(columns={"device_name": "device", "timestamp": "recorded (UTC)"}),
-                     hide_index=True)
+        st.dataframe(recordings.rename(columns={"device_name": "device", "timestamp": "recorded (UTC)"})
+                     [["experiment", "device", "recorded (UTC)", "profile", "points", "run_id"]], hide_index=True)

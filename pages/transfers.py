@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from gpu import charts, schema
+from gpu import charts
 from gpu.experiments import transfers
 from gpu.units import GiB, KiB, SizeError, format_bytes, parse_size_list
 from pages import _shared as shared
@@ -59,46 +59,17 @@ else:
 params = {"sizes": sizes, "modes": list(modes or []), "directions": list(directions or []),
           "include_alloc": [False, True] if include_alloc else [False]}
 
-run_id = None
-if live:
-    params["profile"] = st.radio("Measurement profile", ["interactive", "precise"], horizontal=True,
-                                 key="transfers_profile",
-                                 help="interactive: a small time budget per point. precise: nvbench's rule "
-                                      "(≥ 10 samples, stop at ≤ 0.5 % noise after ≥ 0.5 s, give up at 15 s).")
-else:
-    recordings = backend.recordings(transfers.NAME)
-    if len(recordings) > 1:
-        labels = {r.run_id: f"{r.device_name} · {str(r.timestamp)[:16]} · {r.profile} ({r.points} points)"
-                  for r in recordings.itertuples()}
-        run_id = st.selectbox("Recorded run", list(labels), format_func=labels.get, key="transfers_recording")
+shared.profile_choice(backend, "transfers", params)
+run_id = shared.recording_choice(backend, transfers.NAME, "transfers")
 
 reasons = size_errors or backend.check(transfers.NAME, params)
 if reasons:
     shared.show_reasons(reasons)
     st.stop()
 
-# --- measure (live) or look up (replay) -------------------------------------------------------------------
-state = st.session_state
-if live:
-    # The click is recorded by a callback in session state, so it survives any rerun before it is served.
-    st.button("Measure", type="primary", key="transfers_measure",
-              on_click=lambda: state.update(transfers_measure_requested=True))
-    if state.pop("transfers_measure_requested", False):
-        state["transfers_job"] = backend.submit(transfers.NAME, params, session=shared.session_id())
-        state.pop("transfers_result", None)
-    job = state.get("transfers_job")
-    if job is not None:
-        shared.follow(job)
-        state["transfers_result"] = shared.outcome(job)
-        state.pop("transfers_job")
-    frame = state.get("transfers_result")
-    if frame is None:
-        st.info("Pick sizes and modes, then press **Measure**. Results stay here while you change chart options.")
-        st.stop()
-else:
-    frame = shared.outcome(backend.submit(transfers.NAME, params, run_id=run_id))
-    if frame is None:
-        st.stop()
+frame = shared.measured_frame(backend, transfers.NAME, params, "transfers", run_id)
+if frame is None:
+    st.stop()
 
 # --- charts -------------------------------------------------------------------------------------------------
 copy_only = frame[~frame["include_alloc"]]
@@ -164,6 +135,4 @@ st.dataframe(charts.numbers_table(frame), hide_index=True,
                             "max µs": st.column_config.NumberColumn(format="%.2f"),
                             "cv %": st.column_config.NumberColumn(format="%.2f"),
                             "GB/s": st.column_config.NumberColumn(format="%.2f")})
-st.download_button("Download this run (CSV, schema of gpu/schema.py, with every sample)",
-                   data=schema.to_csv_bytes(frame), mime="text/csv", key="transfers_download",
-                   file_name=f"pinpoint-transfers-{frame['run_id'].iloc[0]}.csv")
+shared.download(frame, "transfers")

@@ -3,12 +3,15 @@
 // "spoiler" that caps blocks per SM (as gpu-benches does) so occupancy becomes the variable.
 #include <stdint.h>
 
-// Register pressure: EXTRA_REGS values kept live across the kernel's main work. The empty asm forces
-// each into a register at both ends, so the compiler cannot recompute them later (no arithmetic added).
+// Register pressure for the latency-bound kernel: EXTRA_REGS values made before the dependent-load chain,
+// pinned by an empty asm (so they cannot be recomputed later) and summed after it, so they occupy
+// registers across the chain. Cost: about 2 x EXTRA_REGS instructions per thread against 32 dependent
+// DRAM loads, which is noise. A one-element copy would pay more for those instructions than for the copy,
+// so the memory-bound kernel gets no register pressure: it would measure instructions, not occupancy.
 #ifndef EXTRA_REGS
 #define EXTRA_REGS 0
 #endif
-#define PIN_LIVE(v) asm volatile("" : "+f"(v))
+#define PIN_LIVE(v) asm volatile("" : "+f"(v) : : "memory")
 
 extern "C" {
 
@@ -17,18 +20,7 @@ __global__ void occ_stream(const float* __restrict__ src, float* __restrict__ ds
 {
     extern __shared__ float spoiler[];
     unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;
-#if EXTRA_REGS > 0
-    float keep[EXTRA_REGS];
-#pragma unroll
-    for (int k = 0; k < EXTRA_REGS; ++k) { keep[k] = (float)(i + k); PIN_LIVE(keep[k]); }
-#endif
     if (i < n) dst[i] = src[i];
-#if EXTRA_REGS > 0
-    float s = 0.f;
-#pragma unroll
-    for (int k = 0; k < EXTRA_REGS; ++k) { PIN_LIVE(keep[k]); s += keep[k]; }
-    if (s == -1.f) dst[0] = s;  // never true for i >= 0: keeps the values without extra stores
-#endif
     if (i == (unsigned long long)-1) spoiler[0] = 0.f;  // never true: keeps the spoiler without traffic
 }
 
@@ -50,7 +42,7 @@ __global__ void occ_chase(const unsigned int* __restrict__ next, unsigned int* _
     float sum = 0.f;
 #pragma unroll
     for (int k = 0; k < EXTRA_REGS; ++k) { PIN_LIVE(keep[k]); sum += keep[k]; }
-    if (sum == -1.f) j = 0;
+    if (sum == -1.f) j = 0;  // never true (t + k >= 0): keeps the values without changing the result
 #endif
     out[t] = j;
     if (j == 0xffffffffu) spoiler[0] = 0.f;

@@ -1,0 +1,88 @@
+"""Coalescing: how the addresses a warp touches decide the bandwidth a kernel gets."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from gpu import kernel_charts
+from gpu.experiments import coalescing
+from gpu.units import format_bytes
+from pages import _shared as shared
+
+shared.require_router()
+backend = shared.current_backend()
+live = backend.kind == "live"
+
+st.title("Coalescing: access patterns vs bandwidth")
+st.markdown(
+    "The same bytes, moved by kernels whose warps touch memory in different patterns: strided, misaligned, "
+    "array-of-structures vs structure-of-arrays, and three matrix transposes. Kernel time only (CUDA events), "
+    "**L2 flushed before every sample** and working sets far above the L2, so the cache never flatters a "
+    "result. Each figure is compared with the driver's device copy (`memcpy_dtod`) **measured in the same run**, "
+    "and every output is checked exactly against NumPy.")
+
+run_id = shared.recording_choice(backend, coalescing.NAME, "coalescing")
+if live:
+    elements_options = [1 << p for p in range(20, 29)]
+    block_options = list(range(32, 1025, 32))
+else:
+    elements_options = shared.recorded_values(backend, coalescing.NAME, "elements", run_id) or [1 << 26]
+    block_options = shared.recorded_values(backend, coalescing.NAME, "block_size", run_id) or [256]
+left, right = st.columns(2)
+with left:
+    elements = st.select_slider("Floats per buffer", options=elements_options,
+                                value=(1 << 26) if (1 << 26) in elements_options else elements_options[-1],
+                                format_func=lambda n: f"{n:,} ({format_bytes(4 * n)})", key="coalescing_elements")
+    block = st.select_slider("Threads per block (1-D kernels)", options=block_options,
+                             value=256 if 256 in block_options else block_options[0], key="coalescing_block")
+with right:
+    groups = st.pills("Experiments", list(coalescing.GROUPS[1:]), selection_mode="multi",
+                      default=list(coalescing.GROUPS[1:]), key="coalescing_groups",
+                      help="The copy group (the memcpy_dtod reference and our copy kernels) always runs.")
+    typed_block = st.text_input("…or type a block size", key="coalescing_block_typed", placeholder="e.g. 192")
+
+params = {"elements": elements, "block_sizes": [block], "groups": ["copy", *(groups or [])]}
+if typed_block.strip():
+    try:
+        params["block_sizes"] = [int(typed_block)]
+    except ValueError:
+        shared.show_reasons([f"'{typed_block}' is not a whole number of threads"])
+        st.stop()
+shared.profile_choice(backend, "coalescing", params)
+reasons = backend.check(coalescing.NAME, params)
+if reasons:
+    shared.show_reasons(reasons)
+    st.stop()
+frame = shared.measured_frame(backend, coalescing.NAME, params, "coalescing", run_id)
+if frame is None:
+    st.stop()
+
+l2 = frame["l2_bytes"].dropna()
+st.caption(f"Working set: {format_bytes(4 * elements)} per buffer"
+           + (f" vs an L2 of {format_bytes(l2.iloc[0])}; " if not l2.empty else "; ")
+           + "L2 flushed before every sample. Transposes use 32×8-thread tiles whatever the block size.")
+best = kernel_charts.with_peak_share(frame)
+peak = best[best["variant"] == "memcpy_dtod"]["gbps"]
+if not peak.empty:
+    copy_f4 = best[best["variant"] == "copy_f4"]
+    st.markdown(f"**memcpy_dtod: {peak.iloc[0]:,.0f} GB/s** (read + write) · our float4 copy: "
+                f"{copy_f4['gbps'].iloc[0]:,.0f} GB/s = {copy_f4['pct_of_dtod'].iloc[0]:.0f} % of it · "
+                f"HBM theoretical {frame['hbm_gbps_theoretical'].iloc[0]:,.0f} GB/s")
+st.plotly_chart(kernel_charts.variants_figure(frame, coalescing.VARIANTS["copy"], "Copy kernels"),
+                key="chart_copy")
+if "strided" in set(frame["variant"]):
+    st.plotly_chart(kernel_charts.sweep_figure(frame, "strided", "stride (elements)", "Strided reads"),
+                    key="chart_strided")
+if "offset" in set(frame["variant"]):
+    st.plotly_chart(kernel_charts.sweep_figure(frame, "offset", "offset from alignment (elements)",
+                                               "Misaligned reads"), key="chart_offset")
+if set(coalescing.VARIANTS["layout"]) & set(frame["variant"]):
+    st.plotly_chart(kernel_charts.variants_figure(frame, coalescing.VARIANTS["layout"],
+                                                  "Array of structures vs structure of arrays"), key="chart_layout")
+if set(coalescing.VARIANTS["transpose"]) & set(frame["variant"]):
+    st.plotly_chart(kernel_charts.variants_figure(frame, coalescing.VARIANTS["transpose"],
+                                                  "Matrix transpose"), key="chart_transpose")
+table = best[["variant", "param", "param_value", "block_size", "median_ms", "min_ms", "max_ms", "cv", "samples",
+              "gbps", "pct_of_dtod", "stop_reason"]].rename(columns={"pct_of_dtod": "% of memcpy_dtod"})
+st.dataframe(table, hide_index=True)
+shared.download(frame, "coalescing")

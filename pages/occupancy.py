@@ -1,0 +1,117 @@
+"""Occupancy: an exact calculator beside measurements that show when occupancy matters and when not."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from gpu import kernel_charts
+from gpu.experiments import occupancy_sweep
+from gpu.occupancy import LIMITERS, DeviceLimits, KernelResources, occupancy, recorded_profiles
+from gpu.units import format_bytes
+from pages import _shared as shared
+
+shared.require_router()
+backend = shared.current_backend()
+live = backend.kind == "live"
+
+
+@st.cache_resource(show_spinner=False)
+def device_profiles() -> dict:
+    return recorded_profiles()
+
+
+st.title("Occupancy: calculator and measurement")
+st.markdown(
+    "How many blocks of a kernel fit on one SM, and which resource stops the next one: warps, the block cap, "
+    "registers or shared memory. The calculator follows the driver's own rules (register allocation per warp "
+    "and sub-partition, shared-memory granularity, carveouts and the driver's reserved 1 KiB per block); it is "
+    "checked against `cuOccupancyMaxActiveBlocksPerMultiprocessor` on the committed answers below. Below it, "
+    "measured kernels show that occupancy decides a latency-bound kernel's speed and barely a streaming one's.")
+
+# --- calculator ---------------------------------------------------------------------------------------------
+profiles = dict(device_profiles())
+if live:
+    live_device = backend.client.info.get("occupancy_device")
+    if live_device:
+        live_device = {**live_device, "compute_capability": tuple(live_device["compute_capability"])}
+        profiles = {f"{live_device['name']} (this GPU)": (DeviceLimits(**live_device), {"checked": None}),
+                    **profiles}
+names = list(profiles)
+st.subheader("Theoretical occupancy")
+name = st.selectbox("Device profile", names, key="occupancy_device",
+                    format_func=lambda n: n + ("" if profiles[n][1].get("checked") is None else
+                                               f" · matches the driver on {profiles[n][1]['checked']:,} configurations"
+                                               f" (driver {profiles[n][1]['driver_version']})"))
+device, _meta = profiles[name]
+c1, c2, c3, c4 = st.columns(4)
+block = c1.select_slider("Threads per block", options=list(range(32, device.max_threads_per_block + 1, 32)),
+                         value=256, key="occupancy_block")
+registers = c2.slider("Registers per thread", 1, 255, 32, key="occupancy_registers")
+static = c3.slider("Static shared memory (bytes)", 0, 48 * 1024, 0, step=256, key="occupancy_static")
+dynamic = c4.slider("Dynamic shared memory (bytes)", 0, device.shared_per_block_optin - static, 0, step=256,
+                    key="occupancy_dynamic")
+typed_block = st.text_input("…or type a block size", key="occupancy_block_typed", placeholder="e.g. 1025")
+if typed_block.strip():
+    try:
+        block = int(typed_block)
+    except ValueError:
+        shared.show_reasons([f"'{typed_block}' is not a whole number of threads"])
+        st.stop()
+kernel = KernelResources(registers, static, device.shared_per_block_optin - static)
+result = occupancy(device, kernel, block, dynamic)
+if result.blocks_per_sm == 0:
+    shared.show_reasons([result.reason], "This configuration cannot launch")
+else:
+    m1, m2, m3, m4 = st.columns(4)
+    m1.metric("Occupancy", f"{result.occupancy:.0%}")
+    m2.metric("Blocks per SM", result.blocks_per_sm)
+    m3.metric("Active warps per SM", f"{result.warps_per_sm} / {device.max_threads_per_sm // device.warp_size}")
+    m4.metric("Limited by", result.limiter)
+    st.dataframe(pd.DataFrame([{"resource": k, "blocks it allows": result.limits[k]} for k in LIMITERS]),
+                 hide_index=True)
+    tabs = st.tabs(["vs block size", "vs registers", "vs shared memory"])
+    for tab, axis in zip(tabs, ("block", "registers", "shared"), strict=True):
+        with tab:
+            st.plotly_chart(kernel_charts.occupancy_curve(device, kernel, block, dynamic, axis),
+                            key=f"chart_occupancy_{axis}")
+
+# --- measured sweep -------------------------------------------------------------------------------------
+st.subheader("Measured: does occupancy matter?")
+run_id = shared.recording_choice(backend, occupancy_sweep.NAME, "occupancy_sweep")
+if live:
+    block_sizes = list(range(32, 1025, 32))
+    extra_options = list(occupancy_sweep.EXTRA_REGS)
+    shared_options = list(range(0, 200 * 1024 + 1, 8 * 1024))
+else:
+    block_sizes = shared.recorded_values(backend, occupancy_sweep.NAME, "block_size", run_id)
+    extra_options = shared.recorded_values(backend, occupancy_sweep.NAME, "param_value", run_id) or [0]
+    shared_options = shared.recorded_values(backend, occupancy_sweep.NAME, "shared_bytes_per_block", run_id) or [0]
+s1, s2, s3 = st.columns(3)
+kernels = s1.pills("Kernels", list(occupancy_sweep.KERNELS), selection_mode="multi",
+                   default=list(occupancy_sweep.KERNELS), format_func=occupancy_sweep.LABELS.get,
+                   key="occupancy_kernels")
+extra = s2.select_slider("Register pressure (extra live registers, latency-bound kernel)", options=extra_options,
+                         value=extra_options[0], key="occupancy_extra",
+                         help="Only the latency-bound kernel gets it: in a one-float-per-thread copy, the "
+                              "instructions that fill extra registers would cost more than the copy.")
+spoiler = s3.select_slider("Shared-memory spoiler per block", options=shared_options, value=shared_options[0],
+                           format_func=format_bytes, key="occupancy_spoiler")
+params = {"block_sizes": block_sizes, "kernels": list(kernels or []), "extra_registers": extra,
+          "dynamic_shared_bytes": spoiler}
+shared.profile_choice(backend, "occupancy_sweep", params)
+reasons = backend.check(occupancy_sweep.NAME, params)
+if reasons:
+    shared.show_reasons(reasons)
+    st.stop()
+frame = shared.measured_frame(backend, occupancy_sweep.NAME, params, "occupancy_sweep", run_id)
+if frame is None:
+    st.stop()
+st.caption(f"memory-bound: one float per thread over {format_bytes(occupancy_sweep.STREAM_ELEMENTS * 4)}; "
+           f"latency-bound: {occupancy_sweep.CHASE_THREADS:,} threads each following {occupancy_sweep.CHASE_STEPS} "
+           f"dependent loads through a {format_bytes(occupancy_sweep.CHASE_NODES * 4)} random cycle. Blocks that "
+           "cannot launch (too many registers) have no point.")
+st.plotly_chart(kernel_charts.occupancy_sweep_figure(frame), key="chart_occupancy_sweep")
+st.dataframe(frame[["variant", "block_size", "registers_per_thread", "shared_bytes_per_block",
+                    "theoretical_occupancy", "median_ms", "cv", "samples", "gbps"]], hide_index=True)
+shared.download(frame, "occupancy")

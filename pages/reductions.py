@@ -1,0 +1,75 @@
+"""Reductions: the pinned dot product of naive GPU code, done right, with numbers for both questions."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from gpu import kernel_charts
+from gpu.experiments import reduction
+from gpu.units import format_bytes
+from pages import _shared as shared
+
+shared.require_router()
+backend = shared.current_backend()
+live = backend.kind == "live"
+
+st.title("Reductions: a dot product, five ways")
+st.markdown(
+    "Naive GPU code computes a dot product with one `atomicAdd` per element into a single float, and times it "
+    "together with the copies from pinned memory. Here each question gets its own number: **how fast is the "
+    "kernel** (kernel only, L2 flushed, CUDA events) and **what does the whole job cost** (host data → GPU → "
+    "result, from pageable or pinned memory). Every variant is checked exactly on −1/0/1 data and its relative "
+    "error against a float64 NumPy dot is shown.")
+
+run_id = shared.recording_choice(backend, reduction.NAME, "reduction")
+if live:
+    size_options = [1 << p for p in range(10, 29)]
+    block_options = list(range(32, 1025, 32))
+else:
+    size_options = shared.recorded_values(backend, reduction.NAME, "elements", run_id) or [1 << 24]
+    block_options = shared.recorded_values(backend, reduction.NAME, "block_size", run_id) or [256]
+left, right = st.columns(2)
+with left:
+    size = st.select_slider("Vector size (floats)", options=size_options,
+                            value=(1 << 24) if (1 << 24) in size_options else size_options[-1],
+                            format_func=lambda n: f"{n:,} ({format_bytes(4 * n)} each)", key="reduction_size")
+    block = st.select_slider("Threads per block", options=block_options,
+                             value=256 if 256 in block_options else block_options[0], key="reduction_block")
+with right:
+    variants = st.pills("Variants", list(reduction.KERNEL_VARIANTS + reduction.END_TO_END), selection_mode="multi",
+                        default=list(reduction.KERNEL_VARIANTS + reduction.END_TO_END),
+                        format_func=reduction.LABELS.get, key="reduction_variants")
+    typed_block = st.text_input("…or type a block size", key="reduction_block_typed", placeholder="e.g. 1024")
+
+params = {"sizes": [size], "block_sizes": [block], "variants": list(variants or [])}
+if typed_block.strip():
+    try:
+        params["block_sizes"] = [int(typed_block)]
+    except ValueError:
+        shared.show_reasons([f"'{typed_block}' is not a whole number of threads"])
+        st.stop()
+shared.profile_choice(backend, "reduction", params)
+reasons = backend.check(reduction.NAME, params)
+if reasons:
+    shared.show_reasons(reasons)
+    st.stop()
+frame = shared.measured_frame(backend, reduction.NAME, params, "reduction", run_id)
+if frame is None:
+    st.stop()
+
+kernels = frame[frame["group"] == "kernel"]
+if {"gpuarray_dot"} < set(kernels["variant"]):
+    ours = kernels[kernels["variant"] != "gpuarray_dot"].sort_values("gbps").iloc[-1]
+    library = kernels[kernels["variant"] == "gpuarray_dot"].iloc[0]
+    st.markdown(f"**Best: {reduction.LABELS[ours['variant']]} at {ours['gbps']:,.0f} GB/s, "
+                f"{ours['gbps'] / library['gbps']:.2f}× gpuarray.dot** ({library['gbps']:,.0f} GB/s) · "
+                f"HBM theoretical {frame['hbm_gbps_theoretical'].iloc[0]:,.0f} GB/s")
+if not kernels.empty:
+    st.plotly_chart(kernel_charts.reduction_figure(frame), key="chart_reduction")
+if set(reduction.END_TO_END) & set(frame["variant"]):
+    st.plotly_chart(kernel_charts.end_to_end_figure(frame), key="chart_end_to_end")
+st.dataframe(frame[["variant", "group", "elements", "block_size", "median_ms", "min_ms", "max_ms", "cv", "samples",
+                    "gbps", "rel_error", "stop_reason"]].assign(variant=lambda f: f["variant"].map(reduction.LABELS)),
+             hide_index=True, column_config={"rel_error": st.column_config.NumberColumn("relative error",
+                                                                                        format="%.2e")})
+shared.download(frame, "reduction")
