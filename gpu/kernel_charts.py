@@ -153,24 +153,26 @@ def occupancy_curve(device: DeviceLimits, kernel: KernelResources, block_size: i
 
 
 def occupancy_sweep_figure(frame: pd.DataFrame) -> go.Figure:
-    """Measured throughput (bars/lines, left axis) beside theoretical occupancy (dotted, right axis)."""
-    fig = make_subplots(specs=[[{"secondary_y": True}]])
-    for i, (kernel, part) in enumerate(frame.groupby("variant", sort=False)):
-        part = part.sort_values("block_size")
-        color = PALETTE[i]
+    """One panel per kernel: measured GB/s (solid, left axis) beside theoretical occupancy (dotted, right)."""
+    kernels = [k for k in OCCUPANCY_LABELS if k in set(frame["variant"])]
+    fig = make_subplots(rows=1, cols=len(kernels), subplot_titles=[OCCUPANCY_LABELS[k] for k in kernels],
+                        specs=[[{"secondary_y": True}] * len(kernels)], horizontal_spacing=0.12)
+    for col, kernel in enumerate(kernels, start=1):
+        part = frame[frame["variant"] == kernel].sort_values("block_size")
+        color = PALETTE[col - 1]
         fig.add_trace(go.Scatter(
-            x=part["block_size"], y=part["gbps"], mode="lines+markers", name=f"{OCCUPANCY_LABELS[kernel]} (GB/s)",
+            x=part["block_size"], y=part["gbps"], mode="lines+markers", name=f"{OCCUPANCY_LABELS[kernel]}: GB/s",
             line={"color": color}, customdata=np.column_stack([part["registers_per_thread"],
                                                                part["theoretical_occupancy"] * 100]),
             hovertemplate="block %{x}: %{y:.0f} GB/s · %{customdata[0]} registers · occupancy "
-                          "%{customdata[1]:.0f} %<extra></extra>"), secondary_y=False)
+                          "%{customdata[1]:.0f} %<extra></extra>"), row=1, col=col, secondary_y=False)
         fig.add_trace(go.Scatter(
             x=part["block_size"], y=part["theoretical_occupancy"] * 100, mode="lines", line_shape="hv",
-            line={"color": color, "dash": "dot"}, name=f"{OCCUPANCY_LABELS[kernel]} (theoretical occupancy)",
-            hovertemplate="block %{x}: occupancy %{y:.0f} %<extra></extra>"), secondary_y=True)
-    fig.update_xaxes(title_text="threads per block")
-    fig.update_yaxes(title_text="measured GB/s (10⁹ B/s)", secondary_y=False, rangemode="tozero")
-    fig.update_yaxes(title_text="theoretical occupancy (%)", secondary_y=True, range=[0, 105])
+            line={"color": "gray", "dash": "dot"}, name=f"{OCCUPANCY_LABELS[kernel]}: theoretical occupancy",
+            hovertemplate="block %{x}: occupancy %{y:.0f} %<extra></extra>"), row=1, col=col, secondary_y=True)
+        fig.update_xaxes(title_text="threads per block", row=1, col=col)
+        fig.update_yaxes(title_text="measured GB/s (10⁹ B/s)", rangemode="tozero", row=1, col=col, secondary_y=False)
+        fig.update_yaxes(title_text="theoretical occupancy (%)", range=[0, 105], row=1, col=col, secondary_y=True)
     fig.update_layout(title=_title("Measured throughput beside theoretical occupancy", frame),
-                      legend={"orientation": "h", "y": -0.25}, height=480)
+                      legend={"orientation": "h", "y": -0.3}, height=480)
     return fig

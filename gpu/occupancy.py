@@ -115,10 +115,9 @@ def occupancy(device: DeviceLimits, kernel: KernelResources, block_size: int,
 
     # Warps and threads.
     if block_size <= 0 or block_size > device.max_threads_per_block:
-        limits["warps"] = 0
-        reason = f"block size {block_size} is outside 1…{device.max_threads_per_block}"
-    else:
-        limits["warps"] = max_warps // warps_per_block
+        return Occupancy(block_size, dynamic_shared_bytes, 0, 0, 0.0, "invalid", {k: 0 for k in LIMITERS},
+                         f"block size {block_size} is outside 1…{device.max_threads_per_block} threads")
+    limits["warps"] = max_warps // warps_per_block
     limits["blocks"] = device.max_blocks_per_sm
 
     # Registers: allocated per warp, warps spread evenly over the sub-partitions' register files.

@@ -37,7 +37,9 @@ if live:
         live_device = {**live_device, "compute_capability": tuple(live_device["compute_capability"])}
         profiles = {f"{live_device['name']} (this GPU)": (DeviceLimits(**live_device), {"checked": None}),
                     **profiles}
-names = list(profiles)
+# The device the numbers on this page come from goes first: the live GPU, or the recording's device.
+recorded_device = "" if live else next(iter(backend.recordings(occupancy_sweep.NAME)["device_name"]), "")
+names = sorted(profiles, key=lambda n: (not n.endswith("(this GPU)"), n != recorded_device, n))
 st.subheader("Theoretical occupancy")
 name = st.selectbox("Device profile", names, key="occupancy_device",
                     format_func=lambda n: n + ("" if profiles[n][1].get("checked") is None else

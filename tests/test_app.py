@@ -43,17 +43,25 @@ def banner(at):
     return " ".join(i.value for i in at.info)
 
 
-@pytest.mark.parametrize("page", [None, "pages/transfers.py"])
+PAGES = ["pages/transfers.py", "pages/coalescing.py", "pages/reductions.py", "pages/occupancy.py"]
+
+
+@pytest.mark.parametrize("page", [None, *PAGES])
 def test_every_page_says_it_replays_a_recorded_run(page):
     at = open_page(page)
     text = banner(at)
     assert "Replay" in text and "not measured now" in text and "NVIDIA H200 (2026-11-21)" in text
+    for figure in figures(at):
+        title = figure["layout"]["title"]["text"]
+        assert "Replay of a run recorded on NVIDIA H200" in title or "computed, checked against the driver" in title
 
 
 def test_overview_lists_the_recorded_runs():
     at = open_page()
     table = at.dataframe[0].value
-    assert list(table["device"]) == ["NVIDIA H200"] and table["points"].iloc[0] == 304
+    assert set(table["experiment"]) == {"transfers", "coalescing", "reduction", "occupancy"}
+    assert set(table["device"]) == {"NVIDIA H200"}
+    assert table.set_index("experiment").loc["transfers", "points"] == 304
     assert at.sidebar.toggle[0].value is True and at.sidebar.toggle[0].disabled  # no live GPU to switch to
 
 
@@ -117,3 +125,84 @@ def test_no_mode_selected_is_explained():
     at = open_page("pages/transfers.py")
     at.pills(key="transfers_modes").set_value([]).run()
     assert any("choose at least one memory mode" in e.value for e in at.error)
+
+
+def test_coalescing_draws_each_pattern_against_the_device_copy_of_the_same_run():
+    at = open_page("pages/coalescing.py")
+    charts = figures(at)
+    titles = [c["layout"]["title"]["text"] for c in charts]
+    assert [t.split("<br>")[0].split(" ·")[0] for t in titles] == [
+        "Copy kernels", "Strided reads", "Misaligned reads", "Array of structures vs structure of arrays",
+        "Matrix transpose"]
+    strided = charts[1]
+    assert [t["name"] for t in strided["data"]][:2] == ["strided read", strided["data"][1]["name"]]
+    assert strided["data"][1]["name"].startswith("memcpy_dtod (")
+    assert values(strided["data"][0]["x"]) == [1, 2, 4, 8, 16, 32, 64]
+    copy_labels = charts[0]["data"][0]["text"]
+    assert copy_labels[0] == "100 %"  # memcpy_dtod against itself
+    assert "L2 flushed before every sample" in " ".join(c.value for c in at.caption)
+
+
+def test_coalescing_block_size_comes_from_the_recording_and_narrows_the_view():
+    at = open_page("pages/coalescing.py")
+    assert at.select_slider(key="coalescing_block").options == ["128", "256", "512", "1024"]
+    at.select_slider(key="coalescing_block").set_value(1024).run()
+    table = at.dataframe[0].value
+    assert set(table["block_size"]) == {1024}
+
+
+@pytest.mark.parametrize("page,key,typed,message", [
+    ("pages/coalescing.py", "coalescing_block_typed", "1025", "exceeds the device's maximum of 1024"),
+    ("pages/coalescing.py", "coalescing_block_typed", "0", "block size 0 must be positive"),
+    ("pages/reductions.py", "reduction_block_typed", "96", "needs a power of two"),
+    ("pages/reductions.py", "reduction_block_typed", "many", "is not a whole number"),
+    ("pages/occupancy.py", "occupancy_block_typed", "1025", "outside 1…1024"),
+    ("pages/occupancy.py", "occupancy_block_typed", "0", "outside 1…1024"),
+])
+def test_bad_block_sizes_get_a_clear_message(page, key, typed, message):
+    at = open_page(page)
+    at.text_input(key=key).input(typed).run()
+    assert not at.exception
+    assert any(message in e.value for e in at.error), [e.value for e in at.error]
+
+
+def test_reductions_show_kernel_and_end_to_end_views_with_errors():
+    at = open_page("pages/reductions.py")
+    kernel, end_to_end = figures(at)
+    assert list(kernel["data"][0]["x"]) == ["atomicAdd per element (seed)", "shared-memory tree", "warp shuffle",
+                                            "grid-stride + shuffle", "pycuda gpuarray.dot"]
+    assert kernel["layout"]["yaxis"]["type"] == "log"
+    assert len(end_to_end["data"][0]["y"]) == 3
+    best = " ".join(m.value for m in at.markdown)
+    assert "× gpuarray.dot" in best
+    table = at.dataframe[0].value
+    assert table["rel_error"].notna().all() and (table["rel_error"] < 1e-3).all()
+
+
+def test_reductions_at_2_28_meet_the_bar_in_the_recording():
+    at = open_page("pages/reductions.py")
+    at.select_slider(key="reduction_size").set_value(1 << 28).run()
+    table = at.dataframe[0].value.set_index("variant")
+    assert table.loc["grid-stride + shuffle", "gbps"] >= 1.15 * table.loc["pycuda gpuarray.dot", "gbps"]
+
+
+def test_occupancy_calculator_marks_the_current_point_and_limiter():
+    at = open_page("pages/occupancy.py")
+    at.slider(key="occupancy_registers").set_value(64).run()
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Occupancy"] == "50%" and metrics["Limited by"] == "registers"
+    curve = figures(at)[0]
+    current = next(t for t in curve["data"] if t["name"] == "current")
+    assert values(current["x"]) == [256] and values(current["y"]) == [50.0]
+    assert at.selectbox(key="occupancy_device").value == "NVIDIA H200"
+
+
+def test_occupancy_sweep_shows_measured_throughput_beside_theory():
+    at = open_page("pages/occupancy.py")
+    at.select_slider(key="occupancy_spoiler").set_value(102400).run()
+    sweep = figures(at)[-1]
+    names = [t["name"] for t in sweep["data"]]
+    assert "latency-bound: dependent loads: GB/s" in names and "memory-bound: copy: theoretical occupancy" in names
+    chase = next(t for t in sweep["data"] if t["name"] == "latency-bound: dependent loads: GB/s")
+    throughput = values(chase["y"])
+    assert throughput[0] < throughput[-1] / 2  # 2 warps per SM at block 32 cannot hide load latency

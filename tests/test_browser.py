@@ -64,6 +64,13 @@ def test_each_page_renders_its_banner_and_a_chart(server):
         assert page.get_by_text("not measured now", exact=False).first.is_visible()  # the app-wide banner
         assert page.locator(".js-plotly-plot").count() >= 3
         assert "Bandwidth vs size" in page.locator(".js-plotly-plot").first.inner_text()
+        for path, title in [("coalescing", "Copy kernels"), ("reductions", "Dot product, kernel only"),
+                            ("occupancy", "Occupancy vs block size")]:
+            page.goto(f"{server}/{path}")
+            page.wait_for_selector("[data-test-script-state='notRunning']", timeout=60_000)
+            page.wait_for_selector(".js-plotly-plot .main-svg .trace", timeout=60_000)
+            assert page.get_by_text("not measured now", exact=False).first.is_visible(), path
+            assert title in page.locator(".js-plotly-plot").first.inner_text(), path
         page.goto(server)
         page.wait_for_selector("[data-test-script-state='notRunning']", timeout=60_000)
         page.wait_for_selector("text=Recorded runs")

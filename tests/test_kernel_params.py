@@ -1,0 +1,84 @@
+"""Parameter checks and bookkeeping of the kernel experiments (no GPU)."""
+
+import numpy as np
+import pytest
+
+from gpu.experiments import coalescing, occupancy_sweep, reduction
+from gpu.runtime import Limits
+
+GiB = 1024**3
+H200 = Limits(139 * GiB, 140 * GiB, 16 * GiB, 120 * GiB, 1024, 32)
+
+
+@pytest.mark.parametrize("module,raw,message", [
+    (coalescing, {"block_sizes": [1025]}, "block size 1025 exceeds the device's maximum of 1024"),
+    (coalescing, {"block_sizes": [0]}, "block size 0 must be positive"),
+    (coalescing, {"block_sizes": [100]}, "not a multiple of the warp size (32)"),
+    (coalescing, {"elements": 1000}, "elements 1000 must be a power of two"),
+    (coalescing, {"strides": [3]}, "stride 3 must be a power of two from 1 to 64"),
+    (coalescing, {"offsets": [33]}, "offset 33 must be 0 … 32"),
+    (coalescing, {"groups": ["diagonal"]}, "unknown group 'diagonal'"),
+    (reduction, {"sizes": [1 << 29]}, "vector size 536870912 must be a power of two from 1024 to 268435456"),
+    (reduction, {"block_sizes": [96]}, "needs a power of two"),
+    (reduction, {"variants": ["magic"]}, "unknown variant 'magic'"),
+    (occupancy_sweep, {"extra_registers": 7}, "register pressure must be one of 0, 32, 64, 128"),
+    (occupancy_sweep, {"dynamic_shared_bytes": 300 * 1024}, "must be 0 … 232448 B"),
+    (occupancy_sweep, {"kernels": []}, "choose at least one kernel"),
+])
+def test_bad_parameters_are_explained(module, raw, message):
+    reasons = module.invalid_reasons(module.parse_params(raw), H200)
+    assert any(message in r for r in reasons), reasons
+
+
+def test_device_memory_limit_names_the_numbers():
+    small = Limits(2 * GiB, 4 * GiB, 16 * GiB, 120 * GiB, 1024, 32)
+    [reason] = coalescing.invalid_reasons(coalescing.parse_params({"elements": 1 << 28}), small)
+    assert "needs 6.25 GiB of device memory" in reason and "2 GiB is free" in reason
+
+
+def test_shared_tree_block_rule_only_applies_when_it_runs():
+    params = reduction.parse_params({"block_sizes": [96], "variants": ["grid_stride"]})
+    assert reduction.invalid_reasons(params, H200) == []
+
+
+def test_unknown_parameters_and_non_numbers_are_refused():
+    from gpu.errors import ValidationError
+
+    with pytest.raises(ValidationError, match="unknown parameter"):
+        coalescing.parse_params({"blocks": [256]})
+    with pytest.raises(ValidationError, match="whole numbers"):
+        reduction.parse_params({"sizes": ["big"]})
+
+
+def test_coalescing_always_measures_the_device_copy_reference():
+    params = coalescing.parse_params({"groups": ["strided"], "strides": [1, 64], "elements": 1 << 20})
+    variants = [p[0] for p in params.points()]
+    assert variants[:3] == ["memcpy_dtod", "copy_f32", "copy_f4"] and variants.count("strided") == 2
+
+
+def test_strided_permutation_reads_every_element_once_with_warp_neighbours_apart():
+    perm = coalescing.strided_permutation(1 << 12, 8)
+    assert sorted(perm) == list(range(1 << 12))
+    assert perm[1] - perm[0] == 8
+
+
+def test_bytes_count_useful_reads_and_writes():
+    assert coalescing.bytes_moved("copy_f4", 1 << 20, 1024) == 8 << 20
+    assert coalescing.bytes_moved("aos_sum", 1 << 20, 1024) == 20 << 20
+    assert coalescing.bytes_moved("transpose_padded", 1 << 20, 1024) == 8 << 20
+    assert reduction.bytes_moved(1 << 28) == 2 << 30
+
+
+def test_register_pressure_applies_to_the_latency_bound_kernel_only():
+    points = list(occupancy_sweep.parse_params({"block_sizes": [256], "extra_registers": 64}).points())
+    assert ("stream", 256, 0, 0) in points and ("chase", 256, 64, 0) in points
+
+
+def test_chase_cycle_visits_every_node():
+    nxt = occupancy_sweep.chase_cycle(1 << 10, seed=1)
+    node, seen = 0, set()
+    for _ in range(1 << 10):
+        seen.add(node)
+        node = int(nxt[node])
+    assert len(seen) == 1 << 10 and node == 0
+    assert np.unique(nxt).size == 1 << 10
