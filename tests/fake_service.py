@@ -52,8 +52,8 @@ class FakeService:
         pass
 
 
-class RecordedTransfersService(FakeService):
-    """Serves the live protocol (limits, experiment) from the committed H200 recording, step by step.
+class RecordedService(FakeService):
+    """Serves the live protocol (limits, experiment) from the committed H200 recordings, step by step.
 
     Lets the tests drive the live page end to end (button, progress, queue, results) without a GPU.
     The numbers are real recorded ones; only their delivery is simulated, and only in tests.
@@ -70,7 +70,10 @@ class RecordedTransfersService(FakeService):
         facts = self.recorded.iloc[0][["device_name", "compute_capability", "sm_count", "memory_total_bytes",
                                        "pcie_gbps_theoretical", "pcie_gen", "pcie_width", "hbm_gbps_theoretical",
                                        "driver_version"]].to_dict()
-        return {"facts": facts, "limits": self._limits(), "pid": os.getpid()}
+        from gpu.occupancy import recorded_profiles
+
+        device = recorded_profiles()[facts["device_name"]][0].as_dict()
+        return {"facts": facts, "limits": self._limits(), "pid": os.getpid(), "occupancy_device": device}
 
     @staticmethod
     def _limits() -> dict:
@@ -94,9 +97,9 @@ class RecordedTransfersService(FakeService):
             raise ValidationError(reasons)
         points = list(params.points())
         wanted = set(points)
-        rows = self.recorded[[key in wanted for key in zip(self.recorded["bytes"], self.recorded["variant"],
-                                                            self.recorded["direction"], self.recorded["include_alloc"],
-                                                            strict=True)]]
+        recorded = self.recorded[self.recorded["experiment"] == module.NAME]
+        keys = zip(*(recorded[c] for c in module.KEY_COLUMNS), strict=True)
+        rows = recorded[[key in wanted for key in keys]]
         for i, _ in enumerate(points):
             if should_cancel():
                 raise JobCancelled()

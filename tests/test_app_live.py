@@ -13,16 +13,16 @@ APP = str(Path(__file__).resolve().parent.parent / "app.py")
 @pytest.fixture(autouse=True)
 def live_mode(monkeypatch):
     monkeypatch.setenv("PINPOINT_BACKEND", "auto")
-    monkeypatch.setenv("PINPOINT_WORKER_SERVICE", "tests.fake_service:RecordedTransfersService")
+    monkeypatch.setenv("PINPOINT_WORKER_SERVICE", "tests.fake_service:RecordedService")
     st.cache_resource.clear()
     yield
     st.cache_resource.clear()
 
 
-def transfers_page():
+def transfers_page(page="pages/transfers.py"):
     at = AppTest.from_file(APP, default_timeout=120).run()
     assert not at.exception, at.exception
-    at.switch_page("pages/transfers.py").run()
+    at.switch_page(page).run()
     assert not at.exception, at.exception
     return at
 
@@ -54,3 +54,24 @@ def test_limits_come_from_the_worker_and_bad_sizes_never_reach_it():
     at.text_input(key="transfers_custom_sizes").input("4096GiB").run()
     assert any("does not fit in device memory" in e.value and "139 GiB free" in e.value for e in at.error)
     assert not at.button  # no Measure button while the settings are invalid
+
+
+@pytest.mark.parametrize("page,key,chart_count", [
+    ("pages/coalescing.py", "coalescing", 5), ("pages/reductions.py", "reduction", 2),
+    ("pages/occupancy.py", "occupancy_sweep", 4),
+])
+def test_kernel_pages_measure_on_request(page, key, chart_count):
+    at = transfers_page(page)
+    before = len(at.get("plotly_chart"))
+    if key == "coalescing":  # choose what the recording holds: live sliders offer every size
+        at.select_slider(key="coalescing_elements").set_value(1 << 26).run()
+    if key == "reduction":
+        at.select_slider(key="reduction_size").set_value(1 << 24).run()
+    if key == "occupancy_sweep":
+        at.select_slider(key="occupancy_spoiler").set_value(0).run()
+    at.button(key=f"{key}_measure").click().run()
+    assert not at.exception, at.exception
+    charts = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    assert len(charts) == chart_count, [e.value for e in at.error]
+    assert before < len(charts)
+    assert any("Live NVIDIA H200" in c["layout"]["title"]["text"] for c in charts)

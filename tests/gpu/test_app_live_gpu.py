@@ -34,3 +34,20 @@ def test_transfers_page_measures_live_and_keeps_results_across_reruns(monkeypatc
     assert any("unknown unit" in e.value for e in at.error)
     at.text_input(key="transfers_custom_sizes").input("4096GiB").run()
     assert any("does not fit in device memory" in e.value for e in at.error)
+
+
+@pytest.mark.parametrize("page,key,setup", [
+    ("pages/coalescing.py", "coalescing", {"coalescing_elements": 1 << 20}),
+    ("pages/reductions.py", "reduction", {"reduction_size": 1 << 20}),
+    ("pages/occupancy.py", "occupancy_sweep", {}),
+])
+def test_kernel_pages_measure_live(monkeypatch, page, key, setup):
+    monkeypatch.setenv("PINPOINT_BACKEND", "auto")
+    at = AppTest.from_file(APP, default_timeout=300).run()
+    at.switch_page(page).run()
+    for slider, value in setup.items():
+        at.select_slider(key=slider).set_value(value).run()
+    at.button(key=f"{key}_measure").click().run()
+    assert not at.exception, at.exception
+    charts = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    assert any("Live NVIDIA" in c["layout"]["title"]["text"] for c in charts), [e.value for e in at.error]
