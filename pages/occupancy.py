@@ -27,7 +27,8 @@ st.markdown(
     "registers or shared memory. The calculator follows the driver's own rules (register allocation per warp "
     "and sub-partition, shared-memory granularity, carveouts and the driver's reserved 1 KiB per block); it is "
     "checked against `cuOccupancyMaxActiveBlocksPerMultiprocessor` on the committed answers below. Below it, "
-    "measured kernels show that occupancy decides a latency-bound kernel's speed and barely a streaming one's.")
+    "two measured kernels (a streaming copy and a dependent-load chase), each plotted beside its theoretical "
+    "occupancy, show how much of their speed occupancy buys on this GPU.")
 
 # --- calculator ---------------------------------------------------------------------------------------------
 profiles = dict(device_profiles())
@@ -109,7 +110,8 @@ if reasons:
 frame = shared.measured_frame(backend, occupancy_sweep.NAME, params, "occupancy_sweep", run_id)
 if frame is None:
     st.stop()
-st.caption(f"memory-bound: one float per thread over {format_bytes(occupancy_sweep.STREAM_ELEMENTS * 4)}; "
+st.caption("Kernel time only, L2 flushed before every sample. "
+           f"memory-bound: one float per thread over {format_bytes(occupancy_sweep.STREAM_ELEMENTS * 4)}; "
            f"latency-bound: {occupancy_sweep.CHASE_THREADS:,} threads each following {occupancy_sweep.CHASE_STEPS} "
            f"dependent loads through a {format_bytes(occupancy_sweep.CHASE_NODES * 4)} random cycle. Blocks that "
            "cannot launch (too many registers) have no point.")
