@@ -23,6 +23,15 @@ from gpu.units import format_bytes
 REPLAY_DIR = Path(__file__).resolve().parent.parent / "assets" / "replay"
 
 
+def check_params(experiment: str, params: dict, limits: Limits | None) -> list[str]:
+    """Every reason ``params`` cannot run (empty when they can), before anything is allocated."""
+    try:
+        module = get_experiment(experiment)
+        return module.invalid_reasons(module.parse_params(params), limits)
+    except ValidationError as exc:
+        return exc.reasons
+
+
 class LiveBackend:
     kind = "live"
 
@@ -41,12 +50,7 @@ class LiveBackend:
 
     def check(self, experiment: str, params: dict) -> list[str]:
         """Reasons the request would be refused, from the limits the worker reported last."""
-        module = get_experiment(experiment)
-        try:
-            parsed = module.parse_params(params)
-        except ValidationError as exc:
-            return exc.reasons
-        return module.invalid_reasons(parsed, Limits(**self.client.info["limits"]))
+        return check_params(experiment, params, Limits(**self.client.info["limits"]))
 
     def submit(self, experiment: str, params: dict, session: str | None = None) -> JobHandle:
         return self.client.submit("experiment", {"experiment": experiment, "params": params}, session)
@@ -80,12 +84,8 @@ class ReplayBackend:
                 .reset_index().sort_values("timestamp", ascending=False))
 
     def check(self, experiment: str, params: dict) -> list[str]:
-        module = get_experiment(experiment)
-        try:
-            parsed = module.parse_params(params)
-        except ValidationError as exc:
-            return exc.reasons
-        return module.invalid_reasons(parsed, None)
+        """Reasons the request is invalid on any device (replay knows no device limits)."""
+        return check_params(experiment, params, None)
 
     def submit(self, experiment: str, params: dict, session: str | None = None,
                run_id: str | None = None) -> JobHandle:

@@ -171,3 +171,36 @@ def download(frame, name: str) -> None:
     st.download_button("Download this run (CSV in the schema of gpu/schema.py, every sample included)",
                        data=schema.to_csv_bytes(frame), mime="text/csv", key=f"{name}_download",
                        file_name=f"pinpoint-{name}-{frame['run_id'].iloc[0]}.csv")
+
+
+def axis_options(backend, experiment: str, column: str, run_id: str | None, live_options: list[int],
+                 fallback: int) -> list[int]:
+    """Live: every value the device allows. Replay: only the values the recording holds."""
+    if backend.kind == "live":
+        return live_options
+    return recorded_values(backend, experiment, column, run_id) or [fallback]
+
+
+def typed_block_size(typed: str) -> list[int] | None:
+    """A block size typed by hand (overrides the slider); stops the page with a message if it is no number."""
+    if not typed.strip():
+        return None
+    try:
+        return [int(typed)]
+    except ValueError:
+        show_reasons([f"'{typed}' is not a whole number of threads"])
+        st.stop()
+
+
+def checked_frame(backend, experiment: str, params: dict, key: str, run_id: str | None = None,
+                  extra_reasons: list[str] | None = None):
+    """Profile choice, validation (with messages), then the measured or replayed frame; stops if none."""
+    profile_choice(backend, key, params)
+    reasons = extra_reasons or backend.check(experiment, params)
+    if reasons:
+        show_reasons(reasons)
+        st.stop()
+    frame = measured_frame(backend, experiment, params, key, run_id)
+    if frame is None:
+        st.stop()
+    return frame

@@ -11,7 +11,6 @@ from pages import _shared as shared
 
 shared.require_router()
 backend = shared.current_backend()
-live = backend.kind == "live"
 
 st.title("Coalescing: access patterns vs bandwidth")
 st.markdown(
@@ -22,12 +21,9 @@ st.markdown(
     "and every output is checked exactly against NumPy.")
 
 run_id = shared.recording_choice(backend, coalescing.NAME, "coalescing")
-if live:
-    elements_options = [1 << p for p in range(20, 29)]
-    block_options = list(range(32, 1025, 32))
-else:
-    elements_options = shared.recorded_values(backend, coalescing.NAME, "elements", run_id) or [1 << 26]
-    block_options = shared.recorded_values(backend, coalescing.NAME, "block_size", run_id) or [256]
+elements_options = shared.axis_options(backend, coalescing.NAME, "elements", run_id,
+                                       [1 << p for p in range(20, 29)], 1 << 26)
+block_options = shared.axis_options(backend, coalescing.NAME, "block_size", run_id, list(range(32, 1025, 32)), 256)
 left, right = st.columns(2)
 with left:
     elements = st.select_slider("Floats per buffer", options=elements_options,
@@ -41,21 +37,9 @@ with right:
                       help="The copy group (the memcpy_dtod reference and our copy kernels) always runs.")
     typed_block = st.text_input("…or type a block size", key="coalescing_block_typed", placeholder="e.g. 192")
 
-params = {"elements": elements, "block_sizes": [block], "groups": ["copy", *(groups or [])]}
-if typed_block.strip():
-    try:
-        params["block_sizes"] = [int(typed_block)]
-    except ValueError:
-        shared.show_reasons([f"'{typed_block}' is not a whole number of threads"])
-        st.stop()
-shared.profile_choice(backend, "coalescing", params)
-reasons = backend.check(coalescing.NAME, params)
-if reasons:
-    shared.show_reasons(reasons)
-    st.stop()
-frame = shared.measured_frame(backend, coalescing.NAME, params, "coalescing", run_id)
-if frame is None:
-    st.stop()
+params = {"elements": elements, "block_sizes": shared.typed_block_size(typed_block) or [block],
+          "groups": ["copy", *(groups or [])]}
+frame = shared.checked_frame(backend, coalescing.NAME, params, "coalescing", run_id)
 
 l2 = frame["l2_bytes"].dropna()
 st.caption(f"Working set: {format_bytes(4 * elements)} per buffer"

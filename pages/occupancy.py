@@ -55,12 +55,7 @@ static = c3.slider("Static shared memory (bytes)", 0, 48 * 1024, 0, step=256, ke
 dynamic = c4.slider("Dynamic shared memory (bytes)", 0, device.shared_per_block_optin - static, 0, step=256,
                     key="occupancy_dynamic")
 typed_block = st.text_input("…or type a block size", key="occupancy_block_typed", placeholder="e.g. 1025")
-if typed_block.strip():
-    try:
-        block = int(typed_block)
-    except ValueError:
-        shared.show_reasons([f"'{typed_block}' is not a whole number of threads"])
-        st.stop()
+block = (shared.typed_block_size(typed_block) or [block])[0]
 kernel = KernelResources(registers, static, device.shared_per_block_optin - static)
 result = occupancy(device, kernel, block, dynamic)
 if result.blocks_per_sm == 0:
@@ -102,14 +97,7 @@ spoiler = s3.select_slider("Shared-memory spoiler per block", options=shared_opt
                            format_func=format_bytes, key="occupancy_spoiler")
 params = {"block_sizes": block_sizes, "kernels": list(kernels or []), "extra_registers": extra,
           "dynamic_shared_bytes": spoiler}
-shared.profile_choice(backend, "occupancy_sweep", params)
-reasons = backend.check(occupancy_sweep.NAME, params)
-if reasons:
-    shared.show_reasons(reasons)
-    st.stop()
-frame = shared.measured_frame(backend, occupancy_sweep.NAME, params, "occupancy_sweep", run_id)
-if frame is None:
-    st.stop()
+frame = shared.checked_frame(backend, occupancy_sweep.NAME, params, "occupancy_sweep", run_id)
 st.caption("Kernel time only, L2 flushed before every sample. "
            f"memory-bound: one float per thread over {format_bytes(occupancy_sweep.STREAM_ELEMENTS * 4)}; "
            f"latency-bound: {occupancy_sweep.CHASE_THREADS:,} threads each following {occupancy_sweep.CHASE_STEPS} "

@@ -11,7 +11,6 @@ from pages import _shared as shared
 
 shared.require_router()
 backend = shared.current_backend()
-live = backend.kind == "live"
 
 st.title("Reductions: a dot product, five ways")
 st.markdown(
@@ -22,12 +21,9 @@ st.markdown(
     "error against a float64 NumPy dot is shown.")
 
 run_id = shared.recording_choice(backend, reduction.NAME, "reduction")
-if live:
-    size_options = [1 << p for p in range(10, 29)]
-    block_options = list(range(32, 1025, 32))
-else:
-    size_options = shared.recorded_values(backend, reduction.NAME, "elements", run_id) or [1 << 24]
-    block_options = shared.recorded_values(backend, reduction.NAME, "block_size", run_id) or [256]
+size_options = shared.axis_options(backend, reduction.NAME, "elements", run_id, [1 << p for p in range(10, 29)],
+                                   1 << 24)
+block_options = shared.axis_options(backend, reduction.NAME, "block_size", run_id, list(range(32, 1025, 32)), 256)
 left, right = st.columns(2)
 with left:
     size = st.select_slider("Vector size (floats)", options=size_options,
@@ -41,21 +37,9 @@ with right:
                         format_func=reduction.LABELS.get, key="reduction_variants")
     typed_block = st.text_input("…or type a block size", key="reduction_block_typed", placeholder="e.g. 1024")
 
-params = {"sizes": [size], "block_sizes": [block], "variants": list(variants or [])}
-if typed_block.strip():
-    try:
-        params["block_sizes"] = [int(typed_block)]
-    except ValueError:
-        shared.show_reasons([f"'{typed_block}' is not a whole number of threads"])
-        st.stop()
-shared.profile_choice(backend, "reduction", params)
-reasons = backend.check(reduction.NAME, params)
-if reasons:
-    shared.show_reasons(reasons)
-    st.stop()
-frame = shared.measured_frame(backend, reduction.NAME, params, "reduction", run_id)
-if frame is None:
-    st.stop()
+params = {"sizes": [size], "block_sizes": shared.typed_block_size(typed_block) or [block],
+          "variants": list(variants or [])}
+frame = shared.checked_frame(backend, reduction.NAME, params, "reduction", run_id)
 
 kernels = frame[frame["group"] == "kernel"]
 if {"gpuarray_dot"} < set(kernels["variant"]):

@@ -59,17 +59,8 @@ else:
 params = {"sizes": sizes, "modes": list(modes or []), "directions": list(directions or []),
           "include_alloc": [False, True] if include_alloc else [False]}
 
-shared.profile_choice(backend, "transfers", params)
 run_id = shared.recording_choice(backend, transfers.NAME, "transfers")
-
-reasons = size_errors or backend.check(transfers.NAME, params)
-if reasons:
-    shared.show_reasons(reasons)
-    st.stop()
-
-frame = shared.measured_frame(backend, transfers.NAME, params, "transfers", run_id)
-if frame is None:
-    st.stop()
+frame = shared.checked_frame(backend, transfers.NAME, params, "transfers", run_id, extra_reasons=size_errors)
 
 # --- charts -------------------------------------------------------------------------------------------------
 copy_only = frame[~frame["include_alloc"]]
