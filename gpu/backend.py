@@ -43,14 +43,19 @@ class LiveBackend:
         return self.client.info.get("facts", {})
 
     def limits(self) -> Limits:
+        """Fresh limits from the worker (waits behind any running job)."""
         return Limits(**self.client.run("limits"))
+
+    def known_limits(self) -> Limits:
+        """The limits the worker reported at start: instant, for sliders; every job re-checks fresh ones."""
+        return Limits(**self.client.info["limits"])
 
     def label(self) -> str:
         return f"Live on {self.facts.get('device_name', 'the GPU')}"
 
     def check(self, experiment: str, params: dict) -> list[str]:
         """Reasons the request would be refused, from the limits the worker reported last."""
-        return check_params(experiment, params, Limits(**self.client.info["limits"]))
+        return check_params(experiment, params, self.known_limits())
 
     def submit(self, experiment: str, params: dict, session: str | None = None) -> JobHandle:
         return self.client.submit("experiment", {"experiment": experiment, "params": params}, session)

@@ -33,7 +33,8 @@ if backend.kind == "live":
     cols[3].metric("HBM theoretical", f"{facts.get('hbm_gbps_theoretical', float('nan')):.0f} GB/s",
                    f"driver {facts.get('driver_version')}")
     if st.button("Run a health check", key="overview_health"):
-        result = shared.outcome(backend.client.submit("health", session=shared.session_id()))
+        # No session: a health check must not cancel this session's measurement on another page.
+        result = shared.outcome(backend.client.submit("health"))
         if result:
             st.success(f"Health-check kernel verified; {format_bytes(result['free_device_bytes'])} of device "
                        "memory free.")

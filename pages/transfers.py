@@ -24,7 +24,7 @@ st.markdown(
 
 # --- widgets ----------------------------------------------------------------------------------------
 if live:
-    largest = transfers.max_size(backend.limits())
+    largest = transfers.max_size(backend.known_limits())  # instant; never waits behind another job
 else:
     largest = 1 * GiB
 options = [4 * KiB * 2**i for i in range(64) if 4 * KiB * 2**i <= largest]
