@@ -156,7 +156,7 @@ def occupancy_sweep_figure(frame: pd.DataFrame) -> go.Figure:
     """One panel per kernel: measured GB/s (solid, left axis) beside theoretical occupancy (dotted, right)."""
     kernels = [k for k in OCCUPANCY_LABELS if k in set(frame["variant"])]
     fig = make_subplots(rows=1, cols=len(kernels), subplot_titles=[OCCUPANCY_LABELS[k] for k in kernels],
-                        specs=[[{"secondary_y": True}] * len(kernels)], horizontal_spacing=0.12)
+                        specs=[[{"secondary_y": True}] * len(kernels)], horizontal_spacing=0.2)
     for col, kernel in enumerate(kernels, start=1):
         part = frame[frame["variant"] == kernel].sort_values("block_size")
         color = PALETTE[col - 1]
@@ -172,7 +172,8 @@ def occupancy_sweep_figure(frame: pd.DataFrame) -> go.Figure:
             hovertemplate="block %{x}: occupancy %{y:.0f} %<extra></extra>"), row=1, col=col, secondary_y=True)
         fig.update_xaxes(title_text="threads per block", row=1, col=col)
         fig.update_yaxes(title_text="measured GB/s (10⁹ B/s)", rangemode="tozero", row=1, col=col, secondary_y=False)
-        fig.update_yaxes(title_text="theoretical occupancy (%)", range=[0, 105], row=1, col=col, secondary_y=True)
+        fig.update_yaxes(title_text="theoretical occupancy (%)", range=[0, 105], dtick=25, row=1, col=col,
+                         secondary_y=True)
     fig.update_layout(title=_title("Measured throughput beside theoretical occupancy", frame),
                       legend={"orientation": "h", "y": -0.3}, height=480)
     return fig
