@@ -134,15 +134,16 @@ class ReplayBackend:
 
 
 def describe_recording(recorded: pd.DataFrame) -> str:
-    """What a recording holds, for messages about what it does not."""
+    """What a recording holds, for messages about what it does not: transfers by size, kernels by vector
+    and block size (their ``bytes`` column counts traffic, not a setting)."""
+    axes = [("bytes", "sizes")] if set(recorded["experiment"]) == {"transfers"} else \
+        [("elements", "vector sizes"), ("block_size", "block sizes")]
     parts = []
-    for column, label in (("bytes", "sizes"), ("elements", "vector sizes"), ("block_size", "block sizes")):
+    for column, label in axes:
         values = sorted(v for v in recorded[column].dropna().unique() if v)
-        if values and not (column == "elements" and set(recorded["experiment"]) == {"transfers"}):
-            shown = [format_bytes(v) if column == "bytes" else f"{int(v):,}" for v in values]
+        shown = [format_bytes(v) if column == "bytes" else f"{int(v):,}" for v in values]
+        if shown:
             parts.append(f"{label} {', '.join(shown[:10])}" + (" …" if len(shown) > 10 else ""))
-            if column == "bytes":
-                break
     parts.append("variants " + ", ".join(sorted(recorded["variant"].unique())))
     return "this recording has " + "; ".join(parts)
 

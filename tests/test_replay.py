@@ -81,3 +81,11 @@ def test_recordings_list_each_run_with_device_and_date(tmp_path):
     assert list(recordings["run_id"])[0] == "second"  # newest first
     picked = replay.submit("transfers", {"sizes": [4 * KiB]}, run_id="second").outcome()
     assert picked["device_name"].eq("NVIDIA H100 80GB HBM3").all()
+
+
+def test_an_unrecorded_kernel_setting_names_what_the_recording_has(replay):
+    with pytest.raises(ValidationError) as refused:
+        replay.submit("reduction", {"sizes": [1 << 22], "block_sizes": [256]}).outcome()
+    message = str(refused.value)
+    assert "vector sizes 1,048,576, 16,777,216, 268,435,456" in message
+    assert "block sizes 128, 256, 512, 1,024" in message
