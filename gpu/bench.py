@@ -1,4 +1,6 @@
-"""Headless runner: ``python -m gpu.bench transfers|coalescing|reduction|occupancy [options] [--out FILE]``.
+"""Headless runner: ``python -m gpu.bench EXPERIMENT [options] [--out FILE]``.
+
+EXPERIMENT is one of transfers, coalescing, reduction, occupancy, streams, managed, pools, batching.
 
 Runs the experiment through the same worker process the app uses and writes exactly the DataFrame the
 page draws (Parquet, or CSV when FILE ends in .csv). Recordings for replay are made with it:
@@ -57,9 +59,27 @@ def parse_args(argv=None):
     o.add_argument("--kernels", default="stream,chase")
     o.add_argument("--extra-registers", default="0", help="comma-separated: 0, 32, 64, 128 (one run each)")
     o.add_argument("--dynamic-shared", default="0", help="comma-separated bytes of spoiler shared memory")
+    s = sub.add_parser("streams", help="chunked H2D → kernel → D2H pipelines over several streams vs one stream")
+    s.add_argument("--size", default="256MiB", help="the vector's total size, e.g. 256MiB")
+    s.add_argument("--chunks", default="1,4,16,64", help="comma-separated chunk counts (1 … 64, dividing the size)")
+    s.add_argument("--streams", default="1,2,4,8,16", help="comma-separated stream counts (1 … 16)")
+    s.add_argument("--host-memory", default="pinned,pageable", help="comma-separated: pinned, pageable")
+    s.add_argument("--orders", default="depth_first", help="comma-separated: depth_first, breadth_first")
+    s.add_argument("--intensities", default="0", help="comma-separated fused multiply-adds per element")
+    s.add_argument("--no-bidirectional", action="store_true", help="skip the bidirectional-copy points")
+    m = sub.add_parser("managed", help="managed memory: first touch, prefetch, resident vs device memory")
+    m.add_argument("--sizes", default="256MiB", help="sizes, multiples of 64 KiB (a list or a 1MiB:1GiB range)")
+    m.add_argument("--variants", default="device,first_touch,prefetch,after_prefetch,resident")
+    pl = sub.add_parser("pools", help="allocate → copy → free per call vs DeviceMemoryPool/PageLockedMemoryPool")
+    pl.add_argument("--sizes", default="4KiB,64KiB,1MiB,16MiB,256MiB")
+    pl.add_argument("--variants", default="device_per_call,device_pooled,pinned_per_call,pinned_pooled")
+    b = sub.add_parser("batching", help="K small copies vs one big copy vs packing into pinned staging")
+    b.add_argument("--piece-sizes", default="64,1KiB,16KiB,256KiB,4MiB", help="piece sizes (list or range)")
+    b.add_argument("--pieces", type=int, default=64, help="how many pieces (K)")
+    b.add_argument("--variants", default="separate,packed,one_copy")
     d = sub.add_parser("occupancy-driver", help="record the driver's occupancy answers (JSON) for the tests")
     d.add_argument("--out", required=True)
-    for p in (t, c, r, o):
+    for p in (t, c, r, o, s, m, pl, b):
         p.add_argument("--profile", default="precise",
                        help="precise (nvbench's defaults) or interactive, optionally with overrides, "
                             "e.g. precise/timeout_s=3")
@@ -107,12 +127,39 @@ def experiment_jobs(args) -> list[dict]:
         return [{"elements": int_list(args.elements)[0], "block_sizes": int_list(args.block_sizes),
                  "groups": words(args.groups), "strides": int_list(args.strides),
                  "offsets": int_list(args.offsets), "profile": args.profile}]
+    if args.experiment == "streams":
+        return [{"size_bytes": parse_size_list(args.size)[0], "chunks": int_list(args.chunks),
+                 "streams": int_list(args.streams), "host_memory": words(args.host_memory),
+                 "issue_orders": words(args.orders), "intensities": int_list(args.intensities),
+                 "bidirectional": not args.no_bidirectional, "profile": args.profile}]
+    if args.experiment in ("managed", "pools"):
+        return [{"sizes": parse_size_list(args.sizes), "variants": words(args.variants), "profile": args.profile}]
+    if args.experiment == "batching":
+        return [{"piece_sizes": parse_size_list(args.piece_sizes), "pieces": args.pieces,
+                 "variants": words(args.variants), "profile": args.profile}]
     if args.experiment == "reduction":
         return [{"sizes": int_list(args.sizes), "block_sizes": int_list(args.block_sizes),
                  "variants": words(args.variants), "profile": args.profile}]
     return [{"block_sizes": int_list(args.block_sizes), "kernels": words(args.kernels), "extra_registers": extra,
              "dynamic_shared_bytes": shared, "profile": args.profile}
             for extra in int_list(args.extra_registers) for shared in int_list(args.dynamic_shared)]
+
+
+def summary_table(experiment: str, frame):
+    """The runner's printed table: each experiment's own parameter columns, then the measurement."""
+    from gpu.experiments import get_experiment
+
+    if experiment == "transfers":
+        columns = ["variant", "direction", "bytes", "include_alloc"]
+    else:
+        columns = getattr(get_experiment(experiment), "SHOW_COLUMNS", None) or \
+            ["variant", "block_size", "elements", "param_value", "theoretical_occupancy", "rel_error"]
+    show = frame[columns + ["median_ms", "cv", "samples", "gbps"]].copy()
+    if "bytes" in columns:
+        show["bytes"] = show["bytes"].map(format_bytes)
+    if "elements" in columns:
+        show["elements"] = show["elements"].map(lambda v: f"{int(v):,}")
+    return show
 
 
 def record_driver_occupancy(out: str) -> int:
@@ -143,8 +190,13 @@ def main(argv=None) -> int:
     except (SizeError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    from gpu.backend import start_live
+    from gpu.backend import check_params, start_live
 
+    for params in jobs:  # refuse bad parameters before starting a worker
+        reasons = check_params(args.experiment, params, None)
+        if reasons:
+            print("error: invalid parameters:\n  - " + "\n  - ".join(reasons), file=sys.stderr)
+            return 2
     backend, reason = start_live()
     if backend is None:
         print(f"error: the runner measures live and needs a GPU: {reason}", file=sys.stderr)
@@ -170,12 +222,7 @@ def main(argv=None) -> int:
     # One runner invocation is one recording: its runs share the first run's id.
     frame = pd.concat(frames, ignore_index=True).assign(run_id=frames[0]["run_id"].iloc[0])
     print(f"{len(frame)} points in {time.perf_counter() - started:.1f} s", file=sys.stderr)
-    columns = ["variant", "direction", "bytes", "include_alloc"] if args.experiment == "transfers" else \
-        ["variant", "block_size", "elements", "param_value", "theoretical_occupancy", "rel_error"]
-    show = frame[columns + ["median_ms", "cv", "samples", "gbps"]].copy()
-    show["bytes" if "bytes" in columns else "elements"] = show["bytes" if "bytes" in columns else "elements"].map(
-        format_bytes if "bytes" in columns else (lambda v: f"{int(v):,}"))
-    print(show.to_string(index=False))
+    print(summary_table(args.experiment, frame).to_string(index=False))
     if args.out:
         if args.out.endswith(".csv"):
             with open(args.out, "wb") as f:

@@ -162,6 +162,7 @@ class AllocationLedger:
         self.cuda = cuda
         self.device: list = []
         self.host: list = []
+        self.managed: list = []
 
     def device_buffer(self, nbytes: int):
         allocation = self.cuda.mem_alloc(nbytes)
@@ -179,10 +180,22 @@ class AllocationLedger:
         self.host.append(array)
         return array
 
+    def managed_buffer(self, nbytes: int) -> np.ndarray:
+        """A uint32 array in managed (unified) memory, attached globally: host and device may touch it."""
+        array = self.cuda.managed_empty(nbytes // 4, np.uint32, mem_flags=self.cuda.mem_attach_flags.GLOBAL)
+        self.managed.append(array)
+        return array
+
     def free_host(self, array: np.ndarray) -> None:
         for i, held in enumerate(self.host):
             if held is array:
                 self.host.pop(i).base.free()
+                return
+
+    def free_managed(self, array: np.ndarray) -> None:
+        for i, held in enumerate(self.managed):
+            if held is array:
+                self.managed.pop(i).base.free()
                 return
 
     def free_device(self, allocation) -> None:
@@ -192,6 +205,8 @@ class AllocationLedger:
                 return
 
     def free_all(self) -> None:
+        while self.managed:
+            self.managed.pop().base.free()
         while self.host:
             self.host.pop().base.free()
         while self.device:
@@ -208,6 +223,7 @@ class GpuRuntime:
         self.cuda = cuda
         cuda.init()
         self.device = cuda.Device(device_ordinal)
+        self.device_ordinal = device_ordinal
         self.context = self.device.retain_primary_context()
         self.context.push()
         self._thread = threading.get_ident()
@@ -254,6 +270,32 @@ class GpuRuntime:
     def kernel(self, stem: str, name: str, options: tuple[str, ...] = ()):
         return self.module(stem, options).get_function(name)
 
+    def prefetch(self, pointer: int, nbytes: int, stream, to_device: bool = True) -> None:
+        """cuMemPrefetchAsync of managed memory to this device (or to the host), which PyCUDA does not wrap.
+
+        CUDA 13's signature takes a CUmemLocation (the ``_v2`` symbol); older drivers have only the
+        legacy one, which takes a device ordinal (-1 for the host)."""
+        import ctypes
+
+        if not hasattr(self, "_libcuda"):
+            self._libcuda = ctypes.CDLL("libcuda.so.1")
+        lib = self._libcuda
+        handle = ctypes.c_void_p(stream.handle if stream is not None else 0)
+        v2 = getattr(lib, "cuMemPrefetchAsync_v2", None)
+        if v2 is not None:
+            class CUmemLocation(ctypes.Structure):
+                _fields_ = [("type", ctypes.c_int), ("id", ctypes.c_int)]
+
+            location = CUmemLocation(1, self.device_ordinal) if to_device else CUmemLocation(2, 0)
+            v2.argtypes = [ctypes.c_uint64, ctypes.c_size_t, CUmemLocation, ctypes.c_uint, ctypes.c_void_p]
+            code = v2(ctypes.c_uint64(int(pointer)), ctypes.c_size_t(nbytes), location, 0, handle)
+        else:
+            lib.cuMemPrefetchAsync.argtypes = [ctypes.c_uint64, ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p]
+            code = lib.cuMemPrefetchAsync(ctypes.c_uint64(int(pointer)), ctypes.c_size_t(nbytes),
+                                          self.device_ordinal if to_device else -1, handle)
+        if code != 0:
+            raise RuntimeError(f"cuMemPrefetchAsync failed with CUresult {code}")
+
     def occupancy_limits(self):
         from gpu.occupancy import DeviceLimits
 
@@ -291,6 +333,7 @@ class GpuRuntime:
             "mem_clock_max_mhz": nvml["mem_clock_max_mhz"] or mem_clock_mhz,
             "host": socket.gethostname(),
             "l2_bytes": int(attrs[a.L2_CACHE_SIZE]),
+            "async_engine_count": int(attrs[a.ASYNC_ENGINE_COUNT]),
         }
 
     # --- per job ----------------------------------------------------------------------------------

@@ -7,7 +7,11 @@ One row per measured point. Columns come in three groups:
   (transfers), ``group`` (a family of variants, e.g. strided or transpose), ``block_size``, ``elements``,
   ``param``/``param_value`` (the swept axis of a group and its value, e.g. stride 8),
   ``registers_per_thread``, ``shared_bytes_per_block``, ``theoretical_occupancy`` (gpu.occupancy) and
-  ``rel_error`` (a reduction's result against float64). For kernels ``direction`` is ``device`` and
+  ``rel_error`` (a reduction's result against float64); for the Streams page ``host_memory`` (pinned |
+  pageable), ``chunks``, ``streams``, ``issue_order`` (depth_first | breadth_first | serial | concurrent),
+  ``intensity`` (fused multiply-adds per element) and ``intervals``, the timeline of one run of the point
+  as JSON: ``[[stream, op, chunk, ready_ms, end_ms, bytes], …]`` with op in h2d | kernel | d2h and times
+  from one origin event (``gpu.overlap`` reads it). For kernels ``direction`` is ``device`` and
   ``bytes`` counts the useful bytes read plus written once.
 * **measurement** – ``median_ms, min_ms, max_ms, cv, samples, gbps`` (GB/s = 10^9 bytes/s of
   ``bytes`` over ``median_ms``), ``stop_reason`` (converged | timeout | max_samples), ``profile``,
@@ -16,11 +20,11 @@ One row per measured point. Columns come in three groups:
   thermal/power slowdown during the point) and ``samples_ms`` (every sample, in ms).
 * **provenance** – where and when: ``device_name, compute_capability, sm_count, memory_total_bytes,
   driver_version, cuda_version, pycuda_version, pcie_gen, pcie_width, pcie_gbps_theoretical,
-  hbm_gbps_theoretical, sm_clock_max_mhz, mem_clock_max_mhz, host, timestamp, git_commit, backend`` and
-  ``l2_bytes``.
+  hbm_gbps_theoretical, sm_clock_max_mhz, mem_clock_max_mhz, host, timestamp, git_commit, backend``,
+  ``l2_bytes`` and ``async_engine_count`` (the device's copy engines that run beside kernels).
 
-Parameter columns and ``l2_bytes`` are optional when reading: files recorded before a column existed
-load with it empty.
+Parameter columns, ``l2_bytes`` and ``async_engine_count`` are optional when reading: files recorded
+before a column existed load with it empty.
 
 Theoretical figures come from the device itself: PCIe per direction from link generation × width
 (after line encoding); HBM from memory clock × bus width × 2 (double data rate).
@@ -36,7 +40,8 @@ import pandas as pd
 POINT_COLUMNS = ["run_id", "experiment", "variant", "direction", "bytes"]
 PARAMETER_COLUMNS = [
     "include_alloc", "group", "block_size", "elements", "param", "param_value", "registers_per_thread",
-    "shared_bytes_per_block", "theoretical_occupancy", "rel_error",
+    "shared_bytes_per_block", "theoretical_occupancy", "rel_error", "host_memory", "chunks", "streams",
+    "issue_order", "intensity", "intervals",
 ]
 MEASUREMENT_COLUMNS = [
     "median_ms", "min_ms", "max_ms", "cv", "samples", "gbps", "stop_reason", "profile", "timer",
@@ -46,13 +51,14 @@ PROVENANCE_COLUMNS = [
     "device_name", "compute_capability", "sm_count", "memory_total_bytes", "driver_version",
     "cuda_version", "pycuda_version", "pcie_gen", "pcie_width", "pcie_gbps_theoretical",
     "hbm_gbps_theoretical", "sm_clock_max_mhz", "mem_clock_max_mhz", "host", "timestamp",
-    "git_commit", "backend", "l2_bytes",
+    "git_commit", "backend", "l2_bytes", "async_engine_count",
 ]
 COLUMNS = POINT_COLUMNS + PARAMETER_COLUMNS + MEASUREMENT_COLUMNS + PROVENANCE_COLUMNS
-OPTIONAL_COLUMNS = PARAMETER_COLUMNS + ["l2_bytes"]
+OPTIONAL_COLUMNS = PARAMETER_COLUMNS + ["l2_bytes", "async_engine_count"]
 NUMERIC_COLUMNS = ["bytes", "median_ms", "min_ms", "max_ms", "cv", "samples", "gbps"]
 OPTIONAL_NUMERIC_COLUMNS = ["block_size", "elements", "param_value", "registers_per_thread", "shared_bytes_per_block",
-                            "theoretical_occupancy", "rel_error", "l2_bytes"]
+                            "theoretical_occupancy", "rel_error", "l2_bytes", "chunks", "streams", "intensity",
+                            "async_engine_count"]
 
 # PCIe transfer rate per lane (GT/s) and line-encoding efficiency, by generation (PCI-SIG specifications).
 _PCIE_RATE = {1: (2.5, 8 / 10), 2: (5.0, 8 / 10), 3: (8.0, 128 / 130), 4: (16.0, 128 / 130),

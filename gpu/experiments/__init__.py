@@ -3,9 +3,10 @@ reasons a parameter combination is invalid, and ``run(params, gpu, progress, sho
 returns a results DataFrame in the schema of ``gpu.schema``."""
 
 from gpu.errors import ValidationError
-from gpu.experiments import coalescing, occupancy_sweep, reduction, transfers
+from gpu.experiments import batching, coalescing, managed, occupancy_sweep, pools, reduction, streams, transfers
 
-EXPERIMENTS = {m.NAME: m for m in (transfers, coalescing, reduction, occupancy_sweep)}
+EXPERIMENTS = {m.NAME: m for m in (transfers, coalescing, reduction, occupancy_sweep, streams, managed, pools,
+                                         batching)}
 
 
 def get_experiment(name: str):

@@ -1,0 +1,181 @@
+"""Batching small copies: K copies of s bytes, one copy of K·s bytes, or packing into a staging buffer first.
+
+The K pieces live in pinned memory at a stride of 2·s (not contiguous, as separate objects are), and land
+contiguously on the device. Variants, all H2D on one stream:
+
+* ``separate`` – K ``memcpy_htod_async`` calls, one per piece; CUDA events around all of them (the host
+  issues them while the GPU runs, as a program does, so each copy's fixed cost α shows);
+* ``packed`` – the host gathers the pieces into one contiguous pinned staging buffer (one NumPy copy, host
+  clock), then one copy (CUDA events); the sample is the sum;
+* ``one_copy`` – one copy of K·s bytes already contiguous: the floor.
+
+Effective GB/s = K·s / time. (separate − one_copy) / K is the per-copy overhead that the Transfers page's
+model calls α. The device buffer is poisoned before each point and compared with the pieces after it.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from gpu import stats
+from gpu.errors import JobCancelled, ValidationError
+from gpu.experiments import _kernels as k
+from gpu.experiments.transfers import POISON, pattern_for, verify_equal
+from gpu.units import KiB, MiB, format_bytes
+
+NAME = "batching"
+VARIANTS = ("separate", "packed", "one_copy")
+LABELS = {"separate": "K separate copies", "packed": "pack into pinned staging + one copy",
+          "one_copy": "one copy of K·s (already contiguous)"}
+KEY_COLUMNS = ["variant", "param_value", "chunks"]
+SHOW_COLUMNS = ["variant", "param_value", "chunks"]
+AXES = {"piece_bytes": "multiples of 4 B from 4 B to 4 MiB", "pieces": "2 … 4096", "variant": VARIANTS}
+DEFAULT_PIECES = [4 * 2**i for i in range(0, 21, 2)]  # 4 B … 4 MiB
+MAX_PIECE, MAX_PIECES, MAX_TOTAL = 4 * MiB, 4096, 512 * MiB
+
+
+@dataclass(frozen=True)
+class Params:
+    piece_sizes: list[int] = field(default_factory=lambda: [64, 1 * KiB, 16 * KiB, 256 * KiB, 4 * MiB])
+    pieces: int = 64
+    variants: list[str] = field(default_factory=lambda: list(VARIANTS))
+    profile: str = "interactive"
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+    def points(self):
+        for size in self.piece_sizes:
+            for variant in self.variants:
+                yield variant, size, self.pieces
+
+
+def parse_params(raw: dict) -> Params:
+    unknown = set(raw) - set(Params.__dataclass_fields__)
+    if unknown:
+        raise ValidationError([f"unknown parameter(s): {', '.join(sorted(unknown))}"])
+    defaults = Params()
+    try:
+        return Params(piece_sizes=sorted({int(s) for s in raw.get("piece_sizes", defaults.piece_sizes)}),
+                      pieces=int(raw.get("pieces", defaults.pieces)),
+                      variants=list(raw.get("variants", VARIANTS)), profile=str(raw.get("profile", "interactive")))
+    except (TypeError, ValueError):
+        raise ValidationError(["piece sizes and the piece count must be whole numbers"]) from None
+
+
+def invalid_reasons(params: Params, limits) -> list[str]:
+    reasons = []
+    if not params.piece_sizes:
+        reasons.append("choose at least one piece size")
+    if not params.variants:
+        reasons.append("choose at least one way to copy")
+    reasons += [f"unknown variant '{v}' (known: {', '.join(VARIANTS)})" for v in params.variants if v not in VARIANTS]
+    if not 2 <= params.pieces <= MAX_PIECES:
+        reasons.append(f"piece count {params.pieces} must be from 2 to {MAX_PIECES}")
+    for size in params.piece_sizes:
+        if not 4 <= size <= MAX_PIECE:
+            reasons.append(f"piece size {format_bytes(size)} must be from 4 B to {format_bytes(MAX_PIECE)}")
+        elif size % 4:
+            reasons.append(f"piece size {size} B is not a multiple of 4 B")
+        elif size * params.pieces > MAX_TOTAL:
+            reasons.append(f"{params.pieces} pieces of {format_bytes(size)} make {format_bytes(size * params.pieces)}, "
+                           f"over the {format_bytes(MAX_TOTAL)} this experiment allows")
+    try:
+        stats.get_profile(params.profile)
+    except ValueError as exc:
+        reasons.append(str(exc))
+    if reasons:
+        return reasons
+    total = max(params.piece_sizes) * params.pieces
+    reasons += k.memory_reasons(total, limits, f"{format_bytes(total)} of pieces")
+    if limits is not None and 3 * total > limits.pinned_budget_bytes:
+        reasons.append(f"pieces, staging and read-back need {format_bytes(3 * total)} of pinned memory, over "
+                       f"the budget of {format_bytes(limits.pinned_budget_bytes)} (PINPOINT_PINNED_BUDGET_BYTES)")
+    return reasons
+
+
+def bytes_moved(piece: int, pieces: int) -> int:
+    return int(piece) * int(pieces)
+
+
+def run(params: Params, gpu, progress, should_cancel) -> list[dict]:
+    reasons = invalid_reasons(params, gpu.limits())
+    if reasons:
+        raise ValidationError(reasons)
+    cuda, telemetry = gpu.cuda, gpu.telemetry
+    profile = stats.get_profile(params.profile)
+    points = list(params.points())
+    rows: list[dict] = []
+    K = params.pieces
+    with gpu.job_scope() as ledger:
+        stream = cuda.Stream()
+        start, end = cuda.Event(), cuda.Event()
+        for piece in params.piece_sizes:
+            words = piece // 4
+            total = piece * K
+            # Pieces at a stride of 2·s in one pinned region: row i's first half is piece i.
+            region_buffer = ledger.host_buffer(2 * total, "pinned")
+            region = region_buffer.reshape(K, 2 * words)
+            pieces = region[:, :words]
+            np.copyto(pieces, pattern_for(K * words, seed=piece).reshape(K, words))
+            expected = np.ascontiguousarray(pieces).reshape(-1)
+            staging = ledger.host_buffer(total, "pinned")
+            contiguous = staging.reshape(K, words)
+            device = ledger.device_buffer(total)
+            readback = np.empty(K * words, np.uint32)
+            base = int(device)
+
+            def timed(enqueue) -> float:
+                start.record(stream)
+                enqueue()
+                end.record(stream)
+                end.synchronize()
+                return start.time_till(end)
+
+            def separate(pieces=pieces, piece=piece, base=base) -> float:
+                return timed(lambda: [cuda.memcpy_htod_async(base + i * piece, pieces[i], stream) for i in range(K)])
+
+            def packed(pieces=pieces, contiguous=contiguous, staging=staging, device=device) -> float:
+                started = time.perf_counter()
+                np.copyto(contiguous, pieces)
+                pack_ms = (time.perf_counter() - started) * 1e3
+                return pack_ms + timed(lambda: cuda.memcpy_htod_async(device, staging, stream))
+
+            def one_copy(staging=staging, device=device) -> float:
+                return timed(lambda: cuda.memcpy_htod_async(device, staging, stream))
+
+            run_variant = {"separate": separate, "packed": packed, "one_copy": one_copy}
+            np.copyto(contiguous, pieces)  # one_copy's source is the packed data, ready before the clock
+            for variant in params.variants:
+                if should_cancel():
+                    raise JobCancelled()
+                progress(len(rows), len(points), f"{LABELS[variant]} · {K} × {format_bytes(piece)}")
+                telemetry.start_point()
+                cuda.memset_d32(device, int(POISON), K * words)
+                if variant == "packed":
+                    staging.fill(POISON)
+
+                def sample(fn=run_variant[variant]) -> float:
+                    telemetry.sample()
+                    return fn()
+
+                summary = stats.sample_until_stable(sample, profile)
+                cuda.memcpy_dtoh(readback, device)
+                verify_equal(expected, readback, f"{LABELS[variant]}, {K} × {format_bytes(piece)}")
+                rows.append({
+                    "variant": variant, "group": "batching", "direction": "h2d", "bytes": bytes_moved(piece, K),
+                    "param": "piece_bytes", "param_value": piece, "chunks": K,
+                    "median_ms": summary.median_ms, "min_ms": summary.min_ms, "max_ms": summary.max_ms,
+                    "cv": summary.cv, "samples": summary.samples, "gbps": stats.gbps(total, summary.median_ms),
+                    "stop_reason": summary.stop_reason, "profile": profile.name,
+                    "timer": "host_clock_pack+cuda_event_copy" if variant == "packed" else "cuda_event",
+                    "verified": True, "samples_ms": summary.samples_ms, **telemetry.point_summary(),
+                })
+            ledger.free_host(region_buffer)
+            ledger.free_host(staging)
+            ledger.free_device(device)
+    progress(len(points), len(points), "done")
+    return rows

@@ -1,0 +1,410 @@
+"""Streams: hiding host↔device copies behind compute with chunks, several streams and pinned memory.
+
+A vector of ``size_bytes`` (floats) is split into ``chunks`` equal chunks; chunk ``c`` goes H2D → kernel →
+D2H on stream ``c % streams``, issued depth-first or breadth-first (``gpu.overlap.issue_plan``). The kernel
+does ``intensity`` dependent fused multiply-adds per element (``gpu/kernels/streams.cu``), so it moves from
+copy-bound (0) to compute-bound.
+
+Measured for each host memory, size, chunk count and intensity (variants):
+
+* ``h2d_alone``, ``kernel_alone``, ``d2h_alone`` – every chunk's copy (or kernel) back to back on one
+  stream: the three sums the bound is made of (``gpu.overlap.pipeline_bound``);
+* ``serial`` – the whole workload, chunk after chunk, on one stream;
+* ``pipeline`` – the workload over ``streams`` streams in the chosen issue order.
+
+Each sample is timed with CUDA events on an origin stream that every worker stream waits on, and a final
+join. With pinned memory the origin stream is first held by a blocking kernel until the host has queued
+every operation (as nvbench does), so a sample times the GPU, not Python's launch rate (timer
+``cuda_event_held``). Pageable copies block the host thread (a D2H from pageable memory returns only when
+it is done), so they cannot be held; their samples include the host's issue time, which is what pageable
+code pays (timer ``cuda_event``). Pipeline and serial rows also keep the timeline of one run (``intervals``,
+an event before and after every operation), which is then checked: the output must equal the kernel's exact
+result word for word. The ``bidirectional`` group times one whole-size H2D and one D2H alone and both at
+once on two streams (aggregate bytes).
+
+Bytes: copies count the bytes that cross the link; pipeline and serial count both directions (2 × size);
+the kernel counts its device reads and writes (2 × size).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from gpu import overlap, stats
+from gpu.errors import JobCancelled, ValidationError
+from gpu.experiments import _kernels as k
+from gpu.experiments.transfers import verify_equal
+from gpu.units import GiB, MiB, format_bytes
+
+NAME = "streams"
+HOST_MEMORY = ("pinned", "pageable")
+ORDERS = overlap.ORDERS
+ORDER_LABELS = {"depth_first": "depth-first (per chunk)", "breadth_first": "breadth-first (all H2D, kernels, D2H)",
+                "serial": "one stream", "concurrent": "two streams at once"}
+PIPELINE_VARIANTS = ("h2d_alone", "kernel_alone", "d2h_alone", "serial", "pipeline")
+BIDIRECTIONAL_VARIANTS = ("bidir_h2d", "bidir_d2h", "bidir_both")
+LABELS = {"h2d_alone": "all H2D copies alone", "kernel_alone": "all kernels alone", "d2h_alone": "all D2H copies alone",
+          "serial": "serial (one stream)", "pipeline": "pipeline", "bidir_h2d": "H2D alone", "bidir_d2h": "D2H alone",
+          "bidir_both": "H2D + D2H at once"}
+KEY_COLUMNS = ["variant", "host_memory", "elements", "chunks", "streams", "issue_order", "intensity"]
+SHOW_COLUMNS = ["variant", "host_memory", "chunks", "streams", "issue_order", "intensity"]
+AXES = {"size_bytes": "a multiple of 4 B per chunk, up to what device, pinned budget and host memory allow",
+        "chunks": "1 … 64, dividing the size", "streams": "1 … 16", "host_memory": HOST_MEMORY,
+        "issue_order": ORDERS, "intensity": "0 … 65536 fused multiply-adds per element"}
+MAX_CHUNKS, MAX_STREAMS, MAX_INTENSITY = 64, 16, 1 << 16
+MIN_SIZE, MAX_SIZE = 64 * 1024, 16 * GiB
+MAX_POINTS = 2000
+FMA_A, FMA_B = np.float32(-1.0), np.float32(3.0)
+BLOCK = 256
+HOLD_TIMEOUT_NS = 5_000_000_000
+DEFAULT_SIZE = 256 * MiB
+
+
+@dataclass(frozen=True)
+class Params:
+    size_bytes: int = DEFAULT_SIZE
+    chunks: list[int] = field(default_factory=lambda: [1, 4, 16, 64])
+    streams: list[int] = field(default_factory=lambda: [1, 2, 4, 8, 16])
+    host_memory: list[str] = field(default_factory=lambda: list(HOST_MEMORY))
+    issue_orders: list[str] = field(default_factory=lambda: ["depth_first"])
+    intensities: list[int] = field(default_factory=lambda: [0])
+    bidirectional: bool = True
+    profile: str = "interactive"
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+    @property
+    def elements(self) -> int:
+        return self.size_bytes // 4
+
+    def points(self):
+        """Keys in the order of KEY_COLUMNS, in the order they are measured."""
+        n = self.elements
+        for host in self.host_memory:
+            for intensity in self.intensities:
+                for chunks in self.chunks:
+                    for variant in ("h2d_alone", "kernel_alone", "d2h_alone", "serial"):
+                        yield variant, host, n, chunks, 1, "serial", intensity
+                    for streams in self.streams:
+                        for order in self.issue_orders:
+                            yield "pipeline", host, n, chunks, streams, order, intensity
+            if self.bidirectional:
+                yield "bidir_h2d", host, n, 1, 1, "serial", 0
+                yield "bidir_d2h", host, n, 1, 1, "serial", 0
+                yield "bidir_both", host, n, 1, 2, "concurrent", 0
+
+
+def parse_params(raw: dict) -> Params:
+    unknown = set(raw) - set(Params.__dataclass_fields__)
+    if unknown:
+        raise ValidationError([f"unknown parameter(s): {', '.join(sorted(unknown))}"])
+    defaults = Params()
+    try:
+        return Params(size_bytes=int(raw.get("size_bytes", defaults.size_bytes)),
+                      chunks=sorted({int(c) for c in raw.get("chunks", defaults.chunks)}),
+                      streams=sorted({int(s) for s in raw.get("streams", defaults.streams)}),
+                      host_memory=[h for h in HOST_MEMORY if h in raw.get("host_memory", HOST_MEMORY)]
+                      + [h for h in raw.get("host_memory", []) if h not in HOST_MEMORY],
+                      issue_orders=list(dict.fromkeys(raw.get("issue_orders", defaults.issue_orders))),
+                      intensities=sorted({int(i) for i in raw.get("intensities", defaults.intensities)}),
+                      bidirectional=bool(raw.get("bidirectional", True)),
+                      profile=str(raw.get("profile", "interactive")))
+    except (TypeError, ValueError):
+        raise ValidationError(["size, chunks, streams and intensity must be whole numbers"]) from None
+
+
+def host_bytes_needed(params: Params) -> int:
+    """Input and output buffers in the chosen host memory, the expected result and a read-back copy."""
+    return 4 * params.size_bytes
+
+
+def invalid_reasons(params: Params, limits) -> list[str]:
+    """Why these parameters cannot run on a device with ``limits`` (empty when they can)."""
+    reasons = []
+    size = params.size_bytes
+    if not MIN_SIZE <= size <= MAX_SIZE:
+        reasons.append(f"size {format_bytes(size)} must be from {format_bytes(MIN_SIZE)} to {format_bytes(MAX_SIZE)}")
+    elif size % 4:
+        reasons.append(f"size {size} B is not a whole number of floats (a multiple of 4 B)")
+    for name, values, high in (("chunk count", params.chunks, MAX_CHUNKS), ("stream count", params.streams,
+                                                                          MAX_STREAMS)):
+        if not values:
+            reasons.append(f"choose at least one {name}")
+        reasons += [f"{name} {v} must be from 1 to {high}" for v in values if not 1 <= v <= high]
+    for chunks in params.chunks:
+        if 1 <= chunks <= MAX_CHUNKS and size % (4 * chunks):
+            reasons.append(f"{chunks} chunks do not divide {format_bytes(size)} into equal chunks of whole floats "
+                           f"({size} B / {chunks} = {size / chunks:,.2f} B); pick a chunk count that divides the size")
+    if not params.host_memory:
+        reasons.append("choose pinned, pageable or both host memories")
+    reasons += [f"unknown host memory '{h}' (known: pinned, pageable)" for h in params.host_memory
+                if h not in HOST_MEMORY]
+    if not params.issue_orders:
+        reasons.append("choose at least one issue order")
+    reasons += [f"unknown issue order '{o}' (known: {', '.join(ORDERS)})" for o in params.issue_orders
+                if o not in ORDERS]
+    if not params.intensities:
+        reasons.append("choose at least one kernel intensity")
+    reasons += [f"kernel intensity {i} must be from 0 to {MAX_INTENSITY} fused multiply-adds per element"
+                for i in params.intensities if not 0 <= i <= MAX_INTENSITY]
+    try:
+        stats.get_profile(params.profile)
+    except ValueError as exc:
+        reasons.append(str(exc))
+    if reasons:
+        return reasons
+    n_points = sum(1 for _ in params.points())
+    if n_points > MAX_POINTS:
+        reasons.append(f"{n_points} points requested; at most {MAX_POINTS} per run")
+    reasons += k.memory_reasons(2 * size, limits, f"a {format_bytes(size)} pipeline (input and output)")
+    if limits is not None:
+        if "pinned" in params.host_memory and 2 * size > limits.pinned_budget_bytes:
+            reasons.append(f"pinned input and output need {format_bytes(2 * size)}, over the pinned-memory budget of "
+                           f"{format_bytes(limits.pinned_budget_bytes)} (PINPOINT_PINNED_BUDGET_BYTES sets it)")
+        needed = host_bytes_needed(params)
+        if limits.host_available_bytes and needed > limits.host_available_bytes:
+            reasons.append(f"a {format_bytes(size)} pipeline needs {format_bytes(needed)} of host memory (input, "
+                           f"output, expected result, read-back) but {format_bytes(limits.host_available_bytes)} "
+                           "is available")
+    return reasons
+
+
+def notes(params: Params) -> list[str]:
+    """Settings that are allowed but say little, worth telling the user about."""
+    out = []
+    pointless = sorted(s for s in params.streams if params.chunks and s > max(params.chunks))
+    if pointless:
+        out.append(f"{', '.join(map(str, pointless))} stream(s) for at most {max(params.chunks)} chunk(s): chunks go "
+                   "round-robin to streams, so streams beyond the chunk count get no work and change nothing")
+    if 1 in params.chunks and any(s > 1 for s in params.streams):
+        out.append("1 chunk cannot overlap anything: its kernel waits for its whole H2D and its D2H for the kernel")
+    return out
+
+
+def max_size(limits) -> int:
+    """The largest power-of-two size every setting can run on this device (the slider's upper end)."""
+    room = min((limits.free_device_bytes - k.DEVICE_RESERVE_BYTES) // 2, limits.pinned_budget_bytes // 2,
+               (limits.host_available_bytes or 64 * GiB) // 4, MAX_SIZE)
+    size = MIN_SIZE
+    while size * 2 <= room:
+        size *= 2
+    return size
+
+
+def expected_output(inputs: np.ndarray, intensity: int) -> np.ndarray:
+    """fma_chain's exact result: with a = -1, x → b − x each step, so x (even) or b − x (odd)."""
+    return inputs.copy() if intensity % 2 == 0 else (FMA_B - inputs).astype(np.float32)
+
+
+def bytes_moved(variant: str, size: int) -> int:
+    return 2 * size if variant in ("serial", "pipeline", "kernel_alone", "bidir_both") else size
+
+
+class _Streams:
+    """The buffers, streams and events of one job, and the enqueueing of pipelines on them."""
+
+    def __init__(self, gpu, ledger, size: int):
+        cuda = gpu.cuda
+        self.gpu, self.cuda, self.ledger, self.size = gpu, cuda, ledger, size
+        self.n = size // 4
+        self.d_in, self.d_out = ledger.device_buffer(size), ledger.device_buffer(size)
+        self.flags = ledger.host_buffer(64, "mapped")  # [release, timed out] as seen by hold_stream
+        self.flags_ptr = self.flags.base.get_device_pointer()
+        self.origin = cuda.Stream()
+        self.streams = [cuda.Stream() for _ in range(MAX_STREAMS)]
+        self.start, self.end = cuda.Event(), cuda.Event()
+        self.done = [cuda.Event() for _ in range(MAX_STREAMS)]
+        self.marks = [cuda.Event() for _ in range(2 * 3 * MAX_CHUNKS)]
+        self.kernel = gpu.kernel("streams", "fma_chain")
+        self.kernel.prepare("PPQffi")
+        self.hold = gpu.kernel("streams", "hold_stream")
+        self.hold.prepare("PQ")
+        self.hosts: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+
+    def host_pair(self, memory: str, inputs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if memory not in self.hosts:
+            if memory == "pinned":
+                pair = tuple(self.ledger.host_buffer(self.size, "pinned").view(np.float32) for _ in range(2))
+            else:
+                pair = (np.empty(self.n, np.float32), np.empty(self.n, np.float32))
+            np.copyto(pair[0], inputs)
+            self.hosts[memory] = pair
+        return self.hosts[memory]
+
+    def enqueue(self, plan, chunks: int, host_in, host_out, intensity: int, marks: bool):
+        """Queue ``plan``'s operations; with ``marks`` an event before and after each one."""
+        cuda, per = self.cuda, self.n // chunks
+        chunk_bytes = per * 4
+        grid = (max(1, min(-(-per // BLOCK), self.gpu.sm_count * 16)), 1)
+        recorded = []
+        for i, (s, op, c) in enumerate(plan):
+            stream = self.streams[s]
+            lo, offset = c * per, c * chunk_bytes
+            if marks:
+                self.marks[2 * i].record(stream)
+            if op == "h2d":
+                cuda.memcpy_htod_async(int(self.d_in) + offset, host_in[lo:lo + per], stream)
+            elif op == "kernel":
+                self.kernel.prepared_async_call(grid, (BLOCK, 1, 1), stream, int(self.d_in) + offset,
+                                                int(self.d_out) + offset, per, FMA_A, FMA_B, intensity)
+            else:
+                cuda.memcpy_dtoh_async(host_out[lo:lo + per], int(self.d_out) + offset, stream)
+            if marks:
+                self.marks[2 * i + 1].record(stream)
+                recorded.append((s, op, c, self.marks[2 * i], self.marks[2 * i + 1], chunk_bytes))
+        return recorded
+
+    def run_once(self, plan, chunks: int, host_in, host_out, intensity: int, held: bool, marks: bool = False):
+        """One timed run of ``plan``: returns (ms, intervals or None)."""
+        used = sorted({s for s, _, _ in plan})
+        if held:
+            self.flags[0] = self.flags[1] = 0
+            self.hold.prepared_async_call((1, 1), (1, 1, 1), self.origin, self.flags_ptr, HOLD_TIMEOUT_NS)
+        self.start.record(self.origin)
+        for s in used:
+            self.streams[s].wait_for_event(self.start)
+        recorded = self.enqueue(plan, chunks, host_in, host_out, intensity, marks)
+        for s in used:
+            self.done[s].record(self.streams[s])
+            self.origin.wait_for_event(self.done[s])
+        self.end.record(self.origin)
+        if held:
+            self.flags[0] = 1
+        self.end.synchronize()
+        if held and self.flags[1]:
+            raise RuntimeError("the launch hold timed out before the host had queued the sample's operations")
+        intervals = None
+        if marks:
+            intervals = [(s, op, c, self.start.time_till(a), self.start.time_till(b), nbytes)
+                         for s, op, c, a, b, nbytes in recorded]
+        return self.start.time_till(self.end), intervals
+
+
+def _row(variant, host, size, chunks, streams, order, intensity, summary, profile, telemetry, timer,
+         intervals=None, direction="round_trip") -> dict:
+    nbytes = bytes_moved(variant, size)
+    return {
+        "variant": variant, "group": "bidirectional" if variant.startswith("bidir") else "pipeline",
+        "direction": direction, "bytes": nbytes, "elements": size // 4, "host_memory": host, "chunks": chunks,
+        "streams": streams, "issue_order": order, "intensity": intensity,
+        "median_ms": summary.median_ms, "min_ms": summary.min_ms, "max_ms": summary.max_ms, "cv": summary.cv,
+        "samples": summary.samples, "gbps": stats.gbps(nbytes, summary.median_ms), "stop_reason": summary.stop_reason,
+        "profile": profile.name, "timer": timer, "verified": True, "samples_ms": summary.samples_ms,
+        "intervals": overlap.encode_intervals(intervals) if intervals else None, **telemetry.point_summary(),
+    }
+
+
+def run(params: Params, gpu, progress, should_cancel) -> list[dict]:
+    reasons = invalid_reasons(params, gpu.limits())
+    if reasons:
+        raise ValidationError(reasons)
+    cuda = gpu.cuda
+    profile = stats.get_profile(params.profile)
+    size, n = params.size_bytes, params.elements
+    total = sum(1 for _ in params.points())
+    rows: list[dict] = []
+    inputs = k.small_int_floats(n, seed=time.time_ns() & 0xFFFF)
+    poison = np.uint32(0xFFFFFFFF)  # a NaN pattern no result can have
+    telemetry = gpu.telemetry
+
+    def step(text: str) -> None:
+        if should_cancel():
+            raise JobCancelled()
+        progress(len(rows), total, text)
+
+    def measure(run_sample) -> stats.Summary:
+        telemetry.start_point()
+
+        def sample() -> float:
+            telemetry.sample()
+            return run_sample()
+
+        return stats.sample_until_stable(sample, profile)
+
+    with gpu.job_scope() as ledger:
+        bench = _Streams(gpu, ledger, size)
+        d_readback = np.empty(n, np.float32)
+        for host in params.host_memory:
+            host_in, host_out = bench.host_pair(host, inputs)
+            held = host == "pinned"
+            timer = "cuda_event_held" if held else "cuda_event"
+            label_host = f"{host} host memory"
+            for intensity in params.intensities:
+                expected = expected_output(inputs, intensity)
+                for chunks in params.chunks:
+                    where = f"{format_bytes(size)}, {chunks} chunk(s), intensity {intensity}, {label_host}"
+                    # The three sums: each stage alone, chunk after chunk on one stream, then checked.
+                    for variant, stage in (("h2d_alone", "h2d"), ("kernel_alone", "kernel"), ("d2h_alone", "d2h")):
+                        step(f"{LABELS[variant]} · {where}")
+                        plan = overlap.issue_plan(chunks, 1, "depth_first", (stage,))
+                        if stage == "h2d":
+                            cuda.memset_d32(bench.d_in, int(poison), n)
+                        elif stage == "kernel":
+                            cuda.memcpy_htod(bench.d_in, inputs)
+                            cuda.memset_d32(bench.d_out, int(poison), n)
+                        else:
+                            cuda.memcpy_htod(bench.d_out, expected)
+                            host_out.view(np.uint32).fill(poison)
+                        summary = measure(lambda plan=plan: bench.run_once(plan, chunks, host_in, host_out,
+                                                                           intensity, held)[0])
+                        if stage == "d2h":
+                            got = host_out
+                        else:
+                            cuda.memcpy_dtoh(d_readback, bench.d_in if stage == "h2d" else bench.d_out)
+                            got = d_readback
+                        want = inputs if stage == "h2d" else expected
+                        verify_equal(want.view(np.uint32), got.view(np.uint32), f"{LABELS[variant]} ({where})")
+                        rows.append(_row(variant, host, size, chunks, 1, "serial", intensity, summary, profile,
+                                         telemetry, timer, direction={"h2d": "h2d", "d2h": "d2h"}.get(stage, "device")))
+                    # Serial and the pipelines: the whole workload, then one marked run that is verified.
+                    configs = [("serial", 1, "depth_first")] + [("pipeline", s, o) for s in params.streams
+                                                                 for o in params.issue_orders]
+                    for variant, streams, order in configs:
+                        step(f"{LABELS[variant]} · {streams} stream(s) · {ORDER_LABELS[order]} · {where}")
+                        plan = overlap.issue_plan(chunks, streams, order)
+                        summary = measure(lambda plan=plan: bench.run_once(plan, chunks, host_in, host_out,
+                                                                           intensity, held)[0])
+                        host_out.view(np.uint32).fill(poison)
+                        cuda.memset_d32(bench.d_out, int(poison), n)
+                        _, intervals = bench.run_once(plan, chunks, host_in, host_out, intensity, held, marks=True)
+                        verify_equal(expected.view(np.uint32), host_out.view(np.uint32),
+                                     f"{LABELS[variant]}, {streams} stream(s), {order} ({where})")
+                        rows.append(_row(variant, host, size, chunks, streams,
+                                         "serial" if variant == "serial" else order, intensity, summary, profile,
+                                         telemetry, timer, intervals))
+            if params.bidirectional:
+                rows += _bidirectional(bench, host, host_in, host_out, inputs, held, timer, profile, step, measure)
+    progress(total, total, "done")
+    return rows
+
+
+def _bidirectional(bench, host, host_in, host_out, inputs, held, timer, profile, step, measure) -> list[dict]:
+    """One whole-size H2D and one D2H, each alone on one stream, then both at once on two streams."""
+    cuda, size, n = bench.cuda, bench.size, bench.n
+    poison = np.uint32(0xFFFFFFFF)
+    out_pattern = (inputs + np.float32(1.0)).astype(np.float32)
+    readback = np.empty(n, np.float32)
+    rows = []
+    cases = [("bidir_h2d", [(0, "h2d", 0)], 1, "serial", "h2d"),
+             ("bidir_d2h", [(1, "d2h", 0)], 1, "serial", "d2h"),
+             ("bidir_both", [(0, "h2d", 0), (1, "d2h", 0)], 2, "concurrent", "both")]
+    for variant, plan, streams, order, direction in cases:
+        step(f"bidirectional · {LABELS[variant]} · {format_bytes(size)} · {host} host memory")
+        cuda.memset_d32(bench.d_in, int(poison), n)
+        cuda.memcpy_htod(bench.d_out, out_pattern)
+        host_out.view(np.uint32).fill(poison)
+        summary = measure(lambda plan=plan: bench.run_once(plan, 1, host_in, host_out, 0, held)[0])
+        what = f"{LABELS[variant]} ({format_bytes(size)}, {host})"
+        if direction in ("h2d", "both"):
+            cuda.memcpy_dtoh(readback, bench.d_in)
+            verify_equal(inputs.view(np.uint32), readback.view(np.uint32), what + ", H2D data")
+        if direction in ("d2h", "both"):
+            verify_equal(out_pattern.view(np.uint32), host_out.view(np.uint32), what + ", D2H data")
+        rows.append(_row(variant, host, size, 1, streams, order, 0, summary, profile, bench.gpu.telemetry, timer,
+                         direction=direction))
+    return rows
+

@@ -1,0 +1,53 @@
+"""Streams quality bar (prints, does not assert): at 256 MiB pinned, the best pipeline against the bound
+measured in the same run (target ≤ 1.10×), and pageable's overlap efficiency (should be near 0).
+
+Run on the GPU machine: ``python3 tests/benchmarks/streams_bar.py [--profile precise/timeout_s=2]``.
+"""
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+
+def main() -> None:
+    from gpu import overlap
+    from gpu.backend import start_live
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--profile", default="precise/timeout_s=2")
+    args = parser.parse_args()
+    backend, reason = start_live()
+    if backend is None:
+        sys.exit(f"needs a GPU: {reason}")
+    try:
+        pinned = backend.submit("streams", {
+            "size_bytes": 256 << 20, "chunks": [8, 16, 32, 64], "streams": [2, 3, 4, 8, 16],
+            "host_memory": ["pinned"], "issue_orders": ["depth_first", "breadth_first"], "bidirectional": False,
+            "profile": args.profile}).outcome()
+        pageable = backend.submit("streams", {
+            "size_bytes": 256 << 20, "chunks": [16], "streams": [4], "host_memory": ["pageable"],
+            "issue_orders": ["depth_first", "breadth_first"], "bidirectional": False,
+            "profile": args.profile}).outcome()
+    finally:
+        backend.client.close()
+    table = overlap.pipeline_table(pinned).sort_values("pipeline_ms")
+    cols = ["streams", "chunks", "issue_order", "pipeline_ms", "serial_ms", "h2d_ms", "kernel_ms", "d2h_ms",
+            "bound_ms", "vs_bound", "efficiency", "cv"]
+    print(f"device: {pinned['device_name'].iloc[0]} · async engines {pinned['async_engine_count'].iloc[0]} · "
+          f"profile {args.profile}")
+    print(table[cols].head(10).round(4).to_string(index=False))
+    best = table.iloc[0]
+    print(f"BAR pinned 256 MiB best: {int(best.streams)} streams x {int(best.chunks)} chunks {best.issue_order}: "
+          f"pipeline {best.pipeline_ms:.3f} ms vs bound {best.bound_ms:.3f} ms -> {best.vs_bound:.3f}x "
+          f"(target <= 1.10); serial {best.serial_ms:.3f} ms, speedup {best.speedup:.2f}x")
+    page = overlap.pipeline_table(pageable)
+    for row in page.itertuples():
+        print(f"BAR pageable 256 MiB {row.streams} streams x {row.chunks} chunks {row.issue_order}: pipeline "
+              f"{row.pipeline_ms:.2f} ms, serial {row.serial_ms:.2f} ms, bound {row.bound_ms:.2f} ms, "
+              f"efficiency {row.efficiency:.3f}")
+
+
+if __name__ == "__main__":
+    main()

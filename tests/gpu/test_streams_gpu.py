@@ -1,0 +1,65 @@
+"""Streams and memory-mode experiments on a real GPU (pytest -m gpu on the GPU machine)."""
+
+import pytest
+
+from gpu import overlap
+from gpu.errors import ValidationError
+from gpu.units import MiB
+
+pytestmark = pytest.mark.gpu
+
+
+def test_pinned_pipeline_overlaps_and_pageable_does_not(live_backend):
+    frame = live_backend.submit("streams", {"size_bytes": 128 * MiB, "chunks": [16], "streams": [1, 4],
+                                            "host_memory": ["pinned", "pageable"],
+                                            "issue_orders": ["depth_first", "breadth_first"],
+                                            "profile": "interactive"}).outcome()
+    assert frame["verified"].all() and len(frame) == 2 * (4 + 2 * 2 + 3)  # every output was checked exactly
+    table = overlap.pipeline_table(frame).set_index(["host_memory", "streams", "issue_order"])
+    print("\n" + table[["pipeline_ms", "serial_ms", "bound_ms", "efficiency", "speedup"]].round(3).to_string())
+    pinned = table.loc[("pinned", 4, "depth_first")]
+    assert pinned["pipeline_ms"] < 0.75 * pinned["serial_ms"]  # several streams hide copies behind each other
+    assert pinned["efficiency"] > 0.6
+    pageable = table.loc[("pageable", 4, "depth_first")]
+    assert pageable["efficiency"] < 0.3, pageable  # pageable D2H blocks the host: no meaningful overlap
+    timeline = overlap.decode_intervals(pinned["intervals"])
+    assert len(timeline) == 16 * 3 and set(timeline["stream"]) == {0, 1, 2, 3}
+    schedule = overlap.engine_schedule(timeline, int(frame["async_engine_count"].iloc[0]))
+    assert (schedule["run_ms"] >= 0).all()
+
+
+def test_bidirectional_copies_run_at_once(live_backend):
+    frame = live_backend.submit("streams", {"size_bytes": 256 * MiB, "chunks": [1], "streams": [1],
+                                            "host_memory": ["pinned"], "profile": "interactive"}).outcome()
+    gbps = frame.set_index("variant")["gbps"]
+    print(f"\nbidirectional GB/s: H2D {gbps['bidir_h2d']:.1f}, D2H {gbps['bidir_d2h']:.1f}, "
+          f"both {gbps['bidir_both']:.1f}")
+    assert gbps["bidir_both"] > 1.3 * max(gbps["bidir_h2d"], gbps["bidir_d2h"])
+
+
+def test_managed_memory_cases_are_verified_and_first_touch_pays_migration(live_backend):
+    frame = live_backend.submit("managed", {"sizes": [256 * MiB], "profile": "interactive"}).outcome()
+    gbps = frame.set_index("variant")["gbps"]
+    print("\nmanaged GB/s: " + ", ".join(f"{v} {g:.1f}" for v, g in gbps.items()))
+    assert frame["verified"].all() and len(frame) == 5
+    assert gbps["first_touch"] < gbps["resident"] / 10
+    assert gbps["after_prefetch"] > gbps["first_touch"] * 5
+
+
+def test_pools_and_batching_round_trip_exactly(live_backend):
+    pools = live_backend.submit("pools", {"sizes": [4096, 16 * MiB], "profile": "interactive"}).outcome()
+    ms = pools.set_index(["variant", "bytes"])["median_ms"]
+    print("\npools ms: " + ", ".join(f"{v}@{b} {m:.4f}" for (v, b), m in ms.items()))
+    assert pools["verified"].all() and len(pools) == 8
+    assert ms[("pinned_pooled", 16 * MiB)] < ms[("pinned_per_call", 16 * MiB)]
+    batching = live_backend.submit("batching", {"piece_sizes": [256, 1 * MiB], "pieces": 64,
+                                                "profile": "interactive"}).outcome()
+    gbps = batching.set_index(["variant", "param_value"])["gbps"]
+    print("batching GB/s: " + ", ".join(f"{v}@{p} {g:.2f}" for (v, p), g in gbps.items()))
+    assert batching["verified"].all()
+    assert gbps[("separate", 256)] < gbps[("one_copy", 256)] / 4  # 64 tiny copies pay 64 latencies
+
+
+def test_streams_refuses_chunks_that_do_not_divide_the_size(live_backend):
+    with pytest.raises(ValidationError, match="3 chunks do not divide"):
+        live_backend.submit("streams", {"size_bytes": 256 * MiB, "chunks": [3]}).outcome()
