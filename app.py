@@ -16,6 +16,8 @@ navigation = st.navigation([
     st.Page("pages/coalescing.py", title="Coalescing", icon="🧵", url_path="coalescing"),
     st.Page("pages/reductions.py", title="Reductions: dot product", icon="➕", url_path="reductions"),
     st.Page("pages/occupancy.py", title="Occupancy", icon="📊", url_path="occupancy"),
+    st.Page("pages/streams.py", title="Streams: overlap", icon="🌊", url_path="streams"),
+    st.Page("pages/memory_modes.py", title="Memory modes", icon="🧠", url_path="memory-modes"),
 ])
 shared.source_sidebar()
 shared.source_banner()

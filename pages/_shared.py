@@ -192,15 +192,22 @@ def typed_block_size(typed: str) -> list[int] | None:
         st.stop()
 
 
-def checked_frame(backend, experiment: str, params: dict, key: str, run_id: str | None = None,
+def section_frame(backend, experiment: str, params: dict, key: str, run_id: str | None = None,
                   extra_reasons: list[str] | None = None):
-    """Profile choice, validation (with messages), then the measured or replayed frame; stops if none."""
+    """Profile choice, validation (with messages), then the measured or replayed frame; None (after saying
+    why, or asking for Measure) when there is none. For pages with several experiments in sections."""
     profile_choice(backend, key, params)
     reasons = extra_reasons or backend.check(experiment, params)
     if reasons:
         show_reasons(reasons)
-        st.stop()
-    frame = measured_frame(backend, experiment, params, key, run_id)
+        return None
+    return measured_frame(backend, experiment, params, key, run_id)
+
+
+def checked_frame(backend, experiment: str, params: dict, key: str, run_id: str | None = None,
+                  extra_reasons: list[str] | None = None):
+    """``section_frame`` for a page of one experiment: the page stops when there is no frame."""
+    frame = section_frame(backend, experiment, params, key, run_id, extra_reasons)
     if frame is None:
         st.stop()
     return frame

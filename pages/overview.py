@@ -20,6 +20,8 @@ st.page_link("pages/transfers.py", label="Transfers: pinned vs pageable memory",
 st.page_link("pages/coalescing.py", label="Coalescing: access patterns vs bandwidth", icon="🧵")
 st.page_link("pages/reductions.py", label="Reductions: a dot product, five ways", icon="➕")
 st.page_link("pages/occupancy.py", label="Occupancy: calculator and measurement", icon="📊")
+st.page_link("pages/streams.py", label="Streams: hiding copies behind compute, with a timeline", icon="🌊")
+st.page_link("pages/memory_modes.py", label="Memory modes: managed memory, pools and batching", icon="🧠")
 
 backend = shared.current_backend()
 if backend.kind == "live":

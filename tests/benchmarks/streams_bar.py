@@ -17,6 +17,7 @@ def main() -> None:
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--profile", default="precise/timeout_s=2")
+    parser.add_argument("--out", help="also write the pinned run (with its timelines) here (.parquet)")
     args = parser.parse_args()
     backend, reason = start_live()
     if backend is None:
@@ -24,7 +25,7 @@ def main() -> None:
     try:
         pinned = backend.submit("streams", {
             "size_bytes": 256 << 20, "chunks": [8, 16, 32, 64], "streams": [2, 3, 4, 8, 16],
-            "host_memory": ["pinned"], "issue_orders": ["depth_first", "breadth_first"], "bidirectional": False,
+            "host_memory": ["pinned"], "issue_orders": ["depth_first", "breadth_first"], "bidirectional": True,
             "profile": args.profile}).outcome()
         pageable = backend.submit("streams", {
             "size_bytes": 256 << 20, "chunks": [16], "streams": [4], "host_memory": ["pageable"],
@@ -42,6 +43,15 @@ def main() -> None:
     print(f"BAR pinned 256 MiB best: {int(best.streams)} streams x {int(best.chunks)} chunks {best.issue_order}: "
           f"pipeline {best.pipeline_ms:.3f} ms vs bound {best.bound_ms:.3f} ms -> {best.vs_bound:.3f}x "
           f"(target <= 1.10); serial {best.serial_ms:.3f} ms, speedup {best.speedup:.2f}x")
+    floor = overlap.shared_link_floor_ms(pinned, "pinned", 256 << 20)
+    both = pinned[pinned["variant"] == "bidir_both"]["gbps"].iloc[0]
+    print(f"BAR shared-link floor: H2D and D2H at once move {both:.1f} GB/s together, so 256 MiB each way needs "
+          f"{floor:.3f} ms ({floor / best.bound_ms:.3f}x the bound); best pipeline = {best.pipeline_ms / floor:.3f}x "
+          "that floor")
+    if args.out:
+        from gpu import schema
+
+        schema.to_parquet(pinned, args.out)
     page = overlap.pipeline_table(pageable)
     for row in page.itertuples():
         print(f"BAR pageable 256 MiB {row.streams} streams x {row.chunks} chunks {row.issue_order}: pipeline "

@@ -1,0 +1,116 @@
+"""Memory modes: managed (unified) memory, memory pools vs per-call allocation, and batching small copies."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from gpu import memory_charts
+from gpu.experiments import batching, managed, pools
+from gpu.units import KiB, MiB, SizeError, format_bytes, parse_size_list
+from pages import _shared as shared
+
+shared.require_router()
+backend = shared.current_backend()
+live = backend.kind == "live"
+
+st.title("Memory modes: managed memory, pools and batching")
+st.markdown(
+    "Three pieces of memory machinery that real GPU code leans on, each measured and verified: **managed "
+    "memory** (the driver migrates pages on demand, or when asked to prefetch), **memory pools** (reuse "
+    "allocations instead of paying for them on every call) and **batching** (one large copy instead of many "
+    "small ones). They live apart from the Transfers page because each asks a different question than "
+    "\"which host memory copies fastest\", and each has its own axes.")
+
+
+def sizes_from(typed: str, fallback: list[int], key: str) -> tuple[list[int], list[str]]:
+    if not typed.strip():
+        return fallback, []
+    try:
+        return parse_size_list(typed), []
+    except SizeError as exc:
+        return [], [str(exc)]
+
+
+def options(experiment: str, column: str, run_id, live_values: list[int]) -> list[int]:
+    return live_values if live else shared.recorded_values(backend, experiment, column, run_id) or live_values[:1]
+
+
+tab_managed, tab_pools, tab_batching = st.tabs(["Managed memory", "Pools vs per-call allocation", "Batching copies"])
+
+with tab_managed:
+    st.markdown(
+        "A kernel reads a buffer once and sums it. From **device memory** it runs at HBM speed. From a **managed** "
+        "buffer the host has just written, every page first migrates to the GPU on a page fault (**first "
+        "touch**); an explicit **prefetch** (`cuMemPrefetchAsync`) moves the pages in bulk before the kernel; "
+        "once **resident**, managed memory is as fast as device memory.")
+    run_id = shared.recording_choice(backend, managed.NAME, "managed")
+    size_options = options(managed.NAME, "bytes", run_id, [2**p for p in range(20, 34)])
+    size = st.select_slider("Buffer size", size_options, format_func=format_bytes, key="managed_size",
+                            value=256 * MiB if 256 * MiB in size_options else size_options[-1])
+    frame = shared.section_frame(backend, managed.NAME, {"sizes": [int(size)]}, "managed", run_id)
+    if frame is not None:
+        table = memory_charts.managed_table(frame)
+        row = table.iloc[0]
+        st.markdown(f"**{format_bytes(row['bytes'])}: first touch {row['first_touch GB/s']:,.1f} GB/s, resident "
+                    f"{row['resident GB/s']:,.0f} GB/s** — migrating on fault costs "
+                    f"{row['first touch extra ms']:,.1f} ms more ({row['first touch ÷ resident']:,.0f}× the resident "
+                    f"time); prefetching first moves the pages at {row['prefetch GB/s']:,.1f} GB/s, then the kernel "
+                    f"runs at {row['after_prefetch GB/s']:,.0f} GB/s ({row['prefetch + kernel ms']:,.1f} ms in all).")
+        st.plotly_chart(memory_charts.managed_figure(frame), key="chart_managed")
+        st.dataframe(frame[["variant", "bytes", "median_ms", "min_ms", "max_ms", "cv", "samples", "gbps",
+                            "stop_reason", "timer"]].assign(variant=lambda f: f["variant"].map(managed.LABELS),
+                                                            bytes=lambda f: f["bytes"].map(format_bytes)),
+                     hide_index=True)
+        shared.download(frame, "managed")
+
+with tab_pools:
+    st.markdown(
+        "Allocate → copy → free, once per iteration, against the same through PyCUDA's `DeviceMemoryPool` and "
+        "`PageLockedMemoryPool`. Allocating device memory costs microseconds; pinning host memory costs far more "
+        "(the driver locks every page), which is why pooled staging buffers matter.")
+    run_id = shared.recording_choice(backend, pools.NAME, "pools")
+    size_options = options(pools.NAME, "bytes", run_id, [4 * KiB * 16**i for i in range(6)])
+    chosen = st.pills("Buffer sizes", size_options, selection_mode="multi", default=size_options,
+                      format_func=format_bytes, key="pools_sizes")
+    typed = st.text_input("…or type sizes", key="pools_typed", placeholder="e.g. 4KiB, 1MiB:256MiB") if live else ""
+    sizes, errors = sizes_from(typed, sorted(chosen or []), "pools")
+    frame = shared.section_frame(backend, pools.NAME, {"sizes": sizes}, "pools", run_id, extra_reasons=errors)
+    if frame is not None:
+        table = memory_charts.pool_table(frame)
+        parts = []
+        for kind in ("device", "pinned"):
+            ratio = table[f"{kind}: per call ÷ pooled"]
+            if ratio.notna().any():
+                crossover = memory_charts.pool_crossover(table, kind)
+                where = (f"pooling saves under 10 % from {format_bytes(crossover)} up" if crossover else
+                         "pooling saves over 10 % at every size measured")
+                parts.append(f"**{kind}**: per call ÷ pooled = {ratio.min():.2f}× … {ratio.max():.2f}×; {where}")
+        st.markdown("\n".join(f"- {p}" for p in parts))
+        st.plotly_chart(memory_charts.pools_figure(frame), key="chart_pools")
+        st.dataframe(table.assign(bytes=table["bytes"].map(format_bytes)), hide_index=True)
+        shared.download(frame, "pools")
+
+with tab_batching:
+    st.markdown(
+        "K pieces of s bytes, scattered in pinned host memory, copied to one contiguous device buffer: as K "
+        "separate copies, packed by the host into one pinned staging buffer first, or (the floor) as one copy "
+        "of K·s bytes. Each copy pays a fixed cost α, the latency the Transfers page's model fits.")
+    run_id = shared.recording_choice(backend, batching.NAME, "batching")
+    piece_options = options(batching.NAME, "param_value", run_id, [4 * 4**i for i in range(11)])
+    count_options = options(batching.NAME, "chunks", run_id, [2**i for i in range(1, 13)])
+    left, right = st.columns(2)
+    pieces_chosen = left.pills("Piece sizes s", piece_options, selection_mode="multi", default=piece_options,
+                               format_func=format_bytes, key="batching_pieces")
+    count = right.select_slider("Pieces K", count_options, key="batching_count",
+                                value=64 if 64 in count_options else count_options[-1])
+    frame = shared.section_frame(backend, batching.NAME, {"piece_sizes": sorted(pieces_chosen or []),
+                                                          "pieces": int(count)}, "batching", run_id)
+    if frame is not None:
+        table = memory_charts.batching_table(frame)
+        overhead = table["per-copy overhead µs"].dropna()
+        if not overhead.empty:
+            st.markdown(f"**Each separate copy costs about {overhead.median():.1f} µs more than its share of one "
+                        f"big copy** (median over piece sizes; {overhead.min():.1f} … {overhead.max():.1f} µs).")
+        st.plotly_chart(memory_charts.batching_figure(frame), key="chart_batching")
+        st.dataframe(table.assign(**{"piece bytes": table["piece bytes"].map(format_bytes)}), hide_index=True)
+        shared.download(frame, "batching")

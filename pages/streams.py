@@ -1,0 +1,156 @@
+"""Streams: chunked H2D → kernel → D2H pipelines over several streams, with the timeline of each."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from gpu import overlap, stream_charts
+from gpu.experiments import streams
+from gpu.units import MiB, format_bytes
+from pages import _shared as shared
+
+shared.require_router()
+backend = shared.current_backend()
+live = backend.kind == "live"
+
+st.title("Streams: hiding copies behind compute")
+st.markdown(
+    "A vector is cut into **chunks**; each chunk goes host → device, through a kernel, and back, on one of "
+    "several **streams** (chunk *c* on stream *c mod S*), so one chunk's copy can run while another's kernel "
+    "does. The GPU has separate copy engines for each direction, so at best the whole job takes as long as its "
+    "slowest stage alone: that is the **bound**. **Overlap efficiency** = (serial − pipeline) / (serial − bound): "
+    "0 % when the streams won nothing, 100 % when the pipeline reached the bound. Every output is checked "
+    "exactly. With **pageable** host memory the driver must stage each copy and a device → host copy blocks "
+    "the host until it is done: watch the overlap disappear.")
+
+run_id = shared.recording_choice(backend, streams.NAME, "streams")
+
+
+def recorded(column: str) -> list:
+    return shared.recorded_values(backend, streams.NAME, column, run_id)
+
+
+if live:
+    top = streams.max_size(backend.known_limits())
+    size_options = [s for s in (2**p for p in range(24, 36)) if s <= top] or [streams.MIN_SIZE]
+    chunk_options, stream_options = [1, 2, 4, 8, 16, 32, 64], list(range(1, 17))
+    intensity_options = [0, 1, 4, 16, 64, 256, 1024, 2048, 4096, 8192, 16384]
+    host_options, order_options = list(streams.HOST_MEMORY), list(streams.ORDERS)
+else:
+    size_options = [4 * e for e in recorded("elements")] or [streams.DEFAULT_SIZE]
+    chunk_options, stream_options = recorded("chunks") or [16], recorded("streams") or [4]
+    intensity_options = recorded("intensity") or [0]
+    data = backend.data[(backend.data["experiment"] == streams.NAME)]
+    data = data[data["run_id"] == (run_id or backend.recordings(streams.NAME).iloc[0]["run_id"])] \
+        if not backend.recordings(streams.NAME).empty else data
+    host_options = [h for h in streams.HOST_MEMORY if h in set(data["host_memory"])] or ["pinned"]
+    order_options = [o for o in streams.ORDERS if o in set(data["issue_order"])] or ["depth_first"]
+
+left, right = st.columns(2)
+with left:
+    size = st.select_slider("Total size", options=size_options, format_func=format_bytes, key="streams_size",
+                            value=256 * MiB if 256 * MiB in size_options else size_options[-1])
+    chunks = st.pills("Chunks", chunk_options, selection_mode="multi", key="streams_chunks",
+                      default=[c for c in (1, 4, 16, 64) if c in chunk_options] or chunk_options[:1])
+    typed_chunks = st.text_input("…or type chunk counts (1 … 64)", key="streams_chunks_typed", placeholder="e.g. 3, 12")
+    stream_counts = st.pills("Streams", stream_options, selection_mode="multi", key="streams_streams",
+                             default=[s for s in (1, 2, 4, 8, 16) if s in stream_options] or stream_options[:1])
+with right:
+    host_memory = st.pills("Host memory", host_options, selection_mode="multi", default=host_options,
+                           key="streams_host")
+    intensity = st.select_slider("Kernel intensity (fused multiply-adds per element)", options=intensity_options,
+                                 value=0 if 0 in intensity_options else intensity_options[0], key="streams_intensity",
+                                 help="0: the kernel just copies (copy-bound). Each step adds 2 FLOP per element; "
+                                      "around 2048 the kernel takes as long as the copies on an H200.")
+    orders = st.pills("Issue order", order_options, selection_mode="multi", default=order_options[:1],
+                      format_func=streams.ORDER_LABELS.get, key="streams_orders",
+                      help="Depth-first enqueues each chunk's H2D, kernel and D2H before the next chunk; "
+                           "breadth-first enqueues every H2D, then every kernel, then every D2H.")
+
+typed_errors: list[str] = []
+if typed_chunks.strip():
+    try:
+        chunks = [int(c) for c in typed_chunks.replace(" ", "").split(",") if c]
+    except ValueError:
+        typed_errors.append(f"'{typed_chunks}' is not a list of whole chunk counts")
+params = {"size_bytes": int(size), "chunks": list(chunks or []), "streams": list(stream_counts or []),
+          "host_memory": list(host_memory or []), "issue_orders": list(orders or []), "intensities": [int(intensity)]}
+if not typed_errors:
+    for note in streams.notes(streams.parse_params(params)):
+        st.warning(note)
+frame = shared.checked_frame(backend, streams.NAME, params, "streams", run_id, extra_reasons=typed_errors)
+
+table = overlap.pipeline_table(frame)
+if table.empty:
+    st.info("No pipeline was measured with these settings.")
+    st.stop()
+
+# --- headline: the best pipeline per host memory ---------------------------------------------------------------
+lines = []
+for host, part in table.groupby("host_memory", sort=False):
+    best = part.sort_values("pipeline_ms").iloc[0]
+    lines.append(f"**{host}**: best {int(best['streams'])} streams × {int(best['chunks'])} chunks takes "
+                 f"{best['pipeline_ms']:.2f} ms against {best['serial_ms']:.2f} ms serial "
+                 f"({best['speedup']:.2f}×) and a bound of {best['bound_ms']:.2f} ms: overlap efficiency "
+                 f"**{best['efficiency']:.0%}**, {best['vs_bound']:.2f}× the bound")
+st.markdown("\n".join(f"- {line}" for line in lines))
+
+# --- one configuration --------------------------------------------------------------------------------------
+st.subheader("One configuration, operation by operation")
+c1, c2, c3, c4, c5 = st.columns(5)
+focus_host = c1.radio("Host memory", list(dict.fromkeys(table["host_memory"])), key="streams_focus_host")
+mine = table[table["host_memory"] == focus_host]
+chunk_values = sorted(mine["chunks"].unique())
+focus_chunks = c2.select_slider("Chunks", chunk_values, key="streams_focus_chunks",
+                                value=16 if 16 in chunk_values else chunk_values[-1])
+stream_values = sorted(mine[mine["chunks"] == focus_chunks]["streams"].unique())
+focus_streams = c3.select_slider("Streams", stream_values, key="streams_focus_streams",
+                                 value=4 if 4 in stream_values else stream_values[-1]) \
+    if len(stream_values) > 1 else stream_values[0]
+order_values = list(dict.fromkeys(mine["issue_order"]))
+focus_order = c4.radio("Issue order", order_values, format_func=streams.ORDER_LABELS.get, key="streams_focus_order")
+lanes = c5.radio("Lanes", ["stream", "engine"], key="streams_lanes",
+                 format_func=lambda x: "one per stream" if x == "stream" else "one per engine")
+chosen = mine[(mine["chunks"] == focus_chunks) & (mine["streams"] == focus_streams)
+              & (mine["issue_order"] == focus_order)]
+if chosen.empty:
+    st.info("That combination was not measured; pick another.")
+    st.stop()
+row = chosen.iloc[0]
+m = st.columns(5)
+m[0].metric("Pipeline", f"{row['pipeline_ms']:.3f} ms", f"cv {row['cv']:.2%}", delta_color="off")
+m[1].metric("Serial (one stream)", f"{row['serial_ms']:.3f} ms")
+m[2].metric("Bound", f"{row['bound_ms']:.3f} ms", "slowest stage alone", delta_color="off")
+m[3].metric("Overlap efficiency", f"{row['efficiency']:.0%}" if row["efficiency"] == row["efficiency"] else "n/a")
+m[4].metric("Speedup over serial", f"{row['speedup']:.2f}×")
+try:
+    st.plotly_chart(stream_charts.gantt_figure(row["intervals"], frame, lanes,
+                                               f"Timeline: {stream_charts.config_label(row)}"), key="chart_gantt")
+    st.caption("Bars are CUDA events recorded before and after every operation, each on its own stream, in one run "
+               "of this configuration. An event fires when its stream reaches the operation; a bar starts when its "
+               "engine was also free (faint: the wait). Hover a bar for its chunk, bytes and µs.")
+except ValueError as exc:
+    st.warning(f"This point's timeline cannot be drawn: {exc}")
+st.plotly_chart(stream_charts.breakdown_figure(row, frame), key="chart_breakdown")
+
+if len(mine["streams"].unique()) > 1:
+    st.subheader("Sweep: streams × chunks")
+    sweep = mine[mine["issue_order"] == focus_order]
+    st.plotly_chart(stream_charts.sweep_figure(sweep, frame), key="chart_sweep")
+
+if (frame["group"] == "bidirectional").any():
+    st.subheader("Bidirectional copies")
+    st.plotly_chart(stream_charts.bidirectional_figure(frame), key="chart_bidirectional")
+    both = frame[frame["variant"] == "bidir_both"].set_index("host_memory")["gbps"]
+    alone = frame[frame["variant"].isin(["bidir_h2d", "bidir_d2h"])].groupby("host_memory")["gbps"].max()
+    st.markdown(" · ".join(f"{h}: both directions at once move **{both[h]:.1f} GB/s**, "
+                           f"{both[h] / alone[h]:.2f}× the faster direction alone" for h in both.index if h in alone))
+
+st.subheader("The numbers")
+st.dataframe(table.drop(columns=["intervals", "run_id", "elements"]).assign(
+    issue_order=lambda t: t["issue_order"].map(streams.ORDER_LABELS), bytes=lambda t: t["bytes"].map(format_bytes)),
+    hide_index=True, column_config={"efficiency": st.column_config.NumberColumn("overlap efficiency", format="percent"),
+                                    "speedup": st.column_config.NumberColumn("speedup ×", format="%.2f"),
+                                    "vs_bound": st.column_config.NumberColumn("× bound", format="%.3f"),
+                                    "cv": st.column_config.NumberColumn("cv", format="percent")})
+shared.download(frame, "streams")
