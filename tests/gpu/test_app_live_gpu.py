@@ -51,3 +51,33 @@ def test_kernel_pages_measure_live(monkeypatch, page, key, setup):
     assert not at.exception, at.exception
     charts = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
     assert any("Live NVIDIA" in c["layout"]["title"]["text"] for c in charts), [e.value for e in at.error]
+
+
+def test_streams_page_measures_live_and_draws_the_timeline(monkeypatch):
+    monkeypatch.setenv("PINPOINT_BACKEND", "auto")
+    at = AppTest.from_file(APP, default_timeout=300).run()
+    at.switch_page("pages/streams.py").run()
+    at.select_slider(key="streams_size").set_value(64 << 20).run()
+    at.pills(key="streams_chunks").set_value([1, 16]).run()
+    at.pills(key="streams_streams").set_value([1, 4]).run()
+    at.button(key="streams_measure").click().run()
+    assert not at.exception, at.exception
+    charts = {json.loads(c.proto.spec)["layout"]["title"]["text"].split("<br>")[0]: json.loads(c.proto.spec)
+              for c in at.get("plotly_chart")}
+    assert any(t.startswith("Timeline: pinned · 4 stream(s) × 16 chunks") for t in charts), list(charts)
+    assert any("Live NVIDIA" in c["layout"]["title"]["text"] for c in charts.values())
+    assert any(m.label == "Overlap efficiency" for m in at.metric)
+
+
+def test_memory_modes_page_measures_each_tab_live(monkeypatch):
+    monkeypatch.setenv("PINPOINT_BACKEND", "auto")
+    at = AppTest.from_file(APP, default_timeout=300).run()
+    at.switch_page("pages/memory_modes.py").run()
+    at.select_slider(key="managed_size").set_value(64 << 20).run()
+    at.pills(key="pools_sizes").set_value([4096, 1 << 20]).run()
+    at.pills(key="batching_pieces").set_value([256, 65536]).run()
+    for key in ("managed", "pools", "batching"):
+        at.button(key=f"{key}_measure").click().run()
+        assert not at.exception, at.exception
+    titles = [json.loads(c.proto.spec)["layout"]["title"]["text"] for c in at.get("plotly_chart")]
+    assert len(titles) == 3 and all("Live NVIDIA" in t for t in titles), [e.value for e in at.error]
