@@ -84,16 +84,16 @@ def pool_table(frame: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def pool_crossover(table: pd.DataFrame, kind: str, threshold: float = 1.10) -> int | None:
-    """The smallest measured size from which pooling saves less than ``threshold`` (10 %) per iteration,
-    for every larger size too; None when pooling pays at every measured size (or no data)."""
+def pool_crossover(table: pd.DataFrame, kind: str, factor: float = 2.0) -> int | None:
+    """The smallest measured size from which allocating per call costs more than the copy itself, i.e. per call
+    ÷ pooled ≥ ``factor`` (2) at that size and every larger one; None when no such size was measured."""
     column = f"{kind}: per call ÷ pooled"
     if column not in table or table[column].isna().all():
         return None
-    ordered = table.sort_values("bytes")
     crossover = None
-    for size, ratio in zip(ordered["bytes"], ordered[column], strict=True):
-        if ratio < threshold:
+    for size, ratio in zip(table["bytes"], table[column], strict=True) if table["bytes"].is_monotonic_increasing \
+            else table.sort_values("bytes")[["bytes", column]].itertuples(index=False):
+        if ratio >= factor:
             crossover = crossover or int(size)
         else:
             crossover = None

@@ -99,18 +99,6 @@ def pipeline_table(frame: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=columns)
 
 
-def shared_link_floor_ms(frame: pd.DataFrame, host_memory: str, size_bytes: int) -> float:
-    """The time a pipeline needs when its H2D and D2H copies share the link the whole way: each direction's
-    bytes at half the aggregate rate measured with both directions at once (``bidir_both``), from the same
-    run. NaN when that was not measured. On PCIe the two directions slow each other down a little, so this
-    floor sits above ``pipeline_bound`` built from copies measured alone."""
-    both = frame[(frame["variant"] == "bidir_both") & (frame["host_memory"] == host_memory)]
-    if both.empty or not both["gbps"].iloc[0] > 0:
-        return math.nan
-    per_direction_gbps = float(both["gbps"].iloc[0]) / 2
-    return size_bytes / (per_direction_gbps * 1e9) * 1e3
-
-
 # --- timelines -----------------------------------------------------------------------------------------
 def encode_intervals(intervals) -> str:
     """JSON for the ``intervals`` column; times rounded to nanoseconds."""

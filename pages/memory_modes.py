@@ -82,8 +82,9 @@ with tab_pools:
             ratio = table[f"{kind}: per call ÷ pooled"]
             if ratio.notna().any():
                 crossover = memory_charts.pool_crossover(table, kind)
-                where = (f"pooling saves under 10 % from {format_bytes(crossover)} up" if crossover else
-                         "pooling saves over 10 % at every size measured")
+                where = (f"from {format_bytes(crossover)} up, allocating per call costs more than the copy itself "
+                         "(pooled is ≥ 2× faster at every larger size)" if crossover else
+                         "at no measured size from which on allocating per call costs more than the copy")
                 parts.append(f"**{kind}**: per call ÷ pooled = {ratio.min():.2f}× … {ratio.max():.2f}×; {where}")
         st.markdown("\n".join(f"- {p}" for p in parts))
         st.plotly_chart(memory_charts.pools_figure(frame), key="chart_pools")
