@@ -90,9 +90,9 @@ def pool_crossover(table: pd.DataFrame, kind: str, factor: float = 2.0) -> int |
     column = f"{kind}: per call ÷ pooled"
     if column not in table or table[column].isna().all():
         return None
+    ordered = table.sort_values("bytes")
     crossover = None
-    for size, ratio in zip(table["bytes"], table[column], strict=True) if table["bytes"].is_monotonic_increasing \
-            else table.sort_values("bytes")[["bytes", column]].itertuples(index=False):
+    for size, ratio in zip(ordered["bytes"], ordered[column], strict=True):
         if ratio >= factor:
             crossover = crossover or int(size)
         else:

@@ -99,6 +99,24 @@ def pipeline_table(frame: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=columns)
 
 
+def overlap_summary(table: pd.DataFrame) -> pd.DataFrame:
+    """Per host memory (and intensity): the best pipeline, and the median overlap efficiency over every
+    configuration that can overlap at all (≥ 2 streams and ≥ 2 chunks), which one noisy point cannot sway."""
+    rows = []
+    for (host, intensity), part in table.groupby(["host_memory", "intensity"], sort=False):
+        best = part.sort_values("pipeline_ms").iloc[0]
+        can = part[(part["streams"] >= 2) & (part["chunks"] >= 2)]
+        rows.append({"host_memory": host, "intensity": intensity, "best_streams": int(best["streams"]),
+                     "best_chunks": int(best["chunks"]), "best_order": best["issue_order"],
+                     "best_ms": best["pipeline_ms"], "best_serial_ms": best["serial_ms"], "best_bound_ms":
+                     best["bound_ms"], "best_efficiency": best["efficiency"], "best_speedup": best["speedup"],
+                     "best_vs_bound": best["vs_bound"], "configurations": len(can),
+                     "median_efficiency": float(can["efficiency"].median()) if len(can) else math.nan,
+                     "median_speedup": float(can["speedup"].median()) if len(can) else math.nan,
+                     "median_cv": float(part["cv"].median())})
+    return pd.DataFrame(rows)
+
+
 # --- timelines -----------------------------------------------------------------------------------------
 def encode_intervals(intervals) -> str:
     """JSON for the ``intervals`` column; times rounded to nanoseconds."""
