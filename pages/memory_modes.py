@@ -99,11 +99,11 @@ with tab_batching:
     run_id = shared.recording_choice(backend, batching.NAME, "batching")
     piece_options = options(batching.NAME, "param_value", run_id, [4 * 4**i for i in range(11)])
     count_options = options(batching.NAME, "chunks", run_id, [2**i for i in range(1, 13)])
-    left, right = st.columns(2)
-    pieces_chosen = left.pills("Piece sizes s", piece_options, selection_mode="multi", default=piece_options,
-                               format_func=format_bytes, key="batching_pieces")
-    count = right.select_slider("Pieces K", count_options, key="batching_count",
-                                value=64 if 64 in count_options else count_options[-1])
+    count = st.select_slider("Pieces K", count_options, key="batching_count",
+                             value=64 if 64 in count_options else count_options[-1])
+    fitting = [s for s in piece_options if s * count <= batching.MAX_TOTAL]  # K·s must fit the experiment's cap
+    pieces_chosen = st.pills("Piece sizes s", fitting, selection_mode="multi", default=fitting,
+                             format_func=format_bytes, key=f"batching_pieces_{count}")
     frame = shared.section_frame(backend, batching.NAME, {"piece_sizes": sorted(pieces_chosen or []),
                                                           "pieces": int(count)}, "batching", run_id)
     if frame is not None:

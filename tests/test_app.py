@@ -43,7 +43,8 @@ def banner(at):
     return " ".join(i.value for i in at.info)
 
 
-PAGES = ["pages/transfers.py", "pages/coalescing.py", "pages/reductions.py", "pages/occupancy.py"]
+PAGES = ["pages/transfers.py", "pages/coalescing.py", "pages/reductions.py", "pages/occupancy.py", "pages/streams.py",
+         "pages/memory_modes.py"]
 
 
 @pytest.mark.parametrize("page", [None, *PAGES])
@@ -59,7 +60,8 @@ def test_every_page_says_it_replays_a_recorded_run(page):
 def test_overview_lists_the_recorded_runs():
     at = open_page()
     table = at.dataframe[0].value
-    assert set(table["experiment"]) == {"transfers", "coalescing", "reduction", "occupancy"}
+    assert set(table["experiment"]) == {"transfers", "coalescing", "reduction", "occupancy", "streams", "managed",
+                                        "pools", "batching"}
     assert set(table["device"]) == {"NVIDIA H200"}
     assert table.set_index("experiment").loc["transfers", "points"] == 304
     assert at.sidebar.toggle[0].value is True and at.sidebar.toggle[0].disabled  # no live GPU to switch to

@@ -65,7 +65,8 @@ def test_each_page_renders_its_banner_and_a_chart(server):
         assert page.locator(".js-plotly-plot").count() >= 3
         assert "Bandwidth vs size" in page.locator(".js-plotly-plot").first.inner_text()
         for path, title in [("coalescing", "Copy kernels"), ("reductions", "Dot product, kernel only"),
-                            ("occupancy", "Occupancy vs block size")]:
+                            ("occupancy", "Occupancy vs block size"), ("streams", "Timeline: pinned"),
+                            ("memory-modes", "Managed memory")]:
             page.goto(f"{server}/{path}")
             page.wait_for_selector("[data-test-script-state='notRunning']", timeout=60_000)
             page.wait_for_selector(".js-plotly-plot .main-svg .trace", timeout=60_000)

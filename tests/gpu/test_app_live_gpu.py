@@ -75,7 +75,7 @@ def test_memory_modes_page_measures_each_tab_live(monkeypatch):
     at.switch_page("pages/memory_modes.py").run()
     at.select_slider(key="managed_size").set_value(64 << 20).run()
     at.pills(key="pools_sizes").set_value([4096, 1 << 20]).run()
-    at.pills(key="batching_pieces").set_value([256, 65536]).run()
+    at.pills(key="batching_pieces_64").set_value([256, 65536]).run()
     for key in ("managed", "pools", "batching"):
         at.button(key=f"{key}_measure").click().run()
         assert not at.exception, at.exception

@@ -1,0 +1,56 @@
+"""Derived numbers of the Memory modes and Streams charts, on made-up rows whose answers are known."""
+
+import math
+
+import pandas as pd
+import pytest
+
+from gpu import memory_charts, schema, stream_charts
+from gpu.backend import REPLAY_DIR
+
+
+def rows(spec, **common):
+    return pd.DataFrame([{**common, **r} for r in spec])
+
+
+def test_pool_crossover_is_where_per_call_allocation_outweighs_the_copy_from_then_on():
+    frame = rows([{"variant": v, "bytes": b, "median_ms": ms} for b, per_call, pooled in
+                  ((4096, 0.05, 0.01), (65536, 0.012, 0.010), (1 << 20, 1.0, 0.05), (1 << 24, 8.0, 0.4))
+                  for v, ms in (("pinned_per_call", per_call), ("pinned_pooled", pooled))])
+    table = memory_charts.pool_table(frame)
+    # 4 KiB is 5× but 64 KiB is not 2×: the crossover is 1 MiB, from where every larger size is ≥ 2×.
+    assert memory_charts.pool_crossover(table, "pinned") == 1 << 20
+    assert memory_charts.pool_crossover(table, "device") is None  # not measured
+    assert table.set_index("bytes").loc[1 << 24, "pinned: per call ÷ pooled"] == pytest.approx(20)
+
+
+def test_batching_overhead_is_the_extra_time_per_separate_copy():
+    frame = rows([{"variant": "separate", "median_ms": 0.5, "gbps": 0.1},
+                  {"variant": "one_copy", "median_ms": 0.1, "gbps": 1.0}], param_value=64, chunks=100)
+    table = memory_charts.batching_table(frame)
+    assert table["per-copy overhead µs"].iloc[0] == pytest.approx((0.5 - 0.1) / 100 * 1e3)
+    assert math.isnan(table["packed GB/s"].iloc[0])
+
+
+def test_managed_table_states_the_migration_cost_over_resident():
+    frame = rows([{"variant": v, "median_ms": ms, "gbps": 256 / ms} for v, ms in
+                  (("first_touch", 27.0), ("prefetch", 5.0), ("after_prefetch", 0.1), ("resident", 0.1))], bytes=256)
+    row = memory_charts.managed_table(frame).iloc[0]
+    assert row["first touch extra ms"] == pytest.approx(26.9)
+    assert row["first touch ÷ resident"] == pytest.approx(270)
+    assert row["prefetch + kernel ms"] == pytest.approx(5.1)
+
+
+def test_recorded_streams_run_draws_one_gantt_lane_per_stream_or_engine():
+    frame = schema.read_results(next(REPLAY_DIR.glob("streams_*.parquet")))
+    from gpu import overlap
+
+    table = overlap.pipeline_table(frame)
+    row = table[(table["streams"] == 4) & (table["chunks"] == 16) & (table["host_memory"] == "pinned")].iloc[0]
+    by_stream = stream_charts.gantt_figure(row["intervals"], frame, "stream")
+    lanes = {y for trace in by_stream.data for y in trace.y}
+    assert lanes == {"stream 0", "stream 1", "stream 2", "stream 3"}
+    by_engine = stream_charts.gantt_figure(row["intervals"], frame, "engine")
+    assert {y for trace in by_engine.data for y in trace.y} == {"copy engine H2D", "compute", "copy engine D2H"}
+    bars = sum(len(trace.y) for trace in by_engine.data)
+    assert bars == 16 * 3  # every chunk's three operations, nothing invented

@@ -1,0 +1,118 @@
+"""Stream-overlap arithmetic and timeline handling (gpu.overlap), on made-up numbers whose answers are known."""
+
+import json
+import math
+
+import pandas as pd
+import pytest
+
+from gpu import overlap
+
+
+def test_depth_first_issues_each_chunk_whole_and_round_robins_streams():
+    plan = overlap.issue_plan(4, 2, "depth_first")
+    assert plan[:3] == [(0, "h2d", 0), (0, "kernel", 0), (0, "d2h", 0)]
+    assert [s for s, _, c in plan if _ == "h2d"] == [0, 1, 0, 1]
+    assert len(plan) == 12
+
+
+def test_breadth_first_issues_every_copy_then_every_kernel_then_every_copy_back():
+    plan = overlap.issue_plan(3, 3, "breadth_first")
+    assert [op for _, op, _ in plan] == ["h2d"] * 3 + ["kernel"] * 3 + ["d2h"] * 3
+    assert [c for _, _, c in plan[:3]] == [0, 1, 2]
+
+
+def test_a_single_stage_plan_is_what_the_sums_measure():
+    assert overlap.issue_plan(3, 1, "depth_first", ("d2h",)) == [(0, "d2h", 0), (0, "d2h", 1), (0, "d2h", 2)]
+
+
+@pytest.mark.parametrize("chunks,streams,order", [(0, 1, "depth_first"), (1, 0, "depth_first"), (2, 2, "sideways")])
+def test_bad_plans_are_refused(chunks, streams, order):
+    with pytest.raises(ValueError):
+        overlap.issue_plan(chunks, streams, order)
+
+
+@pytest.mark.parametrize("engines,expected", [(3, 5.0), (2, 5.0), (1, 9.0), (0, 11.0), (None, 5.0)])
+def test_the_bound_follows_the_copy_engines(engines, expected):
+    # H2D 5 ms, kernel 2 ms, D2H 4 ms
+    assert overlap.pipeline_bound(5.0, 2.0, 4.0, engines) == expected
+
+
+def test_overlap_efficiency_is_the_share_of_the_possible_gain():
+    assert overlap.overlap_efficiency(10.0, 10.0, 5.0) == 0.0
+    assert overlap.overlap_efficiency(10.0, 5.0, 5.0) == 1.0
+    assert overlap.overlap_efficiency(10.0, 7.5, 5.0) == 0.5
+    assert math.isnan(overlap.overlap_efficiency(5.0, 5.0, 5.0))  # nothing to gain: no efficiency to speak of
+
+
+def frame_of(rows):
+    base = {"run_id": "r1", "host_memory": "pinned", "elements": 1024, "intensity": 0, "cv": 0.01,
+            "async_engine_count": 3, "intervals": None, "issue_order": "serial", "streams": 1}
+    return pd.DataFrame([{**base, **row} for row in rows])
+
+
+def test_pipeline_table_pairs_each_pipeline_with_its_own_serial_and_sums():
+    rows = [{"variant": v, "chunks": 4, "median_ms": ms} for v, ms in
+            (("h2d_alone", 5.0), ("kernel_alone", 2.0), ("d2h_alone", 4.0), ("serial", 11.0))]
+    rows += [{"variant": v, "chunks": 8, "median_ms": ms} for v, ms in
+             (("h2d_alone", 6.0), ("kernel_alone", 2.0), ("d2h_alone", 4.0), ("serial", 12.0))]
+    rows += [{"variant": "pipeline", "chunks": 4, "streams": 4, "issue_order": "depth_first", "median_ms": 6.0},
+             {"variant": "pipeline", "chunks": 8, "streams": 4, "issue_order": "depth_first", "median_ms": 9.0}]
+    table = overlap.pipeline_table(frame_of(rows)).set_index("chunks")
+    assert table.loc[4, "bound_ms"] == 5.0 and table.loc[8, "bound_ms"] == 6.0
+    assert table.loc[4, "efficiency"] == pytest.approx((11 - 6) / (11 - 5))
+    assert table.loc[8, "efficiency"] == pytest.approx((12 - 9) / (12 - 6))
+    assert table.loc[4, "speedup"] == pytest.approx(11 / 6) and table.loc[4, "vs_bound"] == pytest.approx(6 / 5)
+
+
+def test_a_pipeline_without_its_serial_run_has_no_efficiency():
+    rows = [{"variant": "pipeline", "chunks": 4, "streams": 2, "issue_order": "depth_first", "median_ms": 6.0}]
+    table = overlap.pipeline_table(frame_of(rows))
+    assert math.isnan(table["efficiency"].iloc[0])
+
+
+def test_summary_uses_the_median_over_configurations_that_can_overlap():
+    rows = [{"variant": v, "chunks": c, "median_ms": ms} for c in (1, 4)
+            for v, ms in (("h2d_alone", 5.0), ("kernel_alone", 1.0), ("d2h_alone", 5.0), ("serial", 11.0))]
+    rows += [{"variant": "pipeline", "chunks": 1, "streams": 4, "issue_order": "depth_first", "median_ms": 5.5},
+             {"variant": "pipeline", "chunks": 4, "streams": 2, "issue_order": "depth_first", "median_ms": 8.0},
+             {"variant": "pipeline", "chunks": 4, "streams": 4, "issue_order": "depth_first", "median_ms": 6.0}]
+    summary = overlap.overlap_summary(overlap.pipeline_table(frame_of(rows))).iloc[0]
+    assert summary["best_chunks"] == 1 and summary["configurations"] == 2  # 1 chunk cannot overlap: left out
+    assert summary["median_efficiency"] == pytest.approx(((11 - 8) / 6 + (11 - 6) / 6) / 2)
+
+
+def test_intervals_round_trip_through_json():
+    intervals = [(0, "h2d", 0, 0.0, 1.25, 4096), (1, "kernel", 1, 1.25, 1.5, 4096)]
+    decoded = overlap.decode_intervals(overlap.encode_intervals(intervals))
+    assert decoded.to_numpy().tolist() == [list(i) for i in intervals]
+
+
+@pytest.mark.parametrize("text,message", [
+    (None, "no recorded timeline"), ("not json", "not valid JSON"), ("[]", "empty"),
+    (json.dumps([[0, "memset", 0, 0, 1, 4]]), "unknown operations"),
+    (json.dumps([[0, "h2d", 0, 2.0, 1.0, 4]]), "ends before it starts"),
+    (json.dumps([[0, "h2d", 0, -1.0, 1.0, 4]]), "before the origin"),
+])
+def test_damaged_timelines_are_refused_with_the_reason(text, message):
+    with pytest.raises(ValueError, match=message):
+        overlap.decode_intervals(text)
+
+
+def test_copies_that_look_simultaneous_on_one_engine_are_laid_end_to_end():
+    # Two streams reach their H2D at t=0; one copy engine per direction runs them one after the other.
+    intervals = overlap.decode_intervals(overlap.encode_intervals([
+        (0, "h2d", 0, 0.0, 1.0, 8), (1, "h2d", 1, 0.0, 2.0, 8), (0, "kernel", 0, 1.0, 1.5, 8),
+        (1, "kernel", 1, 2.0, 2.5, 8), (0, "d2h", 0, 1.5, 2.5, 8)]))
+    schedule = overlap.engine_schedule(intervals, 3).set_index(["op", "chunk"])
+    assert schedule.loc[("h2d", 1), "start_ms"] == 1.0 and schedule.loc[("h2d", 1), "wait_ms"] == 1.0
+    assert schedule.loc[("h2d", 1), "run_ms"] == 1.0
+    assert schedule.loc[("d2h", 0), "engine"] == "copy engine D2H" and schedule.loc[("d2h", 0), "wait_ms"] == 0
+    busy = overlap.busy_fraction(schedule.reset_index())
+    assert busy["copy engine H2D"] == pytest.approx(2.0 / 2.5)
+
+
+def test_with_one_copy_engine_both_directions_share_a_lane():
+    assert overlap.engine_of("h2d", 1) == overlap.engine_of("d2h", 1) == "copy engine"
+    assert overlap.engine_of("h2d", 3) != overlap.engine_of("d2h", 3)
+    assert overlap.engine_of("kernel", 1) == "compute"
