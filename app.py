@@ -18,6 +18,8 @@ navigation = st.navigation([
     st.Page("pages/occupancy.py", title="Occupancy", icon="📊", url_path="occupancy"),
     st.Page("pages/streams.py", title="Streams: overlap", icon="🌊", url_path="streams"),
     st.Page("pages/memory_modes.py", title="Memory modes", icon="🧠", url_path="memory-modes"),
+    st.Page("pages/runs.py", title="Runs", icon="🗂️", url_path="runs"),
+    st.Page("pages/compare.py", title="Compare runs", icon="⚖️", url_path="compare"),
 ])
 shared.source_sidebar()
 shared.source_banner()

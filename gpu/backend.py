@@ -66,11 +66,14 @@ class ReplayBackend:
 
     kind = "replay"
 
-    def __init__(self, directory: Path = REPLAY_DIR):
+    def __init__(self, directory: Path = REPLAY_DIR, frames: list[pd.DataFrame] | None = None):
+        """Recordings from ``directory``, or exactly ``frames`` (a stored run opened on its page)."""
         self.directory = Path(directory)
-        self.frames: list[pd.DataFrame] = []
+        self.frames: list[pd.DataFrame] = list(frames or [])
         self.problems: list[str] = []
-        for path in sorted(self.directory.glob("*.parquet")) + sorted(self.directory.glob("*.csv")):
+        paths = [] if frames is not None else \
+            sorted(self.directory.glob("*.parquet")) + sorted(self.directory.glob("*.csv"))
+        for path in paths:
             try:
                 self.frames.append(schema.read_results(path))
             except schema.SchemaError as exc:  # one damaged file must not take the others down

@@ -1,6 +1,8 @@
 """Headless runner: ``python -m gpu.bench EXPERIMENT [options] [--out FILE]``.
 
-EXPERIMENT is one of transfers, coalescing, reduction, occupancy, streams, managed, pools, batching.
+EXPERIMENT is one of transfers, coalescing, reduction, occupancy, streams, managed, pools, batching; each run
+is also saved in the runs store (``--no-store`` skips it, ``--label`` names it). Reviews: ``import FILE…``,
+``export RUN_ID --out FILE``, ``report --baseline A --candidate B [--candidate C] --out review.html``, ``runs``.
 
 Runs the experiment through the same worker process the app uses and writes exactly the DataFrame the
 page draws (Parquet, or CSV when FILE ends in .csv). Recordings for replay are made with it:
@@ -84,6 +86,22 @@ def parse_args(argv=None):
                        help="precise (nvbench's defaults) or interactive, optionally with overrides, "
                             "e.g. precise/timeout_s=3")
         p.add_argument("--out", help="write the results here (.parquet or .csv)")
+        p.add_argument("--store", action=argparse.BooleanOptionalAction, default=True,
+                       help="save the run in the runs store (PINPOINT_DB_URL, else SQLite in the user data dir)")
+        p.add_argument("--label", help="a label for the stored run, e.g. 'after driver 580'")
+        p.add_argument("--notes", help="notes for the stored run")
+    i = sub.add_parser("import", help="import runner Parquet/CSV files from other machines into the runs store")
+    i.add_argument("files", nargs="+")
+    i.add_argument("--label")
+    i.add_argument("--notes")
+    e = sub.add_parser("export", help="write a stored (or bundled) run to a Parquet/CSV file")
+    e.add_argument("run_id")
+    e.add_argument("--out", required=True)
+    rp = sub.add_parser("report", help="a self-contained HTML review: a baseline against one or more candidates")
+    rp.add_argument("--baseline", required=True, help="run id (stored or bundled)")
+    rp.add_argument("--candidate", required=True, action="append", help="run id; repeat for several")
+    rp.add_argument("--out", required=True, help="the HTML file to write")
+    sub.add_parser("runs", help="list the stored and bundled runs")
     return parser.parse_args(argv)
 
 
@@ -181,10 +199,69 @@ def record_driver_occupancy(out: str) -> int:
     return 0
 
 
+def write_frame(frame, out: str) -> None:
+    if out.endswith(".csv"):
+        with open(out, "wb") as f:
+            f.write(schema.to_csv_bytes(frame))
+    else:
+        schema.to_parquet(frame, out)
+
+
+def review_command(args) -> int:
+    """import, export, report and runs: the store's side of the runner (no GPU needed)."""
+    from gpu import catalog, imports
+    from gpu.store import StoreError
+
+    try:
+        runs = catalog.Catalog()
+    except StoreError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    if args.experiment == "import":
+        failed = 0
+        for path in args.files:
+            try:
+                frame = imports.read_upload(path, path=path)
+                for result in runs.store.save(frame, "import", args.label, args.notes):
+                    print(f"{path}: {result.message()}", file=sys.stderr)
+            except (imports.ImportProblem, StoreError, OSError) as exc:
+                failed += 1
+                print(f"error: {exc}; nothing from {path} was stored", file=sys.stderr)
+        return 2 if failed else 0
+    if args.experiment == "runs":
+        table = runs.runs()
+        print(table[["run_id", "experiment", "device_name", "timestamp", "points", "label", "origin"]]
+              .to_string(index=False) if not table.empty else "no runs yet")
+        return 0
+    try:
+        if args.experiment == "export":
+            write_frame(runs.load(args.run_id), args.out)
+            print(f"wrote run {args.run_id} to {args.out}", file=sys.stderr)
+            return 0
+        from gpu import report
+
+        baseline = runs.load(args.baseline)
+        candidates = [runs.load(c) for c in args.candidate]
+        experiments = {f["experiment"].iloc[0] for f in [baseline, *candidates]}
+        if len(experiments) > 1:
+            print(f"error: runs of different experiments cannot be compared: {', '.join(sorted(experiments))}",
+                  file=sys.stderr)
+            return 2
+        with open(args.out, "w", encoding="utf-8") as f:
+            f.write(report.render(baseline, candidates))
+        print(f"wrote {args.out}", file=sys.stderr)
+        return 0
+    except (KeyError, StoreError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     if args.experiment == "occupancy-driver":
         return record_driver_occupancy(args.out)
+    if args.experiment in ("import", "export", "report", "runs"):
+        return review_command(args)
     try:
         jobs = experiment_jobs(args)
     except (SizeError, ValueError) as exc:
@@ -224,12 +301,16 @@ def main(argv=None) -> int:
     print(f"{len(frame)} points in {time.perf_counter() - started:.1f} s", file=sys.stderr)
     print(summary_table(args.experiment, frame).to_string(index=False))
     if args.out:
-        if args.out.endswith(".csv"):
-            with open(args.out, "wb") as f:
-                f.write(schema.to_csv_bytes(frame))
-        else:
-            schema.to_parquet(frame, args.out)
+        write_frame(frame, args.out)
         print(f"wrote {args.out}", file=sys.stderr)
+    if args.store:
+        from gpu.store import RunStore, StoreError
+
+        try:
+            for result in RunStore().save(frame, "runner", args.label, args.notes):
+                print(result.message(), file=sys.stderr)
+        except StoreError as exc:  # the measurement is kept in --out; say why the store did not take it
+            print(f"warning: the run was not stored: {exc}", file=sys.stderr)
     return 0
 
 

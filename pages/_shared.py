@@ -36,12 +36,48 @@ def require_router() -> None:
         st.rerun()
 
 
+@st.cache_resource(show_spinner=False)
+def run_catalog():
+    """The runs store and the bundled runs; (None, reason) when the store cannot be opened, so the rest of the
+    app keeps working and the review pages say why."""
+    from gpu.catalog import Catalog
+    from gpu.store import StoreError
+
+    try:
+        return Catalog(), ""
+    except StoreError as exc:
+        return None, str(exc)
+
+
+def opened_run() -> str | None:
+    """A run id from the URL (?run=…): the page shows that stored or bundled run, like a replay."""
+    value = st.query_params.get("run")
+    return str(value) if value else None
+
+
+@st.cache_resource(show_spinner=False, max_entries=16)
+def opened_run_backend(run_id: str) -> tuple[ReplayBackend | None, str]:
+    catalog, reason = run_catalog()
+    if catalog is None:
+        return None, reason
+    try:
+        frame = catalog.load(run_id)
+    except Exception as exc:  # unknown id or unreadable store: the page says so and falls back
+        return None, str(exc)
+    return ReplayBackend(frames=[frame]), ""
+
+
 def use_replay() -> bool:
     live, _ = live_backend()
     return live is None or st.session_state.get("use_replay", False)
 
 
 def current_backend() -> LiveBackend | ReplayBackend:
+    run_id = opened_run()
+    if run_id:
+        backend, _ = opened_run_backend(run_id)
+        if backend is not None:
+            return backend
     live, _ = live_backend()
     return replay_backend() if use_replay() else live
 
@@ -61,10 +97,23 @@ def source_sidebar() -> None:
         if live is not None:
             st.caption(f"GPU worker: {live.facts.get('device_name')} (pid {live.client.worker_pid}, "
                        f"restarts {live.client.restarts})")
+            st.toggle("Save live measurements in the runs store", key="save_to_store", value=True,
+                      help="Every live measurement is kept (with every sample) for the Runs and Compare pages. "
+                           "Turn off for this browser session.")
 
 
 def source_banner() -> None:
     """Every page says where its numbers come from."""
+    run_id = opened_run()
+    if run_id:
+        backend, reason = opened_run_backend(run_id)
+        if backend is not None:
+            first = backend.data.iloc[0]
+            st.info(f"**Stored run** {run_id} · recorded on {first['device_name']} ({str(first['timestamp'])[:16]}) "
+                    f"by PinPoint, not measured now; experiment: {first['experiment']}. Remove ?run= from the address "
+                    "to measure or replay.", icon="🗂️")
+            return
+        st.warning(f"Run {run_id} from the address cannot be shown: {reason}")
     live, reason = live_backend()
     if not use_replay():
         st.success(f"**Live** · measuring on {live.facts.get('device_name')} now", icon="🟢")
@@ -131,10 +180,25 @@ def measured_frame(backend, experiment: str, params: dict, key: str, run_id: str
         follow(job)
         state[f"{key}_result"] = outcome(job)
         state.pop(f"{key}_job")
+        if state[f"{key}_result"] is not None and state.get("save_to_store", True):
+            save_run(state[f"{key}_result"])
     frame = state.get(f"{key}_result")
     if frame is None:
         st.info("Choose the settings, then press **Measure**. Results stay here while you change chart options.")
     return frame
+
+
+def save_run(frame) -> None:
+    """Keep a live measurement in the runs store; a store that fails never costs the measurement."""
+    catalog, reason = run_catalog()
+    if catalog is None:
+        st.warning(f"This measurement was not saved: {reason}")
+        return
+    try:
+        for result in catalog.store.save(frame, "live"):
+            st.caption(f"Saved in the runs store as run {result.run_id} (Runs and Compare pages).")
+    except Exception as exc:
+        st.warning(f"This measurement was not saved in the runs store: {exc}")
 
 
 def recording_choice(backend, experiment: str, key: str) -> str | None:

@@ -1,0 +1,86 @@
+"""Runs: every stored and bundled run, filterable; import files from other machines, open, delete."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from gpu import imports
+from pages import _shared as shared
+
+shared.require_router()
+
+PAGE_OF = {"transfers": "pages/transfers.py", "coalescing": "pages/coalescing.py", "reduction": "pages/reductions.py",
+           "occupancy": "pages/occupancy.py", "streams": "pages/streams.py", "managed": "pages/memory_modes.py",
+           "pools": "pages/memory_modes.py", "batching": "pages/memory_modes.py"}
+
+st.title("Runs")
+catalog, reason = shared.run_catalog()
+if catalog is None:
+    shared.show_reasons([reason], "The runs store cannot be opened")
+    st.stop()
+st.markdown(f"Every live measurement and runner run is kept here with every sample, in **{catalog.store.describe()}** "
+            "(`PINPOINT_DB_URL` points a team at one PostgreSQL server). Runs bundled with PinPoint are listed "
+            "beside them, marked *bundled*.")
+
+with st.expander("Import runs from other machines (runner Parquet or CSV)"):
+    uploads = st.file_uploader("Runner output files", type=["parquet", "csv"], accept_multiple_files=True,
+                               key="runs_upload")
+    label = st.text_input("Label for the imported runs (optional)", key="runs_import_label",
+                          placeholder="e.g. after driver 580")
+    notes = st.text_area("Notes (optional)", key="runs_import_notes")
+    if st.button("Import", key="runs_import", disabled=not uploads):
+        for upload in uploads or []:
+            try:
+                frame = imports.read_upload(upload.name, data=upload.getvalue())
+                for result in catalog.store.save(frame, "import", label or None, notes or None):
+                    (st.success if result.stored else st.info)(f"{upload.name}: {result.message()}")
+            except Exception as exc:  # every file gets its own message; nothing from a bad file is written
+                st.error(f"Nothing from {upload.name} was stored: {exc}")
+
+runs = catalog.runs()
+if runs.empty:
+    st.info("No runs yet: measure live, run `python -m gpu.bench …`, or import a file.")
+    st.stop()
+
+st.subheader("Filter")
+cols = st.columns(5)
+filters = {}
+for col, (column, title) in zip(cols[:4], [("experiment", "Experiment"), ("device_name", "Device"),
+                                            ("driver_version", "Driver"), ("host", "Host")], strict=True):
+    values = sorted(runs[column].dropna().astype(str).unique())
+    filters[column] = col.multiselect(title, values, key=f"runs_filter_{column}")
+text = cols[4].text_input("Label contains", key="runs_filter_label")
+shown = runs
+for column, chosen in filters.items():
+    if chosen:
+        shown = shown[shown[column].astype(str).isin(chosen)]
+if text.strip():
+    shown = shown[shown["label"].fillna("").str.contains(text, case=False, regex=False)]
+st.caption(f"{len(shown)} of {len(runs)} runs")
+st.dataframe(shown[["run_id", "experiment", "device_name", "driver_version", "timestamp", "host", "points", "label",
+                    "origin", "profile"]], hide_index=True,
+             column_config={"timestamp": "measured (UTC)", "device_name": "device", "driver_version": "driver"})
+if shown.empty:
+    st.stop()
+
+st.subheader("One run")
+labels = {r.run_id: f"{r.run_id} · {r.experiment} · {r.device_name} · {str(r.timestamp)[:16]}"
+          + (f" · {r.label}" if isinstance(r.label, str) and r.label else "") for r in shown.itertuples()}
+run_id = st.selectbox("Run", list(labels), format_func=labels.get, key="runs_selected")
+row = shown[shown["run_id"] == run_id].iloc[0]
+left, right = st.columns(2)
+if left.button("Open on its page", key="runs_open"):
+    st.switch_page(PAGE_OF[row["experiment"]], query_params={"run": run_id})
+if isinstance(row["notes"], str) and row["notes"]:
+    left.markdown(f"**Notes:** {row['notes']}")
+if row["origin"] == "bundled":
+    right.caption("Bundled with PinPoint (a file in git): it cannot be deleted here.")
+else:
+    sure = right.checkbox(f"Yes, delete run {run_id} and its {int(row['points'])} points",
+                          key=f"runs_delete_sure_{run_id}")
+    if right.button("Delete", key="runs_delete", disabled=not sure, type="secondary"):
+        if catalog.store.delete(run_id):
+            st.success(f"Deleted run {run_id}.")
+            st.rerun()
+        else:
+            st.warning(f"Run {run_id} was already gone.")
