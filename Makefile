@@ -25,11 +25,15 @@ $(VENV)/.dev: requirements.txt requirements-dev.txt | $(BIN)/python
 app: $(VENV)/.app
 	$(BIN)/streamlit run app.py
 
-# The browser test needs Debian's chromium; install it when we can (root), otherwise that test is skipped.
+# The browser test needs Debian's chromium and the store tests a PostgreSQL server; install them when we can
+# (root), otherwise those tests are skipped with the reason.
 test: $(VENV)/.dev
 	@if [ ! -x /usr/bin/chromium ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	  echo "installing chromium for the browser test"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; fi
+	@if ! command -v initdb >/dev/null && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && [ "$$(id -u)" = 0 ] \
+	  && command -v apt-get >/dev/null; then echo "installing postgresql for the store's PostgreSQL tests"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; fi
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest
 

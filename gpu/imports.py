@@ -59,6 +59,10 @@ def read_upload(name: str, data: bytes | None = None, path: str | Path | None = 
     return check(frame, name)
 
 
+def _shown(value) -> str:
+    return repr(value.item() if isinstance(value, np.generic) else value)
+
+
 def _where(frame: pd.DataFrame, i: int) -> str:
     row = frame.iloc[i]
     return f"row {i + 1} (run {row.get('run_id')}, {row.get('variant')}, {row.get('bytes')} B)"
@@ -80,7 +84,7 @@ def check(frame: pd.DataFrame, name: str) -> pd.DataFrame:
         bad = np.flatnonzero(~np.isfinite(values.to_numpy(dtype=float)))
         if bad.size:
             i = int(bad[0])
-            raise ImportProblem(f"{name}: {_where(frame, i)}: {column} is {frame[column].iloc[i]!r}, "
+            raise ImportProblem(f"{name}: {_where(frame, i)}: {column} is {_shown(frame[column].iloc[i])}, "
                                 "not a finite number")
         frame[column] = values
     for column in ("median_ms", "min_ms", "max_ms", "bytes"):

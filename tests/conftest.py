@@ -43,3 +43,66 @@ def live_backend():
     client = WorkerClient()
     yield LiveBackend(client)
     client.close()
+
+
+def pytest_configure(config):
+    # Tests never touch the user's own runs store: one throwaway SQLite file per test session.
+    if "PINPOINT_DB_URL" not in os.environ:
+        import tempfile
+
+        folder = tempfile.mkdtemp(prefix="pinpoint-test-store-")
+        os.environ["PINPOINT_DB_URL"] = f"sqlite:///{folder}/runs.sqlite"
+
+
+def _postgres_bin() -> Path | None:
+    import shutil
+
+    found = shutil.which("initdb")
+    if found:
+        return Path(found).resolve().parent
+    versions = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"))
+    return versions[-1].parent if versions else None
+
+
+@pytest.fixture(scope="session")
+def postgres_url(tmp_path_factory):
+    """A throwaway PostgreSQL server: initdb in a temp dir, loopback only, a random port, stopped at the end.
+    Skipped with the reason where PostgreSQL is not installed (``make test`` installs it when root)."""
+    import pwd
+    import socket
+
+    bin_dir = _postgres_bin()
+    if bin_dir is None:
+        pytest.skip("PostgreSQL is not installed (make test installs Debian's postgresql when run as root)")
+    run_as: list[str] = []
+    folder = tmp_path_factory.mktemp("postgres")
+    if os.geteuid() == 0:  # the server refuses to run as root: run it as the postgres user
+        try:
+            user = pwd.getpwnam("postgres")
+        except KeyError:
+            pytest.skip("running as root and there is no 'postgres' user to run the server as")
+        os.chmod(folder, 0o777)
+        for parent in folder.parents:
+            if parent == Path("/"):
+                break
+            os.chmod(parent, os.stat(parent).st_mode | 0o011)
+        os.chown(folder, user.pw_uid, user.pw_gid)
+        run_as = ["runuser", "-u", "postgres", "--"]
+    data = folder / "data"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    init = subprocess.run(run_as + [str(bin_dir / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust",
+                                    "-E", "UTF8", "--no-instructions"], capture_output=True, text=True, timeout=120)
+    if init.returncode != 0:
+        pytest.skip(f"initdb failed: {init.stderr.strip()[-300:]}")
+    options = f"-p {port} -k {folder} -c listen_addresses=127.0.0.1 -c fsync=off"
+    start = subprocess.run(run_as + [str(bin_dir / "pg_ctl"), "-D", str(data), "-o", options, "-l",
+                                     str(folder / "log"), "-w", "start"], capture_output=True, text=True, timeout=120)
+    if start.returncode != 0:
+        pytest.skip(f"PostgreSQL did not start: {start.stderr.strip()[-300:]}")
+    try:
+        yield f"postgresql+psycopg://postgres@127.0.0.1:{port}/postgres"
+    finally:
+        subprocess.run(run_as + [str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"],
+                       capture_output=True, timeout=60)

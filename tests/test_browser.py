@@ -31,6 +31,7 @@ def server():
         [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port", str(port),
          "--server.address", "127.0.0.1", "--server.fileWatcherType", "none", "--browser.gatherUsageStats", "false"],
         cwd=ROOT, env={**os.environ, "PINPOINT_BACKEND": "replay"}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    # (PINPOINT_DB_URL: the session's throwaway store, from conftest)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while True:
@@ -66,7 +67,7 @@ def test_each_page_renders_its_banner_and_a_chart(server):
         assert "Bandwidth vs size" in page.locator(".js-plotly-plot").first.inner_text()
         for path, title in [("coalescing", "Copy kernels"), ("reductions", "Dot product, kernel only"),
                             ("occupancy", "Occupancy vs block size"), ("streams", "Timeline: pinned"),
-                            ("memory-modes", "Managed memory")]:
+                            ("memory-modes", "Managed memory"), ("compare", "Candidate speed vs baseline")]:
             page.goto(f"{server}/{path}")
             page.wait_for_selector("[data-test-script-state='notRunning']", timeout=60_000)
             page.wait_for_selector(".js-plotly-plot .main-svg .trace", timeout=60_000)
@@ -76,4 +77,32 @@ def test_each_page_renders_its_banner_and_a_chart(server):
         page.wait_for_selector("[data-test-script-state='notRunning']", timeout=60_000)
         page.wait_for_selector("text=Recorded runs")
         assert page.get_by_text("not measured now", exact=False).first.is_visible()
+        browser.close()
+
+
+def test_the_review_report_opens_offline_with_its_charts_drawn(tmp_path):
+    from playwright.sync_api import sync_playwright
+
+    from gpu import report, schema
+    from gpu.catalog import BUNDLED_DIRS
+
+    h200 = schema.read_results(next(BUNDLED_DIRS[0].glob("transfers_nvidia-h200_*.parquet")))
+    h100 = schema.read_results(next(BUNDLED_DIRS[1].glob("transfers_nvidia-h100*.parquet")))
+    path = tmp_path / "review.html"
+    path.write_text(report.render(h200, [h100]), encoding="utf-8")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=[
+            "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+            "--disable-component-update", "--no-first-run"])
+        page = browser.new_page(viewport={"width": 1300, "height": 1000})
+        page.route("**/*", lambda route: route.abort() if not route.request.url.startswith("file:") else
+                   route.continue_())  # offline: nothing may load from the network
+        page.goto(path.as_uri())
+        page.wait_for_selector(".js-plotly-plot .main-svg .scatterlayer .trace", timeout=60_000)
+        assert page.locator(".js-plotly-plot").count() == 2  # ratio and normalized charts
+        assert "points slower beyond noise" in page.locator(".headline").first.inner_text() or \
+            "none of" in page.locator(".headline").first.inner_text()
+        shot = tmp_path / "report.png"
+        page.screenshot(path=str(shot), full_page=False)
+        assert shot.stat().st_size > 20_000  # a drawn page, not a blank one
         browser.close()

@@ -1,0 +1,129 @@
+"""The Runs and Compare pages through AppTest (replay mode, a throwaway store per test)."""
+
+import json
+from pathlib import Path
+
+import pytest
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+
+from gpu.catalog import BUNDLED_DIRS
+from gpu.store import RunStore
+
+APP = str(Path(__file__).resolve().parent.parent / "app.py")
+MANAGED = next(BUNDLED_DIRS[1].glob("managed_*.parquet"))
+
+
+@pytest.fixture(autouse=True)
+def fresh_store(monkeypatch, tmp_path):
+    monkeypatch.setenv("PINPOINT_BACKEND", "replay")
+    monkeypatch.setenv("PINPOINT_DB_URL", f"sqlite:///{tmp_path}/runs.sqlite")
+    st.cache_resource.clear()
+    yield RunStore(f"sqlite:///{tmp_path}/runs.sqlite")
+    st.cache_resource.clear()
+
+
+def open_page(page):
+    at = AppTest.from_file(APP, default_timeout=120).run()
+    at.switch_page(page).run()
+    assert not at.exception, at.exception
+    return at
+
+
+def test_compare_draws_the_bundled_h100_against_the_h200_with_verdict_counts():
+    at = open_page("pages/compare.py")
+    assert at.selectbox(key="compare_experiment").value == "transfers"
+    headline = next(m.value for m in at.markdown if "points slower beyond noise" in m.value)
+    metrics = {m.label: m.value for m in at.metric}
+    assert int(metrics["Points compared"]) > 100
+    total = sum(int(metrics[k]) for k in ("Slower beyond noise", "Faster beyond noise", "Same within noise"))
+    assert total == int(metrics["Points compared"])
+    assert f"{metrics['Slower beyond noise']} of {metrics['Points compared']} points slower" in headline \
+        or (metrics["Slower beyond noise"] == "0" and "none of" in headline)
+    charts = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    assert charts[0]["layout"]["title"]["text"] == "Candidate speed vs baseline, per point"
+    diff = at.dataframe[0].value.set_index("field")
+    assert bool(diff.loc["device_name", "differs"]) or bool(diff.loc["timestamp", "differs"])
+    assert any(b.label.startswith("Download the review report") for b in at.get("download_button"))
+
+
+def test_compare_h100_against_h200_names_both_devices_and_normalizes():
+    from gpu import schema
+
+    h100 = schema.read_results(next(BUNDLED_DIRS[1].glob("transfers_nvidia-h100*.parquet")))["run_id"].iloc[0]
+    at = open_page("pages/compare.py")
+    assert "NVIDIA H200" in at.selectbox(key="compare_baseline").options[
+        at.selectbox(key="compare_baseline").index]
+    at.multiselect(key="compare_candidates").set_value([h100]).run()
+    diff = at.dataframe[0].value.set_index("field")
+    assert diff.loc["device_name", "baseline"] == "NVIDIA H200"
+    assert diff.loc["device_name", "candidate"] == "NVIDIA H100 80GB HBM3" and bool(diff.loc["device_name", "differs"])
+    at.toggle(key="compare_normalized").set_value(True).run()
+    chart = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert chart["layout"]["title"]["text"].startswith("Normalized")
+    assert chart["layout"]["yaxis"]["title"]["text"] == "change in % of own device's limit"
+
+
+def test_the_history_of_the_h200_shows_two_days():
+    at = open_page("pages/compare.py")
+    at.selectbox(key="compare_history_device").set_value("NVIDIA H200").run()
+    assert not at.exception
+    charts = [json.loads(c.proto.spec)["layout"]["title"]["text"] for c in at.get("plotly_chart")]
+    assert any(t.endswith("on NVIDIA H200") for t in charts), charts
+    assert any("2 runs;" in m.value for m in at.markdown)
+
+
+def test_runs_lists_stored_and_bundled_runs_and_deletes_with_confirmation(fresh_store):
+    from gpu import schema
+
+    [result] = fresh_store.save(schema.read_results(MANAGED).assign(run_id="storedrun01"), "import",
+                                label="after driver 580")
+    at = open_page("pages/runs.py")
+    table = at.dataframe[0].value
+    assert {"stored", "bundled"} == set(table["origin"])
+    at.text_input(key="runs_filter_label").input("driver 580").run()
+    assert at.dataframe[0].value["run_id"].tolist() == ["storedrun01"]
+    assert at.button(key="runs_delete").disabled  # nothing happens without the confirmation
+    at.checkbox(key="runs_delete_sure_storedrun01").check().run()
+    at.button(key="runs_delete").click().run()
+    assert not at.exception
+    assert not fresh_store.has_run("storedrun01")
+
+
+def test_a_bundled_run_cannot_be_deleted_and_a_filter_narrows_the_table():
+    at = open_page("pages/runs.py")
+    at.multiselect(key="runs_filter_device_name").set_value(["NVIDIA H100 80GB HBM3"]).run()
+    table = at.dataframe[0].value
+    assert set(table["device_name"]) == {"NVIDIA H100 80GB HBM3"} and len(table) == 8
+    assert any("cannot be deleted" in c.value for c in at.caption)
+
+
+def test_a_page_opened_with_a_run_id_shows_that_run_like_a_replay(fresh_store):
+    from gpu import schema
+
+    fresh_store.save(schema.read_results(MANAGED).assign(run_id="storedrun02"), "import")
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params["run"] = "storedrun02"
+    at.run()
+    at.switch_page("pages/memory_modes.py").run()
+    assert not at.exception, at.exception
+    assert any("**Stored run** storedrun02" in i.value and "H100" in i.value for i in at.info)
+    charts = [json.loads(c.proto.spec)["layout"]["title"]["text"] for c in at.get("plotly_chart")]
+    assert any(t.startswith("Managed memory") and "H100" in t for t in charts)
+
+
+def test_an_unknown_run_id_in_the_address_is_named_and_the_page_still_works():
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params["run"] = "nosuchrun"
+    at.run()
+    assert not at.exception
+    assert any("Run nosuchrun from the address cannot be shown" in w.value for w in at.warning)
+
+
+def test_a_broken_store_url_leaves_the_app_alive_with_a_message(monkeypatch):
+    monkeypatch.setenv("PINPOINT_DB_URL", "postgresql+psycopg://team:secret@127.0.0.1:1/nowhere")
+    st.cache_resource.clear()
+    at = open_page("pages/runs.py")
+    assert any("cannot open the runs store" in e.value and "secret" not in e.value for e in at.error)
+    at = open_page("pages/transfers.py")  # other pages are untouched
+    assert at.get("plotly_chart")

@@ -1,0 +1,180 @@
+"""The runs store on SQLite and on a real PostgreSQL server: round trips, migrations, atomic and idempotent
+imports, hostile labels, concurrent importers and a process killed mid-import."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import sqlalchemy as sa
+
+from gpu import schema, store
+from gpu.catalog import BUNDLED_DIRS
+
+ROOT = Path(__file__).resolve().parent.parent
+POOLS = next(BUNDLED_DIRS[1].glob("pools_*.parquet"))
+MANAGED = next(BUNDLED_DIRS[1].glob("managed_*.parquet"))
+TRANSFERS = next(BUNDLED_DIRS[0].glob("transfers_*.parquet"))
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def url(request, tmp_path):
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path}/runs.sqlite"
+    base = request.getfixturevalue("postgres_url")
+    # A fresh database per test on the session's server.
+    name = f"t{os.getpid()}_{int(time.time() * 1e6) % 10**9}"
+    admin = sa.create_engine(base, isolation_level="AUTOCOMMIT")
+    with admin.connect() as connection:
+        connection.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    admin.dispose()
+    return base.rsplit("/", 1)[0] + f"/{name}"
+
+
+def test_a_run_round_trips_with_every_sample(url):
+    runs = store.RunStore(url)
+    frame = schema.read_results(POOLS)
+    [result] = runs.save(frame, "runner", label="first")
+    assert result.stored and result.points == len(frame)
+    loaded = runs.load(result.run_id)
+    assert loaded["median_ms"].tolist() == frame["median_ms"].tolist()
+    assert [list(s) for s in loaded["samples_ms"]] == [list(s) for s in frame["samples_ms"]]
+    assert loaded["device_name"].iloc[0] == frame["device_name"].iloc[0]
+    listed = runs.runs()
+    assert listed.loc[0, "label"] == "first" and listed.loc[0, "points"] == len(frame)
+    assert listed.loc[0, "experiment"] == "pools" and listed.loc[0, "source"] == "runner"
+
+
+def test_a_new_store_is_migrated_from_empty_and_reopens_at_the_same_version(url):
+    first = store.RunStore(url)
+    assert first.version == store.SCHEMA_VERSION
+    first.close()
+    again = store.RunStore(url)
+    assert again.version == store.SCHEMA_VERSION and again.runs().empty
+    with again.engine.connect() as connection:
+        assert connection.execute(sa.text("SELECT value FROM pinpoint_meta WHERE key = 'schema_version'")).scalar() \
+            == str(store.SCHEMA_VERSION)
+
+
+def test_a_store_from_a_newer_pinpoint_is_refused_and_left_alone(url):
+    runs = store.RunStore(url)
+    with runs.engine.begin() as connection:
+        connection.execute(sa.text("UPDATE pinpoint_meta SET value = '99' WHERE key = 'schema_version'"))
+    with pytest.raises(store.StoreError, match="schema version 99, made by a newer PinPoint"):
+        store.RunStore(url)
+    with runs.engine.connect() as connection:
+        assert connection.execute(sa.text("SELECT value FROM pinpoint_meta")).scalar() == "99"
+
+
+def test_the_same_run_twice_is_reported_not_duplicated(url):
+    runs = store.RunStore(url)
+    frame = schema.read_results(MANAGED)
+    assert runs.save(frame, "import")[0].stored
+    again = runs.save(frame, "import")
+    assert not again[0].stored and "already in the store" in again[0].message()
+    assert len(runs.runs()) == 1
+    with runs.engine.connect() as connection:
+        assert connection.execute(sa.text("SELECT count(*) FROM points")).scalar() == len(frame)
+
+
+def test_a_failing_import_writes_nothing(url):
+    runs = store.RunStore(url)
+    two_runs = pd.concat([schema.read_results(MANAGED), schema.read_results(POOLS)], ignore_index=True)
+    inserts = {"points": 0}
+
+    @sa.event.listens_for(runs.engine, "before_cursor_execute")
+    def fail_on_second_points_insert(conn, cursor, statement, parameters, context, executemany):
+        if statement.lstrip().upper().startswith("INSERT INTO POINTS"):
+            inserts["points"] += 1
+            if inserts["points"] == 2:
+                raise RuntimeError("disk full (simulated)")
+
+    with pytest.raises(RuntimeError, match="disk full"):
+        runs.save(two_runs, "import")
+    sa.event.remove(runs.engine, "before_cursor_execute", fail_on_second_points_insert)
+    assert runs.runs().empty  # the first run's rows went with the transaction
+    with runs.engine.connect() as connection:
+        assert connection.execute(sa.text("SELECT count(*) FROM points")).scalar() == 0
+
+
+def test_hostile_labels_are_stored_verbatim_and_harm_nothing(url):
+    runs = store.RunStore(url)
+    label = "it's \"quoted\"'; DROP TABLE runs; --"
+    notes = "Robert'); DELETE FROM points; --\nsecond line"
+    [result] = runs.save(schema.read_results(MANAGED), "import", label=label, notes=notes)
+    listed = runs.runs()
+    assert listed.loc[0, "label"] == label and listed.loc[0, "notes"] == notes
+    assert len(runs.load(result.run_id)) == 15
+
+
+def test_deleting_a_run_removes_its_points(url):
+    runs = store.RunStore(url)
+    [result] = runs.save(schema.read_results(MANAGED), "import")
+    assert runs.delete(result.run_id) and not runs.delete(result.run_id)
+    with runs.engine.connect() as connection:
+        assert connection.execute(sa.text("SELECT count(*) FROM points")).scalar() == 0
+    with pytest.raises(store.StoreError, match="no stored run"):
+        runs.load(result.run_id)
+
+
+def helper(url, path, *extra):
+    return subprocess.Popen([sys.executable, str(ROOT / "tests" / "store_helper.py"), url, str(path), *extra],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+
+
+def test_two_processes_importing_at_once_lose_nothing(url):
+    store.RunStore(url).close()  # created (and migrated) before the race, as a running app would have
+    files = [POOLS, MANAGED, TRANSFERS]
+    processes = [helper(url, path) for path in files]
+    outputs = [p.communicate(timeout=120) for p in processes]
+    assert all(p.returncode == 0 for p in processes), outputs
+    runs = store.RunStore(url).runs()
+    assert set(runs["experiment"]) == {"pools", "managed", "transfers"}
+    # And the same file from two processes at once: stored once, the other told so.
+    both = [helper(url, POOLS), helper(url, POOLS)]
+    said = [p.communicate(timeout=120)[0] for p in both]
+    assert all(p.returncode == 0 for p in both)
+    assert all("already in the store" in s for s in said)
+    assert len(store.RunStore(url).runs()) == 3
+
+
+def test_a_process_killed_mid_import_leaves_no_partial_run(url, tmp_path):
+    store.RunStore(url).close()
+    marker = tmp_path / "inside"
+    process = helper(url, POOLS, "--stall", str(marker))
+    deadline = time.monotonic() + 60
+    while not marker.exists():
+        assert process.poll() is None, process.communicate()
+        assert time.monotonic() < deadline, "the importer never reached its transaction"
+        time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)
+    process.wait(30)
+    runs = store.RunStore(url)
+    assert runs.runs().empty
+    assert runs.save(schema.read_results(POOLS), "import")[0].stored  # the store is usable afterwards
+
+
+def test_default_store_is_sqlite_in_the_user_data_dir(monkeypatch, tmp_path):
+    monkeypatch.delenv("PINPOINT_DB_URL", raising=False)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
+    assert store.default_url() == f"sqlite:///{tmp_path}/pinpoint/runs.sqlite"
+    runs = store.RunStore()
+    assert (tmp_path / "pinpoint" / "runs.sqlite").exists() and runs.dialect == "sqlite"
+
+
+def test_an_unreachable_server_gives_a_message_without_the_password():
+    with pytest.raises(store.StoreError) as caught:
+        store.RunStore("postgresql+psycopg://team:secret@127.0.0.1:1/pinpoint")
+    assert "cannot open the runs store at postgresql+psycopg://team:***@127.0.0.1:1/pinpoint" in str(caught.value)
+    assert "secret" not in str(caught.value)
+
+
+def test_rows_keep_the_schema_json_readable():
+    frame = schema.read_results(MANAGED)
+    row = store.frame_rows(frame)[0]
+    assert json.loads(json.dumps(row))["samples_ms"] == list(frame["samples_ms"].iloc[0])
