@@ -22,6 +22,8 @@ st.page_link("pages/reductions.py", label="Reductions: a dot product, five ways"
 st.page_link("pages/occupancy.py", label="Occupancy: calculator and measurement", icon="📊")
 st.page_link("pages/streams.py", label="Streams: hiding copies behind compute, with a timeline", icon="🌊")
 st.page_link("pages/memory_modes.py", label="Memory modes: managed memory, pools and batching", icon="🧠")
+st.page_link("pages/runs.py", label="Runs: every stored and bundled run; import from other machines", icon="🗂️")
+st.page_link("pages/compare.py", label="Compare runs: verdicts beyond noise, provenance diff, HTML report", icon="⚖️")
 
 backend = shared.current_backend()
 if backend.kind == "live":

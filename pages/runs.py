@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
 from gpu import imports
@@ -51,14 +52,21 @@ if runs.empty:
     st.stop()
 
 st.subheader("Filter")
-cols = st.columns(5)
+cols = st.columns(6)
 filters = {}
 for col, (column, title) in zip(cols[:4], [("experiment", "Experiment"), ("device_name", "Device"),
                                             ("driver_version", "Driver"), ("host", "Host")], strict=True):
     values = sorted(runs[column].dropna().astype(str).unique())
     filters[column] = col.multiselect(title, values, key=f"runs_filter_{column}")
+runs = runs.reset_index(drop=True)
 text = cols[4].text_input("Label contains", key="runs_filter_label")
+days = pd.to_datetime(runs["timestamp"].astype(str).str[:10], errors="coerce").dt.date
+first_day, last_day = days.min(), days.max()
+period = cols[5].date_input("Measured between", value=(first_day, last_day), key="runs_filter_dates") \
+    if pd.notna(first_day) else ()
 shown = runs
+if isinstance(period, tuple | list) and len(period) == 2:
+    shown = shown[((days >= period[0]) & (days <= period[1])).to_numpy()]
 for column, chosen in filters.items():
     if chosen:
         shown = shown[shown[column].astype(str).isin(chosen)]
