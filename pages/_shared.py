@@ -210,11 +210,13 @@ def recording_choice(backend, experiment: str, key: str) -> str | None:
         return None
     labels = {r.run_id: f"{r.device_name} · {str(r.timestamp)[:16]} · {r.profile} ({r.points} points)"
               for r in recordings.itertuples()}
+    from_url(f"{key}_recording", "str", list(labels))
     return st.selectbox("Recorded run", list(labels), format_func=labels.get, key=f"{key}_recording")
 
 
 def profile_choice(backend, key: str, params: dict) -> None:
     if backend.kind == "live":
+        from_url(f"{key}_profile", "str", ["interactive", "precise"])
         params["profile"] = st.radio(
             "Measurement profile", ["interactive", "precise"], horizontal=True, key=f"{key}_profile",
             help="interactive: a small time budget per point. precise: nvbench's rule (≥ 10 samples, stop at "
@@ -275,3 +277,123 @@ def checked_frame(backend, experiment: str, params: dict, key: str, run_id: str 
     if frame is None:
         st.stop()
     return frame
+
+
+# --- links that reproduce a view ---------------------------------------------------------------------------
+URL_RESERVED = ("run",)
+
+
+def url_page() -> None:
+    """Start mirroring this page's controls into the URL (call once, at the top of the page)."""
+    st.session_state["_url_registered"] = {}
+    st.session_state["_url_problems"] = []
+    st.session_state["_url_slot"] = st.empty()
+    st.session_state["_url_link"] = None
+
+
+def parse_url_value(raw: str, kind: str, options=None):
+    """A control's value from its text in the URL; ValueError (with the reason) when it is not one it can take.
+
+    Kinds: int, str, bool, ints / strs (several, comma-separated), int_range ("low~high"). ``options`` is the
+    list of allowed values (or a (low, high) pair for a numeric slider); None allows any value of the kind."""
+    def one_int(text: str) -> int:
+        try:
+            return int(text)
+        except ValueError:
+            raise ValueError(f"'{text}' is not a whole number") from None
+
+    def allowed(value):
+        if options is None:
+            return value
+        if isinstance(options, tuple) and len(options) == 2 and kind in ("int",) and not isinstance(options[0], str):
+            if not options[0] <= value <= options[1]:
+                raise ValueError(f"{value} is outside {options[0]}…{options[1]}")
+            return value
+        if value not in options:
+            shown = ", ".join(map(str, list(options)[:8])) + (" …" if len(options) > 8 else "")
+            raise ValueError(f"{value!r} is not one of the choices ({shown})")
+        return value
+
+    text = str(raw).strip()
+    if kind == "bool":
+        if text not in ("0", "1", "true", "false"):
+            raise ValueError(f"'{text}' is not 0 or 1")
+        return text in ("1", "true")
+    if kind == "int":
+        return allowed(one_int(text))
+    if kind == "str":
+        return allowed(text)
+    if kind in ("ints", "strs"):
+        items = [t for t in text.split(",") if t.strip()]
+        return [allowed(one_int(t) if kind == "ints" else t.strip()) for t in items]
+    if kind == "int_range":
+        low, sep, high = text.partition("~")
+        if not sep:
+            raise ValueError(f"'{text}' is not a range low~high")
+        return (allowed(one_int(low)), allowed(one_int(high)))
+    raise ValueError(f"unknown kind {kind}")
+
+
+def url_text(value, kind: str) -> str:
+    if kind == "bool":
+        return "1" if value else "0"
+    if kind in ("ints", "strs"):
+        return ",".join(str(v) for v in value or [])
+    if kind == "int_range":
+        return f"{value[0]}~{value[1]}"
+    return str(value)
+
+
+def from_url(key: str, kind: str, options=None) -> None:
+    """Before creating the widget ``key``: take its value from the URL once per session (when valid; otherwise
+    keep the default and say why), and mirror it into the URL from then on."""
+    registered = st.session_state.setdefault("_url_registered", {})
+    registered[key] = kind
+    restored = st.session_state.setdefault("_url_restored", set())
+    if key in restored:
+        return
+    restored.add(key)
+    raw = st.query_params.get(key)
+    if raw is None:
+        return
+    try:
+        st.session_state[key] = parse_url_value(raw, kind, options)
+    except ValueError as exc:
+        st.session_state.setdefault("_url_problems", []).append(f"`{key}={raw}`: {exc}")
+
+
+def sync_url(final: bool = True) -> None:
+    """After the controls: the URL holds each one's value; unknown or invalid parameters are named, and a link
+    to this view is offered. A page with controls further down calls it with ``final=False`` first (so their
+    parameters are not yet taken for unknown ones), then again at the end."""
+    registered = st.session_state.get("_url_registered", {})
+    problems = list(st.session_state.get("_url_problems", []))
+    unknown = [k for k in st.query_params if k not in registered and k not in URL_RESERVED
+               and not k.startswith("_")] if final else []
+    problems += [f"`{k}` is not a setting of this page" for k in unknown if k not in
+                 st.session_state.setdefault("_url_unknown_named", set())]
+    for key in unknown:
+        st.session_state["_url_unknown_named"].add(key)
+        del st.query_params[key]  # named once, then dropped, so a copied link is clean
+    for key, kind in registered.items():
+        value = st.session_state.get(key)
+        text = url_text(value, kind) if value is not None else ""
+        if text:
+            st.query_params[key] = text
+        elif key in st.query_params:
+            del st.query_params[key]
+    slot = st.session_state.get("_url_slot")
+    if problems and slot is not None:
+        slot.warning("Ignored in this link (the page's defaults are used instead):\n"
+                     + "\n".join(f"- {p}" for p in problems))
+        st.session_state["_url_problems"] = []
+    from urllib.parse import urlencode
+
+    base = (getattr(st.context, "url", None) or "").split("?")[0]
+    link = base + "?" + urlencode({k: st.query_params[k] for k in st.query_params})
+    if st.session_state.get("_url_link") is None:
+        with st.expander("🔗 Link to this view"):
+            st.session_state["_url_link"] = st.empty()
+            st.caption("Opening this link shows the same controls and the same recording (or the same live "
+                       "request). The copy button is at the right of the box.")
+    st.session_state["_url_link"].code(link, language=None)

@@ -24,6 +24,11 @@ run_id = shared.recording_choice(backend, coalescing.NAME, "coalescing")
 elements_options = shared.axis_options(backend, coalescing.NAME, "elements", run_id,
                                        [1 << p for p in range(20, 29)], 1 << 26)
 block_options = shared.axis_options(backend, coalescing.NAME, "block_size", run_id, list(range(32, 1025, 32)), 256)
+shared.url_page()
+shared.from_url("coalescing_elements", "int", elements_options)
+shared.from_url("coalescing_block", "int", block_options)
+shared.from_url("coalescing_groups", "strs", list(coalescing.GROUPS[1:]))
+shared.from_url("coalescing_block_typed", "str")
 left, right = st.columns(2)
 with left:
     elements = st.select_slider("Floats per buffer", options=elements_options,
@@ -39,6 +44,7 @@ with right:
 
 params = {"elements": elements, "block_sizes": shared.typed_block_size(typed_block) or [block],
           "groups": ["copy", *(groups or [])]}
+shared.sync_url()
 frame = shared.checked_frame(backend, coalescing.NAME, params, "coalescing", run_id)
 
 l2 = frame["l2_bytes"].dropna()

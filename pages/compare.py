@@ -29,6 +29,8 @@ st.markdown(
     "than either run's own spread (coefficient of variation); otherwise it is the **same**. The provenance diff "
     "beside it shows what else changed.")
 
+shared.url_page()
+shared.from_url("compare_experiment", "str", experiments)
 experiment = st.selectbox("Experiment", experiments, key="compare_experiment",
                           index=experiments.index("transfers") if "transfers" in experiments else 0)
 mine = runs[runs["experiment"] == experiment].reset_index(drop=True)
@@ -37,15 +39,19 @@ labels = {r.run_id: f"{r.device_name} · {str(r.timestamp)[:16].replace('T', ' '
 ids = list(labels)
 # Default: the oldest run as baseline, every other device's newest run as candidate.
 default_base = ids[-1]
+shared.from_url("compare_baseline", "str", ids)
 baseline_id = st.selectbox("Baseline", ids, index=ids.index(default_base), format_func=labels.get,
                            key="compare_baseline")
 others = [i for i in ids if i != baseline_id]
 default_candidates = [others[0]] if others else []
+shared.from_url("compare_candidates", "strs", others)
 candidate_ids = st.multiselect("Candidates", others, default=default_candidates, format_func=labels.get,
                                key="compare_candidates")
+shared.from_url("compare_normalized", "bool")
 normalized = st.toggle("Normalize to each device's theoretical limit (for unlike devices)", key="compare_normalized",
                        help="Each point as % of its own device's limit: PCIe per direction for host↔device copies, "
                             "HBM for kernels.")
+shared.sync_url()
 if not candidate_ids:
     st.info("Choose at least one candidate.")
     st.stop()

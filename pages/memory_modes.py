@@ -35,6 +35,7 @@ def options(experiment: str, column: str, run_id, live_values: list[int]) -> lis
     return live_values if live else shared.recorded_values(backend, experiment, column, run_id) or live_values[:1]
 
 
+shared.url_page()
 tab_managed, tab_pools, tab_batching = st.tabs(["Managed memory", "Pools vs per-call allocation", "Batching copies"])
 
 with tab_managed:
@@ -45,6 +46,7 @@ with tab_managed:
         "once **resident**, managed memory is as fast as device memory.")
     run_id = shared.recording_choice(backend, managed.NAME, "managed")
     size_options = options(managed.NAME, "bytes", run_id, [2**p for p in range(20, 34)])
+    shared.from_url("managed_size", "int", size_options)
     size = st.select_slider("Buffer size", size_options, format_func=format_bytes, key="managed_size",
                             value=256 * MiB if 256 * MiB in size_options else size_options[-1])
     frame = shared.section_frame(backend, managed.NAME, {"sizes": [int(size)]}, "managed", run_id)
@@ -70,6 +72,7 @@ with tab_pools:
         "(the driver locks every page), which is why pooled staging buffers matter.")
     run_id = shared.recording_choice(backend, pools.NAME, "pools")
     size_options = options(pools.NAME, "bytes", run_id, [4 * KiB * 16**i for i in range(6)])
+    shared.from_url("pools_sizes", "ints", size_options)
     chosen = st.pills("Buffer sizes", size_options, selection_mode="multi", default=size_options,
                       format_func=format_bytes, key="pools_sizes")
     typed = st.text_input("…or type sizes", key="pools_typed", placeholder="e.g. 4KiB, 1MiB:256MiB") if live else ""
@@ -99,9 +102,11 @@ with tab_batching:
     run_id = shared.recording_choice(backend, batching.NAME, "batching")
     piece_options = options(batching.NAME, "param_value", run_id, [4 * 4**i for i in range(11)])
     count_options = options(batching.NAME, "chunks", run_id, [2**i for i in range(1, 13)])
+    shared.from_url("batching_count", "int", count_options)
     count = st.select_slider("Pieces K", count_options, key="batching_count",
                              value=64 if 64 in count_options else count_options[-1])
     fitting = [s for s in piece_options if s * count <= batching.MAX_TOTAL]  # K·s must fit the experiment's cap
+    shared.from_url(f"batching_pieces_{count}", "ints", fitting)
     pieces_chosen = st.pills("Piece sizes s", fitting, selection_mode="multi", default=fitting,
                              format_func=format_bytes, key=f"batching_pieces_{count}")
     frame = shared.section_frame(backend, batching.NAME, {"piece_sizes": sorted(pieces_chosen or []),
@@ -115,3 +120,5 @@ with tab_batching:
         st.plotly_chart(memory_charts.batching_figure(frame), key="chart_batching")
         st.dataframe(table.assign(**{"piece bytes": table["piece bytes"].map(format_bytes)}), hide_index=True)
         shared.download(frame, "batching")
+
+shared.sync_url()

@@ -42,11 +42,18 @@ if live:
 recorded_device = "" if live else next(iter(backend.recordings(occupancy_sweep.NAME)["device_name"]), "")
 names = sorted(profiles, key=lambda n: (not n.endswith("(this GPU)"), n != recorded_device, n))
 st.subheader("Theoretical occupancy")
+shared.url_page()
+shared.from_url("occupancy_device", "str", names)
 name = st.selectbox("Device profile", names, key="occupancy_device",
                     format_func=lambda n: n + ("" if profiles[n][1].get("checked") is None else
                                                f" · matches the driver on {profiles[n][1]['checked']:,} configurations"
                                                f" (driver {profiles[n][1]['driver_version']})"))
 device, _meta = profiles[name]
+shared.from_url("occupancy_block", "int", list(range(32, device.max_threads_per_block + 1, 32)))
+shared.from_url("occupancy_registers", "int", (1, 255))
+shared.from_url("occupancy_static", "int", list(range(0, 48 * 1024 + 1, 256)))
+shared.from_url("occupancy_dynamic", "int", list(range(0, device.shared_per_block_optin + 1, 256)))
+shared.from_url("occupancy_block_typed", "str")
 c1, c2, c3, c4 = st.columns(4)
 block = c1.select_slider("Threads per block", options=list(range(32, device.max_threads_per_block + 1, 32)),
                          value=256, key="occupancy_block")
@@ -85,6 +92,9 @@ else:
     block_sizes = shared.recorded_values(backend, occupancy_sweep.NAME, "block_size", run_id)
     extra_options = shared.recorded_values(backend, occupancy_sweep.NAME, "param_value", run_id) or [0]
     shared_options = shared.recorded_values(backend, occupancy_sweep.NAME, "shared_bytes_per_block", run_id) or [0]
+shared.from_url("occupancy_kernels", "strs", list(occupancy_sweep.KERNELS))
+shared.from_url("occupancy_extra", "int", extra_options)
+shared.from_url("occupancy_spoiler", "int", shared_options)
 s1, s2, s3 = st.columns(3)
 kernels = s1.pills("Kernels", list(occupancy_sweep.KERNELS), selection_mode="multi",
                    default=list(occupancy_sweep.KERNELS), format_func=occupancy_sweep.LABELS.get,
@@ -97,6 +107,7 @@ spoiler = s3.select_slider("Shared-memory spoiler per block", options=shared_opt
                            format_func=format_bytes, key="occupancy_spoiler")
 params = {"block_sizes": block_sizes, "kernels": list(kernels or []), "extra_registers": extra,
           "dynamic_shared_bytes": spoiler}
+shared.sync_url()
 frame = shared.checked_frame(backend, occupancy_sweep.NAME, params, "occupancy_sweep", run_id)
 st.caption("Kernel time only, L2 flushed before every sample. "
            f"memory-bound: one float per thread over {format_bytes(occupancy_sweep.STREAM_ELEMENTS * 4)}; "

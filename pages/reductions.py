@@ -24,6 +24,11 @@ run_id = shared.recording_choice(backend, reduction.NAME, "reduction")
 size_options = shared.axis_options(backend, reduction.NAME, "elements", run_id, [1 << p for p in range(10, 29)],
                                    1 << 24)
 block_options = shared.axis_options(backend, reduction.NAME, "block_size", run_id, list(range(32, 1025, 32)), 256)
+shared.url_page()
+shared.from_url("reduction_size", "int", size_options)
+shared.from_url("reduction_block", "int", block_options)
+shared.from_url("reduction_variants", "strs", list(reduction.KERNEL_VARIANTS + reduction.END_TO_END))
+shared.from_url("reduction_block_typed", "str")
 left, right = st.columns(2)
 with left:
     size = st.select_slider("Vector size (floats)", options=size_options,
@@ -39,6 +44,7 @@ with right:
 
 params = {"sizes": [size], "block_sizes": shared.typed_block_size(typed_block) or [block],
           "variants": list(variants or [])}
+shared.sync_url()
 frame = shared.checked_frame(backend, reduction.NAME, params, "reduction", run_id)
 
 kernels = frame[frame["group"] == "kernel"]

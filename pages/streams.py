@@ -46,6 +46,14 @@ else:
     host_options = [h for h in streams.HOST_MEMORY if h in set(data["host_memory"])] or ["pinned"]
     order_options = [o for o in streams.ORDERS if o in set(data["issue_order"])] or ["depth_first"]
 
+shared.url_page()
+shared.from_url("streams_size", "int", size_options)
+shared.from_url("streams_chunks", "ints", chunk_options)
+shared.from_url("streams_chunks_typed", "str")
+shared.from_url("streams_streams", "ints", stream_options)
+shared.from_url("streams_host", "strs", host_options)
+shared.from_url("streams_intensity", "int", intensity_options)
+shared.from_url("streams_orders", "strs", order_options)
 left, right = st.columns(2)
 with left:
     size = st.select_slider("Total size", options=size_options, format_func=format_bytes, key="streams_size",
@@ -78,6 +86,7 @@ params = {"size_bytes": int(size), "chunks": list(chunks or []), "streams": list
 if not typed_errors:
     for note in streams.notes(streams.parse_params(params)):
         st.warning(note)
+shared.sync_url(final=False)
 frame = shared.checked_frame(backend, streams.NAME, params, "streams", run_id, extra_reasons=typed_errors)
 
 table = overlap.pipeline_table(frame)
@@ -103,19 +112,26 @@ if (table["efficiency"] > 1).any():
 # --- one configuration --------------------------------------------------------------------------------------
 st.subheader("One configuration, operation by operation")
 c1, c2, c3, c4, c5 = st.columns(5)
+shared.from_url("streams_focus_host", "str", list(dict.fromkeys(table["host_memory"])))
 focus_host = c1.radio("Host memory", list(dict.fromkeys(table["host_memory"])), key="streams_focus_host")
 mine = table[table["host_memory"] == focus_host]
 chunk_values = sorted(mine["chunks"].unique())
+shared.from_url("streams_focus_chunks", "int", [int(c) for c in chunk_values])
 focus_chunks = c2.select_slider("Chunks", chunk_values, key="streams_focus_chunks",
                                 value=16 if 16 in chunk_values else chunk_values[-1])
 stream_values = sorted(mine[mine["chunks"] == focus_chunks]["streams"].unique())
+if len(stream_values) > 1:
+    shared.from_url("streams_focus_streams", "int", [int(v) for v in stream_values])
 focus_streams = c3.select_slider("Streams", stream_values, key="streams_focus_streams",
                                  value=4 if 4 in stream_values else stream_values[-1]) \
     if len(stream_values) > 1 else stream_values[0]
 order_values = list(dict.fromkeys(mine["issue_order"]))
+shared.from_url("streams_focus_order", "str", order_values)
+shared.from_url("streams_lanes", "str", ["stream", "engine"])
 focus_order = c4.radio("Issue order", order_values, format_func=streams.ORDER_LABELS.get, key="streams_focus_order")
 lanes = c5.radio("Lanes", ["stream", "engine"], key="streams_lanes",
                  format_func=lambda x: "one per stream" if x == "stream" else "one per engine")
+shared.sync_url()
 chosen = mine[(mine["chunks"] == focus_chunks) & (mine["streams"] == focus_streams)
               & (mine["issue_order"] == focus_order)]
 if chosen.empty:

@@ -13,6 +13,7 @@ shared.require_router()
 
 backend = shared.current_backend()
 live = backend.kind == "live"
+shared.url_page()
 
 st.title("Transfers: pinned vs pageable memory")
 st.markdown(
@@ -28,6 +29,11 @@ if live:
 else:
     largest = 1 * GiB
 options = [4 * KiB * 2**i for i in range(64) if 4 * KiB * 2**i <= largest]
+shared.from_url("transfers_size_range", "int_range", options)
+shared.from_url("transfers_custom_sizes", "str")
+shared.from_url("transfers_modes", "strs", transfers.MODES)
+shared.from_url("transfers_directions", "strs", transfers.DIRECTIONS)
+shared.from_url("transfers_include_alloc", "bool")
 left, right = st.columns([3, 2])
 with left:
     low, high = st.select_slider("Transfer sizes (powers of two)", options=options,
@@ -60,6 +66,7 @@ params = {"sizes": sizes, "modes": list(modes or []), "directions": list(directi
           "include_alloc": [False, True] if include_alloc else [False]}
 
 run_id = shared.recording_choice(backend, transfers.NAME, "transfers")
+shared.sync_url()
 frame = shared.checked_frame(backend, transfers.NAME, params, "transfers", run_id, extra_reasons=size_errors)
 
 # --- charts -------------------------------------------------------------------------------------------------

@@ -1,0 +1,101 @@
+"""Links that reproduce a view: controls restored from the URL, bad values named and ignored, the URL kept in
+step with the controls (AppTest in replay mode) and the value codec itself."""
+
+import json
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from pages._shared import parse_url_value, url_text
+
+APP = str(Path(__file__).resolve().parent.parent / "app.py")
+
+
+@pytest.fixture(autouse=True)
+def replay_mode(monkeypatch):
+    monkeypatch.setenv("PINPOINT_BACKEND", "replay")
+
+
+def open_with(page, **params):
+    at = AppTest.from_file(APP, default_timeout=120)
+    for key, value in params.items():
+        at.query_params[key] = value
+    at.run()
+    at.switch_page(page).run()
+    assert not at.exception, at.exception
+    return at
+
+
+def charts(at):
+    return [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+
+
+@pytest.mark.parametrize("raw,kind,options,value", [
+    ("1", "bool", None, True), ("0", "bool", None, False), ("64", "int", [32, 64], 64), ("5", "int", (1, 255), 5),
+    ("pinned,pageable", "strs", ["pageable", "pinned"], ["pinned", "pageable"]), ("1,16", "ints", [1, 4, 16], [1, 16]),
+    ("4096~65536", "int_range", [4096, 8192, 65536], (4096, 65536)), ("free text", "str", None, "free text"),
+])
+def test_values_round_trip_through_their_url_text(raw, kind, options, value):
+    assert parse_url_value(raw, kind, options) == value
+    assert parse_url_value(url_text(value, kind), kind, options) == value
+
+
+@pytest.mark.parametrize("raw,kind,options,message", [
+    ("maybe", "bool", None, "not 0 or 1"), ("x", "int", [1], "not a whole number"),
+    ("3", "int", [1, 2], "not one of the choices"), ("300", "int", (1, 255), "outside 1…255"),
+    ("4096", "int_range", [4096], "not a range"), ("pinned,mapped", "strs", ["pinned"], "'mapped' is not one"),
+])
+def test_bad_values_are_refused_with_the_reason(raw, kind, options, message):
+    with pytest.raises(ValueError, match=message):
+        parse_url_value(raw, kind, options)
+
+
+def test_a_transfers_link_restores_the_controls_and_the_view():
+    at = open_with("pages/transfers.py", transfers_modes="pinned,pageable", transfers_size_range="65536~16777216",
+                   transfers_include_alloc="1")
+    assert at.pills(key="transfers_modes").value == ["pinned", "pageable"]
+    assert at.select_slider(key="transfers_size_range").value == (65536, 16777216)
+    assert at.toggle(key="transfers_include_alloc").value is True
+    copy_only = charts(at)[0]
+    assert copy_only["layout"]["title"]["text"].startswith("Copy only")
+    assert {t["name"] for t in copy_only["data"] if "PCIe" not in t["name"]} == {"pinned", "pageable (NumPy)"}
+    assert not at.warning
+
+
+def test_bad_and_unknown_link_values_are_named_and_the_defaults_used():
+    at = open_with("pages/transfers.py", transfers_directions="sideways", transfers_size_range="5~9", bogus="1")
+    warning = " ".join(w.value for w in at.warning)
+    assert "`transfers_directions=sideways`: 'sideways' is not one of the choices" in warning
+    assert "`transfers_size_range=5~9`" in warning and "`bogus` is not a setting of this page" in warning
+    assert at.pills(key="transfers_directions").value == ["h2d", "d2h"]  # the defaults
+    assert "bogus" not in at.query_params and at.query_params["transfers_directions"] == "h2d,d2h"
+    assert charts(at)
+
+
+def test_the_url_follows_the_controls_and_the_link_reproduces_them():
+    at = open_with("pages/transfers.py")
+    at.pills(key="transfers_modes").set_value(["mapped"]).run()
+    assert at.query_params["transfers_modes"] == "mapped"
+    link = at.get("code")[0].value
+    assert "transfers_modes=mapped" in link
+    query = dict(part.split("=", 1) for part in link.split("?", 1)[1].split("&"))
+    again = open_with("pages/transfers.py", **{k: v.replace("%2C", ",").replace("%7E", "~") for k, v in query.items()})
+    assert again.pills(key="transfers_modes").value == ["mapped"]
+
+
+def test_a_streams_link_restores_the_chosen_timeline():
+    at = open_with("pages/streams.py", streams_focus_chunks="64", streams_focus_streams="16", streams_lanes="engine")
+    gantt = next(c for c in charts(at) if c["layout"]["title"]["text"].startswith("Timeline:"))
+    assert "16 stream(s) × 64 chunks" in gantt["layout"]["title"]["text"]
+    assert {y for trace in gantt["data"] for y in trace["y"]} == {"copy engine H2D", "compute", "copy engine D2H"}
+
+
+def test_a_compare_link_restores_the_runs_and_the_normalized_view():
+    from gpu import schema
+    from gpu.catalog import BUNDLED_DIRS
+
+    h100 = schema.read_results(next(BUNDLED_DIRS[1].glob("transfers_nvidia-h100*.parquet")))["run_id"].iloc[0]
+    at = open_with("pages/compare.py", compare_candidates=h100, compare_normalized="1")
+    assert at.multiselect(key="compare_candidates").value == [h100]
+    assert charts(at)[0]["layout"]["title"]["text"].startswith("Normalized")
