@@ -20,7 +20,12 @@ navigation = st.navigation([
     st.Page("pages/memory_modes.py", title="Memory modes", icon="🧠", url_path="memory-modes"),
     st.Page("pages/runs.py", title="Runs", icon="🗂️", url_path="runs"),
     st.Page("pages/compare.py", title="Compare runs", icon="⚖️", url_path="compare"),
+    st.Page("pages/talk.py", title="Talk: claims, measured", icon="🎤", url_path="talk"),
 ])
 shared.source_sidebar()
-shared.source_banner()
+if shared.presenting():
+    shared.stage_style()
+    shared.stage_exit()
+else:
+    shared.source_banner()
 navigation.run()

@@ -100,6 +100,8 @@ def source_sidebar() -> None:
             st.toggle("Save live measurements in the runs store", key="save_to_store", value=True,
                       help="Every live measurement is kept (with every sample) for the Runs and Compare pages. "
                            "Turn off for this browser session.")
+        st.toggle("Presentation mode", key="present_mode", help="A stage view: no sidebar or toolbar, large fonts. "
+                  "Also ?present=1 in the address; leave it by opening the address without it.")
 
 
 def source_banner() -> None:
@@ -280,7 +282,7 @@ def checked_frame(backend, experiment: str, params: dict, key: str, run_id: str 
 
 
 # --- links that reproduce a view ---------------------------------------------------------------------------
-URL_RESERVED = ("run",)
+URL_RESERVED = ("run", "present", "scene")
 
 
 def url_page() -> None:
@@ -397,3 +399,50 @@ def sync_url(final: bool = True) -> None:
             st.caption("Opening this link shows the same controls and the same recording (or the same live "
                        "request). The copy button is at the right of the box.")
     st.session_state["_url_link"].code(link, language=None)
+
+
+# --- presentation mode ---------------------------------------------------------------------------------------
+STAGE_CSS = """
+<style>
+[data-testid="stSidebar"], [data-testid="stSidebarCollapsedControl"], header[data-testid="stHeader"],
+[data-testid="stToolbar"], [data-testid="stDecoration"], [data-testid="stStatusWidget"] { display: none !important; }
+.stMainBlockContainer, .block-container { padding-top: 1rem !important; max-width: 96vw !important; }
+html, body, [data-testid="stAppViewContainer"] { font-size: 22px; }
+.stMarkdown h1 { font-size: 2.4rem !important; } .stMarkdown h2 { font-size: 1.9rem !important; }
+</style>
+"""
+
+
+def presenting() -> bool:
+    """?present=1 in the address, or the sidebar switch, or the talk page."""
+    return st.query_params.get("present") == "1" or st.session_state.get("present_mode", False)
+
+
+def stage_style() -> None:
+    """The stage look: no sidebar or toolbar, fonts readable at the back of a room."""
+    st.html(STAGE_CSS)
+
+
+def leave_presentation() -> None:
+    st.session_state["present_mode"] = False
+    if "present" in st.query_params:
+        del st.query_params["present"]
+
+
+def stage_exit() -> None:
+    """The sidebar is hidden on stage: a small button (and Esc) leaves presentation mode."""
+    st.button("✕ leave presentation (Esc)", key="present_leave", on_click=leave_presentation, type="tertiary")
+    try:
+        from streamlit_shortcuts import add_shortcuts
+
+        add_shortcuts(present_leave="escape")
+    except ImportError:
+        pass
+
+
+def chart(figure, key: str) -> None:
+    """A chart at stage size when presenting (larger fonts and height), as usual otherwise."""
+    if presenting() or key.startswith("talk_"):
+        figure.update_layout(font={"size": 20}, height=max(figure.layout.height or 450, 560),
+                             title_font={"size": 26}, legend_font={"size": 18})
+    st.plotly_chart(figure, key=key)

@@ -58,19 +58,19 @@ if not peak.empty:
     st.markdown(f"**memcpy_dtod: {peak.iloc[0]:,.0f} GB/s** (read + write) · our float4 copy: "
                 f"{copy_f4['gbps'].iloc[0]:,.0f} GB/s = {copy_f4['pct_of_dtod'].iloc[0]:.0f} % of it · "
                 f"HBM theoretical {frame['hbm_gbps_theoretical'].iloc[0]:,.0f} GB/s")
-st.plotly_chart(kernel_charts.variants_figure(frame, coalescing.VARIANTS["copy"], "Copy kernels"),
+shared.chart(kernel_charts.variants_figure(frame, coalescing.VARIANTS["copy"], "Copy kernels"),
                 key="chart_copy")
 if "strided" in set(frame["variant"]):
-    st.plotly_chart(kernel_charts.sweep_figure(frame, "strided", "stride (elements)", "Strided reads"),
+    shared.chart(kernel_charts.sweep_figure(frame, "strided", "stride (elements)", "Strided reads"),
                     key="chart_strided")
 if "offset" in set(frame["variant"]):
-    st.plotly_chart(kernel_charts.sweep_figure(frame, "offset", "offset from alignment (elements)",
+    shared.chart(kernel_charts.sweep_figure(frame, "offset", "offset from alignment (elements)",
                                                "Misaligned reads"), key="chart_offset")
 if set(coalescing.VARIANTS["layout"]) & set(frame["variant"]):
-    st.plotly_chart(kernel_charts.variants_figure(frame, coalescing.VARIANTS["layout"],
+    shared.chart(kernel_charts.variants_figure(frame, coalescing.VARIANTS["layout"],
                                                   "Array of structures vs structure of arrays"), key="chart_layout")
 if set(coalescing.VARIANTS["transpose"]) & set(frame["variant"]):
-    st.plotly_chart(kernel_charts.variants_figure(frame, coalescing.VARIANTS["transpose"],
+    shared.chart(kernel_charts.variants_figure(frame, coalescing.VARIANTS["transpose"],
                                                   "Matrix transpose"), key="chart_transpose")
 table = best[["variant", "param", "param_value", "block_size", "median_ms", "min_ms", "max_ms", "cv", "samples",
               "gbps", "pct_of_dtod", "stop_reason"]].rename(columns={"pct_of_dtod": "% of memcpy_dtod"})

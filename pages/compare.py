@@ -76,7 +76,7 @@ for candidate_id, candidate in zip(candidate_ids, candidates, strict=True):
     m[1].metric("Slower beyond noise", int(verdicts.get("slower", 0)))
     m[2].metric("Faster beyond noise", int(verdicts.get("faster", 0)))
     m[3].metric("Same within noise", int(verdicts.get("same", 0)))
-    st.plotly_chart(report.ratio_figure(table, "Normalized: each point as % of its own device's limit" if normalized
+    shared.chart(report.ratio_figure(table, "Normalized: each point as % of its own device's limit" if normalized
                                         else "Candidate speed vs baseline, per point", normalized=normalized),
                     key=f"chart_ratio_{candidate_id}")
     diff = compare.provenance_diff(baseline, candidate)
@@ -112,7 +112,7 @@ history = compare.history(frames, point_rows[point])
 if len(history) < 2:
     st.caption(f"{len(history)} run(s) of {device} measured this point: a history needs two.")
 else:
-    st.plotly_chart(report.history_figure(history, f"{point} on {device}"), key="chart_history")
+    shared.chart(report.history_figure(history, f"{point} on {device}"), key="chart_history")
     regressed = history[history["regressed"]]
     st.markdown(f"{len(history)} runs; " + (f"**{len(regressed)} regressed beyond noise** against the run before: "
                 + ", ".join(f"{r.run_id} ({compare.percent(r.change)})" for r in regressed.itertuples())

@@ -58,7 +58,7 @@ with tab_managed:
                     f"{row['first touch extra ms']:,.1f} ms more ({row['first touch ÷ resident']:,.0f}× the resident "
                     f"time); prefetching first moves the pages at {row['prefetch GB/s']:,.1f} GB/s, then the kernel "
                     f"runs at {row['after_prefetch GB/s']:,.0f} GB/s ({row['prefetch + kernel ms']:,.1f} ms in all).")
-        st.plotly_chart(memory_charts.managed_figure(frame), key="chart_managed")
+        shared.chart(memory_charts.managed_figure(frame), key="chart_managed")
         st.dataframe(frame[["variant", "bytes", "median_ms", "min_ms", "max_ms", "cv", "samples", "gbps",
                             "stop_reason", "timer"]].assign(variant=lambda f: f["variant"].map(managed.LABELS),
                                                             bytes=lambda f: f["bytes"].map(format_bytes)),
@@ -90,7 +90,7 @@ with tab_pools:
                          "at no measured size from which on allocating per call costs more than the copy")
                 parts.append(f"**{kind}**: per call ÷ pooled = {ratio.min():.2f}× … {ratio.max():.2f}×; {where}")
         st.markdown("\n".join(f"- {p}" for p in parts))
-        st.plotly_chart(memory_charts.pools_figure(frame), key="chart_pools")
+        shared.chart(memory_charts.pools_figure(frame), key="chart_pools")
         st.dataframe(table.assign(bytes=table["bytes"].map(format_bytes)), hide_index=True)
         shared.download(frame, "pools")
 
@@ -117,7 +117,7 @@ with tab_batching:
         if not overhead.empty:
             st.markdown(f"**Each separate copy costs about {overhead.median():.1f} µs more than its share of one "
                         f"big copy** (median over piece sizes; {overhead.min():.1f} … {overhead.max():.1f} µs).")
-        st.plotly_chart(memory_charts.batching_figure(frame), key="chart_batching")
+        shared.chart(memory_charts.batching_figure(frame), key="chart_batching")
         st.dataframe(table.assign(**{"piece bytes": table["piece bytes"].map(format_bytes)}), hide_index=True)
         shared.download(frame, "batching")
 

@@ -78,7 +78,7 @@ else:
     tabs = st.tabs(["vs block size", "vs registers", "vs shared memory"])
     for tab, axis in zip(tabs, ("block", "registers", "shared"), strict=True):
         with tab:
-            st.plotly_chart(kernel_charts.occupancy_curve(device, kernel, block, dynamic, axis),
+            shared.chart(kernel_charts.occupancy_curve(device, kernel, block, dynamic, axis),
                             key=f"chart_occupancy_{axis}")
 
 # --- measured sweep -------------------------------------------------------------------------------------
@@ -114,7 +114,7 @@ st.caption("Kernel time only, L2 flushed before every sample. "
            f"latency-bound: {occupancy_sweep.CHASE_THREADS:,} threads each following {occupancy_sweep.CHASE_STEPS} "
            f"dependent loads through a {format_bytes(occupancy_sweep.CHASE_NODES * 4)} random cycle. Blocks that "
            "cannot launch (too many registers) have no point.")
-st.plotly_chart(kernel_charts.occupancy_sweep_figure(frame), key="chart_occupancy_sweep")
+shared.chart(kernel_charts.occupancy_sweep_figure(frame), key="chart_occupancy_sweep")
 st.dataframe(frame[["variant", "block_size", "registers_per_thread", "shared_bytes_per_block",
                     "theoretical_occupancy", "median_ms", "cv", "samples", "gbps"]], hide_index=True)
 shared.download(frame, "occupancy")

@@ -145,23 +145,23 @@ m[2].metric("Bound", f"{row['bound_ms']:.3f} ms", "slowest stage alone", delta_c
 m[3].metric("Overlap efficiency", f"{row['efficiency']:.0%}" if row["efficiency"] == row["efficiency"] else "n/a")
 m[4].metric("Speedup over serial", f"{row['speedup']:.2f}×")
 try:
-    st.plotly_chart(stream_charts.gantt_figure(row["intervals"], frame, lanes,
+    shared.chart(stream_charts.gantt_figure(row["intervals"], frame, lanes,
                                                f"Timeline: {stream_charts.config_label(row)}"), key="chart_gantt")
     st.caption("Bars are CUDA events recorded before and after every operation, each on its own stream, in one run "
                "of this configuration. An event fires when its stream reaches the operation; a bar starts when its "
                "engine was also free (faint: the wait). Hover a bar for its chunk, bytes and µs.")
 except ValueError as exc:
     st.warning(f"This point's timeline cannot be drawn: {exc}")
-st.plotly_chart(stream_charts.breakdown_figure(row, frame), key="chart_breakdown")
+shared.chart(stream_charts.breakdown_figure(row, frame), key="chart_breakdown")
 
 if len(mine["streams"].unique()) > 1:
     st.subheader("Sweep: streams × chunks")
     sweep = mine[mine["issue_order"] == focus_order]
-    st.plotly_chart(stream_charts.sweep_figure(sweep, frame), key="chart_sweep")
+    shared.chart(stream_charts.sweep_figure(sweep, frame), key="chart_sweep")
 
 if (frame["group"] == "bidirectional").any():
     st.subheader("Bidirectional copies")
-    st.plotly_chart(stream_charts.bidirectional_figure(frame), key="chart_bidirectional")
+    shared.chart(stream_charts.bidirectional_figure(frame), key="chart_bidirectional")
     both = frame[frame["variant"] == "bidir_both"].set_index("host_memory")["gbps"]
     alone = frame[frame["variant"].isin(["bidir_h2d", "bidir_d2h"])].groupby("host_memory")["gbps"].max()
     st.markdown(" · ".join(f"{h}: both directions at once move **{both[h]:.1f} GB/s**, "

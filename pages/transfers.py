@@ -94,19 +94,19 @@ if not with_alloc.empty:
                       "once and reused it wins; allocated per transfer it can lose.")
     col_a, col_b = st.columns(2)
     with col_a:
-        st.plotly_chart(charts.bandwidth_figure(copy_only).update_layout(title_text="Copy only<br><sup>"
+        shared.chart(charts.bandwidth_figure(copy_only).update_layout(title_text="Copy only<br><sup>"
                         + charts.source_label(copy_only) + "</sup>"), key="chart_bw_copy")
     with col_b:
-        st.plotly_chart(charts.bandwidth_figure(with_alloc).update_layout(title_text="Including allocation<br><sup>"
+        shared.chart(charts.bandwidth_figure(with_alloc).update_layout(title_text="Including allocation<br><sup>"
                         + charts.source_label(with_alloc) + "</sup>"), key="chart_bw_alloc")
 else:
     line = verdict(copy_only, "Copy only")
     if line:
         st.markdown(f"**{line}**")
-    st.plotly_chart(charts.bandwidth_figure(copy_only), key="chart_bw_copy")
+    shared.chart(charts.bandwidth_figure(copy_only), key="chart_bw_copy")
 
 if "pageable" in set(frame["variant"]) and len(set(frame["variant"])) > 1:
-    st.plotly_chart(charts.speedup_figure(frame), key="chart_speedup")
+    shared.chart(charts.speedup_figure(frame), key="chart_speedup")
 else:
     st.caption("Select pageable and at least one other mode to see speedups over pageable.")
 
@@ -115,7 +115,7 @@ fits = charts.model_table(copy_only)
 if fits.empty:
     st.caption("The model needs at least two sizes per mode.")
 else:
-    st.plotly_chart(charts.model_figure(copy_only), key="chart_model")
+    shared.chart(charts.model_figure(copy_only), key="chart_model")
     st.dataframe(
         fits.assign(direction=fits["direction"].str.upper(), n_half=fits["n_half_bytes"].map(format_bytes))
         [["mode", "direction", "alpha_us", "beta_gbps", "n_half", "max_rel_residual", "points"]],

@@ -106,3 +106,35 @@ def test_the_review_report_opens_offline_with_its_charts_drawn(tmp_path):
         page.screenshot(path=str(shot), full_page=False)
         assert shot.stat().st_size > 20_000  # a drawn page, not a blank one
         browser.close()
+
+
+def test_the_built_in_talk_steps_through_every_scene_with_the_keyboard(server, tmp_path):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=[
+            "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+            "--disable-component-update", "--no-first-run"])
+        page = browser.new_page(viewport={"width": 1920, "height": 1080})
+        page.goto(f"{server}/talk?present=1")
+        headlines = []
+        for number in range(1, 7):
+            page.wait_for_function(f"document.body.innerText.includes('scene {number} of 6')", timeout=60_000)
+            page.wait_for_selector("[data-test-script-state='notRunning']", timeout=60_000)
+            page.wait_for_selector(".js-plotly-plot .main-svg", timeout=60_000)
+            if headlines:  # the new scene's verdict, not the last one's still on screen
+                page.wait_for_function("(old) => { const h = document.querySelector('h2'); "
+                                       "return h && h.innerText !== old; }", arg=headlines[-1], timeout=60_000)
+            headline = page.locator("h2").first.inner_text()
+            assert headline and not headline.startswith("No verdict"), headline
+            headlines.append(headline)
+            assert not page.locator("[data-testid='stSidebar']").is_visible()  # stage: no sidebar
+            page.screenshot(path=str(tmp_path / f"scene-{number}.png"))
+            assert (tmp_path / f"scene-{number}.png").stat().st_size > 20_000
+            if number == 1:
+                page.wait_for_timeout(1500)  # the shortcut listener is installed by a component iframe
+            page.mouse.click(5, 1070)  # focus the page, not a widget
+            page.keyboard.press("ArrowRight" if number < 6 else "m")
+        page.wait_for_function("document.body.innerText.includes('No live GPU here')", timeout=60_000)
+        assert len(set(headlines)) == 6
+        browser.close()

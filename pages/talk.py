@@ -1,0 +1,116 @@
+"""A talk: scenes of claims, each measured (live when a GPU answers in time, else the bundled recording) and
+judged by the measurement shown. Keys: → next scene, ← previous, m measure live."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from gpu import charts, kernel_charts, overlap, stream_charts, talks
+from gpu.claims import ClaimError
+from gpu.errors import ValidationError, WorkerError
+from pages import _shared as shared
+
+shared.require_router()
+LIVE_TIMEOUT_S = 30.0
+
+try:
+    talk = talks.load()
+except talks.TalkError as exc:
+    shared.show_reasons([str(exc)], "The talk cannot be shown")
+    st.stop()
+
+count = len(talk.scenes)
+state = st.session_state
+if "talk_scene" not in state:
+    try:
+        state["talk_scene"] = min(max(int(st.query_params.get("scene", 1)), 1), count) - 1
+    except ValueError:
+        st.warning(f"`scene={st.query_params.get('scene')}` is not a scene number: starting at scene 1")
+        state["talk_scene"] = 0
+
+
+def move(step: int) -> None:
+    state["talk_scene"] = min(max(state["talk_scene"] + step, 0), count - 1)
+
+
+def ask_measure() -> None:
+    state["talk_measure_requested"] = True
+
+
+index = state["talk_scene"]
+st.query_params["scene"] = str(index + 1)
+scene = talk.scenes[index]
+shared.stage_style()
+
+st.caption(f"{talk.title} · scene {index + 1} of {count}")
+st.markdown(f"# {scene.claim}")
+
+# --- the measurement: live if asked and answered in time, else the bundled recording -----------------------
+live, reason = shared.live_backend()
+frame, source = None, ""
+if state.pop("talk_measure_requested", False):
+    if live is None or shared.use_replay():
+        st.info(f"No live GPU here ({reason or 'replay switched on'}): showing the bundled recording.")
+    else:
+        handle = live.submit(scene.experiment, {**scene.params, "profile": "interactive"}, session=shared.session_id())
+        with st.spinner(f"Measuring on {live.facts.get('device_name')}…"):
+            finished = handle.wait(LIVE_TIMEOUT_S)
+        if not finished:
+            live.client.cancel(handle)
+            st.warning(f"The live measurement took longer than {LIVE_TIMEOUT_S:.0f} s: showing the bundled recording.")
+        else:
+            try:
+                state[f"talk_live_{index}"] = handle.outcome()
+            except (ValidationError, WorkerError) as exc:
+                st.warning(f"The live measurement failed ({exc}): showing the bundled recording.")
+if f"talk_live_{index}" in state:
+    frame = state[f"talk_live_{index}"]
+    source = f"**Measured live** on {frame['device_name'].iloc[0]} just now"
+else:
+    try:
+        frame = shared.replay_backend().submit(scene.experiment, scene.params).outcome()
+        first = frame.iloc[0]
+        source = (f"**Bundled recording** from {first['device_name']}, {str(first['timestamp'])[:10]} "
+                  "(measured by PinPoint's runner, not now)"
+                  + ("" if live is None else " · press **m** to measure live"))
+    except ValidationError as exc:
+        shared.show_reasons(exc.reasons, "This scene has no recording to show")
+
+if frame is not None:
+    try:
+        line = talks.headline(scene, frame)
+    except (ClaimError, talks.TalkError) as exc:
+        line = f"No verdict: {exc}"
+    if scene.chart == "speedup":
+        figure = charts.speedup_figure(frame)
+    elif scene.chart == "bandwidth":
+        figure = charts.bandwidth_figure(frame)
+    elif scene.chart in ("offset", "strided"):
+        figure = kernel_charts.sweep_figure(frame, scene.chart, "offset (floats)" if scene.chart == "offset" else
+                                            "stride (floats)", "Misaligned reads" if scene.chart == "offset" else
+                                            "Strided reads")
+    elif scene.chart == "reduction":
+        figure = kernel_charts.reduction_figure(frame)
+    else:
+        table = overlap.pipeline_table(frame)
+        best = table.sort_values("pipeline_ms").iloc[0]
+        figure = stream_charts.gantt_figure(best["intervals"], frame, "engine",
+                                            f"Timeline: {stream_charts.config_label(best)}")
+    shared.chart(figure, key=f"talk_chart_{index}")
+    st.markdown(f"## {line}")
+    st.caption(source)
+    with st.expander("Speaker notes and method"):
+        st.markdown(scene.notes)
+        st.caption(f"Experiment `{scene.experiment}`, judged by `gpu/claims.py:{scene.judge}` from the numbers above; "
+                   f"parameters: {scene.params}")
+
+left, middle, right = st.columns([1, 2, 1])
+left.button("← previous", key="talk_prev", on_click=move, args=(-1,), disabled=index == 0)
+middle.button("Measure live (m)", key="talk_measure", on_click=ask_measure)
+right.button("next →", key="talk_next", on_click=move, args=(1,), disabled=index == count - 1)
+try:
+    from streamlit_shortcuts import add_shortcuts
+
+    add_shortcuts(talk_prev="arrowleft", talk_next="arrowright", talk_measure="m")
+except ImportError:  # the keys are a convenience; the buttons work without them
+    st.caption("Keyboard shortcuts need streamlit-shortcuts (requirements.txt).")

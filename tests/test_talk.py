@@ -1,0 +1,126 @@
+"""The built-in talk and presentation mode (AppTest in replay), and the claims' verdicts computed from data."""
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from gpu import claims, talks
+from gpu.backend import ReplayBackend
+
+APP = str(Path(__file__).resolve().parent.parent / "app.py")
+
+
+@pytest.fixture(autouse=True)
+def replay_mode(monkeypatch):
+    monkeypatch.setenv("PINPOINT_BACKEND", "replay")
+
+
+def test_the_built_in_talk_loads_and_every_scene_is_judged_from_the_recording():
+    talk = talks.load()
+    assert talk.title == "Claims about GPU memory, measured" and len(talk.scenes) == 6
+    replay = ReplayBackend()
+    lines = [talks.headline(s, replay.submit(s.experiment, s.params).outcome()) for s in talk.scenes]
+    assert lines[0].startswith("Understated for large copies") and "at 1 GiB" in lines[0]
+    assert lines[1].startswith("False at 1 GiB")
+    assert lines[4].startswith("False:") and "slower than a warp-shuffle reduction" in lines[4]
+
+
+def test_verdicts_follow_the_numbers_not_the_text():
+    def transfers(pinned_ms):
+        rows = []
+        for size, pageable_ms in ((4096, 0.01), (1 << 30, 100.0)):
+            rows += [{"variant": "pageable", "direction": "h2d", "bytes": size, "include_alloc": False,
+                      "median_ms": pageable_ms},
+                     {"variant": "pinned", "direction": "h2d", "bytes": size, "include_alloc": False,
+                      "median_ms": pinned_ms(pageable_ms)}]
+        return pd.DataFrame(rows)
+
+    assert claims.pinned_up_to_2x(transfers(lambda p: p / 2))["verdict"] == "About right"
+    assert claims.pinned_up_to_2x(transfers(lambda p: p / 6))["verdict"].startswith("Understated")
+    assert claims.pinned_up_to_2x(transfers(lambda p: p / 1.2))["verdict"] == "Overstated"
+    with pytest.raises(claims.ClaimError, match="both pinned and pageable"):
+        claims.pinned_up_to_2x(transfers(lambda p: p)[lambda f: f["variant"] == "pinned"])
+
+
+@pytest.mark.parametrize("text,message", [
+    ("title = 'x'\n", "at least one [[scene]]"),
+    ("[[scene]]\nclaim='c'\nexperiment='mining'\njudge='pinned_up_to_2x'\nchart='speedup'\nheadline='h'\n",
+     "unknown experiment 'mining'"),
+    ("[[scene]]\nclaim='c'\nexperiment='transfers'\njudge='guess'\nchart='speedup'\nheadline='h'\n", "unknown judge"),
+    ("[[scene]]\nclaim='c'\nexperiment='transfers'\njudge='pinned_up_to_2x'\nchart='speedup'\nheadline='{oops'\n",
+     "not a valid template"),
+    ("[[scene]]\nclaim='c'\nexperiment='transfers'\njudge='pinned_up_to_2x'\nchart='speedup'\nheadline='h'\n"
+     "[scene.params]\nsizes=[10]\n", "too small"),
+    ("not toml [", "talk.toml"),
+])
+def test_bad_talk_files_are_refused_with_the_reason(tmp_path, text, message):
+    path = tmp_path / "talk.toml"
+    path.write_text(text)
+    with pytest.raises(talks.TalkError, match=message.replace("[", r"\[")):
+        talks.load(path)
+
+
+def open_talk(**params):
+    at = AppTest.from_file(APP, default_timeout=120)
+    for key, value in params.items():
+        at.query_params[key] = value
+    at.run()
+    at.switch_page("pages/talk.py").run()
+    assert not at.exception, at.exception
+    return at
+
+
+def scene_text(at):
+    titles = [m.value for m in at.markdown if m.value.startswith("# ")]
+    headlines = [m.value for m in at.markdown if m.value.startswith("## ")]
+    return titles, headlines
+
+
+def test_every_scene_of_the_talk_renders_a_chart_and_a_verdict_in_replay():
+    at = open_talk()
+    seen = []
+    for number in range(1, 7):
+        titles, headlines = scene_text(at)
+        assert at.query_params["scene"] == str(number)
+        assert len(titles) == 1 and len(headlines) == 1 and not headlines[0].startswith("## No verdict"), headlines
+        chart = json.loads(at.get("plotly_chart")[0].proto.spec)
+        assert "Replay of a run recorded on" in chart["layout"]["title"]["text"]
+        assert chart["layout"]["font"]["size"] == 20  # stage size
+        assert any("**Bundled recording**" in c.value for c in at.caption)
+        seen.append(titles[0])
+        if number < 6:
+            at.button(key="talk_next").click().run()
+    assert at.button(key="talk_next").disabled and len(set(seen)) == 6
+    at.button(key="talk_prev").click().run()
+    assert at.query_params["scene"] == "5"
+
+
+def test_a_link_to_a_scene_opens_it_and_measure_falls_back_to_the_recording():
+    at = open_talk(scene="6")
+    titles, headlines = scene_text(at)
+    assert titles[0] == "# Overlapping copies and compute with streams doubles throughput"
+    assert "streams ×" in headlines[0]
+    at.button(key="talk_measure").click().run()  # no live GPU here: said, and the recording stays
+    assert any("No live GPU here" in i.value and "bundled recording" in i.value for i in at.info)
+    assert scene_text(at)[1] == headlines
+    bad = open_talk(scene="lots")
+    assert any("is not a scene number" in w.value for w in bad.warning)
+
+
+def test_presentation_mode_hides_the_chrome_and_shows_the_headline():
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params["present"] = "1"
+    at.run()
+    at.switch_page("pages/transfers.py").run()
+    assert not at.exception
+    assert not any("not measured now" in i.value for i in at.info)  # the banner gives way to the chart…
+    html = " ".join(h.proto.body for h in at.get("html"))
+    assert 'data-testid="stSidebar"' in html and "display: none" in html
+    chart = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert "Replay of a run recorded on" in chart["layout"]["title"]["text"]  # …which still names its source
+    assert chart["layout"]["font"]["size"] == 20
+    at.button(key="present_leave").click().run()
+    assert "present" not in at.query_params and any("not measured now" in i.value for i in at.info)
