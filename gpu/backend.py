@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import threading
 from pathlib import Path
 
 import pandas as pd
 
-from gpu import schema
+from gpu import schema, stats
 from gpu.client import DEFAULT_SERVICE, JobHandle, WorkerClient, WorkerUnavailable
 from gpu.errors import ValidationError
 from gpu.experiments import get_experiment
@@ -32,11 +33,56 @@ def check_params(experiment: str, params: dict, limits: Limits | None) -> list[s
         return exc.reasons
 
 
+class PointCache:
+    """Points measured through this worker, by experiment, profile and point key (the experiment's KEY_COLUMNS,
+    as replay matches them). A request whose every point is here is answered from it, at once: moving a slider
+    back costs nothing. Thread-safe: one cache serves every session of the app."""
+
+    def __init__(self):
+        self._rows: dict[tuple, dict] = {}
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _key(experiment: str, profile: str, values) -> tuple:
+        return (experiment, profile, *(_plain(v) for v in values))
+
+    def remember(self, frame: pd.DataFrame, profile: str | None = None) -> None:
+        """Keep a finished job's points, under the profile it was asked for (its rows name the same one)."""
+        if frame is None or frame.empty:
+            return
+        experiment = str(frame["experiment"].iloc[0])
+        columns = get_experiment(experiment).KEY_COLUMNS
+        with self._lock:
+            for row in frame.to_dict("records"):
+                asked = stats.get_profile(profile).name if profile else str(row["profile"])
+                self._rows[self._key(experiment, asked, [row[c] for c in columns])] = row
+
+    def lookup(self, experiment: str, params: dict) -> pd.DataFrame | None:
+        """Every requested point from the cache (rows keep their own run id and time), or None if one is missing."""
+        module = get_experiment(experiment)
+        parsed = module.parse_params(params)
+        profile = stats.get_profile(parsed.profile).name
+        with self._lock:
+            rows = [self._rows.get(self._key(experiment, profile, point)) for point in parsed.points()]
+        if not rows or any(r is None for r in rows):
+            return None
+        return schema.validate(pd.DataFrame(rows))
+
+
+def _plain(value):
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if hasattr(value, "item"):
+        return _plain(value.item())
+    return value
+
+
 class LiveBackend:
     kind = "live"
 
     def __init__(self, client: WorkerClient):
         self.client = client
+        self.cache = PointCache()
 
     @property
     def facts(self) -> dict:
@@ -57,7 +103,24 @@ class LiveBackend:
         """Reasons the request would be refused, from the limits the worker reported last."""
         return check_params(experiment, params, self.known_limits())
 
-    def submit(self, experiment: str, params: dict, session: str | None = None) -> JobHandle:
+    def submit(self, experiment: str, params: dict, session: str | None = None, reuse: bool = False) -> JobHandle:
+        """A job on the worker; with ``reuse``, a request whose every point was measured before (same profile)
+        is answered from those points at once, with a note saying when they were measured. The runner never
+        reuses: a recording is always measured anew."""
+        if reuse:
+            try:
+                cached = self.cache.lookup(experiment, params)
+            except (ValidationError, ValueError):
+                cached = None
+            if cached is not None:
+                handle = JobHandle(id=0, kind="reused", session=session, payload={"params": params})
+                when = sorted(set(str(t)[11:19] for t in cached["timestamp"]))
+                handle.notes.append(f"Reused: all {len(cached)} points were measured earlier in this worker (at "
+                                    f"{', '.join(when[:4])}{' …' if len(when) > 4 else ''} UTC, profile "
+                                    f"{params.get('profile', 'interactive')}); nothing was measured again. Turn off "
+                                    "'Reuse measured points' in the sidebar to measure anew.")
+                handle._finish("done", result=cached)
+                return handle
         return self.client.submit("experiment", {"experiment": experiment, "params": params}, session)
 
 

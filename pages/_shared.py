@@ -100,6 +100,10 @@ def source_sidebar() -> None:
             st.toggle("Save live measurements in the runs store", key="save_to_store", value=True,
                       help="Every live measurement is kept (with every sample) for the Runs and Compare pages. "
                            "Turn off for this browser session.")
+        if live is not None:
+            st.toggle("Reuse measured points", key="reuse_points", value=True,
+                      help="A request whose every point this worker has measured before (same profile) is shown at "
+                           "once from those points, labelled with when they were measured. Off: always measure.")
         st.toggle("Presentation mode", key="present_mode", help="A stage view: no sidebar or toolbar, large fonts. "
                   "Also ?present=1 in the address; leave it by opening the address without it.")
 
@@ -175,15 +179,21 @@ def measured_frame(backend, experiment: str, params: dict, key: str, run_id: str
     st.button("Measure", type="primary", key=f"{key}_measure",
               on_click=lambda: state.update({f"{key}_measure_requested": True}))
     if state.pop(f"{key}_measure_requested", False):
-        state[f"{key}_job"] = backend.submit(experiment, params, session=session_id())
+        state[f"{key}_job"] = backend.submit(experiment, params, session=session_id(),
+                                             reuse=state.get("reuse_points", True))
         state.pop(f"{key}_result", None)
     job = state.get(f"{key}_job")
     if job is not None:
         follow(job)
         state[f"{key}_result"] = outcome(job)
         state.pop(f"{key}_job")
-        if state[f"{key}_result"] is not None and state.get("save_to_store", True):
-            save_run(state[f"{key}_result"])
+        if state[f"{key}_result"] is not None:
+            if job.kind == "reused":
+                pass  # its points were stored when they were measured
+            else:
+                backend.cache.remember(state[f"{key}_result"], params.get("profile"))
+                if state.get("save_to_store", True):
+                    save_run(state[f"{key}_result"])
     frame = state.get(f"{key}_result")
     if frame is None:
         st.info("Choose the settings, then press **Measure**. Results stay here while you change chart options.")

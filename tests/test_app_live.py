@@ -75,3 +75,20 @@ def test_kernel_pages_measure_on_request(page, key, chart_count):
     assert len(charts) == chart_count, [e.value for e in at.error]
     assert before < len(charts)
     assert any("Live NVIDIA H200" in c["layout"]["title"]["text"] for c in charts)
+
+
+def test_points_measured_before_are_reused_at_once_and_say_when():
+    at = transfers_page()
+    at.text_input(key="transfers_custom_sizes").input("64KiB, 1MiB, 16MiB").run()
+    at.button(key="transfers_measure").click().run()
+    assert not any("Reused" in c.value for c in at.caption)
+    at.text_input(key="transfers_custom_sizes").input("64KiB, 1MiB").run()  # a subset: every point is known
+    at.button(key="transfers_measure").click().run()
+    assert not at.exception, at.exception
+    reused = [c.value for c in at.caption if c.value.startswith("Reused: all 16 points")]
+    assert reused and "UTC, profile interactive" in reused[0]
+    assert len(at.dataframe[-1].value) == 2 * 4 * 2
+    at.sidebar.toggle(key="reuse_points").set_value(False).run()
+    at.button(key="transfers_measure").click().run()
+    assert not any(c.value.startswith("Reused") for c in at.caption)  # measured anew
+    assert len(at.dataframe[-1].value) == 2 * 4 * 2

@@ -89,3 +89,18 @@ def test_an_unrecorded_kernel_setting_names_what_the_recording_has(replay):
     message = str(refused.value)
     assert "vector sizes 1,048,576, 16,777,216, 268,435,456" in message
     assert "block sizes 128, 256, 512, 1,024" in message
+
+
+def test_the_point_cache_answers_only_when_every_point_is_known():
+    from gpu.backend import PointCache, ReplayBackend
+
+    replay = ReplayBackend()
+    frame = replay.submit("transfers", {"sizes": [65536, 1 << 20], "modes": ["pinned"]}).outcome()
+    cache = PointCache()
+    profile = frame["profile"].iloc[0]
+    assert cache.lookup("transfers", {"sizes": [65536], "modes": ["pinned"], "profile": profile}) is None
+    cache.remember(frame)
+    hit = cache.lookup("transfers", {"sizes": [65536], "modes": ["pinned"], "profile": profile})
+    assert hit is not None and set(hit["bytes"]) == {65536} and len(hit) == 2
+    assert cache.lookup("transfers", {"sizes": [65536, 4096], "modes": ["pinned"], "profile": profile}) is None
+    assert cache.lookup("transfers", {"sizes": [65536], "modes": ["pinned"], "profile": "interactive"}) is None

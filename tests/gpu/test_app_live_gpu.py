@@ -81,3 +81,22 @@ def test_memory_modes_page_measures_each_tab_live(monkeypatch):
         assert not at.exception, at.exception
     titles = [json.loads(c.proto.spec)["layout"]["title"]["text"] for c in at.get("plotly_chart")]
     assert len(titles) == 3 and all("Live NVIDIA" in t for t in titles), [e.value for e in at.error]
+
+
+def test_moving_back_to_measured_points_reuses_them_at_once(monkeypatch):
+    import time
+
+    monkeypatch.setenv("PINPOINT_BACKEND", "auto")
+    at = AppTest.from_file(APP, default_timeout=300).run()
+    at.switch_page("pages/transfers.py").run()
+    at.text_input(key="transfers_custom_sizes").input("1MiB, 16MiB, 64MiB").run()
+    at.button(key="transfers_measure").click().run()
+    first = at.dataframe[-1].value
+    at.text_input(key="transfers_custom_sizes").input("1MiB, 64MiB").run()
+    started = time.perf_counter()
+    at.button(key="transfers_measure").click().run()
+    elapsed = time.perf_counter() - started
+    assert any(c.value.startswith("Reused: all 16 points") for c in at.caption)
+    again = at.dataframe[-1].value
+    assert len(again) == 16 and set(again["size"]) <= set(first["size"])
+    print(f"\nreused answer in {elapsed:.2f} s (the page's rerun included)")
