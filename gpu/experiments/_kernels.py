@@ -51,12 +51,18 @@ def grid_for(elements: int, block: int) -> tuple[int, int]:
 def row(variant: str, group: str, nbytes: int, summary: stats.Summary, profile: stats.Profile, telemetry,
         **params) -> dict:
     """A schema row for a kernel measurement (direction 'device'; bytes = useful bytes read + written)."""
+    return measured_row(summary, profile, telemetry, nbytes, "cuda_event_l2_flushed", variant=variant, group=group,
+                        direction="device", **params)
+
+
+def measured_row(summary: stats.Summary, profile: stats.Profile, telemetry, nbytes: int, timer: str,
+                 **point) -> dict:
+    """A verified schema row: the point's own columns (``point``), then its measurement and telemetry."""
     return {
-        "variant": variant, "group": group, "direction": "device", "bytes": int(nbytes),
-        "median_ms": summary.median_ms, "min_ms": summary.min_ms, "max_ms": summary.max_ms, "cv": summary.cv,
-        "samples": summary.samples, "gbps": stats.gbps(nbytes, summary.median_ms),
-        "stop_reason": summary.stop_reason, "profile": profile.name, "timer": "cuda_event_l2_flushed",
-        "verified": True, "samples_ms": summary.samples_ms, **telemetry.point_summary(), **params,
+        **point, "bytes": int(nbytes), "median_ms": summary.median_ms, "min_ms": summary.min_ms,
+        "max_ms": summary.max_ms, "cv": summary.cv, "samples": summary.samples,
+        "gbps": stats.gbps(nbytes, summary.median_ms), "stop_reason": summary.stop_reason, "profile": profile.name,
+        "timer": timer, "verified": True, "samples_ms": summary.samples_ms, **telemetry.point_summary(),
     }
 
 

@@ -165,15 +165,11 @@ def run(params: Params, gpu, progress, should_cancel) -> list[dict]:
                 summary = stats.sample_until_stable(sample, profile)
                 cuda.memcpy_dtoh(readback, device)
                 verify_equal(expected, readback, f"{LABELS[variant]}, {K} × {format_bytes(piece)}")
-                rows.append({
-                    "variant": variant, "group": "batching", "direction": "h2d", "bytes": bytes_moved(piece, K),
-                    "param": "piece_bytes", "param_value": piece, "chunks": K,
-                    "median_ms": summary.median_ms, "min_ms": summary.min_ms, "max_ms": summary.max_ms,
-                    "cv": summary.cv, "samples": summary.samples, "gbps": stats.gbps(total, summary.median_ms),
-                    "stop_reason": summary.stop_reason, "profile": profile.name,
-                    "timer": "host_clock_pack+cuda_event_copy" if variant == "packed" else "cuda_event",
-                    "verified": True, "samples_ms": summary.samples_ms, **telemetry.point_summary(),
-                })
+                rows.append(k.measured_row(
+                    summary, profile, telemetry, bytes_moved(piece, K),
+                    "host_clock_pack+cuda_event_copy" if variant == "packed" else "cuda_event",
+                    variant=variant, group="batching", direction="h2d", param="piece_bytes", param_value=piece,
+                    chunks=K))
             ledger.free_host(region_buffer)
             ledger.free_host(staging)
             ledger.free_device(device)

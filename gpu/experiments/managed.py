@@ -172,14 +172,10 @@ def run(params: Params, gpu, progress, should_cancel) -> list[dict]:
                     summary = _kernel_summary(timer, lambda s: launch(s, pointer), profile, telemetry)
                 cuda.Context.synchronize()
                 check(what)
-                rows.append({
-                    "variant": variant, "group": "managed", "direction": "device", "bytes": bytes_moved(size),
-                    "median_ms": summary.median_ms, "min_ms": summary.min_ms, "max_ms": summary.max_ms,
-                    "cv": summary.cv, "samples": summary.samples, "gbps": stats.gbps(size, summary.median_ms),
-                    "stop_reason": summary.stop_reason, "profile": profile.name,
-                    "timer": "cuda_event" if variant == "prefetch" else "cuda_event_l2_flushed", "verified": True,
-                    "samples_ms": summary.samples_ms, **telemetry.point_summary(),
-                })
+                rows.append(k.measured_row(
+                    summary, profile, telemetry, bytes_moved(size),
+                    "cuda_event" if variant == "prefetch" else "cuda_event_l2_flushed",
+                    variant=variant, group="managed", direction="device"))
             ledger.free_managed(managed)
             ledger.free_device(device)
     progress(len(points), len(points), "done")

@@ -154,14 +154,9 @@ def run(params: Params, gpu, progress, should_cancel) -> list[dict]:
                         return ((allocated - started) + (copied - filled) + (freed - checked)) * 1e3
 
                     summary = stats.sample_until_stable(iteration, profile)
-                    rows.append({
-                        "variant": variant, "group": "pools", "direction": "h2d", "bytes": bytes_moved(size),
-                        "median_ms": summary.median_ms, "min_ms": summary.min_ms, "max_ms": summary.max_ms,
-                        "cv": summary.cv, "samples": summary.samples, "gbps": stats.gbps(size, summary.median_ms),
-                        "stop_reason": summary.stop_reason, "profile": profile.name,
-                        "timer": "host_clock_alloc+copy+free", "verified": True, "samples_ms": summary.samples_ms,
-                        **telemetry.point_summary(),
-                    })
+                    rows.append(k.measured_row(summary, profile, telemetry, bytes_moved(size),
+                                               "host_clock_alloc+copy+free", variant=variant, group="pools",
+                                               direction="h2d"))
                 for source in sources:
                     ledger.free_host(source)
     finally:

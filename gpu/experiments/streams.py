@@ -286,16 +286,11 @@ class _Streams:
 
 def _row(variant, host, size, chunks, streams, order, intensity, summary, profile, telemetry, timer,
          intervals=None, direction="round_trip") -> dict:
-    nbytes = bytes_moved(variant, size)
-    return {
-        "variant": variant, "group": "bidirectional" if variant.startswith("bidir") else "pipeline",
-        "direction": direction, "bytes": nbytes, "elements": size // 4, "host_memory": host, "chunks": chunks,
-        "streams": streams, "issue_order": order, "intensity": intensity,
-        "median_ms": summary.median_ms, "min_ms": summary.min_ms, "max_ms": summary.max_ms, "cv": summary.cv,
-        "samples": summary.samples, "gbps": stats.gbps(nbytes, summary.median_ms), "stop_reason": summary.stop_reason,
-        "profile": profile.name, "timer": timer, "verified": True, "samples_ms": summary.samples_ms,
-        "intervals": overlap.encode_intervals(intervals) if intervals else None, **telemetry.point_summary(),
-    }
+    return k.measured_row(
+        summary, profile, telemetry, bytes_moved(variant, size), timer, variant=variant,
+        group="bidirectional" if variant.startswith("bidir") else "pipeline", direction=direction,
+        elements=size // 4, host_memory=host, chunks=chunks, streams=streams, issue_order=order,
+        intensity=intensity, intervals=overlap.encode_intervals(intervals) if intervals else None)
 
 
 def run(params: Params, gpu, progress, should_cancel) -> list[dict]:
