@@ -44,7 +44,7 @@ class PointCache:
 
     @staticmethod
     def _key(experiment: str, profile: str, values) -> tuple:
-        return (experiment, profile, *(_plain(v) for v in values))
+        return (experiment, profile, *(schema.key_value(v) for v in values))
 
     def remember(self, frame: pd.DataFrame, profile: str | None = None) -> None:
         """Keep a finished job's points, under the profile it was asked for (its rows name the same one)."""
@@ -67,14 +67,6 @@ class PointCache:
         if not rows or any(r is None for r in rows):
             return None
         return schema.validate(pd.DataFrame(rows))
-
-
-def _plain(value):
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if hasattr(value, "item"):
-        return _plain(value.item())
-    return value
 
 
 class LiveBackend:

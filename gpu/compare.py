@@ -20,6 +20,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from gpu import schema
 from gpu.experiments import get_experiment
 from gpu.units import format_bytes
 
@@ -42,7 +43,7 @@ def point_label(experiment: str, row) -> str:
                 + (" incl. allocation" if bool(row.get("include_alloc")) else ""))
     parts = [str(row["variant"])]
     for column in key_columns(experiment):
-        value = _norm(row.get(column))
+        value = schema.key_value(row.get(column))
         if column == "variant" or value is None:
             continue
         if column in ("bytes", "param_value") and experiment in ("managed", "pools", "batching"):
@@ -114,7 +115,7 @@ def compare(baseline: pd.DataFrame, candidate: pd.DataFrame) -> pd.DataFrame:
     keys = key_columns(experiment)
 
     def keyed(frame):
-        return {tuple(_norm(row[k]) for k in keys): row for row in frame.to_dict("records")}
+        return {tuple(schema.key_value(row[k]) for k in keys): row for row in frame.to_dict("records")}
 
     base, cand = keyed(baseline), keyed(candidate)
     rows = []
@@ -134,17 +135,6 @@ def compare(baseline: pd.DataFrame, candidate: pd.DataFrame) -> pd.DataFrame:
     if not table.empty:
         table["normalized_change"] = table["candidate_pct_of_limit"] / table["baseline_pct_of_limit"] - 1
     return table
-
-
-def _norm(value):
-    """Keys from Parquet (floats, NaN, numpy types) and from JSON (ints, None) must match."""
-    if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA:
-        return None
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return value
 
 
 def headline(table: pd.DataFrame, unmatched_baseline: int = 0, unmatched_candidate: int = 0) -> str:
@@ -207,8 +197,8 @@ def history(frames: list[pd.DataFrame], point: dict) -> pd.DataFrame:
     keys = key_columns(experiment) if experiment else []
     rows, previous = [], None
     for frame in sorted(frames, key=lambda f: str(f["timestamp"].iloc[0])):
-        match = frame[np.logical_and.reduce([frame[k].map(_norm) == _norm(point[k]) for k in keys])] \
-            if keys else frame.iloc[0:0]
+        same = [frame[k].map(schema.key_value) == schema.key_value(point[k]) for k in keys]
+        match = frame[np.logical_and.reduce(same)] if keys else frame.iloc[0:0]
         if match.empty:
             continue
         row = match.iloc[0]

@@ -69,6 +69,20 @@ class SchemaError(ValueError):
     """A results table (or a recorded file) that does not follow the schema."""
 
 
+def key_value(value):
+    """A point-key value in one form, so keys read from Parquet (floats, NaN, NumPy types) and from JSON or
+    parameters (ints, None) match: whole floats become ints, missing values None."""
+    if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
+        return None
+    if hasattr(value, "item") and not isinstance(value, str | bytes):
+        value = value.item()
+        if isinstance(value, float) and math.isnan(value):
+            return None
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
 def pcie_gbps_per_direction(generation, width) -> float:
     """Theoretical PCIe bandwidth per direction in GB/s (10^9 B/s) after line encoding."""
     try:
