@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from gpu import schema
-from gpu.store import RUN_COLUMNS, RunStore, StoreError
+from gpu.store import RunStore
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 BUNDLED_DIRS = (ASSETS / "replay", ASSETS / "runs")
@@ -64,10 +64,8 @@ class Catalog:
         return run_id in self.bundled
 
     def load(self, run_id: str) -> pd.DataFrame:
-        """A run by id, bundled or stored; StoreError when there is none."""
+        """A run by id, bundled or stored; gpu.store.StoreError when there is none."""
         if run_id in self.bundled:
             return self.bundled[run_id]
         return self.store.load(run_id)
 
-
-__all__ = ["Catalog", "StoreError", "RUN_COLUMNS", "read_bundled"]

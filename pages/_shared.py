@@ -168,6 +168,11 @@ def outcome(handle: JobHandle):
     return result
 
 
+def request(flag: str) -> None:
+    """A button's on_click: record the click in session state, so no rerun before the page reads it loses it."""
+    st.session_state[flag] = True
+
+
 def measured_frame(backend, experiment: str, params: dict, key: str, run_id: str | None = None):
     """The page's results: live, after the user presses Measure (kept in the session until the next press,
     so chart options never re-measure); replayed, straight from the chosen recording. None: stop here."""
@@ -177,7 +182,7 @@ def measured_frame(backend, experiment: str, params: dict, key: str, run_id: str
         return frame
     # The click is recorded by a callback in session state, so it survives any rerun before it is served.
     st.button("Measure", type="primary", key=f"{key}_measure",
-              on_click=lambda: state.update({f"{key}_measure_requested": True}))
+              on_click=request, args=(f"{key}_measure_requested",))
     if state.pop(f"{key}_measure_requested", False):
         state[f"{key}_job"] = backend.submit(experiment, params, session=session_id(),
                                              reuse=state.get("reuse_points", True))
@@ -188,9 +193,7 @@ def measured_frame(backend, experiment: str, params: dict, key: str, run_id: str
         state[f"{key}_result"] = outcome(job)
         state.pop(f"{key}_job")
         if state[f"{key}_result"] is not None:
-            if job.kind == "reused":
-                pass  # its points were stored when they were measured
-            else:
+            if job.kind != "reused":  # reused points were kept and stored when they were measured
                 backend.cache.remember(state[f"{key}_result"], params.get("profile"))
                 if state.get("save_to_store", True):
                     save_run(state[f"{key}_result"])

@@ -22,19 +22,6 @@ st.markdown(
     "\"which host memory copies fastest\", and each has its own axes.")
 
 
-def sizes_from(typed: str, fallback: list[int], key: str) -> tuple[list[int], list[str]]:
-    if not typed.strip():
-        return fallback, []
-    try:
-        return parse_size_list(typed), []
-    except SizeError as exc:
-        return [], [str(exc)]
-
-
-def options(experiment: str, column: str, run_id, live_values: list[int]) -> list[int]:
-    return live_values if live else shared.recorded_values(backend, experiment, column, run_id) or live_values[:1]
-
-
 shared.url_page()
 tab_managed, tab_pools, tab_batching = st.tabs(["Managed memory", "Pools vs per-call allocation", "Batching copies"])
 
@@ -45,7 +32,8 @@ with tab_managed:
         "touch**); an explicit **prefetch** (`cuMemPrefetchAsync`) moves the pages in bulk before the kernel; "
         "once **resident**, managed memory is as fast as device memory.")
     run_id = shared.recording_choice(backend, managed.NAME, "managed")
-    size_options = options(managed.NAME, "bytes", run_id, [2**p for p in range(20, 34)])
+    size_options = shared.axis_options(backend, managed.NAME, "bytes", run_id, [2**p for p in range(20, 34)],
+                                       256 * MiB)
     shared.from_url("managed_size", "int", size_options)
     size = st.select_slider("Buffer size", size_options, format_func=format_bytes, key="managed_size",
                             value=256 * MiB if 256 * MiB in size_options else size_options[-1])
@@ -71,12 +59,18 @@ with tab_pools:
         "`PageLockedMemoryPool`. Allocating device memory costs microseconds; pinning host memory costs far more "
         "(the driver locks every page), which is why pooled staging buffers matter.")
     run_id = shared.recording_choice(backend, pools.NAME, "pools")
-    size_options = options(pools.NAME, "bytes", run_id, [4 * KiB * 16**i for i in range(6)])
+    size_options = shared.axis_options(backend, pools.NAME, "bytes", run_id, [4 * KiB * 16**i for i in range(6)],
+                                       4 * KiB)
     shared.from_url("pools_sizes", "ints", size_options)
     chosen = st.pills("Buffer sizes", size_options, selection_mode="multi", default=size_options,
                       format_func=format_bytes, key="pools_sizes")
     typed = st.text_input("…or type sizes", key="pools_typed", placeholder="e.g. 4KiB, 1MiB:256MiB") if live else ""
-    sizes, errors = sizes_from(typed, sorted(chosen or []), "pools")
+    sizes, errors = sorted(chosen or []), []
+    if typed.strip():
+        try:
+            sizes = parse_size_list(typed)
+        except SizeError as exc:
+            sizes, errors = [], [str(exc)]
     frame = shared.section_frame(backend, pools.NAME, {"sizes": sizes}, "pools", run_id, extra_reasons=errors)
     if frame is not None:
         table = memory_charts.pool_table(frame)
@@ -100,8 +94,9 @@ with tab_batching:
         "separate copies, packed by the host into one pinned staging buffer first, or (the floor) as one copy "
         "of K·s bytes. Each copy pays a fixed cost α, the latency the Transfers page's model fits.")
     run_id = shared.recording_choice(backend, batching.NAME, "batching")
-    piece_options = options(batching.NAME, "param_value", run_id, [4 * 4**i for i in range(11)])
-    count_options = options(batching.NAME, "chunks", run_id, [2**i for i in range(1, 13)])
+    piece_options = shared.axis_options(backend, batching.NAME, "param_value", run_id,
+                                        [4 * 4**i for i in range(11)], 64)
+    count_options = shared.axis_options(backend, batching.NAME, "chunks", run_id, [2**i for i in range(1, 13)], 64)
     shared.from_url("batching_count", "int", count_options)
     count = st.select_slider("Pieces K", count_options, key="batching_count",
                              value=64 if 64 in count_options else count_options[-1])

@@ -15,13 +15,6 @@ PAGE_OF = {"transfers": "pages/transfers.py", "coalescing": "pages/coalescing.py
            "pools": "pages/memory_modes.py", "batching": "pages/memory_modes.py"}
 
 st.title("Runs")
-
-
-def request(flag: str) -> None:
-    """Buttons record their click in session state, so no rerun before the page reads it can lose it."""
-    st.session_state[flag] = True
-
-
 catalog, reason = shared.run_catalog()
 if catalog is None:
     shared.show_reasons([reason], "The runs store cannot be opened")
@@ -36,7 +29,8 @@ with st.expander("Import runs from other machines (runner Parquet or CSV)"):
     label = st.text_input("Label for the imported runs (optional)", key="runs_import_label",
                           placeholder="e.g. after driver 580")
     notes = st.text_area("Notes (optional)", key="runs_import_notes")
-    st.button("Import", key="runs_import", disabled=not uploads, on_click=request, args=("runs_import_requested",))
+    st.button("Import", key="runs_import", disabled=not uploads, on_click=shared.request,
+              args=("runs_import_requested",))
     if st.session_state.pop("runs_import_requested", False):
         for upload in uploads or []:
             try:
@@ -85,7 +79,7 @@ labels = {r.run_id: f"{r.run_id} · {r.experiment} · {r.device_name} · {str(r.
 run_id = st.selectbox("Run", list(labels), format_func=labels.get, key="runs_selected")
 row = shown[shown["run_id"] == run_id].iloc[0]
 left, right = st.columns(2)
-left.button("Open on its page", key="runs_open", on_click=request, args=(f"runs_open_{run_id}",))
+left.button("Open on its page", key="runs_open", on_click=shared.request, args=(f"runs_open_{run_id}",))
 if st.session_state.pop(f"runs_open_{run_id}", False):
     st.switch_page(PAGE_OF[row["experiment"]], query_params={"run": run_id})
 if isinstance(row["notes"], str) and row["notes"]:
@@ -95,7 +89,7 @@ if row["origin"] == "bundled":
 else:
     sure = right.checkbox(f"Yes, delete run {run_id} and its {int(row['points'])} points",
                           key=f"runs_delete_sure_{run_id}")
-    right.button("Delete", key="runs_delete", disabled=not sure, type="secondary", on_click=request,
+    right.button("Delete", key="runs_delete", disabled=not sure, type="secondary", on_click=shared.request,
                  args=(f"runs_delete_{run_id}",))
     if st.session_state.pop(f"runs_delete_{run_id}", False) and sure:
         if catalog.store.delete(run_id):

@@ -33,9 +33,6 @@ def move(step: int) -> None:
     state["talk_scene"] = min(max(state["talk_scene"] + step, 0), count - 1)
 
 
-def ask_measure() -> None:
-    state["talk_measure_requested"] = True
-
 
 index = state["talk_scene"]
 st.query_params["scene"] = str(index + 1)
@@ -106,7 +103,7 @@ if frame is not None:
 
 left, middle, right = st.columns([1, 2, 1])
 left.button("← previous", key="talk_prev", on_click=move, args=(-1,), disabled=index == 0)
-middle.button("Measure live (m)", key="talk_measure", on_click=ask_measure)
+middle.button("Measure live (m)", key="talk_measure", on_click=shared.request, args=("talk_measure_requested",))
 right.button("next →", key="talk_next", on_click=move, args=(1,), disabled=index == count - 1)
 try:
     from streamlit_shortcuts import add_shortcuts
