@@ -25,7 +25,8 @@ DEFAULT_SERVICE = "gpu.worker:GpuService"
 
 @dataclass
 class JobHandle:
-    """A job's state as the page sees it. ``state``: queued, running, done, failed or cancelled."""
+    """A job's state as the page sees it. ``state``: queued, running, done, failed or cancelled. ``rows``
+    holds the points measured so far (complete schema rows, as the worker sends them)."""
 
     id: int
     kind: str
@@ -39,6 +40,7 @@ class JobHandle:
     error: Exception | None = None
     notes: list[str] = field(default_factory=list)
     queued_ahead: int = 0
+    rows: list[dict] = field(default_factory=list)
     _finished: threading.Event = field(default_factory=threading.Event, repr=False)
 
     @property
@@ -54,6 +56,19 @@ class JobHandle:
         if self.error is not None:
             raise self.error
         return self.result
+
+    def partial_frame(self):
+        """The points measured so far as a schema DataFrame (None before the first), for drawing while the job
+        runs; the final result is ``outcome()``."""
+        rows = list(self.rows)
+        if not rows:
+            return None
+        from gpu import schema
+
+        try:
+            return schema.make_frame(rows, {})
+        except schema.SchemaError:
+            return None
 
     def _finish(self, state: str, result=None, error: Exception | None = None) -> None:
         self.state, self.result, self.error = state, result, error
@@ -252,6 +267,8 @@ class WorkerClient:
                 continue  # a late message from a job already given up on
             if tag == "progress":
                 handle.done, handle.total, handle.text = message[2], message[3], message[4]
+            elif tag == "row":
+                handle.rows.append(message[2])
             elif tag == "result":
                 handle._finish("done", result=message[2])
                 return

@@ -20,6 +20,11 @@ class Profile:
     Stop as *converged* once ``samples >= min_samples``, the summed sample time reaches
     ``min_time_s`` and the relative standard deviation is at most ``max_noise``; otherwise stop at
     ``timeout_s`` of wall time (with at least ``floor_samples`` samples) or at ``max_samples``.
+
+    With ``budget_samples`` > 0 a point's wall-time limit also scales with its cost: it stops as *budget*
+    once it has spent ``budget_samples`` times the wall time of one sample (the first warm-up's, or the
+    first sample's), but never before ``budget_floor_s`` nor before ``floor_samples`` samples. A 4 KiB copy
+    then gets milliseconds and a 1 GiB pageable copy a few samples, instead of both the same timeout.
     """
 
     name: str
@@ -30,6 +35,14 @@ class Profile:
     timeout_s: float
     max_samples: int
     floor_samples: int = 3
+    budget_samples: float = 0.0
+    budget_floor_s: float = 0.0
+
+    def budget_s(self, sample_cost_s: float) -> float:
+        """The wall-time limit of a point whose one sample costs ``sample_cost_s`` (timeout_s without a budget)."""
+        if self.budget_samples <= 0:
+            return self.timeout_s
+        return min(self.timeout_s, max(self.budget_floor_s, self.budget_samples * sample_cost_s))
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -38,9 +51,10 @@ class Profile:
 # nvbench's defaults: >= 10 samples, stop at <= 0.5 % noise after >= 0.5 s of samples, give up at 15 s.
 PRECISE = Profile("precise", warmup=3, min_samples=10, max_noise=0.005, min_time_s=0.5, timeout_s=15.0,
                   max_samples=5000)
-# For sliders: a small budget per point, so a 19-point sweep answers in seconds.
-INTERACTIVE = Profile("interactive", warmup=1, min_samples=5, max_noise=0.02, min_time_s=0.01, timeout_s=0.4,
-                      max_samples=200)
+# For sliders and talks: converge at 2 % noise, or spend about 8 samples' worth of time (at least 10 ms, at
+# most 1.5 s) and report the spread found; always at least 5 samples, so comparisons keep their power.
+INTERACTIVE = Profile("interactive", warmup=1, min_samples=5, max_noise=0.02, min_time_s=0.01, timeout_s=1.5,
+                      max_samples=400, floor_samples=5, budget_samples=8.0, budget_floor_s=0.01)
 PROFILES = {p.name: p for p in (PRECISE, INTERACTIVE)}
 
 
@@ -66,7 +80,7 @@ def get_profile(spec: str) -> Profile:
             value = type(values[key])(float(text)) if isinstance(values[key], int) else float(text)
         except ValueError:
             raise ValueError(f"profile '{spec}': '{text}' is not a number") from None
-        if value <= 0 and key not in ("warmup",):
+        if value < 0 or (value == 0 and key not in ("warmup", "budget_samples", "budget_floor_s")):
             raise ValueError(f"profile '{spec}': {key} must be positive")
         values[key] = value
     values["name"] = str(spec)
@@ -107,32 +121,48 @@ def summarize(samples_ms, stop_reason: str) -> Summary:
     )
 
 
-def stop_reason(profile: Profile, samples_ms: list[float], elapsed_wall_s: float) -> str | None:
-    """Why sampling should stop now ('converged', 'timeout', 'max_samples'), or None to go on."""
+def stop_reason(profile: Profile, samples_ms: list[float], elapsed_wall_s: float,
+                sample_cost_s: float | None = None) -> str | None:
+    """Why sampling should stop now ('converged', 'budget', 'timeout', 'max_samples'), or None to go on.
+
+    ``sample_cost_s`` is the wall time of one sample of this point (for profiles with a budget)."""
     n = len(samples_ms)
     if n >= profile.max_samples:
         return "max_samples"
     if n >= profile.min_samples and sum(samples_ms) / 1e3 >= profile.min_time_s:
         if relative_std(samples_ms) <= profile.max_noise:
             return "converged"
-    if elapsed_wall_s >= profile.timeout_s and n >= min(profile.floor_samples, profile.min_samples):
+    if n < min(profile.floor_samples, profile.min_samples):
+        return None
+    if elapsed_wall_s >= profile.timeout_s:
         return "timeout"
+    if profile.budget_samples > 0 and sample_cost_s is not None and elapsed_wall_s >= profile.budget_s(sample_cost_s):
+        return "budget"
     return None
 
 
 def sample_until_stable(sample_once: Callable[[], float], profile: Profile,
                         clock: Callable[[], float] = time.perf_counter,
                         on_sample: Callable[[int], None] | None = None) -> Summary:
-    """Warm up, then call ``sample_once`` (which returns one sample in ms) until the profile says stop."""
-    for _ in range(profile.warmup):
+    """Warm up, then call ``sample_once`` (which returns one sample in ms) until the profile says stop.
+
+    The wall time of the first warm-up (or, without one, of the first sample), host overhead included, is
+    the point's sample cost for a budgeted profile."""
+    cost = None
+    for i in range(profile.warmup):
+        began = clock()
         sample_once()
+        if i == 0:
+            cost = clock() - began
     samples: list[float] = []
     start = clock()
     while True:
         samples.append(float(sample_once()))
+        if cost is None:
+            cost = clock() - start
         if on_sample is not None:
             on_sample(len(samples))
-        reason = stop_reason(profile, samples, clock() - start)
+        reason = stop_reason(profile, samples, clock() - start, cost)
         if reason:
             return summarize(samples, reason)
 

@@ -9,6 +9,7 @@ client starts a fresh process for the next job.
 
 Messages to the client (tuples on the event queue):
 ``("hello", info)``, ``("init_failed", message)``, ``("progress", job_id, done, total, text)``,
+``("row", job_id, row)`` (one measured point, a complete schema row, sent as soon as it is verified),
 ``("result", job_id, payload)``, ``("error", job_id, kind, message, reasons, fatal)``.
 """
 
@@ -33,6 +34,32 @@ def _rss_bytes() -> int:
         return 0
 
 
+class JobProgress:
+    """A job's progress callback, ``progress(done, total, text)``, that can also send a finished row at once
+    (``progress.row(row)``), so the page draws points as they are measured."""
+
+    def __init__(self, event_queue, job_id: int):
+        self._events, self._job_id = event_queue, job_id
+
+    def __call__(self, done, total, text="") -> None:
+        self._events.put(("progress", self._job_id, int(done), int(total), str(text)))
+
+    def row(self, row: dict) -> None:
+        self._events.put(("row", self._job_id, row))
+
+
+class _RunRowProgress:
+    """Passes progress on, and completes each streamed row with its run's id, experiment and provenance."""
+
+    def __init__(self, progress, run_columns: dict):
+        self._progress, self._run_columns = progress, run_columns
+        if hasattr(progress, "row"):
+            self.row = lambda row: progress.row({**run_columns, **row})
+
+    def __call__(self, done, total, text="") -> None:
+        self._progress(done, total, text)
+
+
 class GpuService:
     """Job handlers on top of a GpuRuntime (built on the worker's main thread)."""
 
@@ -47,7 +74,7 @@ class GpuService:
 
     def handle(self, job: dict, progress, should_cancel):
         from gpu import schema
-        from gpu.experiments import get_experiment
+        from gpu.experiments import get_experiment, in_point_order
 
         kind = job["kind"]
         if kind == "experiment":
@@ -57,9 +84,10 @@ class GpuService:
             if reasons:
                 raise ValidationError(reasons)
             provenance = self.runtime.provenance()  # the timestamp says when the run started
-            rows = module.run(params, self.runtime, progress, should_cancel)
             point = {"run_id": uuid.uuid4().hex[:12], "experiment": module.NAME}
-            return schema.make_frame([{**point, **row} for row in rows], provenance)
+            rows = module.run(params, self.runtime, _RunRowProgress(progress, {**provenance, **point}), should_cancel)
+            frame = schema.make_frame([{**point, **row} for row in rows], provenance)
+            return in_point_order(frame, module, params)  # measured story-first, returned in point order
         if kind == "health":
             return self.runtime.health_check()
         if kind == "memory":
@@ -110,8 +138,7 @@ def serve(job_queue, event_queue, cancel_value, service_spec: str, service_optio
             break
         job_id = job["id"]
 
-        def progress(done, total, text="", _id=job_id):
-            event_queue.put(("progress", _id, int(done), int(total), str(text)))
+        progress = JobProgress(event_queue, job_id)
 
         def should_cancel(_id=job_id) -> bool:
             return cancel_value.value == _id

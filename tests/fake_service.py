@@ -35,6 +35,13 @@ class FakeService:
                 time.sleep(job.get("seconds", 0.05))
             progress(n, n, "done")
             return {"pid": os.getpid(), "points": n}
+        if kind == "rows":  # a sweep that streams each finished row, then waits to be released
+            for i in range(job.get("n", 3)):
+                progress.row({"point": i})
+            deadline = time.monotonic() + 30
+            while not should_cancel() and time.monotonic() < deadline and not os.path.exists(job["release"]):
+                time.sleep(0.01)
+            return {"points": job.get("n", 3)}
         if kind == "invalid":
             raise ValidationError(["size 0 B is too small"])
         if kind == "sticky":  # what PyCUDA raises after an illegal address
@@ -59,12 +66,14 @@ class RecordedService(FakeService):
     The numbers are real recorded ones; only their delivery is simulated, and only in tests.
     """
 
-    def __init__(self, seconds_per_point: float = 0.01):
+    def __init__(self, seconds_per_point: float | None = None):
         super().__init__()
         from gpu.backend import ReplayBackend
 
         self.recorded = ReplayBackend().data
-        self.seconds_per_point = seconds_per_point
+        # PINPOINT_FAKE_SECONDS_PER_POINT slows delivery down, for tests that watch points arrive.
+        self.seconds_per_point = seconds_per_point if seconds_per_point is not None else \
+            float(os.environ.get("PINPOINT_FAKE_SECONDS_PER_POINT", "0.01"))
 
     def hello(self) -> dict:
         facts = self.recorded.iloc[0][["device_name", "compute_capability", "sm_count", "memory_total_bytes",
@@ -99,10 +108,13 @@ class RecordedService(FakeService):
         wanted = set(points)
         recorded = self.recorded[self.recorded["experiment"] == module.NAME]
         keys = zip(*(recorded[c] for c in module.KEY_COLUMNS), strict=True)
-        rows = recorded[[key in wanted for key in keys]]
+        rows = recorded[[key in wanted for key in keys]].reset_index(drop=True)
+        records = rows.to_dict("records")
         for i, _ in enumerate(points):
             if should_cancel():
                 raise JobCancelled()
             progress(i, len(points), f"point {i}")
             time.sleep(self.seconds_per_point)
-        return rows.reset_index(drop=True)
+            if i < len(records) and hasattr(progress, "row"):
+                progress.row(records[i])  # streamed like the real worker's rows
+        return rows

@@ -29,6 +29,20 @@ def test_jobs_from_sessions_run_one_at_a_time_in_order(client):
     assert first.total == 10 and first.done == 10  # progress streamed back
 
 
+def test_rows_arrive_while_the_job_is_still_running(client, tmp_path):
+    """Progressive delivery: each row the service hands to progress.row reaches the handle before the result."""
+    release = tmp_path / "release"
+    job = client.submit("rows", {"n": 3, "release": str(release)})
+    deadline = 200
+    while len(job.rows) < 3 and deadline:
+        job.wait(0.05)
+        deadline -= 1
+    assert job.rows == [{"point": 0}, {"point": 1}, {"point": 2}]
+    assert not job.finished and job.state == "running"  # the rows came first; the job has not ended
+    release.write_text("go")
+    assert job.outcome() == {"points": 3}
+
+
 def test_a_sessions_new_job_cancels_its_running_job(client):
     long_job = client.submit("steps", {"n": 200, "seconds": 0.05}, session="talk")
     while long_job.state != "running" or long_job.done < 2:

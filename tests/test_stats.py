@@ -47,6 +47,47 @@ class TestStoppingRule:
         assert stop_reason(self.profile, [500.0, 600.0, 550.0], 20.0) == "timeout"
 
 
+class TestCostScaledBudget:
+    """The interactive profile gives each point a wall-time budget of a few samples' worth of its own cost."""
+
+    profile = Profile("t", warmup=1, min_samples=5, max_noise=0.02, min_time_s=0.01, timeout_s=1.5, max_samples=400,
+                      floor_samples=5, budget_samples=8, budget_floor_s=0.01)
+
+    def test_budget_scales_with_the_cost_of_a_sample_between_floor_and_timeout(self):
+        assert self.profile.budget_s(0.0001) == 0.01  # a 4 KiB copy: the 10 ms floor
+        assert self.profile.budget_s(0.1) == pytest.approx(0.8)  # 8 samples of 100 ms
+        assert self.profile.budget_s(1.0) == 1.5  # never past the timeout
+        assert stats.PRECISE.budget_s(0.1) == stats.PRECISE.timeout_s  # precise has no budget
+
+    def test_noisy_point_stops_on_its_budget_not_the_timeout(self):
+        noisy = [100.0, 130.0] * 3  # cv ~ 14 %, never converges
+        assert stop_reason(self.profile, noisy, 0.79, sample_cost_s=0.1) is None
+        assert stop_reason(self.profile, noisy, 0.80, sample_cost_s=0.1) == "budget"
+        assert stop_reason(self.profile, [0.01, 0.02] * 3, 0.02, sample_cost_s=1e-5) == "budget"  # cheap: 10 ms
+
+    def test_budget_keeps_the_floor_of_samples_and_quiet_points_converge_first(self):
+        assert stop_reason(self.profile, [100.0, 130.0, 100.0, 130.0], 5.0, sample_cost_s=0.1) is None  # 4 < 5
+        assert stop_reason(self.profile, [100.0] * 5, 0.9, sample_cost_s=0.1) == "converged"
+
+    def test_cost_is_the_first_warm_up_sample_host_time_included(self):
+        now = [0.0]
+
+        def clock():
+            return now[0]
+
+        def sample():
+            now[0] += 0.125  # every sample takes 125 ms of wall time
+            return 100.0 if len(kept) % 2 else 130.0
+
+        kept = []
+        summary = sample_until_stable(lambda: kept.append(1) or sample(), self.profile, clock=clock)
+        # Budget 8 x 0.125 s: stops when 1 s has passed after the warm-up, i.e. after 8 kept samples.
+        assert summary.stop_reason == "budget" and summary.samples == 8 and len(kept) == 9
+
+    def test_budget_can_be_switched_off_by_name(self):
+        assert get_profile("interactive/budget_samples=0").budget_s(0.1) == stats.INTERACTIVE.timeout_s
+
+
 def test_sample_until_stable_warms_up_and_uses_the_clock():
     calls = []
     ticks = iter(range(10**6))

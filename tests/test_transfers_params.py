@@ -87,3 +87,23 @@ def test_pattern_detects_dropped_swapped_and_repeated_chunks():
         transfers.verify_equal(pattern, pattern[:512], "x")
     transfers.verify_equal(pattern, pattern.copy(), "x")
     assert not np.array_equal(transfers.pattern_for(1024, 7), transfers.pattern_for(1024, 8))
+
+
+@pytest.mark.parametrize("count,offset", [(3 << 20, 0), (3 << 20, 1), (3 << 20 | 1, 0)])
+def test_verification_finds_one_wrong_word_deep_in_a_large_result(count, offset):
+    """Sliced, 64-bit-wide comparison: a single wrong word in a later slice, at odd positions and odd sizes, and
+    in arrays not 8-byte aligned, is still found and named."""
+    backing = transfers.pattern_for(count + offset, seed=3)
+    expected = backing[offset:]
+    actual = expected.copy()
+    actual[count - 2] ^= np.uint32(1)
+    with pytest.raises(VerificationError, match=f"1 of {count} words wrong, first at word {count - 2}"):
+        transfers.verify_equal(expected, actual, "x")
+    transfers.verify_equal(expected, expected.copy(), "x")
+
+
+def test_patterns_of_two_seeds_differ_in_every_word():
+    """What the GPU-side check relies on: a destination prefilled with another seed's pattern cannot pass for the
+    expected one in any word a copy failed to write (the kernels compute the same words as pattern_for)."""
+    n = 1 << 20
+    assert np.all(transfers.pattern_for(n, 0x12345678) != transfers.pattern_for(n, 0x9E3779B9 + 0x12345678))

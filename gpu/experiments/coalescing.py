@@ -23,6 +23,7 @@ import numpy as np
 from gpu import stats
 from gpu.errors import JobCancelled, ValidationError
 from gpu.experiments import _kernels as k
+from gpu.experiments._sweep import SweepRows
 from gpu.experiments.transfers import verify_equal
 
 NAME = "coalescing"
@@ -141,7 +142,7 @@ def run(params: Params, gpu, progress, should_cancel) -> list[dict]:
     profile = stats.get_profile(params.profile)
     n, side = params.elements, params.matrix_side
     points = list(params.points())
-    rows: list[dict] = []
+    rows = SweepRows(progress)  # each row reaches the page as soon as it is measured
     u64 = np.uint64
     with gpu.job_scope() as ledger:
         timer = KernelTimer(gpu, ledger)

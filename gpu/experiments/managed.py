@@ -26,6 +26,7 @@ import numpy as np
 from gpu import stats
 from gpu.errors import JobCancelled, ValidationError, VerificationError
 from gpu.experiments import _kernels as k
+from gpu.experiments._sweep import SweepRows
 from gpu.experiments.transfers import pattern_for
 from gpu.units import GiB, MiB, format_bytes
 
@@ -112,7 +113,7 @@ def run(params: Params, gpu, progress, should_cancel) -> list[dict]:
     profile = stats.get_profile(params.profile)
     checksum = gpu.kernel("memory_modes", "checksum_u32")
     points = list(params.points())
-    rows: list[dict] = []
+    rows = SweepRows(progress)  # each row reaches the page as soon as it is measured
     with gpu.job_scope() as ledger:
         timer = KernelTimer(gpu, ledger)
         total = ledger.device_buffer(8)

@@ -19,6 +19,7 @@ import numpy as np
 from gpu import stats
 from gpu.errors import JobCancelled, ValidationError
 from gpu.experiments import _kernels as k
+from gpu.experiments._sweep import SweepRows
 from gpu.experiments.transfers import verify_equal
 
 NAME = "occupancy"
@@ -113,7 +114,7 @@ def run(params: Params, gpu, progress, should_cancel) -> list[dict]:
         function.set_attribute(fa.MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                device.shared_per_block_optin - function.get_attribute(fa.SHARED_SIZE_BYTES))
     points = list(params.points())
-    rows: list[dict] = []
+    rows = SweepRows(progress)  # each row reaches the page as soon as it is measured
     with gpu.job_scope() as ledger:
         timer = KernelTimer(gpu, ledger)
         src_host = k.small_int_floats(STREAM_ELEMENTS, seed=7)

@@ -25,6 +25,7 @@ import numpy as np
 from gpu import stats
 from gpu.errors import JobCancelled, ValidationError
 from gpu.experiments import _kernels as k
+from gpu.experiments._sweep import SweepRows
 from gpu.experiments.transfers import pattern_for, verify_equal
 from gpu.units import KiB, MiB, format_bytes
 
@@ -108,7 +109,7 @@ def run(params: Params, gpu, progress, should_cancel) -> list[dict]:
     cuda, telemetry = gpu.cuda, gpu.telemetry
     profile = stats.get_profile(params.profile)
     points = list(params.points())
-    rows: list[dict] = []
+    rows = SweepRows(progress)  # each row reaches the page as soon as it is measured
     device_pool, pinned_pool = DeviceMemoryPool(), PageLockedMemoryPool()
     try:
         with gpu.job_scope() as ledger:

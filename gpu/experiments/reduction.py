@@ -21,6 +21,7 @@ import numpy as np
 from gpu import stats
 from gpu.errors import JobCancelled, ValidationError, VerificationError
 from gpu.experiments import _kernels as k
+from gpu.experiments._sweep import SweepRows
 
 NAME = "reduction"
 KERNEL_VARIANTS = ("atomic_per_element", "shared_tree", "warp_shuffle", "grid_stride", "gpuarray_dot")
@@ -102,7 +103,7 @@ def run(params: Params, gpu, progress, should_cancel) -> list[dict]:
     cuda = gpu.cuda
     profile = stats.get_profile(params.profile)
     points = list(params.points())
-    rows: list[dict] = []
+    rows = SweepRows(progress)  # each row reaches the page as soon as it is measured
     fn = {name: gpu.kernel("reduction", f"dot_{name}") for name in
           ("atomic_per_element", "shared_tree", "warp_shuffle", "grid_stride")}
     rng = np.random.default_rng()

@@ -36,6 +36,7 @@ import numpy as np
 from gpu import overlap, stats
 from gpu.errors import JobCancelled, ValidationError
 from gpu.experiments import _kernels as k
+from gpu.experiments._sweep import SweepRows
 from gpu.experiments.transfers import verify_equal
 from gpu.units import GiB, MiB, format_bytes
 
@@ -301,7 +302,7 @@ def run(params: Params, gpu, progress, should_cancel) -> list[dict]:
     profile = stats.get_profile(params.profile)
     size, n = params.size_bytes, params.elements
     total = sum(1 for _ in params.points())
-    rows: list[dict] = []
+    rows = SweepRows(progress)  # each row reaches the page as soon as it is measured
     inputs = k.small_int_floats(n, seed=time.time_ns() & 0xFFFF)
     poison = np.uint32(0xFFFFFFFF)  # a NaN pattern no result can have
     telemetry = gpu.telemetry

@@ -15,6 +15,7 @@ import numpy as np
 
 from gpu import stats
 from gpu.errors import ValidationError, VerificationError
+from gpu.experiments._sweep import SweepRows, coarse_first
 from gpu.units import GiB, KiB, MiB, format_bytes
 
 NAME = "transfers"
@@ -145,86 +146,176 @@ def pattern_for(count: int, seed: int) -> np.ndarray:
 
 
 def verify_equal(expected: np.ndarray, actual: np.ndarray, what: str) -> None:
-    """Bit-exact comparison; raises VerificationError naming the first wrong element."""
+    """Bit-exact comparison; raises VerificationError naming the first wrong element.
+
+    Compared in 4 MiB slices (as 64-bit words where both arrays allow it), so the comparison stays in cache
+    and a correct 256 MiB result costs tens of milliseconds; only a wrong slice is searched word by word."""
     if expected.shape != actual.shape:
         raise VerificationError(f"{what}: got {actual.size} elements, expected {expected.size}")
-    wrong = np.flatnonzero(expected != actual)
-    if wrong.size:
-        first = int(wrong[0])
-        raise VerificationError(f"{what}: {wrong.size} of {expected.size} words wrong, first at word {first} "
-                                f"(expected 0x{int(expected[first]):08x}, got 0x{int(actual[first]):08x})")
+    flat_e, flat_a = expected.reshape(-1), actual.reshape(-1)
+    wide = (flat_e.dtype.itemsize == 4 and flat_e.size % 2 == 0 and flat_e.flags.c_contiguous
+            and flat_a.flags.c_contiguous and flat_e.ctypes.data % 8 == 0 and flat_a.ctypes.data % 8 == 0)
+    fast_e, fast_a = (flat_e.view(np.uint64), flat_a.view(np.uint64)) if wide else (flat_e, flat_a)
+    step = (4 << 20) // fast_e.itemsize
+    for start in range(0, fast_e.size, step):
+        if np.array_equal(fast_e[start:start + step], fast_a[start:start + step]):
+            continue
+        scale = 2 if wide else 1
+        base = start * scale
+        part_e, part_a = flat_e[base:base + step * scale], flat_a[base:base + step * scale]
+        wrong = np.flatnonzero(part_e != part_a)
+        total = int(np.count_nonzero(flat_e != flat_a))
+        first = base + int(wrong[0])
+        raise VerificationError(f"{what}: {total} of {expected.size} words wrong, first at word {first} "
+                                f"(expected 0x{int(flat_e[first]):08x}, got 0x{int(flat_a[first]):08x})")
 
 
 class _TransferBench:
-    """Measures one sweep's points on a GpuRuntime; all buffers come from the job's ledger."""
+    """Measures one sweep's points on a GpuRuntime; all buffers come from the job's ledger.
 
-    def __init__(self, gpu, ledger, profile: stats.Profile):
+    One device buffer and one host buffer per memory mode, each of the sweep's largest size, serve every size (a
+    point copies their first ``size`` bytes), so a sweep allocates pinned memory once per mode, not once per size.
+    The check pattern is written and checked by kernels on the GPU (``pattern_fill``, ``pattern_mismatches``):
+    a 1 GiB point spends its time copying, not preparing. Before every copy the destination holds the pattern of
+    another seed, which differs from the expected one in every word, so a word the copy did not write never
+    passes. Each host buffer holds one seed's pattern everywhere between points (``host_seed``)."""
+
+    BLOCK = 256
+
+    def __init__(self, gpu, ledger, profile: stats.Profile, largest: int, seed: int, keep_hosts: bool):
         self.gpu = gpu
         self.cuda = gpu.cuda
         self.ledger = ledger
         self.profile = profile
+        self.largest = largest
+        self.keep_hosts = keep_hosts
         self.stream = self.cuda.Stream()
         self.start = self.cuda.Event()
         self.end = self.cuda.Event()
         self.copy_kernel = gpu.functions["copy_vec4"]
         self.copy_kernel.prepare("PPQ")
+        self.fill_kernel = gpu.kernel("transfers", "pattern_fill")
+        self.fill_kernel.prepare("PQI")
+        self.check_kernel = gpu.kernel("transfers", "pattern_mismatches")
+        self.check_kernel.prepare("PQIP")
+        self.device = ledger.device_buffer(largest)
+        self.found = ledger.device_buffer(16)
+        self.hosts: dict[str, np.ndarray] = {}
+        self.host_seed: dict[str, int] = {}
+        self._base_seed = seed
+        self._seeds = 0
 
-    def copy_ms(self, mode: str, direction: str, host: np.ndarray, device, nbytes: int) -> float:
+    # --- the pattern, on the GPU ---------------------------------------------------------------------------------
+    def next_seed(self) -> int:
+        """A seed never used before in this sweep (odd steps of 2^32 / golden ratio: all distinct)."""
+        self._seeds += 1
+        return (self._base_seed + 0x9E3779B9 * self._seeds) & 0xFFFFFFFF
+
+    def _grid(self, count: int) -> tuple[int, int]:
+        return (max(1, min(-(-count // self.BLOCK), self.gpu.sm_count * 16)), 1)
+
+    def fill(self, count: int, seed: int) -> None:
+        """The device buffer's first ``count`` words := the pattern of ``seed``."""
+        self.fill_kernel.prepared_call(self._grid(count), (self.BLOCK, 1, 1), int(self.device), np.uint64(count),
+                                       np.uint32(seed))
+
+    def check(self, count: int, seed: int, label: str) -> None:
+        """Raise VerificationError unless the device buffer's first ``count`` words are the pattern of ``seed``."""
+        self.cuda.memcpy_htod(self.found, np.array([0, np.iinfo(np.uint64).max], dtype=np.uint64))
+        self.check_kernel.prepared_call(self._grid(count), (self.BLOCK, 1, 1), int(self.device), np.uint64(count),
+                                        np.uint32(seed), self.found)
+        found = np.empty(2, dtype=np.uint64)
+        self.cuda.memcpy_dtoh(found, self.found)
+        if found[0]:
+            first = int(found[1])
+            word = np.empty(1, dtype=np.uint32)
+            self.cuda.memcpy_dtoh(word, int(self.device) + 4 * first)
+            expected = ((first * 2654435761) & 0xFFFFFFFF) ^ seed
+            raise VerificationError(f"{label}: {int(found[0])} of {count} words wrong, first at word {first} "
+                                    f"(expected 0x{expected:08x}, got 0x{int(word[0]):08x})")
+
+    def load_host(self, host: np.ndarray, seed: int) -> None:
+        """``host`` := the pattern of ``seed`` (written on the GPU, then copied down)."""
+        self.fill(host.size, seed)
+        self.cuda.memcpy_dtoh(host, self.device)
+
+    def host(self, mode: str) -> np.ndarray:
+        """The mode's host buffer of the largest size, holding the pattern of ``host_seed[mode]`` everywhere."""
+        if mode not in self.hosts:
+            array = self.ledger.host_buffer(self.largest, mode)
+            self.host_seed[mode] = self.next_seed()
+            self.load_host(array, self.host_seed[mode])
+            self.hosts[mode] = array
+        return self.hosts[mode]
+
+    def done_with(self, mode: str) -> None:
+        """After a size's points of ``mode``: keep its buffer for the next size, unless the budget says not to."""
+        if not self.keep_hosts and mode in self.hosts:
+            self._release(mode, self.hosts.pop(mode))
+
+    # --- one copy --------------------------------------------------------------------------------------------------
+    def copy_ms(self, mode: str, direction: str, host: np.ndarray, host_ptr: int | None, nbytes: int) -> float:
         cuda, stream = self.cuda, self.stream
         self.start.record(stream)
         if mode == "mapped":
-            host_ptr = host.base.get_device_pointer()
-            src, dst = (host_ptr, int(device)) if direction == "h2d" else (int(device), host_ptr)
+            src, dst = (host_ptr, int(self.device)) if direction == "h2d" else (int(self.device), host_ptr)
             n_vec4 = nbytes // 16
             block = 256
             grid = max(1, min((n_vec4 + block - 1) // block, self.gpu.sm_count * 16))
             self.copy_kernel.prepared_async_call((grid, 1), (block, 1, 1), stream, src, dst, n_vec4)
         elif direction == "h2d":
-            cuda.memcpy_htod_async(device, host, stream)
+            cuda.memcpy_htod_async(self.device, host, stream)
         else:
-            cuda.memcpy_dtoh_async(host, device, stream)
+            cuda.memcpy_dtoh_async(host, self.device, stream)
         self.end.record(stream)
         self.end.synchronize()
         return self.start.time_till(self.end)
 
-    def prepare(self, mode, direction, host, device, pattern) -> None:
-        """Source holds the pattern, destination is poisoned, so an unwritten word cannot verify."""
+    def prepare(self, direction: str, host: np.ndarray, count: int, seed: int) -> None:
+        """Source holds the pattern of ``seed``; the destination that of another seed (every word differs)."""
         if direction == "h2d":
-            np.copyto(host, pattern)
-            self.cuda.memset_d32(device, int(POISON), pattern.size)
+            self.fill(count, self.next_seed())
         else:
-            self.cuda.memcpy_htod(device, pattern)
-            host.fill(POISON)
+            self.fill(count, seed)
         self.cuda.Context.synchronize()
 
-    def verify(self, mode, direction, host, device, pattern, readback, label) -> None:
-        if direction == "h2d":
-            self.cuda.memcpy_dtoh(readback, device)
-            verify_equal(pattern, readback, label)
-        elif mode == "pinned_wc":
-            # CPU reads of write-combined memory are uncached and very slow: check it through the GPU.
-            self.cuda.memcpy_htod(device, host)
-            self.cuda.memcpy_dtoh(readback, device)
-            verify_equal(pattern, readback, label)
-        else:
-            verify_equal(pattern, host, label)
+    def verify_host(self, host: np.ndarray, count: int, seed: int, label: str) -> None:
+        """A device → host copy is checked on the GPU: the host words, copied back over another seed's pattern,
+        must be the pattern of ``seed``."""
+        self.fill(count, self.next_seed())
+        self.cuda.memcpy_htod(self.device, host)
+        self.check(count, seed, label)
 
-    def measure(self, size, mode, direction, include_alloc, device, pattern, readback, host):
+    @staticmethod
+    def _mapped_pointer(mode: str, array: np.ndarray) -> int | None:
+        return array.base.get_device_pointer() if mode == "mapped" else None
+
+    def measure(self, size, mode, direction, include_alloc):
         label = f"{MODE_LABELS[mode]} {direction.upper()} {format_bytes(size)}"
+        count = size // 4
         telemetry = self.gpu.telemetry
         telemetry.start_point()
         if not include_alloc:
-            self.prepare(mode, direction, host, device, pattern)
+            full = self.host(mode)
+            host, host_ptr = full[:count], self._mapped_pointer(mode, full)
+            # H2D copies the pattern the host holds; D2H writes a new seed's pattern over it.
+            seed = self.host_seed[mode] if direction == "h2d" else self.next_seed()
+            self.prepare(direction, host, count, seed)
 
             def sample() -> float:
                 telemetry.sample()
-                return self.copy_ms(mode, direction, host, device, size)
+                return self.copy_ms(mode, direction, host, host_ptr, size)
 
             summary = stats.sample_until_stable(sample, self.profile)
-            self.verify(mode, direction, host, device, pattern, readback, label)
+            if direction == "h2d":
+                self.check(count, seed, label)
+            else:
+                self.verify_host(host, count, seed, label)
+                self.load_host(host, self.host_seed[mode])  # the host buffer holds one pattern again
             timer = "cuda_event"
         else:
             last = {}
+            seed = self.next_seed()
 
             def sample() -> float:
                 telemetry.sample()
@@ -233,12 +324,17 @@ class _TransferBench:
                 started = time.perf_counter()
                 fresh = self.ledger.host_buffer(size, mode)
                 alloc_ms = (time.perf_counter() - started) * 1e3
-                self.prepare(mode, direction, fresh, device, pattern)
+                # Fresh memory holds anything: give the side that must change another seed's pattern.
+                self.load_host(fresh, seed if direction == "h2d" else self.next_seed())
+                self.prepare(direction, fresh, count, seed)
                 last["host"] = fresh
-                return alloc_ms + self.copy_ms(mode, direction, fresh, device, size)
+                return alloc_ms + self.copy_ms(mode, direction, fresh, self._mapped_pointer(mode, fresh), size)
 
             summary = stats.sample_until_stable(sample, self.profile)
-            self.verify(mode, direction, last["host"], device, pattern, readback, label)
+            if direction == "h2d":
+                self.check(count, seed, label)
+            else:
+                self.verify_host(last["host"], count, seed, label)
             self._release(mode, last.pop("host"))
             timer = "host_clock_alloc+cuda_event_copy"
         return {
@@ -256,27 +352,26 @@ class _TransferBench:
 
 
 def run(params: Params, gpu, progress, should_cancel) -> list[dict]:
-    """Measure every point of ``params``; returns schema rows (the caller adds provenance)."""
+    """Measure every point of ``params``; returns schema rows (the caller adds provenance). Sizes are measured
+    coarse first (4 KiB, 1 GiB, 2 MiB, …: every mode at each), so the page shows the whole curve early."""
     from gpu.errors import JobCancelled
 
-    reasons = invalid_reasons(params, gpu.limits())
+    limits = gpu.limits()
+    reasons = invalid_reasons(params, limits)
     if reasons:
         raise ValidationError(reasons)
     profile = stats.get_profile(params.profile)
     total = sum(1 for _ in params.points())
-    rows: list[dict] = []
-    seed = int(time.time_ns()) & 0xFFFFFFFF
+    rows = SweepRows(progress)  # each row reaches the page as soon as it is measured
+    largest = max(params.sizes)
+    pinned_modes = [m for m in params.modes if m in PINNED_MODES]
+    # Keep every mode's buffer for the whole sweep when that fits the pinned budget and host memory.
+    keep = (len(pinned_modes) * largest <= limits.pinned_budget_bytes
+            and (not limits.host_available_bytes or (len(params.modes) + 1) * largest <= limits.host_available_bytes))
     with gpu.job_scope() as ledger:
-        bench = _TransferBench(gpu, ledger, profile)
-        for size in params.sizes:
-            count = size // 4
-            pattern = pattern_for(count, seed + size)
-            readback = np.empty(count, dtype=np.uint32)
-            device = ledger.device_buffer(size)
+        bench = _TransferBench(gpu, ledger, profile, largest, int(time.time_ns()) & 0xFFFFFFFF, keep)
+        for size in coarse_first(params.sizes):
             for mode in params.modes:
-                host = None
-                if False in params.include_alloc:
-                    host = ledger.host_buffer(size, mode)
                 for alloc in params.include_alloc:
                     for direction in params.directions:
                         if should_cancel():
@@ -284,10 +379,7 @@ def run(params: Params, gpu, progress, should_cancel) -> list[dict]:
                         progress(len(rows), total,
                                  f"{MODE_LABELS[mode]} {direction.upper()} {format_bytes(size)}"
                                  + (" incl. allocation" if alloc else ""))
-                        rows.append(bench.measure(size, mode, direction, alloc, device, pattern, readback, host))
-                if host is not None:
-                    bench._release(mode, host)
-            ledger.free_device(device)
-            del pattern, readback
+                        rows.append(bench.measure(size, mode, direction, alloc))
+                bench.done_with(mode)
     progress(total, total, "done")
     return rows

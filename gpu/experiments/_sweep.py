@@ -1,0 +1,59 @@
+"""How a sweep delivers its rows: as they are measured, in an order that tells the story early."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+
+class SweepRows(list):
+    """The rows a sweep has measured so far. Each appended row also goes to ``progress.row`` when the
+    caller's progress callback has that method (the worker's does: it streams the row to the page)."""
+
+    def __init__(self, progress=None):
+        super().__init__()
+        self._emit = getattr(progress, "row", None)
+
+    def append(self, row: dict) -> None:
+        super().append(row)
+        if self._emit is not None:
+            self._emit(row)
+
+    def extend(self, rows) -> None:
+        for row in rows:
+            self.append(row)
+
+    def __iadd__(self, rows):
+        self.extend(rows)
+        return self
+
+
+def coarse_first(values) -> list:
+    """The values of an axis in the order that shows its shape soonest: both ends, the middle, then the middles
+    of the gaps (4 KiB, 1 GiB, 2 MiB, 64 KiB, 32 MiB, …). Every value once."""
+    values = list(values)
+    if len(values) <= 2:
+        return values
+    order = [0, len(values) - 1]
+    gaps = [(0, len(values) - 1)]
+    while gaps:
+        narrower = []
+        for low, high in gaps:
+            if high - low >= 2:
+                middle = (low + high) // 2
+                order.append(middle)
+                narrower += [(low, middle), (middle, high)]
+        gaps = narrower
+    return [values[i] for i in order]
+
+
+def in_point_order(frame: pd.DataFrame, module, params) -> pd.DataFrame:
+    """The rows of ``frame`` in ``params.points()`` order (the order before progressive delivery), matched by
+    the experiment's KEY_COLUMNS; rows that match no point keep their order, at the end."""
+    from gpu.schema import key_value
+
+    if frame.empty:
+        return frame
+    rank = {tuple(key_value(v) for v in point): i for i, point in enumerate(params.points())}
+    keys = zip(*(frame[c] for c in module.KEY_COLUMNS), strict=True)
+    position = [rank.get(tuple(key_value(v) for v in key), len(rank)) for key in keys]
+    return frame.iloc[sorted(range(len(frame)), key=position.__getitem__)].reset_index(drop=True)
