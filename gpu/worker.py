@@ -64,9 +64,14 @@ class GpuService:
     """Job handlers on top of a GpuRuntime (built on the worker's main thread)."""
 
     def __init__(self, device_ordinal: int = 0):
+        import threading
+
+        from gpu.experiments import occupancy_sweep
         from gpu.runtime import GpuRuntime
 
         self.runtime = GpuRuntime(device_ordinal)
+        # Host-only NumPy work that every Occupancy measure needs; built once, off the CUDA thread.
+        threading.Thread(target=occupancy_sweep.chase_data, name="pinpoint-chase-cycle", daemon=True).start()
 
     def hello(self) -> dict:
         return {"facts": self.runtime.facts, "limits": self.runtime.limits().as_dict(), "pid": os.getpid(),

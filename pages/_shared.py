@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
@@ -138,15 +140,38 @@ def show_reasons(reasons: list[str], title: str = "These settings cannot run") -
     st.error(f"**{title}:**\n" + "\n".join(f"- {r}" for r in reasons))
 
 
-def follow(handle: JobHandle) -> None:
-    """Show a job's queue position and progress until it finishes."""
+POLL_S = 0.1  # how often a running job is looked at: new points are drawn within this of arriving
+REDRAW_S = 0.3  # at most this often a growing chart is redrawn (a redraw costs the browser a Plotly render)
+
+
+def follow(handle: JobHandle, preview=None) -> None:
+    """Show a job's queue position and progress until it finishes. With ``preview(frame, suffix)``, the points
+    measured so far are drawn as they arrive, redrawn in place as more come (``suffix`` makes each redraw's
+    element keys unique); the page's full view replaces the preview when the job ends."""
     bar = st.progress(0.0, text="starting…")
-    while not handle.wait(0.15):
+    slot = st.empty() if preview is not None else None
+    drawn, redraws, last = 0, 0, -1e9
+    while not handle.wait(POLL_S):
         if handle.state == "queued":
             bar.progress(0.0, text=f"queued behind {handle.queued_ahead} job(s) from other sessions")
         elif handle.total:
             bar.progress(min(handle.done / handle.total, 1.0), text=f"{handle.done}/{handle.total} · {handle.text}")
+        if slot is None or len(handle.rows) <= drawn or time.monotonic() - last < REDRAW_S:
+            continue
+        frame = handle.partial_frame()
+        if frame is None:
+            continue
+        drawn, redraws, last = len(frame), redraws + 1, time.monotonic()
+        with slot.container():
+            st.caption(f"**Measuring** · {drawn} of {handle.total or '?'} points so far, drawn as they arrive "
+                       "(coarse sizes first, then the gaps); the full page follows when the sweep ends.")
+            try:
+                preview(frame, f"_preview{redraws}")
+            except Exception as exc:  # a partial sweep may lack what a chart needs: wait for more points
+                st.caption(f"(more points needed to draw: {exc})")
     bar.empty()
+    if slot is not None:
+        slot.empty()
 
 
 def outcome(handle: JobHandle):
@@ -173,7 +198,7 @@ def request(flag: str) -> None:
     st.session_state[flag] = True
 
 
-def measured_frame(backend, experiment: str, params: dict, key: str, run_id: str | None = None):
+def measured_frame(backend, experiment: str, params: dict, key: str, run_id: str | None = None, preview=None):
     """The page's results: live, after the user presses Measure (kept in the session until the next press,
     so chart options never re-measure); replayed, straight from the chosen recording. None: stop here."""
     state = st.session_state
@@ -189,7 +214,7 @@ def measured_frame(backend, experiment: str, params: dict, key: str, run_id: str
         state.pop(f"{key}_result", None)
     job = state.get(f"{key}_job")
     if job is not None:
-        follow(job)
+        follow(job, preview)
         state[f"{key}_result"] = outcome(job)
         state.pop(f"{key}_job")
         if state[f"{key}_result"] is not None:
@@ -274,7 +299,7 @@ def typed_block_size(typed: str) -> list[int] | None:
 
 
 def section_frame(backend, experiment: str, params: dict, key: str, run_id: str | None = None,
-                  extra_reasons: list[str] | None = None):
+                  extra_reasons: list[str] | None = None, preview=None):
     """Profile choice, validation (with messages), then the measured or replayed frame; None (after saying
     why, or asking for Measure) when there is none. For pages with several experiments in sections."""
     profile_choice(backend, key, params)
@@ -282,13 +307,14 @@ def section_frame(backend, experiment: str, params: dict, key: str, run_id: str 
     if reasons:
         show_reasons(reasons)
         return None
-    return measured_frame(backend, experiment, params, key, run_id)
+    return measured_frame(backend, experiment, params, key, run_id, preview)
 
 
 def checked_frame(backend, experiment: str, params: dict, key: str, run_id: str | None = None,
-                  extra_reasons: list[str] | None = None):
-    """``section_frame`` for a page of one experiment: the page stops when there is no frame."""
-    frame = section_frame(backend, experiment, params, key, run_id, extra_reasons)
+                  extra_reasons: list[str] | None = None, preview=None):
+    """``section_frame`` for a page of one experiment: the page stops when there is no frame. ``preview(frame,
+    suffix)`` draws the page's main chart from the points measured so far while a live job runs."""
+    frame = section_frame(backend, experiment, params, key, run_id, extra_reasons, preview)
     if frame is None:
         st.stop()
     return frame

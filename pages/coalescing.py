@@ -45,7 +45,16 @@ with right:
 params = {"elements": elements, "block_sizes": shared.typed_block_size(typed_block) or [block],
           "groups": ["copy", *(groups or [])]}
 shared.sync_url()
-frame = shared.checked_frame(backend, coalescing.NAME, params, "coalescing", run_id)
+def preview(partial, suffix: str) -> None:
+    """While measuring: the copies (the reference) and the strided sweep, as far as measured."""
+    shared.chart(kernel_charts.variants_figure(partial, coalescing.VARIANTS["copy"], "Copy kernels"),
+                 key=f"chart_copy{suffix}")
+    if "strided" in set(partial["variant"]):
+        shared.chart(kernel_charts.sweep_figure(partial, "strided", "stride (elements)", "Strided reads"),
+                     key=f"chart_strided{suffix}")
+
+
+frame = shared.checked_frame(backend, coalescing.NAME, params, "coalescing", run_id, preview=preview)
 
 l2 = frame["l2_bytes"].dropna()
 st.caption(f"Working set: {format_bytes(4 * elements)} per buffer"

@@ -37,7 +37,9 @@ with tab_managed:
     shared.from_url("managed_size", "int", size_options)
     size = st.select_slider("Buffer size", size_options, format_func=format_bytes, key="managed_size",
                             value=256 * MiB if 256 * MiB in size_options else size_options[-1])
-    frame = shared.section_frame(backend, managed.NAME, {"sizes": [int(size)]}, "managed", run_id)
+    frame = shared.section_frame(backend, managed.NAME, {"sizes": [int(size)]}, "managed", run_id,
+                                 preview=lambda part, suffix: shared.chart(memory_charts.managed_figure(part),
+                                                                           key=f"chart_managed{suffix}"))
     if frame is not None:
         table = memory_charts.managed_table(frame)
         row = table.iloc[0]
@@ -71,7 +73,9 @@ with tab_pools:
             sizes = parse_size_list(typed)
         except SizeError as exc:
             sizes, errors = [], [str(exc)]
-    frame = shared.section_frame(backend, pools.NAME, {"sizes": sizes}, "pools", run_id, extra_reasons=errors)
+    frame = shared.section_frame(backend, pools.NAME, {"sizes": sizes}, "pools", run_id, extra_reasons=errors,
+                                 preview=lambda part, suffix: shared.chart(memory_charts.pools_figure(part),
+                                                                           key=f"chart_pools{suffix}"))
     if frame is not None:
         table = memory_charts.pool_table(frame)
         parts = []
@@ -105,7 +109,9 @@ with tab_batching:
     pieces_chosen = st.pills("Piece sizes s", fitting, selection_mode="multi", default=fitting,
                              format_func=format_bytes, key=f"batching_pieces_{count}")
     frame = shared.section_frame(backend, batching.NAME, {"piece_sizes": sorted(pieces_chosen or []),
-                                                          "pieces": int(count)}, "batching", run_id)
+                                                          "pieces": int(count)}, "batching", run_id,
+                                 preview=lambda part, suffix: shared.chart(memory_charts.batching_figure(part),
+                                                                           key=f"chart_batching{suffix}"))
     if frame is not None:
         table = memory_charts.batching_table(frame)
         overhead = table["per-copy overhead µs"].dropna()

@@ -108,7 +108,12 @@ spoiler = s3.select_slider("Shared-memory spoiler per block", options=shared_opt
 params = {"block_sizes": block_sizes, "kernels": list(kernels or []), "extra_registers": extra,
           "dynamic_shared_bytes": spoiler}
 shared.sync_url()
-frame = shared.checked_frame(backend, occupancy_sweep.NAME, params, "occupancy_sweep", run_id)
+def preview(partial, suffix: str) -> None:
+    """While measuring: both curves, coarse block sizes first."""
+    shared.chart(kernel_charts.occupancy_sweep_figure(partial), key=f"chart_occupancy_sweep{suffix}")
+
+
+frame = shared.checked_frame(backend, occupancy_sweep.NAME, params, "occupancy_sweep", run_id, preview=preview)
 st.caption("Kernel time only, L2 flushed before every sample. "
            f"memory-bound: one float per thread over {format_bytes(occupancy_sweep.STREAM_ELEMENTS * 4)}; "
            f"latency-bound: {occupancy_sweep.CHASE_THREADS:,} threads each following {occupancy_sweep.CHASE_STEPS} "

@@ -45,7 +45,13 @@ with right:
 params = {"sizes": [size], "block_sizes": shared.typed_block_size(typed_block) or [block],
           "variants": list(variants or [])}
 shared.sync_url()
-frame = shared.checked_frame(backend, reduction.NAME, params, "reduction", run_id)
+def preview(partial, suffix: str) -> None:
+    """While measuring: the kernels measured so far."""
+    if (partial["group"] == "kernel").any():
+        shared.chart(kernel_charts.reduction_figure(partial), key=f"chart_reduction{suffix}")
+
+
+frame = shared.checked_frame(backend, reduction.NAME, params, "reduction", run_id, preview=preview)
 
 kernels = frame[frame["group"] == "kernel"]
 if {"gpuarray_dot"} < set(kernels["variant"]):

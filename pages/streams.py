@@ -87,7 +87,15 @@ if not typed_errors:
     for note in streams.notes(streams.parse_params(params)):
         st.warning(note)
 shared.sync_url(final=False)
-frame = shared.checked_frame(backend, streams.NAME, params, "streams", run_id, extra_reasons=typed_errors)
+def preview(partial, suffix: str) -> None:
+    """While measuring: the pipelines measured so far against their serial runs."""
+    table = overlap.pipeline_table(partial)
+    if not table.empty:
+        shared.chart(stream_charts.sweep_figure(table, partial), key=f"chart_sweep{suffix}")
+
+
+frame = shared.checked_frame(backend, streams.NAME, params, "streams", run_id, extra_reasons=typed_errors,
+                             preview=preview)
 
 table = overlap.pipeline_table(frame)
 if table.empty:

@@ -67,7 +67,13 @@ params = {"sizes": sizes, "modes": list(modes or []), "directions": list(directi
 
 run_id = shared.recording_choice(backend, transfers.NAME, "transfers")
 shared.sync_url()
-frame = shared.checked_frame(backend, transfers.NAME, params, "transfers", run_id, extra_reasons=size_errors)
+def preview(partial, suffix: str) -> None:
+    """While measuring: the bandwidth curves of the points measured so far."""
+    shared.chart(charts.bandwidth_figure(partial[~partial["include_alloc"].astype(bool)]), key=f"chart_bw{suffix}")
+
+
+frame = shared.checked_frame(backend, transfers.NAME, params, "transfers", run_id, extra_reasons=size_errors,
+                             preview=preview)
 
 # --- charts -------------------------------------------------------------------------------------------------
 copy_only = frame[~frame["include_alloc"]]

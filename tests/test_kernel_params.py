@@ -82,3 +82,30 @@ def test_chase_cycle_visits_every_node():
         node = int(nxt[node])
     assert len(seen) == 1 << 10 and node == 0
     assert np.unique(nxt).size == 1 << 10
+
+
+@pytest.mark.parametrize("stride", [1, 2, 8, 64])
+def test_strided_check_matches_the_gather_without_an_index_array_and_names_a_wrong_word(stride):
+    from gpu.errors import VerificationError
+    from gpu.experiments.coalescing import strided_permutation, verify_strided
+
+    n = 1 << 20
+    source = np.random.default_rng(stride).integers(0, 4096, n).astype(np.float32)
+    got = source[strided_permutation(n, stride)]  # what the kernel must write
+    verify_strided(source, got.copy(), stride, "strided")
+    got[n - 3] += 1
+    with pytest.raises(VerificationError, match=f"1 of {n} words wrong, first at word {n - 3}"):
+        verify_strided(source, got, stride, "strided")
+
+
+def test_transpose_check_compares_tile_by_tile_and_names_a_wrong_word():
+    from gpu.errors import VerificationError
+    from gpu.experiments.coalescing import verify_transpose
+
+    side = 1024
+    matrix = np.arange(side * side, dtype=np.float32).reshape(side, side)
+    got = np.ascontiguousarray(matrix.T).ravel()
+    verify_transpose(matrix, got.copy(), "transpose")
+    got[5 * side + 700] = -1
+    with pytest.raises(VerificationError, match=f"first at word {5 * side + 700}"):
+        verify_transpose(matrix, got, "transpose")

@@ -11,11 +11,11 @@ the final result does not depend on the order of measurement.
 
 from gpu.errors import ValidationError
 from gpu.experiments import batching, coalescing, managed, occupancy_sweep, pools, reduction, streams, transfers
-from gpu.experiments._sweep import SweepRows, coarse_first, in_point_order  # noqa: I001 (before the experiments)
+from gpu.experiments._sweep import SweepRows, coarse_first, in_point_order, values_coarse_first
 
 EXPERIMENTS = {m.NAME: m for m in (transfers, coalescing, reduction, occupancy_sweep, streams, managed, pools,
                                          batching)}
-__all__ = ["EXPERIMENTS", "SweepRows", "coarse_first", "get_experiment", "in_point_order"]
+__all__ = ["EXPERIMENTS", "SweepRows", "coarse_first", "get_experiment", "in_point_order", "values_coarse_first"]
 
 
 def get_experiment(name: str):

@@ -46,6 +46,18 @@ def coarse_first(values) -> list:
     return [values[i] for i in order]
 
 
+def values_coarse_first(points: list[tuple], series, value) -> list[tuple]:
+    """Points with each series' values in coarse-first order; series keep their first-seen order.
+    ``series(point)`` names the curve a point belongs to, ``value(point)`` its place along the axis."""
+    first: dict = {}
+    values: dict = {}
+    for i, point in enumerate(points):
+        first.setdefault(series(point), i)
+        values.setdefault(series(point), []).append(value(point))
+    rank = {name: {v: r for r, v in enumerate(coarse_first(vals))} for name, vals in values.items()}
+    return sorted(points, key=lambda p: (first[series(p)], rank[series(p)][value(p)]))
+
+
 def in_point_order(frame: pd.DataFrame, module, params) -> pd.DataFrame:
     """The rows of ``frame`` in ``params.points()`` order (the order before progressive delivery), matched by
     the experiment's KEY_COLUMNS; rows that match no point keep their order, at the end."""

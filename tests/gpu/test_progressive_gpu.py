@@ -1,0 +1,52 @@
+"""Progressive delivery on a real GPU: rows reach the client while the sweep runs, coarse sizes first, and the
+final result holds the same measurements in point order."""
+
+import time
+
+import pytest
+
+from gpu.units import KiB, MiB
+
+pytestmark = pytest.mark.gpu
+
+
+def test_points_arrive_before_the_job_ends_coarse_first_and_the_result_is_in_point_order(live_backend):
+    sizes = [4 * KiB, 64 * KiB, 1 * MiB, 16 * MiB, 256 * MiB]
+    modes, directions = ["pageable", "pinned"], ["h2d", "d2h"]
+    handle = live_backend.submit("transfers", {"sizes": sizes, "modes": modes, "directions": directions,
+                                               "profile": "interactive"})
+    started = time.perf_counter()
+    first_row_s, rows_while_running = None, 0
+    while not handle.wait(0.002):
+        if handle.rows and first_row_s is None:
+            first_row_s = time.perf_counter() - started
+        rows_while_running = len(handle.rows)
+    total_s = time.perf_counter() - started
+    frame = handle.outcome()
+    print(f"\nfirst row after {first_row_s:.3f} s, {rows_while_running} of {len(frame)} rows seen before the end, "
+          f"whole job {total_s:.2f} s")
+    assert first_row_s is not None and first_row_s < total_s / 2
+    assert 0 < rows_while_running
+    streamed_sizes = [row["bytes"] for row in handle.rows]
+    assert streamed_sizes[:4] == [4 * KiB] * 4 and streamed_sizes[4:8] == [256 * MiB] * 4  # both ends first
+    assert [(r.bytes, r.variant, r.direction) for r in frame.itertuples()] == \
+        [(s, m, d) for s in sizes for m in modes for d in directions]  # the final frame in point order
+    streamed = {(r["bytes"], r["variant"], r["direction"]): r["median_ms"] for r in handle.rows}
+    assert all(streamed[(r.bytes, r.variant, r.direction)] == r.median_ms for r in frame.itertuples())
+    assert set(frame["stop_reason"]) <= {"converged", "budget", "timeout", "max_samples"}
+    assert (frame["samples"] >= 5).all() and frame["verified"].all()
+
+
+def test_the_gpu_pattern_check_names_a_word_a_copy_did_not_write():
+    """The Transfers check runs on the GPU: one wrong word in 1 MiB is found and named, a right buffer passes."""
+    from gpu.client import WorkerClient
+
+    client = WorkerClient(service="tests.gpu.pattern_service:PatternCheckService")
+    try:
+        answer = client.run("pattern_check")
+    finally:
+        client.close()
+    print(f"\n{answer}")
+    assert answer["right"] == "passed"
+    assert "1 of 262144 words wrong, first at word 1000" in answer["one_word_wrong"]
+    assert "262144 of 262144 words wrong" in answer["other_seed"]
