@@ -479,6 +479,23 @@ def stage_exit() -> None:
         pass
 
 
+def desk() -> bool:
+    """True off stage: intros, tables, downloads and secondary charts are shown only then."""
+    return not presenting()
+
+
+def more_settings():
+    """Where a page puts its secondary controls: on stage they fold into a closed "More settings" box, so the
+    one or two controls a scene is about stay in view; at the desk they are laid out as usual."""
+    return st.expander("More settings") if presenting() else st.container()
+
+
+def takeaway(text: str | None) -> None:
+    """On stage, the one sentence under a chart that says what it shows, computed from its data (gpu.takeaways)."""
+    if text and presenting():
+        st.markdown(f"### {text}")
+
+
 def chart(figure, key: str) -> None:
     """A chart at stage size when presenting (larger fonts and height), as usual otherwise."""
     if presenting() or key.startswith("talk_"):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from gpu import kernel_charts
+from gpu import kernel_charts, takeaways
 from gpu.experiments import coalescing
 from gpu.units import format_bytes
 from pages import _shared as shared
@@ -13,12 +13,13 @@ shared.require_router()
 backend = shared.current_backend()
 
 st.title("Coalescing: access patterns vs bandwidth")
-st.markdown(
-    "The same bytes, moved by kernels whose warps touch memory in different patterns: strided, misaligned, "
-    "array-of-structures vs structure-of-arrays, and three matrix transposes. Kernel time only (CUDA events), "
-    "**L2 flushed before every sample** and working sets far above the L2, so the cache never flatters a "
-    "result. Each figure is compared with the driver's device copy (`memcpy_dtod`) **measured in the same run**, "
-    "and every output is checked exactly against NumPy.")
+if shared.desk():
+    st.markdown(
+        "The same bytes, moved by kernels whose warps touch memory in different patterns: strided, misaligned, "
+        "array-of-structures vs structure-of-arrays, and three matrix transposes. Kernel time only (CUDA events), "
+        "**L2 flushed before every sample** and working sets far above the L2, so the cache never flatters a "
+        "result. Each figure is compared with the driver's device copy (`memcpy_dtod`) **measured in the same run**, "
+        "and every output is checked exactly against NumPy.")
 
 run_id = shared.recording_choice(backend, coalescing.NAME, "coalescing")
 elements_options = shared.axis_options(backend, coalescing.NAME, "elements", run_id,
@@ -34,13 +35,16 @@ with left:
     elements = st.select_slider("Floats per buffer", options=elements_options,
                                 value=(1 << 26) if (1 << 26) in elements_options else elements_options[-1],
                                 format_func=lambda n: f"{n:,} ({format_bytes(4 * n)})", key="coalescing_elements")
-    block = st.select_slider("Threads per block (1-D kernels)", options=block_options,
-                             value=256 if 256 in block_options else block_options[0], key="coalescing_block")
 with right:
     groups = st.pills("Experiments", list(coalescing.GROUPS[1:]), selection_mode="multi",
                       default=list(coalescing.GROUPS[1:]), key="coalescing_groups",
                       help="The copy group (the memcpy_dtod reference and our copy kernels) always runs.")
-    typed_block = st.text_input("…or type a block size", key="coalescing_block_typed", placeholder="e.g. 192")
+with shared.more_settings():
+    block_column, typed_column = st.columns(2)
+    block = block_column.select_slider("Threads per block (1-D kernels)", options=block_options,
+                                       value=256 if 256 in block_options else block_options[0], key="coalescing_block")
+    typed_block = typed_column.text_input("…or type a block size", key="coalescing_block_typed",
+                                          placeholder="e.g. 192")
 
 params = {"elements": elements, "block_sizes": shared.typed_block_size(typed_block) or [block],
           "groups": ["copy", *(groups or [])]}
@@ -72,6 +76,9 @@ shared.chart(kernel_charts.variants_figure(frame, coalescing.VARIANTS["copy"], "
 if "strided" in set(frame["variant"]):
     shared.chart(kernel_charts.sweep_figure(frame, "strided", "stride (elements)", "Strided reads"),
                     key="chart_strided")
+shared.takeaway(takeaways.coalescing(frame))
+if not shared.desk():
+    st.stop()  # on stage: the copies, the strided sweep and the takeaway
 if "offset" in set(frame["variant"]):
     shared.chart(kernel_charts.sweep_figure(frame, "offset", "offset from alignment (elements)",
                                                "Misaligned reads"), key="chart_offset")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from gpu import memory_charts
+from gpu import memory_charts, takeaways
 from gpu.experiments import batching, managed, pools
 from gpu.units import KiB, MiB, SizeError, format_bytes, parse_size_list
 from pages import _shared as shared
@@ -49,11 +49,13 @@ with tab_managed:
                     f"time); prefetching first moves the pages at {row['prefetch GB/s']:,.1f} GB/s, then the kernel "
                     f"runs at {row['after_prefetch GB/s']:,.0f} GB/s ({row['prefetch + kernel ms']:,.1f} ms in all).")
         shared.chart(memory_charts.managed_figure(frame), key="chart_managed")
-        st.dataframe(frame[["variant", "bytes", "median_ms", "min_ms", "max_ms", "cv", "samples", "gbps",
-                            "stop_reason", "timer"]].assign(variant=lambda f: f["variant"].map(managed.LABELS),
-                                                            bytes=lambda f: f["bytes"].map(format_bytes)),
-                     hide_index=True)
-        shared.download(frame, "managed")
+        shared.takeaway(takeaways.managed(frame))
+        if shared.desk():
+            st.dataframe(frame[["variant", "bytes", "median_ms", "min_ms", "max_ms", "cv", "samples", "gbps",
+                                "stop_reason", "timer"]].assign(variant=lambda f: f["variant"].map(managed.LABELS),
+                                                                bytes=lambda f: f["bytes"].map(format_bytes)),
+                         hide_index=True)
+            shared.download(frame, "managed")
 
 with tab_pools:
     st.markdown(

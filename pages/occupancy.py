@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from gpu import kernel_charts
+from gpu import kernel_charts, takeaways
 from gpu.experiments import occupancy_sweep
 from gpu.occupancy import LIMITERS, DeviceLimits, KernelResources, occupancy, recorded_profiles
 from gpu.units import format_bytes
@@ -22,13 +22,14 @@ def device_profiles() -> dict:
 
 
 st.title("Occupancy: calculator and measurement")
-st.markdown(
-    "How many blocks of a kernel fit on one SM, and which resource stops the next one: warps, the block cap, "
-    "registers or shared memory. The calculator follows the driver's own rules (register allocation per warp "
-    "and sub-partition, shared-memory granularity, carveouts and the driver's reserved 1 KiB per block); it is "
-    "checked against `cuOccupancyMaxActiveBlocksPerMultiprocessor` on the committed answers below. Below it, "
-    "two measured kernels (a streaming copy and a dependent-load chase), each plotted beside its theoretical "
-    "occupancy, show how much of their speed occupancy buys on this GPU.")
+if shared.desk():
+    st.markdown(
+        "How many blocks of a kernel fit on one SM, and which resource stops the next one: warps, the block cap, "
+        "registers or shared memory. The calculator follows the driver's own rules (register allocation per warp "
+        "and sub-partition, shared-memory granularity, carveouts and the driver's reserved 1 KiB per block); it is "
+        "checked against `cuOccupancyMaxActiveBlocksPerMultiprocessor` on the committed answers below. Below it, "
+        "two measured kernels (a streaming copy and a dependent-load chase), each plotted beside its theoretical "
+        "occupancy, show how much of their speed occupancy buys on this GPU.")
 
 # --- calculator ---------------------------------------------------------------------------------------------
 profiles = dict(device_profiles())
@@ -54,14 +55,16 @@ shared.from_url("occupancy_registers", "int", (1, 255))
 shared.from_url("occupancy_static", "int", list(range(0, 48 * 1024 + 1, 256)))
 shared.from_url("occupancy_dynamic", "int", list(range(0, device.shared_per_block_optin + 1, 256)))
 shared.from_url("occupancy_block_typed", "str")
-c1, c2, c3, c4 = st.columns(4)
+c1, c2 = st.columns(2)
 block = c1.select_slider("Threads per block", options=list(range(32, device.max_threads_per_block + 1, 32)),
                          value=256, key="occupancy_block")
 registers = c2.slider("Registers per thread", 1, 255, 32, key="occupancy_registers")
-static = c3.slider("Static shared memory (bytes)", 0, 48 * 1024, 0, step=256, key="occupancy_static")
-dynamic = c4.slider("Dynamic shared memory (bytes)", 0, device.shared_per_block_optin - static, 0, step=256,
-                    key="occupancy_dynamic")
-typed_block = st.text_input("…or type a block size", key="occupancy_block_typed", placeholder="e.g. 1025")
+with shared.more_settings():
+    c3, c4, c5 = st.columns(3)
+    static = c3.slider("Static shared memory (bytes)", 0, 48 * 1024, 0, step=256, key="occupancy_static")
+    dynamic = c4.slider("Dynamic shared memory (bytes)", 0, device.shared_per_block_optin - static, 0, step=256,
+                        key="occupancy_dynamic")
+    typed_block = c5.text_input("…or type a block size", key="occupancy_block_typed", placeholder="e.g. 1025")
 block = (shared.typed_block_size(typed_block) or [block])[0]
 kernel = KernelResources(registers, static, device.shared_per_block_optin - static)
 result = occupancy(device, kernel, block, dynamic)
@@ -73,8 +76,9 @@ else:
     m2.metric("Blocks per SM", result.blocks_per_sm)
     m3.metric("Active warps per SM", f"{result.warps_per_sm} / {device.max_threads_per_sm // device.warp_size}")
     m4.metric("Limited by", result.limiter)
-    st.dataframe(pd.DataFrame([{"resource": k, "blocks it allows": result.limits[k]} for k in LIMITERS]),
-                 hide_index=True)
+    if shared.desk():
+        st.dataframe(pd.DataFrame([{"resource": k, "blocks it allows": result.limits[k]} for k in LIMITERS]),
+                     hide_index=True)
     tabs = st.tabs(["vs block size", "vs registers", "vs shared memory"])
     for tab, axis in zip(tabs, ("block", "registers", "shared"), strict=True):
         with tab:
@@ -120,6 +124,9 @@ st.caption("Kernel time only, L2 flushed before every sample. "
            f"dependent loads through a {format_bytes(occupancy_sweep.CHASE_NODES * 4)} random cycle. Blocks that "
            "cannot launch (too many registers) have no point.")
 shared.chart(kernel_charts.occupancy_sweep_figure(frame), key="chart_occupancy_sweep")
+shared.takeaway(takeaways.occupancy(frame))
+if not shared.desk():
+    st.stop()  # on stage: the measured curves and the takeaway
 st.dataframe(frame[["variant", "block_size", "registers_per_thread", "shared_bytes_per_block",
                     "theoretical_occupancy", "median_ms", "cv", "samples", "gbps"]], hide_index=True)
 shared.download(frame, "occupancy")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from gpu import kernel_charts
+from gpu import kernel_charts, takeaways
 from gpu.experiments import reduction
 from gpu.units import format_bytes
 from pages import _shared as shared
@@ -13,12 +13,13 @@ shared.require_router()
 backend = shared.current_backend()
 
 st.title("Reductions: a dot product, five ways")
-st.markdown(
-    "Naive GPU code computes a dot product with one `atomicAdd` per element into a single float, and times it "
-    "together with the copies from pinned memory. Here each question gets its own number: **how fast is the "
-    "kernel** (kernel only, L2 flushed, CUDA events) and **what does the whole job cost** (host data → GPU → "
-    "result, from pageable or pinned memory). Every variant is checked exactly on −1/0/1 data and its relative "
-    "error against a float64 NumPy dot is shown.")
+if shared.desk():
+    st.markdown(
+        "Naive GPU code computes a dot product with one `atomicAdd` per element into a single float, and times it "
+        "together with the copies from pinned memory. Here each question gets its own number: **how fast is the "
+        "kernel** (kernel only, L2 flushed, CUDA events) and **what does the whole job cost** (host data → GPU → "
+        "result, from pageable or pinned memory). Every variant is checked exactly on −1/0/1 data and its relative "
+        "error against a float64 NumPy dot is shown.")
 
 run_id = shared.recording_choice(backend, reduction.NAME, "reduction")
 size_options = shared.axis_options(backend, reduction.NAME, "elements", run_id, [1 << p for p in range(10, 29)],
@@ -34,13 +35,16 @@ with left:
     size = st.select_slider("Vector size (floats)", options=size_options,
                             value=(1 << 24) if (1 << 24) in size_options else size_options[-1],
                             format_func=lambda n: f"{n:,} ({format_bytes(4 * n)} each)", key="reduction_size")
-    block = st.select_slider("Threads per block", options=block_options,
-                             value=256 if 256 in block_options else block_options[0], key="reduction_block")
 with right:
     variants = st.pills("Variants", list(reduction.KERNEL_VARIANTS + reduction.END_TO_END), selection_mode="multi",
                         default=list(reduction.KERNEL_VARIANTS + reduction.END_TO_END),
                         format_func=reduction.LABELS.get, key="reduction_variants")
-    typed_block = st.text_input("…or type a block size", key="reduction_block_typed", placeholder="e.g. 1024")
+with shared.more_settings():
+    block_column, typed_column = st.columns(2)
+    block = block_column.select_slider("Threads per block", options=block_options,
+                                       value=256 if 256 in block_options else block_options[0], key="reduction_block")
+    typed_block = typed_column.text_input("…or type a block size", key="reduction_block_typed",
+                                          placeholder="e.g. 1024")
 
 params = {"sizes": [size], "block_sizes": shared.typed_block_size(typed_block) or [block],
           "variants": list(variants or [])}
@@ -62,6 +66,9 @@ if {"gpuarray_dot"} < set(kernels["variant"]):
                 f"HBM theoretical {frame['hbm_gbps_theoretical'].iloc[0]:,.0f} GB/s")
 if not kernels.empty:
     shared.chart(kernel_charts.reduction_figure(frame), key="chart_reduction")
+shared.takeaway(takeaways.reduction(frame))
+if not shared.desk():
+    st.stop()  # on stage: the kernels and the takeaway
 if set(reduction.END_TO_END) & set(frame["variant"]):
     shared.chart(kernel_charts.end_to_end_figure(frame), key="chart_end_to_end")
 st.dataframe(frame[["variant", "group", "elements", "block_size", "median_ms", "min_ms", "max_ms", "cv", "samples",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from gpu import overlap, stream_charts
+from gpu import overlap, stream_charts, takeaways
 from gpu.experiments import streams
 from gpu.units import MiB, format_bytes
 from pages import _shared as shared
@@ -14,14 +14,15 @@ backend = shared.current_backend()
 live = backend.kind == "live"
 
 st.title("Streams: hiding copies behind compute")
-st.markdown(
-    "A vector is cut into **chunks**; each chunk goes host → device, through a kernel, and back, on one of "
-    "several **streams** (chunk *c* on stream *c mod S*), so one chunk's copy can run while another's kernel "
-    "does. The GPU has separate copy engines for each direction, so at best the whole job takes as long as its "
-    "slowest stage alone: that is the **bound**. **Overlap efficiency** = (serial − pipeline) / (serial − bound): "
-    "0 % when the streams won nothing, 100 % when the pipeline reached the bound. Every output is checked "
-    "exactly. With **pageable** host memory the driver must stage each copy and a device → host copy blocks "
-    "the host until it is done: watch the overlap disappear.")
+if shared.desk():
+    st.markdown(
+        "A vector is cut into **chunks**; each chunk goes host → device, through a kernel, and back, on one of "
+        "several **streams** (chunk *c* on stream *c mod S*), so one chunk's copy can run while another's kernel "
+        "does. The GPU has separate copy engines for each direction, so at best the whole job takes as long as its "
+        "slowest stage alone: that is the **bound**. **Overlap efficiency** = (serial − pipeline) / (serial − bound): "
+        "0 % when the streams won nothing, 100 % when the pipeline reached the bound. Every output is checked "
+        "exactly. With **pageable** host memory the driver must stage each copy and a device → host copy blocks "
+        "the host until it is done: watch the overlap disappear.")
 
 run_id = shared.recording_choice(backend, streams.NAME, "streams")
 
@@ -112,6 +113,7 @@ for r in overlap.overlap_summary(table).itertuples():
                  f"{r.best_bound_ms:.2f} ms ({r.best_vs_bound:.2f}× the bound, overlap efficiency "
                  f"{r.best_efficiency:.0%}){spread}; typical noise cv {r.median_cv:.1%}")
 st.markdown("\n".join(f"- {line}" for line in lines))
+shared.takeaway(takeaways.streams(frame))
 if (table["efficiency"] > 1).any():
     st.caption("Efficiency above 100 %: kernels of different streams ran side by side and filled each other's last "
                "wave, which kernels queued on one stream cannot; the bound, built from each stage measured alone, is "
@@ -176,6 +178,8 @@ if (frame["group"] == "bidirectional").any():
                            f"{both[h] / alone[h]:.2f}× the faster direction alone" for h in both.index if h in alone))
 
 st.subheader("The numbers")
+if not shared.desk():
+    st.stop()  # on stage: the tables below are for the desk
 st.dataframe(table.drop(columns=["intervals", "run_id", "elements"]).assign(
     issue_order=lambda t: t["issue_order"].map(streams.ORDER_LABELS), bytes=lambda t: t["bytes"].map(format_bytes)),
     hide_index=True, column_config={"efficiency": st.column_config.NumberColumn("overlap efficiency", format="percent"),

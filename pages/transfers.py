@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from gpu import charts
+from gpu import charts, takeaways
 from gpu.experiments import transfers
 from gpu.units import GiB, KiB, SizeError, format_bytes, parse_size_list
 from pages import _shared as shared
@@ -16,12 +16,13 @@ live = backend.kind == "live"
 shared.url_page()
 
 st.title("Transfers: pinned vs pageable memory")
-st.markdown(
-    "Copies between host and device through four kinds of host memory: **pageable** (a NumPy array; the "
-    "driver stages it through its own pinned buffer), **pinned** (page-locked, DMA straight from it), "
-    "**pinned write-combined** (uncached for the CPU) and **mapped zero-copy** (a kernel reads or writes host "
-    "memory across PCIe itself). Each point is timed with CUDA events, repeated until the noise is small, and "
-    "its data is checked bit-exact; GB/s are 10⁹ bytes per second.")
+if shared.desk():
+    st.markdown(
+        "Copies between host and device through four kinds of host memory: **pageable** (a NumPy array; the "
+        "driver stages it through its own pinned buffer), **pinned** (page-locked, DMA straight from it), "
+        "**pinned write-combined** (uncached for the CPU) and **mapped zero-copy** (a kernel reads or writes host "
+        "memory across PCIe itself). Each point is timed with CUDA events, repeated until the noise is small, and "
+        "its data is checked bit-exact; GB/s are 10⁹ bytes per second.")
 
 # --- widgets ----------------------------------------------------------------------------------------
 if live:
@@ -39,18 +40,22 @@ with left:
     low, high = st.select_slider("Transfer sizes (powers of two)", options=options,
                                  value=(options[0], min(1 * GiB, options[-1])), format_func=format_bytes,
                                  key="transfers_size_range")
-    custom = st.text_input("…or exact sizes (overrides the slider)", key="transfers_custom_sizes",
-                           placeholder="e.g. 64KiB, 3MiB, 1GB or 1MiB:256MiB",
-                           help="Any multiple of 16 bytes. Units: B, KiB, MiB, GiB (2¹⁰ⁿ) or KB, MB, GB (10³ⁿ).")
 with right:
-    modes = st.pills("Memory modes", list(transfers.MODES), selection_mode="multi",
-                     default=list(transfers.MODES), format_func=transfers.MODE_LABELS.get, key="transfers_modes")
-    directions = st.pills("Directions", list(transfers.DIRECTIONS), selection_mode="multi",
-                          default=list(transfers.DIRECTIONS), format_func=lambda d: d.upper(),
-                          key="transfers_directions")
     include_alloc = st.toggle("Include allocation", key="transfers_include_alloc",
                               help="Also time allocating the host buffer before each copy, as code that "
                                    "allocates per transfer does. Shown beside the copy-only view.")
+with shared.more_settings():
+    custom_column, mode_column = st.columns([3, 2])
+    custom = custom_column.text_input("…or exact sizes (overrides the slider)", key="transfers_custom_sizes",
+                                      placeholder="e.g. 64KiB, 3MiB, 1GB or 1MiB:256MiB",
+                                      help="Any multiple of 16 bytes. Units: B, KiB, MiB, GiB (2¹⁰ⁿ) or KB, MB, GB "
+                                           "(10³ⁿ).")
+    with mode_column:
+        modes = st.pills("Memory modes", list(transfers.MODES), selection_mode="multi",
+                         default=list(transfers.MODES), format_func=transfers.MODE_LABELS.get, key="transfers_modes")
+        directions = st.pills("Directions", list(transfers.DIRECTIONS), selection_mode="multi",
+                              default=list(transfers.DIRECTIONS), format_func=lambda d: d.upper(),
+                              key="transfers_directions")
 
 size_errors: list[str] = []
 if custom.strip():
@@ -110,6 +115,10 @@ else:
     if line:
         st.markdown(f"**{line}**")
     shared.chart(charts.bandwidth_figure(copy_only), key="chart_bw_copy")
+
+shared.takeaway(takeaways.transfers(frame))
+if not shared.desk():
+    st.stop()  # on stage: the chart and its takeaway; the analysis below is for the desk
 
 if "pageable" in set(frame["variant"]) and len(set(frame["variant"])) > 1:
     shared.chart(charts.speedup_figure(frame), key="chart_speedup")

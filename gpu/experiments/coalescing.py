@@ -132,6 +132,14 @@ def strided_permutation(n: int, stride: int) -> np.ndarray:
     return ((scaled & np.uint64(n - 1)) + scaled // np.uint64(n)).astype(np.int64)
 
 
+def four_field_sum(x, y, z, w) -> np.ndarray:
+    """x + y + z + w in float32, left to right as the kernels add (exact on PinPoint's small-integer data)."""
+    total = np.add(x, y, dtype=np.float32)
+    total += z
+    total += w
+    return total
+
+
 def verify_strided(source: np.ndarray, got: np.ndarray, stride: int, what: str) -> None:
     """The strided gather's output, checked without an n-element index array: with m = n / stride,
     out[q·m + r] = in[r·stride + q], i.e. out viewed as (stride, m) is in viewed as (m, stride), transposed.
@@ -183,6 +191,7 @@ def run(params: Params, gpu, progress, should_cancel) -> list[dict]:
               ("copy_f32", "copy_f4", "strided_read", "offset_read", "aos_sum", "soa_sum", "aos_x", "soa_x",
                "transpose_naive", "transpose_tiled", "transpose_padded")}
         # Each sweep (stride, offset) coarse first: its curve has its shape after a few points.
+        first_transpose = None
         story = values_coarse_first(points, series=lambda p: (p[0], p[1]), value=lambda p: p[3])
         for index, (variant, block, _, value) in enumerate(story):
             if should_cancel():
@@ -212,12 +221,13 @@ def run(params: Params, gpu, progress, should_cancel) -> list[dict]:
                     fn["offset_read"](src, out, u64(n), np.uint32(value), block=blk, grid=grid, stream=s)
             elif variant in ("aos_sum", "aos_x"):
                 structs = fields.reshape(n, 4)
-                expected = structs.sum(axis=1, dtype=np.float32) if variant == "aos_sum" else 2 * structs[:, 0]
+                expected = four_field_sum(*(structs[:, i] for i in range(4))) if variant == "aos_sum" \
+                    else 2 * structs[:, 0]
                 def launch(s, name=variant):
                     fn[name](soa, out, u64(n), block=blk, grid=grid, stream=s)
             elif variant in ("soa_sum", "soa_x"):
                 arrays = fields.reshape(4, n)
-                expected = arrays.sum(axis=0, dtype=np.float32) if variant == "soa_sum" else 2 * arrays[0]
+                expected = four_field_sum(*arrays) if variant == "soa_sum" else 2 * arrays[0]
                 x, y, z, w = (int(soa) + i * n * 4 for i in range(4))
                 def launch(s, name=variant, x=x, y=y, z=z, w=w):
                     if name == "soa_sum":
@@ -239,7 +249,11 @@ def run(params: Params, gpu, progress, should_cancel) -> list[dict]:
             elif variant.startswith("transpose"):
                 got = readback[:side * side]
                 cuda.memcpy_dtoh(got, out)
-                verify_transpose(host[:side * side].reshape(side, side), got, what)
+                if first_transpose is None:
+                    verify_transpose(host[:side * side].reshape(side, side), got, what)
+                    first_transpose = got.copy()
+                else:  # every transpose has the same answer: the one already checked is the reference
+                    verify_equal(first_transpose.view(np.uint32), got.view(np.uint32), what)
             else:
                 got = readback[:expected.size]
                 cuda.memcpy_dtoh(got, out)

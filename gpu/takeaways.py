@@ -1,0 +1,124 @@
+"""One-sentence takeaways, computed from a page's results, shown under its chart on stage (presentation mode).
+
+Each function reads a results frame in the schema of ``gpu.schema`` and returns a sentence with the numbers it
+found, or None when the frame lacks what the sentence needs. Nothing is written in advance: change the data and
+the sentence changes. No Streamlit, no CUDA."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from gpu import overlap
+from gpu.units import format_bytes
+
+
+def _ratio_text(value: float) -> str:
+    return f"{value:.1f}×" if value >= 1.95 else f"{value:.2f}×"
+
+
+def transfers(frame: pd.DataFrame) -> str | None:
+    """Pinned against pageable host-to-device speed at the largest and smallest size, and allocated per copy."""
+    h2d = frame[frame["direction"] == "h2d"]
+
+    def speedups(include_alloc: bool) -> pd.Series:
+        part = h2d[h2d["include_alloc"].fillna(False).astype(bool) == include_alloc]
+        ms = part.pivot_table(index="bytes", columns="variant", values="median_ms")
+        if not {"pinned", "pageable"} <= set(ms.columns):
+            return pd.Series(dtype=float)
+        return (ms["pageable"] / ms["pinned"]).dropna().sort_index()
+
+    copy_only = speedups(False)
+    if copy_only.empty:
+        return None
+    text = f"Pinned host memory copies {_ratio_text(copy_only.iloc[-1])} as fast as pageable at " \
+           f"{format_bytes(copy_only.index[-1])}"
+    if len(copy_only) > 1:
+        text += f", {_ratio_text(copy_only.iloc[0])} at {format_bytes(copy_only.index[0])}"
+    per_call = speedups(True)
+    if not per_call.empty:
+        text += f"; allocated per copy it is {_ratio_text(per_call.iloc[-1])} at {format_bytes(per_call.index[-1])}"
+    return text + " (host → device)."
+
+
+def _one_configuration(frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows of one vector size and block size (the largest size; block 256 where measured), so a sentence
+    never mixes configurations of a recording that holds several."""
+    if frame.empty:
+        return frame
+    frame = frame[frame["elements"] == frame["elements"].max()]
+    blocks = set(frame["block_size"].dropna())
+    block = 256 if 256 in blocks else min(blocks, default=None)
+    return frame if block is None else frame[frame["block_size"] == block]
+
+
+def coalescing(frame: pd.DataFrame) -> str | None:
+    """How much bandwidth scattered and misaligned reads lose against contiguous ones."""
+    frame = _one_configuration(frame)
+    parts = []
+    strided = frame[frame["variant"] == "strided"].set_index("param_value")["gbps"]
+    if 1 in strided.index and len(strided) > 1:
+        worst = int(strided.idxmin())
+        parts.append(f"reads {worst} elements apart get {strided[worst]:,.0f} GB/s, "
+                     f"{strided[1] / strided[worst]:.1f}× less than contiguous ones ({strided[1]:,.0f} GB/s)")
+    offset = frame[frame["variant"] == "offset"].set_index("param_value")["gbps"]
+    if 0 in offset.index and len(offset) > 1:
+        parts.append(f"misaligned reads cost at most {1 - offset.drop(index=0).min() / offset[0]:.0%}")
+    if not parts:
+        return None
+    text = "; ".join(parts)
+    return text[0].upper() + text[1:] + "."
+
+
+def reduction(frame: pd.DataFrame) -> str | None:
+    """The best reduction's bandwidth, and what an atomicAdd per element costs against it."""
+    kernels = _one_configuration(frame[frame["group"] == "kernel"])
+    if kernels.empty:
+        return None
+    best = kernels.loc[kernels["gbps"].idxmax()]
+    text = f"The best reduction here reads {best['gbps']:,.0f} GB/s"
+    ms = kernels.set_index("variant")["median_ms"]
+    if "atomic_per_element" in ms.index and best["variant"] != "atomic_per_element":
+        text += f"; one atomicAdd per element is {ms['atomic_per_element'] / best['median_ms']:,.0f}× slower"
+    return text + "."
+
+
+def occupancy(frame: pd.DataFrame) -> str | None:
+    """Where each kernel peaks, and how little occupancy the memory-bound copy needs."""
+    parts = []
+    for variant, label in (("stream", "the memory-bound copy"), ("chase", "the latency-bound chase")):
+        mine = frame[frame["variant"] == variant]
+        if mine.empty:
+            continue
+        top = mine.loc[mine["gbps"].idxmax()]
+        parts.append(f"{label} peaks at {top['gbps']:,.0f} GB/s with blocks of {int(top['block_size'])} "
+                     f"({top['theoretical_occupancy']:.0%} occupancy)")
+    if not parts:
+        return None
+    text = "; ".join(parts)
+    return text[0].upper() + text[1:] + "."
+
+
+def streams(frame: pd.DataFrame) -> str | None:
+    """The best pipeline against one stream, per host memory."""
+    table = overlap.pipeline_table(frame)
+    if table.empty:
+        return None
+    parts = []
+    for host, mine in table.groupby("host_memory", sort=False):
+        best = mine.sort_values("pipeline_ms").iloc[0]
+        parts.append(f"{host}: {int(best['streams'])} streams × {int(best['chunks'])} chunks run "
+                     f"{best['speedup']:.2f}× as fast as one stream (overlap efficiency {best['efficiency']:.0%})")
+    text = "; ".join(parts)
+    return text[0].upper() + text[1:] + "."
+
+
+def managed(frame: pd.DataFrame) -> str | None:
+    """First touch against resident, at the largest size measured."""
+    if frame.empty:
+        return None
+    ms = frame[frame["bytes"] == frame["bytes"].max()].set_index("variant")["gbps"]
+    if not {"first_touch", "resident"} <= set(ms.index):
+        return None
+    return (f"Managed memory on first touch moves {ms['first_touch']:,.1f} GB/s at "
+            f"{format_bytes(frame['bytes'].max())}; once resident the same kernel "
+            f"reads {ms['resident']:,.0f} GB/s ({ms['resident'] / ms['first_touch']:,.0f}× faster).")
