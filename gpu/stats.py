@@ -54,7 +54,7 @@ PRECISE = Profile("precise", warmup=3, min_samples=10, max_noise=0.005, min_time
 # For sliders and talks: converge at 2 % noise, or spend about 5 samples' worth of time (at least 10 ms, at
 # most 1.5 s) and report the spread found; always at least 5 samples, so comparisons keep their power.
 INTERACTIVE = Profile("interactive", warmup=1, min_samples=5, max_noise=0.02, min_time_s=0.01, timeout_s=1.5,
-                      max_samples=200, floor_samples=5, budget_samples=5.0, budget_floor_s=0.01)
+                      max_samples=100, floor_samples=5, budget_samples=5.0, budget_floor_s=0.01)
 PROFILES = {p.name: p for p in (PRECISE, INTERACTIVE)}
 
 

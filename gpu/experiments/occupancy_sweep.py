@@ -130,7 +130,8 @@ def run(params: Params, gpu, progress, should_cancel) -> list[dict]:
     cuda = gpu.cuda
     fa = cuda.function_attribute
     profile = stats.get_profile(params.profile)
-    options = (f"-DEXTRA_REGS={params.extra_registers}",)
+    # EXTRA_REGS defaults to 0 in the source: the module compiled when the worker started serves that case.
+    options = (f"-DEXTRA_REGS={params.extra_registers}",) if params.extra_registers else ()
     fn = {"stream": gpu.kernel("occupancy", "occ_stream"), "chase": gpu.kernel("occupancy", "occ_chase", options)}
     dyn = params.dynamic_shared_bytes
     for function in fn.values():
