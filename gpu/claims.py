@@ -23,7 +23,9 @@ def _need(frame: pd.DataFrame, mask, what: str) -> pd.DataFrame:
     return part
 
 
-def _speedups(frame: pd.DataFrame, include_alloc: bool, direction: str = "h2d") -> pd.Series:
+def pinned_speedups(frame: pd.DataFrame, include_alloc: bool, direction: str = "h2d") -> pd.Series:
+    """Pageable time ÷ pinned time per size (ascending), for copy-only or allocation-including points; ClaimError
+    when the frame lacks either mode. The talk's verdicts and the pages' stage takeaways read it."""
     rows = _need(frame, (frame["include_alloc"].fillna(False) == include_alloc) & (frame["direction"] == direction),
                  f"{'allocation-including' if include_alloc else 'copy-only'} {direction.upper()} points")
     ms = rows.pivot_table(index="bytes", columns="variant", values="median_ms")
@@ -34,7 +36,7 @@ def _speedups(frame: pd.DataFrame, include_alloc: bool, direction: str = "h2d") 
 
 def pinned_up_to_2x(frame: pd.DataFrame) -> dict:
     """'Pinned memory is up to 2× faster': pinned ÷ pageable speed at the largest and the smallest size."""
-    speed = _speedups(frame, False)
+    speed = pinned_speedups(frame, False)
     large, small = float(speed.iloc[-1]), float(speed.iloc[0])
     if large > 2.2:
         verdict = "Understated for large copies" + (", and no gain for small ones" if small < 1.1 else "")
@@ -48,8 +50,8 @@ def pinned_up_to_2x(frame: pd.DataFrame) -> dict:
 
 def pinned_allocated_per_call(frame: pd.DataFrame) -> dict:
     """'Pinned beats pageable' in code that allocates its pinned buffer on every call."""
-    with_alloc = _speedups(frame, True)
-    copy_only = _speedups(frame, False)
+    with_alloc = pinned_speedups(frame, True)
+    copy_only = pinned_speedups(frame, False)
     size = with_alloc.index[-1]
     ratio = float(with_alloc.iloc[-1])
     pinned = _need(frame, (frame["variant"] == "pinned") & (frame["include_alloc"].fillna(False))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pandas as pd
 
 from gpu import overlap
+from gpu.claims import ClaimError, pinned_speedups
 from gpu.units import format_bytes
 
 
@@ -18,14 +19,11 @@ def _ratio_text(value: float) -> str:
 
 def transfers(frame: pd.DataFrame) -> str | None:
     """Pinned against pageable host-to-device speed at the largest and smallest size, and allocated per copy."""
-    h2d = frame[frame["direction"] == "h2d"]
-
     def speedups(include_alloc: bool) -> pd.Series:
-        part = h2d[h2d["include_alloc"].fillna(False).astype(bool) == include_alloc]
-        ms = part.pivot_table(index="bytes", columns="variant", values="median_ms")
-        if not {"pinned", "pageable"} <= set(ms.columns):
+        try:
+            return pinned_speedups(frame, include_alloc)
+        except ClaimError:
             return pd.Series(dtype=float)
-        return (ms["pageable"] / ms["pinned"]).dropna().sort_index()
 
     copy_only = speedups(False)
     if copy_only.empty:

@@ -140,9 +140,12 @@ def max_size(limits) -> int:
     return size
 
 
+PATTERN_MULTIPLIER = 2654435761  # the same constant as pattern_word() in kernels/transfers.cu
+
+
 def pattern_for(count: int, seed: int) -> np.ndarray:
     """A cheap, position-dependent pattern: a dropped, repeated or swapped chunk never verifies."""
-    return (np.arange(count, dtype=np.uint32) * np.uint32(2654435761)) ^ np.uint32(seed & 0xFFFFFFFF)
+    return (np.arange(count, dtype=np.uint32) * np.uint32(PATTERN_MULTIPLIER)) ^ np.uint32(seed & 0xFFFFFFFF)
 
 
 def verify_equal(expected: np.ndarray, actual: np.ndarray, what: str) -> None:
@@ -230,7 +233,7 @@ class _TransferBench:
             first = int(found[1])
             word = np.empty(1, dtype=np.uint32)
             self.cuda.memcpy_dtoh(word, int(self.device) + 4 * first)
-            expected = ((first * 2654435761) & 0xFFFFFFFF) ^ seed
+            expected = ((first * PATTERN_MULTIPLIER) & 0xFFFFFFFF) ^ seed
             raise VerificationError(f"{label}: {int(found[0])} of {count} words wrong, first at word {first} "
                                     f"(expected 0x{expected:08x}, got 0x{int(word[0]):08x})")
 
@@ -271,7 +274,7 @@ class _TransferBench:
         self.end.synchronize()
         return self.start.time_till(self.end)
 
-    def prepare(self, direction: str, host: np.ndarray, count: int, seed: int) -> None:
+    def prepare(self, direction: str, count: int, seed: int) -> None:
         """Source holds the pattern of ``seed``; the destination that of another seed (every word differs)."""
         if direction == "h2d":
             self.fill(count, self.next_seed())
@@ -300,7 +303,7 @@ class _TransferBench:
             host, host_ptr = full[:count], self._mapped_pointer(mode, full)
             # H2D copies the pattern the host holds; D2H writes a new seed's pattern over it.
             seed = self.host_seed[mode] if direction == "h2d" else self.next_seed()
-            self.prepare(direction, host, count, seed)
+            self.prepare(direction, count, seed)
 
             def sample() -> float:
                 telemetry.sample()
@@ -326,7 +329,7 @@ class _TransferBench:
                 alloc_ms = (time.perf_counter() - started) * 1e3
                 # Fresh memory holds anything: give the side that must change another seed's pattern.
                 self.load_host(fresh, seed if direction == "h2d" else self.next_seed())
-                self.prepare(direction, fresh, count, seed)
+                self.prepare(direction, count, seed)
                 last["host"] = fresh
                 return alloc_ms + self.copy_ms(mode, direction, fresh, self._mapped_pointer(mode, fresh), size)
 

@@ -67,8 +67,7 @@ def largest_difference(module, quick, precise) -> str:
     merged["diff"] = merged["median_ms_quick"] / merged["median_ms_precise"] - 1
     merged["abs"] = merged["diff"].abs()
     worst = merged.loc[merged["abs"].idxmax()]
-    big = merged[merged["bytes_quick" if "bytes_quick" in merged else "bytes"] >= 16 << 20] \
-        if ("bytes_quick" in merged or "bytes" in merged) else merged
+    big = merged[merged["bytes" if "bytes" in merged else "bytes_quick"] >= 16 << 20]  # bytes is a key of transfers
     big_worst = f"; at >= 16 MiB {big['abs'].max():.2%}" if not big.empty else ""
     median = merged["abs"].median()
     pageable = merged["variant"].eq("pageable") | (merged["host_memory"].fillna("").eq("pageable")
