@@ -23,8 +23,9 @@ class Profile:
 
     With ``budget_samples`` > 0 a point's wall-time limit also scales with its cost: it stops as *budget*
     once it has spent ``budget_samples`` times the wall time of one sample (the first warm-up's, or the
-    first sample's), but never before ``budget_floor_s`` nor before ``floor_samples`` samples. A 4 KiB copy
-    then gets milliseconds and a 1 GiB pageable copy a few samples, instead of both the same timeout.
+    first sample's), or when one more sample would end past that, but never before ``budget_floor_s`` nor
+    before ``floor_samples`` samples. A 4 KiB copy then gets milliseconds and a 1 GiB pageable copy a few
+    samples, instead of both the same timeout.
     """
 
     name: str
@@ -51,10 +52,10 @@ class Profile:
 # nvbench's defaults: >= 10 samples, stop at <= 0.5 % noise after >= 0.5 s of samples, give up at 15 s.
 PRECISE = Profile("precise", warmup=3, min_samples=10, max_noise=0.005, min_time_s=0.5, timeout_s=15.0,
                   max_samples=5000)
-# For sliders and talks: converge at 2 % noise, or spend about 5 samples' worth of time (at least 10 ms, at
+# For sliders and talks: converge at 2 % noise, or spend about 5 samples' worth of time (at least 25 ms, at
 # most 1.5 s) and report the spread found; always at least 5 samples, so comparisons keep their power.
 INTERACTIVE = Profile("interactive", warmup=1, min_samples=5, max_noise=0.02, min_time_s=0.01, timeout_s=1.5,
-                      max_samples=100, floor_samples=5, budget_samples=5.0, budget_floor_s=0.01)
+                      max_samples=100, floor_samples=5, budget_samples=5.0, budget_floor_s=0.025)
 PROFILES = {p.name: p for p in (PRECISE, INTERACTIVE)}
 
 
@@ -136,8 +137,10 @@ def stop_reason(profile: Profile, samples_ms: list[float], elapsed_wall_s: float
         return None
     if elapsed_wall_s >= profile.timeout_s:
         return "timeout"
-    if profile.budget_samples > 0 and sample_cost_s is not None and elapsed_wall_s >= profile.budget_s(sample_cost_s):
-        return "budget"
+    if profile.budget_samples > 0 and sample_cost_s is not None:
+        # A budget is not overrun by a whole sample: stop when the next one would end past it.
+        if elapsed_wall_s + sample_cost_s > profile.budget_s(sample_cost_s) * (1 + 1e-9):
+            return "budget"
     return None
 
 

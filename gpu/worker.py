@@ -81,6 +81,7 @@ class GpuService:
         from gpu import schema
         from gpu.experiments import get_experiment, in_point_order
 
+        self.runtime.release_after_reply()  # limits and memory below see no finished job's buffers
         kind = job["kind"]
         if kind == "experiment":
             module = get_experiment(job["experiment"])
@@ -120,6 +121,10 @@ class GpuService:
         except Exception:
             return False
 
+    def after_reply(self) -> None:
+        """Once a job's answer is on its way: free what the job allocated."""
+        self.runtime.release_after_reply()
+
     def close(self) -> None:
         self.runtime.close()
 
@@ -150,6 +155,7 @@ def serve(job_queue, event_queue, cancel_value, service_spec: str, service_optio
 
         try:
             event_queue.put(("result", job_id, service.handle(job, progress, should_cancel)))
+            getattr(service, "after_reply", lambda: None)()  # the page draws while buffers are freed
             continue
         except JobCancelled:
             event_queue.put(("error", job_id, "cancelled", "cancelled: a newer request replaced this job", [], False))

@@ -61,7 +61,9 @@ class TestCostScaledBudget:
 
     def test_noisy_point_stops_on_its_budget_not_the_timeout(self):
         noisy = [100.0, 130.0] * 3  # cv ~ 14 %, never converges
-        assert stop_reason(self.profile, noisy, 0.79, sample_cost_s=0.1) is None
+        assert stop_reason(self.profile, noisy, 0.69, sample_cost_s=0.1) is None
+        assert stop_reason(self.profile, noisy, 0.70, sample_cost_s=0.1) is None  # one more ends at 0.8 s exactly
+        assert stop_reason(self.profile, noisy, 0.71, sample_cost_s=0.1) == "budget"  # one more would overrun
         assert stop_reason(self.profile, noisy, 0.80, sample_cost_s=0.1) == "budget"
         assert stop_reason(self.profile, [0.01, 0.02] * 3, 0.02, sample_cost_s=1e-5) == "budget"  # cheap: 10 ms
 
@@ -83,6 +85,19 @@ class TestCostScaledBudget:
         summary = sample_until_stable(lambda: kept.append(1) or sample(), self.profile, clock=clock)
         # Budget 8 x 0.125 s: stops when 1 s has passed after the warm-up, i.e. after 8 kept samples.
         assert summary.stop_reason == "budget" and summary.samples == 8 and len(kept) == 9
+
+    def test_a_sample_that_would_end_past_the_budget_is_not_started(self):
+        now = [0.0]
+        walls = iter([0.125] + [0.15] * 50)  # warm-up 125 ms (the cost), then 150 ms a sample
+        values = iter([100.0, 130.0] * 25)  # cv ~ 14 %: never converges
+
+        def sample():
+            now[0] += next(walls)
+            return next(values)
+
+        summary = sample_until_stable(sample, self.profile, clock=lambda: now[0])
+        # Budget 8 x 0.125 s = 1 s: after 6 samples (0.9 s) a 7th would end at about 1.03 s.
+        assert summary.stop_reason == "budget" and summary.samples == 6
 
     def test_budget_can_be_switched_off_by_name(self):
         assert get_profile("interactive/budget_samples=0").budget_s(0.1) == stats.INTERACTIVE.timeout_s

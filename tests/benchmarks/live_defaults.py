@@ -49,9 +49,9 @@ def timed(backend, page: str, profile: str):
 def worst_cv(frame, pageable: bool) -> str:
     big = frame[(frame["bytes"] >= 16 << 20)]
     if "host_memory" in big:
-        is_pageable = (big["variant"] == "pageable") | (big["host_memory"].fillna("") == "pageable")
+        is_pageable = big["variant"].str.contains("pageable") | (big["host_memory"].fillna("") == "pageable")
     else:
-        is_pageable = big["variant"] == "pageable"
+        is_pageable = big["variant"].str.contains("pageable")  # also Reductions' end_to_end_pageable
     part = big[is_pageable] if pageable else big[~is_pageable]
     if part.empty:
         return "n/a"
@@ -70,7 +70,7 @@ def largest_difference(module, quick, precise) -> str:
     big = merged[merged["bytes" if "bytes" in merged else "bytes_quick"] >= 16 << 20]  # bytes is a key of transfers
     big_worst = f"; at >= 16 MiB {big['abs'].max():.2%}" if not big.empty else ""
     median = merged["abs"].median()
-    pageable = merged["variant"].eq("pageable") | (merged["host_memory"].fillna("").eq("pageable")
+    pageable = merged["variant"].str.contains("pageable") | (merged["host_memory"].fillna("").eq("pageable")
                                                    if "host_memory" in merged else False)
     rest = merged[~pageable]
     rest_text = "" if not pageable.any() or rest.empty else \
