@@ -28,7 +28,7 @@ ALPHA = 0.05
 MIN_SAMPLES = 9
 MIN_EFFECT = 0.01
 PROVENANCE_FIELDS = ["device_name", "driver_version", "cuda_version", "pycuda_version", "pcie", "sm_clock_max_mhz",
-                     "mem_clock_max_mhz", "throttled points", "profile", "host", "git_commit", "timestamp",
+                     "mem_clock_max_mhz", "throttled points", "profile", "timers", "host", "git_commit", "timestamp",
                      "async_engine_count"]
 
 
@@ -169,6 +169,8 @@ def _provenance(frame: pd.DataFrame) -> dict:
     out["pcie"] = f"gen {first.get('pcie_gen')} × {first.get('pcie_width')}"
     throttled = frame["throttled"].astype("boolean")
     out["throttled points"] = f"{int(throttled.fillna(False).sum())} of {len(frame)}"
+    # What the clock covered: a change of method (e.g. the stream hold) is a reason for a difference too.
+    out["timers"] = ", ".join(sorted(frame["timer"].dropna().astype(str).unique())) if "timer" in frame else None
     return {field: out.get(field) for field in PROVENANCE_FIELDS}
 
 

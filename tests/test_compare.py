@@ -69,7 +69,16 @@ def test_headline_counts_and_names_the_worst_point():
     assert line.endswith("1 the same within noise")
     diff = compare.provenance_diff(base, cand).set_index("field")
     assert diff.loc["driver_version", "differs"] and diff.loc["driver_version", "candidate"] == "590"
-    assert not diff.loc["device_name", "differs"]
+    assert not diff.loc["device_name", "differs"] and not diff.loc["timers", "differs"]
+
+
+def test_provenance_names_a_change_of_timing_method():
+    base = make_run("a", {(4096, "pinned"): 0.010})
+    cand = make_run("b", {(4096, "pinned"): 0.010, (1 << 20, "pinned"): 0.050})
+    cand.loc[cand["bytes"] == 4096, "timer"] = "cuda_event_held"
+    timers = compare.provenance_diff(base, cand).set_index("field").loc["timers"]
+    assert timers["differs"] and timers["baseline"] == "cuda_event"
+    assert timers["candidate"] == "cuda_event, cuda_event_held"  # every timer a run used, once each
 
 
 def test_normalized_view_compares_each_point_to_its_own_device_limit():

@@ -49,9 +49,10 @@ def grid_for(elements: int, block: int) -> tuple[int, int]:
 
 
 def row(variant: str, group: str, nbytes: int, summary: stats.Summary, profile: stats.Profile, telemetry,
-        **params) -> dict:
-    """A schema row for a kernel measurement (direction 'device'; bytes = useful bytes read + written)."""
-    return measured_row(summary, profile, telemetry, nbytes, "cuda_event_l2_flushed", variant=variant, group=group,
+        timer: str, **params) -> dict:
+    """A schema row for a kernel measurement (direction 'device'; bytes = useful bytes read + written); ``timer``
+    is what the clock covered (``KernelTimer.timer_name``)."""
+    return measured_row(summary, profile, telemetry, nbytes, timer, variant=variant, group=group,
                         direction="device", **params)
 
 

@@ -115,7 +115,8 @@ def run(params: Params, gpu, progress, should_cancel) -> list[dict]:
     points = list(params.points())
     rows = SweepRows(progress)  # each row reaches the page as soon as it is measured
     with gpu.job_scope() as ledger:
-        timer = KernelTimer(gpu, ledger)
+        # Not held: a prefetch inside a timed sample may wait on the stream (StreamHold's docstring).
+        timer = KernelTimer(gpu, ledger, hold=False)
         total = ledger.device_buffer(8)
         mid = cuda.Event()
         for size in params.sizes:

@@ -144,6 +144,8 @@ def run(params: Params, gpu, progress, should_cancel) -> list[dict]:
         src_host = k.small_int_floats(STREAM_ELEMENTS, seed=7)
         src, dst = ledger.device_buffer(STREAM_ELEMENTS * 4), ledger.device_buffer(STREAM_ELEMENTS * 4)
         cuda.memcpy_htod(src, src_host)
+        if not _chase_data.cache_info().currsize:  # the worker started moments ago: its background build runs
+            progress(0, len(points), "preparing the random chase cycle (once per worker, a few seconds)")
         nxt, expected_chase = chase_data()
         next_dev, out_dev = ledger.device_buffer(CHASE_NODES * 4), ledger.device_buffer(CHASE_THREADS * 4)
         cuda.memcpy_htod(next_dev, nxt)
@@ -180,7 +182,8 @@ def run(params: Params, gpu, progress, should_cancel) -> list[dict]:
             got = readback[:expected.size]
             cuda.memcpy_dtoh(got, out)
             verify_equal(expected, got, f"{LABELS[kernel]} (block {block})")
-            rows.append(k.row(kernel, "occupancy", nbytes, summary, profile, gpu.telemetry, block_size=block,
+            rows.append(k.row(kernel, "occupancy", nbytes, summary, profile, gpu.telemetry, timer.timer_name(),
+                              block_size=block,
                               elements=int(expected.size), param="extra_registers", param_value=extra,
                               registers_per_thread=resources.registers_per_thread,
                               shared_bytes_per_block=resources.static_shared_bytes + dyn,

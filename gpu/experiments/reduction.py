@@ -1,11 +1,11 @@
 """Dot products: the seed's one-atomic-per-element kernel, done right, and the library's gpuarray.dot.
 
-Kernel-only variants (CUDA events, L2 flushed before each sample): ``atomic_per_element`` (every thread
-atomically adds to one float), ``shared_tree`` (shared-memory tree per block, one atomic per block),
-``warp_shuffle`` (shuffle reduction per block, one atomic per block), ``grid_stride`` (a GPU-filling grid
-accumulating float4 loads in registers first), and ``gpuarray_dot`` (PyCUDA's library reduction).
-End-to-end variants time host data → GPU → result (two H2D copies, the grid-stride kernel, the result
-back) from pageable or pinned host buffers. Bytes: the two input vectors (8 bytes per element).
+Kernel-only variants (CUDA events, L2 flushed before each sample, the stream held while the launch is queued,
+except for gpuarray.dot): ``atomic_per_element`` (every thread atomically adds to one float), ``shared_tree``
+(shared-memory tree per block, one atomic per block), ``warp_shuffle`` (shuffle reduction per block, one atomic
+per block), ``grid_stride`` (a GPU-filling grid accumulating float4 loads in registers first), and
+``gpuarray_dot`` (PyCUDA's library reduction). End-to-end variants time host data → GPU → result (two H2D
+copies, the grid-stride kernel, the result back) from pageable or pinned host buffers (held when pinned). Bytes: the two input vectors (8 bytes per element).
 
 Correctness, twice per variant: on vectors of -1/0/1 every partial sum is an exact small integer, so the
 result must equal the integer dot product exactly (a dropped or repeated element fails the job); on the
@@ -26,6 +26,7 @@ from gpu.experiments._sweep import SweepRows
 NAME = "reduction"
 KERNEL_VARIANTS = ("atomic_per_element", "shared_tree", "warp_shuffle", "grid_stride", "gpuarray_dot")
 END_TO_END = ("end_to_end_pageable", "end_to_end_pinned")
+UNHELD = ("gpuarray_dot", "end_to_end_pageable")  # timed without the stream hold (see run)
 LABELS = {"atomic_per_element": "atomicAdd per element (seed)", "shared_tree": "shared-memory tree",
           "warp_shuffle": "warp shuffle", "grid_stride": "grid-stride + shuffle",
           "gpuarray_dot": "pycuda gpuarray.dot", "end_to_end_pageable": "end to end, pageable host",
@@ -158,6 +159,9 @@ def run(params: Params, gpu, progress, should_cancel) -> list[dict]:
                         raise JobCancelled()
                     progress(done, len(points), f"{LABELS[variant]} · {n:,} elements · block {block}")
                     label = f"{LABELS[variant]} ({n:,} elements, block {block})"
+                    # gpuarray.dot frees its previous result (a free waits for the GPU) and a pageable copy
+                    # stages through the host: neither can be queued behind a held stream.
+                    hold = variant not in UNHELD
                     base = "grid_stride" if variant in END_TO_END else variant
                     cuda.memcpy_htod(a, ternary[0])
                     cuda.memcpy_htod(b, ternary[1])
@@ -184,18 +188,19 @@ def run(params: Params, gpu, progress, should_cancel) -> list[dict]:
                             kernel("grid_stride", s)
                             cuda.memcpy_dtoh_async(last_host, out_d, s)
 
-                        summary = timer.measure(launch, profile)
+                        summary = timer.measure(launch, profile, hold)
                         value = float(last_host[0])
                         if abs(value - exact) > 1e-4 * max(abs(exact), 1.0):
                             raise VerificationError(f"{label}: result {value!r} differs from the float64 dot "
                                                     f"{exact!r} by more than 1e-4 relative: data was corrupted")
                     else:
                         kinds = []
-                        summary = timer.measure(lambda s, v=variant: kinds.append(kernel(v, s)), profile)
+                        summary = timer.measure(lambda s, v=variant: kinds.append(kernel(v, s)), profile, hold)
                         value = result(kinds[-1])
                     rel_error = abs(value - exact) / abs(exact) if exact else abs(value)
                     rows.append(k.row(variant, "end_to_end" if variant in END_TO_END else "kernel", bytes_moved(n),
-                                      summary, profile, gpu.telemetry, block_size=block, elements=n, param="none",
+                                      summary, profile, gpu.telemetry, timer.timer_name(hold), block_size=block,
+                                      elements=n, param="none",
                                       param_value=0, rel_error=rel_error))
                     held.clear()
                     done += 1

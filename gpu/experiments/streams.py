@@ -60,7 +60,6 @@ MIN_SIZE, MAX_SIZE = 64 * 1024, 16 * GiB
 MAX_POINTS = 2000
 FMA_A, FMA_B = np.float32(-1.0), np.float32(3.0)
 BLOCK = 256
-HOLD_TIMEOUT_NS = 5_000_000_000
 DEFAULT_SIZE = 256 * MiB
 
 
@@ -209,12 +208,12 @@ class _Streams:
     """The buffers, streams and events of one job, and the enqueueing of pipelines on them."""
 
     def __init__(self, gpu, ledger, size: int):
+        from gpu.runtime import StreamHold
+
         cuda = gpu.cuda
         self.gpu, self.cuda, self.ledger, self.size = gpu, cuda, ledger, size
         self.n = size // 4
         self.d_in, self.d_out = ledger.device_buffer(size), ledger.device_buffer(size)
-        self.flags = ledger.host_buffer(64, "mapped")  # [release, timed out] as seen by hold_stream
-        self.flags_ptr = self.flags.base.get_device_pointer()
         self.origin = cuda.Stream()
         self.streams = [cuda.Stream() for _ in range(MAX_STREAMS)]
         self.start, self.end = cuda.Event(), cuda.Event()
@@ -222,8 +221,7 @@ class _Streams:
         self.marks = [cuda.Event() for _ in range(2 * 3 * MAX_CHUNKS)]
         self.kernel = gpu.kernel("streams", "fma_chain")
         self.kernel.prepare("PPQffi")
-        self.hold = gpu.kernel("streams", "hold_stream")
-        self.hold.prepare("PQ")
+        self.holder = StreamHold(gpu, ledger)
         self.hosts: dict[str, tuple[np.ndarray, np.ndarray]] = {}
 
     def host_pair(self, memory: str, inputs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -263,21 +261,22 @@ class _Streams:
         """One timed run of ``plan``: returns (ms, intervals or None)."""
         used = sorted({s for s, _, _ in plan})
         if held:
-            self.flags[0] = self.flags[1] = 0
-            self.hold.prepared_async_call((1, 1), (1, 1, 1), self.origin, self.flags_ptr, HOLD_TIMEOUT_NS)
-        self.start.record(self.origin)
-        for s in used:
-            self.streams[s].wait_for_event(self.start)
-        recorded = self.enqueue(plan, chunks, host_in, host_out, intensity, marks)
-        for s in used:
-            self.done[s].record(self.streams[s])
-            self.origin.wait_for_event(self.done[s])
-        self.end.record(self.origin)
-        if held:
-            self.flags[0] = 1
+            self.holder.hold(self.origin)
+        try:
+            self.start.record(self.origin)
+            for s in used:
+                self.streams[s].wait_for_event(self.start)
+            recorded = self.enqueue(plan, chunks, host_in, host_out, intensity, marks)
+            for s in used:
+                self.done[s].record(self.streams[s])
+                self.origin.wait_for_event(self.done[s])
+            self.end.record(self.origin)
+        finally:
+            if held:
+                self.holder.release()  # never leave the GPU spinning, even when queueing failed
         self.end.synchronize()
-        if held and self.flags[1]:
-            raise RuntimeError("the launch hold timed out before the host had queued the sample's operations")
+        if held:
+            self.holder.check()
         intervals = None
         if marks:
             intervals = [(s, op, c, self.start.time_till(a), self.start.time_till(b), nbytes)

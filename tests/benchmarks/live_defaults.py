@@ -8,7 +8,7 @@ the same points with the precise profile (nvbench's rule, capped per point), and
 two medians, so the user sees that the quick answer agrees.
 
 Run on the GPU machine: ``python3 tests/benchmarks/live_defaults.py [--pages transfers,coalescing]
-[--precise precise/timeout_s=2] [--no-precise]``.
+[--precise precise/timeout_s=2] [--no-precise] [--save DIR]``.
 """
 
 import argparse
@@ -90,7 +90,10 @@ def main() -> None:
     parser.add_argument("--precise", default="precise/timeout_s=2")
     parser.add_argument("--no-precise", action="store_true")
     parser.add_argument("--pages", default=",".join(DEFAULTS))
+    parser.add_argument("--save", metavar="DIR", help="also write each frame (samples included) as CSV into DIR")
     args = parser.parse_args()
+    if args.save:
+        Path(args.save).mkdir(parents=True, exist_ok=True)
     backend, reason = start_live()
     if backend is None:
         sys.exit(f"needs a GPU: {reason}")
@@ -98,6 +101,8 @@ def main() -> None:
         backend.submit("reduction", {"sizes": [1 << 20], "variants": ["grid_stride"]}).outcome()  # warm the worker
         for page in args.pages.split(","):
             frame, first, total = timed(backend, page, args.profile)
+            if args.save:
+                frame.to_csv(Path(args.save) / f"{page}-quick.csv", index=False)
             target = f" (target <= {TARGETS[page]:.0f} s)" if page in TARGETS else ""
             stops = frame["stop_reason"].value_counts().to_dict()
             print(f"LIVE {page:<11} {args.profile}: first points at the client {first:.2f} s (target <= "
@@ -107,6 +112,8 @@ def main() -> None:
             if args.no_precise:
                 continue
             precise, _, precise_total = timed(backend, page, args.precise)
+            if args.save:
+                precise.to_csv(Path(args.save) / f"{page}-precise.csv", index=False)
             print(f"  vs {args.precise} ({precise_total:.1f} s): "
                   f"{largest_difference(get_experiment(page), frame, precise)}; precise worst CV at >= 16 MiB: "
                   f"{worst_cv(precise, False)}; pageable {worst_cv(precise, True)}", flush=True)

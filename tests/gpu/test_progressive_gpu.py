@@ -39,14 +39,32 @@ def test_points_arrive_before_the_job_ends_coarse_first_and_the_result_is_in_poi
 
 def test_the_gpu_pattern_check_names_a_word_a_copy_did_not_write():
     """The Transfers check runs on the GPU: one wrong word in 1 MiB is found and named, a right buffer passes."""
-    from gpu.client import WorkerClient
-
-    client = WorkerClient(service="tests.gpu.pattern_service:PatternCheckService")
-    try:
-        answer = client.run("pattern_check")
-    finally:
-        client.close()
-    print(f"\n{answer}")
+    answer = _one_job("tests.gpu.pattern_service:PatternCheckService", "pattern_check")
     assert answer["right"] == "passed"
     assert "1 of 262144 words wrong, first at word 1000" in answer["one_word_wrong"]
     assert "262144 of 262144 words wrong" in answer["other_seed"]
+
+
+def test_the_stream_hold_keeps_a_python_pause_out_of_kernel_time_and_refuses_work_that_waits_on_it():
+    """nvbench's blocking kernel: a 50 ms pause of the Python thread between the start event and the launch is
+    not GPU time when the stream is held (it is without the hold); work that waits on its own held stream makes
+    the hold time out, and that sample is refused, not reported."""
+    answer = _one_job("tests.gpu.timer_service:TimerCheckService", "timer_check")
+    assert answer["paused_unheld_ms"] >= 45  # the pause counted as GPU time: what the hold prevents
+    assert answer["paused_held_ms"] < 5 and answer["paused_held_ms"] < 3 * answer["plain_ms"] + 0.05
+    assert "hold timed out" in answer["waiting"]
+    assert 0 < answer["after_ms"] < 5
+    assert answer["timers"] == ["cuda_event_l2_flushed_held", "cuda_event_l2_flushed"]
+
+
+def _one_job(service: str, kind: str) -> dict:
+    """Run one job of a test service in its own worker (printed, for the GPU log)."""
+    from gpu.client import WorkerClient
+
+    client = WorkerClient(service=service)
+    try:
+        answer = client.run(kind)
+    finally:
+        client.close()
+    print(f"\n{answer}")
+    return answer
