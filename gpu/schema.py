@@ -17,8 +17,9 @@ One row per measured point. Columns come in three groups:
   ``bytes`` over ``median_ms``), ``stop_reason`` (converged | budget | timeout | max_samples; budget: the
   profile's per-point time budget, scaled by the cost of one sample, was spent or one more sample would
   overrun it), ``profile``, ``timer`` (what the clock covered), ``verified`` (output checked; a wrong
-  output is an error, never a row), ``sm_clock_mhz`` (median SM clock sampled by NVML while measuring), ``throttled`` (NVML reported a
-  thermal/power slowdown during the point) and ``samples_ms`` (every sample, in ms).
+  output is an error, never a row), ``sm_clock_mhz`` (median SM clock sampled by NVML while measuring),
+  ``throttled`` (NVML reported a thermal/power slowdown during the point) and ``samples_ms`` (every sample,
+  in ms).
 * **provenance** – where and when: ``device_name, compute_capability, sm_count, memory_total_bytes,
   driver_version, cuda_version, pycuda_version, pcie_gen, pcie_width, pcie_gbps_theoretical,
   hbm_gbps_theoretical, sm_clock_max_mhz, mem_clock_max_mhz, host, timestamp, git_commit, backend``,

@@ -5,7 +5,8 @@ except for gpuarray.dot): ``atomic_per_element`` (every thread atomically adds t
 (shared-memory tree per block, one atomic per block), ``warp_shuffle`` (shuffle reduction per block, one atomic
 per block), ``grid_stride`` (a GPU-filling grid accumulating float4 loads in registers first), and
 ``gpuarray_dot`` (PyCUDA's library reduction). End-to-end variants time host data → GPU → result (two H2D
-copies, the grid-stride kernel, the result back) from pageable or pinned host buffers (held when pinned). Bytes: the two input vectors (8 bytes per element).
+copies, the grid-stride kernel, the result back) from pageable or pinned host buffers (held when pinned).
+Bytes: the two input vectors (8 bytes per element).
 
 Correctness, twice per variant: on vectors of -1/0/1 every partial sum is an exact small integer, so the
 result must equal the integer dot product exactly (a dropped or repeated element fails the job); on the
