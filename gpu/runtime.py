@@ -15,7 +15,7 @@ import statistics
 import subprocess
 import threading
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -416,8 +416,8 @@ HOLD_TIMEOUT_NS = 5_000_000_000  # a hold that long means the host never release
 
 
 class StreamHold:
-    """nvbench's blocking kernel (``hold_stream`` in kernels/timing.cu): ``hold(stream)`` parks the stream in a
-    one-thread spin until ``release()``, so the start event and the timed work reach the GPU together once the
+    """nvbench's blocking kernel (``hold_stream`` in kernels/timing.cu): ``holding(stream)`` parks the stream in a
+    one-thread spin until released, so the start event and the timed work reach the GPU together once the
     host has queued them all; a sample then times the GPU, never a pause of the Python thread between two
     launches (a collection, a page fault, another thread), which would otherwise count as GPU time.
 
@@ -431,12 +431,16 @@ class StreamHold:
         self.kernel.prepare("PQ")
         self.timeout_ns = timeout_ns
 
-    def hold(self, stream) -> None:
+    @contextmanager
+    def holding(self, stream):
+        """``stream`` is held while the body queues the timed work, and released when the body ends, even by an
+        exception: the GPU is never left spinning."""
         self.flags[0] = self.flags[1] = 0
         self.kernel.prepared_async_call((1, 1), (1, 1, 1), stream, self.pointer, self.timeout_ns)
-
-    def release(self) -> None:
-        self.flags[0] = 1
+        try:
+            yield
+        finally:
+            self.flags[0] = 1
 
     def check(self) -> None:
         """After the held work has finished: refuse a sample whose hold ended by its timeout, not by release."""
@@ -467,20 +471,15 @@ class KernelTimer:
 
     def once(self, launch, hold: bool | None = None) -> float:
         """One sample in ms: ``launch(stream)`` enqueues the work being timed; ``hold`` overrides the timer's."""
-        holder = self.holder if hold is None or hold else None
+        holder = None if hold is False else self.holder
         if hold and holder is None:
             raise ValueError("this KernelTimer was built without a stream hold")
         if self.flush_buffer is not None:
             self.cuda.memset_d32_async(self.flush_buffer, 0, self.flush_words, self.stream)
-        if holder is not None:
-            holder.hold(self.stream)
-        self.start.record(self.stream)
-        try:
+        with holder.holding(self.stream) if holder is not None else nullcontext():
+            self.start.record(self.stream)
             launch(self.stream)
             self.end.record(self.stream)
-        finally:
-            if holder is not None:
-                holder.release()  # never leave the GPU spinning, even when queueing failed
         self.end.synchronize()
         if holder is not None:
             holder.check()

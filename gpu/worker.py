@@ -81,7 +81,6 @@ class GpuService:
         from gpu import schema
         from gpu.experiments import get_experiment, in_point_order
 
-        self.runtime.release_after_reply()  # limits and memory below see no finished job's buffers
         kind = job["kind"]
         if kind == "experiment":
             module = get_experiment(job["experiment"])

@@ -287,6 +287,17 @@ def axis_options(backend, experiment: str, column: str, run_id: str | None, live
     return recorded_values(backend, experiment, column, run_id) or [fallback]
 
 
+def block_size_setting(key: str, options: list[int], label: str, placeholder: str) -> list[int]:
+    """A kernel page's block size, among its More settings: a slider (256 when offered) or a typed size, which
+    overrides it. Widget keys: ``{key}`` and ``{key}_typed``."""
+    with more_settings():
+        block_column, typed_column = st.columns(2)
+        block = block_column.select_slider(label, options=options, value=256 if 256 in options else options[0],
+                                           key=key)
+        typed = typed_column.text_input("…or type a block size", key=f"{key}_typed", placeholder=placeholder)
+    return typed_block_size(typed) or [block]
+
+
 def typed_block_size(typed: str) -> list[int] | None:
     """A block size typed by hand (overrides the slider); stops the page with a message if it is no number."""
     if not typed.strip():

@@ -39,15 +39,10 @@ with right:
     groups = st.pills("Experiments", list(coalescing.GROUPS[1:]), selection_mode="multi",
                       default=list(coalescing.GROUPS[1:]), key="coalescing_groups",
                       help="The copy group (the memcpy_dtod reference and our copy kernels) always runs.")
-with shared.more_settings():
-    block_column, typed_column = st.columns(2)
-    block = block_column.select_slider("Threads per block (1-D kernels)", options=block_options,
-                                       value=256 if 256 in block_options else block_options[0], key="coalescing_block")
-    typed_block = typed_column.text_input("…or type a block size", key="coalescing_block_typed",
-                                          placeholder="e.g. 192")
+block_sizes = shared.block_size_setting("coalescing_block", block_options, "Threads per block (1-D kernels)",
+                                       placeholder="e.g. 192")
 
-params = {"elements": elements, "block_sizes": shared.typed_block_size(typed_block) or [block],
-          "groups": ["copy", *(groups or [])]}
+params = {"elements": elements, "block_sizes": block_sizes, "groups": ["copy", *(groups or [])]}
 shared.sync_url()
 def preview(partial, suffix: str) -> None:
     """While measuring: the copies (the reference) and the strided sweep, as far as measured."""

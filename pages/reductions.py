@@ -39,15 +39,9 @@ with right:
     variants = st.pills("Variants", list(reduction.KERNEL_VARIANTS + reduction.END_TO_END), selection_mode="multi",
                         default=list(reduction.KERNEL_VARIANTS + reduction.END_TO_END),
                         format_func=reduction.LABELS.get, key="reduction_variants")
-with shared.more_settings():
-    block_column, typed_column = st.columns(2)
-    block = block_column.select_slider("Threads per block", options=block_options,
-                                       value=256 if 256 in block_options else block_options[0], key="reduction_block")
-    typed_block = typed_column.text_input("…or type a block size", key="reduction_block_typed",
-                                          placeholder="e.g. 1024")
+block_sizes = shared.block_size_setting("reduction_block", block_options, "Threads per block", placeholder="e.g. 1024")
 
-params = {"sizes": [size], "block_sizes": shared.typed_block_size(typed_block) or [block],
-          "variants": list(variants or [])}
+params = {"sizes": [size], "block_sizes": block_sizes, "variants": list(variants or [])}
 shared.sync_url()
 def preview(partial, suffix: str) -> None:
     """While measuring: the kernels measured so far."""

@@ -177,9 +177,9 @@ if (frame["group"] == "bidirectional").any():
     st.markdown(" · ".join(f"{h}: both directions at once move **{both[h]:.1f} GB/s**, "
                            f"{both[h] / alone[h]:.2f}× the faster direction alone" for h in both.index if h in alone))
 
-st.subheader("The numbers")
 if not shared.desk():
     st.stop()  # on stage: the tables below are for the desk
+st.subheader("The numbers")
 st.dataframe(table.drop(columns=["intervals", "run_id", "elements"]).assign(
     issue_order=lambda t: t["issue_order"].map(streams.ORDER_LABELS), bytes=lambda t: t["bytes"].map(format_bytes)),
     hide_index=True, column_config={"efficiency": st.column_config.NumberColumn("overlap efficiency", format="percent"),

@@ -29,6 +29,7 @@ the kernel counts its device reads and writes (2 × size).
 from __future__ import annotations
 
 import time
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -260,9 +261,7 @@ class _Streams:
     def run_once(self, plan, chunks: int, host_in, host_out, intensity: int, held: bool, marks: bool = False):
         """One timed run of ``plan``: returns (ms, intervals or None)."""
         used = sorted({s for s, _, _ in plan})
-        if held:
-            self.holder.hold(self.origin)
-        try:
+        with self.holder.holding(self.origin) if held else nullcontext():
             self.start.record(self.origin)
             for s in used:
                 self.streams[s].wait_for_event(self.start)
@@ -271,9 +270,6 @@ class _Streams:
                 self.done[s].record(self.streams[s])
                 self.origin.wait_for_event(self.done[s])
             self.end.record(self.origin)
-        finally:
-            if held:
-                self.holder.release()  # never leave the GPU spinning, even when queueing failed
         self.end.synchronize()
         if held:
             self.holder.check()
