@@ -103,16 +103,10 @@ if table.empty:
     st.info("No pipeline was measured with these settings.")
     st.stop()
 
-# --- headline: per host memory, the best pipeline and the median over every configuration that can overlap ---
-lines = []
-for r in overlap.overlap_summary(table).itertuples():
-    spread = (f"; across {r.configurations} configurations with ≥ 2 streams and ≥ 2 chunks the median is "
-              f"**{r.median_efficiency:.0%}** ({r.median_speedup:.2f}× serial)" if r.configurations else "")
-    lines.append(f"**{r.host_memory}**: the best, {r.best_streams} streams × {r.best_chunks} chunks, takes "
-                 f"{r.best_ms:.2f} ms against {r.best_serial_ms:.2f} ms serial ({r.best_speedup:.2f}×) and a bound of "
-                 f"{r.best_bound_ms:.2f} ms ({r.best_vs_bound:.2f}× the bound, overlap efficiency "
-                 f"{r.best_efficiency:.0%}){spread}; typical noise cv {r.median_cv:.1%}")
-st.markdown("\n".join(f"- {line}" for line in lines))
+# --- headline: per host memory, the best pipeline that can overlap and the median over all of them ------------
+summary = overlap.overlap_summary(table)
+st.markdown("\n".join(f"- {overlap.headline(r)}" for r in summary.to_dict("records")))
+st.caption(overlap.BOUNDS_EXPLAINED if summary["best_duplex_bound_ms"].notna().any() else overlap.NO_DUPLEX_EXPLAINED)
 shared.takeaway(takeaways.streams(frame))
 if (table["efficiency"] > 1).any():
     st.caption("Efficiency above 100 %: kernels of different streams ran side by side and filled each other's last "
@@ -151,7 +145,11 @@ row = chosen.iloc[0]
 m = st.columns(5)
 m[0].metric("Pipeline", f"{row['pipeline_ms']:.3f} ms", f"cv {row['cv']:.2%}", delta_color="off")
 m[1].metric("Serial (one stream)", f"{row['serial_ms']:.3f} ms")
-m[2].metric("Bound", f"{row['bound_ms']:.3f} ms", "slowest stage alone", delta_color="off")
+m[2].metric("Bound", f"{row['bound_ms']:.3f} ms", "both directions at the duplex rate" if row["bound_kind"] ==
+            overlap.BOUND_KINDS["duplex"] else "slowest stage alone", delta_color="off",
+            help=f"Copy-engine bound {row['engine_bound_ms']:.3f} ms; duplex-aware bound "
+                 + (f"{row['duplex_bound_ms']:.3f} ms" if row["duplex_bound_ms"] == row["duplex_bound_ms"]
+                    else "not measured (no bidirectional points in this run)"))
 m[3].metric("Overlap efficiency", f"{row['efficiency']:.0%}" if row["efficiency"] == row["efficiency"] else "n/a")
 m[4].metric("Speedup over serial", f"{row['speedup']:.2f}×")
 try:
@@ -180,10 +178,14 @@ if (frame["group"] == "bidirectional").any():
 if not shared.desk():
     st.stop()  # on stage: the tables below are for the desk
 st.subheader("The numbers")
-st.dataframe(table.drop(columns=["intervals", "run_id", "elements"]).assign(
+st.dataframe(table.drop(columns=["intervals", "run_id", "elements", "samples_ms", "serial_samples_ms"]).assign(
     issue_order=lambda t: t["issue_order"].map(streams.ORDER_LABELS), bytes=lambda t: t["bytes"].map(format_bytes)),
     hide_index=True, column_config={"efficiency": st.column_config.NumberColumn("overlap efficiency", format="percent"),
                                     "speedup": st.column_config.NumberColumn("speedup ×", format="%.2f"),
                                     "vs_bound": st.column_config.NumberColumn("× bound", format="%.3f"),
+                                    "vs_engine_bound": st.column_config.NumberColumn("× copy-engine bound",
+                                                                                     format="%.3f"),
+                                    "engine_efficiency": st.column_config.NumberColumn(
+                                        "efficiency vs copy-engine bound", format="percent"),
                                     "cv": st.column_config.NumberColumn("cv", format="percent")})
 shared.download(frame, "streams")
