@@ -382,8 +382,10 @@ def run(params: Params, gpu, progress, should_cancel) -> list[dict]:
                         plan = overlap.issue_plan(chunks, streams, order)
                         summary = measure(lambda plan=plan: bench.run_once(plan, chunks, host_in, host_out,
                                                                            intensity, held)[0])
-                        host_out.view(np.uint32).fill(poison)
+                        # Poison both outputs; the host's by a copy from the poisoned device buffer, which for
+                        # pinned memory is ~5× faster than NumPy writing 256 MiB.
                         cuda.memset_d32(bench.d_out, int(poison), n)
+                        cuda.memcpy_dtoh(host_out, bench.d_out)
                         _, intervals = bench.run_once(plan, chunks, host_in, host_out, intensity, held, marks=True)
                         verify_equal(expected.view(np.uint32), host_out.view(np.uint32),
                                      f"{LABELS[variant]}, {streams} stream(s), {order} ({where})")
