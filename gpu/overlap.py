@@ -260,6 +260,20 @@ def busy_fraction(schedule: pd.DataFrame) -> dict[str, float]:
     return {engine: float(part["run_ms"].sum() / span) for engine, part in schedule.groupby("engine")}
 
 
+def beyond_bound_notes(table: pd.DataFrame) -> list[str]:
+    """Why some pipelines beat their bound, by which bound it was: a bound is a measurement too."""
+    notes = []
+    beyond = table[table["efficiency"] > 1]
+    if (beyond["bound_ms"] == beyond["kernel_ms"]).any():
+        notes.append("Efficiency above 100 % where the kernels set the bound: kernels of different streams ran side by "
+                     "side and filled each other's last wave, which kernels queued on one stream cannot; the bound, "
+                     "built from each stage measured alone, is then not a hard floor.")
+    if (beyond["bound_kind"] == BOUND_KINDS["duplex"]).any():
+        notes.append("Efficiency above 100 % where the link sets the bound: the duplex rate comes from one whole-size "
+                     "copy each way, measured once beside the pipelines, so the bound carries that point's noise.")
+    return notes
+
+
 def gain_text(summary_row) -> str:
     """'overlap efficiency 91 %' when the best pipeline beats serial beyond the noise, else 'no measurable
     overlap' (a percentage of noise would be a number without meaning)."""

@@ -116,10 +116,8 @@ summary = overlap.overlap_summary(table)
 st.markdown("\n".join(f"- {overlap.headline(r)}" for r in summary.to_dict("records")))
 st.caption(overlap.BOUNDS_EXPLAINED if summary["best_duplex_bound_ms"].notna().any() else overlap.NO_DUPLEX_EXPLAINED)
 shared.takeaway(takeaways.streams(frame))
-if (table["efficiency"] > 1).any():
-    st.caption("Efficiency above 100 %: kernels of different streams ran side by side and filled each other's last "
-               "wave, which kernels queued on one stream cannot; the bound, built from each stage measured alone, is "
-               "then not a hard floor.")
+for note in overlap.beyond_bound_notes(table):
+    st.caption(note)
 
 # --- one configuration --------------------------------------------------------------------------------------
 st.subheader("One configuration, operation by operation")

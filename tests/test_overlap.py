@@ -122,6 +122,18 @@ def test_a_kernel_bound_pipeline_keeps_the_kernel_sum_as_its_bound():
     assert row["efficiency"] == pytest.approx((11 - 9.5) / (11 - 9))
 
 
+def test_pipelines_beyond_their_bound_are_explained_by_the_bound_they_beat():
+    # 8 KiB both ways at 0.8 MB/s: a 10.24 ms duplex bound; the kernels of 16 chunks take longer (12 ms)
+    rows = sums_and_serial(16, 1.0, 12.0, 1.0, 14.0) + sums_and_serial(32, 5.0, 1.0, 5.0, 14.0) + [duplex_point(0.0008)]
+    rows += [{"variant": "pipeline", "chunks": 16, "streams": 4, "issue_order": "depth_first", "median_ms": 11.5},
+             {"variant": "pipeline", "chunks": 32, "streams": 4, "issue_order": "depth_first", "median_ms": 9.0}]
+    table = overlap.pipeline_table(frame_of(rows)).set_index("chunks")
+    assert table.loc[16, "bound_ms"] == 12.0 and table.loc[32, "bound_kind"] == overlap.BOUND_KINDS["duplex"]
+    notes = overlap.beyond_bound_notes(table.reset_index())
+    assert len(notes) == 2 and "last wave" in notes[0] and "duplex rate" in notes[1]
+    assert overlap.beyond_bound_notes(table.reset_index().assign(efficiency=0.9)) == []
+
+
 def test_a_run_without_bidirectional_points_falls_back_to_the_copy_engine_bound_and_says_so():
     rows = sums_and_serial(16, 5.0, 1.0, 5.0, 11.0)
     rows.append({"variant": "pipeline", "chunks": 16, "streams": 4, "issue_order": "depth_first", "median_ms": 6.0})
