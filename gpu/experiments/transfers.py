@@ -64,10 +64,6 @@ def timer_for(method: str, mode: str, include_alloc: bool) -> str:
         return "cuda_event_batched" if mode == "pageable" else "cuda_event_batched_held"
     return "host_clock_alloc+cuda_event_copy" if include_alloc else "cuda_event"
 
-
-def method_of(timer) -> str:
-    return "batched" if timer in BATCHED_TIMERS else "single"
-
 POISON = np.uint32(0xDEADBEEF)
 
 
