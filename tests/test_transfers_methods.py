@@ -204,3 +204,13 @@ def test_replaying_a_recording_without_batched_copies_says_so(monkeypatch):
     assert not at.exception
     assert any("has no batched copies" in i.value for i in at.info)
     assert at.toggle(key="transfers_include_alloc").disabled
+
+
+def test_the_numbers_table_names_the_copies_per_batched_sample():
+    from gpu import charts, schema
+
+    rows = [measure(MiB, "pinned", "h2d", "batched")[0], measure(MiB, "pinned", "h2d", "single")[0]]
+    frame = schema.make_frame([{**r, "run_id": "r", "experiment": "transfers"} for r in rows], {})
+    table = charts.numbers_table(frame)
+    assert sorted(table["copies per sample"].dropna().tolist()) == [rows[0]["param_value"]]
+    assert "copies per sample" not in charts.numbers_table(frame[frame["timer"] == "cuda_event"])
