@@ -115,6 +115,10 @@ if table.empty:
 summary = overlap.overlap_summary(table)
 st.markdown("\n".join(f"- {overlap.headline(r)}" for r in summary.to_dict("records")))
 st.caption(overlap.BOUNDS_EXPLAINED if summary["best_duplex_bound_ms"].notna().any() else overlap.NO_DUPLEX_EXPLAINED)
+if shared.desk() and "pageable" in params["host_memory"] and not pageable_grid:
+    chunk_counts, stream_counts = streams.parse_params(params).grid("pageable")
+    st.caption(f"Pageable memory was measured at {chunk_counts[0]} chunks × {stream_counts[0]} streams only; "
+               "'Pageable at every chunk and stream count' measures its whole grid.")
 shared.takeaway(takeaways.streams(frame))
 for note in overlap.beyond_bound_notes(table):
     st.caption(note)

@@ -52,6 +52,7 @@ def test_streams_page_draws_the_timeline_one_lane_per_stream_and_states_the_effi
     assert "**pinned**: the best" in headline and "× the duplex-aware bound" in headline
     # pageable is measured at its lesson only (16 chunks × 4 streams), which is within the noise of serial
     assert "**pageable**: **no measurable overlap**" in headline
+    assert any(c.value.startswith("Pageable memory was measured at 16 chunks × 4 streams only") for c in at.caption)
     assert {"Pipeline time vs streams (dotted: serial, dashed: bound)",
             "Bidirectional copies: H2D and D2H at the same time on two streams"} <= set(charts(at))
 
