@@ -214,3 +214,20 @@ def test_the_numbers_table_names_the_copies_per_batched_sample():
     table = charts.numbers_table(frame)
     assert sorted(table["copies per sample"].dropna().tolist()) == [rows[0]["param_value"]]
     assert "copies per sample" not in charts.numbers_table(frame[frame["timer"] == "cuda_event"])
+
+
+def test_replay_selects_each_method_by_its_timer_from_one_run():
+    from gpu import schema
+    from gpu.backend import ReplayBackend
+
+    # One run holding both methods: the single points as measured by the worker stand-in, the batched ones too.
+    rows = [{**measure(size, "pinned", direction, method)[0], "run_id": "both", "experiment": "transfers",
+             "device_name": "simulated", "timestamp": "2026-11-23T00:00:00+00:00"}
+            for size in (MiB, 16 * MiB) for direction in ("h2d", "d2h") for method in transfers.METHODS]
+    replay = ReplayBackend(frames=[schema.make_frame(rows, {})])
+    request = {"sizes": [MiB, 16 * MiB], "modes": ["pinned"]}
+    single = replay.submit("transfers", request).outcome()
+    batched = replay.submit("transfers", {**request, "methods": ["batched"]}).outcome()
+    assert set(single["timer"]) == {"cuda_event"} and len(single) == 4
+    assert set(batched["timer"]) == {"cuda_event_batched_held"} and len(batched) == 4
+    assert batched["param_value"].notna().all() and single["param_value"].isna().all()
