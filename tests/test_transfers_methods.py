@@ -231,3 +231,19 @@ def test_replay_selects_each_method_by_its_timer_from_one_run():
     assert set(single["timer"]) == {"cuda_event"} and len(single) == 4
     assert set(batched["timer"]) == {"cuda_event_batched_held"} and len(batched) == 4
     assert batched["param_value"].notna().all() and single["param_value"].isna().all()
+
+
+@pytest.mark.parametrize("argv,methods", [([], ["single"]), (["--methods", "single,batched"], ["single", "batched"])])
+def test_the_runner_passes_its_timing_methods(argv, methods):
+    from gpu import bench
+
+    [job] = bench.experiment_jobs(bench.parse_args(["transfers", *argv]))
+    assert job["methods"] == methods
+
+
+@pytest.mark.parametrize("argv,grid", [([], True), (["--no-pageable-grid"], False)])
+def test_the_runner_records_the_whole_pageable_streams_grid_unless_told(argv, grid):
+    from gpu import bench
+
+    [job] = bench.experiment_jobs(bench.parse_args(["streams", *argv]))
+    assert job["pageable_grid"] is grid
