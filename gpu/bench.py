@@ -43,6 +43,9 @@ def parse_args(argv=None):
                    help="sizes: a list (4KiB,1MiB) and/or ranges of powers of two (4KiB:1GiB)")
     t.add_argument("--modes", default=",".join(transfers.MODES), help="comma-separated: " + ", ".join(transfers.MODES))
     t.add_argument("--directions", default="h2d,d2h", help="comma-separated: h2d, d2h")
+    t.add_argument("--methods", default="single",
+                   help="comma-separated timing methods: single (one copy per sample: the latency view), batched "
+                        "(back-to-back copies, >= 1 ms a sample: the throughput view, as bandwidthTest times them)")
     t.add_argument("--include-alloc", choices=["no", "yes", "both"], default="no",
                    help="also time allocating the host buffer (yes), or measure both ways (both)")
     c = sub.add_parser("coalescing", help="strided, misaligned, AoS/SoA and transpose kernels vs the device copy")
@@ -69,6 +72,9 @@ def parse_args(argv=None):
     s.add_argument("--orders", default="depth_first", help="comma-separated: depth_first, breadth_first")
     s.add_argument("--intensities", default="0", help="comma-separated fused multiply-adds per element")
     s.add_argument("--no-bidirectional", action="store_true", help="skip the bidirectional-copy points")
+    s.add_argument("--pageable-grid", action=argparse.BooleanOptionalAction, default=True,
+                   help="pageable memory at every chunk and stream count (default, for recordings), or only at the "
+                        "configuration nearest 16 chunks × 4 streams (--no-pageable-grid, as the page's default)")
     m = sub.add_parser("managed", help="managed memory: first touch, prefetch, resident vs device memory")
     m.add_argument("--sizes", default="256MiB", help="sizes, multiples of 64 KiB (a list or a 1MiB:1GiB range)")
     m.add_argument("--variants", default="device,first_touch,prefetch,after_prefetch,resident")
@@ -111,6 +117,7 @@ def transfer_params(args) -> dict:
         "modes": [m.strip() for m in args.modes.split(",") if m.strip()],
         "directions": [d.strip() for d in args.directions.split(",") if d.strip()],
         "include_alloc": {"no": [False], "yes": [True], "both": [False, True]}[args.include_alloc],
+        "methods": words(args.methods),
         "profile": args.profile,
     }
 
@@ -149,7 +156,8 @@ def experiment_jobs(args) -> list[dict]:
         return [{"size_bytes": parse_size_list(args.size)[0], "chunks": int_list(args.chunks),
                  "streams": int_list(args.streams), "host_memory": words(args.host_memory),
                  "issue_orders": words(args.orders), "intensities": int_list(args.intensities),
-                 "bidirectional": not args.no_bidirectional, "profile": args.profile}]
+                 "bidirectional": not args.no_bidirectional, "pageable_grid": args.pageable_grid,
+                 "profile": args.profile}]
     if args.experiment in ("managed", "pools"):
         return [{"sizes": parse_size_list(args.sizes), "variants": words(args.variants), "profile": args.profile}]
     if args.experiment == "batching":
@@ -168,7 +176,7 @@ def summary_table(experiment: str, frame):
     from gpu.experiments import get_experiment
 
     if experiment == "transfers":
-        columns = ["variant", "direction", "bytes", "include_alloc"]
+        columns = ["variant", "direction", "bytes", "include_alloc", "timer"]
     else:
         columns = getattr(get_experiment(experiment), "SHOW_COLUMNS", None) or \
             ["variant", "block_size", "elements", "param_value", "theoretical_occupancy", "rel_error"]

@@ -198,4 +198,6 @@ def numbers_table(frame: pd.DataFrame) -> pd.DataFrame:
         "stop": frame["stop_reason"],
         "throttled": frame["throttled"],
     })
+    if "param" in frame and (frame["param"] == "copies per sample").any():  # batched: µs and GB/s are per copy
+        out["copies per sample"] = frame["param_value"].to_numpy()
     return out.sort_values(["direction", "mode", "bytes"]).reset_index(drop=True)

@@ -40,7 +40,8 @@ def point_label(experiment: str, row) -> str:
     """A point in words: '64 KiB pageable D2H' for transfers, the variant and its parameters elsewhere."""
     if experiment == "transfers":
         return (f"{format_bytes(row['bytes'])} {row['variant']} {str(row['direction']).upper()}"
-                + (" incl. allocation" if bool(row.get("include_alloc")) else ""))
+                + (" incl. allocation" if bool(row.get("include_alloc")) else "")
+                + (" batched" if str(row.get("timer", "")).startswith("cuda_event_batched") else ""))
     parts = [str(row["variant"])]
     for column in key_columns(experiment):
         value = schema.key_value(row.get(column))

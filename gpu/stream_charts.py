@@ -76,9 +76,13 @@ def gantt_figure(intervals, frame: pd.DataFrame, lanes: str = "stream", title: s
 
 def breakdown_figure(row, frame: pd.DataFrame) -> go.Figure:
     """The three sums, the bound, the pipeline and serial time of one configuration, side by side."""
-    names = ["all H2D alone", "all kernels alone", "all D2H alone", "bound", "pipeline", "serial (one stream)"]
-    values = [row["h2d_ms"], row["kernel_ms"], row["d2h_ms"], row["bound_ms"], row["pipeline_ms"], row["serial_ms"]]
-    colors = [OP_COLORS["h2d"], OP_COLORS["kernel"], OP_COLORS["d2h"], "#888888", "#222222", "#BBBBBB"]
+    names = ["all H2D alone", "all kernels alone", "all D2H alone", "bound: copy engines", "bound: duplex link",
+             "pipeline", "serial (one stream)"]
+    values = [row["h2d_ms"], row["kernel_ms"], row["d2h_ms"], row["engine_bound_ms"], row["duplex_bound_ms"],
+              row["pipeline_ms"], row["serial_ms"]]
+    colors = [OP_COLORS["h2d"], OP_COLORS["kernel"], OP_COLORS["d2h"], "#888888", "#666666", "#222222", "#BBBBBB"]
+    if not math.isfinite(values[4]):  # no bidirectional points in this run: no duplex-aware bound to draw
+        del names[4], values[4], colors[4]
     fig = go.Figure(go.Bar(x=values, y=names, orientation="h", marker={"color": colors},
                            text=[f"{v:.2f} ms" for v in values], textposition="outside",
                            hovertemplate="%{y}: %{x:.3f} ms<extra></extra>"))

@@ -97,15 +97,23 @@ def occupancy(frame: pd.DataFrame) -> str | None:
 
 
 def streams(frame: pd.DataFrame) -> str | None:
-    """The best pipeline against one stream, per host memory."""
+    """The best pipeline that can overlap against one stream, per host memory, or 'no measurable overlap'."""
     table = overlap.pipeline_table(frame)
     if table.empty:
         return None
     parts = []
-    for host, mine in table.groupby("host_memory", sort=False):
-        best = mine.sort_values("pipeline_ms").iloc[0]
-        parts.append(f"{host}: {int(best['streams'])} streams × {int(best['chunks'])} chunks run "
-                     f"{best['speedup']:.2f}× as fast as one stream (overlap efficiency {best['efficiency']:.0%})")
+    summary = overlap.overlap_summary(table)
+    # One sentence per host memory, at its lightest kernel (the copy-bound case the page opens with).
+    summary = summary.sort_values("intensity", kind="stable").drop_duplicates("host_memory")
+    for best in summary.to_dict("records"):
+        if not best["configurations"]:
+            continue
+        config = f"{best['best_streams']} streams × {best['best_chunks']} chunks"
+        parts.append(f"{best['host_memory']}: {config} run {best['best_speedup']:.2f}× as fast as one stream "
+                     f"({overlap.gain_text(best)})" if best["gain_measurable"] else
+                     f"{best['host_memory']}: no measurable overlap ({config} against one stream)")
+    if not parts:
+        return None
     text = "; ".join(parts)
     return text[0].upper() + text[1:] + "."
 

@@ -19,7 +19,8 @@ if shared.desk():
         "A vector is cut into **chunks**; each chunk goes host → device, through a kernel, and back, on one of "
         "several **streams** (chunk *c* on stream *c mod S*), so one chunk's copy can run while another's kernel "
         "does. The GPU has separate copy engines for each direction, so at best the whole job takes as long as its "
-        "slowest stage alone: that is the **bound**. **Overlap efficiency** = (serial − pipeline) / (serial − bound): "
+        "slowest stage alone, or as long as the link needs to carry both directions at once: that is the **bound**. "
+        "**Overlap efficiency** = (serial − pipeline) / (serial − bound): "
         "0 % when the streams won nothing, 100 % when the pipeline reached the bound. Every output is checked "
         "exactly. With **pageable** host memory the driver must stage each copy and a device → host copy blocks "
         "the host until it is done: watch the overlap disappear.")
@@ -55,18 +56,24 @@ shared.from_url("streams_streams", "ints", stream_options)
 shared.from_url("streams_host", "strs", host_options)
 shared.from_url("streams_intensity", "int", intensity_options)
 shared.from_url("streams_orders", "strs", order_options)
+shared.from_url("streams_pageable_grid", "bool")
 left, right = st.columns(2)
 with left:
     size = st.select_slider("Total size", options=size_options, format_func=format_bytes, key="streams_size",
                             value=256 * MiB if 256 * MiB in size_options else size_options[-1])
     chunks = st.pills("Chunks", chunk_options, selection_mode="multi", key="streams_chunks",
-                      default=[c for c in (1, 4, 16, 64) if c in chunk_options] or chunk_options[:1])
+                      default=[c for c in streams.DEFAULT_CHUNKS if c in chunk_options] or chunk_options[:1])
     typed_chunks = st.text_input("…or type chunk counts (1 … 64)", key="streams_chunks_typed", placeholder="e.g. 3, 12")
     stream_counts = st.pills("Streams", stream_options, selection_mode="multi", key="streams_streams",
-                             default=[s for s in (1, 2, 4, 8, 16) if s in stream_options] or stream_options[:1])
+                             default=[s for s in streams.DEFAULT_STREAMS if s in stream_options] or stream_options[:1])
 with right:
     host_memory = st.pills("Host memory", host_options, selection_mode="multi", default=host_options,
                            key="streams_host")
+    pageable_grid = st.toggle("Pageable at every chunk and stream count", key="streams_pageable_grid",
+                              disabled="pageable" not in (host_memory or []),
+                              help="Off: pageable memory is measured at one configuration that can overlap (16 chunks "
+                                   "× 4 streams, or the nearest chosen) with its serial run, which shows that it does "
+                                   "not; its pipelines take ~50 ms a sample on an H200. On: the whole grid, as pinned.")
     intensity = st.select_slider("Kernel intensity (fused multiply-adds per element)", options=intensity_options,
                                  value=0 if 0 in intensity_options else intensity_options[0], key="streams_intensity",
                                  help="0: the kernel just copies (copy-bound). Each step adds 2 FLOP per element; "
@@ -83,7 +90,8 @@ if typed_chunks.strip():
     except ValueError:
         typed_errors.append(f"'{typed_chunks}' is not a list of whole chunk counts")
 params = {"size_bytes": int(size), "chunks": list(chunks or []), "streams": list(stream_counts or []),
-          "host_memory": list(host_memory or []), "issue_orders": list(orders or []), "intensities": [int(intensity)]}
+          "host_memory": list(host_memory or []), "issue_orders": list(orders or []), "intensities": [int(intensity)],
+          "pageable_grid": bool(pageable_grid)}
 if not typed_errors:
     for note in streams.notes(streams.parse_params(params)):
         st.warning(note)
@@ -103,21 +111,17 @@ if table.empty:
     st.info("No pipeline was measured with these settings.")
     st.stop()
 
-# --- headline: per host memory, the best pipeline and the median over every configuration that can overlap ---
-lines = []
-for r in overlap.overlap_summary(table).itertuples():
-    spread = (f"; across {r.configurations} configurations with ≥ 2 streams and ≥ 2 chunks the median is "
-              f"**{r.median_efficiency:.0%}** ({r.median_speedup:.2f}× serial)" if r.configurations else "")
-    lines.append(f"**{r.host_memory}**: the best, {r.best_streams} streams × {r.best_chunks} chunks, takes "
-                 f"{r.best_ms:.2f} ms against {r.best_serial_ms:.2f} ms serial ({r.best_speedup:.2f}×) and a bound of "
-                 f"{r.best_bound_ms:.2f} ms ({r.best_vs_bound:.2f}× the bound, overlap efficiency "
-                 f"{r.best_efficiency:.0%}){spread}; typical noise cv {r.median_cv:.1%}")
-st.markdown("\n".join(f"- {line}" for line in lines))
+# --- headline: per host memory, the best pipeline that can overlap and the median over all of them ------------
+summary = overlap.overlap_summary(table)
+st.markdown("\n".join(f"- {overlap.headline(r)}" for r in summary.to_dict("records")))
+st.caption(overlap.BOUNDS_EXPLAINED if summary["best_duplex_bound_ms"].notna().any() else overlap.NO_DUPLEX_EXPLAINED)
+if shared.desk() and "pageable" in params["host_memory"] and not pageable_grid:
+    chunk_counts, stream_counts = streams.parse_params(params).grid("pageable")
+    st.caption(f"Pageable memory was measured at {chunk_counts[0]} chunks × {stream_counts[0]} streams only; "
+               "'Pageable at every chunk and stream count' measures its whole grid.")
 shared.takeaway(takeaways.streams(frame))
-if (table["efficiency"] > 1).any():
-    st.caption("Efficiency above 100 %: kernels of different streams ran side by side and filled each other's last "
-               "wave, which kernels queued on one stream cannot; the bound, built from each stage measured alone, is "
-               "then not a hard floor.")
+for note in overlap.beyond_bound_notes(table):
+    st.caption(note)
 
 # --- one configuration --------------------------------------------------------------------------------------
 st.subheader("One configuration, operation by operation")
@@ -151,8 +155,15 @@ row = chosen.iloc[0]
 m = st.columns(5)
 m[0].metric("Pipeline", f"{row['pipeline_ms']:.3f} ms", f"cv {row['cv']:.2%}", delta_color="off")
 m[1].metric("Serial (one stream)", f"{row['serial_ms']:.3f} ms")
-m[2].metric("Bound", f"{row['bound_ms']:.3f} ms", "slowest stage alone", delta_color="off")
-m[3].metric("Overlap efficiency", f"{row['efficiency']:.0%}" if row["efficiency"] == row["efficiency"] else "n/a")
+m[2].metric("Bound", f"{row['bound_ms']:.3f} ms", "both directions at the duplex rate" if row["bound_kind"] ==
+            overlap.BOUND_KINDS["duplex"] else "slowest stage alone", delta_color="off",
+            help=f"Copy-engine bound {row['engine_bound_ms']:.3f} ms; duplex-aware bound "
+                 + (f"{row['duplex_bound_ms']:.3f} ms" if row["duplex_bound_ms"] == row["duplex_bound_ms"]
+                    else "not measured (no bidirectional points in this run)"))
+measurable = overlap.can_overlap(row["chunks"], row["streams"]) and overlap.gain_beyond_noise(row)
+m[3].metric("Overlap efficiency", f"{row['efficiency']:.0%}" if measurable and row["efficiency"] == row["efficiency"]
+            else "none measurable", help=None if measurable else "This configuration is not faster than serial "
+            "beyond the noise of the two (or cannot overlap: one chunk or one stream).")
 m[4].metric("Speedup over serial", f"{row['speedup']:.2f}×")
 try:
     shared.chart(stream_charts.gantt_figure(row["intervals"], frame, lanes,
@@ -180,10 +191,14 @@ if (frame["group"] == "bidirectional").any():
 if not shared.desk():
     st.stop()  # on stage: the tables below are for the desk
 st.subheader("The numbers")
-st.dataframe(table.drop(columns=["intervals", "run_id", "elements"]).assign(
+st.dataframe(table.drop(columns=["intervals", "run_id", "elements", "samples_ms", "serial_samples_ms"]).assign(
     issue_order=lambda t: t["issue_order"].map(streams.ORDER_LABELS), bytes=lambda t: t["bytes"].map(format_bytes)),
     hide_index=True, column_config={"efficiency": st.column_config.NumberColumn("overlap efficiency", format="percent"),
                                     "speedup": st.column_config.NumberColumn("speedup ×", format="%.2f"),
                                     "vs_bound": st.column_config.NumberColumn("× bound", format="%.3f"),
+                                    "vs_engine_bound": st.column_config.NumberColumn("× copy-engine bound",
+                                                                                     format="%.3f"),
+                                    "engine_efficiency": st.column_config.NumberColumn(
+                                        "efficiency vs copy-engine bound", format="percent"),
                                     "cv": st.column_config.NumberColumn("cv", format="percent")})
 shared.download(frame, "streams")

@@ -22,7 +22,9 @@ if shared.desk():
         "driver stages it through its own pinned buffer), **pinned** (page-locked, DMA straight from it), "
         "**pinned write-combined** (uncached for the CPU) and **mapped zero-copy** (a kernel reads or writes host "
         "memory across PCIe itself). Each point is timed with CUDA events, repeated until the noise is small, and "
-        "its data is checked bit-exact; GB/s are 10⁹ bytes per second.")
+        "its data is checked bit-exact; GB/s are 10⁹ bytes per second. The **latency view** times each copy alone "
+        "(what one copy costs a program, issue included); the **throughput view** times back-to-back copies, "
+        "as bandwidthTest and nvbandwidth do.")
 
 # --- widgets ----------------------------------------------------------------------------------------
 if live:
@@ -35,15 +37,22 @@ shared.from_url("transfers_custom_sizes", "str")
 shared.from_url("transfers_modes", "strs", transfers.MODES)
 shared.from_url("transfers_directions", "strs", transfers.DIRECTIONS)
 shared.from_url("transfers_include_alloc", "bool")
+shared.from_url("transfers_method", "str", transfers.METHODS)
 left, right = st.columns([3, 2])
 with left:
     low, high = st.select_slider("Transfer sizes (powers of two)", options=options,
                                  value=(options[0], min(1 * GiB, options[-1])), format_func=format_bytes,
                                  key="transfers_size_range")
 with right:
-    include_alloc = st.toggle("Include allocation", key="transfers_include_alloc",
+    method = st.radio("Timing", transfers.METHODS, format_func=transfers.METHOD_LABELS.get, key="transfers_method",
+                      horizontal=True,
+                      help="Latency view: CUDA events around each copy, issue cost included, as one copy in a "
+                           "program pays it. Throughput view: back-to-back copies of one buffer between two events, "
+                           "at least 1 ms a sample, as bandwidthTest and nvbandwidth time them.")
+    include_alloc = st.toggle("Include allocation", key="transfers_include_alloc", disabled=method == "batched",
                               help="Also time allocating the host buffer before each copy, as code that "
-                                   "allocates per transfer does. Shown beside the copy-only view.")
+                                   "allocates per transfer does. Shown beside the copy-only view (latency view "
+                                   "only: batched copies reuse one buffer).")
 with shared.more_settings():
     custom_column, mode_column = st.columns([3, 2])
     custom = custom_column.text_input("…or exact sizes (overrides the slider)", key="transfers_custom_sizes",
@@ -68,10 +77,17 @@ else:
     sizes = [s for s in options if low <= s <= high]
 
 params = {"sizes": sizes, "modes": list(modes or []), "directions": list(directions or []),
-          "include_alloc": [False, True] if include_alloc else [False]}
+          "include_alloc": [False, True] if include_alloc and method == "single" else [False], "methods": [method]}
 
 run_id = shared.recording_choice(backend, transfers.NAME, "transfers")
 shared.sync_url()
+if not live and method == "batched":
+    recorded = backend.data[backend.data["experiment"] == transfers.NAME]
+    recorded = recorded[recorded["run_id"] == (run_id or backend.recordings(transfers.NAME).iloc[0]["run_id"])]
+    if not recorded["timer"].isin(transfers.BATCHED_TIMERS).any():
+        st.info("This recording has no batched copies (it was measured with the single-copy method only), so the "
+                "throughput view has nothing to replay: choose the latency view, or another recording.")
+        st.stop()
 def preview(partial, suffix: str) -> None:
     """While measuring: the bandwidth curves of the points measured so far."""
     shared.chart(charts.bandwidth_figure(partial[~partial["include_alloc"].astype(bool)]), key=f"chart_bw{suffix}")

@@ -49,7 +49,10 @@ def test_streams_page_draws_the_timeline_one_lane_per_stream_and_states_the_effi
     assert metrics["Overlap efficiency"].endswith("%") and float(metrics["Overlap efficiency"][:-1]) > 50
     assert float(metrics["Speedup over serial"][:-1]) > 1.5
     headline = " ".join(m.value for m in at.markdown)
-    assert "**pinned**: the best" in headline and "**pageable**: the best" in headline
+    assert "**pinned**: the best" in headline and "× the duplex-aware bound" in headline
+    # pageable is measured at its lesson only (16 chunks × 4 streams), which is within the noise of serial
+    assert "**pageable**: **no measurable overlap**" in headline
+    assert any(c.value.startswith("Pageable memory was measured at 16 chunks × 4 streams only") for c in at.caption)
     assert {"Pipeline time vs streams (dotted: serial, dashed: bound)",
             "Bidirectional copies: H2D and D2H at the same time on two streams"} <= set(charts(at))
 
@@ -67,10 +70,19 @@ def test_engine_lanes_and_other_recorded_configurations_redraw_from_the_recordin
 def test_pageable_memory_shows_little_overlap_in_the_recording():
     at = open_page("pages/streams.py")
     at.radio(key="streams_focus_host").set_value("pageable").run()
-    efficiency = float(next(m.value for m in at.metric if m.label == "Overlap efficiency")[:-1])
+    assert next(m.value for m in at.metric if m.label == "Overlap efficiency") == "none measurable"
     pinned = open_page("pages/streams.py")
-    pinned_efficiency = float(next(m.value for m in pinned.metric if m.label == "Overlap efficiency")[:-1])
-    assert efficiency < pinned_efficiency / 2
+    assert float(next(m.value for m in pinned.metric if m.label == "Overlap efficiency")[:-1]) > 50
+
+
+def test_the_full_pageable_grid_is_one_toggle_away_and_kept_in_the_url():
+    at = open_page("pages/streams.py")
+    at.toggle(key="streams_pageable_grid").set_value(True).run()
+    assert not at.exception
+    assert at.query_params.get("streams_pageable_grid") in ("1", "true", "True", ["1"], ["true"])
+    at.radio(key="streams_focus_host").set_value("pageable").run()
+    at.select_slider(key="streams_focus_chunks").set_value(64).run()
+    assert "pageable · 4 stream(s) × 64 chunks" in gantt(at)["layout"]["title"]["text"]
 
 
 def test_compute_bound_intensity_changes_the_bound_to_the_kernel():
@@ -80,7 +92,8 @@ def test_compute_bound_intensity_changes_the_bound_to_the_kernel():
     assert not at.exception
     breakdown = next(spec for title, spec in charts(at).items() if title.startswith("Where the time goes"))
     bars = dict(zip(breakdown["data"][0]["y"], breakdown["data"][0]["x"], strict=True))
-    assert bars["bound"] == bars["all kernels alone"] > bars["all H2D alone"]
+    assert bars["bound: copy engines"] == bars["all kernels alone"] > bars["all H2D alone"]
+    assert bars["bound: duplex link"] < bars["all kernels alone"]  # the link is not what limits this pipeline
 
 
 @pytest.mark.parametrize("typed,message", [

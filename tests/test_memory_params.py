@@ -22,9 +22,28 @@ def test_the_default_streams_request_is_valid_and_its_points_cover_every_row():
     params = streams.parse_params({})
     assert streams.invalid_reasons(params, H200) == []
     points = list(params.points())
-    # per host memory: 4 chunk counts × (4 sums/serial + 5 pipelines) + 3 bidirectional
-    assert len(points) == 2 * (4 * (4 + 5) + 3)
+    # pinned: 3 chunk counts × (4 sums/serial + 5 pipelines) + 3 bidirectional; pageable only its lesson,
+    # 16 chunks × 4 streams with its sums and serial run, + 3 bidirectional
+    assert len(points) == 3 * (4 + 5) + 3 + (4 + 1) + 3
     assert len(set(points)) == len(points)
+    pageable = {(p[3], p[4]) for p in points if p[1] == "pageable" and p[0] == "pipeline"}
+    assert pageable == {(16, 4)}
+
+
+def test_the_full_pageable_grid_is_one_setting_away():
+    points = list(streams.parse_params({"pageable_grid": True}).points())
+    assert len(points) == 2 * (3 * (4 + 5) + 3)
+
+
+@pytest.mark.parametrize("chunks,stream_counts,lesson", [
+    ([4, 16, 64], [1, 2, 4, 8, 16], (16, 4)),
+    ([1, 8, 32], [1, 2, 8], (8, 2)),  # the nearest counts that can overlap
+    ([1], [1], (1, 1)),  # nothing can overlap: pageable is measured where pinned is
+])
+def test_pageable_is_measured_at_the_configuration_nearest_its_lesson(chunks, stream_counts, lesson):
+    params = streams.parse_params({"chunks": chunks, "streams": stream_counts})
+    assert params.grid("pageable") == ([lesson[0]], [lesson[1]])
+    assert params.grid("pinned") == (chunks, stream_counts)
 
 
 @pytest.mark.parametrize("raw,message", [

@@ -45,11 +45,11 @@ def test_rows_measured_in_any_order_come_back_in_point_order():
     assert measured != canonical
     rows = [{"run_id": "r", "experiment": "transfers", "bytes": b, "variant": v, "direction": d, "include_alloc": a,
              "median_ms": 1.0 + i, "min_ms": 1.0, "max_ms": 2.0, "cv": 0.01, "samples": 5, "gbps": 1.0,
-             "stop_reason": "converged", "profile": "interactive", "timer": "cuda_event", "verified": True}
-            for i, (b, v, d, a) in enumerate(measured)]
+             "stop_reason": "converged", "profile": "interactive", "timer": t, "verified": True}
+            for i, (b, v, d, a, t) in enumerate(measured)]
     frame = in_point_order(schema.make_frame(rows, {}), module, params)
-    assert list(zip(frame["bytes"], frame["variant"], frame["direction"], frame["include_alloc"], strict=True)) == \
-        canonical
+    assert list(zip(frame["bytes"], frame["variant"], frame["direction"], frame["include_alloc"], frame["timer"],
+                    strict=True)) == canonical
     # Each row keeps its own measurement through the reordering.
     by_key = {(r["bytes"], r["variant"], r["direction"]): r["median_ms"] for r in rows}
     assert all(by_key[(r.bytes, r.variant, r.direction)] == r.median_ms for r in frame.itertuples())

@@ -1,14 +1,28 @@
 """Host↔device transfers: pageable vs pinned vs write-combined vs mapped zero-copy, H2D and D2H.
 
-Every point is timed with CUDA events around the copy (or the zero-copy kernel) on one stream. With
-``include_alloc`` a sample also covers allocating the host buffer (host clock around the allocation
-call, plus the copy's event time), which is how naive code pays for pinned memory. Bytes moved: the
-point's size, once across the link, in either direction. Data is checked bit-exact after sampling.
+Two timing methods (``methods``; the ``timer`` column names the one a row used, and is part of the point key):
+
+* ``single`` (the latency view) – CUDA events around one copy (or the zero-copy kernel) on one stream, issued
+  from Python, so a small copy's time includes PyCUDA's issue cost (timer ``cuda_event``). With
+  ``include_alloc`` a sample also covers allocating the host buffer (host clock around the allocation call,
+  plus the copy's event time), which is how naive code pays for pinned memory.
+* ``batched`` (the throughput view) – N back-to-back copies of the same buffer between two events, as
+  bandwidthTest and nvbandwidth time them, with N chosen per point so that one sample lasts at least
+  ``BATCH_MS`` (at most ``MAX_BATCH`` copies). A sample is the batch's time ÷ N, so ``median_ms`` and GB/s
+  stay per copy; N is kept in ``param_value`` (``param`` = "copies per sample"). Except for pageable memory
+  the stream is held by the blocking kernel while Python queues the batch (``StreamHold``, timer
+  ``cuda_event_batched_held``), so the GPU runs the copies back to back; a pageable copy waits on the host
+  and cannot be held (timer ``cuda_event_batched``). Copy-only: allocation is timed by the single method.
+
+Bytes moved: the point's size, once across the link, in either direction. Data is checked bit-exact after
+sampling, in both methods.
 """
 
 from __future__ import annotations
 
+import math
 import time
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -16,6 +30,7 @@ import numpy as np
 from gpu import stats
 from gpu.errors import ValidationError, VerificationError
 from gpu.experiments._sweep import SweepRows, coarse_first
+from gpu.text import shorten
 from gpu.units import GiB, KiB, MiB, format_bytes
 
 NAME = "transfers"
@@ -35,7 +50,19 @@ ALIGN_BYTES = 16  # the zero-copy kernel moves 16-byte vectors
 DEVICE_RESERVE_BYTES = 256 * MiB
 MAX_POINTS = 2000
 DEFAULT_SIZES = [4 * KiB * 2**i for i in range(19)]  # 4 KiB … 1 GiB
-KEY_COLUMNS = ["bytes", "variant", "direction", "include_alloc"]  # the order of Params.points()
+KEY_COLUMNS = ["bytes", "variant", "direction", "include_alloc", "timer"]  # the order of Params.points()
+METHODS = ("single", "batched")
+METHOD_LABELS = {"single": "latency view (single)", "batched": "throughput view (batched)"}
+BATCH_MS = 1.0  # one batched sample lasts at least this long (bandwidthTest's and nvbandwidth's regime)
+MAX_BATCH = 512  # copies queued behind one stream hold; the Streams page queues up to 576 operations held
+BATCHED_TIMERS = ("cuda_event_batched", "cuda_event_batched_held")
+
+
+def timer_for(method: str, mode: str, include_alloc: bool) -> str:
+    """The ``timer`` value of a point: what its clock covers (and, with the other key columns, which point it is)."""
+    if method == "batched":
+        return "cuda_event_batched" if mode == "pageable" else "cuda_event_batched_held"
+    return "host_clock_alloc+cuda_event_copy" if include_alloc else "cuda_event"
 
 POISON = np.uint32(0xDEADBEEF)
 
@@ -46,6 +73,7 @@ class Params:
     modes: list[str] = field(default_factory=lambda: list(MODES))
     directions: list[str] = field(default_factory=lambda: list(DIRECTIONS))
     include_alloc: list[bool] = field(default_factory=lambda: [False])
+    methods: list[str] = field(default_factory=lambda: ["single"])
     profile: str = "interactive"
 
     def as_dict(self) -> dict:
@@ -54,9 +82,14 @@ class Params:
     def points(self):
         for size in self.sizes:
             for mode in self.modes:
-                for alloc in self.include_alloc:
+                for method, alloc in self.timings():
                     for direction in self.directions:
-                        yield size, mode, direction, alloc
+                        yield size, mode, direction, alloc, timer_for(method, mode, alloc)
+
+    def timings(self):
+        """(method, include_alloc) pairs measured per size and mode: batched copies are copy-only."""
+        return [(method, alloc) for method in self.methods for alloc in self.include_alloc
+                if not (method == "batched" and alloc)]
 
 
 def parse_params(raw: dict) -> Params:
@@ -75,6 +108,7 @@ def parse_params(raw: dict) -> Params:
         modes=list(raw.get("modes", MODES)),
         directions=list(raw.get("directions", DIRECTIONS)),
         include_alloc=sorted({bool(v) for v in raw.get("include_alloc", [False])}),
+        methods=list(dict.fromkeys(raw.get("methods", ["single"]))),
         profile=str(raw.get("profile", "interactive")),
     )
     if reasons:
@@ -95,6 +129,13 @@ def invalid_reasons(params: Params, limits) -> list[str]:
         reasons.append("choose copy-only, including allocation, or both")
     reasons += [f"unknown memory mode '{m}' (known: {', '.join(MODES)})" for m in params.modes if m not in MODES]
     reasons += [f"unknown direction '{d}' (known: h2d, d2h)" for d in params.directions if d not in DIRECTIONS]
+    if not params.methods:
+        reasons.append("choose a timing method: single, batched or both")
+    reasons += [f"unknown timing method '{shorten(m)}' (known: {', '.join(METHODS)})" for m in params.methods
+                if m not in METHODS]
+    if params.methods == ["batched"] and params.include_alloc == [True]:
+        reasons.append("batched copies reuse one buffer, so they cannot include its allocation: time allocation "
+                       "with the single method")
     try:
         stats.get_profile(params.profile)
     except ValueError as exc:
@@ -119,7 +160,7 @@ def invalid_reasons(params: Params, limits) -> list[str]:
         if limits.host_available_bytes and 3 * largest > limits.host_available_bytes:
             reasons.append(f"size {format_bytes(largest)} needs {format_bytes(3 * largest)} of host memory "
                            f"(pattern, buffer, read-back) but {format_bytes(limits.host_available_bytes)} is available")
-    n_points = len(params.sizes) * len(params.modes) * len(params.directions) * len(params.include_alloc)
+    n_points = len(params.sizes) * len(params.modes) * len(params.directions) * len(params.timings())
     if n_points > MAX_POINTS:
         reasons.append(f"{n_points} points requested; at most {MAX_POINTS} per run")
     return reasons
@@ -203,6 +244,7 @@ class _TransferBench:
         self.check_kernel.prepare("PQIP")
         self.device = ledger.device_buffer(largest)
         self.found = ledger.device_buffer(16)
+        self._holder = None
         self.hosts: dict[str, np.ndarray] = {}
         self.host_seed: dict[str, int] = {}
         self._base_seed = seed
@@ -257,9 +299,9 @@ class _TransferBench:
             self._release(mode, self.hosts.pop(mode))
 
     # --- one copy --------------------------------------------------------------------------------------------------
-    def copy_ms(self, mode: str, direction: str, host: np.ndarray, host_ptr: int | None, nbytes: int) -> float:
+    def issue(self, mode: str, direction: str, host: np.ndarray, host_ptr: int | None, nbytes: int) -> None:
+        """Queue one copy (for mapped memory, the zero-copy kernel) on the bench's stream."""
         cuda, stream = self.cuda, self.stream
-        self.start.record(stream)
         if mode == "mapped":
             src, dst = (host_ptr, int(self.device)) if direction == "h2d" else (int(self.device), host_ptr)
             n_vec4 = nbytes // 16
@@ -270,9 +312,48 @@ class _TransferBench:
             cuda.memcpy_htod_async(self.device, host, stream)
         else:
             cuda.memcpy_dtoh_async(host, self.device, stream)
-        self.end.record(stream)
+
+    def copy_ms(self, mode: str, direction: str, host: np.ndarray, host_ptr: int | None, nbytes: int) -> float:
+        self.start.record(self.stream)
+        self.issue(mode, direction, host, host_ptr, nbytes)
+        self.end.record(self.stream)
         self.end.synchronize()
         return self.start.time_till(self.end)
+
+    def holder(self):
+        """The stream hold of batched samples, made at the first one."""
+        if self._holder is None:
+            from gpu.runtime import StreamHold
+
+            self._holder = StreamHold(self.gpu, self.ledger)
+        return self._holder
+
+    def batch_ms(self, mode: str, direction: str, host: np.ndarray, host_ptr: int | None, nbytes: int,
+                 copies: int) -> float:
+        """``copies`` back-to-back copies between two events, in ms. Except from pageable memory (whose copies wait
+        on the host) the stream is held while Python queues them, so the GPU runs them without gaps."""
+        holder = None if mode == "pageable" else self.holder()
+        with holder.holding(self.stream) if holder is not None else nullcontext():
+            self.start.record(self.stream)
+            for _ in range(copies):
+                self.issue(mode, direction, host, host_ptr, nbytes)
+            self.end.record(self.stream)
+        self.end.synchronize()
+        if holder is not None:
+            holder.check()
+        return self.start.time_till(self.end)
+
+    def batch_size(self, timed_batch) -> int:
+        """Copies per batched sample: doubled (or scaled by the time measured) from 1 until a batch lasts
+        ``BATCH_MS``, at most ``MAX_BATCH``. These batches are the point's warm-up."""
+        copies = 1
+        while copies < MAX_BATCH:
+            ms = timed_batch(copies)
+            if ms >= BATCH_MS:
+                break
+            scaled = math.ceil(copies * BATCH_MS * 1.1 / ms) if ms > 0 else 2 * copies
+            copies = min(MAX_BATCH, max(2 * copies, scaled))
+        return copies
 
     def prepare(self, direction: str, count: int, seed: int) -> None:
         """Source holds the pattern of ``seed``; the destination that of another seed (every word differs)."""
@@ -293,21 +374,29 @@ class _TransferBench:
     def _mapped_pointer(mode: str, array: np.ndarray) -> int | None:
         return array.base.get_device_pointer() if mode == "mapped" else None
 
-    def measure(self, size, mode, direction, include_alloc):
+    def measure(self, size, mode, direction, include_alloc, method: str = "single"):
         label = f"{MODE_LABELS[mode]} {direction.upper()} {format_bytes(size)}"
         count = size // 4
         telemetry = self.gpu.telemetry
         telemetry.start_point()
+        extra = {}
         if not include_alloc:
             full = self.host(mode)
             host, host_ptr = full[:count], self._mapped_pointer(mode, full)
             # H2D copies the pattern the host holds; D2H writes a new seed's pattern over it.
             seed = self.host_seed[mode] if direction == "h2d" else self.next_seed()
             self.prepare(direction, count, seed)
+            if method == "batched":
+                copies = self.batch_size(lambda n: self.batch_ms(mode, direction, host, host_ptr, size, n))
+                extra = {"param": "copies per sample", "param_value": copies}
 
-            def sample() -> float:
-                telemetry.sample()
-                return self.copy_ms(mode, direction, host, host_ptr, size)
+                def sample() -> float:
+                    telemetry.sample()
+                    return self.batch_ms(mode, direction, host, host_ptr, size, copies) / copies
+            else:
+                def sample() -> float:
+                    telemetry.sample()
+                    return self.copy_ms(mode, direction, host, host_ptr, size)
 
             summary = stats.sample_until_stable(sample, self.profile)
             if direction == "h2d":
@@ -315,7 +404,6 @@ class _TransferBench:
             else:
                 self.verify_host(host, count, seed, label)
                 self.load_host(host, self.host_seed[mode])  # the host buffer holds one pattern again
-            timer = "cuda_event"
         else:
             last = {}
             seed = self.next_seed()
@@ -339,9 +427,9 @@ class _TransferBench:
             else:
                 self.verify_host(last["host"], count, seed, label)
             self._release(mode, last.pop("host"))
-            timer = "host_clock_alloc+cuda_event_copy"
+        timer = timer_for(method, mode, include_alloc)
         return {
-            "variant": mode, "direction": direction, "bytes": int(size), "include_alloc": bool(include_alloc),
+            "variant": mode, "direction": direction, "bytes": int(size), "include_alloc": bool(include_alloc), **extra,
             "median_ms": summary.median_ms, "min_ms": summary.min_ms, "max_ms": summary.max_ms,
             "cv": summary.cv, "samples": summary.samples,
             "gbps": stats.gbps(bytes_moved(size, mode, direction), summary.median_ms),
@@ -375,14 +463,14 @@ def run(params: Params, gpu, progress, should_cancel) -> list[dict]:
         bench = _TransferBench(gpu, ledger, profile, largest, int(time.time_ns()) & 0xFFFFFFFF, keep)
         for size in coarse_first(params.sizes):
             for mode in params.modes:
-                for alloc in params.include_alloc:
+                for method, alloc in params.timings():
                     for direction in params.directions:
                         if should_cancel():
                             raise JobCancelled()
                         progress(len(rows), total,
                                  f"{MODE_LABELS[mode]} {direction.upper()} {format_bytes(size)}"
-                                 + (" incl. allocation" if alloc else ""))
-                        rows.append(bench.measure(size, mode, direction, alloc))
+                                 + (" incl. allocation" if alloc else "") + (" batched" if method == "batched" else ""))
+                        rows.append(bench.measure(size, mode, direction, alloc, method))
                 bench.done_with(mode)
     progress(total, total, "done")
     return rows

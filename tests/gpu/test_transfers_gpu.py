@@ -93,3 +93,16 @@ def test_runner_writes_the_frame_the_page_draws(tmp_path):
     frame = schema.read_results(out)
     assert len(frame) == 2 * 2 * 2
     assert frame["device_name"].iloc[0] and frame["backend"].iloc[0] == "live"
+
+
+def test_batched_copies_beat_single_ones_at_1_mib_pinned_and_both_verify(live_backend):
+    frame = live_backend.submit("transfers", {"sizes": [1 * MiB], "modes": ["pinned"], "methods": ["single", "batched"],
+                                              "profile": "precise/timeout_s=2"}).outcome()
+    assert frame["verified"].all() and len(frame) == 4
+    by = frame.set_index(["direction", "timer"])
+    for direction in transfers.DIRECTIONS:
+        single, batched = by.loc[(direction, "cuda_event")], by.loc[(direction, "cuda_event_batched_held")]
+        print(f"\n1 MiB pinned {direction}: single {single['gbps']:.2f} GB/s, batched {batched['gbps']:.2f} GB/s "
+              f"({int(batched['param_value'])} copies per sample, cv {batched['cv']:.2%})")
+        assert batched["gbps"] > single["gbps"]
+        assert int(batched["param_value"]) * batched["median_ms"] >= transfers.BATCH_MS * 0.99

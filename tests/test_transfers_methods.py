@@ -1,0 +1,249 @@
+"""The transfers timing methods: single copies (latency view) and batched back-to-back copies (throughput view).
+Parameters and point keys, the batched measurement on a simulated GPU (no CUDA: a stand-in for pycuda.driver whose
+copies advance a clock by a known cost), and the page in replay."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from gpu.experiments import transfers
+from gpu.runtime import AllocationLedger
+from gpu.units import KiB, MiB
+
+APP = str(Path(__file__).resolve().parent.parent / "app.py")
+LATENCY_MS, RATE_GBPS = 0.002, 50.0  # the simulated copy: 2 µs + bytes at 50 GB/s
+
+
+def test_points_carry_their_timer_so_both_methods_coexist_in_one_run():
+    params = transfers.parse_params({"sizes": [MiB], "modes": ["pageable", "pinned"], "directions": ["h2d"],
+                                     "include_alloc": [False, True], "methods": ["single", "batched"]})
+    points = list(params.points())
+    alloc = "host_clock_alloc+cuda_event_copy"
+    assert points == [
+        (MiB, "pageable", "h2d", False, "cuda_event"), (MiB, "pageable", "h2d", True, alloc),
+        (MiB, "pageable", "h2d", False, "cuda_event_batched"),  # pageable copies wait on the host: not held
+        (MiB, "pinned", "h2d", False, "cuda_event"), (MiB, "pinned", "h2d", True, alloc),
+        (MiB, "pinned", "h2d", False, "cuda_event_batched_held")]  # batched copies are copy-only
+    assert transfers.KEY_COLUMNS[-1] == "timer" and len(set(points)) == len(points)
+
+
+def test_the_default_method_is_single_as_every_recording_before_batched_copies():
+    assert {p[-1] for p in transfers.parse_params({}).points()} == {"cuda_event"}
+
+
+@pytest.mark.parametrize("raw,message", [
+    ({"methods": ["bulk"]}, "unknown timing method 'bulk' (known: single, batched)"),
+    ({"methods": []}, "choose a timing method"),
+    ({"methods": ["batched"], "include_alloc": [True]}, "batched copies reuse one buffer"),
+    ({"methods": ["x" * 500]}, "(500 characters)"),
+])
+def test_bad_methods_are_refused_with_the_reason(raw, message):
+    found = transfers.invalid_reasons(transfers.parse_params({"sizes": [MiB], **raw}), None)
+    assert any(message in r for r in found), found
+
+
+# --- a simulated GPU ---------------------------------------------------------------------------------------------
+class _Pinned:
+    """Page-locked memory as PyCUDA returns it: an array whose base can name its device pointer and be freed."""
+
+    def __init__(self, count, dtype):
+        self.data = np.zeros(count, dtype)
+        self.__array_interface__ = self.data.__array_interface__
+
+    def get_device_pointer(self):
+        return 0x1000
+
+    def free(self):
+        pass
+
+
+class _Event:
+    def __init__(self, gpu):
+        self.gpu, self.at = gpu, None
+
+    def record(self, stream=None):
+        self.at = self.gpu.clock_ms
+
+    def synchronize(self):
+        pass
+
+    def time_till(self, other):
+        return other.at - self.at
+
+
+class _Function:
+    def __init__(self, gpu, name):
+        self.gpu, self.name = gpu, name
+
+    def prepare(self, signature):
+        pass
+
+    def prepared_call(self, *args):
+        pass
+
+    def prepared_async_call(self, grid, block, stream, *args):
+        if self.name == "copy_vec4":  # the zero-copy kernel: its last argument counts 16-byte vectors
+            self.gpu.copy(16 * int(args[-1]))
+        else:
+            self.gpu.launches.append(self.name)
+
+
+class _Driver:
+    """What _TransferBench and StreamHold call on pycuda.driver; copies advance the clock."""
+
+    class host_alloc_flags:  # noqa: N801 (PyCUDA's name)
+        WRITECOMBINED, DEVICEMAP = 1, 2
+
+    class Context:
+        @staticmethod
+        def synchronize():
+            pass
+
+    def __init__(self):
+        self.clock_ms, self.copies, self.launches = 0.0, 0, []
+
+    def copy(self, nbytes):
+        self.copies += 1
+        self.clock_ms += LATENCY_MS + nbytes / (RATE_GBPS * 1e9) * 1e3
+
+    def Stream(self):  # noqa: N802 (PyCUDA's name)
+        return object()
+
+    def Event(self):  # noqa: N802
+        return _Event(self)
+
+    def mem_alloc(self, nbytes):
+        return 0x2000
+
+    def pagelocked_empty(self, count, dtype, mem_flags=0):
+        return np.asarray(_Pinned(count, dtype))
+
+    def memcpy_htod_async(self, device, host, stream):
+        self.copy(host.nbytes)
+
+    def memcpy_dtoh_async(self, host, device, stream):
+        self.copy(host.nbytes)
+
+    def memcpy_htod(self, device, host):
+        pass
+
+    def memcpy_dtoh(self, host, device):
+        host[...] = 0  # the check kernel's counters read back as "no word wrong"
+
+
+class _Telemetry:
+    def start_point(self):
+        pass
+
+    def sample(self):
+        pass
+
+    def point_summary(self):
+        return {}
+
+
+class _Gpu:
+    sm_count = 132
+
+    def __init__(self):
+        self.cuda = _Driver()
+        self.telemetry = _Telemetry()
+        self.functions = {"copy_vec4": _Function(self.cuda, "copy_vec4")}
+
+    def kernel(self, stem, name):
+        return _Function(self.cuda, name)
+
+
+def measure(size, mode, direction, method):
+    gpu = _Gpu()
+    bench = transfers._TransferBench(gpu, AllocationLedger(gpu.cuda), transfers.stats.get_profile("interactive"),
+                                     size, seed=7, keep_hosts=True)
+    copies_before = gpu.cuda.copies
+    row = bench.measure(size, mode, direction, False, method)
+    return row, gpu.cuda, gpu.cuda.copies - copies_before
+
+
+@pytest.mark.parametrize("mode,direction", [("pinned", "h2d"), ("pinned", "d2h"), ("mapped", "h2d"),
+                                            ("pageable", "d2h")])
+def test_a_batched_sample_is_a_batch_of_at_least_1_ms_divided_by_its_copies(mode, direction):
+    size = 1 * MiB
+    row, driver, copies = measure(size, mode, direction, "batched")
+    per_copy = LATENCY_MS + size / (RATE_GBPS * 1e9) * 1e3
+    n = row["param_value"]
+    assert row["param"] == "copies per sample" and n * per_copy >= transfers.BATCH_MS > (n / 2) * per_copy
+    assert row["bytes"] == size  # one copy's bytes: median_ms and GB/s are per copy
+    assert row["samples_ms"] == pytest.approx([per_copy] * row["samples"])
+    assert row["gbps"] == pytest.approx(size / (per_copy * 1e-3) / 1e9)
+    assert row["verified"] and row["timer"] == transfers.timer_for("batched", mode, False)
+    # every sample (and the warm-up) queued n copies; the calibration before them fewer
+    assert copies >= n * (row["samples"] + 1)
+    held = driver.launches.count("hold_stream")
+    assert held >= row["samples"] if mode != "pageable" else held == 0
+
+
+def test_a_small_batched_copy_stops_at_the_largest_batch():
+    row, _, _ = measure(4 * KiB, "pinned", "h2d", "batched")
+    assert row["param_value"] == transfers.MAX_BATCH
+
+
+def test_a_single_sample_is_one_copy():
+    size = 16 * MiB
+    row, _, copies = measure(size, "pinned", "h2d", "single")
+    assert row["samples_ms"] == pytest.approx([LATENCY_MS + size / (RATE_GBPS * 1e9) * 1e3] * row["samples"])
+    assert row["timer"] == "cuda_event" and "param_value" not in row
+    assert copies == row["samples"] + transfers.stats.get_profile("interactive").warmup
+
+
+def test_replaying_a_recording_without_batched_copies_says_so(monkeypatch):
+    monkeypatch.setenv("PINPOINT_BACKEND", "replay")
+    at = AppTest.from_file(APP, default_timeout=90).run()
+    at.switch_page("pages/transfers.py").run()
+    at.radio(key="transfers_method").set_value("batched").run()
+    assert not at.exception
+    assert any("has no batched copies" in i.value for i in at.info)
+    assert at.toggle(key="transfers_include_alloc").disabled
+
+
+def test_the_numbers_table_names_the_copies_per_batched_sample():
+    from gpu import charts, schema
+
+    rows = [measure(MiB, "pinned", "h2d", "batched")[0], measure(MiB, "pinned", "h2d", "single")[0]]
+    frame = schema.make_frame([{**r, "run_id": "r", "experiment": "transfers"} for r in rows], {})
+    table = charts.numbers_table(frame)
+    assert sorted(table["copies per sample"].dropna().tolist()) == [rows[0]["param_value"]]
+    assert "copies per sample" not in charts.numbers_table(frame[frame["timer"] == "cuda_event"])
+
+
+def test_replay_selects_each_method_by_its_timer_from_one_run():
+    from gpu import schema
+    from gpu.backend import ReplayBackend
+
+    # One run holding both methods: the single points as measured by the worker stand-in, the batched ones too.
+    rows = [{**measure(size, "pinned", direction, method)[0], "run_id": "both", "experiment": "transfers",
+             "device_name": "simulated", "timestamp": "2026-11-23T00:00:00+00:00"}
+            for size in (MiB, 16 * MiB) for direction in ("h2d", "d2h") for method in transfers.METHODS]
+    replay = ReplayBackend(frames=[schema.make_frame(rows, {})])
+    request = {"sizes": [MiB, 16 * MiB], "modes": ["pinned"]}
+    single = replay.submit("transfers", request).outcome()
+    batched = replay.submit("transfers", {**request, "methods": ["batched"]}).outcome()
+    assert set(single["timer"]) == {"cuda_event"} and len(single) == 4
+    assert set(batched["timer"]) == {"cuda_event_batched_held"} and len(batched) == 4
+    assert batched["param_value"].notna().all() and single["param_value"].isna().all()
+
+
+@pytest.mark.parametrize("argv,methods", [([], ["single"]), (["--methods", "single,batched"], ["single", "batched"])])
+def test_the_runner_passes_its_timing_methods(argv, methods):
+    from gpu import bench
+
+    [job] = bench.experiment_jobs(bench.parse_args(["transfers", *argv]))
+    assert job["methods"] == methods
+
+
+@pytest.mark.parametrize("argv,grid", [([], True), (["--no-pageable-grid"], False)])
+def test_the_runner_records_the_whole_pageable_streams_grid_unless_told(argv, grid):
+    from gpu import bench
+
+    [job] = bench.experiment_jobs(bench.parse_args(["streams", *argv]))
+    assert job["pageable_grid"] is grid
