@@ -1,0 +1,57 @@
+"""Run-to-run floors (prints, does not assert): how far medians of unchanged software move between runs, per kind
+of point, from the repeated runs in assets/noise/ (same code, one worker process per run) and the day-apart H200
+transfers pair; the floor of a kind is the larger of the sources' 95th percentiles of |log(median ratio)|, rounded
+up to 0.5 %. Then the bars: the share of points an unchanged pair flags (target ≤ 5 %) and the share of a 10 %
+change that is caught (target ≥ 95 %), with the floors alone and with a history of earlier runs.
+
+No GPU needed: ``python3 tests/benchmarks/run_to_run_floors.py``.
+"""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from gpu import compare  # noqa: E402
+from tests import run_to_run  # noqa: E402
+
+
+def flagged(table):
+    return table["verdict"].isin([compare.SLOWER, compare.FASTER])
+
+
+def main() -> None:
+    table = run_to_run.spread_table()
+    shown = table.drop(columns="q95_log")
+    for column in ("q50", "q90", "q95", "max"):
+        shown[column] = shown[column].map(lambda v: f"{v:.1%}")
+    print("|median ratio − 1| between runs of unchanged software, per source and kind:")
+    print(shown.to_string(index=False))
+    derived = run_to_run.derived_floors(table)
+    print("\nfloors (|log ratio|): derived from the data  vs  gpu/compare.py RUN_TO_RUN_FLOORS")
+    for kind in sorted(set(derived) | set(compare.RUN_TO_RUN_FLOORS)):
+        mine, used = derived.get(kind), compare.RUN_TO_RUN_FLOORS.get(kind)
+        print(f"  {kind:18} {mine!s:>7}  {used!s:>7}" + ("" if mine == used else "   <- differs"))
+
+    print("\nunchanged pairs: points flagged slower/faster (target ≤ 5 %)")
+    for label, base, cand, earlier in run_to_run.unchanged_pairs():
+        result = compare.compare(base, cand, earlier)
+        print(f"  {label}: {int(flagged(result).sum())} of {len(result)} flagged ({flagged(result).mean():.1%}); "
+              + ", ".join(f"{count} {name}" for name, count in compare.verdict_counts(result).items()))
+
+    print("\na 10 % change (times × 0.9 on every third point): changed points flagged (target ≥ 95 %)")
+    for label, base, earlier in run_to_run.changed_cases():
+        candidate = run_to_run.scaled(base)
+        result = compare.compare(base, candidate, earlier)
+        changed = result[candidate["changed"].to_numpy()]
+        by_kind = changed.assign(hit=flagged(changed)).groupby("kind")["hit"].mean()
+        unchanged = result.drop(changed.index)
+        print(f"  {label}: {flagged(changed).mean():.1%} of {len(changed)} caught; unchanged points flagged "
+              f"{int(flagged(unchanged).sum())}; caught by kind " + ", ".join(f"{k} {v:.0%}" for k, v in
+                                                                          by_kind.items()))
+        print("    changed points: " + ", ".join(f"{count} {name}" for name, count in
+                                                 compare.verdict_counts(changed).items()))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,95 @@
+"""Runs of unchanged software for the run-to-run checks (tests and tests/benchmarks/run_to_run_floors.py): the
+repeated runs in assets/noise/, the day-apart H200 transfers pair, and a candidate with a known change."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from gpu import compare, schema
+
+ASSETS = Path(__file__).resolve().parent.parent / "assets"
+NOISE = ASSETS / "noise"
+DAY_APART = (ASSETS / "replay" / "transfers_nvidia-h200_2026-11-21.parquet",
+             ASSETS / "runs" / "transfers_nvidia-h200_2026-11-22.parquet")
+
+
+def runs_of(paths) -> list[pd.DataFrame]:
+    """Every run of the files, one frame each, oldest first."""
+    frames = []
+    for path in paths:
+        frame = schema.read_results(path)
+        frames += [part.reset_index(drop=True) for _, part in frame.groupby("run_id", sort=False)]
+    return sorted(frames, key=lambda f: str(f["timestamp"].iloc[0]))
+
+
+def repeated_runs() -> dict[str, list[pd.DataFrame]]:
+    """The repeated runs of assets/noise/, grouped by experiment and device ('transfers on NVIDIA H200')."""
+    groups: dict[str, list[pd.DataFrame]] = {}
+    for run in runs_of(sorted(NOISE.glob("*.parquet"))):
+        groups.setdefault(f"{run['experiment'].iloc[0]} on {run['device_name'].iloc[0]}", []).append(run)
+    return groups
+
+
+def scaled(run: pd.DataFrame, factor: float = 0.9, every: int = 3, run_id: str = "scaled") -> pd.DataFrame:
+    """A copy of ``run`` measured later whose times (samples, median, min, max) are × ``factor`` on every
+    ``every``-th point (a real change of 1/factor − 1 in speed there), with a ``changed`` column marking them."""
+    out = run.copy()
+    changed = np.arange(len(out)) % every == 0
+    out["samples_ms"] = [np.asarray(s, dtype=float) * (factor if c else 1.0)
+                         for s, c in zip(out["samples_ms"], changed, strict=True)]
+    for column in ("median_ms", "min_ms", "max_ms"):
+        out.loc[changed, column] = out.loc[changed, column] * factor
+    out.loc[changed, "gbps"] = out.loc[changed, "gbps"] / factor
+    stamp = pd.Timestamp(str(run["timestamp"].iloc[0])) + pd.Timedelta(hours=1)
+    return out.assign(run_id=run_id, timestamp=stamp.isoformat(), changed=changed)
+
+
+QUANTILE = 0.95
+
+
+def spread_table() -> pd.DataFrame:
+    """Per source (the repeats of one experiment and device, or the day-apart pair) and kind: pairs of runs,
+    points, and quantiles of the relative change of medians between runs; ``q95_log`` on a log scale."""
+    sources = {f"repeats, {name}": compare.run_to_run_spread(runs) for name, runs in repeated_runs().items()}
+    sources["day apart, transfers on NVIDIA H200"] = compare.run_to_run_spread(runs_of(DAY_APART))
+    rows = []
+    for source, spread in sources.items():
+        for kind, part in spread.groupby("kind"):
+            values = part["abs_log_ratio"]
+            rows.append({"source": source, "kind": kind, "pairs": part["runs"].nunique(), "points": len(part),
+                         **{f"q{round(q * 100)}": math.expm1(values.quantile(q)) for q in (0.5, 0.9, QUANTILE)},
+                         "max": math.expm1(values.max()), "q95_log": values.quantile(QUANTILE)})
+    return pd.DataFrame(rows)
+
+
+def derived_floors(table: pd.DataFrame | None = None) -> dict[str, float]:
+    """Per kind: the largest source's 95th percentile of |log(median ratio)|, rounded up to 0.005."""
+    table = spread_table() if table is None else table
+    return {kind: math.ceil(q * 200 - 1e-9) / 200 for kind, q in table.groupby("kind")["q95_log"].max().items()}
+
+
+def unchanged_pairs():
+    """(label, baseline, candidate, earlier runs) of unchanged software: the day-apart pair, and every two of
+    the repeated runs with the runs of their group as the history (compare keeps those before the candidate)."""
+    day = runs_of(DAY_APART)
+    pairs = [("day apart, transfers on NVIDIA H200", day[0], day[1], [])]
+    for name, runs in repeated_runs().items():
+        pairs += [(f"repeats, {name}: run {j + 1} vs run {i + 1}", runs[i], runs[j], runs)
+                  for j in range(len(runs)) for i in range(j)]
+    return pairs
+
+
+def changed_cases():
+    """(label, baseline, earlier runs) to scale by 0.9: the day-apart candidate with the floors, and the newest
+    repeated run of each group with the floors alone and, when its group has ``MIN_HISTORY`` runs (itself
+    included), with them as the history."""
+    cases = [("transfers on NVIDIA H200 2026-11-22, floors", runs_of(DAY_APART)[1], [])]
+    for name, runs in repeated_runs().items():
+        cases.append((f"{name}, newest repeat, floors", runs[-1], []))
+        if len(runs) >= compare.MIN_HISTORY:
+            cases.append((f"{name}, newest repeat, history of {len(runs)} runs", runs[-1], runs[:-1]))
+    return cases
