@@ -71,7 +71,7 @@ MIN_HISTORY = 3
 # at 55 GB/s, and smaller copies move 5–45 % between runs where larger ones move ≤ 1 % (pinned).
 SMALL_COPY_BYTES = 256 << 10
 HISTORY_LEVEL = 0.99
-HISTORY_RUNS = 20  # the newest earlier runs of a device that make its history
+HISTORY_RUNS = 10  # the newest earlier runs of a device that make its history (a stored run loads in ~0.3 s)
 # 95th percentile of |log(median ratio)| between runs of unchanged software, per kind of point: printed by
 # tests/benchmarks/run_to_run_floors.py from assets/noise/ and the day-apart H200 transfers pair (see above).
 RUN_TO_RUN_FLOORS = {"pinned": 0.02, "mapped": 0.06, "small copy": 0.37, "pageable": 0.445, "host clock": 0.465,
@@ -269,7 +269,8 @@ def compare(baseline: pd.DataFrame, candidate: pd.DataFrame, earlier: list[pd.Da
     for key in [k for k in base if k in cand]:
         b, c = base[key], cand[key]
         kind = point_kind(experiment, b)
-        band = run_to_run_band(kind, float(np.median(b["samples_ms"])), history.get(key, ()))
+        earlier_medians = [m for m, timer in history.get(key, ()) if timer == c.get("timer")]  # same method
+        band = run_to_run_band(kind, float(np.median(b["samples_ms"])), earlier_medians)
         result = verdict(b["samples_ms"], c["samples_ms"], band=band)
         limit_b, limit_c = limit_gbps(b), limit_gbps(c)
         rows.append({**{k: b[k] for k in keys}, "point": point_label(experiment, b), "direction": b["direction"],
@@ -290,32 +291,57 @@ def _first(frame: pd.DataFrame, column: str) -> str:
     return str(frame[column].iloc[0]) if column in frame and not frame.empty else ""
 
 
+def _when(value) -> pd.Timestamp | None:
+    """A run's timestamp as an aware time (ISO text, with T or a space), None when unreadable."""
+    try:
+        stamp = pd.Timestamp(str(value))
+    except ValueError:
+        return None
+    if pd.isna(stamp):
+        return None
+    return stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp
+
+
+def _same_history(run, device: str, profile: str, before: pd.Timestamp | None) -> bool:
+    """Whether a run (a frame's first row or a catalog row) belongs to a candidate's history: the same device
+    model, the same profile family (precise runs are not judged by quick interactive ones), measured before it."""
+    when = _when(run["timestamp"])
+    return (str(run["device_name"]) == device and str(run["profile"]).split("/")[0] == profile.split("/")[0]
+            and when is not None and before is not None and when < before)
+
+
 def _earlier_medians(baseline, candidate, earlier, keyed) -> dict:
-    """Point key → medians of the runs of the candidate's device measured before it (its history). Empty when
-    the baseline is of another device: a history of one device says nothing about the gap between two."""
-    device, stamp = _first(candidate, "device_name"), _first(candidate, "timestamp")
+    """Point key → (median, timer) of each run in the candidate's history. Empty when the baseline is of another
+    device: a history of one device says nothing about the gap between two."""
+    device, profile = _first(candidate, "device_name"), _first(candidate, "profile")
     if _first(baseline, "device_name") != device:
         return {}
-    runs = {_first(f, "run_id"): f for f in [baseline, *earlier]
-            if _first(f, "device_name") == device and _first(f, "timestamp") < stamp
+    before = _when(_first(candidate, "timestamp"))
+    runs = {_first(f, "run_id"): f for f in [baseline, *earlier] if not f.empty
+            and _same_history(f.iloc[0], device, profile, before)
             and _first(f, "run_id") != _first(candidate, "run_id")}
     medians: dict = {}
-    for frame in sorted(runs.values(), key=lambda f: _first(f, "timestamp"))[-HISTORY_RUNS:]:
+    for frame in sorted(runs.values(), key=lambda f: _when(_first(f, "timestamp")))[-HISTORY_RUNS:]:
         for key, row in keyed(frame).items():
-            medians.setdefault(key, []).append(float(row["median_ms"]))
+            medians.setdefault(key, []).append((float(row["median_ms"]), row.get("timer")))
     return medians
 
 
 def earlier_runs(catalog, baseline: pd.DataFrame, candidate: pd.DataFrame) -> list[pd.DataFrame]:
-    """The history ``compare`` needs: the newest ``HISTORY_RUNS`` runs of the experiment on the candidate's
-    device measured before it, from a catalog (anything with ``runs(experiment)`` and ``load(run_id)``)."""
-    device, stamp = _first(candidate, "device_name"), _first(candidate, "timestamp")
+    """The history ``compare`` needs, from a catalog (anything with ``runs(experiment)`` and ``load(run_id)``):
+    the newest ``HISTORY_RUNS`` runs of the experiment on the candidate's device and profile family measured
+    before it. None are loaded when too few exist to make a history with the baseline."""
+    device = _first(candidate, "device_name")
     if _first(baseline, "device_name") != device:
         return []
     runs = catalog.runs(_first(candidate, "experiment"))
-    mine = runs[(runs["device_name"] == device) & (runs["timestamp"].astype(str) < stamp)
-                & ~runs["run_id"].isin([_first(baseline, "run_id"), _first(candidate, "run_id")])]
-    newest = mine.sort_values("timestamp").tail(HISTORY_RUNS)["run_id"]
+    before = _when(_first(candidate, "timestamp"))
+    mine = runs[[_same_history(run, device, _first(candidate, "profile"), before) for _, run in runs.iterrows()]] \
+        if not runs.empty else runs
+    mine = mine[~mine["run_id"].isin([_first(baseline, "run_id"), _first(candidate, "run_id")])]
+    if len(mine) + 1 < MIN_HISTORY:
+        return []
+    newest = mine.assign(when=mine["timestamp"].map(_when)).sort_values("when").tail(HISTORY_RUNS)["run_id"]
     return [catalog.load(run_id) for run_id in newest]
 
 

@@ -84,12 +84,13 @@ def unchanged_pairs():
 
 
 def changed_cases():
-    """(label, baseline, earlier runs) to scale by 0.9: the day-apart candidate with the floors, and the newest
-    repeated run of each group with the floors alone and, when its group has ``MIN_HISTORY`` runs (itself
-    included), with them as the history."""
+    """(label, baseline, earlier runs) to scale by 0.9: the day-apart candidate with the floors, and the largest
+    repeated run of each group with the floors alone and, when its group has ``MIN_HISTORY`` runs, with them as
+    the history (compare keeps those measured before the scaled copy)."""
     cases = [("transfers on NVIDIA H200 2026-11-22, floors", runs_of(DAY_APART)[1], [])]
     for name, runs in repeated_runs().items():
-        cases.append((f"{name}, newest repeat, floors", runs[-1], []))
+        largest = max(runs, key=len)
+        cases.append((f"{name}, {len(largest)}-point repeat, floors", largest, []))
         if len(runs) >= compare.MIN_HISTORY:
-            cases.append((f"{name}, newest repeat, history of {len(runs)} runs", runs[-1], runs[:-1]))
+            cases.append((f"{name}, {len(largest)}-point repeat, history of {len(runs)} runs", largest, runs))
     return cases

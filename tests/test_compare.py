@@ -210,12 +210,15 @@ def test_history_counts_only_earlier_runs_of_the_candidates_device():
 class FakeCatalog:
     def __init__(self, frames):
         self.frames = {f["run_id"].iloc[0]: f for f in frames}
+        self.loaded = []
 
     def runs(self, experiment):
         return pd.DataFrame([{"run_id": r, "experiment": f["experiment"].iloc[0], "timestamp": f["timestamp"].iloc[0],
-                              "device_name": f["device_name"].iloc[0]} for r, f in self.frames.items()])
+                              "device_name": f["device_name"].iloc[0], "profile": f["profile"].iloc[0]}
+                             for r, f in self.frames.items()])
 
     def load(self, run_id):
+        self.loaded.append(run_id)
         return self.frames[run_id]
 
 
@@ -223,11 +226,23 @@ def test_earlier_runs_come_from_the_catalog_newest_first_up_to_the_limit(monkeyp
     monkeypatch.setattr(compare, "HISTORY_RUNS", 3)
     runs = history_runs([20.0] * 6) + history_runs([20.0], device="GPU B")
     runs[-1]["run_id"] = "otherdevice"
-    candidate = make_run("cand", {(1 << 30, "pinned"): 21.0}, timestamp=day(5))
+    runs[1]["profile"] = "interactive"  # quick runs saved from the app do not judge precise ones
+    candidate = make_run("cand", {(1 << 30, "pinned"): 21.0}, timestamp=day(6))
     catalog = FakeCatalog(runs + [candidate])
-    picked = compare.earlier_runs(catalog, runs[3], candidate)
-    assert [f["run_id"].iloc[0] for f in picked] == ["h0", "h1", "h2"]  # before day 5, not the baseline h3
+    picked = compare.earlier_runs(catalog, runs[4], candidate)
+    assert [f["run_id"].iloc[0] for f in picked] == ["h0", "h2", "h3"]  # before day 6, not the baseline h4
     assert compare.earlier_runs(catalog, runs[-1], candidate) == []  # a baseline of another device: no history
+    catalog.loaded.clear()
+    assert compare.earlier_runs(catalog, runs[0], make_run("c2", {(1 << 30, "pinned"): 21.0}, timestamp=day(2))) \
+        == [] and catalog.loaded == []  # one earlier run besides the baseline cannot make a history: none loaded
+
+
+def test_a_history_point_measured_with_another_timer_does_not_count():
+    steady = history_runs([20.0, 20.01, 19.99, 20.0])
+    candidate = make_run("cand", {(1 << 30, "pinned"): 21.0}, cv=0.002, timestamp=day(20), exact=True)
+    for run in steady[:2]:
+        run["timer"] = "cuda_event_held"
+    assert compare.compare(steady[-1], candidate, steady).iloc[0]["run_to_run_source"] == "pinned floor"
 
 
 def test_every_kind_of_point_has_a_measured_or_borrowed_floor():
