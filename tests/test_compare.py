@@ -316,3 +316,30 @@ def test_the_runner_report_prints_every_verdict_count(tmp_path):
     assert sum(map(int, counts.values())) == 304 and int(counts["within run-to-run noise"]) > 150
     html = (tmp_path / "review.html").read_text()
     assert "within run-to-run noise" in html and "prediction interval" in html
+
+
+def test_the_compare_page_judges_a_candidate_by_its_devices_history(monkeypatch, tmp_path):
+    import streamlit as st
+    from streamlit.testing.v1 import AppTest
+
+    from gpu.store import RunStore
+
+    url = f"sqlite:///{tmp_path}/runs.sqlite"
+    monkeypatch.setenv("PINPOINT_BACKEND", "replay")
+    monkeypatch.setenv("PINPOINT_DB_URL", url)
+    repeats = run_to_run.repeated_runs()["transfers on NVIDIA H200"]
+    for run in repeats:
+        RunStore(url).save(run, "import")
+    st.cache_resource.clear()
+    at = AppTest.from_file(str(run_to_run.ASSETS.parent / "app.py"), default_timeout=120).run()
+    at.switch_page("pages/compare.py").run()
+    baseline, candidate = (run["run_id"].iloc[0] for run in repeats[1:])
+    at.selectbox(key="compare_baseline").set_value(baseline).run()
+    at.multiselect(key="compare_candidates").set_value([candidate]).run()
+    assert not at.exception, at.exception
+    points = at.dataframe[1].value
+    # before the third repeat: the first two and the day-apart pair, four runs of the H200 (the baseline among them)
+    assert len(points) == 40 and set(points["run_to_run_source"]) == {"history of 4 runs"}
+    metrics = {m.label: int(m.value) for m in at.metric}
+    assert sum(v for k, v in metrics.items() if k != "Points compared") == 40
+    st.cache_resource.clear()
