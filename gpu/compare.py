@@ -26,27 +26,29 @@ Run-to-run noise is judged as Conbench does, against earlier results of the same
 * otherwise the band is the baseline's median ± the kind's floor (``RUN_TO_RUN_FLOORS``): the 95th percentile of
   |log(median ratio)| between runs of unchanged software, per kind of point (``point_kind``).
 
-Floors, measured on H200s (``python3 tests/benchmarks/run_to_run_floors.py`` prints them from the data), are the
-larger of two sources' 95th percentiles of |log(median ratio)|: repeated runs of unchanged code, each in its own
-worker process (2026-11-23, ``assets/noise/``: three transfers runs at 4 KiB, 64 KiB, 1 MiB, 16 MiB and 256 MiB,
-all modes and directions, within five minutes; two coalescing runs, 100 and 25 points), and the bundled transfers
-runs of 2026-11-21 and 2026-11-22 (304 points, another machine of the model, a day apart):
+Floors (``python3 tests/benchmarks/run_to_run_floors.py`` prints them from the data) are the larger of two pooled
+95th percentiles of |log(median ratio)| per kind, rounded up to 0.5 %: runs of one day (2026-11-23, H200, each in its
+own worker process, in ``assets/noise/``: three transfers runs at 4 KiB–256 MiB, all modes and directions, within
+five minutes; a coalescing, a reduction and an occupancy recording each with a block-256 or smaller rerun), and runs
+days apart (the bundled H200 transfers runs of 2026-11-21 and 2026-11-22, another machine of the model; managed,
+pools and batching on an H100 on 2026-11-22 and 2026-11-23, in ``assets/noise/``):
 
-=================  ========  ======================  ================================================
-kind               floor     repeats / day apart     what
-=================  ========  ======================  ================================================
-pinned             ±2.0 %    1.8 % / 1.0 %           pinned copies of 256 KiB and more
-mapped             ±6.2 %    1.9 % / 6.1 %           mapped copies of 256 KiB and more
-small copy         ±44.8 %   44.6 % / 34.6 %         any copy under 256 KiB (issue time dominates)
-pageable           ±56.0 %   47.1 % / 55.8 %         pageable copies of 256 KiB and more
-host clock         ±59.2 %   — / 59.1 %              allocation-including points, pools, packing
-kernel             ±0.5 %    0.1 % / —               device-only work (one same-hour pair so far)
-=================  ========  ======================  ================================================
+=================  ========  ==================  =================================================
+kind               floor     same day / apart    what
+=================  ========  ==================  =================================================
+pinned             ±1.5 %    1.4 % / 1.1 %       pinned copies of 256 KiB and more (batches too)
+mapped             ±6.2 %    1.9 % / 6.1 %       mapped copies of 256 KiB and more
+kernel             ±3.6 %    3.1 % / 0.2 %       device-only work (short reductions move most)
+managed migration  ±20.3 %   — / 19.7 %          first touch and prefetch of managed memory
+small copy         ±44.8 %   44.6 % / 35.8 %     any copy under 256 KiB (issue time dominates)
+pageable           ±56.0 %   48.7 % / 55.8 %     pageable copies of 256 KiB and more
+host clock         ±57.6 %   — / 56.9 %          allocation-including points, pools, packing
+=================  ========  ==================  =================================================
 
-``managed migration`` has no repeats of its own and borrows pageable's floor. So one pair of runs catches a 10 %
-change on pinned and mapped copies of 256 KiB and more and on kernels; on small copies, pageable copies and host
-clocks unchanged software moves further than that between runs, and such a change shows as within run-to-run
-noise. A history of a device that repeats better narrows the band.
+So one pair of runs catches a 10 % change on pinned and mapped copies of 256 KiB and more and on kernels; on
+small copies, pageable copies, managed migrations and host clocks unchanged software moves further than that
+between runs, and such a change shows as within run-to-run noise. A history of a device that repeats better
+narrows the band.
 
 ``change`` is the candidate's speed relative to the baseline: baseline median ÷ candidate median − 1
 (+10 % = the candidate takes 1/1.1 of the time; −18 % = it is 18 % slower).
@@ -74,10 +76,8 @@ HISTORY_LEVEL = 0.99
 HISTORY_RUNS = 10  # the newest earlier runs of a device that make its history (a stored run loads in ~0.3 s)
 # 95th percentile of |log(median ratio)| between runs of unchanged software, per kind of point: printed by
 # tests/benchmarks/run_to_run_floors.py from assets/noise/ and the day-apart H200 transfers pair (see above).
-RUN_TO_RUN_FLOORS = {"pinned": 0.02, "mapped": 0.06, "small copy": 0.37, "pageable": 0.445, "host clock": 0.465,
-                     "kernel": 0.005}
-# Kinds without repeated runs of their own borrow the floor of the kind whose path they share.
-BORROWED_FLOORS = {"managed migration": "pageable"}
+RUN_TO_RUN_FLOORS = {"pinned": 0.015, "mapped": 0.06, "small copy": 0.37, "pageable": 0.445, "host clock": 0.455,
+                     "managed migration": 0.185, "kernel": 0.035}
 SLOWER, FASTER, RUN_TO_RUN, SAME = "slower", "faster", "run-to-run", "same"
 VERDICT_NAMES = {SLOWER: "slower beyond noise", FASTER: "faster beyond noise",
                  RUN_TO_RUN: "within run-to-run noise", SAME: "same within noise"}
@@ -144,7 +144,7 @@ def _key(value):
 
 
 def floor(kind: str) -> float:
-    return RUN_TO_RUN_FLOORS[BORROWED_FLOORS.get(kind, kind)]
+    return RUN_TO_RUN_FLOORS[kind]
 
 
 def run_to_run_band(kind: str, baseline_median: float, earlier_medians=()) -> dict:
@@ -179,7 +179,8 @@ def run_to_run_spread(runs: list[pd.DataFrame]) -> pd.DataFrame:
                                  "kind": point_kind(experiment, row), "point": point_label(experiment, row),
                                  "runs": f"{row['run_id']} · {match['run_id']}",
                                  "abs_log_ratio": abs(math.log(row["median_ms"] / match["median_ms"]))})
-    return pd.DataFrame(rows, columns=["experiment", "device_name", "kind", "point", "runs", "abs_log_ratio"])
+    return pd.DataFrame(rows, columns=["experiment", "device_name", "kind", "point", "runs", "abs_log_ratio"]) \
+        .astype({"abs_log_ratio": float})
 
 
 def robust_spread(samples_ms) -> float:

@@ -76,8 +76,8 @@ def history_figure(history: pd.DataFrame, title: str) -> go.Figure:
     return fig
 
 
-def _floor(kind: str) -> str:
-    return f"±{math.expm1(compare.floor(kind)):.1%}"
+def _floors() -> str:
+    return ", ".join(f"{kind} ±{math.expm1(floor):.1%}" for kind, floor in compare.RUN_TO_RUN_FLOORS.items())
 
 
 def _table_html(frame: pd.DataFrame) -> str:
@@ -145,8 +145,7 @@ A point that differs is <b>within run-to-run noise</b> when the candidate's medi
 unchanged software reaches between runs: with {compare.MIN_HISTORY} or more earlier runs of the point on the same
 device model, the {compare.HISTORY_LEVEL:.0%} prediction interval of their medians (Conbench's approach); otherwise the
 baseline's median ± a floor per kind of point, the 95th percentile of the change measured between repeated runs and
-runs a day apart (pinned {_floor("pinned")}, mapped {_floor("mapped")}, pageable {_floor("pageable")}, host-clock
-{_floor("host clock")}, kernel {_floor("kernel")}). Beyond that band it is <b>faster</b> or <b>slower</b>. Points with
+runs days apart ({html.escape(_floors())}). Beyond that band it is <b>faster</b> or <b>slower</b>. Points with
 fewer than {compare.MIN_SAMPLES} samples on a side are flagged: the test has little power there (with a band, every
 sample of one run beyond every sample of the other counts). Noise = 1.4826 × MAD ÷ median of the samples. Change =
 baseline median ÷ candidate median − 1. Normalized: each point as a share of its own device's theoretical limit

@@ -27,11 +27,28 @@ def runs_of(paths) -> list[pd.DataFrame]:
 
 
 def repeated_runs() -> dict[str, list[pd.DataFrame]]:
-    """The repeated runs of assets/noise/, grouped by experiment and device ('transfers on NVIDIA H200')."""
+    """The runs of assets/noise/, grouped by experiment and device ('transfers on NVIDIA H200'), oldest first."""
     groups: dict[str, list[pd.DataFrame]] = {}
     for run in runs_of(sorted(NOISE.glob("*.parquet"))):
         groups.setdefault(f"{run['experiment'].iloc[0]} on {run['device_name'].iloc[0]}", []).append(run)
     return groups
+
+
+def _hours_apart(first: pd.DataFrame, second: pd.DataFrame) -> float:
+    gap = pd.Timestamp(str(second["timestamp"].iloc[0])) - pd.Timestamp(str(first["timestamp"].iloc[0]))
+    return abs(gap.total_seconds()) / 3600
+
+
+def spread_by_source() -> dict[str, pd.DataFrame]:
+    """|log(median ratio)| per point of every two runs of a group, pooled as 'same day' (repeats within hours)
+    or 'days apart' (the H200 transfers pair, the H100 runs of 2026-11-22 and -23)."""
+    pairs = {"same day": [], "days apart": [compare.run_to_run_spread(runs_of(DAY_APART))]}
+    for runs in repeated_runs().values():
+        for j, second in enumerate(runs):
+            for first in runs[:j]:
+                source = "same day" if _hours_apart(first, second) < 12 else "days apart"
+                pairs[source].append(compare.run_to_run_spread([first, second]))
+    return {source: pd.concat(parts, ignore_index=True) for source, parts in pairs.items() if parts}
 
 
 def scaled(run: pd.DataFrame, factor: float = 0.9, every: int = 3, run_id: str = "scaled") -> pd.DataFrame:
@@ -52,15 +69,14 @@ QUANTILE = 0.95
 
 
 def spread_table() -> pd.DataFrame:
-    """Per source (the repeats of one experiment and device, or the day-apart pair) and kind: pairs of runs,
-    points, and quantiles of the relative change of medians between runs; ``q95_log`` on a log scale."""
-    sources = {f"repeats, {name}": compare.run_to_run_spread(runs) for name, runs in repeated_runs().items()}
-    sources["day apart, transfers on NVIDIA H200"] = compare.run_to_run_spread(runs_of(DAY_APART))
+    """Per source and kind: pairs of runs, points, and quantiles of the relative change of medians between
+    runs of unchanged software; ``q95_log`` on a log scale."""
     rows = []
-    for source, spread in sources.items():
+    for source, spread in spread_by_source().items():
         for kind, part in spread.groupby("kind"):
             values = part["abs_log_ratio"]
             rows.append({"source": source, "kind": kind, "pairs": part["runs"].nunique(), "points": len(part),
+                         "experiments": ", ".join(sorted(set(part["experiment"]))),
                          **{f"q{round(q * 100)}": math.expm1(values.quantile(q)) for q in (0.5, 0.9, QUANTILE)},
                          "max": math.expm1(values.max()), "q95_log": values.quantile(QUANTILE)})
     return pd.DataFrame(rows)
@@ -78,8 +94,9 @@ def unchanged_pairs():
     day = runs_of(DAY_APART)
     pairs = [("day apart, transfers on NVIDIA H200", day[0], day[1], [])]
     for name, runs in repeated_runs().items():
-        pairs += [(f"repeats, {name}: run {j + 1} vs run {i + 1}", runs[i], runs[j], runs)
-                  for j in range(len(runs)) for i in range(j)]
+        pairs += [(f"{name}: run {j + 1} vs run {i + 1}", runs[i], runs[j], runs)
+                  for j in range(len(runs)) for i in range(j)
+                  if not compare.run_to_run_spread([runs[i], runs[j]]).empty]  # runs that share points
     return pairs
 
 

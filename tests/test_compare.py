@@ -166,28 +166,28 @@ def day(n):
 
 
 def history_runs(medians, device="GPU A"):
-    return [make_run(f"h{i}", {(1 << 30, "pinned"): m}, cv=0.002, timestamp=day(i + 1), exact=True, device=device)
+    return [make_run(f"h{i}", {(1 << 30, "mapped"): m}, cv=0.002, timestamp=day(i + 1), exact=True, device=device)
             for i, m in enumerate(medians)]
 
 
 def test_three_earlier_runs_replace_the_floor_with_their_spread():
-    floor = compare.floor("pinned")
+    floor = compare.floor("mapped")
     slower = 20.0 * np.exp(floor / 2)  # half the floor slower: within it, beyond a steady history
-    candidate = make_run("cand", {(1 << 30, "pinned"): slower}, cv=0.002, timestamp=day(20), exact=True)
+    candidate = make_run("cand", {(1 << 30, "mapped"): slower}, cv=0.002, timestamp=day(20), exact=True)
     steady = history_runs([20.0, 20.01, 19.99, 20.0])
     by_floor = compare.compare(steady[-1], candidate).iloc[0]
-    assert by_floor["verdict"] == "run-to-run" and by_floor["run_to_run_source"] == "pinned floor"
+    assert by_floor["verdict"] == "run-to-run" and by_floor["run_to_run_source"] == "mapped floor"
     by_history = compare.compare(steady[-1], candidate, steady[:-1]).iloc[0]
     assert by_history["verdict"] == "slower" and by_history["run_to_run_source"] == "history of 4 runs"
     assert by_history["run_to_run"] < floor / 2
     # two earlier runs (the baseline and one more) are not a history: the floor again
-    assert compare.compare(steady[-1], candidate, steady[-2:-1]).iloc[0]["run_to_run_source"] == "pinned floor"
+    assert compare.compare(steady[-1], candidate, steady[-2:-1]).iloc[0]["run_to_run_source"] == "mapped floor"
 
 
 def test_a_noisy_history_widens_the_band_beyond_the_floor():
-    floor = compare.floor("pinned")
+    floor = compare.floor("mapped")
     noisy = history_runs([20.0 * f for f in (1.0, 1 + 2 * floor, 1 - 2 * floor, 1 + floor)])
-    candidate = make_run("cand", {(1 << 30, "pinned"): 20.0 * (1 + 1.5 * floor)}, cv=0.002, timestamp=day(20),
+    candidate = make_run("cand", {(1 << 30, "mapped"): 20.0 * (1 + 1.5 * floor)}, cv=0.002, timestamp=day(20),
                          exact=True)
     assert compare.compare(noisy[0], candidate).iloc[0]["verdict"] == "slower"  # beyond the floor alone
     judged = compare.compare(noisy[0], candidate, noisy[1:]).iloc[0]
@@ -200,10 +200,10 @@ def test_history_counts_only_earlier_runs_of_the_candidates_device():
     for i, run in enumerate(later):  # measured after the candidate: not its history
         run["timestamp"], run["run_id"] = day(25 + i), f"late{i}"
     other = history_runs([20.0, 20.01, 19.99], device="GPU B")
-    candidate = make_run("cand", {(1 << 30, "pinned"): 21.0}, cv=0.002, timestamp=day(20), exact=True)
+    candidate = make_run("cand", {(1 << 30, "mapped"): 21.0}, cv=0.002, timestamp=day(20), exact=True)
     sources = [compare.compare(base, candidate, earlier).iloc[0]["run_to_run_source"]
                for base, earlier in [(steady[-1], later), (steady[-1], other), (other[0], steady[:-1])]]
-    assert sources == ["pinned floor"] * 3  # later runs, another device's runs, a baseline of another device
+    assert sources == ["mapped floor"] * 3  # later runs, another device's runs, a baseline of another device
     assert compare.compare(steady[-1], candidate, steady).iloc[0]["run_to_run_source"] == "history of 4 runs"
 
 
@@ -227,22 +227,22 @@ def test_earlier_runs_come_from_the_catalog_newest_first_up_to_the_limit(monkeyp
     runs = history_runs([20.0] * 6) + history_runs([20.0], device="GPU B")
     runs[-1]["run_id"] = "otherdevice"
     runs[1]["profile"] = "interactive"  # quick runs saved from the app do not judge precise ones
-    candidate = make_run("cand", {(1 << 30, "pinned"): 21.0}, timestamp=day(6))
+    candidate = make_run("cand", {(1 << 30, "mapped"): 21.0}, timestamp=day(6))
     catalog = FakeCatalog(runs + [candidate])
     picked = compare.earlier_runs(catalog, runs[4], candidate)
     assert [f["run_id"].iloc[0] for f in picked] == ["h0", "h2", "h3"]  # before day 6, not the baseline h4
     assert compare.earlier_runs(catalog, runs[-1], candidate) == []  # a baseline of another device: no history
     catalog.loaded.clear()
-    assert compare.earlier_runs(catalog, runs[0], make_run("c2", {(1 << 30, "pinned"): 21.0}, timestamp=day(2))) \
+    assert compare.earlier_runs(catalog, runs[0], make_run("c2", {(1 << 30, "mapped"): 21.0}, timestamp=day(2))) \
         == [] and catalog.loaded == []  # one earlier run besides the baseline cannot make a history: none loaded
 
 
 def test_a_history_point_measured_with_another_timer_does_not_count():
     steady = history_runs([20.0, 20.01, 19.99, 20.0])
-    candidate = make_run("cand", {(1 << 30, "pinned"): 21.0}, cv=0.002, timestamp=day(20), exact=True)
+    candidate = make_run("cand", {(1 << 30, "mapped"): 21.0}, cv=0.002, timestamp=day(20), exact=True)
     for run in steady[:2]:
         run["timer"] = "cuda_event_held"
-    assert compare.compare(steady[-1], candidate, steady).iloc[0]["run_to_run_source"] == "pinned floor"
+    assert compare.compare(steady[-1], candidate, steady).iloc[0]["run_to_run_source"] == "mapped floor"
 
 
 def test_every_kind_of_point_has_a_measured_or_borrowed_floor():
@@ -269,29 +269,32 @@ def test_the_day_apart_h200_transfers_runs_flag_at_most_5_percent():
 def test_the_repeated_runs_flag_at_most_5_percent_of_their_points():
     tables = [compare.compare(base, cand, earlier) for _, base, cand, earlier in run_to_run.unchanged_pairs()[1:]]
     points = sum(len(t) for t in tables)
-    assert points >= 100 and sum(flagged(t).sum() for t in tables) <= 0.05 * points
+    assert points >= 250 and sum(flagged(t).sum() for t in tables) <= 0.05 * points
 
 
 def test_a_ten_percent_change_is_caught_wherever_runs_repeat_closer_than_that():
-    run = run_to_run.runs_of(run_to_run.DAY_APART)[1]
-    candidate = run_to_run.scaled(run)
-    table = compare.compare(run, candidate).assign(changed=candidate["changed"].to_numpy())
-    changed, unchanged = table[table["changed"]], table[~table["changed"]]
-    quiet = changed["kind"].map(compare.floor) < np.log(1 / 0.9)  # kinds whose runs agree to better than 10 %
-    assert quiet.sum() >= 25 and flagged(changed[quiet]).mean() >= 0.95
-    assert (changed.loc[flagged(changed), "verdict"] == "faster").all()
-    # elsewhere the change is shown as run-to-run noise (or, with a handful of samples, not shown at all)
-    assert (changed.loc[~quiet, "verdict"] == "run-to-run").mean() >= 0.95
-    assert not flagged(unchanged).any()
+    quiet_points = 0
+    for label, run, _ in [case for case in run_to_run.changed_cases() if not case[2]]:  # floors alone
+        candidate = run_to_run.scaled(run)
+        table = compare.compare(run, candidate).assign(changed=candidate["changed"].to_numpy())
+        changed, unchanged = table[table["changed"]], table[~table["changed"]]
+        quiet = changed["kind"].map(compare.floor) < np.log(1 / 0.9)  # kinds whose runs agree to better than 10 %
+        assert flagged(changed[quiet]).mean() >= 0.95 if quiet.any() else True, label
+        assert (changed.loc[flagged(changed), "verdict"] == "faster").all(), label
+        # elsewhere the change shows as run-to-run noise (or, with a handful of samples, not at all)
+        assert (changed.loc[~quiet, "verdict"] == "run-to-run").mean() >= 0.9 if (~quiet).any() else True, label
+        assert not flagged(unchanged).any(), label
+        quiet_points += int(quiet.sum())
+    assert quiet_points >= 100
 
 
 def test_a_ten_percent_change_of_kernels_is_caught():
-    repeats = run_to_run.repeated_runs()["coalescing on NVIDIA H200"]
-    run = repeats[0]
-    candidate = run_to_run.scaled(run)
-    table = compare.compare(run, candidate, repeats[1:]).assign(changed=candidate["changed"].to_numpy())
-    assert len(table) == 100 and (table["kind"] == "kernel").all()
-    assert flagged(table[table["changed"]]).mean() >= 0.95 and not flagged(table[~table["changed"]]).any()
+    for name in ("coalescing on NVIDIA H200", "occupancy on NVIDIA H200"):
+        run = max(run_to_run.repeated_runs()[name], key=len)
+        candidate = run_to_run.scaled(run)
+        table = compare.compare(run, candidate).assign(changed=candidate["changed"].to_numpy())
+        assert len(table) >= 100 and (table["kind"] == "kernel").all()
+        assert flagged(table[table["changed"]]).mean() >= 0.95 and not flagged(table[~table["changed"]]).any()
 
 
 def test_the_floors_are_the_spread_measured_between_runs():

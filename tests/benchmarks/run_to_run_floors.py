@@ -7,6 +7,7 @@ change that is caught (target ≥ 95 %), with the floors alone and with a histor
 No GPU needed: ``python3 tests/benchmarks/run_to_run_floors.py``.
 """
 
+import math
 import sys
 from pathlib import Path
 
@@ -34,16 +35,23 @@ def main() -> None:
         print(f"  {kind:18} {mine!s:>7}  {used!s:>7}" + ("" if mine == used else "   <- differs"))
 
     print("\nunchanged pairs: points flagged slower/faster (target ≤ 5 %)")
+    total = [0, 0]
     for label, base, cand, earlier in run_to_run.unchanged_pairs():
         result = compare.compare(base, cand, earlier)
+        total = [total[0] + int(flagged(result).sum()), total[1] + len(result)]
         print(f"  {label}: {int(flagged(result).sum())} of {len(result)} flagged ({flagged(result).mean():.1%}); "
               + ", ".join(f"{count} {name}" for name, count in compare.verdict_counts(result).items()))
+    print(f"  all pairs: {total[0]} of {total[1]} points flagged ({total[0] / total[1]:.1%})")
 
     print("\na 10 % change (times × 0.9 on every third point): changed points flagged (target ≥ 95 %)")
+    quiet_total = [0, 0]
     for label, base, earlier in run_to_run.changed_cases():
         candidate = run_to_run.scaled(base)
         result = compare.compare(base, candidate, earlier)
         changed = result[candidate["changed"].to_numpy()]
+        quiet = changed[changed["kind"].map(compare.floor) < math.log(1 / 0.9)]
+        if not earlier:
+            quiet_total = [quiet_total[0] + int(flagged(quiet).sum()), quiet_total[1] + len(quiet)]
         by_kind = changed.assign(hit=flagged(changed)).groupby("kind")["hit"].mean()
         unchanged = result.drop(changed.index)
         print(f"  {label}: {flagged(changed).mean():.1%} of {len(changed)} caught; unchanged points flagged "
@@ -51,6 +59,8 @@ def main() -> None:
                                                                           by_kind.items()))
         print("    changed points: " + ", ".join(f"{count} {name}" for name, count in
                                                  compare.verdict_counts(changed).items()))
+
+    print(f"  floors alone, points of kinds whose floor is under 10 %: {quiet_total[0]} of {quiet_total[1]} caught")
 
 
 if __name__ == "__main__":
