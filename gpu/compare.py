@@ -412,12 +412,12 @@ def _text(value) -> str:
 
 def history(frames: list[pd.DataFrame], point: dict) -> pd.DataFrame:
     """One point of one device across runs in time order: median with min/max per run, and whether the run
-    regressed beyond noise against the run before it (run-to-run noise judged from the runs before it, as
-    ``compare`` does)."""
+    regressed beyond noise against the run before it (run-to-run noise judged from the runs before it of the same
+    profile family and timer, as ``compare`` does)."""
     experiment = frames[0]["experiment"].iloc[0] if frames else None
     keys = key_columns(experiment) if experiment else []
-    rows, previous, medians = [], None, []
-    for frame in sorted(frames, key=lambda f: str(f["timestamp"].iloc[0])):
+    rows, previous, earlier = [], None, []
+    for frame in sorted(frames, key=lambda f: _when(f["timestamp"].iloc[0]) or pd.Timestamp.min.tz_localize("UTC")):
         same = [frame[k].map(_key) == _key(point[k]) for k in keys]
         match = frame[np.logical_and.reduce(same)] if keys else frame.iloc[0:0]
         if match.empty:
@@ -426,12 +426,14 @@ def history(frames: list[pd.DataFrame], point: dict) -> pd.DataFrame:
         if previous is None:
             result = {"verdict": "first", "change": math.nan, "p_value": math.nan}
         else:
-            band = run_to_run_band(point_kind(experiment, row), float(np.median(previous["samples_ms"])), medians)
+            same_method = [r["median_ms"] for r in earlier[-HISTORY_RUNS:] if r["timer"] == row["timer"]
+                        and str(r["profile"]).split("/")[0] == str(row["profile"]).split("/")[0]]
+            band = run_to_run_band(point_kind(experiment, row), float(np.median(previous["samples_ms"])), same_method)
             result = verdict(previous["samples_ms"], row["samples_ms"], band=band)
         rows.append({"run_id": row["run_id"], "timestamp": row["timestamp"], "device_name": row["device_name"],
                      "median_ms": row["median_ms"], "min_ms": row["min_ms"], "max_ms": row["max_ms"],
                      "gbps": row["gbps"], "verdict": result["verdict"], "change": result["change"],
                      "regressed": result["verdict"] == SLOWER})
         previous = row
-        medians.append(float(row["median_ms"]))
+        earlier.append(row)
     return pd.DataFrame(rows)

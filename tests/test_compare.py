@@ -346,3 +346,12 @@ def test_the_compare_page_judges_a_candidate_by_its_devices_history(monkeypatch,
     metrics = {m.label: int(m.value) for m in at.metric}
     assert sum(v for k, v in metrics.items() if k != "Points compared") == 40
     st.cache_resource.clear()
+
+
+def test_the_history_view_judges_each_run_by_the_runs_before_it():
+    floor = compare.floor("mapped")
+    medians = [20.0, 20.01, 19.99, 20.0, 20.0 * np.exp(floor / 2)]  # the last: within the floor, beyond the history
+    history = compare.history(history_runs(medians), history_runs(medians)[0].iloc[0].to_dict())
+    assert history["verdict"].tolist() == ["first", "same", "same", "same", "slower"]
+    two = compare.history(history_runs([20.0, 20.0 * np.exp(floor / 2)]), history_runs([20.0])[0].iloc[0].to_dict())
+    assert two["verdict"].tolist() == ["first", "run-to-run"]  # one earlier run: the floor decides
