@@ -251,8 +251,8 @@ def review_command(args) -> int:
 
         for candidate in candidates:  # the verdicts on the terminal too, with each candidate's history
             table = compare.compare(baseline, candidate, compare.earlier_runs(runs, baseline, candidate))
-            print(f"{report.run_label(candidate)}: " + compare.headline(table) + "\n  "
-                  + " · ".join(f"{name}: {count}" for name, count in compare.verdict_counts(table).items()))
+            print(f"{report.run_label(candidate)}: " + compare.headline(table) + "\n  " + compare.band_summary(table)
+                  + "\n  " + " · ".join(f"{name}: {count}" for name, count in compare.verdict_counts(table).items()))
         with open(args.out, "w", encoding="utf-8") as f:
             f.write(report.render(baseline, candidates, lambda c: compare.earlier_runs(runs, baseline, c)))
         print(f"wrote {args.out}", file=sys.stderr)

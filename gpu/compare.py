@@ -381,6 +381,27 @@ def verdict_counts(table: pd.DataFrame) -> dict[str, int]:
     return {VERDICT_NAMES[v]: int(counts.get(v, 0)) for v in VERDICT_NAMES}
 
 
+def _points(count: int) -> str:
+    return f"{count} point" + ("" if count == 1 else "s")
+
+
+def band_summary(table: pd.DataFrame) -> str:
+    """Where the run-to-run bands came from: 'Run-to-run noise: the history of 4 earlier runs for 40 points;
+    measured floors for 12 points (pinned ±1.5 %, small copy ±44.8 %).'"""
+    if table.empty:
+        return ""
+    sources = table["run_to_run_source"].value_counts()
+    histories = [f"the {source} for {_points(count)}"
+                 for source, count in sources.items() if source.startswith("history")]
+    floored = table[table["run_to_run_source"].str.endswith("floor")]
+    parts = histories
+    if not floored.empty:
+        kinds = ", ".join(f"{kind} ±{math.expm1(floor(kind)):.1%}" for kind in sorted(set(floored["kind"]),
+                                                                                      key=floor))
+        parts.append(f"measured floors for {_points(len(floored))} ({kinds})")
+    return "Run-to-run noise: " + "; ".join(parts) + "."
+
+
 def _provenance(frame: pd.DataFrame) -> dict:
     first = frame.iloc[0]
     out = {field: first.get(field) for field in PROVENANCE_FIELDS if field in frame.columns}

@@ -118,6 +118,7 @@ def render(baseline: pd.DataFrame, candidates: list[pd.DataFrame], earlier=None)
 <h2>{html.escape(run_label(candidate))}</h2>
 <p class="headline">{html.escape(line)}</p>
 <p class="counts">{html.escape(counts)}</p>
+<p class="method">{html.escape(compare.band_summary(table))}</p>
 {''.join(charts)}
 <h3>Provenance: what differs</h3>
 {_table_html(compare.provenance_diff(baseline, candidate))}

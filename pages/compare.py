@@ -79,6 +79,7 @@ for candidate_id, candidate in zip(candidate_ids, candidates, strict=True):
     m[0].metric("Points compared", len(table))
     for column, (name, count) in zip(m[1:], counts.items(), strict=True):
         column.metric(name.capitalize(), count)
+    st.caption(compare.band_summary(table))
     shared.chart(report.ratio_figure(table, "Normalized: each point as % of its own device's limit" if normalized
                                         else "Candidate speed vs baseline, per point", normalized=normalized),
                     key=f"chart_ratio_{candidate_id}")

@@ -355,3 +355,13 @@ def test_the_history_view_judges_each_run_by_the_runs_before_it():
     assert history["verdict"].tolist() == ["first", "same", "same", "same", "slower"]
     two = compare.history(history_runs([20.0, 20.0 * np.exp(floor / 2)]), history_runs([20.0])[0].iloc[0].to_dict())
     assert two["verdict"].tolist() == ["first", "run-to-run"]  # one earlier run: the floor decides
+
+
+def test_the_band_summary_names_where_run_to_run_noise_came_from():
+    steady = history_runs([20.0, 20.01, 19.99, 20.0])
+    candidate = make_run("cand", {(1 << 30, "mapped"): 21.0, (4096, "pinned"): 0.01}, cv=0.002, timestamp=day(20),
+                         exact=True)
+    base = make_run("h3", {(1 << 30, "mapped"): 20.0, (4096, "pinned"): 0.01}, cv=0.002, timestamp=day(4), exact=True)
+    line = compare.band_summary(compare.compare(base, candidate, steady[:-1]))
+    assert line == f"Run-to-run noise: the history of 4 runs for 1 point; measured floors for 1 point (small copy " \
+                   f"±{np.expm1(compare.floor('small copy')):.1%})."
