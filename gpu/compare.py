@@ -36,19 +36,20 @@ pools and batching on an H100 on 2026-11-22 and 2026-11-23, in ``assets/noise/``
 =================  ========  ==================  =================================================
 kind               floor     same day / apart    what
 =================  ========  ==================  =================================================
+kernel             ±0.5 %    0.1 % / 0.1 %       device-only work of 100 µs and more
 pinned             ±1.5 %    1.4 % / 1.1 %       pinned copies of 256 KiB and more (batches too)
 mapped             ±6.2 %    1.9 % / 6.1 %       mapped copies of 256 KiB and more
-kernel             ±3.6 %    3.1 % / 0.2 %       device-only work (short reductions move most)
+short kernel       ±15.6 %   15.6 % / 0.2 %      device-only work under 100 µs (9 points so far)
 managed migration  ±20.3 %   — / 19.7 %          first touch and prefetch of managed memory
 small copy         ±44.8 %   44.6 % / 35.8 %     any copy under 256 KiB (issue time dominates)
 pageable           ±56.0 %   48.7 % / 55.8 %     pageable copies of 256 KiB and more
 host clock         ±57.6 %   — / 56.9 %          allocation-including points, pools, packing
 =================  ========  ==================  =================================================
 
-So one pair of runs catches a 10 % change on pinned and mapped copies of 256 KiB and more and on kernels; on
-small copies, pageable copies, managed migrations and host clocks unchanged software moves further than that
-between runs, and such a change shows as within run-to-run noise. A history of a device that repeats better
-narrows the band.
+So one pair of runs catches a 10 % change on kernels of 100 µs and more and on pinned and mapped copies of
+256 KiB and more; on short kernels, small copies, pageable copies, managed migrations and host clocks unchanged
+software moves further than that between runs, and such a change shows as within run-to-run noise. A history of a
+device that repeats better narrows the band.
 
 ``change`` is the candidate's speed relative to the baseline: baseline median ÷ candidate median − 1
 (+10 % = the candidate takes 1/1.1 of the time; −18 % = it is 18 % slower).
@@ -72,12 +73,14 @@ MIN_HISTORY = 3
 # Below this a host↔device copy is latency-bound: on the H200 a copy's ~5 µs of issue time is what 256 KiB takes
 # at 55 GB/s, and smaller copies move 5–45 % between runs where larger ones move ≤ 1 % (pinned).
 SMALL_COPY_BYTES = 256 << 10
+# Kernels that take 100 µs and more moved ≤ 0.19 % between runs of one day (50 points); shorter ones 0.3–18 %.
+SHORT_KERNEL_MS = 0.1
 HISTORY_LEVEL = 0.99
 HISTORY_RUNS = 10  # the newest earlier runs of a device that make its history (a stored run loads in ~0.3 s)
 # 95th percentile of |log(median ratio)| between runs of unchanged software, per kind of point: printed by
 # tests/benchmarks/run_to_run_floors.py from assets/noise/ and the day-apart H200 transfers pair (see above).
-RUN_TO_RUN_FLOORS = {"pinned": 0.015, "mapped": 0.06, "small copy": 0.37, "pageable": 0.445, "host clock": 0.455,
-                     "managed migration": 0.185, "kernel": 0.035}
+RUN_TO_RUN_FLOORS = {"kernel": 0.005, "pinned": 0.015, "mapped": 0.06, "short kernel": 0.145,
+                     "managed migration": 0.185, "small copy": 0.37, "pageable": 0.445, "host clock": 0.455}
 SLOWER, FASTER, RUN_TO_RUN, SAME = "slower", "faster", "run-to-run", "same"
 VERDICT_NAMES = {SLOWER: "slower beyond noise", FASTER: "faster beyond noise",
                  RUN_TO_RUN: "within run-to-run noise", SAME: "same within noise"}
@@ -124,7 +127,8 @@ def point_kind(experiment: str, row) -> str:
     the host: allocation, packing, pools), ``kernel`` (device memory only), ``managed migration`` (page faults or
     prefetches), ``small copy`` (a copy of less than ``SMALL_COPY_BYTES``, whatever the host memory: Python's and
     the driver's few microseconds of issue time dominate it), else the copy's host memory: ``pageable`` (staged
-    through the driver), ``mapped`` (a kernel reading host memory) or ``pinned`` (write-combined included)."""
+    through the driver), ``mapped`` (a kernel reading host memory) or ``pinned`` (write-combined included). Device
+    work of less than ``SHORT_KERNEL_MS`` (in this row's run) is a ``short kernel``."""
     variant = str(row.get("variant"))
     if str(row.get("timer") or "").startswith("host_clock") or bool(_key(row.get("include_alloc"))):
         return "host clock"
@@ -132,7 +136,7 @@ def point_kind(experiment: str, row) -> str:
         return "managed migration"
     pageable = "pageable" in variant or row.get("host_memory") == "pageable"
     if row.get("direction") not in ("h2d", "d2h", "both", "round_trip") and not pageable and "pinned" not in variant:
-        return "kernel"
+        return "short kernel" if float(row.get("median_ms") or 0) < SHORT_KERNEL_MS else "kernel"
     chunks = _key(row.get("chunks")) if variant != "one_copy" else None
     if (_key(row.get("bytes")) or 0) / (chunks or 1) < SMALL_COPY_BYTES:  # per copy: a piece, a chunk
         return "small copy"
