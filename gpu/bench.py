@@ -249,12 +249,13 @@ def review_command(args) -> int:
             return 2
         from gpu import compare
 
-        for candidate in candidates:  # the verdicts on the terminal too, with each candidate's history
-            table = compare.compare(baseline, candidate, compare.earlier_runs(runs, baseline, candidate))
+        earlier = {id(c): compare.earlier_runs(runs, baseline, c) for c in candidates}  # each candidate's history
+        for candidate in candidates:  # the verdicts on the terminal too
+            table = compare.compare(baseline, candidate, earlier[id(candidate)])
             print(f"{report.run_label(candidate)}: " + compare.headline(table) + "\n  " + compare.band_summary(table)
                   + "\n  " + " · ".join(f"{name}: {count}" for name, count in compare.verdict_counts(table).items()))
         with open(args.out, "w", encoding="utf-8") as f:
-            f.write(report.render(baseline, candidates, lambda c: compare.earlier_runs(runs, baseline, c)))
+            f.write(report.render(baseline, candidates, lambda c: earlier[id(c)]))
         print(f"wrote {args.out}", file=sys.stderr)
         return 0
     except (KeyError, StoreError) as exc:
