@@ -68,12 +68,12 @@ def scaled(run: pd.DataFrame, factor: float = 0.9, every: int = 3, run_id: str =
 QUANTILE = 0.95
 
 
-def spread_table() -> pd.DataFrame:
+def spread_table(leave_out: str | None = None) -> pd.DataFrame:
     """Per source and kind: pairs of runs, points, and quantiles of the relative change of medians between
-    runs of unchanged software; ``q95_log`` on a log scale."""
+    runs of unchanged software; ``q95_log`` on a log scale. ``leave_out``: a pair ('run_a · run_b') to leave out."""
     rows = []
     for source, spread in spread_by_source().items():
-        for kind, part in spread.groupby("kind"):
+        for kind, part in spread[spread["runs"] != leave_out].groupby("kind"):
             values = part["abs_log_ratio"]
             rows.append({"source": source, "kind": kind, "pairs": part["runs"].nunique(), "points": len(part),
                          "experiments": ", ".join(sorted(set(part["experiment"]))),

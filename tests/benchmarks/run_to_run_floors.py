@@ -43,6 +43,20 @@ def main() -> None:
               + ", ".join(f"{count} {name}" for name, count in compare.verdict_counts(result).items()))
     print(f"  all pairs: {total[0]} of {total[1]} points flagged ({total[0] / total[1]:.1%})")
 
+    print("\nthe same, each pair judged by floors derived without it (a kind it alone measured keeps its floor)")
+    held = [0, 0]
+    kept = dict(compare.RUN_TO_RUN_FLOORS)
+    try:
+        for label, base, cand, earlier in run_to_run.unchanged_pairs():
+            pair = f"{base['run_id'].iloc[0]} · {cand['run_id'].iloc[0]}"
+            compare.RUN_TO_RUN_FLOORS.update({**kept, **run_to_run.derived_floors(run_to_run.spread_table(pair))})
+            result = compare.compare(base, cand, earlier)
+            held = [held[0] + int(flagged(result).sum()), held[1] + len(result)]
+            print(f"  {label}: {int(flagged(result).sum())} of {len(result)} flagged")
+    finally:
+        compare.RUN_TO_RUN_FLOORS.update(kept)
+    print(f"  all pairs, held out: {held[0]} of {held[1]} points flagged ({held[0] / held[1]:.1%})")
+
     print("\na 10 % change (times × 0.9 on every third point): changed points flagged (target ≥ 95 %)")
     quiet_total = [0, 0]
     for label, base, earlier in run_to_run.changed_cases():
