@@ -368,3 +368,27 @@ def test_the_band_summary_names_where_run_to_run_noise_came_from():
     line = compare.band_summary(compare.compare(base, candidate, steady[:-1]))
     assert line == f"Run-to-run noise: the history of 4 runs for 1 point; measured floors for 1 point (small copy " \
                    f"±{np.expm1(compare.floor('small copy')):.1%})."
+
+
+@pytest.mark.parametrize(("experiment", "row", "kind"), [
+    ("transfers", {"variant": "pinned", "direction": "h2d", "bytes": 4096}, "small copy"),
+    ("transfers", {"variant": "pinned_wc", "direction": "d2h", "bytes": 256 << 10}, "pinned"),
+    ("transfers", {"variant": "mapped", "direction": "h2d", "bytes": 1 << 20}, "mapped"),
+    ("transfers", {"variant": "pageable", "direction": "d2h", "bytes": 1 << 30}, "pageable"),
+    ("transfers", {"variant": "pinned", "direction": "h2d", "bytes": 1 << 30, "include_alloc": True,
+                   "timer": "host_clock_alloc+cuda_event_copy"}, "host clock"),
+    ("pools", {"variant": "device_pooled", "direction": "h2d", "bytes": 1 << 20,
+               "timer": "host_clock_alloc+copy+free"}, "host clock"),
+    ("managed", {"variant": "first_touch", "direction": "device", "bytes": 1 << 28, "median_ms": 27.0},
+     "managed migration"),
+    ("managed", {"variant": "resident", "direction": "device", "bytes": 1 << 28, "median_ms": 0.08}, "short kernel"),
+    ("coalescing", {"variant": "copy_f4", "direction": "device", "bytes": 1 << 29, "median_ms": 0.14}, "kernel"),
+    ("reduction", {"variant": "end_to_end_pinned", "direction": "device", "bytes": 1 << 26}, "pinned"),
+    ("reduction", {"variant": "end_to_end_pageable", "direction": "device", "bytes": 1 << 26}, "pageable"),
+    ("streams", {"variant": "pipeline", "direction": "round_trip", "bytes": 1 << 29, "chunks": 64,
+                 "host_memory": "pageable"}, "pageable"),
+    ("batching", {"variant": "separate", "direction": "h2d", "bytes": 64 * 4096, "chunks": 64}, "small copy"),
+    ("batching", {"variant": "one_copy", "direction": "h2d", "bytes": 64 * 4096, "chunks": 64}, "pinned"),
+])
+def test_each_point_gets_the_kind_of_path_it_measures(experiment, row, kind):
+    assert compare.point_kind(experiment, row) == kind
