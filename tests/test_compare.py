@@ -1,4 +1,5 @@
-"""Verdicts on synthetic sample sets whose answer is known, the headline, the provenance diff and history."""
+"""Verdicts on synthetic sample sets whose answer is known, run-to-run bands (a device's history, the measured floors),
+the headline, the provenance diff and history; the floors and bars on the recorded runs of unchanged code."""
 
 import numpy as np
 import pandas as pd
