@@ -404,7 +404,9 @@ def band_summary(table: pd.DataFrame) -> str:
         kinds = ", ".join(f"{kind} ±{math.expm1(floor(kind)):.1%}" for kind in sorted(set(floored["kind"]),
                                                                                       key=floor))
         parts.append(f"measured floors for {_points(len(floored))} ({kinds})")
-    return "Run-to-run noise: " + "; ".join(parts) + "."
+    hint = f" {MIN_HISTORY} or more earlier runs of the candidate's device give it a band of its own." \
+        if not floored.empty else ""
+    return "Run-to-run noise: " + "; ".join(parts) + "." + hint
 
 
 def _provenance(frame: pd.DataFrame) -> dict:

@@ -368,7 +368,8 @@ def test_the_band_summary_names_where_run_to_run_noise_came_from():
     base = make_run("h3", {(1 << 30, "mapped"): 20.0, (4096, "pinned"): 0.01}, cv=0.002, timestamp=day(4), exact=True)
     line = compare.band_summary(compare.compare(base, candidate, steady[:-1]))
     assert line == f"Run-to-run noise: the history of 4 runs for 1 point; measured floors for 1 point (small copy " \
-                   f"±{np.expm1(compare.floor('small copy')):.1%})."
+                   f"±{np.expm1(compare.floor('small copy')):.1%}). 3 or more earlier runs of the candidate's device " \
+                   "give it a band of its own."
 
 
 @pytest.mark.parametrize(("experiment", "row", "kind"), [
