@@ -255,8 +255,15 @@ def review_command(args) -> int:
             print(f"error: runs of different experiments cannot be compared: {', '.join(sorted(experiments))}",
                   file=sys.stderr)
             return 2
+        from gpu import compare
+
+        earlier = {id(c): compare.earlier_runs(runs, baseline, c) for c in candidates}  # each candidate's history
+        for candidate in candidates:  # the verdicts on the terminal too
+            table = compare.compare(baseline, candidate, earlier[id(candidate)])
+            print(f"{report.run_label(candidate)}: " + compare.headline(table) + "\n  " + compare.band_summary(table)
+                  + "\n  " + " · ".join(f"{name}: {count}" for name, count in compare.verdict_counts(table).items()))
         with open(args.out, "w", encoding="utf-8") as f:
-            f.write(report.render(baseline, candidates))
+            f.write(report.render(baseline, candidates, lambda c: earlier[id(c)]))
         print(f"wrote {args.out}", file=sys.stderr)
         return 0
     except (KeyError, StoreError) as exc:

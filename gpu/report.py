@@ -17,7 +17,12 @@ import plotly.io as pio
 from gpu import compare
 from gpu.units import format_bytes
 
-VERDICT_COLORS = {"faster": "#00CC96", "slower": "#EF553B", "same": "#AAAAAA", "first": "#636EFA"}
+VERDICT_COLORS = {"faster": "#00CC96", "slower": "#EF553B", "run-to-run": "#FECB52", "same": "#AAAAAA",
+                  "first": "#636EFA"}
+# The table's columns, in the page's and the report's order.
+POINT_COLUMNS = ["point", "kind", "baseline_ms", "candidate_ms", "change", "verdict", "p_value", "noise", "run_to_run",
+                 "run_to_run_source", "baseline_samples", "candidate_samples", "baseline_pct_of_limit",
+                 "candidate_pct_of_limit"]
 
 
 def run_label(frame: pd.DataFrame) -> str:
@@ -30,19 +35,21 @@ def ratio_figure(table: pd.DataFrame, title: str, normalized: bool = False) -> g
     column = "normalized_change" if normalized else "change"
     fig = go.Figure()
     by_size = "include_alloc" in table.columns and "bytes" in table.columns
-    for verdict in ("slower", "same", "faster"):
+    for verdict in (compare.SLOWER, compare.RUN_TO_RUN, compare.SAME, compare.FASTER):
         part = table[table["verdict"] == verdict]
         if part.empty:
             continue
         x = part["bytes"] if by_size else part["point"]
         fig.add_trace(go.Scatter(
-            x=x, y=part[column] * 100, mode="markers", name=verdict, marker={"color": VERDICT_COLORS[verdict],
-                                                                            "size": 8},
+            x=x, y=part[column] * 100, mode="markers", name=compare.VERDICT_NAMES[verdict],
+            marker={"color": VERDICT_COLORS[verdict], "size": 8},
             customdata=np.column_stack([part["point"], part["baseline_ms"] * 1e3, part["candidate_ms"] * 1e3,
-                                        part["p_value"], part["noise"] * 100]),
+                                        part["p_value"], part["noise"] * 100, part["run_to_run"] * 100,
+                                        part["run_to_run_source"]]),
             hovertemplate="%{customdata[0]}<br>%{y:+.1f} %<br>baseline %{customdata[1]:.2f} µs · candidate "
                           "%{customdata[2]:.2f} µs<br>Mann-Whitney p = %{customdata[3]:.3g} · noise "
-                          "%{customdata[4]:.1f} %<extra>%{fullData.name}</extra>"))
+                          "%{customdata[4]:.1f} % · run-to-run ±%{customdata[5]:.1f} % (%{customdata[6]})"
+                          "<extra>%{fullData.name}</extra>"))
     fig.add_hline(y=0, line={"color": "black", "width": 1})
     axis = {"type": "log", "tickvals": sorted(set(table["bytes"].astype(int))),
             "ticktext": [format_bytes(v) for v in sorted(set(table["bytes"].astype(int)))]} if by_size else \
@@ -69,18 +76,24 @@ def history_figure(history: pd.DataFrame, title: str) -> go.Figure:
     return fig
 
 
+def _floors() -> str:
+    return ", ".join(f"{kind} ±{math.expm1(floor):.1%}" for kind, floor in compare.RUN_TO_RUN_FLOORS.items())
+
+
 def _table_html(frame: pd.DataFrame) -> str:
     return frame.to_html(index=False, border=0, classes="numbers", escape=True, na_rep="—")
 
 
-def render(baseline: pd.DataFrame, candidates: list[pd.DataFrame]) -> str:
-    """The review report: one self-contained HTML page."""
+def render(baseline: pd.DataFrame, candidates: list[pd.DataFrame], earlier=None) -> str:
+    """The review report: one self-contained HTML page. ``earlier(candidate)`` gives the runs that make a
+    candidate's history (``compare.earlier_runs``); without it every point is judged by its kind's floor."""
     experiment = baseline["experiment"].iloc[0]
     sections = []
     include = "inline"
     for candidate in candidates:
-        table = compare.compare(baseline, candidate)
+        table = compare.compare(baseline, candidate, earlier(candidate) if earlier else ())
         line = compare.headline(table, len(baseline) - len(table), len(candidate) - len(table))
+        counts = " · ".join(f"{name}: {count}" for name, count in compare.verdict_counts(table).items())
         figures = [ratio_figure(table, f"{run_label(candidate)} vs {run_label(baseline)}")]
         if not table.empty and table["normalized_change"].notna().any():
             figures.append(ratio_figure(table, "Normalized: each point as % of its own device's theoretical limit",
@@ -89,9 +102,10 @@ def render(baseline: pd.DataFrame, candidates: list[pd.DataFrame]) -> str:
         for fig in figures:
             charts.append(pio.to_html(fig, include_plotlyjs=include, full_html=False))
             include = False  # Plotly's JavaScript once per file
-        shown = table[["point", "baseline_ms", "candidate_ms", "change", "verdict", "p_value", "noise",
-                       "baseline_samples", "candidate_samples", "baseline_pct_of_limit", "candidate_pct_of_limit"]] \
+        shown = table[POINT_COLUMNS] \
             .assign(change=lambda t: t["change"].map(compare.percent),
+                    verdict=lambda t: t["verdict"].map(compare.VERDICT_NAMES),
+                    run_to_run=lambda t: t["run_to_run"].map(lambda v: f"±{v:.1%}"),
                     baseline_ms=lambda t: t["baseline_ms"].map(lambda v: f"{v:.4f}"),
                     candidate_ms=lambda t: t["candidate_ms"].map(lambda v: f"{v:.4f}"),
                     p_value=lambda t: t["p_value"].map(lambda v: "—" if not math.isfinite(v) else f"{v:.3g}"),
@@ -103,6 +117,8 @@ def render(baseline: pd.DataFrame, candidates: list[pd.DataFrame]) -> str:
 <section>
 <h2>{html.escape(run_label(candidate))}</h2>
 <p class="headline">{html.escape(line)}</p>
+<p class="counts">{html.escape(counts)}</p>
+<p class="method">{html.escape(compare.band_summary(table))}</p>
 {''.join(charts)}
 <h3>Provenance: what differs</h3>
 {_table_html(compare.provenance_diff(baseline, candidate))}
@@ -124,10 +140,15 @@ table.numbers td, table.numbers th {{ padding: 2px 8px; border-bottom: 1px solid
 {''.join(sections)}
 <h2>Method</h2>
 <p class="method">Every figure was measured by PinPoint (CUDA events, warm-up, samples until the noise is small; every
-sample kept, every output verified). A point is <b>faster</b> or <b>slower</b> only when a two-sided Mann-Whitney U
-test on the two runs' kept samples gives p &lt; {compare.ALPHA} <i>and</i> the medians differ by more than either
-run's coefficient of variation (and at least {compare.MIN_EFFECT:.0%}); otherwise it is the <b>same</b>. Points
-with fewer than {compare.MIN_SAMPLES} samples on a side are flagged: the test has little power there. Change =
+sample kept, every output verified). A point is the <b>same within noise</b> unless a two-sided Mann-Whitney U test on
+the two runs' kept samples gives p &lt; {compare.ALPHA} and the medians differ by at least {compare.MIN_EFFECT:.0%}.
+A point that differs is <b>within run-to-run noise</b> when the candidate's median stays inside the band that
+unchanged software reaches between runs: with {compare.MIN_HISTORY} or more earlier runs of the point on the same
+device model, the {compare.HISTORY_LEVEL:.0%} prediction interval of their medians (Conbench's approach); otherwise the
+baseline's median ± a floor per kind of point, the 95th percentile of the change measured between repeated runs and
+runs days apart ({html.escape(_floors())}). Beyond that band it is <b>faster</b> or <b>slower</b>. Points with
+fewer than {compare.MIN_SAMPLES} samples on a side are flagged: the test has little power there (with a band, every
+sample of one run beyond every sample of the other counts). Noise = 1.4826 × MAD ÷ median of the samples. Change =
 baseline median ÷ candidate median − 1. Normalized: each point as a share of its own device's theoretical limit
 (PCIe per direction for host↔device copies, HBM for kernels), so unlike devices compare fairly.</p>
 </body></html>"""

@@ -24,10 +24,12 @@ if not experiments:
     st.info("Comparing needs two runs of one experiment: measure, run the runner, or import runs on the Runs page.")
     st.stop()
 st.markdown(
-    "Pick a **baseline** and one or more **candidates** of the same experiment. A point is **faster** or **slower** "
-    f"only when a Mann-Whitney U test on the kept samples gives p < {compare.ALPHA} *and* the medians differ by more "
-    "than either run's own spread (coefficient of variation); otherwise it is the **same**. The provenance diff "
-    "beside it shows what else changed.")
+    "Pick a **baseline** and one or more **candidates** of the same experiment. A point differs when a Mann-Whitney U "
+    f"test on the kept samples gives p < {compare.ALPHA} (otherwise it is the **same within noise**); it is "
+    "**faster** or **slower** only when the candidate's median also leaves the band that unchanged software reaches "
+    f"from run to run (from {compare.MIN_HISTORY} or more earlier runs of the device, else a measured floor per kind "
+    "of point), and **within run-to-run noise** when it does not. The provenance diff beside it shows what else "
+    "changed.")
 
 shared.url_page()
 shared.from_url("compare_experiment", "str", experiments)
@@ -63,19 +65,21 @@ except Exception as exc:
     shared.show_reasons([str(exc)], "A run could not be loaded")
     st.stop()
 
+# Each candidate's history: earlier runs of its device (Conbench's distribution of earlier results).
+earlier = {str(c["run_id"].iloc[0]): compare.earlier_runs(catalog, baseline, c) for c in candidates}
 for candidate_id, candidate in zip(candidate_ids, candidates, strict=True):
-    table = compare.compare(baseline, candidate)
+    table = compare.compare(baseline, candidate, earlier[str(candidate["run_id"].iloc[0])])
     st.subheader(f"{report.run_label(candidate)}  vs  baseline {report.run_label(baseline)}")
     line = compare.headline(table, len(baseline) - len(table), len(candidate) - len(table))
     st.markdown(f"**{line}**")
     if table.empty:
         continue
-    verdicts = table["verdict"].value_counts()
-    m = st.columns(4)
+    counts = compare.verdict_counts(table)
+    m = st.columns(1 + len(counts))
     m[0].metric("Points compared", len(table))
-    m[1].metric("Slower beyond noise", int(verdicts.get("slower", 0)))
-    m[2].metric("Faster beyond noise", int(verdicts.get("faster", 0)))
-    m[3].metric("Same within noise", int(verdicts.get("same", 0)))
+    for column, (name, count) in zip(m[1:], counts.items(), strict=True):
+        column.metric(name.capitalize(), count)
+    st.caption(compare.band_summary(table))
     shared.chart(report.ratio_figure(table, "Normalized: each point as % of its own device's limit" if normalized
                                         else "Candidate speed vs baseline, per point", normalized=normalized),
                     key=f"chart_ratio_{candidate_id}")
@@ -86,11 +90,12 @@ for candidate_id, candidate in zip(candidate_ids, candidates, strict=True):
         st.dataframe(diff, hide_index=True, key=f"diff_{candidate_id}")
     with right:
         st.markdown("**Every point**")
-        shown = table[["point", "baseline_ms", "candidate_ms", "change", "verdict", "p_value", "noise",
-                       "baseline_samples", "candidate_samples", "baseline_pct_of_limit", "candidate_pct_of_limit"]]
+        shown = table[report.POINT_COLUMNS].assign(verdict=table["verdict"].map(compare.VERDICT_NAMES))
         st.dataframe(shown, hide_index=True, key=f"points_{candidate_id}",
                      column_config={"change": st.column_config.NumberColumn("change", format="percent"),
-                                    "noise": st.column_config.NumberColumn("noise (cv)", format="percent"),
+                                    "noise": st.column_config.NumberColumn("noise (robust cv)", format="percent"),
+                                    "run_to_run": st.column_config.NumberColumn("run-to-run ±", format="percent"),
+                                    "run_to_run_source": "run-to-run from",
                                     "p_value": st.column_config.NumberColumn("p (Mann-Whitney)", format="%.3g"),
                                     "baseline_pct_of_limit": st.column_config.NumberColumn("baseline % of limit",
                                                                                            format="%.1f"),
@@ -98,7 +103,8 @@ for candidate_id, candidate in zip(candidate_ids, candidates, strict=True):
                                                                                             format="%.1f")})
 
 st.download_button("Download the review report (one HTML file, opens offline)",
-                   data=report.render(baseline, candidates).encode(), mime="text/html", key="compare_report",
+                   data=report.render(baseline, candidates, lambda c: earlier[str(c["run_id"].iloc[0])])
+                   .encode(), mime="text/html", key="compare_report",
                    file_name=f"pinpoint-review-{experiment}-{baseline_id}.html")
 
 st.subheader("History: one device and point over time")

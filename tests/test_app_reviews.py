@@ -36,8 +36,9 @@ def test_compare_draws_the_bundled_h100_against_the_h200_with_verdict_counts():
     headline = next(m.value for m in at.markdown if "points slower beyond noise" in m.value)
     metrics = {m.label: m.value for m in at.metric}
     assert int(metrics["Points compared"]) > 100
-    total = sum(int(metrics[k]) for k in ("Slower beyond noise", "Faster beyond noise", "Same within noise"))
-    assert total == int(metrics["Points compared"])
+    verdicts = ("Slower beyond noise", "Faster beyond noise", "Within run-to-run noise", "Same within noise")
+    assert sum(int(metrics[k]) for k in verdicts) == int(metrics["Points compared"])
+    assert int(metrics["Within run-to-run noise"]) > 0  # the default pair, H200 a day apart, moves between runs
     assert f"{metrics['Slower beyond noise']} of {metrics['Points compared']} points slower" in headline \
         or (metrics["Slower beyond noise"] == "0" and "none of" in headline)
     charts = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]

@@ -1,4 +1,5 @@
-"""Verdicts on synthetic sample sets whose answer is known, the headline, the provenance diff and history."""
+"""Verdicts on synthetic sample sets whose answer is known, run-to-run bands (a device's history, the measured floors),
+the headline, the provenance diff and history; the floors and bars on the recorded runs of unchanged code."""
 
 import numpy as np
 import pandas as pd
@@ -6,6 +7,7 @@ import pytest
 
 from gpu import compare, schema
 from gpu.catalog import BUNDLED_DIRS
+from tests import run_to_run
 
 RNG = np.random.default_rng(7)
 
@@ -17,6 +19,41 @@ def samples(median, cv, n=50):
 def test_the_same_distribution_is_the_same():
     result = compare.verdict(samples(1.0, 0.02), samples(1.0, 0.02), 0.02, 0.02)
     assert result["verdict"] == "same"
+    assert compare.verdict(samples(1.0, 0.02), samples(1.0, 0.02), band=band(0.05))["verdict"] == "same"
+
+
+def band(half_width, center=0.0, source="test floor"):
+    return {"center": center, "half_width": half_width, "source": source}
+
+
+def test_a_difference_inside_the_run_to_run_band_is_run_to_run_noise_and_beyond_it_is_slower():
+    base, cand = samples(1.0, 0.01), samples(1.08, 0.01)  # 8 % slower, far beyond the 1 % within-run noise
+    assert compare.verdict(base, cand, 0.01, 0.01)["verdict"] == "slower"
+    within = compare.verdict(base, cand, band=band(0.10))
+    assert within["verdict"] == "run-to-run" and within["run_to_run"] == pytest.approx(np.expm1(0.10))
+    assert compare.verdict(base, cand, band=band(0.05))["verdict"] == "slower"
+    # the band is around where unchanged runs land: a candidate back at that centre is not "faster"
+    assert compare.verdict(samples(1.2, 0.01), samples(1.0, 0.01), band=band(0.05, center=0.0))["verdict"] == \
+        "run-to-run"
+
+
+def test_rare_slow_samples_do_not_hide_a_change_of_the_bulk():
+    # 4 KiB copies: a 10 % shift of the bulk, with 3 % of samples 5× slower (a CV of about 70 %)
+    def heavy(median):
+        kept = samples(median, 0.02, 2000)
+        kept[::33] *= 5
+        return kept
+
+    base, cand = heavy(1.0), heavy(0.9)
+    assert np.std(base) / np.mean(base) > 0.5 and compare.robust_spread(base) < 0.03
+    assert compare.verdict(base, cand, band=band(0.05))["verdict"] == "faster"
+
+
+def test_few_but_fully_separated_samples_count_when_a_band_guards():
+    base, cand = [1.0, 1.01, 0.99], [1.5, 1.49, 1.51]
+    assert compare.verdict(base, cand, band=band(0.05))["verdict"] == "slower"
+    assert compare.verdict(base, cand, band=band(0.5))["verdict"] == "run-to-run"
+    assert compare.verdict(base, [1.5, 1.49, 0.98], band=band(0.05))["verdict"] == "same"  # overlapping
 
 
 def test_a_clear_slowdown_beyond_noise_is_slower():
@@ -42,10 +79,14 @@ def test_few_samples_are_flagged():
     assert result["few_samples"] and result["p_value"] == pytest.approx(0.1) and result["verdict"] == "same"
 
 
-def make_run(run_id, medians, cv=0.01, device="GPU A", driver="580", timestamp="2026-11-22T00:00:00+00:00"):
+def make_run(run_id, medians, cv=0.01, device="GPU A", driver="580", timestamp="2026-11-22T00:00:00+00:00",
+             exact=False):
+    """A transfers run; ``exact``: samples spread around exactly the given medians (for histories)."""
     rows = []
     for (size, variant), median in medians.items():
         kept = list(samples(median, cv, 30))
+        if exact:
+            kept = list(median * (1 + cv * np.linspace(-1, 1, 31)))
         rows.append({"run_id": run_id, "experiment": "transfers", "variant": variant, "direction": "h2d",
                      "bytes": size, "include_alloc": False, "median_ms": float(np.median(kept)), "min_ms": min(kept),
                      "max_ms": max(kept), "cv": cv, "samples": len(kept), "gbps": size / median / 1e6,
@@ -58,15 +99,20 @@ def make_run(run_id, medians, cv=0.01, device="GPU A", driver="580", timestamp="
 
 
 def test_headline_counts_and_names_the_worst_point():
-    base = make_run("a", {(4096, "pinned"): 0.010, (1 << 20, "pinned"): 0.050, (1 << 30, "pageable"): 120.0})
-    cand = make_run("b", {(4096, "pinned"): 0.010, (1 << 20, "pinned"): 0.061, (1 << 30, "pageable"): 100.0},
-                    driver="590")
+    base = make_run("a", {(4096, "pinned"): 0.010, (1 << 20, "pinned"): 0.050, (1 << 30, "pinned"): 120.0,
+                          (1 << 30, "pageable"): 120.0})
+    cand = make_run("b", {(4096, "pinned"): 0.010, (1 << 20, "pinned"): 0.061, (1 << 30, "pinned"): 100.0,
+                          (1 << 30, "pageable"): 100.0}, driver="590")
     table = compare.compare(base, cand)
     line = compare.headline(table)
-    assert line.startswith("1 of 3 points slower beyond noise, worst −18% at 1 MiB pinned H2D")
-    best = table.set_index("point").loc["1 GiB pageable H2D", "change"]
-    assert f"1 faster, best {compare.percent(best)} at 1 GiB pageable H2D" in line and best > 0.15
-    assert line.endswith("1 the same within noise")
+    assert line.startswith("1 of 4 points slower beyond noise, worst −18% at 1 MiB pinned H2D")
+    best = table.set_index("point").loc["1 GiB pinned H2D", "change"]
+    assert f"1 faster, best {compare.percent(best)} at 1 GiB pinned H2D" in line and best > 0.15
+    # the same 20 % on pageable memory is within what pageable copies move between runs
+    assert table.set_index("point").loc["1 GiB pageable H2D", "verdict"] == "run-to-run"
+    assert line.endswith("1 within run-to-run noise; 1 the same within noise")
+    assert compare.verdict_counts(table) == {"slower beyond noise": 1, "faster beyond noise": 1,
+                                             "within run-to-run noise": 1, "same within noise": 1}
     diff = compare.provenance_diff(base, cand).set_index("field")
     assert diff.loc["driver_version", "differs"] and diff.loc["driver_version", "candidate"] == "590"
     assert not diff.loc["device_name", "differs"] and not diff.loc["timers", "differs"]
@@ -112,5 +158,239 @@ def test_the_bundled_h100_and_h200_transfers_compare_point_by_point():
     h100 = schema.read_results(next(BUNDLED_DIRS[1].glob("transfers_nvidia-h100*.parquet")))
     table = compare.compare(h200, h100)
     assert len(table) == 152  # the H100 run measured copy-only: those points are compared
-    assert set(table["verdict"]) <= {"faster", "slower", "same"}
+    assert set(table["verdict"]) <= {"faster", "slower", "run-to-run", "same"}
     assert pd.notna(table["p_value"]).all()
+
+
+def day(n):
+    return f"2026-11-{n:02d}T00:00:00+00:00"
+
+
+def history_runs(medians, device="GPU A"):
+    return [make_run(f"h{i}", {(1 << 30, "mapped"): m}, cv=0.002, timestamp=day(i + 1), exact=True, device=device)
+            for i, m in enumerate(medians)]
+
+
+def test_three_earlier_runs_replace_the_floor_with_their_spread():
+    floor = compare.floor("mapped")
+    slower = 20.0 * np.exp(floor / 2)  # half the floor slower: within it, beyond a steady history
+    candidate = make_run("cand", {(1 << 30, "mapped"): slower}, cv=0.002, timestamp=day(20), exact=True)
+    steady = history_runs([20.0, 20.01, 19.99, 20.0])
+    by_floor = compare.compare(steady[-1], candidate).iloc[0]
+    assert by_floor["verdict"] == "run-to-run" and by_floor["run_to_run_source"] == "mapped floor"
+    by_history = compare.compare(steady[-1], candidate, steady[:-1]).iloc[0]
+    assert by_history["verdict"] == "slower" and by_history["run_to_run_source"] == "history of 4 runs"
+    assert by_history["run_to_run"] < floor / 2
+    # two earlier runs (the baseline and one more) are not a history: the floor again
+    assert compare.compare(steady[-1], candidate, steady[-2:-1]).iloc[0]["run_to_run_source"] == "mapped floor"
+
+
+def test_a_noisy_history_widens_the_band_beyond_the_floor():
+    floor = compare.floor("mapped")
+    noisy = history_runs([20.0 * f for f in (1.0, 1 + 2 * floor, 1 - 2 * floor, 1 + floor)])
+    candidate = make_run("cand", {(1 << 30, "mapped"): 20.0 * (1 + 1.5 * floor)}, cv=0.002, timestamp=day(20),
+                         exact=True)
+    assert compare.compare(noisy[0], candidate).iloc[0]["verdict"] == "slower"  # beyond the floor alone
+    judged = compare.compare(noisy[0], candidate, noisy[1:]).iloc[0]
+    assert judged["verdict"] == "run-to-run" and judged["run_to_run"] > 2 * floor
+
+
+def test_history_counts_only_earlier_runs_of_the_candidates_device():
+    steady = history_runs([20.0, 20.01, 19.99, 20.0])
+    later = history_runs([20.0, 20.01, 19.99])
+    for i, run in enumerate(later):  # measured after the candidate: not its history
+        run["timestamp"], run["run_id"] = day(25 + i), f"late{i}"
+    other = history_runs([20.0, 20.01, 19.99], device="GPU B")
+    candidate = make_run("cand", {(1 << 30, "mapped"): 21.0}, cv=0.002, timestamp=day(20), exact=True)
+    sources = [compare.compare(base, candidate, earlier).iloc[0]["run_to_run_source"]
+               for base, earlier in [(steady[-1], later), (steady[-1], other), (other[0], steady[:-1])]]
+    assert sources == ["mapped floor"] * 3  # later runs, another device's runs, a baseline of another device
+    assert compare.compare(steady[-1], candidate, steady).iloc[0]["run_to_run_source"] == "history of 4 runs"
+
+
+class FakeCatalog:
+    def __init__(self, frames):
+        self.frames = {f["run_id"].iloc[0]: f for f in frames}
+        self.loaded = []
+
+    def runs(self, experiment):
+        return pd.DataFrame([{"run_id": r, "experiment": f["experiment"].iloc[0], "timestamp": f["timestamp"].iloc[0],
+                              "device_name": f["device_name"].iloc[0], "profile": f["profile"].iloc[0]}
+                             for r, f in self.frames.items()])
+
+    def load(self, run_id):
+        self.loaded.append(run_id)
+        return self.frames[run_id]
+
+
+def test_earlier_runs_come_from_the_catalog_newest_first_up_to_the_limit(monkeypatch):
+    monkeypatch.setattr(compare, "HISTORY_RUNS", 3)
+    runs = history_runs([20.0] * 6) + history_runs([20.0], device="GPU B")
+    runs[-1]["run_id"] = "otherdevice"
+    runs[1]["profile"] = "interactive"  # quick runs saved from the app do not judge precise ones
+    candidate = make_run("cand", {(1 << 30, "mapped"): 21.0}, timestamp=day(6))
+    catalog = FakeCatalog(runs + [candidate])
+    picked = compare.earlier_runs(catalog, runs[4], candidate)
+    assert [f["run_id"].iloc[0] for f in picked] == ["h0", "h2", "h3"]  # before day 6, not the baseline h4
+    assert compare.earlier_runs(catalog, runs[-1], candidate) == []  # a baseline of another device: no history
+    catalog.loaded.clear()
+    assert compare.earlier_runs(catalog, runs[0], make_run("c2", {(1 << 30, "mapped"): 21.0}, timestamp=day(2))) \
+        == [] and catalog.loaded == []  # one earlier run besides the baseline cannot make a history: none loaded
+
+
+def test_a_history_point_measured_with_another_timer_does_not_count():
+    steady = history_runs([20.0, 20.01, 19.99, 20.0])
+    candidate = make_run("cand", {(1 << 30, "mapped"): 21.0}, cv=0.002, timestamp=day(20), exact=True)
+    for run in steady[:2]:
+        run["timer"] = "cuda_event_held"
+    assert compare.compare(steady[-1], candidate, steady).iloc[0]["run_to_run_source"] == "mapped floor"
+
+
+def test_every_kind_of_point_has_a_measured_floor():
+    from gpu import catalog
+
+    frames, _, _ = catalog.read_bundled()
+    kinds = {compare.point_kind(f["experiment"].iloc[0], row) for f in frames.values() for row in f.to_dict("records")}
+    assert kinds == set(compare.RUN_TO_RUN_FLOORS)  # every kind a bundled run has, and no floor without one
+    assert all(compare.floor(kind) > 0 for kind in kinds)
+
+
+def flagged(table):
+    return table["verdict"].isin(["slower", "faster"])
+
+
+def test_the_day_apart_h200_transfers_runs_flag_at_most_5_percent():
+    earlier, later = run_to_run.runs_of(run_to_run.DAY_APART)
+    table = compare.compare(earlier, later)
+    assert len(table) == 304
+    assert flagged(table).sum() <= 0.05 * len(table)  # within-run noise alone flags 95 slower + 3 faster
+    assert (table["verdict"] == "run-to-run").sum() > 150  # shown as what it is, not hidden among "same"
+
+
+def test_the_repeated_runs_flag_at_most_5_percent_of_their_points():
+    tables = [compare.compare(base, cand, earlier) for _, base, cand, earlier in run_to_run.unchanged_pairs()[1:]]
+    points = sum(len(t) for t in tables)
+    assert points >= 250 and sum(flagged(t).sum() for t in tables) <= 0.05 * points
+
+
+def test_a_ten_percent_change_is_caught_wherever_runs_repeat_closer_than_that():
+    quiet_points = 0
+    for label, run, _ in [case for case in run_to_run.changed_cases() if not case[2]]:  # floors alone
+        candidate = run_to_run.scaled(run)
+        table = compare.compare(run, candidate).assign(changed=candidate["changed"].to_numpy())
+        changed, unchanged = table[table["changed"]], table[~table["changed"]]
+        quiet = changed["kind"].map(compare.floor) < np.log(1 / 0.9)  # kinds whose runs agree to better than 10 %
+        assert flagged(changed[quiet]).mean() >= 0.95 if quiet.any() else True, label
+        assert (changed.loc[flagged(changed), "verdict"] == "faster").all(), label
+        # elsewhere the change shows as run-to-run noise (or, with a handful of samples, not at all)
+        assert (changed.loc[~quiet, "verdict"] == "run-to-run").mean() >= 0.9 if (~quiet).any() else True, label
+        assert not flagged(unchanged).any(), label
+        quiet_points += int(quiet.sum())
+    assert quiet_points >= 100
+
+
+def test_a_ten_percent_change_of_kernels_is_caught():
+    for name in ("coalescing on NVIDIA H200", "occupancy on NVIDIA H200"):
+        run = max(run_to_run.repeated_runs()[name], key=len)
+        candidate = run_to_run.scaled(run)
+        table = compare.compare(run, candidate).assign(changed=candidate["changed"].to_numpy())
+        assert len(table) >= 100 and (table["kind"] == "kernel").all()
+        assert flagged(table[table["changed"]]).mean() >= 0.95 and not flagged(table[~table["changed"]]).any()
+
+
+def test_the_floors_are_the_spread_measured_between_runs():
+    assert run_to_run.derived_floors() == compare.RUN_TO_RUN_FLOORS
+
+
+def test_the_runner_report_prints_every_verdict_count(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    earlier, later = (run["run_id"].iloc[0] for run in run_to_run.runs_of(run_to_run.DAY_APART))
+    h100 = schema.read_results(next(BUNDLED_DIRS[1].glob("transfers_nvidia-h100*.parquet")))["run_id"].iloc[0]
+    env = {**os.environ, "PINPOINT_DB_URL": f"sqlite:///{tmp_path}/runs.sqlite"}
+    done = subprocess.run([sys.executable, "-m", "gpu.bench", "report", "--baseline", earlier, "--candidate", later,
+                           "--candidate", h100, "--out", str(tmp_path / "review.html")], capture_output=True,
+                          text=True, timeout=300, cwd=run_to_run.ASSETS.parent, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("points slower beyond noise") == 2 and "Run-to-run noise: measured floors" in done.stdout
+    lines = [line for line in done.stdout.splitlines() if "slower beyond noise: " in line]
+    counts = [dict(part.rsplit(": ", 1) for part in line.strip().split(" · ")) for line in lines]
+    assert list(counts[0]) == ["slower beyond noise", "faster beyond noise", "within run-to-run noise",
+                               "same within noise"]
+    assert sum(map(int, counts[0].values())) == 304 and int(counts[0]["within run-to-run noise"]) > 150
+    assert sum(map(int, counts[1].values())) == 152  # the H100 measured copy-only points
+    html = (tmp_path / "review.html").read_text()
+    assert "within run-to-run noise" in html and "prediction interval" in html
+
+
+def test_the_compare_page_judges_a_candidate_by_its_devices_history(monkeypatch, tmp_path):
+    import streamlit as st
+    from streamlit.testing.v1 import AppTest
+
+    from gpu.store import RunStore
+
+    url = f"sqlite:///{tmp_path}/runs.sqlite"
+    monkeypatch.setenv("PINPOINT_BACKEND", "replay")
+    monkeypatch.setenv("PINPOINT_DB_URL", url)
+    repeats = run_to_run.repeated_runs()["transfers on NVIDIA H200"]
+    for run in repeats:
+        RunStore(url).save(run, "import")
+    st.cache_resource.clear()
+    at = AppTest.from_file(str(run_to_run.ASSETS.parent / "app.py"), default_timeout=120).run()
+    at.switch_page("pages/compare.py").run()
+    baseline, candidate = (run["run_id"].iloc[0] for run in repeats[1:])
+    at.selectbox(key="compare_baseline").set_value(baseline).run()
+    at.multiselect(key="compare_candidates").set_value([candidate]).run()
+    assert not at.exception, at.exception
+    points = at.dataframe[1].value
+    # before the third repeat: the first two and the day-apart pair, four runs of the H200 (the baseline among them)
+    assert len(points) == 40 and set(points["run_to_run_source"]) == {"history of 4 runs"}
+    metrics = {m.label: int(m.value) for m in at.metric}
+    assert sum(v for k, v in metrics.items() if k != "Points compared") == 40
+    st.cache_resource.clear()
+
+
+def test_the_history_view_judges_each_run_by_the_runs_before_it():
+    floor = compare.floor("mapped")
+    medians = [20.0, 20.01, 19.99, 20.0, 20.0 * np.exp(floor / 2)]  # the last: within the floor, beyond the history
+    history = compare.history(history_runs(medians), history_runs(medians)[0].iloc[0].to_dict())
+    assert history["verdict"].tolist() == ["first", "same", "same", "same", "slower"]
+    two = compare.history(history_runs([20.0, 20.0 * np.exp(floor / 2)]), history_runs([20.0])[0].iloc[0].to_dict())
+    assert two["verdict"].tolist() == ["first", "run-to-run"]  # one earlier run: the floor decides
+
+
+def test_the_band_summary_names_where_run_to_run_noise_came_from():
+    steady = history_runs([20.0, 20.01, 19.99, 20.0])
+    candidate = make_run("cand", {(1 << 30, "mapped"): 21.0, (4096, "pinned"): 0.01}, cv=0.002, timestamp=day(20),
+                         exact=True)
+    base = make_run("h3", {(1 << 30, "mapped"): 20.0, (4096, "pinned"): 0.01}, cv=0.002, timestamp=day(4), exact=True)
+    line = compare.band_summary(compare.compare(base, candidate, steady[:-1]))
+    assert line == f"Run-to-run noise: the history of 4 runs for 1 point; measured floors for 1 point (small copy " \
+                   f"±{np.expm1(compare.floor('small copy')):.1%}). 3 or more earlier runs of the candidate's device " \
+                   "give it a band of its own."
+
+
+@pytest.mark.parametrize(("experiment", "row", "kind"), [
+    ("transfers", {"variant": "pinned", "direction": "h2d", "bytes": 4096}, "small copy"),
+    ("transfers", {"variant": "pinned_wc", "direction": "d2h", "bytes": 256 << 10}, "pinned"),
+    ("transfers", {"variant": "mapped", "direction": "h2d", "bytes": 1 << 20}, "mapped"),
+    ("transfers", {"variant": "pageable", "direction": "d2h", "bytes": 1 << 30}, "pageable"),
+    ("transfers", {"variant": "pinned", "direction": "h2d", "bytes": 1 << 30, "include_alloc": True,
+                   "timer": "host_clock_alloc+cuda_event_copy"}, "host clock"),
+    ("pools", {"variant": "device_pooled", "direction": "h2d", "bytes": 1 << 20,
+               "timer": "host_clock_alloc+copy+free"}, "host clock"),
+    ("managed", {"variant": "first_touch", "direction": "device", "bytes": 1 << 28, "median_ms": 27.0},
+     "managed migration"),
+    ("managed", {"variant": "resident", "direction": "device", "bytes": 1 << 28, "median_ms": 0.08}, "short kernel"),
+    ("coalescing", {"variant": "copy_f4", "direction": "device", "bytes": 1 << 29, "median_ms": 0.14}, "kernel"),
+    ("reduction", {"variant": "end_to_end_pinned", "direction": "device", "bytes": 1 << 26}, "pinned"),
+    ("reduction", {"variant": "end_to_end_pageable", "direction": "device", "bytes": 1 << 26}, "pageable"),
+    ("streams", {"variant": "pipeline", "direction": "round_trip", "bytes": 1 << 29, "chunks": 64,
+                 "host_memory": "pageable"}, "pageable"),
+    ("batching", {"variant": "separate", "direction": "h2d", "bytes": 64 * 4096, "chunks": 64}, "small copy"),
+    ("batching", {"variant": "one_copy", "direction": "h2d", "bytes": 64 * 4096, "chunks": 64}, "pinned"),
+])
+def test_each_point_gets_the_kind_of_path_it_measures(experiment, row, kind):
+    assert compare.point_kind(experiment, row) == kind
