@@ -146,6 +146,17 @@ class ReplayBackend:
                      profile=("profile", "first"), points=("bytes", "size"))
                 .reset_index().sort_values("timestamp", ascending=False))
 
+    def recording_for(self, experiment: str, wanted: set) -> str | None:
+        """The newest recording holding any of the ``wanted`` point keys (a recording may hold one timing method
+        only, e.g. batched transfers recorded apart from the single-copy sweep), or None."""
+        module = get_experiment(experiment)
+        rows = self.data[self.data["experiment"] == experiment]
+        for run_id in self.recordings(experiment)["run_id"]:
+            recorded = rows[rows["run_id"] == run_id]
+            if not wanted.isdisjoint(zip(*(recorded[c] for c in module.KEY_COLUMNS), strict=True)):
+                return run_id
+        return None
+
     def check(self, experiment: str, params: dict) -> list[str]:
         """Reasons the request is invalid on any device (replay knows no device limits)."""
         return check_params(experiment, params, None)
@@ -167,13 +178,12 @@ class ReplayBackend:
         recordings = self.recordings(experiment)
         if recordings.empty:
             raise ValidationError([f"no recorded {experiment} runs in {self.directory}"])
-        run_id = run_id or recordings.iloc[0]["run_id"]
+        module = get_experiment(experiment)
+        wanted = set(module.parse_params(params).points())
+        run_id = run_id or self.recording_for(experiment, wanted) or recordings.iloc[0]["run_id"]
         recorded = self.data[(self.data["experiment"] == experiment) & (self.data["run_id"] == run_id)]
         if recorded.empty:
             raise ValidationError([f"no recording with run id {run_id}"])
-        module = get_experiment(experiment)
-        parsed = module.parse_params(params)
-        wanted = set(parsed.points())
         keys = list(zip(*(recorded[c] for c in module.KEY_COLUMNS), strict=True))
         have = set(keys)
         selected = recorded[[key in wanted for key in keys]]

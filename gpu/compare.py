@@ -257,6 +257,12 @@ def limit_gbps(row) -> float:
     return value
 
 
+def point_keys(frame: pd.DataFrame) -> set[tuple]:
+    """The points a run measured, as comparable keys (its experiment's key columns, normalized)."""
+    keys = key_columns(str(frame["experiment"].iloc[0]))
+    return {tuple(_key(v) for v in values) for values in zip(*(frame[k] for k in keys), strict=True)}
+
+
 def compare(baseline: pd.DataFrame, candidate: pd.DataFrame, earlier: list[pd.DataFrame] = ()) -> pd.DataFrame:
     """Every point measured in both runs, with medians, change, verdict and each as % of its device's limit.
     ``earlier``: other runs of the experiment (``earlier_runs``); those of the candidate's device measured before

@@ -241,11 +241,19 @@ def save_run(frame) -> None:
         st.warning(f"This measurement was not saved in the runs store: {exc}")
 
 
-def recording_choice(backend, experiment: str, key: str) -> str | None:
-    """In replay, let the user pick among several recordings (device · date · profile)."""
+def recording_choice(backend, experiment: str, key: str, holds=None) -> str | None:
+    """In replay, let the user pick among several recordings (device · date · profile). ``holds`` (rows → bool
+    Series) keeps only the recordings with such rows, e.g. the ones measured with the chosen timing method; then
+    the one left is named explicitly, and None means none holds any."""
     if backend.kind == "live":
         return None
     recordings = backend.recordings(experiment)
+    if holds is not None:
+        rows = backend.data[backend.data["experiment"] == experiment]
+        keep = {run_id for run_id, part in rows.groupby("run_id") if holds(part).any()}
+        recordings = recordings[recordings["run_id"].isin(keep)]
+        if len(recordings) <= 1:
+            return next(iter(recordings["run_id"]), None)
     if len(recordings) <= 1:
         return None
     labels = {r.run_id: f"{r.device_name} · {str(r.timestamp)[:16]} · {r.profile} ({r.points} points)"

@@ -45,7 +45,11 @@ shared.from_url("compare_baseline", "str", ids)
 baseline_id = st.selectbox("Baseline", ids, index=ids.index(default_base), format_func=labels.get,
                            key="compare_baseline")
 others = [i for i in ids if i != baseline_id]
-default_candidates = [others[0]] if others else []
+# Default candidate: the newest run that measured some of the baseline's points (a batched-copies recording
+# and a single-copy sweep share none).
+baseline_points = compare.point_keys(catalog.load(baseline_id))
+default_candidates = next(([i] for i in others if not baseline_points.isdisjoint(compare.point_keys(catalog.load(i)))),
+                          others[:1])
 shared.from_url("compare_candidates", "strs", others)
 candidate_ids = st.multiselect("Candidates", others, default=default_candidates, format_func=labels.get,
                                key="compare_candidates")
@@ -112,8 +116,16 @@ devices = sorted(mine["device_name"].dropna().unique())
 device = st.selectbox("Device", devices, key="compare_history_device")
 history_ids = list(mine[mine["device_name"] == device]["run_id"])
 frames = [catalog.load(r) for r in history_ids]
-point_rows = {compare.point_label(experiment, row): row for row in frames[0].to_dict("records")}
-point = st.selectbox("Point", list(point_rows), key="compare_history_point")
+# Every point any of the device's runs measured; the default is one that most of them measured.
+point_rows, measured_by = {}, {}
+for frame in frames:
+    for row in frame.to_dict("records"):
+        label = compare.point_label(experiment, row)
+        point_rows.setdefault(label, row)
+        measured_by[label] = measured_by.get(label, 0) + 1
+labels_by_runs = list(point_rows)
+point = st.selectbox("Point", labels_by_runs, key="compare_history_point",
+                     index=labels_by_runs.index(max(labels_by_runs, key=measured_by.get)))
 history = compare.history(frames, point_rows[point])
 if len(history) < 2:
     st.caption(f"{len(history)} run(s) of {device} measured this point: a history needs two.")

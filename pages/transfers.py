@@ -79,15 +79,14 @@ else:
 params = {"sizes": sizes, "modes": list(modes or []), "directions": list(directions or []),
           "include_alloc": [False, True] if include_alloc and method == "single" else [False], "methods": [method]}
 
-run_id = shared.recording_choice(backend, transfers.NAME, "transfers")
+batched = method == "batched"
+run_id = shared.recording_choice(backend, transfers.NAME, "transfers",
+                                 holds=lambda rows: rows["timer"].isin(transfers.BATCHED_TIMERS) == batched)
 shared.sync_url()
-if not live and method == "batched":
-    recorded = backend.data[backend.data["experiment"] == transfers.NAME]
-    recorded = recorded[recorded["run_id"] == (run_id or backend.recordings(transfers.NAME).iloc[0]["run_id"])]
-    if not recorded["timer"].isin(transfers.BATCHED_TIMERS).any():
-        st.info("This recording has no batched copies (it was measured with the single-copy method only), so the "
-                "throughput view has nothing to replay: choose the latency view, or another recording.")
-        st.stop()
+if not live and run_id is None:
+    st.info(f"No recording here was measured with the {transfers.METHOD_LABELS[method]} method, so it has nothing "
+            "to replay: choose the other timing view.")
+    st.stop()
 def preview(partial, suffix: str) -> None:
     """While measuring: the bandwidth curves of the points measured so far."""
     shared.chart(charts.bandwidth_figure(partial[~partial["include_alloc"].astype(bool)]), key=f"chart_bw{suffix}")

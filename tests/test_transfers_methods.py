@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from gpu.errors import ValidationError
 from gpu.experiments import transfers
 from gpu.runtime import AllocationLedger
 from gpu.units import KiB, MiB
@@ -196,14 +197,38 @@ def test_a_single_sample_is_one_copy():
     assert copies == row["samples"] + transfers.stats.get_profile("interactive").warmup
 
 
-def test_replaying_a_recording_without_batched_copies_says_so(monkeypatch):
+def chart_text(at) -> str:
+    return " ".join(chart.proto.spec for chart in at.get("plotly_chart"))
+
+
+def test_each_timing_view_replays_the_recording_measured_with_its_method(monkeypatch):
     monkeypatch.setenv("PINPOINT_BACKEND", "replay")
     at = AppTest.from_file(APP, default_timeout=90).run()
     at.switch_page("pages/transfers.py").run()
+    assert not at.exception and "2026-11-21" in chart_text(at)  # the single-copy sweep
     at.radio(key="transfers_method").set_value("batched").run()
     assert not at.exception
-    assert any("has no batched copies" in i.value for i in at.info)
+    assert "2026-11-23" in chart_text(at) and "2026-11-21" not in chart_text(at)  # the batched recording
     assert at.toggle(key="transfers_include_alloc").disabled
+
+
+def test_replay_picks_the_newest_recording_that_holds_the_requested_method():
+    from gpu import schema
+    from gpu.backend import ReplayBackend
+
+    def recording(run_id, method, timestamp):
+        row, _, _ = measure(MiB, "pinned", "h2d", method)
+        return schema.make_frame([{**row, "run_id": run_id, "experiment": "transfers", "timestamp": timestamp}], {})
+
+    single = recording("single-run", "single", "2026-11-21T00:00:00+00:00")
+    batched = recording("batched-run", "batched", "2026-11-23T00:00:00+00:00")
+    both = ReplayBackend(frames=[single, batched])
+    request = {"sizes": [MiB], "modes": ["pinned"], "directions": ["h2d"]}
+    assert set(both.submit("transfers", {**request, "methods": ["single"]}).outcome()["run_id"]) == {"single-run"}
+    assert set(both.submit("transfers", {**request, "methods": ["batched"]}).outcome()["run_id"]) == {"batched-run"}
+    only_single = ReplayBackend(frames=[single])
+    with pytest.raises(ValidationError, match="none of the requested points were recorded"):
+        only_single.submit("transfers", {**request, "methods": ["batched"]}).outcome()
 
 
 def test_the_numbers_table_names_the_copies_per_batched_sample():
