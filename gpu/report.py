@@ -81,6 +81,15 @@ def render(baseline: pd.DataFrame, candidates: list[pd.DataFrame]) -> str:
     for candidate in candidates:
         table = compare.compare(baseline, candidate)
         line = compare.headline(table, len(baseline) - len(table), len(candidate) - len(table))
+        if table.empty:  # nothing to chart: say why, with the provenance that may explain it
+            sections.append(f"""
+<section>
+<h2>{html.escape(run_label(candidate))}</h2>
+<p class="headline">{html.escape(compare.disjoint_reason(baseline, candidate) or line)}</p>
+<h3>Provenance: what differs</h3>
+{_table_html(compare.provenance_diff(baseline, candidate))}
+</section>""")
+            continue
         figures = [ratio_figure(table, f"{run_label(candidate)} vs {run_label(baseline)}")]
         if not table.empty and table["normalized_change"].notna().any():
             figures.append(ratio_figure(table, "Normalized: each point as % of its own device's theoretical limit",

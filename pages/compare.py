@@ -8,6 +8,7 @@ import math
 import streamlit as st
 
 from gpu import compare, report
+from gpu.text import plain
 from pages import _shared as shared
 
 shared.require_router()
@@ -65,11 +66,12 @@ except Exception as exc:
 
 for candidate_id, candidate in zip(candidate_ids, candidates, strict=True):
     table = compare.compare(baseline, candidate)
-    st.subheader(f"{report.run_label(candidate)}  vs  baseline {report.run_label(baseline)}")
+    st.subheader(f"{plain(report.run_label(candidate), None)}  vs  baseline {plain(report.run_label(baseline), None)}")
     line = compare.headline(table, len(baseline) - len(table), len(candidate) - len(table))
-    st.markdown(f"**{line}**")
-    if table.empty:
+    if table.empty:  # disjoint runs: say why rather than draw an empty comparison
+        st.info(plain(compare.disjoint_reason(baseline, candidate) or line, None))
         continue
+    st.markdown(f"**{plain(line, None)}**")
     verdicts = table["verdict"].value_counts()
     m = st.columns(4)
     m[0].metric("Points compared", len(table))
@@ -115,7 +117,7 @@ else:
     shared.chart(report.history_figure(history, f"{point} on {device}"), key="chart_history")
     regressed = history[history["regressed"]]
     st.markdown(f"{len(history)} runs; " + (f"**{len(regressed)} regressed beyond noise** against the run before: "
-                + ", ".join(f"{r.run_id} ({compare.percent(r.change)})" for r in regressed.itertuples())
+                + ", ".join(f"{plain(r.run_id)} ({compare.percent(r.change)})" for r in regressed.itertuples())
                 if not regressed.empty else "none regressed beyond noise against the run before."))
     st.dataframe(history.assign(change=history["change"].map(
         lambda c: "—" if not isinstance(c, float) or math.isnan(c) else compare.percent(c))), hide_index=True)
