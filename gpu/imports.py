@@ -174,7 +174,8 @@ def _read_parquet(shown: str, data: bytes) -> tuple[pd.DataFrame, dict | None]:
             table = table.set_column(table.schema.get_field_index(name), name,
                                      pa.chunked_array([c.dictionary_decode() for c in column.chunks],
                                                       type=column.type.value_type))
-        frame = table.to_pandas(types_mapper=None, timestamp_as_object=True, date_as_object=True)
+        # Without the writer's pandas metadata: its claimed types are what the contract below checks.
+        frame = table.replace_schema_metadata(None).to_pandas(timestamp_as_object=True, date_as_object=True)
         raw = (arrow_schema.metadata or {}).get(runfiles.MANIFEST_KEY)
     except ImportProblem:
         raise

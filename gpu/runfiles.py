@@ -84,7 +84,8 @@ def to_csv_bytes(frame: pd.DataFrame) -> bytes:
             out[column] = out[column].map(escape_cell)
     out["manifest_points"] = out["run_id"].map(lambda r: runs[str(r)]["points"])
     out["manifest_sha256"] = out["run_id"].map(lambda r: runs[str(r)]["sha256"])
-    return out.to_csv(index=False).encode()
+    # CRLF row ends (RFC 4180): a cell holding a lone CR is then quoted, not read back as a row break.
+    return out.to_csv(index=False, lineterminator="\r\n").encode()
 
 
 def write_parquet(frame: pd.DataFrame, path) -> None:

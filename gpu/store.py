@@ -143,6 +143,13 @@ def _connect_args(url: sa.engine.URL) -> dict:
     return {}
 
 
+def _engine(url: str, parsed: sa.engine.URL) -> sa.engine.Engine:
+    engine = sa.create_engine(url, future=True, pool_pre_ping=True, connect_args=_connect_args(parsed))
+    if engine.dialect.name == "sqlite":
+        sa.event.listen(engine, "connect", _sqlite_pragmas)
+    return engine
+
+
 class RunStore:
     """One store (a database URL). Thread-safe through SQLAlchemy's pool; every write is one transaction.
     Opening only reads; the first write migrates."""
@@ -157,11 +164,21 @@ class RunStore:
         try:
             if parsed.get_backend_name() == "sqlite" and parsed.database and not self.in_memory:
                 Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
-            self.engine = sa.create_engine(self.url, future=True, pool_pre_ping=True,
-                                           connect_args=_connect_args(parsed))
-            if self.engine.dialect.name == "sqlite":
-                sa.event.listen(self.engine, "connect", _sqlite_pragmas)
-            self.version = self._read_version()
+            self.engine = _engine(self.url, parsed)
+            try:
+                self.version = self._read_version()
+            except sa.exc.OperationalError:
+                # A WAL-mode file in a place nobody may write (a read-only mount) cannot get its shared-memory
+                # file: read it as an unchanging file instead (writes are then refused as read-only).
+                database = parsed.database if parsed.get_backend_name() == "sqlite" else None
+                if not database or self.in_memory or not Path(database).is_file():
+                    raise
+                from urllib.parse import quote
+
+                self.engine.dispose()
+                self.engine = _engine(f"sqlite:///file:{quote(str(Path(database).resolve()))}?mode=ro&immutable=1"
+                                      "&uri=true", parsed)
+                self.version = self._read_version()
         except StoreError:
             raise
         except Exception as exc:  # a wrong URL, an unreachable server, a damaged file: say which
@@ -217,9 +234,6 @@ class RunStore:
         if self.version >= SCHEMA_VERSION:
             return self.version
         try:
-            if self.dialect == "sqlite" and not self.in_memory:
-                with self.engine.connect() as connection:  # WAL is a property of the file: set once, by a writer
-                    connection.exec_driver_sql("PRAGMA journal_mode=WAL")
             with self.engine.connect() as connection:
                 if self.dialect == "sqlite":
                     # pysqlite opens no transaction before DDL: take the write lock now, so a second
@@ -244,12 +258,30 @@ class RunStore:
                     connection.execute(META.update().where(META.c.key == "schema_version")
                                        .values(value=str(version)))
                 connection.commit()
+            if self.dialect == "sqlite" and not self.in_memory:
+                self._use_wal()
         except StoreError:
             raise
         except sa.exc.SQLAlchemyError as exc:
             raise self._failure(exc, "migrating it") from None
         self.version = version
         return version
+
+    def _use_wal(self) -> None:
+        """WAL lets readers work while a writer imports. It is a property of the file, set once by a writer; the
+        switch needs the file to itself and does not wait for other openers, so it is retried here."""
+        import time
+
+        for _ in range(100):
+            try:
+                with self.engine.connect() as connection:
+                    if connection.exec_driver_sql("PRAGMA journal_mode").scalar() != "wal":
+                        connection.exec_driver_sql("PRAGMA journal_mode=WAL")
+                    return
+            except sa.exc.OperationalError as exc:
+                if "locked" not in str(exc):
+                    raise
+                time.sleep(0.05)
 
     # --- writing ---------------------------------------------------------------------------------------------
     def save(self, frame: pd.DataFrame, source: str, label: str | None = None, notes: str | None = None,
