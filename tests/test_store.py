@@ -2,7 +2,6 @@
 imports, hostile labels, concurrent importers and a process killed mid-import."""
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -15,6 +14,7 @@ import sqlalchemy as sa
 
 from gpu import schema, store
 from gpu.catalog import BUNDLED_DIRS
+from tests.conftest import new_postgres_database
 
 ROOT = Path(__file__).resolve().parent.parent
 POOLS = next(BUNDLED_DIRS[1].glob("pools_*.parquet"))
@@ -26,14 +26,7 @@ TRANSFERS = next(BUNDLED_DIRS[0].glob("transfers_*.parquet"))
 def url(request, tmp_path):
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path}/runs.sqlite"
-    base = request.getfixturevalue("postgres_url")
-    # A fresh database per test on the session's server.
-    name = f"t{os.getpid()}_{int(time.time() * 1e6) % 10**9}"
-    admin = sa.create_engine(base, isolation_level="AUTOCOMMIT")
-    with admin.connect() as connection:
-        connection.execute(sa.text(f'CREATE DATABASE "{name}"'))
-    admin.dispose()
-    return base.rsplit("/", 1)[0] + f"/{name}"
+    return new_postgres_database(request.getfixturevalue("postgres_url"))  # a fresh database per test
 
 
 def test_a_run_round_trips_with_every_sample(url):

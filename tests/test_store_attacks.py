@@ -18,26 +18,18 @@ import pytest
 import sqlalchemy as sa
 
 from gpu import catalog, imports, runfiles, schema, store
+from tests.conftest import new_postgres_database
 
 ROOT = Path(__file__).resolve().parent.parent
 MANAGED = next(catalog.BUNDLED_DIRS[1].glob("managed_*.parquet"))
 TRANSFERS = next(catalog.BUNDLED_DIRS[1].glob("transfers_nvidia-h100*.parquet"))
 
 
-def new_database(base: str) -> str:
-    name = f"a{os.getpid()}_{time.monotonic_ns() % 10**12}"
-    admin = sa.create_engine(base, isolation_level="AUTOCOMMIT")
-    with admin.connect() as connection:
-        connection.execute(sa.text(f'CREATE DATABASE "{name}"'))
-    admin.dispose()
-    return base.rsplit("/", 1)[0] + f"/{name}"
-
-
 @pytest.fixture(params=["sqlite", "postgresql"])
 def url(request, tmp_path):
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path}/runs.sqlite"
-    return new_database(request.getfixturevalue("postgres_url"))
+    return new_postgres_database(request.getfixturevalue("postgres_url"))
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])
@@ -46,7 +38,7 @@ def seeded(request, tmp_path_factory):
     if request.param == "sqlite":
         address = f"sqlite:///{tmp_path_factory.mktemp('seeded')}/runs.sqlite"
     else:
-        address = new_database(request.getfixturevalue("postgres_url"))
+        address = new_postgres_database(request.getfixturevalue("postgres_url"))
     runs = catalog.Catalog(store.RunStore(address))
     runs.save(schema.read_results(MANAGED), "import", label="seed")
     return runs
@@ -433,7 +425,7 @@ def test_a_read_only_sqlite_store_lists_exports_and_compares_and_refuses_imports
 
 
 def test_a_select_only_postgresql_role_lists_exports_and_compares_and_refuses_imports(postgres_url, tmp_path):
-    url = new_database(postgres_url)
+    url = new_postgres_database(postgres_url)
     store.RunStore(url).save(schema.read_results(MANAGED).assign(run_id="ro0001"), "import")
     role = f"reviewer{os.getpid()}"
     engine = sa.create_engine(url, isolation_level="AUTOCOMMIT")
