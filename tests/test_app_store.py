@@ -86,3 +86,12 @@ def test_a_store_that_never_answers_is_named_on_the_runs_page(monkeypatch):
         st.cache_resource.clear()
         at = open_page("pages/runs.py")
     assert any("the runs store" in e.value and "did not answer within 5 s" in e.value for e in at.error)
+
+
+def test_plain_text_keeps_bare_urls_and_addresses_from_becoming_links():
+    from gpu.text import plain
+
+    shown = plain("see https://evil.example/x, www.evil.example or mail a@evil.example", None)
+    assert "://" not in shown and "www." not in shown and "a@e" not in shown
+    assert shown.replace("\u200b", "").replace("\\", "") == "see https://evil.example/x, www.evil.example or mail " \
+                                                             "a@evil.example"
