@@ -206,6 +206,9 @@ class RunStore:
         """One line for the person: timeouts and read-only stores by name, anything else with its type."""
         text = " ".join(str(getattr(exc, "orig", None) or exc).split())
         lowered = text.lower()
+        if "statement timeout" in lowered:
+            return StoreError(f"the runs store at {self.describe()} did not finish within {STATEMENT_TIMEOUT_S} s "
+                              f"({doing}): nothing was written")
         if "timeout" in lowered or "timed out" in lowered:
             return StoreError(f"the runs store at {self.describe()} did not answer within {CONNECT_TIMEOUT_S} s "
                               f"({doing})")

@@ -16,9 +16,13 @@ shared.require_router()
 st.title("Compare runs")
 catalog, reason = shared.run_catalog()
 if catalog is None:
-    shared.show_reasons([reason], "The runs store cannot be opened")
+    shared.show_reasons([plain(reason, None)], "The runs store cannot be opened")
     st.stop()
-runs = catalog.runs()
+try:
+    runs = catalog.runs()
+except Exception as exc:  # a server that went away or stopped answering: one line, not a traceback
+    shared.show_reasons([plain(exc, None)], "The runs store cannot be read")
+    st.stop()
 counts = runs.groupby("experiment").size()
 experiments = sorted(counts[counts >= 2].index)
 if not experiments:
@@ -61,7 +65,7 @@ try:
     baseline = catalog.load(baseline_id)
     candidates = [catalog.load(c) for c in candidate_ids]
 except Exception as exc:
-    shared.show_reasons([str(exc)], "A run could not be loaded")
+    shared.show_reasons([plain(exc, None)], "A run could not be loaded")
     st.stop()
 
 for candidate_id, candidate in zip(candidate_ids, candidates, strict=True):
@@ -112,7 +116,7 @@ point_rows = {compare.point_label(experiment, row): row for row in frames[0].to_
 point = st.selectbox("Point", list(point_rows), key="compare_history_point")
 history = compare.history(frames, point_rows[point])
 if len(history) < 2:
-    st.caption(f"{len(history)} run(s) of {device} measured this point: a history needs two.")
+    st.caption(f"{len(history)} run(s) of {plain(device)} measured this point: a history needs two.")
 else:
     shared.chart(report.history_figure(history, f"{point} on {device}"), key="chart_history")
     regressed = history[history["regressed"]]
