@@ -396,16 +396,22 @@ def _as_run_ids(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def _check_runs(frame: pd.DataFrame, name: str, where) -> None:
-    """One experiment, one device, one timestamp per run; each point once."""
+    """One experiment, one device and one time (``gpu.store.run_times``) per run; each point once."""
     from gpu.compare import key_columns
+    from gpu.store import MAX_RUN_SPAN_S, run_times
 
     for _, part in frame.groupby("run_id", sort=False):
-        for column in ("experiment", "device_name", "timestamp"):
+        for column in ("experiment", "device_name"):
             values = part[column].map(lambda v: None if _missing(v) else v)
             if values.nunique(dropna=False) > 1:
                 i = int(part.index[(values != values.iloc[0]).to_numpy()][0])
                 raise where(i, column, part[column].loc[i], f"differs from the run's first row "
                             f"({_shown(values.iloc[0])}): one run is one experiment on one device at one time")
+        _, furthest, span = run_times(part["timestamp"])
+        if span > MAX_RUN_SPAN_S:
+            i = int(part.index[furthest])
+            raise where(i, "timestamp", part["timestamp"].loc[i], f"is {span / 3600:,.1f} h from the run's earliest "
+                        f"point: one run is one time (at most {MAX_RUN_SPAN_S // 3600} h between its points)")
         keys = key_columns(str(part["experiment"].iloc[0]))
         seen = part[keys].map(schema.key_value).astype(str).agg("|".join, axis=1)
         repeated = seen.duplicated()

@@ -51,6 +51,7 @@ CONNECT_TIMEOUT_S = 5
 STATEMENT_TIMEOUT_S = 60
 MAX_LABEL_CHARS = 256
 MAX_NOTES_CHARS = 4096
+MAX_RUN_SPAN_S = 6 * 3600
 METADATA = sa.MetaData()
 
 META = sa.Table("pinpoint_meta", METADATA, sa.Column("key", sa.String(64), primary_key=True),
@@ -340,18 +341,22 @@ class RunStore:
         if len(run_id) > RUNS.c.run_id.type.length or "\x00" in run_id:
             raise StoreError(f"run id {shorten(run_id)} is longer than {RUNS.c.run_id.type.length} characters or "
                              "holds a NUL character")
-        for column, what in (("experiment", "experiments"), ("device_name", "devices"), ("timestamp", "timestamps")):
+        for column, what in (("experiment", "experiments"), ("device_name", "devices")):
             values = {str(v) for v in part[column]}
             if len(values) != 1:
                 raise StoreError(f"run {shorten(run_id)} mixes {what} ({', '.join(shorten(v) for v in sorted(values))}"
                                  f"): one run is one experiment on one device at one time")
+        start, furthest, span = run_times(part["timestamp"])
+        if span > MAX_RUN_SPAN_S:
+            raise StoreError(f"run {shorten(run_id)} has points measured {span / 3600:,.1f} h apart "
+                             f"({shorten(part['timestamp'].iloc[furthest])}): one run is one time")
         first = part.iloc[0]
-        run = {"run_id": run_id, "experiment": str(first["experiment"]), "source": source,
+        run = {"run_id": run_id, "experiment": str(first["experiment"]), "source": source, "timestamp": start,
                "stored_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "points": len(part),
                "label": label, "notes": notes,
                **{c: None if pd.isna(first[c]) else str(first[c]) for c in
-                  ("device_name", "driver_version", "cuda_version", "pycuda_version", "host", "timestamp",
-                   "git_commit", "profile")}}
+                  ("device_name", "driver_version", "cuda_version", "pycuda_version", "host", "git_commit",
+                   "profile")}}
         for column, value in run.items():
             if isinstance(value, str) and "\x00" in value:
                 raise StoreError(f"run {shorten(run_id)}: {column} holds a NUL character")
@@ -428,6 +433,21 @@ class RunStore:
 
     def close(self) -> None:
         self.engine.dispose()
+
+
+def run_times(timestamps: pd.Series) -> tuple[str | None, int, float]:
+    """A run's time: its earliest timestamp (as written), the position of the one furthest from it, and the
+    span in seconds. A runner invocation stamps each of its jobs with that job's start, so a run's points may
+    carry a few times minutes apart; rows further apart than ``MAX_RUN_SPAN_S`` are two recordings under one
+    id. Missing times count as none."""
+    parsed = pd.to_datetime(timestamps.astype(object).where(timestamps.notna(), None), utc=True, errors="coerce",
+                            format="ISO8601")
+    if parsed.isna().all():
+        return None, 0, 0.0
+    earliest, latest = parsed.idxmin(), parsed.idxmax()
+    position = timestamps.index.get_loc
+    return (str(timestamps.loc[earliest]), position(latest),
+            float((parsed.max() - parsed.min()).total_seconds()))
 
 
 def _check_text(what: str, value: str | None, limit: int) -> None:

@@ -122,7 +122,7 @@ def two_devices(frame):
 
 
 def two_timestamps(frame):
-    frame.loc[7:, "timestamp"] = "2026-11-23T01:02:03+00:00"
+    frame.loc[7:, "timestamp"] = "2026-11-24T01:02:03+00:00"
 
 
 def repeated_point(frame):
@@ -200,7 +200,7 @@ HOSTILE = [
                                                                           "not true or false"]),
     ("unknown experiment", "a.parquet", changed("experiment", "mining"), ["row 4", "column experiment"]),
     ("one run, two devices", "a.parquet", whole_frame(two_devices), ["row 8", "column device_name", "differs"]),
-    ("one run, two timestamps", "a.parquet", whole_frame(two_timestamps), ["row 8", "column timestamp", "differs"]),
+    ("one run, two timestamps", "a.parquet", whole_frame(two_timestamps), ["row 8", "column timestamp", "35.5 h from"]),
     ("a point twice", "a.parquet", whole_frame(repeated_point), ["row 5", "repeats a point"]),
     ("a missing column", "a.parquet", whole_frame(without_column), ["missing column(s) median_ms"]),
     ("header only", "a.csv", lambda: csv(good()).split(b"\n")[0] + b"\n", ["holds no rows"]),
