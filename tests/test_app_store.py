@@ -95,3 +95,21 @@ def test_plain_text_keeps_bare_urls_and_addresses_from_becoming_links():
     assert "://" not in shown and "www." not in shown and "a@e" not in shown
     assert shown.replace("\u200b", "").replace("\\", "") == "see https://evil.example/x, www.evil.example or mail " \
                                                              "a@evil.example"
+
+
+def test_the_runs_page_refuses_a_divergent_run_until_replace_is_ticked(fresh_store):
+    whole = schema.read_results(TRANSFERS).assign(run_id="page0001")
+    fresh_store.save(whole.iloc[:49], "import")
+    data = whole.assign(samples_ms=whole["samples_ms"].map(list)).to_parquet(index=False)
+    at = open_page("pages/runs.py")
+    at.file_uploader(key="runs_upload").set_value(("[x](https://evil.example).parquet", data, "application/x-parquet"))
+    at.run()
+    at.button(key="runs_import").click().run()
+    [error] = [e.value for e in at.error]
+    assert "already in the store with different content" in error and "it differs" in error
+    assert r"\[x\]\(https\:" in error and "](" not in error
+    assert fresh_store.runs().loc[0, "points"] == 49
+    at.checkbox(key="runs_import_replace").check().run()
+    at.button(key="runs_import").click().run()
+    assert not at.error and any("replaced run page0001 \\(152 points\\)" in s.value for s in at.success)
+    assert fresh_store.runs().loc[0, "points"] == 152
