@@ -347,6 +347,9 @@ def main(argv=None) -> int:
                 print(result.message(), file=sys.stderr)
         except StoreError as exc:  # the measurement is kept in --out; say why the store did not take it
             print(f"warning: the run was not stored: {exc}", file=sys.stderr)
+        except Exception as exc:  # unforeseen: still one line, and the measurement above is not lost
+            print(f"warning: the run was not stored: unexpected {type(exc).__name__}: "
+                  f"{' '.join(str(exc).split())[:300]}", file=sys.stderr)
     return 0
 
 

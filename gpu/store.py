@@ -423,7 +423,14 @@ class RunStore:
         if not texts:
             raise StoreError(f"no stored run with id {shorten(run_id)}")
         try:
-            return schema.validate(pd.DataFrame([json.loads(t) for t in texts]))
+            rows = [json.loads(t) for t in texts]
+            for i, row in enumerate(rows):  # stored before imports checked samples: say so, not crash later
+                samples = row.get("samples_ms")
+                if not isinstance(samples, list) or not samples or not all(
+                        isinstance(v, int | float) and not isinstance(v, bool) for v in samples):
+                    raise ValueError(f"point {i + 1}: samples_ms is {shorten(samples)}, not a list of sample times; "
+                                     "import the run again from its file")
+            return schema.validate(pd.DataFrame(rows))
         except (ValueError, schema.SchemaError) as exc:  # a row written by hand or by a damaged copy
             raise StoreError(f"stored run {shorten(run_id)} cannot be read: {shorten(str(exc), 200)}") from None
 

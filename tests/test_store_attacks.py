@@ -485,3 +485,15 @@ def test_a_report_of_disjoint_runs_says_why(tmp_path):
     assert "These runs share no points: different sizes" in done.stderr
     assert "These runs share no points: different sizes" in html.read_text()
 
+
+
+def test_a_run_stored_with_scalar_samples_by_an_older_pinpoint_is_named_not_crashed_on(url, tmp_path):
+    runs = store.RunStore(url)
+    runs.save(good(), "import")
+    with runs.engine.begin() as connection:  # as an older PinPoint let it in
+        connection.execute(sa.text("UPDATE points SET row_json = replace(row_json, :old, :new) WHERE idx = 2"),
+                           {"old": '"samples_ms":[', "new": '"samples_ms":0.5,"x":['})
+    with pytest.raises(store.StoreError, match=r"hostile0001 cannot be read: point 3: samples_ms is 0.5, not a list"):
+        runs.load("hostile0001")
+    exported = cli("export", "hostile0001", "--out", str(tmp_path / "x.csv"), env={"PINPOINT_DB_URL": url})
+    assert exported.returncode == 2 and "samples_ms is 0.5" in exported.stderr
