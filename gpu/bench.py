@@ -209,6 +209,13 @@ def write_frame(frame, out: str) -> None:
     runfiles.write(frame, out)
 
 
+def unexpected(exc: Exception) -> str:
+    """An error nobody foresaw, in one line: its type and its message, shortened."""
+    from gpu.text import shorten
+
+    return f"unexpected {type(exc).__name__}: {shorten(' '.join(str(exc).split()), 300)}"
+
+
 REVIEW_COMMANDS = ("import", "export", "report", "runs", "migrate")
 
 
@@ -223,7 +230,7 @@ def review_command(args) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except Exception as exc:  # a failure nobody foresaw still gets one line, not a traceback
-        print(f"error: unexpected {type(exc).__name__}: {' '.join(str(exc).split())[:300]}", file=sys.stderr)
+        print(f"error: {unexpected(exc)}", file=sys.stderr)
         return 1
 
 
@@ -258,8 +265,7 @@ def _review(args) -> int:
                 print(f"error: {exc}; nothing from {path} was stored", file=sys.stderr)
             except Exception as exc:  # one line per file, and the other files still get their turn
                 failed += 1
-                print(f"error: unexpected {type(exc).__name__}: {' '.join(str(exc).split())[:300]}; nothing from "
-                      f"{path} was stored", file=sys.stderr)
+                print(f"error: {unexpected(exc)}; nothing from {path} was stored", file=sys.stderr)
         return 2 if failed else 0
     if args.experiment == "runs":
         table = runs.runs()
@@ -348,8 +354,7 @@ def main(argv=None) -> int:
         except StoreError as exc:  # the measurement is kept in --out; say why the store did not take it
             print(f"warning: the run was not stored: {exc}", file=sys.stderr)
         except Exception as exc:  # unforeseen: still one line, and the measurement above is not lost
-            print(f"warning: the run was not stored: unexpected {type(exc).__name__}: "
-                  f"{' '.join(str(exc).split())[:300]}", file=sys.stderr)
+            print(f"warning: the run was not stored: {unexpected(exc)}", file=sys.stderr)
     return 0
 
 

@@ -497,3 +497,20 @@ def test_a_run_stored_with_scalar_samples_by_an_older_pinpoint_is_named_not_cras
         runs.load("hostile0001")
     exported = cli("export", "hostile0001", "--out", str(tmp_path / "x.csv"), env={"PINPOINT_DB_URL": url})
     assert exported.returncode == 2 and "samples_ms is 0.5" in exported.stderr
+
+
+def test_an_unforeseen_failure_is_one_line_and_the_other_files_still_import(monkeypatch, tmp_path):
+    real = imports.read_upload
+
+    def fails_on_pools(name, **kw):
+        if "pools" in name:
+            raise RuntimeError("boom\nsecond line")
+        return real(name, **kw)
+
+    monkeypatch.setattr(imports, "read_upload", fails_on_pools)
+    url = f"sqlite:///{tmp_path}/runs.sqlite"
+    pools = next(catalog.BUNDLED_DIRS[1].glob("pools_*.parquet"))
+    done = cli("import", str(pools), str(MANAGED), env={"PINPOINT_DB_URL": url})
+    assert done.returncode == 2
+    assert f"error: unexpected RuntimeError: boom second line; nothing from {pools} was stored" in done.stderr
+    assert store.RunStore(url).runs()["experiment"].tolist() == ["managed"]
