@@ -340,12 +340,14 @@ def open_and_save(url, frame, barrier, index, results):
         results.put((index, f"{type(exc).__name__}: {exc}"))
 
 
-def test_eight_processes_opening_a_new_sqlite_store_together_all_succeed(tmp_path):
+@pytest.mark.parametrize("dialect,trials", [("sqlite", 20), ("postgresql", 5)])
+def test_eight_processes_opening_a_new_store_together_all_succeed(request, tmp_path, dialect, trials):
     context = multiprocessing.get_context("fork")  # forked from this process: no interpreter start per opener
     frame = schema.read_results(MANAGED).iloc[:2]
     failures = []
-    for trial in range(20):
-        url = f"sqlite:///{tmp_path}/race{trial}.sqlite"
+    for trial in range(trials):
+        url = f"sqlite:///{tmp_path}/race{trial}.sqlite" if dialect == "sqlite" else \
+            new_postgres_database(request.getfixturevalue("postgres_url"))
         barrier, results = context.Barrier(8), context.Queue()
         processes = [context.Process(target=open_and_save, args=(url, frame, barrier, i, results)) for i in range(8)]
         for p in processes:
@@ -354,7 +356,9 @@ def test_eight_processes_opening_a_new_sqlite_store_together_all_succeed(tmp_pat
         for p in processes:
             p.join(60)
         failures += [(trial, o) for o in outcomes if o[1] is not True]
-        assert len(store.RunStore(url).runs()) == 8 or failures
+        stored = len(store.RunStore(url).runs())
+        if stored != 8:
+            failures.append((trial, f"{stored} of 8 runs stored"))
     assert not failures, failures
 
 
