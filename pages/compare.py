@@ -111,7 +111,16 @@ st.subheader("History: one device and point over time")
 devices = sorted(mine["device_name"].dropna().unique())
 device = st.selectbox("Device", devices, key="compare_history_device")
 history_ids = list(mine[mine["device_name"] == device]["run_id"])
-frames = [catalog.load(r) for r in history_ids]
+frames, unreadable = [], []
+for history_id in history_ids:
+    try:
+        frames.append(catalog.load(history_id))
+    except Exception as exc:  # one unreadable run leaves the others' history standing
+        unreadable.append(f"{plain(history_id)}: {plain(exc, 160)}")
+if unreadable:
+    st.warning("Left out of the history (cannot be read):\n" + "\n".join(f"- {u}" for u in unreadable))
+if not frames:
+    st.stop()
 point_rows = {compare.point_label(experiment, row): row for row in frames[0].to_dict("records")}
 point = st.selectbox("Point", list(point_rows), key="compare_history_point")
 history = compare.history(frames, point_rows[point])

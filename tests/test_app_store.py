@@ -113,3 +113,17 @@ def test_the_runs_page_refuses_a_divergent_run_until_replace_is_ticked(fresh_sto
     at.button(key="runs_import").click().run()
     assert not at.error and any("replaced run page0001 \\(152 points\\)" in s.value for s in at.success)
     assert fresh_store.runs().loc[0, "points"] == 152
+
+
+def test_an_unreadable_stored_run_is_left_out_of_the_history_by_name(fresh_store):
+    import sqlalchemy as sa
+
+    frame = schema.read_results(TRANSFERS).assign(run_id="broken01", timestamp="2026-11-21T23:50:00+00:00")
+    fresh_store.save(frame, "import")
+    with fresh_store.engine.begin() as connection:  # samples as an older PinPoint let them in
+        connection.execute(sa.text("UPDATE points SET row_json = replace(row_json, :old, :new) WHERE idx = 0"),
+                           {"old": '"samples_ms":[', "new": '"samples_ms":0.5,"x":['})
+    at = open_page("pages/compare.py", compare_experiment="transfers")
+    [warning] = [w.value for w in at.warning if w.value.startswith("Left out of the history")]
+    assert "broken01" in warning and "samples\\_ms is 0\\.5" in warning
+    assert at.get("plotly_chart")
