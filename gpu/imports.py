@@ -310,11 +310,14 @@ def _number_column(frame, column: str, where) -> None:
 
 
 def _samples_column(frame, where) -> None:
-    kept = []
+    kept, total = [], 0
     for i, (raw, median, low, high, count) in enumerate(zip(frame["samples_ms"], frame["median_ms"], frame["min_ms"],
                                                             frame["max_ms"], frame["samples"], strict=True)):
         value = raw
         if isinstance(value, str):
+            total += value.count(",") + 1  # before parsing: a CSV's samples are capped like a Parquet file's values
+            if total > MAX_VALUES:
+                raise where(i, "samples_ms", raw, f"brings the file's sample values past {MAX_VALUES:,}: refused")
             try:
                 value = json.loads(value)
             except ValueError:

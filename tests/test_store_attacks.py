@@ -522,3 +522,9 @@ def test_an_unforeseen_failure_is_one_line_and_the_other_files_still_import(monk
     assert done.returncode == 2
     assert f"error: unexpected RuntimeError: boom second line; nothing from {pools} was stored" in done.stderr
     assert store.RunStore(url).runs()["experiment"].tolist() == ["managed"]
+
+
+def test_csv_sample_values_are_capped_before_they_are_parsed(monkeypatch):
+    monkeypatch.setattr(imports, "MAX_VALUES", 200)  # each of its points keeps 5,000
+    with pytest.raises(imports.ImportProblem, match="row 1 .*column samples_ms: .*past 200: refused"):
+        imports.read_upload("a.csv", data=csv(good()))
