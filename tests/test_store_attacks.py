@@ -342,7 +342,10 @@ def open_and_save(url, frame, barrier, index, results):
 
 @pytest.mark.parametrize("dialect,trials", [("sqlite", 20), ("postgresql", 5)])
 def test_eight_processes_opening_a_new_store_together_all_succeed(request, tmp_path, dialect, trials):
-    context = multiprocessing.get_context("fork")  # forked from this process: no interpreter start per opener
+    # Openers forked from a single-threaded server that has imported PinPoint already: no interpreter start per
+    # opener, and no fork of this (threaded) test process.
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload([__name__])
     frame = schema.read_results(MANAGED).iloc[:2]
     failures = []
     for trial in range(trials):
