@@ -206,7 +206,8 @@ class _Where:
         self.name, self.run_ids = name, frame["run_id"].tolist()
 
     def __call__(self, i: int, column: str, value, problem: str) -> ImportProblem:
-        run = shorten(self.run_ids[i]) if i < len(self.run_ids) else "?"
+        run = self.run_ids[i]  # as the file holds it, so a row is named even when its run id is the problem
+        run = shorten(run.replace("\x00", "\\0")) if isinstance(run, str) else _shown(run)
         return ImportProblem(f"{self.name}: row {i + 1} (run {run}), column {column}: value {_shown(value)} "
                              f"{problem}")
 
@@ -363,10 +364,9 @@ def check(frame: pd.DataFrame, name: str, manifest: dict | None = None) -> pd.Da
     for column in schema.OPTIONAL_COLUMNS:
         if column not in frame.columns:
             frame[column] = None
-    where = _Where(name, _as_run_ids(frame))
+    where = _Where(name, frame)
     for column in TEXT_COLUMNS + ["intervals"]:
         _text_column(frame, column, where)
-    where = _Where(name, frame)
     for column in NUMBER_COLUMNS:
         _number_column(frame, column, where)
     for column in BOOL_COLUMNS:
@@ -391,11 +391,6 @@ def check(frame: pd.DataFrame, name: str, manifest: dict | None = None) -> pd.Da
         return schema.validate(frame)
     except schema.SchemaError as exc:
         raise ImportProblem(f"{name}: {exc}") from None
-
-
-def _as_run_ids(frame: pd.DataFrame) -> pd.DataFrame:
-    """Run ids fit to name a row before the run_id column itself is checked."""
-    return pd.DataFrame({"run_id": [shorten(v, 20) if isinstance(v, str) else _shown(v) for v in frame["run_id"]]})
 
 
 def _check_runs(frame: pd.DataFrame, name: str, where) -> None:
