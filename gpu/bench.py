@@ -223,14 +223,15 @@ def review_command(args) -> int:
     """import, export, report, runs and migrate: the store's side of the runner (no GPU needed). Every failure is
     one line on stderr."""
     from gpu.store import StoreError
+    from gpu.text import printable
 
     try:
         return _review(args)
     except StoreError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(printable(f"error: {exc}"), file=sys.stderr)
         return 2
     except Exception as exc:  # a failure nobody foresaw still gets one line, not a traceback
-        print(f"error: {unexpected(exc)}", file=sys.stderr)
+        print(printable(f"error: {unexpected(exc)}"), file=sys.stderr)
         return 1
 
 
@@ -245,6 +246,7 @@ def _refuse_memory_store(store) -> None:
 def _review(args) -> int:
     from gpu import catalog, imports
     from gpu.store import StoreError
+    from gpu.text import printable
 
     runs = catalog.Catalog()
     _refuse_memory_store(runs.store)
@@ -259,18 +261,19 @@ def _review(args) -> int:
             try:
                 frame = imports.read_upload(path, path=path)
                 for result in runs.save(frame, "import", args.label, args.notes, replace=args.replace):
-                    print(f"{path}: {result.message()}", file=sys.stderr)
+                    print(printable(f"{path}: {result.message()}"), file=sys.stderr)
             except (imports.ImportProblem, StoreError, OSError) as exc:
                 failed += 1
-                print(f"error: {exc}; nothing from {path} was stored", file=sys.stderr)
+                print(printable(f"error: {exc}; nothing from {path} was stored"), file=sys.stderr)
             except Exception as exc:  # one line per file, and the other files still get their turn
                 failed += 1
-                print(f"error: {unexpected(exc)}; nothing from {path} was stored", file=sys.stderr)
+                print(printable(f"error: {unexpected(exc)}; nothing from {path} was stored"), file=sys.stderr)
         return 2 if failed else 0
     if args.experiment == "runs":
-        table = runs.runs()
-        print(table[["run_id", "experiment", "device_name", "timestamp", "points", "label", "origin"]]
-              .to_string(index=False) if not table.empty else "no runs yet")
+        table = runs.runs()[["run_id", "experiment", "device_name", "timestamp", "points", "label", "origin"]]
+        # Labels and ids come from files and other people: no escape sequence of theirs reaches the terminal.
+        print(table.map(lambda v: printable(v) if isinstance(v, str) else v).to_string(index=False)
+              if not table.empty else "no runs yet")
         return 0
     if args.experiment == "export":
         write_frame(runs.load(args.run_id), args.out)

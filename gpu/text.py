@@ -30,3 +30,12 @@ def plain(value: object, limit: int | None = 40) -> str:
     # GitHub-flavoured Markdown turns bare URLs and e-mail addresses into links after escapes are read: an
     # invisible zero-width space after "://", "www" and "@" keeps them text.
     return _AUTOLINK.sub("\\1\u200b", text)
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(value: object) -> str:
+    """``value`` for a terminal: control characters (escape sequences that could move the cursor, retitle the
+    window or clear the screen) shown as ``\\xNN``; tab and newline kept."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(value))

@@ -531,3 +531,15 @@ def test_csv_sample_values_are_capped_before_they_are_parsed(monkeypatch):
     monkeypatch.setattr(imports, "MAX_VALUES", 200)  # each of its points keeps 5,000
     with pytest.raises(imports.ImportProblem, match="row 1 .*column samples_ms: .*past 200: refused"):
         imports.read_upload("a.csv", data=csv(good()))
+
+
+def test_escape_sequences_from_a_file_never_reach_the_terminal(tmp_path):
+    url = f"sqlite:///{tmp_path}/runs.sqlite"
+    frame = good().assign(run_id="esc\x1b[2J01", device_name="GPU\x1b]0;owned\x07")
+    path = tmp_path / "esc.parquet"
+    path.write_bytes(parquet(frame))
+    imported = cli("import", str(path), "--label", "label\x1b[31m", env={"PINPOINT_DB_URL": url})
+    assert imported.returncode == 0 and "stored run esc\\x1b[2J01" in imported.stderr
+    listed = cli("runs", env={"PINPOINT_DB_URL": url})
+    assert "\x1b" not in listed.stdout and "\x07" not in listed.stdout
+    assert "GPU\\x1b]0;owned\\x07" in listed.stdout and "label\\x1b[31m" in listed.stdout
