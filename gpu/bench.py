@@ -1,8 +1,10 @@
 """Headless runner: ``python -m gpu.bench EXPERIMENT [options] [--out FILE]``.
 
 EXPERIMENT is one of transfers, coalescing, reduction, occupancy, streams, managed, pools, batching; each run
-is also saved in the runs store (``--no-store`` skips it, ``--label`` names it). Reviews: ``import FILE…``,
-``export RUN_ID --out FILE``, ``report --baseline A --candidate B [--candidate C] --out review.html``, ``runs``.
+is also saved in the runs store (``--no-store`` skips it, ``--label`` names it). Reviews: ``import FILE…
+[--replace]``, ``export RUN_ID --out FILE``, ``report --baseline A --candidate B [--candidate C] --out review.html``,
+``runs``, and ``migrate`` (bring the store to this version's schema; nothing else writes it before a run is stored).
+Review commands print one line per problem, never a traceback.
 
 Runs the experiment through the same worker process the app uses and writes exactly the DataFrame the
 page draws (Parquet, or CSV when FILE ends in .csv). Recordings for replay are made with it:
@@ -17,7 +19,6 @@ import argparse
 import sys
 import time
 
-from gpu import schema
 from gpu.errors import ValidationError, WorkerError
 from gpu.experiments import transfers
 from gpu.units import SizeError, format_bytes, parse_size_list
@@ -100,6 +101,8 @@ def parse_args(argv=None):
     i.add_argument("files", nargs="+")
     i.add_argument("--label")
     i.add_argument("--notes")
+    i.add_argument("--replace", action="store_true",
+                   help="replace a stored run of the same id whose content differs (atomically)")
     e = sub.add_parser("export", help="write a stored (or bundled) run to a Parquet/CSV file")
     e.add_argument("run_id")
     e.add_argument("--out", required=True)
@@ -108,6 +111,7 @@ def parse_args(argv=None):
     rp.add_argument("--candidate", required=True, action="append", help="run id; repeat for several")
     rp.add_argument("--out", required=True, help="the HTML file to write")
     sub.add_parser("runs", help="list the stored and bundled runs")
+    sub.add_parser("migrate", help="bring the runs store to this PinPoint's schema version")
     return parser.parse_args(argv)
 
 
@@ -208,74 +212,111 @@ def record_driver_occupancy(out: str) -> int:
 
 
 def write_frame(frame, out: str) -> None:
-    if out.endswith(".csv"):
-        with open(out, "wb") as f:
-            f.write(schema.to_csv_bytes(frame))
-    else:
-        schema.to_parquet(frame, out)
+    from gpu import runfiles
+
+    runfiles.write(frame, out)
+
+
+def unexpected(exc: Exception) -> str:
+    """An error nobody foresaw, in one line: its type and its message, shortened."""
+    from gpu.text import shorten
+
+    return f"unexpected {type(exc).__name__}: {shorten(' '.join(str(exc).split()), 300)}"
+
+
+REVIEW_COMMANDS = ("import", "export", "report", "runs", "migrate")
 
 
 def review_command(args) -> int:
-    """import, export, report and runs: the store's side of the runner (no GPU needed)."""
-    from gpu import catalog, imports
+    """import, export, report, runs and migrate: the store's side of the runner (no GPU needed). Every failure is
+    one line on stderr."""
     from gpu.store import StoreError
+    from gpu.text import printable
 
     try:
-        runs = catalog.Catalog()
+        return _review(args)
     except StoreError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(printable(f"error: {exc}"), file=sys.stderr)
+        return 2
+    except Exception as exc:  # a failure nobody foresaw still gets one line, not a traceback
+        print(printable(f"error: {unexpected(exc)}"), file=sys.stderr)
         return 1
+
+
+def _refuse_memory_store(store) -> None:
+    from gpu.store import StoreError
+
+    if store.in_memory:
+        raise StoreError(f"{store.describe()} is a SQLite database in memory: it would keep nothing once this command "
+                         "ends; give a file (sqlite:///path/runs.sqlite) or a server in PINPOINT_DB_URL")
+
+
+def _review(args) -> int:
+    from gpu import catalog, imports
+    from gpu.store import StoreError
+    from gpu.text import printable
+
+    runs = catalog.Catalog()
+    _refuse_memory_store(runs.store)
+    if args.experiment == "migrate":
+        before = runs.store.version
+        after = runs.store.migrate()
+        print(f"runs store at {runs.store.describe()}: schema version {before} → {after}", file=sys.stderr)
+        return 0
     if args.experiment == "import":
         failed = 0
         for path in args.files:
             try:
                 frame = imports.read_upload(path, path=path)
-                for result in runs.store.save(frame, "import", args.label, args.notes):
-                    print(f"{path}: {result.message()}", file=sys.stderr)
+                for result in runs.save(frame, "import", args.label, args.notes, replace=args.replace):
+                    print(printable(f"{path}: {result.message()}"), file=sys.stderr)
             except (imports.ImportProblem, StoreError, OSError) as exc:
                 failed += 1
-                print(f"error: {exc}; nothing from {path} was stored", file=sys.stderr)
+                print(printable(f"error: {exc}; nothing from {path} was stored"), file=sys.stderr)
+            except Exception as exc:  # one line per file, and the other files still get their turn
+                failed += 1
+                print(printable(f"error: {unexpected(exc)}; nothing from {path} was stored"), file=sys.stderr)
         return 2 if failed else 0
     if args.experiment == "runs":
-        table = runs.runs()
-        print(table[["run_id", "experiment", "device_name", "timestamp", "points", "label", "origin"]]
-              .to_string(index=False) if not table.empty else "no runs yet")
+        table = runs.runs()[["run_id", "experiment", "device_name", "timestamp", "points", "label", "origin"]]
+        # Labels and ids come from files and other people: no escape sequence of theirs reaches the terminal.
+        print(table.map(lambda v: printable(v) if isinstance(v, str) else v).to_string(index=False)
+              if not table.empty else "no runs yet")
         return 0
-    try:
-        if args.experiment == "export":
-            write_frame(runs.load(args.run_id), args.out)
-            print(f"wrote run {args.run_id} to {args.out}", file=sys.stderr)
-            return 0
-        from gpu import report
-
-        baseline = runs.load(args.baseline)
-        candidates = [runs.load(c) for c in args.candidate]
-        experiments = {f["experiment"].iloc[0] for f in [baseline, *candidates]}
-        if len(experiments) > 1:
-            print(f"error: runs of different experiments cannot be compared: {', '.join(sorted(experiments))}",
-                  file=sys.stderr)
-            return 2
-        from gpu import compare
-
-        earlier = {id(c): compare.earlier_runs(runs, baseline, c) for c in candidates}  # each candidate's history
-        for candidate in candidates:  # the verdicts on the terminal too
-            table = compare.compare(baseline, candidate, earlier[id(candidate)])
-            print(f"{report.run_label(candidate)}: " + compare.headline(table) + "\n  " + compare.band_summary(table)
-                  + "\n  " + " · ".join(f"{name}: {count}" for name, count in compare.verdict_counts(table).items()))
-        with open(args.out, "w", encoding="utf-8") as f:
-            f.write(report.render(baseline, candidates, lambda c: earlier[id(c)]))
-        print(f"wrote {args.out}", file=sys.stderr)
+    if args.experiment == "export":
+        write_frame(runs.load(args.run_id), args.out)
+        print(f"wrote run {args.run_id} to {args.out}", file=sys.stderr)
         return 0
-    except (KeyError, StoreError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    from gpu import compare, report
+
+    baseline = runs.load(args.baseline)
+    candidates = [runs.load(c) for c in args.candidate]
+    experiments = {f["experiment"].iloc[0] for f in [baseline, *candidates]}
+    if len(experiments) > 1:
+        print(f"error: runs of different experiments cannot be compared: {', '.join(sorted(experiments))}",
+              file=sys.stderr)
         return 2
+    earlier = {id(c): compare.earlier_runs(runs, baseline, c) for c in candidates}  # each candidate's history
+    for candidate in candidates:  # the verdicts on the terminal too
+        reason = compare.disjoint_reason(baseline, candidate)
+        if reason:
+            print(f"note: {candidate['run_id'].iloc[0]} vs {baseline['run_id'].iloc[0]}: {reason}", file=sys.stderr)
+            continue
+        table = compare.compare(baseline, candidate, earlier[id(candidate)])
+        print(printable(f"{report.run_label(candidate)}: " + compare.headline(table) + "\n  "
+                        + compare.band_summary(table) + "\n  "
+                        + " · ".join(f"{name}: {count}" for name, count in compare.verdict_counts(table).items())))
+    with open(args.out, "w", encoding="utf-8") as f:
+        f.write(report.render(baseline, candidates, lambda c: earlier[id(c)]))
+    print(f"wrote {args.out}", file=sys.stderr)
+    return 0
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
     if args.experiment == "occupancy-driver":
         return record_driver_occupancy(args.out)
-    if args.experiment in ("import", "export", "report", "runs"):
+    if args.experiment in REVIEW_COMMANDS:
         return review_command(args)
     try:
         jobs = experiment_jobs(args)
@@ -322,10 +363,15 @@ def main(argv=None) -> int:
         from gpu.store import RunStore, StoreError
 
         try:
-            for result in RunStore().save(frame, "runner", args.label, args.notes):
+            runs = RunStore()
+            if runs.in_memory:
+                raise StoreError("PINPOINT_DB_URL is a SQLite database in memory, which keeps nothing")
+            for result in runs.save(frame, "runner", args.label, args.notes):
                 print(result.message(), file=sys.stderr)
         except StoreError as exc:  # the measurement is kept in --out; say why the store did not take it
             print(f"warning: the run was not stored: {exc}", file=sys.stderr)
+        except Exception as exc:  # unforeseen: still one line, and the measurement above is not lost
+            print(f"warning: the run was not stored: {unexpected(exc)}", file=sys.stderr)
     return 0
 
 

@@ -1,6 +1,7 @@
 """Every run PinPoint can show or compare: the runs store's, and the recordings bundled with the app
 (``assets/replay`` for the pages' replay, ``assets/runs`` for reviews), which stay files in git and are marked
-as bundled. No Streamlit, no CUDA."""
+as bundled. A bundled run id belongs to its file: a stored run with that id and other content is refused, so
+what the catalog lists and what it loads are always the same run. No Streamlit, no CUDA."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from pathlib import Path
 import pandas as pd
 
 from gpu import schema
-from gpu.store import RunStore
+from gpu.store import RunStore, SaveResult, StoreError
+from gpu.text import shorten
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 BUNDLED_DIRS = (ASSETS / "replay", ASSETS / "runs")
@@ -59,6 +61,19 @@ class Catalog:
             return pd.DataFrame(columns=CATALOG_COLUMNS)
         table = pd.concat(parts, ignore_index=True)
         return table.sort_values("timestamp", ascending=False).reset_index(drop=True)
+
+    def save(self, frame: pd.DataFrame, source: str, label: str | None = None, notes: str | None = None,
+             replace: bool = False) -> list[SaveResult]:
+        """The store's save, refusing a run that would shadow a bundled run of the same id with other content."""
+        from gpu import runfiles
+
+        for run_id, part in frame.groupby("run_id", sort=False):
+            bundled = self.bundled.get(str(run_id))
+            if bundled is not None and runfiles.manifest(part)[str(run_id)] != runfiles.manifest(bundled)[str(run_id)]:
+                raise StoreError(f"run {shorten(str(run_id))} is bundled with PinPoint ({self.files[str(run_id)]}) "
+                                 "and this one differs from it: a stored run cannot shadow a bundled one; give it "
+                                 "another run id")
+        return self.store.save(frame, source, label, notes, replace=replace)
 
     def is_bundled(self, run_id: str) -> bool:
         return run_id in self.bundled

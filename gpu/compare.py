@@ -472,3 +472,38 @@ def history(frames: list[pd.DataFrame], point: dict) -> pd.DataFrame:
         previous = row
         earlier.append(row)
     return pd.DataFrame(rows)
+
+
+KEY_NAMES = {"bytes": "sizes", "variant": "modes", "direction": "directions", "block_size": "block sizes",
+             "include_alloc": "allocation settings", "elements": "element counts", "param": "parameters",
+             "param_value": "parameter values", "group": "groups", "host_memory": "host memory kinds",
+             "chunks": "chunk counts", "streams": "stream counts", "issue_order": "issue orders",
+             "intensity": "intensities", "shared_bytes_per_block": "shared memory sizes"}
+
+
+def disjoint_reason(baseline: pd.DataFrame, candidate: pd.DataFrame) -> str | None:
+    """None when the runs share a point; otherwise 'These runs share no points: different sizes (…) …', naming
+    each point setting whose values differ between the runs."""
+    from gpu.text import shorten
+
+    experiment = str(baseline["experiment"].iloc[0])
+    keys = key_columns(experiment)
+
+    def points(frame):
+        return {tuple(schema.key_value(row[k]) for k in keys) for row in frame[keys].to_dict("records")}
+
+    if points(baseline) & points(candidate):
+        return None
+
+    def values(frame, column):
+        found = {schema.key_value(v) for v in frame[column]}
+        ordered = sorted(found, key=lambda v: (v is None, isinstance(v, str), v if isinstance(v, int | float) else 0,
+                                               str(v)))
+        shown = [format_bytes(v) if column == "bytes" and v is not None else str(v) for v in ordered]
+        return shorten(", ".join(shown[:4]) + (f" and {len(shown) - 4} more" if len(shown) > 4 else ""), 60)
+
+    differing = [f"different {KEY_NAMES.get(c, c)} (baseline {values(baseline, c)}; candidate {values(candidate, c)})"
+                 for c in keys if {schema.key_value(v) for v in baseline[c]} != {schema.key_value(v)
+                                                                                 for v in candidate[c]}]
+    return "These runs share no points: " + ("; ".join(differing) if differing else
+                                             "different combinations of the same settings") + "."

@@ -93,6 +93,15 @@ def render(baseline: pd.DataFrame, candidates: list[pd.DataFrame], earlier=None)
     for candidate in candidates:
         table = compare.compare(baseline, candidate, earlier(candidate) if earlier else ())
         line = compare.headline(table, len(baseline) - len(table), len(candidate) - len(table))
+        if table.empty:  # nothing to chart: say why, with the provenance that may explain it
+            sections.append(f"""
+<section>
+<h2>{html.escape(run_label(candidate))}</h2>
+<p class="headline">{html.escape(compare.disjoint_reason(baseline, candidate) or line)}</p>
+<h3>Provenance: what differs</h3>
+{_table_html(compare.provenance_diff(baseline, candidate))}
+</section>""")
+            continue
         counts = " · ".join(f"{name}: {count}" for name, count in compare.verdict_counts(table).items())
         figures = [ratio_figure(table, f"{run_label(candidate)} vs {run_label(baseline)}")]
         if not table.empty and table["normalized_change"].notna().any():

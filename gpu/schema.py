@@ -142,8 +142,13 @@ def read_results(path) -> pd.DataFrame:
     path = str(path)
     try:
         if path.endswith(".csv"):
+            from gpu.runfiles import unescape_cell  # CSV written by PinPoint escapes formula-like text cells
+
             frame = pd.read_csv(path)
             frame["samples_ms"] = frame["samples_ms"].map(lambda s: json.loads(s) if isinstance(s, str) else s)
+            for column in frame.columns:
+                if not pd.api.types.is_numeric_dtype(frame[column]) and not pd.api.types.is_bool_dtype(frame[column]):
+                    frame[column] = frame[column].map(unescape_cell)
         else:
             frame = pd.read_parquet(path)
     except SchemaError:
@@ -151,9 +156,3 @@ def read_results(path) -> pd.DataFrame:
     except Exception as exc:  # a damaged or foreign file must give a message, not a traceback
         raise SchemaError(f"cannot read results from {path}: {exc}") from exc
     return validate(frame)
-
-
-def to_csv_bytes(frame: pd.DataFrame) -> bytes:
-    out = frame.copy()
-    out["samples_ms"] = out["samples_ms"].map(lambda s: json.dumps([round(float(v), 6) for v in s]))
-    return out.to_csv(index=False).encode()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()<>#+\-.!|~:$=&\"'])")
+_AUTOLINK = re.compile(r"(\\:(?=//)|(?i:www)(?=\\\.)|@)")
 
 
 def shorten(value: object, limit: int = 40) -> str:
@@ -25,4 +26,16 @@ def plain(value: object, limit: int | None = 40) -> str:
     CommonMark allows before any of them."""
     text = shorten(value, limit) if limit is not None else str(value)
     text = text.replace("\x00", "\\0")
-    return _MARKDOWN_SPECIAL.sub(r"\\\1", text)
+    text = _MARKDOWN_SPECIAL.sub(r"\\\1", text)
+    # GitHub-flavoured Markdown turns bare URLs and e-mail addresses into links after escapes are read: an
+    # invisible zero-width space after "://", "www" and "@" keeps them text.
+    return _AUTOLINK.sub("\\1\u200b", text)
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(value: object) -> str:
+    """``value`` for a terminal: control characters (escape sequences that could move the cursor, retitle the
+    window or clear the screen) shown as ``\\xNN``; tab and newline kept."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(value))

@@ -7,10 +7,11 @@ import time
 import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
-from gpu import schema
+from gpu import runfiles
 from gpu.backend import LiveBackend, ReplayBackend, start_live
 from gpu.client import JobHandle
 from gpu.errors import ValidationError, WorkerError
+from gpu.text import plain, shorten
 
 
 @st.cache_resource(show_spinner="Starting the GPU worker…")
@@ -39,16 +40,21 @@ def require_router() -> None:
 
 
 @st.cache_resource(show_spinner=False)
+def _open_catalog():
+    from gpu.catalog import Catalog
+
+    return Catalog()
+
+
 def run_catalog():
     """The runs store and the bundled runs; (None, reason) when the store cannot be opened, so the rest of the
-    app keeps working and the review pages say why."""
-    from gpu.catalog import Catalog
-    from gpu.store import StoreError
-
+    app keeps working and the review pages say why. A failure is not cached: the next page view tries again."""
     try:
-        return Catalog(), ""
-    except StoreError as exc:
-        return None, str(exc)
+        return _open_catalog(), ""
+    except Exception as exc:  # StoreError says why; anything else still gets one line
+        from gpu.store import StoreError
+
+        return None, str(exc) if isinstance(exc, StoreError) else f"{type(exc).__name__}: {shorten(str(exc), 200)}"
 
 
 def opened_run() -> str | None:
@@ -117,11 +123,11 @@ def source_banner() -> None:
         backend, reason = opened_run_backend(run_id)
         if backend is not None:
             first = backend.data.iloc[0]
-            st.info(f"**Stored run** {run_id} · recorded on {first['device_name']} ({str(first['timestamp'])[:16]}) "
-                    f"by PinPoint, not measured now; experiment: {first['experiment']}. Remove ?run= from the address "
-                    "to measure or replay.", icon="🗂️")
+            st.info(f"**Stored run** {plain(run_id)} · recorded on {plain(first['device_name'])} "
+                    f"({plain(str(first['timestamp'])[:16])}) by PinPoint, not measured now; experiment: "
+                    f"{plain(first['experiment'])}. Remove ?run= from the address to measure or replay.", icon="🗂️")
             return
-        st.warning(f"Run {run_id} from the address cannot be shown: {reason}")
+        st.warning(f"Run {plain(run_id)} from the address cannot be shown: {plain(reason, None)}")
     live, reason = live_backend()
     if not use_replay():
         st.success(f"**Live** · measuring on {live.facts.get('device_name')} now", icon="🟢")
@@ -133,7 +139,7 @@ def source_banner() -> None:
     st.info(f"**Replay** · showing runs recorded on a real GPU by PinPoint's runner, not measured now "
             f"({why}). Recorded on: {', '.join(devices) or 'nothing yet'}.", icon="⏯️")
     for problem in replay.problems:
-        st.warning(f"A recorded run could not be read and is left out: {problem}")
+        st.warning(f"A recorded run could not be read and is left out: {plain(problem, 300)}")
 
 
 def show_reasons(reasons: list[str], title: str = "These settings cannot run") -> None:
@@ -232,13 +238,13 @@ def save_run(frame) -> None:
     """Keep a live measurement in the runs store; a store that fails never costs the measurement."""
     catalog, reason = run_catalog()
     if catalog is None:
-        st.warning(f"This measurement was not saved: {reason}")
+        st.warning(f"This measurement was not saved: {plain(reason, None)}")
         return
     try:
         for result in catalog.store.save(frame, "live"):
-            st.caption(f"Saved in the runs store as run {result.run_id} (Runs and Compare pages).")
+            st.caption(f"Saved in the runs store as run {plain(result.run_id)} (Runs and Compare pages).")
     except Exception as exc:
-        st.warning(f"This measurement was not saved in the runs store: {exc}")
+        st.warning(f"This measurement was not saved in the runs store: {plain(exc, 300)}")
 
 
 def recording_choice(backend, experiment: str, key: str, holds=None) -> str | None:
@@ -283,7 +289,7 @@ def recorded_values(backend, experiment: str, column: str, run_id: str | None = 
 
 def download(frame, name: str) -> None:
     st.download_button("Download this run (CSV in the schema of gpu/schema.py, every sample included)",
-                       data=schema.to_csv_bytes(frame), mime="text/csv", key=f"{name}_download",
+                       data=runfiles.to_csv_bytes(frame), mime="text/csv", key=f"{name}_download",
                        file_name=f"pinpoint-{name}-{frame['run_id'].iloc[0]}.csv")
 
 
@@ -419,7 +425,7 @@ def from_url(key: str, kind: str, options=None) -> None:
     try:
         st.session_state[key] = parse_url_value(raw, kind, options)
     except ValueError as exc:
-        st.session_state.setdefault("_url_problems", []).append(f"`{key}={raw}`: {exc}")
+        st.session_state.setdefault("_url_problems", []).append(f"{plain(key)}={plain(raw)}: {plain(exc, 160)}")
 
 
 def sync_url(final: bool = True) -> None:
@@ -430,7 +436,7 @@ def sync_url(final: bool = True) -> None:
     problems = list(st.session_state.get("_url_problems", []))
     unknown = [k for k in st.query_params if k not in registered and k not in URL_RESERVED
                and not k.startswith("_")] if final else []
-    problems += [f"`{k}` is not a setting of this page" for k in unknown if k not in
+    problems += [f"{plain(k)} is not a setting of this page" for k in unknown if k not in
                  st.session_state.setdefault("_url_unknown_named", set())]
     for key in unknown:
         st.session_state["_url_unknown_named"].add(key)

@@ -8,6 +8,7 @@ import math
 import streamlit as st
 
 from gpu import compare, report
+from gpu.text import plain
 from pages import _shared as shared
 
 shared.require_router()
@@ -15,9 +16,13 @@ shared.require_router()
 st.title("Compare runs")
 catalog, reason = shared.run_catalog()
 if catalog is None:
-    shared.show_reasons([reason], "The runs store cannot be opened")
+    shared.show_reasons([plain(reason, None)], "The runs store cannot be opened")
     st.stop()
-runs = catalog.runs()
+try:
+    runs = catalog.runs()
+except Exception as exc:  # a server that went away or stopped answering: one line, not a traceback
+    shared.show_reasons([plain(exc, None)], "The runs store cannot be read")
+    st.stop()
 counts = runs.groupby("experiment").size()
 experiments = sorted(counts[counts >= 2].index)
 if not experiments:
@@ -66,18 +71,19 @@ try:
     baseline = catalog.load(baseline_id)
     candidates = [catalog.load(c) for c in candidate_ids]
 except Exception as exc:
-    shared.show_reasons([str(exc)], "A run could not be loaded")
+    shared.show_reasons([plain(exc, None)], "A run could not be loaded")
     st.stop()
 
 # Each candidate's history: earlier runs of its device (Conbench's distribution of earlier results).
 earlier = {str(c["run_id"].iloc[0]): compare.earlier_runs(catalog, baseline, c) for c in candidates}
 for candidate_id, candidate in zip(candidate_ids, candidates, strict=True):
     table = compare.compare(baseline, candidate, earlier[str(candidate["run_id"].iloc[0])])
-    st.subheader(f"{report.run_label(candidate)}  vs  baseline {report.run_label(baseline)}")
+    st.subheader(f"{plain(report.run_label(candidate), None)}  vs  baseline {plain(report.run_label(baseline), None)}")
     line = compare.headline(table, len(baseline) - len(table), len(candidate) - len(table))
-    st.markdown(f"**{line}**")
-    if table.empty:
+    if table.empty:  # disjoint runs: say why rather than draw an empty comparison
+        st.info(plain(compare.disjoint_reason(baseline, candidate) or line, None))
         continue
+    st.markdown(f"**{plain(line, None)}**")
     counts = compare.verdict_counts(table)
     m = st.columns(1 + len(counts))
     m[0].metric("Points compared", len(table))
@@ -115,7 +121,16 @@ st.subheader("History: one device and point over time")
 devices = sorted(mine["device_name"].dropna().unique())
 device = st.selectbox("Device", devices, key="compare_history_device")
 history_ids = list(mine[mine["device_name"] == device]["run_id"])
-frames = [catalog.load(r) for r in history_ids]
+frames, unreadable = [], []
+for history_id in history_ids:
+    try:
+        frames.append(catalog.load(history_id))
+    except Exception as exc:  # one unreadable run leaves the others' history standing
+        unreadable.append(f"{plain(history_id)}: {plain(exc, 160)}")
+if unreadable:
+    st.warning("Left out of the history (cannot be read):\n" + "\n".join(f"- {u}" for u in unreadable))
+if not frames:
+    st.stop()
 # Every point any of the device's runs measured; the default is one that most of them measured.
 point_rows, measured_by = {}, {}
 for frame in frames:
@@ -128,12 +143,12 @@ point = st.selectbox("Point", labels_by_runs, key="compare_history_point",
                      index=labels_by_runs.index(max(labels_by_runs, key=measured_by.get)))
 history = compare.history(frames, point_rows[point])
 if len(history) < 2:
-    st.caption(f"{len(history)} run(s) of {device} measured this point: a history needs two.")
+    st.caption(f"{len(history)} run(s) of {plain(device)} measured this point: a history needs two.")
 else:
     shared.chart(report.history_figure(history, f"{point} on {device}"), key="chart_history")
     regressed = history[history["regressed"]]
     st.markdown(f"{len(history)} runs; " + (f"**{len(regressed)} regressed beyond noise** against the run before: "
-                + ", ".join(f"{r.run_id} ({compare.percent(r.change)})" for r in regressed.itertuples())
+                + ", ".join(f"{plain(r.run_id)} ({compare.percent(r.change)})" for r in regressed.itertuples())
                 if not regressed.empty else "none regressed beyond noise against the run before."))
     st.dataframe(history.assign(change=history["change"].map(
         lambda c: "—" if not isinstance(c, float) or math.isnan(c) else compare.percent(c))), hide_index=True)

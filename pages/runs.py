@@ -1,4 +1,5 @@
-"""Runs: every stored and bundled run, filterable; import files from other machines, open, delete."""
+"""Runs: every stored and bundled run, filterable; import files from other machines, open, delete. Everything
+from a file or the store is shown as plain text; a store that fails or does not answer gets one line."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ import pandas as pd
 import streamlit as st
 
 from gpu import imports
+from gpu.store import StoreError
+from gpu.text import plain, shorten
 from pages import _shared as shared
 
 shared.require_router()
@@ -17,9 +20,10 @@ PAGE_OF = {"transfers": "pages/transfers.py", "coalescing": "pages/coalescing.py
 st.title("Runs")
 catalog, reason = shared.run_catalog()
 if catalog is None:
-    shared.show_reasons([reason], "The runs store cannot be opened")
+    shared.show_reasons([plain(reason, None)], "The runs store cannot be opened")
     st.stop()
-st.markdown(f"Every live measurement and runner run is kept here with every sample, in **{catalog.store.describe()}** "
+st.markdown(f"Every live measurement and runner run is kept here with every sample, in "
+            f"**{plain(catalog.store.describe(), None)}** "
             "(`PINPOINT_DB_URL` points a team at one PostgreSQL server). Runs bundled with PinPoint are listed "
             "beside them, marked *bundled*.")
 
@@ -29,18 +33,27 @@ with st.expander("Import runs from other machines (runner Parquet or CSV)"):
     label = st.text_input("Label for the imported runs (optional)", key="runs_import_label",
                           placeholder="e.g. after driver 580")
     notes = st.text_area("Notes (optional)", key="runs_import_notes")
+    replace = st.checkbox("Yes, replace a stored run of the same id whose content differs (its stored points are "
+                          "deleted, in the same transaction)", key="runs_import_replace")
     st.button("Import", key="runs_import", disabled=not uploads, on_click=shared.request,
               args=("runs_import_requested",))
     if st.session_state.pop("runs_import_requested", False):
         for upload in uploads or []:
             try:
                 frame = imports.read_upload(upload.name, data=upload.getvalue())
-                for result in catalog.store.save(frame, "import", label or None, notes or None):
-                    (st.success if result.stored else st.info)(f"{upload.name}: {result.message()}")
-            except Exception as exc:  # every file gets its own message; nothing from a bad file is written
-                st.error(f"Nothing from {upload.name} was stored: {exc}")
+                for result in catalog.save(frame, "import", label or None, notes or None, replace=replace):
+                    (st.success if result.stored else st.info)(f"{plain(upload.name)}: {plain(result.message(), None)}")
+            except (imports.ImportProblem, StoreError) as exc:  # every file gets its own message
+                st.error(f"Nothing from {plain(upload.name)} was stored: {plain(exc, None)}")
+            except Exception as exc:  # unforeseen: still one line, and nothing from this file was written
+                st.error(f"Nothing from {plain(upload.name)} was stored: unexpected {type(exc).__name__}: "
+                         f"{plain(shorten(str(exc), 200), None)}")
 
-runs = catalog.runs()
+try:
+    runs = catalog.runs()
+except StoreError as exc:  # a server that went away or stopped answering
+    shared.show_reasons([plain(exc, None)], "The runs store cannot be read")
+    st.stop()
 if runs.empty:
     st.info("No runs yet: measure live, run `python -m gpu.bench …`, or import a file.")
     st.stop()
@@ -83,17 +96,22 @@ left.button("Open on its page", key="runs_open", on_click=shared.request, args=(
 if st.session_state.pop(f"runs_open_{run_id}", False):
     st.switch_page(PAGE_OF[row["experiment"]], query_params={"run": run_id})
 if isinstance(row["notes"], str) and row["notes"]:
-    left.markdown(f"**Notes:** {row['notes']}")
+    left.markdown(f"**Notes:** {plain(row['notes'], None)}")
 if row["origin"] == "bundled":
     right.caption("Bundled with PinPoint (a file in git): it cannot be deleted here.")
 else:
-    sure = right.checkbox(f"Yes, delete run {run_id} and its {int(row['points'])} points",
+    sure = right.checkbox(f"Yes, delete run {plain(run_id)} and its {int(row['points'])} points",
                           key=f"runs_delete_sure_{run_id}")
     right.button("Delete", key="runs_delete", disabled=not sure, type="secondary", on_click=shared.request,
                  args=(f"runs_delete_{run_id}",))
     if st.session_state.pop(f"runs_delete_{run_id}", False) and sure:
-        if catalog.store.delete(run_id):
-            st.success(f"Deleted run {run_id}.")
-            st.rerun()
+        try:
+            deleted = catalog.store.delete(run_id)
+        except StoreError as exc:  # e.g. a read-only store
+            st.error(f"Run {plain(run_id)} was not deleted: {plain(exc, None)}")
         else:
-            st.warning(f"Run {run_id} was already gone.")
+            if deleted:
+                st.success(f"Deleted run {plain(run_id)}.")
+                st.rerun()
+            else:
+                st.warning(f"Run {plain(run_id)} was already gone.")

@@ -106,3 +106,17 @@ def postgres_url(tmp_path_factory):
     finally:
         subprocess.run(run_as + [str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"],
                        capture_output=True, timeout=60)
+
+
+def new_postgres_database(base: str) -> str:
+    """A fresh, empty database on the throwaway server of ``postgres_url``; its URL."""
+    import time
+
+    import sqlalchemy as sa
+
+    name = f"t{os.getpid()}_{time.monotonic_ns() % 10**12}"
+    admin = sa.create_engine(base, isolation_level="AUTOCOMMIT")
+    with admin.connect() as connection:
+        connection.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    admin.dispose()
+    return base.rsplit("/", 1)[0] + f"/{name}"

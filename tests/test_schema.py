@@ -3,7 +3,7 @@ import math
 import pandas as pd
 import pytest
 
-from gpu import schema
+from gpu import runfiles, schema
 
 PROVENANCE = {c: "x" for c in schema.PROVENANCE_COLUMNS}
 
@@ -41,7 +41,7 @@ def test_parquet_and_csv_round_trip_keep_samples(tmp_path):
     frame = schema.make_frame([row(samples_ms=[0.01, 0.02, 0.03])], PROVENANCE)
     schema.to_parquet(frame, tmp_path / "run.parquet")
     assert list(schema.read_results(tmp_path / "run.parquet")["samples_ms"].iloc[0]) == [0.01, 0.02, 0.03]
-    (tmp_path / "run.csv").write_bytes(schema.to_csv_bytes(frame))
+    (tmp_path / "run.csv").write_bytes(runfiles.to_csv_bytes(frame))
     back = schema.read_results(tmp_path / "run.csv")
     assert back["samples_ms"].iloc[0] == [0.01, 0.02, 0.03]
     pd.testing.assert_series_equal(back["gbps"], frame["gbps"])

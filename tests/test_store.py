@@ -2,7 +2,6 @@
 imports, hostile labels, concurrent importers and a process killed mid-import."""
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -15,6 +14,7 @@ import sqlalchemy as sa
 
 from gpu import schema, store
 from gpu.catalog import BUNDLED_DIRS
+from tests.conftest import new_postgres_database
 
 ROOT = Path(__file__).resolve().parent.parent
 POOLS = next(BUNDLED_DIRS[1].glob("pools_*.parquet"))
@@ -26,14 +26,7 @@ TRANSFERS = next(BUNDLED_DIRS[0].glob("transfers_*.parquet"))
 def url(request, tmp_path):
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path}/runs.sqlite"
-    base = request.getfixturevalue("postgres_url")
-    # A fresh database per test on the session's server.
-    name = f"t{os.getpid()}_{int(time.time() * 1e6) % 10**9}"
-    admin = sa.create_engine(base, isolation_level="AUTOCOMMIT")
-    with admin.connect() as connection:
-        connection.execute(sa.text(f'CREATE DATABASE "{name}"'))
-    admin.dispose()
-    return base.rsplit("/", 1)[0] + f"/{name}"
+    return new_postgres_database(request.getfixturevalue("postgres_url"))  # a fresh database per test
 
 
 def test_a_run_round_trips_with_every_sample(url):
@@ -52,7 +45,8 @@ def test_a_run_round_trips_with_every_sample(url):
 
 def test_a_new_store_is_migrated_from_empty_and_reopens_at_the_same_version(url):
     first = store.RunStore(url)
-    assert first.version == store.SCHEMA_VERSION
+    assert first.version == 0  # opening never writes
+    assert first.migrate() == store.SCHEMA_VERSION
     first.close()
     again = store.RunStore(url)
     assert again.version == store.SCHEMA_VERSION and again.runs().empty
@@ -63,6 +57,7 @@ def test_a_new_store_is_migrated_from_empty_and_reopens_at_the_same_version(url)
 
 def test_a_store_from_a_newer_pinpoint_is_refused_and_left_alone(url):
     runs = store.RunStore(url)
+    runs.migrate()
     with runs.engine.begin() as connection:
         connection.execute(sa.text("UPDATE pinpoint_meta SET value = '99' WHERE key = 'schema_version'"))
     with pytest.raises(store.StoreError, match="schema version 99, made by a newer PinPoint"):
@@ -76,7 +71,7 @@ def test_the_same_run_twice_is_reported_not_duplicated(url):
     frame = schema.read_results(MANAGED)
     assert runs.save(frame, "import")[0].stored
     again = runs.save(frame, "import")
-    assert not again[0].stored and "already in the store" in again[0].message()
+    assert not again[0].stored and "already in the store with the same content" in again[0].message()
     assert len(runs.runs()) == 1
     with runs.engine.connect() as connection:
         assert connection.execute(sa.text("SELECT count(*) FROM points")).scalar() == len(frame)
@@ -128,7 +123,7 @@ def helper(url, path, *extra):
 
 
 def test_two_processes_importing_at_once_lose_nothing(url):
-    store.RunStore(url).close()  # created (and migrated) before the race, as a running app would have
+    store.RunStore(url).migrate()  # created (and migrated) before the race, as a running app would have
     files = [POOLS, MANAGED, TRANSFERS]
     processes = [helper(url, path) for path in files]
     outputs = [p.communicate(timeout=120) for p in processes]
@@ -144,7 +139,7 @@ def test_two_processes_importing_at_once_lose_nothing(url):
 
 
 def test_a_process_killed_mid_import_leaves_no_partial_run(url, tmp_path):
-    store.RunStore(url).close()
+    store.RunStore(url).migrate()
     marker = tmp_path / "inside"
     process = helper(url, POOLS, "--stall", str(marker))
     deadline = time.monotonic() + 60
