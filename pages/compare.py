@@ -23,15 +23,17 @@ experiments = sorted(counts[counts >= 2].index)
 if not experiments:
     st.info("Comparing needs two runs of one experiment: measure, run the runner, or import runs on the Runs page.")
     st.stop()
-st.markdown(
-    "Pick a **baseline** and one or more **candidates** of the same experiment. A point is **faster** or **slower** "
-    f"only when a Mann-Whitney U test on the kept samples gives p < {compare.ALPHA} *and* the medians differ by more "
-    "than either run's own spread (coefficient of variation); otherwise it is the **same**. The provenance diff "
-    "beside it shows what else changed.")
+if shared.desk():
+    st.markdown(
+        "Pick a **baseline** and one or more **candidates** of the same experiment. A point is **faster** or "
+        f"**slower** only when a Mann-Whitney U test on the kept samples gives p < {compare.ALPHA} *and* the medians "
+        "differ by more than either run's own spread (coefficient of variation); otherwise it is the **same**. The "
+        "provenance diff beside it shows what else changed.")
 
 shared.url_page()
+settings = shared.more_settings()  # on stage the choice of runs folds away: the headline and chart stay
 shared.from_url("compare_experiment", "str", experiments)
-experiment = st.selectbox("Experiment", experiments, key="compare_experiment",
+experiment = settings.selectbox("Experiment", experiments, key="compare_experiment",
                           index=experiments.index("transfers") if "transfers" in experiments else 0)
 mine = runs[runs["experiment"] == experiment].reset_index(drop=True)
 labels = {r.run_id: f"{r.device_name} · {str(r.timestamp)[:16].replace('T', ' ')} · {r.points} points · "
@@ -40,17 +42,18 @@ ids = list(labels)
 # Default: the oldest run as baseline, every other device's newest run as candidate.
 default_base = ids[-1]
 shared.from_url("compare_baseline", "str", ids)
-baseline_id = st.selectbox("Baseline", ids, index=ids.index(default_base), format_func=labels.get,
+baseline_id = settings.selectbox("Baseline", ids, index=ids.index(default_base), format_func=labels.get,
                            key="compare_baseline")
 others = [i for i in ids if i != baseline_id]
 default_candidates = [others[0]] if others else []
 shared.from_url("compare_candidates", "strs", others)
-candidate_ids = st.multiselect("Candidates", others, default=default_candidates, format_func=labels.get,
+candidate_ids = settings.multiselect("Candidates", others, default=default_candidates, format_func=labels.get,
                                key="compare_candidates")
 shared.from_url("compare_normalized", "bool")
-normalized = st.toggle("Normalize to each device's theoretical limit (for unlike devices)", key="compare_normalized",
-                       help="Each point as % of its own device's limit: PCIe per direction for host↔device copies, "
-                            "HBM for kernels.")
+normalized = settings.toggle("Normalize to each device's theoretical limit (for unlike devices)",
+                             key="compare_normalized",
+                             help="Each point as % of its own device's limit: PCIe per direction for host↔device "
+                                  "copies, HBM for kernels.")
 shared.sync_url()
 if not candidate_ids:
     st.info("Choose at least one candidate.")
@@ -67,18 +70,23 @@ for candidate_id, candidate in zip(candidate_ids, candidates, strict=True):
     table = compare.compare(baseline, candidate)
     st.subheader(f"{report.run_label(candidate)}  vs  baseline {report.run_label(baseline)}")
     line = compare.headline(table, len(baseline) - len(table), len(candidate) - len(table))
-    st.markdown(f"**{line}**")
+    if shared.desk() or table.empty:
+        st.markdown(f"**{line}**")
     if table.empty:
         continue
     verdicts = table["verdict"].value_counts()
-    m = st.columns(4)
-    m[0].metric("Points compared", len(table))
-    m[1].metric("Slower beyond noise", int(verdicts.get("slower", 0)))
-    m[2].metric("Faster beyond noise", int(verdicts.get("faster", 0)))
-    m[3].metric("Same within noise", int(verdicts.get("same", 0)))
+    if shared.desk():
+        m = st.columns(4)
+        m[0].metric("Points compared", len(table))
+        m[1].metric("Slower beyond noise", int(verdicts.get("slower", 0)))
+        m[2].metric("Faster beyond noise", int(verdicts.get("faster", 0)))
+        m[3].metric("Same within noise", int(verdicts.get("same", 0)))
     shared.chart(report.ratio_figure(table, "Normalized: each point as % of its own device's limit" if normalized
                                         else "Candidate speed vs baseline, per point", normalized=normalized),
                     key=f"chart_ratio_{candidate_id}")
+    shared.takeaway(line, key=f"stage_takeaway_{candidate_id}")  # on stage the headline sits under the chart
+    if not shared.desk():
+        continue
     diff = compare.provenance_diff(baseline, candidate)
     left, right = st.columns([2, 3])
     with left:
@@ -97,6 +105,8 @@ for candidate_id, candidate in zip(candidate_ids, candidates, strict=True):
                                     "candidate_pct_of_limit": st.column_config.NumberColumn("candidate % of limit",
                                                                                             format="%.1f")})
 
+if not shared.desk():
+    st.stop()  # on stage: each comparison's chart and headline
 st.download_button("Download the review report (one HTML file, opens offline)",
                    data=report.render(baseline, candidates).encode(), mime="text/html", key="compare_report",
                    file_name=f"pinpoint-review-{experiment}-{baseline_id}.html")

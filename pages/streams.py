@@ -55,7 +55,11 @@ shared.from_url("streams_streams", "ints", stream_options)
 shared.from_url("streams_host", "strs", host_options)
 shared.from_url("streams_intensity", "int", intensity_options)
 shared.from_url("streams_orders", "strs", order_options)
-left, right = st.columns(2)
+# On stage the measured grid's controls fold away (with their notes, which describe the grid, not the configuration
+# on screen); the chunks and streams of the one configuration shown are the stage's two controls.
+settings = shared.more_settings()
+with settings:
+    left, right = st.columns(2)
 with left:
     size = st.select_slider("Total size", options=size_options, format_func=format_bytes, key="streams_size",
                             value=256 * MiB if 256 * MiB in size_options else size_options[-1])
@@ -85,8 +89,9 @@ if typed_chunks.strip():
 params = {"size_bytes": int(size), "chunks": list(chunks or []), "streams": list(stream_counts or []),
           "host_memory": list(host_memory or []), "issue_orders": list(orders or []), "intensities": [int(intensity)]}
 if not typed_errors:
-    for note in streams.notes(streams.parse_params(params)):
-        st.warning(note)
+    with settings:
+        for note in streams.notes(streams.parse_params(params)):
+            st.warning(note)
 shared.sync_url(final=False)
 def preview(partial, suffix: str) -> None:
     """While measuring: the pipelines measured so far against their serial runs."""
@@ -112,33 +117,43 @@ for r in overlap.overlap_summary(table).itertuples():
                  f"{r.best_ms:.2f} ms against {r.best_serial_ms:.2f} ms serial ({r.best_speedup:.2f}×) and a bound of "
                  f"{r.best_bound_ms:.2f} ms ({r.best_vs_bound:.2f}× the bound, overlap efficiency "
                  f"{r.best_efficiency:.0%}){spread}; typical noise cv {r.median_cv:.1%}")
-st.markdown("\n".join(f"- {line}" for line in lines))
-shared.takeaway(takeaways.streams(frame))
-if (table["efficiency"] > 1).any():
+if shared.desk():
+    st.markdown("\n".join(f"- {line}" for line in lines))
+if shared.desk() and (table["efficiency"] > 1).any():
     st.caption("Efficiency above 100 %: kernels of different streams ran side by side and filled each other's last "
                "wave, which kernels queued on one stream cannot; the bound, built from each stage measured alone, is "
                "then not a hard floor.")
 
 # --- one configuration --------------------------------------------------------------------------------------
-st.subheader("One configuration, operation by operation")
-c1, c2, c3, c4, c5 = st.columns(5)
+if shared.desk():
+    st.subheader("One configuration, operation by operation")
+    c1, c2, c3, c4, c5 = st.columns(5)
+else:
+    c2, c3 = st.columns(2)
+    with settings:
+        c1, c4, c5 = st.columns(3)
 shared.from_url("streams_focus_host", "str", list(dict.fromkeys(table["host_memory"])))
 focus_host = c1.radio("Host memory", list(dict.fromkeys(table["host_memory"])), key="streams_focus_host")
 mine = table[table["host_memory"] == focus_host]
 chunk_values = sorted(mine["chunks"].unique())
 shared.from_url("streams_focus_chunks", "int", [int(c) for c in chunk_values])
+# On stage the timeline opens on the best pipeline, the one the takeaway names.
+best = mine.sort_values("pipeline_ms").iloc[0]
 focus_chunks = c2.select_slider("Chunks", chunk_values, key="streams_focus_chunks",
-                                value=16 if 16 in chunk_values else chunk_values[-1])
+                                value=best["chunks"] if shared.presenting() else
+                                16 if 16 in chunk_values else chunk_values[-1])
 stream_values = sorted(mine[mine["chunks"] == focus_chunks]["streams"].unique())
 if len(stream_values) > 1:
     shared.from_url("streams_focus_streams", "int", [int(v) for v in stream_values])
 focus_streams = c3.select_slider("Streams", stream_values, key="streams_focus_streams",
-                                 value=4 if 4 in stream_values else stream_values[-1]) \
+                                 value=best["streams"] if shared.presenting() and best["streams"] in stream_values else
+                                 4 if 4 in stream_values else stream_values[-1]) \
     if len(stream_values) > 1 else stream_values[0]
 order_values = list(dict.fromkeys(mine["issue_order"]))
 shared.from_url("streams_focus_order", "str", order_values)
 shared.from_url("streams_lanes", "str", ["stream", "engine"])
-focus_order = c4.radio("Issue order", order_values, format_func=streams.ORDER_LABELS.get, key="streams_focus_order")
+focus_order = c4.radio("Issue order", order_values, format_func=streams.ORDER_LABELS.get, key="streams_focus_order",
+                       index=order_values.index(best["issue_order"]) if shared.presenting() else 0)
 lanes = c5.radio("Lanes", ["stream", "engine"], key="streams_lanes",
                  format_func=lambda x: "one per stream" if x == "stream" else "one per engine")
 shared.sync_url()
@@ -148,15 +163,19 @@ if chosen.empty:
     st.info("That combination was not measured; pick another.")
     st.stop()
 row = chosen.iloc[0]
-m = st.columns(5)
-m[0].metric("Pipeline", f"{row['pipeline_ms']:.3f} ms", f"cv {row['cv']:.2%}", delta_color="off")
-m[1].metric("Serial (one stream)", f"{row['serial_ms']:.3f} ms")
-m[2].metric("Bound", f"{row['bound_ms']:.3f} ms", "slowest stage alone", delta_color="off")
-m[3].metric("Overlap efficiency", f"{row['efficiency']:.0%}" if row["efficiency"] == row["efficiency"] else "n/a")
-m[4].metric("Speedup over serial", f"{row['speedup']:.2f}×")
+if shared.desk():  # on stage: the chart and its takeaway
+    m = st.columns(5)
+    m[0].metric("Pipeline", f"{row['pipeline_ms']:.3f} ms", f"cv {row['cv']:.2%}", delta_color="off")
+    m[1].metric("Serial (one stream)", f"{row['serial_ms']:.3f} ms")
+    m[2].metric("Bound", f"{row['bound_ms']:.3f} ms", "slowest stage alone", delta_color="off")
+    m[3].metric("Overlap efficiency", f"{row['efficiency']:.0%}" if row["efficiency"] == row["efficiency"] else "n/a")
+    m[4].metric("Speedup over serial", f"{row['speedup']:.2f}×")
 try:
     shared.chart(stream_charts.gantt_figure(row["intervals"], frame, lanes,
                                                f"Timeline: {stream_charts.config_label(row)}"), key="chart_gantt")
+    shared.takeaway(takeaways.streams(frame))
+    if not shared.desk():
+        st.stop()  # on stage: the timeline and its takeaway
     st.caption("Bars are CUDA events recorded before and after every operation, each on its own stream, in one run "
                "of this configuration. An event fires when its stream reaches the operation; a bar starts when its "
                "engine was also free (faint: the wait). Hover a bar for its chunk, bytes and µs.")
@@ -177,8 +196,6 @@ if (frame["group"] == "bidirectional").any():
     st.markdown(" · ".join(f"{h}: both directions at once move **{both[h]:.1f} GB/s**, "
                            f"{both[h] / alone[h]:.2f}× the faster direction alone" for h in both.index if h in alone))
 
-if not shared.desk():
-    st.stop()  # on stage: the tables below are for the desk
 st.subheader("The numbers")
 st.dataframe(table.drop(columns=["intervals", "run_id", "elements"]).assign(
     issue_order=lambda t: t["issue_order"].map(streams.ORDER_LABELS), bytes=lambda t: t["bytes"].map(format_bytes)),
