@@ -20,8 +20,10 @@ from gpu.units import format_bytes
 MODE_COLORS = {"pageable": "#636EFA", "pinned": "#EF553B", "pinned_wc": "#00CC96", "mapped": "#AB63FA"}
 # Pinned and write-combined often measure the same: distinct markers keep both visible.
 MODE_MARKERS = {"pageable": "circle", "pinned": "diamond", "pinned_wc": "x", "mapped": "square"}
-# Write-combined pinned memory often measures exactly as pinned does: a dash keeps the line under it visible.
+# Write-combined pinned memory often measures exactly as pinned does: drawn dotted and thinner on top of pinned's
+# wide solid line, both stay visible.
 MODE_DASHES = {"pinned_wc": "dot"}
+MODE_WIDTHS = {"pinned": 4.5}
 SPEEDUP_TICKS = [0.125, 0.25, 0.5, 1, 2, 4, 8, 16, 32]
 DIRECTION_TITLES = {"h2d": "Host → device (H2D)", "d2h": "Device → host (D2H)"}
 
@@ -58,14 +60,14 @@ def stage_figure(fig: go.Figure, height: int) -> go.Figure:
     return fig
 
 
-def reference_line(fig: go.Figure, value: float, text: str, log: bool, right: bool = False, below: bool = False,
-                   **where) -> None:
-    """A dotted horizontal line at ``value`` with its label. Plotly places an annotation on a log axis in log10
-    units (a value of 4,800 would stretch the axis to 10^4800), so the label goes at log10(value) there."""
-    fig.add_hline(y=value, line={"dash": "dot", "color": "gray"}, **where)
-    fig.add_annotation(text=text, xref="paper", x=1 if right else 0, xanchor="right" if right else "left",
-                       y=math.log10(value) if log else value, yref="y", showarrow=False,
-                       yanchor="top" if below else "bottom", font={"color": "gray"})
+def reference_line(fig: go.Figure, value: float, name: str, level: str, log: bool) -> None:
+    """A dotted horizontal line at ``value``, labelled "name<br>level" in the right margin, clear of bars and their
+    labels. Plotly places an annotation on a log axis in log10 units (a value of 4,800 would stretch the axis to
+    10^4800), so the label goes at log10(value) there."""
+    fig.add_hline(y=value, line={"dash": "dot", "color": "gray"}, layer="below")
+    fig.add_annotation(text=f"{name}<br>{level}", xref="paper", x=1.01, xanchor="left", align="left",
+                       y=math.log10(value) if log else value, yref="y", showarrow=False, font={"color": "gray"})
+    fig.update_layout(margin={"r": 190})
 
 
 def _size_ticks(sizes) -> dict:
@@ -111,7 +113,7 @@ def bandwidth_figure(frame: pd.DataFrame) -> go.Figure:
             fig.add_trace(go.Scatter(
                 x=series["bytes"], y=series["gbps"], mode="lines+markers",
                 name=_series_name(mode, alloc), legendgroup=f"{mode}-{alloc}", showlegend=col == 1,
-                line={"color": MODE_COLORS[mode], "dash": _dash(mode, alloc)},
+                line={"color": MODE_COLORS[mode], "dash": _dash(mode, alloc), "width": MODE_WIDTHS.get(mode, 2)},
                 marker={"symbol": MODE_MARKERS[mode], "size": 8},
                 error_y={"type": "data", "symmetric": False,
                          "array": series["bytes"] / (series["min_ms"] * 1e6) - series["gbps"],
@@ -159,7 +161,8 @@ def speedup_figure(frame: pd.DataFrame) -> go.Figure:
             fig.add_trace(go.Scatter(
                 x=series["bytes"], y=series["speedup"], mode="lines+markers",
                 name=_series_name(mode, alloc) + " ÷ pageable", legendgroup=f"{mode}-{alloc}",
-                showlegend=col == 1, line={"color": MODE_COLORS[mode], "dash": _dash(mode, alloc)},
+                showlegend=col == 1, line={"color": MODE_COLORS[mode], "dash": _dash(mode, alloc),
+                                           "width": MODE_WIDTHS.get(mode, 2)},
                 marker={"symbol": MODE_MARKERS[mode], "size": 8}, customdata=series["bytes"].map(format_bytes),
                 hovertemplate="%{customdata}: %{y:.2f}× pageable<extra>%{fullData.name}</extra>"), row=1, col=col)
         if not part.empty:

@@ -56,15 +56,15 @@ def managed_figure(frame: pd.DataFrame) -> go.Figure:
             continue
         fig.add_trace(go.Bar(
             x=part["bytes"].map(format_bytes), y=part["gbps"], name=managed.LABELS[variant],
-            marker={"color": COLORS[variant]}, text=[f"{g:,.1f}" for g in part["gbps"]], textposition="outside",
-            cliponaxis=False,
+            marker={"color": COLORS[variant]}, text=[f"{g:,.1f}" for g in part["gbps"]], cliponaxis=False,
+            textposition="auto",  # inside a tall bar (clear of the reference lines), above a short one
             customdata=np.column_stack([part["median_ms"], part["cv"] * 100, part["samples"]]),
             hovertemplate="%{y:,.1f} GB/s · median %{customdata[0]:.3f} ms · cv %{customdata[1]:.2f} % · "
                           "%{customdata[2]} samples<extra>%{fullData.name}</extra>"))
     for column, name in (("hbm_gbps_theoretical", "HBM theoretical"), ("pcie_gbps_theoretical", "PCIe theoretical")):
         known = frame[column].dropna()
         if not known.empty:
-            reference_line(fig, float(known.iloc[0]), f"{name} ({known.iloc[0]:,.0f} GB/s)", log=True)
+            reference_line(fig, float(known.iloc[0]), name, f"{known.iloc[0]:,.0f} GB/s", log=True)
     fig.update_layout(title=_title("Managed memory: a kernel reading the buffer (GB/s, log scale)", frame),
                       barmode="group", yaxis={**LOG_VALUE_AXIS, "title": "GB/s (10⁹ B/s)"}, xaxis_title="buffer size",
                       height=460, legend={"orientation": "h", "y": -0.25})
@@ -147,8 +147,7 @@ def batching_figure(frame: pd.DataFrame) -> go.Figure:
                           "cv %{customdata[3]:.1f} %<extra>%{fullData.name}</extra>"))
     pcie = frame["pcie_gbps_theoretical"].dropna()
     if not pcie.empty:
-        reference_line(fig, float(pcie.iloc[0]), f"PCIe theoretical ({pcie.iloc[0]:.0f} GB/s)", log=True, right=True,
-                       below=True)
+        reference_line(fig, float(pcie.iloc[0]), "PCIe theoretical", f"{pcie.iloc[0]:.0f} GB/s", log=True)
     fig.update_layout(title=_title("K small copies vs one copy (effective GB/s of all K pieces)", frame),
                       xaxis={**_size_axis(frame["param_value"]), "title": "piece size s"},
                       yaxis={**LOG_VALUE_AXIS, "title": "effective GB/s (K·s / time)"}, height=440,

@@ -12,7 +12,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from gpu import overlap
-from gpu.charts import source_label
+from gpu.charts import reference_line, source_label
 from gpu.experiments.streams import LABELS, ORDER_LABELS
 from gpu.units import format_bytes
 
@@ -69,7 +69,9 @@ def gantt_figure(intervals, frame: pd.DataFrame, lanes: str = "stream", title: s
     span = float(schedule["end_ms"].max()) * 1e3
     fig.update_layout(title=_title(title, frame), barmode="overlay", xaxis_title="µs from the pipeline's start event",
                       yaxis={"categoryorder": "array", "categoryarray": order[::-1], "title": None},
-                      legend={"orientation": "h", "y": -0.2}, height=max(260, 70 + 34 * len(order)),
+                      # above the lanes, right: below them a short chart's legend would cover the time axis
+                      legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "xanchor": "right", "x": 1},
+                      height=max(280, 110 + 34 * len(order)),
                       xaxis={"range": [0, span * 1.02]})
     return fig
 
@@ -150,10 +152,9 @@ def bidirectional_figure(frame: pd.DataFrame) -> go.Figure:
                           "cv %{customdata[1]:.2f} %<extra></extra>"))
     pcie = frame["pcie_gbps_theoretical"].dropna()
     if not pcie.empty and not data.empty:
-        for level, name in ((pcie.iloc[0], "PCIe theoretical, one direction"),
-                            (2 * pcie.iloc[0], "PCIe theoretical, both directions")):
-            fig.add_hline(y=level, line={"dash": "dot", "color": "gray"}, annotation_text=f"{name} ({level:.0f} GB/s)",
-                          annotation_position="top left")
+        for level, name in ((pcie.iloc[0], "PCIe theoretical,<br>one direction"),
+                            (2 * pcie.iloc[0], "PCIe theoretical,<br>both directions")):
+            reference_line(fig, level, name, f"{level:.0f} GB/s", log=False)
     fig.update_layout(title=_title("Bidirectional copies: H2D and D2H at the same time on two streams", frame),
                       barmode="group", yaxis_title="GB/s (10⁹ B/s)", height=420, legend={"orientation": "h", "y": -0.2})
     return fig

@@ -9,11 +9,17 @@ from pages import _shared as shared
 
 shared.require_router()
 
-st.title(f"{shared.ICON} PinPoint")
-if shared.presenting():  # on stage: a title card
-    st.markdown("## A live GPU memory-performance lab\n\n### Every number shown is measured: pinned memory, "
-                "coalescing, occupancy and stream overlap, timed like nvbench and checked for correct results.")
+if shared.presenting():  # on stage: a title card, centred, with where the numbers come from
+    backend = shared.current_backend()
+    source = (f"Measuring live on {backend.facts.get('device_name')}" if backend.kind == "live" else
+              f"Replaying runs recorded on {', '.join(sorted(set(backend.data['device_name'])))} (not measured now)")
+    with st.container(key="stage_title_card"):
+        st.title(f"{shared.ICON} PinPoint")
+        st.markdown("## A live GPU memory-performance lab\n\n### Pinned memory, coalescing, occupancy and stream "
+                    "overlap: every number measured, timed like nvbench, checked for correct results.")
+        st.caption(source)
     st.stop()
+st.title(f"{shared.ICON} PinPoint")
 st.markdown(
     "A live GPU memory-performance lab. Pick sizes and memory modes with sliders and see **measured** "
     "effects of pinned memory, coalescing, occupancy and stream overlap, timed like nvbench (CUDA events, "

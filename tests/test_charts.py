@@ -82,8 +82,8 @@ def test_a_reference_line_on_a_log_axis_is_labelled_in_log10_units():
     import plotly.graph_objects as go
 
     fig = go.Figure(go.Bar(x=["a"], y=[10.0])).update_yaxes(type="log")
-    charts.reference_line(fig, 4800.0, "HBM", log=True)
-    charts.reference_line(fig, 63.0, "PCIe", log=False)
+    charts.reference_line(fig, 4800.0, "HBM", "4,800 GB/s", log=True)
+    charts.reference_line(fig, 63.0, "PCIe", "63 GB/s", log=False)
     assert fig.layout.shapes[0].y0 == 4800.0  # the line itself is in data units
     hbm, pcie = fig.layout.annotations
     assert hbm.y == pytest.approx(3.681, abs=1e-3) and pcie.y == 63.0
