@@ -172,15 +172,18 @@ if shared.desk():  # on stage: the chart and its takeaway
     m[4].metric("Speedup over serial", f"{row['speedup']:.2f}×")
 try:
     shared.chart(stream_charts.gantt_figure(row["intervals"], frame, lanes,
-                                               f"Timeline: {stream_charts.config_label(row)}"), key="chart_gantt")
-    shared.takeaway(takeaways.streams(frame))
-    if not shared.desk():
-        st.stop()  # on stage: the timeline and its takeaway
+                                            f"Timeline: {stream_charts.config_label(row)}"), key="chart_gantt")
+    timeline_drawn = True
+except ValueError as exc:
+    st.warning(f"This point's timeline cannot be drawn: {exc}")
+    timeline_drawn = False
+shared.takeaway(takeaways.streams(frame))
+if not shared.desk():
+    st.stop()  # on stage: the timeline and its takeaway
+if timeline_drawn:
     st.caption("Bars are CUDA events recorded before and after every operation, each on its own stream, in one run "
                "of this configuration. An event fires when its stream reaches the operation; a bar starts when its "
                "engine was also free (faint: the wait). Hover a bar for its chunk, bytes and µs.")
-except ValueError as exc:
-    st.warning(f"This point's timeline cannot be drawn: {exc}")
 shared.chart(stream_charts.breakdown_figure(row, frame), key="chart_breakdown")
 
 if len(mine["streams"].unique()) > 1:
