@@ -96,8 +96,9 @@ with tab_pools:
                 parts.append(f"**{kind}**: per call ÷ pooled = {ratio.min():.2f}× … {ratio.max():.2f}×; {where}")
         st.markdown("\n".join(f"- {p}" for p in parts))
         shared.chart(memory_charts.pools_figure(frame), key="chart_pools")
-        st.dataframe(table.assign(bytes=table["bytes"].map(format_bytes)), hide_index=True)
-        shared.download(frame, "pools")
+        if shared.desk():  # the table and download stay at the desk
+            st.dataframe(table.assign(bytes=table["bytes"].map(format_bytes)), hide_index=True)
+            shared.download(frame, "pools")
 
 with tab_batching:
     if shared.desk():
@@ -127,7 +128,8 @@ with tab_batching:
             st.markdown(f"**Each separate copy costs about {overhead.median():.1f} µs more than its share of one "
                         f"big copy** (median over piece sizes; {overhead.min():.1f} … {overhead.max():.1f} µs).")
         shared.chart(memory_charts.batching_figure(frame), key="chart_batching")
-        st.dataframe(table.assign(**{"piece bytes": table["piece bytes"].map(format_bytes)}), hide_index=True)
-        shared.download(frame, "batching")
+        if shared.desk():
+            st.dataframe(table.assign(**{"piece bytes": table["piece bytes"].map(format_bytes)}), hide_index=True)
+            shared.download(frame, "batching")
 
 shared.sync_url()
