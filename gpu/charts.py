@@ -20,6 +20,10 @@ from gpu.units import format_bytes
 MODE_COLORS = {"pageable": "#636EFA", "pinned": "#EF553B", "pinned_wc": "#00CC96", "mapped": "#AB63FA"}
 # Pinned and write-combined often measure the same: distinct markers keep both visible.
 MODE_MARKERS = {"pageable": "circle", "pinned": "diamond", "pinned_wc": "x", "mapped": "square"}
+# Write-combined pinned memory often measures exactly as pinned does: drawn dotted and thinner on top of pinned's
+# wide solid line, both stay visible.
+MODE_DASHES = {"pinned_wc": "dot"}
+MODE_WIDTHS = {"pinned": 4.5}
 SPEEDUP_TICKS = [0.125, 0.25, 0.5, 1, 2, 4, 8, 16, 32]
 DIRECTION_TITLES = {"h2d": "Host → device (H2D)", "d2h": "Device → host (D2H)"}
 
@@ -32,6 +36,38 @@ def source_label(frame: pd.DataFrame) -> str:
     when = str(first["timestamp"]).replace("T", " ")[:16] + " UTC"
     prefix = "Live" if first["backend"] == "live" else "Replay of a run recorded on"
     return f"{prefix} {first['device_name']} · {when} · profile {first['profile']}"
+
+
+# Log axes of values: one plain tick per decade (1, 10, 100, 1,000), never "5, 2, 1000" or "10B".
+LOG_VALUE_AXIS = {"type": "log", "dtick": 1, "tickformat": ",~g", "exponentformat": "none"}
+STAGE_FONT_PX = 20  # ticks, legends, annotations and bar labels on stage: readable from the back of a room
+STAGE_AXIS_TITLE_PX = 22
+STAGE_TITLE_PX = 26
+
+
+def stage_figure(fig: go.Figure, height: int) -> go.Figure:
+    """The figure at stage size: every text at least STAGE_FONT_PX, axis titles STAGE_AXIS_TITLE_PX, bar labels
+    allowed past the plot area (never clipped), and the given height."""
+    fig.update_layout(font={"size": STAGE_FONT_PX}, title_font={"size": STAGE_TITLE_PX},
+                      legend_font={"size": STAGE_FONT_PX}, height=height,
+                      hoverlabel={"font_size": STAGE_FONT_PX})
+    for update in (fig.update_xaxes, fig.update_yaxes):
+        update(tickfont={"size": STAGE_FONT_PX}, title_font={"size": STAGE_AXIS_TITLE_PX})
+    for annotation in fig.layout.annotations:
+        annotation.font.size = max(annotation.font.size or 0, STAGE_FONT_PX)
+    fig.update_traces(textfont={"size": STAGE_FONT_PX}, cliponaxis=False, selector={"type": "bar"})
+    fig.update_traces(textfont={"size": STAGE_FONT_PX}, cliponaxis=False, selector={"type": "scatter"})
+    return fig
+
+
+def reference_line(fig: go.Figure, value: float, name: str, level: str, log: bool) -> None:
+    """A dotted horizontal line at ``value``, labelled "name<br>level" in the right margin, clear of bars and their
+    labels. Plotly places an annotation on a log axis in log10 units (a value of 4,800 would stretch the axis to
+    10^4800), so the label goes at log10(value) there."""
+    fig.add_hline(y=value, line={"dash": "dot", "color": "gray"}, layer="below")
+    fig.add_annotation(text=f"{name}<br>{level}", xref="paper", x=1.01, xanchor="left", align="left",
+                       y=math.log10(value) if log else value, yref="y", showarrow=False, font={"color": "gray"})
+    fig.update_layout(margin={"r": 190})
 
 
 def _size_ticks(sizes) -> dict:
@@ -56,6 +92,13 @@ def _series_name(mode: str, include_alloc: bool) -> str:
     return MODE_LABELS[mode] + (" + allocation" if include_alloc else "")
 
 
+def _dash(mode: str, include_alloc: bool) -> str:
+    """Dashed: including allocation; dotted: write-combined (often on top of pinned)."""
+    if include_alloc:
+        return "dashdot" if mode in MODE_DASHES else "dash"
+    return MODE_DASHES.get(mode, "solid")
+
+
 def bandwidth_figure(frame: pd.DataFrame) -> go.Figure:
     """GB/s vs size, one panel per direction, one line per memory mode, with the PCIe line."""
     directions = [d for d in ("h2d", "d2h") if d in set(frame["direction"])]
@@ -70,8 +113,8 @@ def bandwidth_figure(frame: pd.DataFrame) -> go.Figure:
             fig.add_trace(go.Scatter(
                 x=series["bytes"], y=series["gbps"], mode="lines+markers",
                 name=_series_name(mode, alloc), legendgroup=f"{mode}-{alloc}", showlegend=col == 1,
-                line={"color": MODE_COLORS[mode], "dash": "dash" if alloc else "solid"},
-                marker={"symbol": MODE_MARKERS[mode], "size": 7},
+                line={"color": MODE_COLORS[mode], "dash": _dash(mode, alloc), "width": MODE_WIDTHS.get(mode, 2)},
+                marker={"symbol": MODE_MARKERS[mode], "size": 8},
                 error_y={"type": "data", "symmetric": False,
                          "array": series["bytes"] / (series["min_ms"] * 1e6) - series["gbps"],
                          "arrayminus": series["gbps"] - series["bytes"] / (series["max_ms"] * 1e6),
@@ -118,8 +161,9 @@ def speedup_figure(frame: pd.DataFrame) -> go.Figure:
             fig.add_trace(go.Scatter(
                 x=series["bytes"], y=series["speedup"], mode="lines+markers",
                 name=_series_name(mode, alloc) + " ÷ pageable", legendgroup=f"{mode}-{alloc}",
-                showlegend=col == 1, line={"color": MODE_COLORS[mode], "dash": "dash" if alloc else "solid"},
-                marker={"symbol": MODE_MARKERS[mode], "size": 7}, customdata=series["bytes"].map(format_bytes),
+                showlegend=col == 1, line={"color": MODE_COLORS[mode], "dash": _dash(mode, alloc),
+                                           "width": MODE_WIDTHS.get(mode, 2)},
+                marker={"symbol": MODE_MARKERS[mode], "size": 8}, customdata=series["bytes"].map(format_bytes),
                 hovertemplate="%{customdata}: %{y:.2f}× pageable<extra>%{fullData.name}</extra>"), row=1, col=col)
         if not part.empty:
             fig.add_hline(y=1.0, line={"color": "gray", "dash": "dot"}, row=1, col=col)
@@ -157,7 +201,7 @@ def model_figure(frame: pd.DataFrame) -> go.Figure:
         for (mode, alloc), series in part.groupby(["variant", "include_alloc"], sort=False):
             series = series.sort_values("bytes")
             name = _series_name(mode, alloc)
-            style = {"color": MODE_COLORS[mode], "dash": "dash" if alloc else "solid"}
+            style = {"color": MODE_COLORS[mode], "dash": _dash(mode, alloc)}
             fig.add_trace(go.Scatter(x=series["bytes"], y=series["median_ms"] * 1e3, mode="markers",
                                      name=name + " (measured)", legendgroup=name, showlegend=col == 1,
                                      marker={"color": MODE_COLORS[mode], "symbol": MODE_MARKERS[mode]},
@@ -174,7 +218,7 @@ def model_figure(frame: pd.DataFrame) -> go.Figure:
                     legendgroup=name, showlegend=col == 1, line=style,
                     hovertemplate="model: %{y:.2f} µs<extra>%{fullData.name}</extra>"), row=1, col=col)
         fig.update_xaxes(type="log", title_text="transfer size", row=1, col=col, **_size_ticks(part["bytes"]))
-    fig.update_yaxes(type="log")
+    fig.update_yaxes(**LOG_VALUE_AXIS)
     fig.update_yaxes(title_text="time per transfer (µs)", row=1, col=1)
     fig.update_layout(title={"text": "Latency/bandwidth model t = α + bytes/β<br><sup>"
                              + source_label(frame) + "</sup>"},

@@ -7,7 +7,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from gpu.charts import source_label
+from gpu.charts import LOG_VALUE_AXIS, source_label
 from gpu.experiments.coalescing import LABELS as COALESCING_LABELS
 from gpu.experiments.occupancy_sweep import LABELS as OCCUPANCY_LABELS
 from gpu.experiments.reduction import LABELS as REDUCTION_LABELS
@@ -69,7 +69,8 @@ def variants_figure(frame: pd.DataFrame, variants, title: str) -> go.Figure:
     part = part.sort_values("order")
     fig = go.Figure(go.Bar(
         x=[COALESCING_LABELS[v] for v in part["variant"]], y=part["gbps"],
-        text=[f"{p:.0f} %" for p in part["pct_of_dtod"]], textposition="outside", name="effective GB/s",
+        text=[f"{p:.0f} %" for p in part["pct_of_dtod"]], textposition="outside", cliponaxis=False,
+        name="effective GB/s",
         marker_color=[PALETTE[i % len(PALETTE)] for i in range(len(part))],
         error_y={"type": "data", "symmetric": False,
                  "array": part["bytes"] / (part["min_ms"] * 1e6) - part["gbps"],
@@ -89,14 +90,14 @@ def reduction_figure(frame: pd.DataFrame) -> go.Figure:
     part = part.set_index("variant").loc[order].reset_index()
     fig = go.Figure(go.Bar(
         x=[REDUCTION_LABELS[v] for v in part["variant"]], y=part["gbps"], text=[f"{g:,.0f}" for g in part["gbps"]],
-        textposition="outside",
+        textposition="outside", cliponaxis=False,
         marker_color=["#7F7F7F" if v == "gpuarray_dot" else "#636EFA" for v in part["variant"]],
         customdata=np.column_stack([part["median_ms"], part["rel_error"], part["samples"]]),
         hovertemplate="%{x}: %{y:,.0f} GB/s<br>median %{customdata[0]:.3f} ms · relative error %{customdata[1]:.1e}"
                       " · %{customdata[2]} samples<extra></extra>"))
-    fig.update_yaxes(type="log", title_text="GB/s read (both vectors, 10⁹ B/s)")
-    fig.update_layout(title=_title("Dot product, kernel only (grey: PyCUDA's gpuarray.dot)", frame), height=440,
-                      showlegend=False)
+    fig.update_yaxes(**LOG_VALUE_AXIS, title_text="GB/s read (both vectors, 10⁹ B/s)")
+    title = "Dot product, kernel only" + (" (grey: PyCUDA's gpuarray.dot)" if "gpuarray_dot" in order else "")
+    fig.update_layout(title=_title(title, frame), height=440, showlegend=False)
     return fig
 
 
@@ -109,11 +110,12 @@ def end_to_end_figure(frame: pd.DataFrame) -> go.Figure:
               "end_to_end_pageable": "host → GPU → result, pageable"}
     fig = go.Figure(go.Bar(
         y=[labels[v] for v in order], x=[part.loc[v, "median_ms"] for v in order], orientation="h",
-        text=[f"{part.loc[v, 'median_ms']:.2f} ms" for v in order], textposition="outside",
+        text=[f"{part.loc[v, 'median_ms']:.2f} ms" for v in order], textposition="outside", cliponaxis=False,
         marker_color=["#636EFA", "#EF553B", "#00CC96"][:len(order)],
         hovertemplate="%{y}: %{x:.3f} ms<extra></extra>"))
     fig.update_layout(title=_title("Where the time goes: transfers swamp the kernel", frame),
-                      xaxis_title="median time (ms)", height=320, showlegend=False)
+                      xaxis={"title": "median time (ms)", "range": [0, 1.25 * max(part["median_ms"], default=1)]},
+                      height=320, showlegend=False)
     return fig
 
 

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from gpu.charts import source_label
+from gpu.charts import LOG_VALUE_AXIS, reference_line, source_label
 from gpu.experiments import batching, managed, pools
 from gpu.units import format_bytes
 
@@ -56,17 +56,17 @@ def managed_figure(frame: pd.DataFrame) -> go.Figure:
             continue
         fig.add_trace(go.Bar(
             x=part["bytes"].map(format_bytes), y=part["gbps"], name=managed.LABELS[variant],
-            marker={"color": COLORS[variant]}, text=[f"{g:,.1f}" for g in part["gbps"]], textposition="outside",
+            marker={"color": COLORS[variant]}, text=[f"{g:,.1f}" for g in part["gbps"]], cliponaxis=False,
+            textposition="auto",  # inside a tall bar (clear of the reference lines), above a short one
             customdata=np.column_stack([part["median_ms"], part["cv"] * 100, part["samples"]]),
             hovertemplate="%{y:,.1f} GB/s · median %{customdata[0]:.3f} ms · cv %{customdata[1]:.2f} % · "
                           "%{customdata[2]} samples<extra>%{fullData.name}</extra>"))
     for column, name in (("hbm_gbps_theoretical", "HBM theoretical"), ("pcie_gbps_theoretical", "PCIe theoretical")):
         known = frame[column].dropna()
         if not known.empty:
-            fig.add_hline(y=float(known.iloc[0]), line={"dash": "dot", "color": "gray"},
-                          annotation_text=f"{name} ({known.iloc[0]:,.0f} GB/s)", annotation_position="top left")
+            reference_line(fig, float(known.iloc[0]), name, f"{known.iloc[0]:,.0f} GB/s", log=True)
     fig.update_layout(title=_title("Managed memory: a kernel reading the buffer (GB/s, log scale)", frame),
-                      barmode="group", yaxis={"type": "log", "title": "GB/s (10⁹ B/s)"}, xaxis_title="buffer size",
+                      barmode="group", yaxis={**LOG_VALUE_AXIS, "title": "GB/s (10⁹ B/s)"}, xaxis_title="buffer size",
                       height=460, legend={"orientation": "h", "y": -0.25})
     return fig
 
@@ -113,7 +113,7 @@ def pools_figure(frame: pd.DataFrame) -> go.Figure:
             hovertemplate="%{customdata[0]}: %{y:,.1f} µs per iteration · cv %{customdata[1]:.1f} % · "
                           "%{customdata[2]} iterations<extra>%{fullData.name}</extra>"))
     fig.update_layout(title=_title("Allocate → copy → free: time per iteration", frame), xaxis=_size_axis(
-        frame["bytes"]), yaxis={"type": "log", "title": "µs per iteration (median)"}, xaxis_title="buffer size",
+        frame["bytes"]), yaxis={**LOG_VALUE_AXIS, "title": "µs per iteration (median)"}, xaxis_title="buffer size",
         height=440, legend={"orientation": "h", "y": -0.25})
     return fig
 
@@ -147,10 +147,9 @@ def batching_figure(frame: pd.DataFrame) -> go.Figure:
                           "cv %{customdata[3]:.1f} %<extra>%{fullData.name}</extra>"))
     pcie = frame["pcie_gbps_theoretical"].dropna()
     if not pcie.empty:
-        fig.add_hline(y=float(pcie.iloc[0]), line={"dash": "dot", "color": "gray"},
-                      annotation_text=f"PCIe theoretical ({pcie.iloc[0]:.0f} GB/s)", annotation_position="bottom right")
+        reference_line(fig, float(pcie.iloc[0]), "PCIe theoretical", f"{pcie.iloc[0]:.0f} GB/s", log=True)
     fig.update_layout(title=_title("K small copies vs one copy (effective GB/s of all K pieces)", frame),
                       xaxis={**_size_axis(frame["param_value"]), "title": "piece size s"},
-                      yaxis={"type": "log", "title": "effective GB/s (K·s / time)"}, height=440,
+                      yaxis={**LOG_VALUE_AXIS, "title": "effective GB/s (K·s / time)"}, height=440,
                       legend={"orientation": "h", "y": -0.25})
     return fig

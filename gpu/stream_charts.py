@@ -12,7 +12,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from gpu import overlap
-from gpu.charts import source_label
+from gpu.charts import reference_line, source_label
 from gpu.experiments.streams import LABELS, ORDER_LABELS
 from gpu.units import format_bytes
 
@@ -69,7 +69,9 @@ def gantt_figure(intervals, frame: pd.DataFrame, lanes: str = "stream", title: s
     span = float(schedule["end_ms"].max()) * 1e3
     fig.update_layout(title=_title(title, frame), barmode="overlay", xaxis_title="µs from the pipeline's start event",
                       yaxis={"categoryorder": "array", "categoryarray": order[::-1], "title": None},
-                      legend={"orientation": "h", "y": -0.2}, height=max(260, 70 + 34 * len(order)),
+                      # above the lanes, right: below them a short chart's legend would cover the time axis
+                      legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "xanchor": "right", "x": 1},
+                      height=max(280, 110 + 34 * len(order)),
                       xaxis={"range": [0, span * 1.02]})
     return fig
 
@@ -84,16 +86,25 @@ def breakdown_figure(row, frame: pd.DataFrame) -> go.Figure:
     if not math.isfinite(values[4]):  # no bidirectional points in this run: no duplex-aware bound to draw
         del names[4], values[4], colors[4]
     fig = go.Figure(go.Bar(x=values, y=names, orientation="h", marker={"color": colors},
-                           text=[f"{v:.2f} ms" for v in values], textposition="outside",
+                           text=[f"{v:.2f} ms" for v in values], textposition="outside", cliponaxis=False,
                            hovertemplate="%{y}: %{x:.3f} ms<extra></extra>"))
-    fig.update_layout(title=_title(f"Where the time goes: {config_label(row)}", frame), xaxis_title="ms",
-                      yaxis={"autorange": "reversed"}, height=320, margin={"r": 80})
+    finite = [v for v in values if math.isfinite(v)]
+    # Room right of the longest bar for its label ("10.17 ms"), which would otherwise be cut at the plot's edge.
+    fig.update_layout(title=_title(f"Where the time goes: {config_label(row)}", frame),
+                      xaxis={"title": "ms", "range": [0, 1.25 * max(finite, default=1)]},
+                      yaxis={"autorange": "reversed"}, height=320)
     return fig
 
 
 def sweep_figure(table: pd.DataFrame, frame: pd.DataFrame) -> go.Figure:
-    """Pipeline time vs streams, one line per chunk count, with each chunk count's serial and bound lines."""
+    """Pipeline time vs streams, one line per chunk count, with the serial and bound lines. Chunk counts whose serial
+    (or bound) times are within 1.5 % of the chart's span share one line, named after all of them: drawn apart, one
+    line would hide the others under it."""
     fig = go.Figure()
+    values = table[["pipeline_ms", "serial_ms", "bound_ms"]].to_numpy(dtype=float)
+    values = values[np.isfinite(values)]
+    tolerance = 0.015 * (values.max() - values.min()) if values.size else 0.0
+    levels: dict[str, list[dict]] = {"serial_ms": [], "bound_ms": []}
     for i, (chunks, part) in enumerate(table.groupby("chunks")):
         part = part.sort_values("streams")
         color = CHUNK_COLORS[i % len(CHUNK_COLORS)]
@@ -104,15 +115,26 @@ def sweep_figure(table: pd.DataFrame, frame: pd.DataFrame) -> go.Figure:
             hovertemplate=(f"{chunks} chunks, %{{x}} streams: %{{y:.3f}} ms<br>overlap efficiency "
                            "%{customdata[0]:.0f} % · %{customdata[1]:.2f}× serial · cv %{customdata[2]:.2f} %"
                            "<extra></extra>")))
-        x_range = [part["streams"].min(), part["streams"].max()]
-        for what, dash in (("serial_ms", "dot"), ("bound_ms", "dash")):
-            level = part[what].iloc[0]
-            if math.isfinite(level):
-                fig.add_trace(go.Scatter(
-                    x=x_range, y=[level, level], mode="lines", line={"color": color, "dash": dash, "width": 1},
-                    name=f"{chunks} chunks: {'serial' if what == 'serial_ms' else 'bound'}", legendgroup=str(chunks),
-                    hovertemplate=f"{chunks} chunks {'serial' if what == 'serial_ms' else 'bound'}: %{{y:.3f}} ms"
-                                  "<extra></extra>"))
+        for what in levels:
+            level = float(part[what].iloc[0])
+            if not math.isfinite(level):
+                continue
+            same = next((line for line in levels[what] if abs(line["level"] - level) <= tolerance), None)
+            if same is None:
+                levels[what].append({"level": level, "color": color, "chunks": [chunks],
+                                     "x": [part["streams"].min(), part["streams"].max()]})
+            else:
+                same["chunks"].append(chunks)
+                same["x"] = [min(same["x"][0], part["streams"].min()), max(same["x"][1], part["streams"].max())]
+    for what, dash in (("serial_ms", "dot"), ("bound_ms", "dash")):
+        label = "serial" if what == "serial_ms" else "bound"
+        for line in levels[what]:
+            counts = ", ".join(str(c) for c in line["chunks"])
+            fig.add_trace(go.Scatter(
+                x=line["x"], y=[line["level"]] * 2, mode="lines",
+                line={"color": line["color"], "dash": dash, "width": 1}, name=f"{counts} chunks: {label}",
+                legendgroup=str(line["chunks"][0]),
+                hovertemplate=f"{counts} chunks {label}: %{{y:.3f}} ms<extra></extra>"))
     fig.update_layout(title=_title("Pipeline time vs streams (dotted: serial, dashed: bound)", frame),
                       xaxis={"title": "streams", "type": "log", "tickvals": sorted(table["streams"].unique())},
                       yaxis_title="ms (median)", legend={"orientation": "h", "y": -0.25}, height=440)
@@ -128,16 +150,15 @@ def bidirectional_figure(frame: pd.DataFrame) -> go.Figure:
         part = data[data["variant"] == variant]
         fig.add_trace(go.Bar(x=part["host_memory"], y=part["gbps"], name=LABELS[variant] + (
             " (aggregate)" if variant == "bidir_both" else ""), marker={"color": color},
-            text=[f"{g:.1f}" for g in part["gbps"]], textposition="outside",
+            text=[f"{g:.1f}" for g in part["gbps"]], textposition="outside", cliponaxis=False,
             customdata=np.column_stack([part["median_ms"], part["cv"] * 100, part["bytes"].map(format_bytes)]),
             hovertemplate="%{x}: %{y:.1f} GB/s<br>%{customdata[2]} in %{customdata[0]:.3f} ms · "
                           "cv %{customdata[1]:.2f} %<extra></extra>"))
     pcie = frame["pcie_gbps_theoretical"].dropna()
     if not pcie.empty and not data.empty:
-        for level, name in ((pcie.iloc[0], "PCIe theoretical, one direction"),
-                            (2 * pcie.iloc[0], "PCIe theoretical, both directions")):
-            fig.add_hline(y=level, line={"dash": "dot", "color": "gray"}, annotation_text=f"{name} ({level:.0f} GB/s)",
-                          annotation_position="top left")
+        for level, name in ((pcie.iloc[0], "PCIe theoretical,<br>one direction"),
+                            (2 * pcie.iloc[0], "PCIe theoretical,<br>both directions")):
+            reference_line(fig, level, name, f"{level:.0f} GB/s", log=False)
     fig.update_layout(title=_title("Bidirectional copies: H2D and D2H at the same time on two streams", frame),
                       barmode="group", yaxis_title="GB/s (10⁹ B/s)", height=420, legend={"orientation": "h", "y": -0.2})
     return fig

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpu.claims import CLAIMS
+from gpu.units import format_bytes
 
 TALK_DIR = Path(__file__).resolve().parent.parent / "assets" / "talks"
 BUILT_IN = TALK_DIR / "claims-about-gpu-memory.toml"
@@ -95,3 +96,20 @@ def headline(scene: Scene, frame) -> str:
     except (KeyError, ValueError, IndexError) as exc:
         raise TalkError(f"the headline names a value the judge does not give: {exc} "
                         f"(it gives: {', '.join(values)})") from None
+
+
+BYTE_PARAMS = ("sizes", "size_bytes", "piece_sizes")  # in bytes, except the reduction's sizes (floats)
+
+
+def describe_params(params: dict, experiment: str) -> str:
+    """A scene's parameters for the speaker notes: 'sizes 4 KiB, 1 GiB · modes pageable, pinned', byte counts
+    written as sizes, never a raw Python dict."""
+    parts = []
+    for name, value in params.items():
+        values = value if isinstance(value, list) else [value]
+        sized = name in BYTE_PARAMS and experiment != "reduction"
+        shown = [format_bytes(v) if sized and isinstance(v, int) else
+                 ("yes" if v is True else "no" if v is False else f"{v:,}" if isinstance(v, int) else str(v))
+                 for v in values]
+        parts.append(f"{name.replace('_', ' ')} {', '.join(shown)}")
+    return " · ".join(parts)

@@ -3,15 +3,51 @@
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
+from pathlib import Path
 
 import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
-from gpu import runfiles
+from gpu import charts, runfiles, schema
 from gpu.backend import LiveBackend, ReplayBackend, start_live
 from gpu.client import JobHandle
 from gpu.errors import ValidationError, WorkerError
 from gpu.text import plain, shorten
+
+
+@dataclass(frozen=True)
+class PageEntry:
+    file: str
+    title: str  # in the navigation
+    url_path: str
+    icon: str  # Streamlit's Material icons render without an emoji font (many projector laptops have none)
+    blurb: str  # the Overview's link text
+
+
+PAGES = [
+    PageEntry("pages/overview.py", "Overview", "", ":material/push_pin:", ""),
+    PageEntry("pages/transfers.py", "Transfers: pinned vs pageable", "transfers", ":material/swap_vert:",
+              "Transfers: pinned vs pageable memory"),
+    PageEntry("pages/coalescing.py", "Coalescing", "coalescing", ":material/view_week:",
+              "Coalescing: access patterns vs bandwidth"),
+    PageEntry("pages/reductions.py", "Reductions: dot product", "reductions", ":material/functions:",
+              "Reductions: a dot product, five ways"),
+    PageEntry("pages/occupancy.py", "Occupancy", "occupancy", ":material/bar_chart:",
+              "Occupancy: calculator and measurement"),
+    PageEntry("pages/streams.py", "Streams: overlap", "streams", ":material/view_timeline:",
+              "Streams: hiding copies behind compute, with a timeline"),
+    PageEntry("pages/memory_modes.py", "Memory modes", "memory-modes", ":material/memory:",
+              "Memory modes: managed memory, pools and batching"),
+    PageEntry("pages/runs.py", "Runs", "runs", ":material/folder_open:",
+              "Runs: every stored and bundled run; import from other machines"),
+    PageEntry("pages/compare.py", "Compare runs", "compare", ":material/compare_arrows:",
+              "Compare runs: verdicts beyond noise, provenance diff, HTML report"),
+    PageEntry("pages/talk.py", "Talk: claims, measured", "talk", ":material/co_present:", ""),
+]
+ICON = PAGES[0].icon  # PinPoint's own
+# The browser tab's icon: a file, since a Material icon there is fetched from Google's font server (offline venues).
+FAVICON = str(Path(__file__).resolve().parent.parent / "assets" / "pinpoint-icon.png")
 
 
 @st.cache_resource(show_spinner="Starting the GPU worker…")
@@ -125,19 +161,20 @@ def source_banner() -> None:
             first = backend.data.iloc[0]
             st.info(f"**Stored run** {plain(run_id)} · recorded on {plain(first['device_name'])} "
                     f"({plain(str(first['timestamp'])[:16])}) by PinPoint, not measured now; experiment: "
-                    f"{plain(first['experiment'])}. Remove ?run= from the address to measure or replay.", icon="🗂️")
+                    f"{plain(first['experiment'])}. Remove ?run= from the address to measure or replay.",
+                    icon=PAGES[7].icon)
             return
         st.warning(f"Run {plain(run_id)} from the address cannot be shown: {plain(reason, None)}")
     live, reason = live_backend()
     if not use_replay():
-        st.success(f"**Live** · measuring on {live.facts.get('device_name')} now", icon="🟢")
+        st.success(f"**Live** · measuring on {live.facts.get('device_name')} now", icon=":material/sensors:")
         return
     replay = replay_backend()
     devices = sorted({f"{d} ({t[:10]})" for d, t in zip(replay.data["device_name"], replay.data["timestamp"],
                                                         strict=True)})
     why = "replay switched on" if live is not None else f"no live GPU here: {reason}"
     st.info(f"**Replay** · showing runs recorded on a real GPU by PinPoint's runner, not measured now "
-            f"({why}). Recorded on: {', '.join(devices) or 'nothing yet'}.", icon="⏯️")
+            f"({why}). Recorded on: {', '.join(devices) or 'nothing yet'}.", icon=":material/replay:")
     for problem in replay.problems:
         st.warning(f"A recorded run could not be read and is left out: {plain(problem, 300)}")
 
@@ -457,34 +494,82 @@ def sync_url(final: bool = True) -> None:
 
     base = (getattr(st.context, "url", None) or "").split("?")[0]
     link = base + "?" + urlencode({k: st.query_params[k] for k in st.query_params})
-    if st.session_state.get("_url_link") is None:
-        with st.expander("🔗 Link to this view"):
+    if not presenting() and st.session_state.get("_url_link") is None:  # the link box is for the desk
+        with st.expander("Link to this view", icon=":material/link:"):
             st.session_state["_url_link"] = st.empty()
             st.caption("Opening this link shows the same controls and the same recording (or the same live "
                        "request). The copy button is at the right of the box.")
-    st.session_state["_url_link"].code(link, language=None)
+    if st.session_state.get("_url_link") is not None:
+        st.session_state["_url_link"].code(link, language=None)
 
 
 # --- presentation mode ---------------------------------------------------------------------------------------
+# The stage is a 1920×1080 projector: title, one or two controls, the main chart whole and its takeaway, no
+# scrolling. Fonts are sized for the back of the room; the leave button floats at the top right.
 STAGE_CSS = """
 <style>
 [data-testid="stSidebar"], [data-testid="stSidebarCollapsedControl"], header[data-testid="stHeader"],
 [data-testid="stToolbar"], [data-testid="stDecoration"], [data-testid="stStatusWidget"] { display: none !important; }
-.stMainBlockContainer, .block-container { padding-top: 1rem !important; max-width: 96vw !important; }
+.stMainBlockContainer, .block-container { padding-top: 0.6rem !important; padding-bottom: 1rem !important;
+  max-width: 96vw !important; }
 html, body, [data-testid="stAppViewContainer"] { font-size: 22px; }
-.stMarkdown h1 { font-size: 2.4rem !important; } .stMarkdown h2 { font-size: 1.9rem !important; }
+.stMarkdown h1, h1 { font-size: 2.3rem !important; padding: 0.2rem 0 0.4rem !important; }
+.stMarkdown h2 { font-size: 1.8rem !important; padding: 0.3rem 0 !important; }
+.stMarkdown h3 { font-size: 1.45rem !important; padding: 0.2rem 0 !important; }
+[data-testid="stVerticalBlock"] { gap: 0.6rem !important; }
+[data-testid="stButtonGroup"] > div { flex-wrap: wrap !important; }
+.st-key-present_leave { position: fixed !important; top: 0.3rem; right: 1rem; z-index: 1000; width: auto !important; }
+.st-key-present_leave button { font-size: 0.75rem !important; opacity: 0.6; }
+button:focus-visible, button:focus { box-shadow: none !important; outline: none !important; }
+.st-key-stage_title_card { min-height: 88vh; justify-content: center; align-items: center; text-align: center; }
+.st-key-stage_title_card h1 { font-size: 4.2rem !important; }
 </style>
 """
+STAGE_CHART_HEIGHT = 540  # px: with title, controls and takeaway the stage fits 1080 px without scrolling
+
+# A shortcut clicks its button (streamlit-shortcuts), which then keeps the focus: the browser scrolls it into view
+# and draws a focus ring. Remember the scroll before the key is handled, then blur the button and restore it.
+KEEP_SCROLL_JS = """<script>
+(() => {
+const doc = document, win = window;
+if (!win.__pinpointKeepScroll) {
+  win.__pinpointKeepScroll = true;
+  const boxes = () => [doc.scrollingElement, doc.querySelector('[data-testid="stMain"]'),
+                       doc.querySelector('[data-testid="stAppViewContainer"]')].filter(Boolean);
+  win.addEventListener('keydown', (e) => {
+    if (['INPUT', 'TEXTAREA'].includes((e.target.tagName || '').toUpperCase())) return;
+    const kept = boxes().map(b => [b, b.scrollTop]);
+    const restore = () => {
+      if (doc.activeElement && doc.activeElement.tagName === 'BUTTON') doc.activeElement.blur();
+      kept.forEach(([b, top]) => { b.scrollTop = top; });
+    };
+    setTimeout(restore, 0);
+    setTimeout(restore, 120);
+  }, true);
+}
+})();
+</script>"""
 
 
 def presenting() -> bool:
-    """?present=1 in the address, or the sidebar switch, or the talk page."""
+    """?present=1 in the address, or the sidebar switch."""
     return st.query_params.get("present") == "1" or st.session_state.get("present_mode", False)
 
 
 def stage_style() -> None:
     """The stage look: no sidebar or toolbar, fonts readable at the back of a room."""
     st.html(STAGE_CSS)
+
+
+def shortcuts(**keys: str) -> None:
+    """Keyboard shortcuts for buttons (widget key = key name), which never move the page or leave a focus ring."""
+    try:
+        from streamlit_shortcuts import add_shortcuts
+    except ImportError:  # the keys are a convenience; the buttons work without them
+        st.caption("Keyboard shortcuts need streamlit-shortcuts (requirements.txt).")
+        return
+    add_shortcuts(**keys)
+    st.html(KEEP_SCROLL_JS, unsafe_allow_javascript=True)
 
 
 def leave_presentation() -> None:
@@ -495,13 +580,9 @@ def leave_presentation() -> None:
 
 def stage_exit() -> None:
     """The sidebar is hidden on stage: a small button (and Esc) leaves presentation mode."""
-    st.button("✕ leave presentation (Esc)", key="present_leave", on_click=leave_presentation, type="tertiary")
-    try:
-        from streamlit_shortcuts import add_shortcuts
-
-        add_shortcuts(present_leave="escape")
-    except ImportError:
-        pass
+    st.button("leave presentation (Esc)", key="present_leave", on_click=leave_presentation, type="tertiary",
+              icon=":material/close:")
+    shortcuts(present_leave="escape")
 
 
 def desk() -> bool:
@@ -512,18 +593,19 @@ def desk() -> bool:
 def more_settings():
     """Where a page puts its secondary controls: on stage they fold into a closed "More settings" box, so the
     one or two controls a scene is about stay in view; at the desk they are laid out as usual."""
-    return st.expander("More settings") if presenting() else st.container()
+    return st.expander("More settings", icon=":material/tune:") if presenting() else st.container()
 
 
-def takeaway(text: str | None) -> None:
-    """On stage, the one sentence under a chart that says what it shows, computed from its data (gpu.takeaways)."""
-    if text and presenting():
-        st.markdown(f"### {text}")
+def takeaway(text: str | None, heading: str = "###", always: bool = False, key: str = "stage_takeaway") -> None:
+    """On stage, the one sentence under a chart that says what it shows, computed from its data (gpu.takeaways).
+    ``always``: shown at the desk too (a talk's verdict). ``key``: one per takeaway, starting "stage_takeaway"."""
+    if text and (always or presenting()):
+        with st.container(key=key):
+            st.markdown(f"{heading} {text}")
 
 
 def chart(figure, key: str) -> None:
-    """A chart at stage size when presenting (larger fonts and height), as usual otherwise."""
-    if presenting() or key.startswith("talk_"):
-        figure.update_layout(font={"size": 20}, height=max(figure.layout.height or 450, 560),
-                             title_font={"size": 26}, legend_font={"size": 18})
+    """A chart at stage size when presenting (fonts for the back of the room, a height that fits), else as is."""
+    if presenting():
+        charts.stage_figure(figure, STAGE_CHART_HEIGHT)
     st.plotly_chart(figure, key=key)

@@ -55,25 +55,26 @@ def preview(partial, suffix: str) -> None:
 
 frame = shared.checked_frame(backend, coalescing.NAME, params, "coalescing", run_id, preview=preview)
 
-l2 = frame["l2_bytes"].dropna()
-st.caption(f"Working set: {format_bytes(4 * elements)} per buffer"
-           + (f" vs an L2 of {format_bytes(l2.iloc[0])}; " if not l2.empty else "; ")
-           + "L2 flushed before every sample. Transposes use 32×8-thread tiles whatever the block size.")
-best = kernel_charts.with_peak_share(frame)
-peak = best[best["variant"] == "memcpy_dtod"]["gbps"]
-if not peak.empty:
-    copy_f4 = best[best["variant"] == "copy_f4"]
-    st.markdown(f"**memcpy_dtod: {peak.iloc[0]:,.0f} GB/s** (read + write) · our float4 copy: "
-                f"{copy_f4['gbps'].iloc[0]:,.0f} GB/s = {copy_f4['pct_of_dtod'].iloc[0]:.0f} % of it · "
-                f"HBM theoretical {frame['hbm_gbps_theoretical'].iloc[0]:,.0f} GB/s")
-shared.chart(kernel_charts.variants_figure(frame, coalescing.VARIANTS["copy"], "Copy kernels"),
-                key="chart_copy")
+# On stage: the strided sweep and its takeaway; the copies and their reference are for the desk.
+if shared.desk():
+    l2 = frame["l2_bytes"].dropna()
+    st.caption(f"Working set: {format_bytes(4 * elements)} per buffer"
+               + (f" vs an L2 of {format_bytes(l2.iloc[0])}; " if not l2.empty else "; ")
+               + "L2 flushed before every sample. Transposes use 32×8-thread tiles whatever the block size.")
+    best = kernel_charts.with_peak_share(frame)
+    peak = best[best["variant"] == "memcpy_dtod"]["gbps"]
+    if not peak.empty:
+        copy_f4 = best[best["variant"] == "copy_f4"]
+        st.markdown(f"**memcpy_dtod: {peak.iloc[0]:,.0f} GB/s** (read + write) · our float4 copy: "
+                    f"{copy_f4['gbps'].iloc[0]:,.0f} GB/s = {copy_f4['pct_of_dtod'].iloc[0]:.0f} % of it · "
+                    f"HBM theoretical {frame['hbm_gbps_theoretical'].iloc[0]:,.0f} GB/s")
+    shared.chart(kernel_charts.variants_figure(frame, coalescing.VARIANTS["copy"], "Copy kernels"), key="chart_copy")
 if "strided" in set(frame["variant"]):
     shared.chart(kernel_charts.sweep_figure(frame, "strided", "stride (elements)", "Strided reads"),
                     key="chart_strided")
 shared.takeaway(takeaways.coalescing(frame))
 if not shared.desk():
-    st.stop()  # on stage: the copies, the strided sweep and the takeaway
+    st.stop()  # on stage: the strided sweep and the takeaway
 if "offset" in set(frame["variant"]):
     shared.chart(kernel_charts.sweep_figure(frame, "offset", "offset from alignment (elements)",
                                                "Misaligned reads"), key="chart_offset")

@@ -28,17 +28,19 @@ experiments = sorted(counts[counts >= 2].index)
 if not experiments:
     st.info("Comparing needs two runs of one experiment: measure, run the runner, or import runs on the Runs page.")
     st.stop()
-st.markdown(
-    "Pick a **baseline** and one or more **candidates** of the same experiment. A point differs when a Mann-Whitney U "
-    f"test on the kept samples gives p < {compare.ALPHA} (otherwise it is the **same within noise**); it is "
-    "**faster** or **slower** only when the candidate's median also leaves the band that unchanged software reaches "
-    f"from run to run (from {compare.MIN_HISTORY} or more earlier runs of the device, else a measured floor per kind "
-    "of point), and **within run-to-run noise** when it does not. The provenance diff beside it shows what else "
-    "changed.")
+if shared.desk():
+    st.markdown(
+        "Pick a **baseline** and one or more **candidates** of the same experiment. A point differs when a Mann-Whitney U "
+        f"test on the kept samples gives p < {compare.ALPHA} (otherwise it is the **same within noise**); it is "
+        "**faster** or **slower** only when the candidate's median also leaves the band that unchanged software reaches "
+        f"from run to run (from {compare.MIN_HISTORY} or more earlier runs of the device, else a measured floor per kind "
+        "of point), and **within run-to-run noise** when it does not. The provenance diff beside it shows what else "
+        "changed.")
 
 shared.url_page()
+settings = shared.more_settings()  # on stage the choice of runs folds away: the headline and chart stay
 shared.from_url("compare_experiment", "str", experiments)
-experiment = st.selectbox("Experiment", experiments, key="compare_experiment",
+experiment = settings.selectbox("Experiment", experiments, key="compare_experiment",
                           index=experiments.index("transfers") if "transfers" in experiments else 0)
 mine = runs[runs["experiment"] == experiment].reset_index(drop=True)
 labels = {r.run_id: f"{r.device_name} · {str(r.timestamp)[:16].replace('T', ' ')} · {r.points} points · "
@@ -47,7 +49,7 @@ ids = list(labels)
 # Default: the oldest run as baseline, every other device's newest run as candidate.
 default_base = ids[-1]
 shared.from_url("compare_baseline", "str", ids)
-baseline_id = st.selectbox("Baseline", ids, index=ids.index(default_base), format_func=labels.get,
+baseline_id = settings.selectbox("Baseline", ids, index=ids.index(default_base), format_func=labels.get,
                            key="compare_baseline")
 others = [i for i in ids if i != baseline_id]
 # Default candidate: the newest run that measured some of the baseline's points (a batched-copies recording
@@ -56,12 +58,13 @@ baseline_points = compare.point_keys(catalog.load(baseline_id))
 default_candidates = next(([i] for i in others if not baseline_points.isdisjoint(compare.point_keys(catalog.load(i)))),
                           others[:1])
 shared.from_url("compare_candidates", "strs", others)
-candidate_ids = st.multiselect("Candidates", others, default=default_candidates, format_func=labels.get,
+candidate_ids = settings.multiselect("Candidates", others, default=default_candidates, format_func=labels.get,
                                key="compare_candidates")
 shared.from_url("compare_normalized", "bool")
-normalized = st.toggle("Normalize to each device's theoretical limit (for unlike devices)", key="compare_normalized",
-                       help="Each point as % of its own device's limit: PCIe per direction for host↔device copies, "
-                            "HBM for kernels.")
+normalized = settings.toggle("Normalize to each device's theoretical limit (for unlike devices)",
+                             key="compare_normalized",
+                             help="Each point as % of its own device's limit: PCIe per direction for host↔device "
+                                  "copies, HBM for kernels.")
 shared.sync_url()
 if not candidate_ids:
     st.info("Choose at least one candidate.")
@@ -83,16 +86,20 @@ for candidate_id, candidate in zip(candidate_ids, candidates, strict=True):
     if table.empty:  # disjoint runs: say why rather than draw an empty comparison
         st.info(plain(compare.disjoint_reason(baseline, candidate) or line, None))
         continue
-    st.markdown(f"**{plain(line, None)}**")
-    counts = compare.verdict_counts(table)
-    m = st.columns(1 + len(counts))
-    m[0].metric("Points compared", len(table))
-    for column, (name, count) in zip(m[1:], counts.items(), strict=True):
-        column.metric(name.capitalize(), count)
-    st.caption(compare.band_summary(table))
+    if shared.desk():
+        st.markdown(f"**{plain(line, None)}**")
+        counts = compare.verdict_counts(table)
+        m = st.columns(1 + len(counts))
+        m[0].metric("Points compared", len(table))
+        for column, (name, count) in zip(m[1:], counts.items(), strict=True):
+            column.metric(name.capitalize(), count)
+        st.caption(compare.band_summary(table))
     shared.chart(report.ratio_figure(table, "Normalized: each point as % of its own device's limit" if normalized
                                         else "Candidate speed vs baseline, per point", normalized=normalized),
                     key=f"chart_ratio_{candidate_id}")
+    shared.takeaway(plain(line, None), key=f"stage_takeaway_{candidate_id}")  # on stage the headline sits under the chart
+    if not shared.desk():
+        continue
     diff = compare.provenance_diff(baseline, candidate)
     left, right = st.columns([2, 3])
     with left:
@@ -112,6 +119,8 @@ for candidate_id, candidate in zip(candidate_ids, candidates, strict=True):
                                     "candidate_pct_of_limit": st.column_config.NumberColumn("candidate % of limit",
                                                                                             format="%.1f")})
 
+if not shared.desk():
+    st.stop()  # on stage: each comparison's chart and headline
 st.download_button("Download the review report (one HTML file, opens offline)",
                    data=report.render(baseline, candidates, lambda c: earlier[str(c["run_id"].iloc[0])])
                    .encode(), mime="text/html", key="compare_report",

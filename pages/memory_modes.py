@@ -14,23 +14,25 @@ backend = shared.current_backend()
 live = backend.kind == "live"
 
 st.title("Memory modes: managed memory, pools and batching")
-st.markdown(
-    "Three pieces of memory machinery that real GPU code leans on, each measured and verified: **managed "
-    "memory** (the driver migrates pages on demand, or when asked to prefetch), **memory pools** (reuse "
-    "allocations instead of paying for them on every call) and **batching** (one large copy instead of many "
-    "small ones). They live apart from the Transfers page because each asks a different question than "
-    "\"which host memory copies fastest\", and each has its own axes.")
+if shared.desk():
+    st.markdown(
+        "Three pieces of memory machinery that real GPU code leans on, each measured and verified: **managed "
+        "memory** (the driver migrates pages on demand, or when asked to prefetch), **memory pools** (reuse "
+        "allocations instead of paying for them on every call) and **batching** (one large copy instead of many "
+        "small ones). They live apart from the Transfers page because each asks a different question than "
+        "\"which host memory copies fastest\", and each has its own axes.")
 
 
 shared.url_page()
 tab_managed, tab_pools, tab_batching = st.tabs(["Managed memory", "Pools vs per-call allocation", "Batching copies"])
 
 with tab_managed:
-    st.markdown(
-        "A kernel reads a buffer once and sums it. From **device memory** it runs at HBM speed. From a **managed** "
-        "buffer the host has just written, every page first migrates to the GPU on a page fault (**first "
-        "touch**); an explicit **prefetch** (`cuMemPrefetchAsync`) moves the pages in bulk before the kernel; "
-        "once **resident**, managed memory is as fast as device memory.")
+    if shared.desk():
+        st.markdown(
+            "A kernel reads a buffer once and sums it. From **device memory** it runs at HBM speed. From a **managed** "
+            "buffer the host has just written, every page first migrates to the GPU on a page fault (**first "
+            "touch**); an explicit **prefetch** (`cuMemPrefetchAsync`) moves the pages in bulk before the kernel; "
+            "once **resident**, managed memory is as fast as device memory.")
     run_id = shared.recording_choice(backend, managed.NAME, "managed")
     size_options = shared.axis_options(backend, managed.NAME, "bytes", run_id, [2**p for p in range(20, 34)],
                                        256 * MiB)
@@ -43,11 +45,13 @@ with tab_managed:
     if frame is not None:
         table = memory_charts.managed_table(frame)
         row = table.iloc[0]
-        st.markdown(f"**{format_bytes(row['bytes'])}: first touch {row['first_touch GB/s']:,.1f} GB/s, resident "
-                    f"{row['resident GB/s']:,.0f} GB/s** — migrating on fault costs "
-                    f"{row['first touch extra ms']:,.1f} ms more ({row['first touch ÷ resident']:,.0f}× the resident "
-                    f"time); prefetching first moves the pages at {row['prefetch GB/s']:,.1f} GB/s, then the kernel "
-                    f"runs at {row['after_prefetch GB/s']:,.0f} GB/s ({row['prefetch + kernel ms']:,.1f} ms in all).")
+        if shared.desk():  # on stage the takeaway under the chart says it
+            st.markdown(
+                f"**{format_bytes(row['bytes'])}: first touch {row['first_touch GB/s']:,.1f} GB/s, resident "
+                f"{row['resident GB/s']:,.0f} GB/s** — migrating on fault costs {row['first touch extra ms']:,.1f} ms "
+                f"more ({row['first touch ÷ resident']:,.0f}× the resident time); prefetching first moves the pages "
+                f"at {row['prefetch GB/s']:,.1f} GB/s, then the kernel runs at {row['after_prefetch GB/s']:,.0f} GB/s "
+                f"({row['prefetch + kernel ms']:,.1f} ms in all).")
         shared.chart(memory_charts.managed_figure(frame), key="chart_managed")
         shared.takeaway(takeaways.managed(frame))
         if shared.desk():
@@ -58,10 +62,11 @@ with tab_managed:
             shared.download(frame, "managed")
 
 with tab_pools:
-    st.markdown(
-        "Allocate → copy → free, once per iteration, against the same through PyCUDA's `DeviceMemoryPool` and "
-        "`PageLockedMemoryPool`. Allocating device memory costs microseconds; pinning host memory costs far more "
-        "(the driver locks every page), which is why pooled staging buffers matter.")
+    if shared.desk():
+        st.markdown(
+            "Allocate → copy → free, once per iteration, against the same through PyCUDA's `DeviceMemoryPool` and "
+            "`PageLockedMemoryPool`. Allocating device memory costs microseconds; pinning host memory costs far more "
+            "(the driver locks every page), which is why pooled staging buffers matter.")
     run_id = shared.recording_choice(backend, pools.NAME, "pools")
     size_options = shared.axis_options(backend, pools.NAME, "bytes", run_id, [4 * KiB * 16**i for i in range(6)],
                                        4 * KiB)
@@ -91,14 +96,16 @@ with tab_pools:
                 parts.append(f"**{kind}**: per call ÷ pooled = {ratio.min():.2f}× … {ratio.max():.2f}×; {where}")
         st.markdown("\n".join(f"- {p}" for p in parts))
         shared.chart(memory_charts.pools_figure(frame), key="chart_pools")
-        st.dataframe(table.assign(bytes=table["bytes"].map(format_bytes)), hide_index=True)
-        shared.download(frame, "pools")
+        if shared.desk():  # the table and download stay at the desk
+            st.dataframe(table.assign(bytes=table["bytes"].map(format_bytes)), hide_index=True)
+            shared.download(frame, "pools")
 
 with tab_batching:
-    st.markdown(
-        "K pieces of s bytes, scattered in pinned host memory, copied to one contiguous device buffer: as K "
-        "separate copies, packed by the host into one pinned staging buffer first, or (the floor) as one copy "
-        "of K·s bytes. Each copy pays a fixed cost α, the latency the Transfers page's model fits.")
+    if shared.desk():
+        st.markdown(
+            "K pieces of s bytes, scattered in pinned host memory, copied to one contiguous device buffer: as K "
+            "separate copies, packed by the host into one pinned staging buffer first, or (the floor) as one copy "
+            "of K·s bytes. Each copy pays a fixed cost α, the latency the Transfers page's model fits.")
     run_id = shared.recording_choice(backend, batching.NAME, "batching")
     piece_options = shared.axis_options(backend, batching.NAME, "param_value", run_id,
                                         [4 * 4**i for i in range(11)], 64)
@@ -121,7 +128,8 @@ with tab_batching:
             st.markdown(f"**Each separate copy costs about {overhead.median():.1f} µs more than its share of one "
                         f"big copy** (median over piece sizes; {overhead.min():.1f} … {overhead.max():.1f} µs).")
         shared.chart(memory_charts.batching_figure(frame), key="chart_batching")
-        st.dataframe(table.assign(**{"piece bytes": table["piece bytes"].map(format_bytes)}), hide_index=True)
-        shared.download(frame, "batching")
+        if shared.desk():
+            st.dataframe(table.assign(**{"piece bytes": table["piece bytes"].map(format_bytes)}), hide_index=True)
+            shared.download(frame, "batching")
 
 shared.sync_url()

@@ -9,21 +9,26 @@ from pages import _shared as shared
 
 shared.require_router()
 
-st.title("📌 PinPoint")
+if shared.presenting():  # on stage: a title card, centred, with where the numbers come from
+    backend = shared.current_backend()
+    source = (f"Measuring live on {backend.facts.get('device_name')}" if backend.kind == "live" else
+              f"Replaying runs recorded on {', '.join(sorted(set(backend.data['device_name'])))} (not measured now)")
+    with st.container(key="stage_title_card"):
+        st.title(f"{shared.ICON} PinPoint")
+        st.markdown("## A live GPU memory-performance lab\n\n### Pinned memory, coalescing, occupancy and stream "
+                    "overlap: every number measured, timed like nvbench, checked for correct results.")
+        st.caption(source)
+    st.stop()
+st.title(f"{shared.ICON} PinPoint")
 st.markdown(
     "A live GPU memory-performance lab. Pick sizes and memory modes with sliders and see **measured** "
     "effects of pinned memory, coalescing, occupancy and stream overlap, timed like nvbench (CUDA events, "
     "warm-up, samples until the noise is small, median and spread) and checked for correct results.\n\n"
     "Every number shown was measured: live on this machine's GPU, or replayed from runs that PinPoint's "
     "runner recorded on a real GPU (the device and date are on every chart).")
-st.page_link("pages/transfers.py", label="Transfers: pinned vs pageable memory", icon="🚚")
-st.page_link("pages/coalescing.py", label="Coalescing: access patterns vs bandwidth", icon="🧵")
-st.page_link("pages/reductions.py", label="Reductions: a dot product, five ways", icon="➕")
-st.page_link("pages/occupancy.py", label="Occupancy: calculator and measurement", icon="📊")
-st.page_link("pages/streams.py", label="Streams: hiding copies behind compute, with a timeline", icon="🌊")
-st.page_link("pages/memory_modes.py", label="Memory modes: managed memory, pools and batching", icon="🧠")
-st.page_link("pages/runs.py", label="Runs: every stored and bundled run; import from other machines", icon="🗂️")
-st.page_link("pages/compare.py", label="Compare runs: verdicts beyond noise, provenance diff, HTML report", icon="⚖️")
+for entry in shared.PAGES:
+    if entry.blurb:
+        st.page_link(entry.file, label=entry.blurb, icon=entry.icon)
 
 backend = shared.current_backend()
 if backend.kind == "live":

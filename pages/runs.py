@@ -22,10 +22,11 @@ catalog, reason = shared.run_catalog()
 if catalog is None:
     shared.show_reasons([plain(reason, None)], "The runs store cannot be opened")
     st.stop()
-st.markdown(f"Every live measurement and runner run is kept here with every sample, in "
-            f"**{plain(catalog.store.describe(), None)}** "
-            "(`PINPOINT_DB_URL` points a team at one PostgreSQL server). Runs bundled with PinPoint are listed "
-            "beside them, marked *bundled*.")
+if shared.desk():  # on stage: the runs themselves
+    st.markdown(f"Every live measurement and runner run is kept here with every sample, in "
+                f"**{plain(catalog.store.describe(), None)}** "
+                "(`PINPOINT_DB_URL` points a team at one PostgreSQL server). Runs bundled with PinPoint are listed "
+                "beside them, marked *bundled*.")
 
 with st.expander("Import runs from other machines (runner Parquet or CSV)"):
     uploads = st.file_uploader("Runner output files", type=["parquet", "csv"], accept_multiple_files=True,

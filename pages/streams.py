@@ -57,7 +57,11 @@ shared.from_url("streams_host", "strs", host_options)
 shared.from_url("streams_intensity", "int", intensity_options)
 shared.from_url("streams_orders", "strs", order_options)
 shared.from_url("streams_pageable_grid", "bool")
-left, right = st.columns(2)
+# On stage the measured grid's controls fold away (with their notes, which describe the grid, not the configuration
+# on screen); the chunks and streams of the one configuration shown are the stage's two controls.
+settings = shared.more_settings()
+with settings:
+    left, right = st.columns(2)
 with left:
     size = st.select_slider("Total size", options=size_options, format_func=format_bytes, key="streams_size",
                             value=256 * MiB if 256 * MiB in size_options else size_options[-1])
@@ -93,8 +97,9 @@ params = {"size_bytes": int(size), "chunks": list(chunks or []), "streams": list
           "host_memory": list(host_memory or []), "issue_orders": list(orders or []), "intensities": [int(intensity)],
           "pageable_grid": bool(pageable_grid)}
 if not typed_errors:
-    for note in streams.notes(streams.parse_params(params)):
-        st.warning(note)
+    with settings:
+        for note in streams.notes(streams.parse_params(params)):
+            st.warning(note)
 shared.sync_url(final=False)
 def preview(partial, suffix: str) -> None:
     """While measuring: the pipelines measured so far against their serial runs."""
@@ -113,36 +118,47 @@ if table.empty:
 
 # --- headline: per host memory, the best pipeline that can overlap and the median over all of them ------------
 summary = overlap.overlap_summary(table)
-st.markdown("\n".join(f"- {overlap.headline(r)}" for r in summary.to_dict("records")))
-st.caption(overlap.BOUNDS_EXPLAINED if summary["best_duplex_bound_ms"].notna().any() else overlap.NO_DUPLEX_EXPLAINED)
-if shared.desk() and "pageable" in params["host_memory"] and not pageable_grid:
-    chunk_counts, stream_counts = streams.parse_params(params).grid("pageable")
-    st.caption(f"Pageable memory was measured at {chunk_counts[0]} chunks × {stream_counts[0]} streams only; "
-               "'Pageable at every chunk and stream count' measures its whole grid.")
-shared.takeaway(takeaways.streams(frame))
-for note in overlap.beyond_bound_notes(table):
-    st.caption(note)
+if shared.desk():  # on stage the takeaway under the timeline says it
+    st.markdown("\n".join(f"- {overlap.headline(r)}" for r in summary.to_dict("records")))
+    st.caption(overlap.BOUNDS_EXPLAINED if summary["best_duplex_bound_ms"].notna().any()
+               else overlap.NO_DUPLEX_EXPLAINED)
+    if "pageable" in params["host_memory"] and not pageable_grid:
+        chunk_counts, stream_counts = streams.parse_params(params).grid("pageable")
+        st.caption(f"Pageable memory was measured at {chunk_counts[0]} chunks × {stream_counts[0]} streams only; "
+                   "'Pageable at every chunk and stream count' measures its whole grid.")
+    for note in overlap.beyond_bound_notes(table):
+        st.caption(note)
 
 # --- one configuration --------------------------------------------------------------------------------------
-st.subheader("One configuration, operation by operation")
-c1, c2, c3, c4, c5 = st.columns(5)
+if shared.desk():
+    st.subheader("One configuration, operation by operation")
+    c1, c2, c3, c4, c5 = st.columns(5)
+else:
+    c2, c3 = st.columns(2)
+    with settings:
+        c1, c4, c5 = st.columns(3)
 shared.from_url("streams_focus_host", "str", list(dict.fromkeys(table["host_memory"])))
 focus_host = c1.radio("Host memory", list(dict.fromkeys(table["host_memory"])), key="streams_focus_host")
 mine = table[table["host_memory"] == focus_host]
 chunk_values = sorted(mine["chunks"].unique())
 shared.from_url("streams_focus_chunks", "int", [int(c) for c in chunk_values])
+# On stage the timeline opens on the best pipeline, the one the takeaway names.
+best = takeaways.best_pipeline(mine)
 focus_chunks = c2.select_slider("Chunks", chunk_values, key="streams_focus_chunks",
-                                value=16 if 16 in chunk_values else chunk_values[-1])
+                                value=best["chunks"] if shared.presenting() else
+                                16 if 16 in chunk_values else chunk_values[-1])
 stream_values = sorted(mine[mine["chunks"] == focus_chunks]["streams"].unique())
 if len(stream_values) > 1:
     shared.from_url("streams_focus_streams", "int", [int(v) for v in stream_values])
 focus_streams = c3.select_slider("Streams", stream_values, key="streams_focus_streams",
-                                 value=4 if 4 in stream_values else stream_values[-1]) \
+                                 value=best["streams"] if shared.presenting() and best["streams"] in stream_values else
+                                 4 if 4 in stream_values else stream_values[-1]) \
     if len(stream_values) > 1 else stream_values[0]
 order_values = list(dict.fromkeys(mine["issue_order"]))
 shared.from_url("streams_focus_order", "str", order_values)
 shared.from_url("streams_lanes", "str", ["stream", "engine"])
-focus_order = c4.radio("Issue order", order_values, format_func=streams.ORDER_LABELS.get, key="streams_focus_order")
+focus_order = c4.radio("Issue order", order_values, format_func=streams.ORDER_LABELS.get, key="streams_focus_order",
+                       index=order_values.index(best["issue_order"]) if shared.presenting() else 0)
 lanes = c5.radio("Lanes", ["stream", "engine"], key="streams_lanes",
                  format_func=lambda x: "one per stream" if x == "stream" else "one per engine")
 shared.sync_url()
@@ -152,27 +168,35 @@ if chosen.empty:
     st.info("That combination was not measured; pick another.")
     st.stop()
 row = chosen.iloc[0]
-m = st.columns(5)
-m[0].metric("Pipeline", f"{row['pipeline_ms']:.3f} ms", f"cv {row['cv']:.2%}", delta_color="off")
-m[1].metric("Serial (one stream)", f"{row['serial_ms']:.3f} ms")
-m[2].metric("Bound", f"{row['bound_ms']:.3f} ms", "both directions at the duplex rate" if row["bound_kind"] ==
-            overlap.BOUND_KINDS["duplex"] else "slowest stage alone", delta_color="off",
-            help=f"Copy-engine bound {row['engine_bound_ms']:.3f} ms; duplex-aware bound "
-                 + (f"{row['duplex_bound_ms']:.3f} ms" if row["duplex_bound_ms"] == row["duplex_bound_ms"]
-                    else "not measured (no bidirectional points in this run)"))
-measurable = overlap.can_overlap(row["chunks"], row["streams"]) and overlap.gain_beyond_noise(row)
-m[3].metric("Overlap efficiency", f"{row['efficiency']:.0%}" if measurable and row["efficiency"] == row["efficiency"]
-            else "none measurable", help=None if measurable else "This configuration is not faster than serial "
-            "beyond the noise of the two (or cannot overlap: one chunk or one stream).")
-m[4].metric("Speedup over serial", f"{row['speedup']:.2f}×")
+if shared.desk():  # on stage: the chart and its takeaway
+    m = st.columns(5)
+    m[0].metric("Pipeline", f"{row['pipeline_ms']:.3f} ms", f"cv {row['cv']:.2%}", delta_color="off")
+    m[1].metric("Serial (one stream)", f"{row['serial_ms']:.3f} ms")
+    m[2].metric("Bound", f"{row['bound_ms']:.3f} ms", "both directions at the duplex rate" if row["bound_kind"] ==
+                overlap.BOUND_KINDS["duplex"] else "slowest stage alone", delta_color="off",
+                help=f"Copy-engine bound {row['engine_bound_ms']:.3f} ms; duplex-aware bound "
+                     + (f"{row['duplex_bound_ms']:.3f} ms" if row["duplex_bound_ms"] == row["duplex_bound_ms"]
+                        else "not measured (no bidirectional points in this run)"))
+    measurable = overlap.can_overlap(row["chunks"], row["streams"]) and overlap.gain_beyond_noise(row)
+    m[3].metric("Overlap efficiency",
+                f"{row['efficiency']:.0%}" if measurable and row["efficiency"] == row["efficiency"]
+                else "none measurable", help=None if measurable else "This configuration is not faster than serial "
+                "beyond the noise of the two (or cannot overlap: one chunk or one stream).")
+    m[4].metric("Speedup over serial", f"{row['speedup']:.2f}×")
 try:
     shared.chart(stream_charts.gantt_figure(row["intervals"], frame, lanes,
-                                               f"Timeline: {stream_charts.config_label(row)}"), key="chart_gantt")
+                                            f"Timeline: {stream_charts.config_label(row)}"), key="chart_gantt")
+    timeline_drawn = True
+except ValueError as exc:
+    st.warning(f"This point's timeline cannot be drawn: {exc}")
+    timeline_drawn = False
+shared.takeaway(takeaways.streams(frame))
+if not shared.desk():
+    st.stop()  # on stage: the timeline and its takeaway
+if timeline_drawn:
     st.caption("Bars are CUDA events recorded before and after every operation, each on its own stream, in one run "
                "of this configuration. An event fires when its stream reaches the operation; a bar starts when its "
                "engine was also free (faint: the wait). Hover a bar for its chunk, bytes and µs.")
-except ValueError as exc:
-    st.warning(f"This point's timeline cannot be drawn: {exc}")
 shared.chart(stream_charts.breakdown_figure(row, frame), key="chart_breakdown")
 
 if len(mine["streams"].unique()) > 1:
@@ -188,8 +212,6 @@ if (frame["group"] == "bidirectional").any():
     st.markdown(" · ".join(f"{h}: both directions at once move **{both[h]:.1f} GB/s**, "
                            f"{both[h] / alone[h]:.2f}× the faster direction alone" for h in both.index if h in alone))
 
-if not shared.desk():
-    st.stop()  # on stage: the tables below are for the desk
 st.subheader("The numbers")
 st.dataframe(table.drop(columns=["intervals", "run_id", "elements", "samples_ms", "serial_samples_ms"]).assign(
     issue_order=lambda t: t["issue_order"].map(streams.ORDER_LABELS), bytes=lambda t: t["bytes"].map(format_bytes)),

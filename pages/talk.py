@@ -37,29 +37,28 @@ def move(step: int) -> None:
 index = state["talk_scene"]
 st.query_params["scene"] = str(index + 1)
 scene = talk.scenes[index]
-shared.stage_style()
 
 st.caption(f"{talk.title} · scene {index + 1} of {count}")
 st.markdown(f"# {scene.claim}")
 
 # --- the measurement: live if asked and answered in time, else the bundled recording -----------------------
 live, reason = shared.live_backend()
-frame, source = None, ""
+frame, source, fallback = None, "", ""
 if state.pop("talk_measure_requested", False):
     if live is None or shared.use_replay():
-        st.info(f"No live GPU here ({reason or 'replay switched on'}): showing the bundled recording.")
+        fallback = f"no live GPU here ({reason or 'replay switched on'})"
     else:
         handle = live.submit(scene.experiment, {**scene.params, "profile": "interactive"}, session=shared.session_id())
         with st.spinner(f"Measuring on {live.facts.get('device_name')}…"):
             finished = handle.wait(LIVE_TIMEOUT_S)
         if not finished:
             live.client.cancel(handle)
-            st.warning(f"The live measurement took longer than {LIVE_TIMEOUT_S:.0f} s: showing the bundled recording.")
+            fallback = f"the live measurement took longer than {LIVE_TIMEOUT_S:.0f} s"
         else:
             try:
                 state[f"talk_live_{index}"] = handle.outcome()
             except (ValidationError, WorkerError) as exc:
-                st.warning(f"The live measurement failed ({exc}): showing the bundled recording.")
+                fallback = f"the live measurement failed ({exc})"
 if f"talk_live_{index}" in state:
     frame = state[f"talk_live_{index}"]
     source = f"**Measured live** on {frame['device_name'].iloc[0]} just now"
@@ -67,8 +66,10 @@ else:
     try:
         frame = shared.replay_backend().submit(scene.experiment, scene.params).outcome()
         first = frame.iloc[0]
+        # One caption line, under the verdict: a fallback never pushes the verdict off the screen.
         source = (f"**Bundled recording** from {first['device_name']}, {str(first['timestamp'])[:10]} "
                   "(measured by PinPoint's runner, not now)"
+                  + (f" · {fallback[0].upper() + fallback[1:]}: showing the bundled recording" if fallback else "")
                   + ("" if live is None else " · press **m** to measure live"))
     except ValidationError as exc:
         shared.show_reasons(exc.reasons, "This scene has no recording to show")
@@ -94,20 +95,15 @@ if frame is not None:
         figure = stream_charts.gantt_figure(best["intervals"], frame, "engine",
                                             f"Timeline: {stream_charts.config_label(best)}")
     shared.chart(figure, key=f"talk_chart_{index}")
-    st.markdown(f"## {line}")
+    shared.takeaway(line, "##", always=True)
     st.caption(source)
     with st.expander("Speaker notes and method"):
         st.markdown(scene.notes)
-        st.caption(f"Experiment `{scene.experiment}`, judged by `gpu/claims.py:{scene.judge}` from the numbers above; "
-                   f"parameters: {scene.params}")
+        st.caption(f"Experiment `{scene.experiment}`, judged by `gpu/claims.py:{scene.judge}` from the numbers above. "
+                   f"Parameters: {talks.describe_params(scene.params, scene.experiment)}.")
 
 left, middle, right = st.columns([1, 2, 1])
 left.button("← previous", key="talk_prev", on_click=move, args=(-1,), disabled=index == 0)
 middle.button("Measure live (m)", key="talk_measure", on_click=shared.request, args=("talk_measure_requested",))
 right.button("next →", key="talk_next", on_click=move, args=(1,), disabled=index == count - 1)
-try:
-    from streamlit_shortcuts import add_shortcuts
-
-    add_shortcuts(talk_prev="arrowleft", talk_next="arrowright", talk_measure="m")
-except ImportError:  # the keys are a convenience; the buttons work without them
-    st.caption("Keyboard shortcuts need streamlit-shortcuts (requirements.txt).")
+shared.shortcuts(talk_prev="arrowleft", talk_next="arrowright", talk_measure="m")

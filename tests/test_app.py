@@ -209,3 +209,10 @@ def test_occupancy_sweep_shows_measured_throughput_beside_theory():
     chase = next(t for t in sweep["data"] if t["name"] == "latency-bound: dependent loads: GB/s")
     throughput = values(chase["y"])
     assert throughput[0] < throughput[-1] / 2  # 2 warps per SM at block 32 cannot hide load latency
+
+
+def test_the_committed_streamlit_config_fetches_nothing_from_the_internet():
+    import tomllib
+
+    config = tomllib.loads((Path(__file__).resolve().parent.parent / ".streamlit" / "config.toml").read_text())
+    assert config["browser"]["gatherUsageStats"] is False  # else every page load fetches a config online

@@ -29,7 +29,7 @@ def server():
     port = free_port()
     process = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port", str(port),
-         "--server.address", "127.0.0.1", "--server.fileWatcherType", "none", "--browser.gatherUsageStats", "false"],
+         "--server.address", "127.0.0.1", "--server.fileWatcherType", "none"],  # the rest: .streamlit/config.toml
         cwd=ROOT, env={**os.environ, "PINPOINT_BACKEND": "replay"}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     # (PINPOINT_DB_URL: the session's throwaway store, from conftest)
     url = f"http://127.0.0.1:{port}"

@@ -54,3 +54,36 @@ def test_numbers_table_keeps_spread_and_formats_sizes(frame):
     table = charts.numbers_table(frame[frame["bytes"] == 4 * KiB])
     assert set(table["size"]) == {"4 KiB"}
     assert (table["min µs"] <= table["median µs"]).all() and (table["median µs"] <= table["max µs"]).all()
+
+
+def test_pinned_and_write_combined_lines_differ_in_dash_and_marker(frame):
+    # They often measure the same: identical styles would hide one line under the other.
+    fig = charts.bandwidth_figure(frame[~frame["include_alloc"]])
+    looks = {t.name: (t.line.dash, t.marker.symbol) for t in fig.data if t.name in ("pinned", "pinned write-combined")}
+    assert len(set(looks.values())) == 2
+    assert all(dash != symbol for dash, symbol in zip(*looks.values(), strict=True))
+
+
+def test_stage_figure_sizes_every_text_for_the_back_of_the_room(frame):
+    fig = charts.stage_figure(charts.bandwidth_figure(frame), 540)
+    assert fig.layout.height == 540 and fig.layout.legend.font.size >= 20
+    for axis in (fig.layout.xaxis, fig.layout.xaxis2, fig.layout.yaxis):
+        assert axis.tickfont.size >= 20 and axis.title.font.size >= 22
+    assert fig.layout.annotations and all(a.font.size >= 20 for a in fig.layout.annotations)  # subplot titles
+
+
+def test_log_value_axes_have_one_plain_tick_per_decade(frame):
+    fig = charts.model_figure(frame[~frame["include_alloc"]])
+    assert fig.layout.yaxis.type == "log" and fig.layout.yaxis.dtick == 1
+    assert fig.layout.yaxis.exponentformat == "none"  # never "10B" or "1k"
+
+
+def test_a_reference_line_on_a_log_axis_is_labelled_in_log10_units():
+    import plotly.graph_objects as go
+
+    fig = go.Figure(go.Bar(x=["a"], y=[10.0])).update_yaxes(type="log")
+    charts.reference_line(fig, 4800.0, "HBM", "4,800 GB/s", log=True)
+    charts.reference_line(fig, 63.0, "PCIe", "63 GB/s", log=False)
+    assert fig.layout.shapes[0].y0 == 4800.0  # the line itself is in data units
+    hbm, pcie = fig.layout.annotations
+    assert hbm.y == pytest.approx(3.681, abs=1e-3) and pcie.y == 63.0

@@ -54,3 +54,22 @@ def test_recorded_streams_run_draws_one_gantt_lane_per_stream_or_engine():
     assert {y for trace in by_engine.data for y in trace.y} == {"copy engine H2D", "compute", "copy engine D2H"}
     bars = sum(len(trace.y) for trace in by_engine.data)
     assert bars == 16 * 3  # every chunk's three operations, nothing invented
+
+
+def test_managed_reference_lines_keep_the_log_axis_near_its_data():
+    frame = schema.read_results(next(REPLAY_DIR.glob("managed_*.parquet")))
+    fig = memory_charts.managed_figure(frame)
+    # Annotations sit at log10 of their line (Plotly's unit for a log axis), not at the GB/s value itself.
+    for annotation, shape in zip(fig.layout.annotations, fig.layout.shapes, strict=True):
+        assert annotation.y == pytest.approx(math.log10(shape.y0))
+    assert fig.layout.yaxis.type == "log" and fig.layout.yaxis.exponentformat == "none"
+
+
+def test_streams_sweep_draws_one_line_for_chunk_counts_whose_serial_times_coincide():
+    table = rows([{"chunks": c, "streams": s, "pipeline_ms": p, "serial_ms": serial, "bound_ms": 5.0,
+                   "efficiency": 0.5, "speedup": 1.5, "cv": 0.01}
+                  for c, serial, p in ((1, 10.0, 10.0), (4, 10.01, 7.0), (16, 12.0, 6.0)) for s in (1, 4)])
+    names = [t.name for t in stream_charts.sweep_figure(table, table.assign(
+        device_name="GPU", timestamp="2026", backend="replay", profile="precise")).data]
+    assert "1, 4 chunks: serial" in names and "16 chunks: serial" in names  # 10.00 and 10.01 ms share a line
+    assert "1, 4, 16 chunks: bound" in names and len(names) == 6

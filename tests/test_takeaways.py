@@ -69,3 +69,15 @@ def test_on_stage_a_page_keeps_its_main_controls_folds_the_rest_and_puts_the_tak
     desk.switch_page("pages/transfers.py").run()
     assert not [m for m in desk.markdown if m.value.startswith("### ")] and desk.dataframe
     assert len(desk.get("plotly_chart")) > 1 and "More settings" not in [e.label for e in desk.expander]
+
+
+def test_the_streams_takeaway_names_a_pipeline_that_can_overlap(recorded):
+    from gpu import overlap
+
+    frame = recorded("streams")
+    text = takeaways.streams(frame)
+    table = overlap.pipeline_table(frame)
+    for host in set(table["host_memory"]):
+        best = takeaways.best_pipeline(table[table["host_memory"] == host])
+        assert best["streams"] >= 2 and best["chunks"] >= 2  # one chunk or one stream cannot overlap anything
+        assert f"{host}: {int(best['streams'])} streams × {int(best['chunks'])} chunks" in text.lower()

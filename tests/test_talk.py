@@ -80,7 +80,7 @@ def scene_text(at):
 
 
 def test_every_scene_of_the_talk_renders_a_chart_and_a_verdict_in_replay():
-    at = open_talk()
+    at = open_talk(present="1")
     seen = []
     for number in range(1, 7):
         titles, headlines = scene_text(at)
@@ -104,8 +104,9 @@ def test_a_link_to_a_scene_opens_it_and_measure_falls_back_to_the_recording():
     assert titles[0] == "# Overlapping copies and compute with streams doubles throughput"
     assert "streams ×" in headlines[0]
     at.button(key="talk_measure").click().run()  # no live GPU here: said, and the recording stays
-    assert any("No live GPU here" in i.value and "bundled recording" in i.value for i in at.info)
-    assert scene_text(at)[1] == headlines
+    # one caption line under the verdict, not a box above it
+    assert any("No live GPU here" in c.value and "bundled recording" in c.value for c in at.caption)
+    assert not any("No live GPU" in i.value for i in at.info) and scene_text(at)[1] == headlines
     bad = open_talk(scene="lots")
     assert any("is not a scene number" in w.value for w in bad.warning)
 
@@ -124,3 +125,31 @@ def test_presentation_mode_hides_the_chrome_and_shows_the_headline():
     assert chart["layout"]["font"]["size"] == 20
     at.button(key="present_leave").click().run()
     assert "present" not in at.query_params and any("not measured now" in i.value for i in at.info)
+
+
+def test_the_talk_leaves_the_stage_with_escape_and_notes_name_parameters_readably():
+    at = open_talk(present="1")
+    assert "display: none" in " ".join(h.proto.body for h in at.get("html"))  # stage: sidebar hidden
+    at.button(key="present_leave").click().run()
+    assert "present" not in at.query_params
+    assert "display: none" not in " ".join(h.proto.body for h in at.get("html"))  # desk styling, sidebar back
+    assert json.loads(at.get("plotly_chart")[0].proto.spec)["layout"].get("height") != 540
+    notes = " ".join(c.value for c in at.caption if "Parameters:" in c.value)
+    assert "sizes 4 KiB, 64 KiB, 1 MiB" in notes and "{" not in notes
+
+
+def test_described_parameters_write_byte_sizes_as_sizes_and_counts_as_counts():
+    assert talks.describe_params({"sizes": [4096, 1 << 30], "include_alloc": [False, True]}, "transfers") == \
+        "sizes 4 KiB, 1 GiB · include alloc no, yes"
+    assert talks.describe_params({"sizes": [16777216], "variants": ["warp_shuffle"]}, "reduction") == \
+        "sizes 16,777,216 · variants warp_shuffle"
+
+
+def test_the_dot_product_chart_names_the_grey_bar_only_when_it_draws_it():
+    from gpu import kernel_charts
+
+    frame = ReplayBackend().submit("reduction", {"sizes": [1 << 24]}).outcome()
+    with_library = kernel_charts.reduction_figure(frame)
+    without = kernel_charts.reduction_figure(frame[frame["variant"] != "gpuarray_dot"])
+    assert "grey" in with_library.layout.title.text and "#7F7F7F" in with_library.data[0].marker.color
+    assert "grey" not in without.layout.title.text and "#7F7F7F" not in without.data[0].marker.color
