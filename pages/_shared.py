@@ -9,7 +9,7 @@ from pathlib import Path
 import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
-from gpu import charts, runfiles, schema
+from gpu import charts, runfiles
 from gpu.backend import LiveBackend, ReplayBackend, start_live
 from gpu.client import JobHandle
 from gpu.errors import ValidationError, WorkerError

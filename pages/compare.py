@@ -30,12 +30,12 @@ if not experiments:
     st.stop()
 if shared.desk():
     st.markdown(
-        "Pick a **baseline** and one or more **candidates** of the same experiment. A point differs when a Mann-Whitney U "
-        f"test on the kept samples gives p < {compare.ALPHA} (otherwise it is the **same within noise**); it is "
-        "**faster** or **slower** only when the candidate's median also leaves the band that unchanged software reaches "
-        f"from run to run (from {compare.MIN_HISTORY} or more earlier runs of the device, else a measured floor per kind "
-        "of point), and **within run-to-run noise** when it does not. The provenance diff beside it shows what else "
-        "changed.")
+        "Pick a **baseline** and one or more **candidates** of the same experiment. A point differs when a "
+        f"Mann-Whitney U test on the kept samples gives p < {compare.ALPHA} (otherwise it is the **same within "
+        "noise**); it is **faster** or **slower** only when the candidate's median also leaves the band that unchanged "
+        f"software reaches from run to run (from {compare.MIN_HISTORY} or more earlier runs of the device, else a "
+        "measured floor per kind of point), and **within run-to-run noise** when it does not. The provenance diff "
+        "beside it shows what else changed.")
 
 shared.url_page()
 settings = shared.more_settings()  # on stage the choice of runs folds away: the headline and chart stay
@@ -97,7 +97,8 @@ for candidate_id, candidate in zip(candidate_ids, candidates, strict=True):
     shared.chart(report.ratio_figure(table, "Normalized: each point as % of its own device's limit" if normalized
                                         else "Candidate speed vs baseline, per point", normalized=normalized),
                     key=f"chart_ratio_{candidate_id}")
-    shared.takeaway(plain(line, None), key=f"stage_takeaway_{candidate_id}")  # on stage the headline sits under the chart
+    # on stage the headline sits under the chart
+    shared.takeaway(plain(line, None), key=f"stage_takeaway_{candidate_id}")
     if not shared.desk():
         continue
     diff = compare.provenance_diff(baseline, candidate)
