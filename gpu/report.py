@@ -7,14 +7,14 @@ headline, the ratio chart, the normalized chart, the provenance diff, the full t
 from __future__ import annotations
 
 import html
-import math
 
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 import plotly.io as pio
+from plotly import colors as px_colors
 
-from gpu import compare
+from gpu import compare, text
 from gpu.units import format_bytes
 
 VERDICT_COLORS = {"faster": "#00CC96", "slower": "#EF553B", "same": "#AAAAAA", "first": "#636EFA"}
@@ -25,33 +25,76 @@ def run_label(frame: pd.DataFrame) -> str:
     return f"{first['device_name']} · {str(first['timestamp'])[:16].replace('T', ' ')} · run {first['run_id']}"
 
 
+VERDICT_SYMBOLS = {"slower": "triangle-down", "same": "circle-open", "faster": "triangle-up"}
+SERIES_COLORS = px_colors.qualitative.Dark24
+
+
+def point_series(table: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
+    """Each point's series and its x label on the ratio chart. Transfers: the series is mode × direction (x is the
+    size). Kernels: the series is the variant, x the rest of the point's label less what every point shares (the
+    vector size of a one-size run says nothing), or the variant itself when nothing else differs."""
+    if "include_alloc" in table.columns and "bytes" in table.columns:
+        series = table["variant"].astype(str) + " " + table["direction"].astype(str).str.upper() \
+            + table["include_alloc"].map(lambda a: " incl. allocation" if bool(a) else "")
+        return series, table["bytes"]
+    parts = table["point"].str.split(" · ")
+    series = parts.str[0]
+    rest = parts.str[1:]
+    shared = set.intersection(*(set(p) for p in rest)) if len(rest) else set()
+    x = rest.map(lambda p: " · ".join(part for part in p if part not in shared))
+    return series, x.where(x != "", series)
+
+
 def ratio_figure(table: pd.DataFrame, title: str, normalized: bool = False) -> go.Figure:
-    """Change per point (candidate vs baseline), coloured by verdict; transfers on a size axis."""
+    """Change per point (candidate vs baseline): one colour per series (mode × direction, or kernel variant), the
+    verdict as the marker's shape (▼ slower, ○ same, ▲ faster beyond noise); transfers on a size axis."""
     column = "normalized_change" if normalized else "change"
     fig = go.Figure()
     by_size = "include_alloc" in table.columns and "bytes" in table.columns
-    for verdict in ("slower", "same", "faster"):
-        part = table[table["verdict"] == verdict]
-        if part.empty:
-            continue
-        x = part["bytes"] if by_size else part["point"]
+    series, x = point_series(table) if not table.empty else (pd.Series(dtype=str), pd.Series(dtype=str))
+    for i, name in enumerate(dict.fromkeys(series)):
+        mine = (series == name).to_numpy()
+        part = table[mine]
         fig.add_trace(go.Scatter(
-            x=x, y=part[column] * 100, mode="markers", name=verdict, marker={"color": VERDICT_COLORS[verdict],
-                                                                            "size": 8},
-            customdata=np.column_stack([part["point"], part["baseline_ms"] * 1e3, part["candidate_ms"] * 1e3,
-                                        part["p_value"], part["noise"] * 100]),
-            hovertemplate="%{customdata[0]}<br>%{y:+.1f} %<br>baseline %{customdata[1]:.2f} µs · candidate "
-                          "%{customdata[2]:.2f} µs<br>Mann-Whitney p = %{customdata[3]:.3g} · noise "
-                          "%{customdata[4]:.1f} %<extra>%{fullData.name}</extra>"))
+            x=x[mine], y=part[column] * 100, mode="markers", name=name, legendgroup="series",
+            marker={"color": SERIES_COLORS[i % len(SERIES_COLORS)], "size": 11, "line": {"width": 2},
+                    "symbol": [VERDICT_SYMBOLS.get(v, "circle") for v in part["verdict"]]},
+            customdata=np.column_stack([part["point"], [text.duration_ms(v) for v in part["baseline_ms"]],
+                                        [text.duration_ms(v) for v in part["candidate_ms"]],
+                                        [text.p_value(v) for v in part["p_value"]],
+                                        [text.percent(v, 1) for v in part["noise"]], part["verdict"]]),
+            hovertemplate="%{customdata[0]}<br>%{y:+.1f} % · %{customdata[5]}<br>baseline %{customdata[1]} · "
+                          "candidate %{customdata[2]}<br>Mann-Whitney p %{customdata[3]} · noise "
+                          "%{customdata[4]}<extra></extra>"))
+    for verdict, symbol in VERDICT_SYMBOLS.items():  # the shapes' key: entries with no points of their own
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=f"{verdict} beyond noise" if verdict !=
+                                 "same" else "same within noise", legendgroup="verdict",
+                                 legendgrouptitle={"text": "verdict (shape)"},
+                                 marker={"symbol": symbol, "color": "#555555", "size": 11, "line": {"width": 2}}))
     fig.add_hline(y=0, line={"color": "black", "width": 1})
-    axis = {"type": "log", "tickvals": sorted(set(table["bytes"].astype(int))),
-            "ticktext": [format_bytes(v) for v in sorted(set(table["bytes"].astype(int)))]} if by_size else \
-        {"showticklabels": len(table) <= 40}
-    fig.update_layout(title={"text": title}, xaxis={**axis, "title": "size" if by_size else "point"},
+    if by_size:
+        sizes = sorted(set(table["bytes"].astype(int)))
+        axis = {"type": "log", "tickvals": sizes, "ticktext": [format_bytes(v) for v in sizes], "title": "size"}
+    else:
+        axis = {"type": "category", "categoryorder": "array", "categoryarray": list(dict.fromkeys(x)),
+                "tickangle": -35, "automargin": True, "title": "point"}
+    fig.update_layout(title={"text": title}, xaxis=axis,
                       yaxis_title=("change in % of own device's limit" if normalized else
                                    "candidate speed vs baseline (%)"),
-                      height=460, legend={"orientation": "h", "y": -0.2})
+                      height=520, legend={"orientation": "h", "y": -0.3, "groupclick": "toggleitem"})
     return fig
+
+
+def points_table(table: pd.DataFrame) -> pd.DataFrame:
+    """Every compared point as people read it: times in µs below 0.1 ms, p as “< 0.001” (never 0), change, noise
+    and % of limit in percent (numbers, so the table still sorts by them)."""
+    return pd.DataFrame({
+        "point": table["point"], "baseline": table["baseline_ms"].map(text.duration_ms),
+        "candidate": table["candidate_ms"].map(text.duration_ms), "change": table["change"] * 100,
+        "verdict": table["verdict"], "p (Mann-Whitney)": table["p_value"].map(text.p_value),
+        "noise (cv)": table["noise"] * 100, "baseline samples": table["baseline_samples"],
+        "candidate samples": table["candidate_samples"], "baseline % of limit": table["baseline_pct_of_limit"],
+        "candidate % of limit": table["candidate_pct_of_limit"]})
 
 
 def history_figure(history: pd.DataFrame, title: str) -> go.Figure:
@@ -89,16 +132,10 @@ def render(baseline: pd.DataFrame, candidates: list[pd.DataFrame]) -> str:
         for fig in figures:
             charts.append(pio.to_html(fig, include_plotlyjs=include, full_html=False))
             include = False  # Plotly's JavaScript once per file
-        shown = table[["point", "baseline_ms", "candidate_ms", "change", "verdict", "p_value", "noise",
-                       "baseline_samples", "candidate_samples", "baseline_pct_of_limit", "candidate_pct_of_limit"]] \
-            .assign(change=lambda t: t["change"].map(compare.percent),
-                    baseline_ms=lambda t: t["baseline_ms"].map(lambda v: f"{v:.4f}"),
-                    candidate_ms=lambda t: t["candidate_ms"].map(lambda v: f"{v:.4f}"),
-                    p_value=lambda t: t["p_value"].map(lambda v: "—" if not math.isfinite(v) else f"{v:.3g}"),
-                    noise=lambda t: t["noise"].map(lambda v: f"{v:.1%}"),
-                    baseline_pct_of_limit=lambda t: t["baseline_pct_of_limit"].map(lambda v: f"{v:.1f} %"),
-                    candidate_pct_of_limit=lambda t: t["candidate_pct_of_limit"].map(lambda v: f"{v:.1f} %")) \
-            if not table.empty else table
+        shown = points_table(table).assign(**{
+            column: lambda t, c=column, d=digits: t[c].map(lambda v: text.percent(v / 100, d, signed=c == "change"))
+            for column, digits in (("change", 1), ("noise (cv)", 1), ("baseline % of limit", 1),
+                                   ("candidate % of limit", 1))}) if not table.empty else table
         sections.append(f"""
 <section>
 <h2>{html.escape(run_label(candidate))}</h2>

@@ -26,3 +26,57 @@ def plain(value: object, limit: int | None = 40) -> str:
     text = shorten(value, limit) if limit is not None else str(value)
     text = text.replace("\x00", "\\0")
     return _MARKDOWN_SPECIAL.sub(r"\\\1", text)
+
+
+# --- one style for counts, percentages, ratios and durations -------------------------------------------------
+# Percent: a space before the sign ("93 %", as SI writes it) and a true minus ("−18 %"). Counts: the noun agrees
+# with the number ("1 chunk", "4 streams"), never "stream(s)". Durations: µs below 0.1 ms, ms below 1 s, else s.
+MINUS = "−"
+_IRREGULAR_PLURALS = {"process": "processes", "index": "indices", "x": "x"}
+
+
+def plural(noun: str, count: float) -> str:
+    """``noun`` agreeing with ``count``: plural(“stream”, 4) → “streams”, plural(“chunk”, 1) → “chunk”."""
+    if count == 1:
+        return noun
+    head, _, last = noun.rpartition(" ")
+    word = _IRREGULAR_PLURALS.get(last) or (last[:-1] + "ies" if last.endswith("y") and last[-2:-1] not in "aeiou"
+                                            else last + "es" if last.endswith(("s", "sh", "ch")) else last + "s")
+    return f"{head} {word}" if head else word
+
+
+def count(number: float, noun: str) -> str:
+    """“1 run”, “4 streams”, “1,024 chunks”: the number (thousands grouped) and the noun that agrees with it."""
+    shown = f"{int(number):,}" if float(number).is_integer() else f"{number:,}"
+    return f"{shown} {plural(noun, number)}"
+
+
+def percent(fraction: float, digits: int = 0, signed: bool = False) -> str:
+    """A fraction as a percentage in the one style: 0.93 → “93 %”, signed −0.18 → “−18 %”; NaN → “—”."""
+    if fraction != fraction:
+        return "—"
+    text = f"{fraction * 100:{'+' if signed else ''}.{digits}f} %"
+    return text.replace("-", MINUS)
+
+
+def times(ratio: float, digits: int = 1) -> str:
+    """A ratio as “7.0×” (never “less than”: a smaller figure is said as the larger one's ratio to it)."""
+    return f"{ratio:,.{digits}f}×"
+
+
+def duration_ms(ms: float, digits: int = 3) -> str:
+    """A duration given in ms, in the unit that reads best: “3.70 µs” below 0.1 ms, “1.23 ms”, “2.50 s”."""
+    if ms != ms:
+        return "—"
+    if abs(ms) < 0.1:
+        return f"{ms * 1e3:.{digits}g} µs"
+    if abs(ms) < 1000:
+        return f"{ms:.{digits}g} ms" if abs(ms) >= 1 else f"{ms:.{digits}f} ms"
+    return f"{ms / 1e3:.{digits}g} s"
+
+
+def p_value(p: float) -> str:
+    """A test's p-value as people read it: “< 0.001” (never “0”), “0.042”, “0.31”; NaN → “—”."""
+    if p != p:
+        return "—"
+    return "< 0.001" if p < 0.001 else f"{p:.2g}" if p >= 0.01 else f"{p:.3f}"

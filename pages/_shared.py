@@ -51,6 +51,16 @@ def run_catalog():
         return None, str(exc)
 
 
+@st.cache_resource(show_spinner=False, max_entries=32, ttl=600)
+def loaded_run(run_id: str):
+    """A stored or bundled run by id, decoded once for all sessions (a stored run's samples are JSON in the
+    store). Shared, so callers must not change it. Raises as ``Catalog.load`` does."""
+    catalog, reason = run_catalog()
+    if catalog is None:
+        raise RuntimeError(reason)
+    return catalog.load(run_id)
+
+
 def opened_run() -> str | None:
     """A run id from the URL (?run=…): the page shows that stored or bundled run, like a replay."""
     value = st.query_params.get("run")
@@ -274,8 +284,10 @@ def recorded_values(backend, experiment: str, column: str, run_id: str | None = 
 
 
 def download(frame, name: str) -> None:
+    # Built when clicked, not on every rerun: writing every sample as CSV costs more than the rest of a page.
     st.download_button("Download this run (CSV in the schema of gpu/schema.py, every sample included)",
-                       data=schema.to_csv_bytes(frame), mime="text/csv", key=f"{name}_download",
+                       data=lambda: schema.to_csv_bytes(frame), mime="text/csv", key=f"{name}_download",
+                       on_click="ignore",
                        file_name=f"pinpoint-{name}-{frame['run_id'].iloc[0]}.csv")
 
 

@@ -7,7 +7,7 @@ import math
 
 import streamlit as st
 
-from gpu import compare, report
+from gpu import compare, report, text
 from pages import _shared as shared
 
 shared.require_router()
@@ -31,7 +31,15 @@ st.markdown(
 
 shared.url_page()
 shared.from_url("compare_experiment", "str", experiments)
-experiment = st.selectbox("Experiment", experiments, key="compare_experiment",
+
+
+def forget_runs() -> None:
+    """Another experiment's runs: its own defaults, not the old one's ids (which it cannot take)."""
+    for key in ("compare_baseline", "compare_candidates", "compare_history_point"):
+        st.session_state.pop(key, None)
+
+
+experiment = st.selectbox("Experiment", experiments, key="compare_experiment", on_change=forget_runs,
                           index=experiments.index("transfers") if "transfers" in experiments else 0)
 mine = runs[runs["experiment"] == experiment].reset_index(drop=True)
 labels = {r.run_id: f"{r.device_name} · {str(r.timestamp)[:16].replace('T', ' ')} · {r.points} points · "
@@ -57,17 +65,25 @@ if not candidate_ids:
     st.stop()
 
 try:
-    baseline = catalog.load(baseline_id)
-    candidates = [catalog.load(c) for c in candidate_ids]
+    baseline = shared.loaded_run(baseline_id)
+    candidates = [shared.loaded_run(c) for c in candidate_ids]
 except Exception as exc:
     shared.show_reasons([str(exc)], "A run could not be loaded")
     st.stop()
 
+
+@st.cache_data(show_spinner="Comparing…", max_entries=64)
+def compared(baseline_id: str, candidate_id: str, normalized: bool):
+    """The comparison of two runs (their samples are tested once per pair, not on every rerun)."""
+    pair = shared.loaded_run(baseline_id), shared.loaded_run(candidate_id)
+    return compare.compare_normalized(*pair) if normalized else compare.compare(*pair)
+
+
 for candidate_id, candidate in zip(candidate_ids, candidates, strict=True):
-    table = compare.compare(baseline, candidate)
+    table = compared(baseline_id, candidate_id, normalized)
     st.subheader(f"{report.run_label(candidate)}  vs  baseline {report.run_label(baseline)}")
     line = compare.headline(table, len(baseline) - len(table), len(candidate) - len(table))
-    st.markdown(f"**{line}**")
+    st.markdown(f"**{'Normalized to each device’s limit: ' if normalized else ''}{line}**")
     if table.empty:
         continue
     verdicts = table["verdict"].value_counts()
@@ -86,31 +102,27 @@ for candidate_id, candidate in zip(candidate_ids, candidates, strict=True):
         st.dataframe(diff, hide_index=True, key=f"diff_{candidate_id}")
     with right:
         st.markdown("**Every point**")
-        shown = table[["point", "baseline_ms", "candidate_ms", "change", "verdict", "p_value", "noise",
-                       "baseline_samples", "candidate_samples", "baseline_pct_of_limit", "candidate_pct_of_limit"]]
-        st.dataframe(shown, hide_index=True, key=f"points_{candidate_id}",
-                     column_config={"change": st.column_config.NumberColumn("change", format="percent"),
-                                    "noise": st.column_config.NumberColumn("noise (cv)", format="percent"),
-                                    "p_value": st.column_config.NumberColumn("p (Mann-Whitney)", format="%.3g"),
-                                    "baseline_pct_of_limit": st.column_config.NumberColumn("baseline % of limit",
-                                                                                           format="%.1f"),
-                                    "candidate_pct_of_limit": st.column_config.NumberColumn("candidate % of limit",
-                                                                                            format="%.1f")})
+        st.dataframe(report.points_table(table), hide_index=True, key=f"points_{candidate_id}",
+                     column_config={"change": st.column_config.NumberColumn("change", format="%+.1f %%"),
+                                    "noise (cv)": st.column_config.NumberColumn(format="%.1f %%"),
+                                    "baseline % of limit": st.column_config.NumberColumn(format="%.1f %%"),
+                                    "candidate % of limit": st.column_config.NumberColumn(format="%.1f %%")})
 
+# Built when clicked: the report inlines Plotly's JavaScript and every table, too much for every rerun.
 st.download_button("Download the review report (one HTML file, opens offline)",
-                   data=report.render(baseline, candidates).encode(), mime="text/html", key="compare_report",
-                   file_name=f"pinpoint-review-{experiment}-{baseline_id}.html")
+                   data=lambda: report.render(baseline, candidates).encode(), mime="text/html", key="compare_report",
+                   file_name=f"pinpoint-review-{experiment}-{baseline_id}.html", on_click="ignore")
 
 st.subheader("History: one device and point over time")
 devices = sorted(mine["device_name"].dropna().unique())
 device = st.selectbox("Device", devices, key="compare_history_device")
 history_ids = list(mine[mine["device_name"] == device]["run_id"])
-frames = [catalog.load(r) for r in history_ids]
+frames = [shared.loaded_run(r) for r in history_ids]
 point_rows = {compare.point_label(experiment, row): row for row in frames[0].to_dict("records")}
 point = st.selectbox("Point", list(point_rows), key="compare_history_point")
 history = compare.history(frames, point_rows[point])
 if len(history) < 2:
-    st.caption(f"{len(history)} run(s) of {device} measured this point: a history needs two.")
+    st.caption(f"{text.count(len(history), 'run')} of {device} measured this point: a history needs two.")
 else:
     shared.chart(report.history_figure(history, f"{point} on {device}"), key="chart_history")
     regressed = history[history["regressed"]]

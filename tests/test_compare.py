@@ -63,7 +63,7 @@ def test_headline_counts_and_names_the_worst_point():
                     driver="590")
     table = compare.compare(base, cand)
     line = compare.headline(table)
-    assert line.startswith("1 of 3 points slower beyond noise, worst −18% at 1 MiB pinned H2D")
+    assert line.startswith("1 of 3 points slower beyond noise, worst −18 % at 1 MiB pinned H2D")
     best = table.set_index("point").loc["1 GiB pageable H2D", "change"]
     assert f"1 faster, best {compare.percent(best)} at 1 GiB pageable H2D" in line and best > 0.15
     assert line.endswith("1 the same within noise")
