@@ -6,6 +6,7 @@ Streamlit renders messages as Markdown (links, images, ``:material/…:`` direct
 from __future__ import annotations
 
 import re
+import string
 
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()<>#+\-.!|~:$=&\"'])")
 
@@ -80,3 +81,18 @@ def p_value(p: float) -> str:
     if p != p:
         return "—"
     return "< 0.001" if p < 0.001 else f"{p:.2g}" if p >= 0.01 else f"{p:.3f}"
+
+
+class _StyledFormatter(string.Formatter):
+    """``str.format`` whose percent fields follow the one style: ``{cost:.1%}`` gives “3.1 %”, not “3.1%”."""
+
+    def format_field(self, value, format_spec: str) -> str:
+        if format_spec.endswith("%") and isinstance(value, int | float):
+            digits = format_spec.rstrip("%").lstrip("+").lstrip(".") or "0"
+            return percent(value, int(digits), signed=format_spec.startswith("+"))
+        return super().format_field(value, format_spec)
+
+
+def format_fields(template: str, values: dict) -> str:
+    """A template's ``{fields}`` filled in from ``values`` (as ``str.format``), percentages in the one style."""
+    return _StyledFormatter().format(template, **values)

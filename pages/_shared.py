@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import functools
 import time
 
+import pandas as pd
+import plotly.graph_objects as go
 import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
-from gpu import schema
+from gpu import schema, text
 from gpu.backend import LiveBackend, ReplayBackend, start_live
 from gpu.client import JobHandle
 from gpu.errors import ValidationError, WorkerError
@@ -163,7 +166,7 @@ def follow(handle: JobHandle, preview=None) -> None:
     drawn, redraws, last = 0, 0, -1e9
     while not handle.wait(POLL_S):
         if handle.state == "queued":
-            bar.progress(0.0, text=f"queued behind {handle.queued_ahead} job(s) from other sessions")
+            bar.progress(0.0, text=f"queued behind {text.count(handle.queued_ahead, 'job')} from other sessions")
         elif handle.total:
             bar.progress(min(handle.done / handle.total, 1.0), text=f"{handle.done}/{handle.total} · {handle.text}")
         if slot is None or len(handle.rows) <= drawn or time.monotonic() - last < REDRAW_S:
@@ -517,6 +520,39 @@ def takeaway(text: str | None) -> None:
     """On stage, the one sentence under a chart that says what it shows, computed from its data (gpu.takeaways)."""
     if text and presenting():
         st.markdown(f"### {text}")
+
+
+# --- work that depends only on a recording: done once for every session --------------------------------------
+UNHASHED_COLUMNS = ("samples_ms", "intervals")  # lists per row; the rows' other columns already tell runs apart
+
+
+def frame_key(frame: pd.DataFrame) -> tuple:
+    """What identifies a results frame for the caches below, without hashing every sample: its columns and a hash
+    of every other value (run id, parameters, medians …)."""
+    plain = [c for c in frame.columns if c not in UNHASHED_COLUMNS]
+    try:
+        digest = pd.util.hash_pandas_object(frame[plain], index=False).sum()
+    except TypeError:  # an unhashable value (a list in a column): hash the text of every value instead
+        digest = pd.util.hash_pandas_object(frame[plain].astype(str), index=False).sum()
+    return tuple(plain), len(frame), int(digest)
+
+
+def cached(function):
+    """``function(frame, …)`` (a table or a sentence computed from results) worked out once per frame and
+    arguments for all sessions, so a page view does not redo it."""
+    return st.cache_data(show_spinner=False, max_entries=256, ttl=3600, hash_funcs={pd.DataFrame: frame_key})(function)
+
+
+def cached_figure(build):
+    """``build(frame, …) → go.Figure``, built once per frame and arguments for all sessions. Each caller gets its own
+    copy (a copy costs a tenth of a build), so a page that retitles or restyles it changes nobody else's."""
+    shared_figure = st.cache_resource(show_spinner=False, max_entries=128, ttl=3600,
+                                      hash_funcs={pd.DataFrame: frame_key})(build)
+
+    @functools.wraps(build)
+    def own_copy(*args, **kwargs):
+        return go.Figure(shared_figure(*args, **kwargs))
+    return own_copy
 
 
 def chart(figure, key: str) -> None:

@@ -83,9 +83,7 @@ if frame is not None:
     elif scene.chart == "bandwidth":
         figure = charts.bandwidth_figure(frame)
     elif scene.chart in ("offset", "strided"):
-        figure = kernel_charts.sweep_figure(frame, scene.chart, "offset (floats)" if scene.chart == "offset" else
-                                            "stride (floats)", "Misaligned reads" if scene.chart == "offset" else
-                                            "Strided reads")
+        figure = kernel_charts.sweep_figure(frame, scene.chart)
     elif scene.chart == "reduction":
         figure = kernel_charts.reduction_figure(frame)
     else:

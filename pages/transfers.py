@@ -81,10 +81,12 @@ frame = shared.checked_frame(backend, transfers.NAME, params, "transfers", run_i
                              preview=preview)
 
 # --- charts -------------------------------------------------------------------------------------------------
+bandwidth_figure = shared.cached_figure(charts.bandwidth_figure)
 copy_only = frame[~frame["include_alloc"]]
 with_alloc = frame[frame["include_alloc"]]
 
 
+@shared.cached
 def verdict(view, label: str) -> str | None:
     """Pinned ÷ pageable at the largest size measured, read from the data."""
     table = charts.speedup_table(view)
@@ -105,32 +107,32 @@ if not with_alloc.empty:
                       "once and reused it wins; allocated per transfer it can lose.")
     col_a, col_b = st.columns(2)
     with col_a:
-        shared.chart(charts.bandwidth_figure(copy_only).update_layout(title_text="Copy only<br><sup>"
+        shared.chart(bandwidth_figure(copy_only).update_layout(title_text="Copy only<br><sup>"
                         + charts.source_label(copy_only) + "</sup>"), key="chart_bw_copy")
     with col_b:
-        shared.chart(charts.bandwidth_figure(with_alloc).update_layout(title_text="Including allocation<br><sup>"
+        shared.chart(bandwidth_figure(with_alloc).update_layout(title_text="Including allocation<br><sup>"
                         + charts.source_label(with_alloc) + "</sup>"), key="chart_bw_alloc")
 else:
     line = verdict(copy_only, "Copy only")
     if line:
         st.markdown(f"**{line}**")
-    shared.chart(charts.bandwidth_figure(copy_only), key="chart_bw_copy")
+    shared.chart(bandwidth_figure(copy_only), key="chart_bw_copy")
 
-shared.takeaway(takeaways.transfers(frame))
+shared.takeaway(shared.cached(takeaways.transfers)(frame))
 if not shared.desk():
     st.stop()  # on stage: the chart and its takeaway; the analysis below is for the desk
 
 if "pageable" in set(frame["variant"]) and len(set(frame["variant"])) > 1:
-    shared.chart(charts.speedup_figure(frame), key="chart_speedup")
+    shared.chart(shared.cached_figure(charts.speedup_figure)(frame), key="chart_speedup")
 else:
     st.caption("Select pageable and at least one other mode to see speedups over pageable.")
 
 st.subheader("Latency and bandwidth: t = α + bytes/β")
-fits = charts.model_table(copy_only)
+fits = shared.cached(charts.model_table)(copy_only)
 if fits.empty:
     st.caption("The model needs at least two sizes per mode.")
 else:
-    shared.chart(charts.model_figure(copy_only), key="chart_model")
+    shared.chart(shared.cached_figure(charts.model_figure)(copy_only), key="chart_model")
     st.dataframe(
         fits.assign(direction=fits["direction"].str.upper(), n_half=fits["n_half_bytes"].map(format_bytes))
         [["mode", "direction", "alpha_us", "beta_gbps", "n_half", "max_rel_residual", "points"]],
@@ -142,7 +144,7 @@ else:
         hide_index=True)
 
 st.subheader("The numbers")
-st.dataframe(charts.numbers_table(frame), hide_index=True,
+st.dataframe(shared.cached(charts.numbers_table)(frame), hide_index=True,
              column_config={"median µs": st.column_config.NumberColumn(format="%.2f"),
                             "min µs": st.column_config.NumberColumn(format="%.2f"),
                             "max µs": st.column_config.NumberColumn(format="%.2f"),

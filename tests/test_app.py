@@ -192,7 +192,7 @@ def test_occupancy_calculator_marks_the_current_point_and_limiter():
     at = open_page("pages/occupancy.py")
     at.slider(key="occupancy_registers").set_value(64).run()
     metrics = {m.label: m.value for m in at.metric}
-    assert metrics["Occupancy"] == "50%" and metrics["Limited by"] == "registers"
+    assert metrics["Occupancy"] == "50 %" and metrics["Limited by"] == "registers"
     curve = figures(at)[0]
     current = next(t for t in curve["data"] if t["name"] == "current")
     assert values(current["x"]) == [256] and values(current["y"]) == [50.0]

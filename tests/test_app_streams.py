@@ -40,7 +40,7 @@ def lanes(figure):
 def test_streams_page_draws_the_timeline_one_lane_per_stream_and_states_the_efficiency():
     at = open_page("pages/streams.py")
     figure = gantt(at)
-    assert "pinned · 4 stream(s) × 16 chunks" in figure["layout"]["title"]["text"]
+    assert "pinned · 4 streams × 16 chunks" in figure["layout"]["title"]["text"]
     assert "Replay of a run recorded on NVIDIA H200" in figure["layout"]["title"]["text"]
     assert lanes(figure) == {"stream 0", "stream 1", "stream 2", "stream 3"}
     names = {trace["name"] for trace in figure["data"]}
@@ -60,7 +60,7 @@ def test_engine_lanes_and_other_recorded_configurations_redraw_from_the_recordin
     assert lanes(gantt(at)) == {"copy engine H2D", "compute", "copy engine D2H"}
     at.select_slider(key="streams_focus_streams").set_value(16).run()
     at.select_slider(key="streams_focus_chunks").set_value(64).run()
-    assert "16 stream(s) × 64 chunks" in gantt(at)["layout"]["title"]["text"]
+    assert "16 streams × 64 chunks" in gantt(at)["layout"]["title"]["text"]
     assert sum(len(t["y"]) for t in gantt(at)["data"]) == 64 * 3
 
 
@@ -100,9 +100,9 @@ def test_more_streams_than_chunks_is_allowed_with_a_warning():
     at.pills(key="streams_chunks").set_value([4]).run()
     at.pills(key="streams_streams").set_value([2, 8]).run()
     assert not at.exception
-    assert any("8 stream(s) for at most 4 chunk(s)" in w.value for w in at.warning)
+    assert any("8 streams for at most 4 chunks" in w.value for w in at.warning)
     # The focus defaults to the most streams measured: 8 streams for 4 chunks put work on 4 of them only.
-    assert "8 stream(s) × 4 chunks" in gantt(at)["layout"]["title"]["text"]
+    assert "8 streams × 4 chunks" in gantt(at)["layout"]["title"]["text"]
     assert lanes(gantt(at)) == {f"stream {i}" for i in range(4)}
 
 

@@ -87,7 +87,7 @@ def test_the_url_follows_the_controls_and_the_link_reproduces_them():
 def test_a_streams_link_restores_the_chosen_timeline():
     at = open_with("pages/streams.py", streams_focus_chunks="64", streams_focus_streams="16", streams_lanes="engine")
     gantt = next(c for c in charts(at) if c["layout"]["title"]["text"].startswith("Timeline:"))
-    assert "16 stream(s) × 64 chunks" in gantt["layout"]["title"]["text"]
+    assert "16 streams × 64 chunks" in gantt["layout"]["title"]["text"]
     assert {y for trace in gantt["data"] for y in trace["y"]} == {"copy engine H2D", "compute", "copy engine D2H"}
 
 

@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from gpu import overlap, stats
+from gpu import overlap, stats, text
 from gpu.errors import JobCancelled, ValidationError
 from gpu.experiments import _kernels as k
 from gpu.experiments._sweep import SweepRows
@@ -102,7 +102,7 @@ class Params:
 def parse_params(raw: dict) -> Params:
     unknown = set(raw) - set(Params.__dataclass_fields__)
     if unknown:
-        raise ValidationError([f"unknown parameter(s): {', '.join(sorted(unknown))}"])
+        raise ValidationError([f"unknown {text.plural('parameter', len(unknown))}: {', '.join(sorted(unknown))}"])
     defaults = Params()
     try:
         return Params(size_bytes=int(raw.get("size_bytes", defaults.size_bytes)),
@@ -179,7 +179,8 @@ def notes(params: Params) -> list[str]:
     out = []
     pointless = sorted(s for s in params.streams if params.chunks and s > max(params.chunks))
     if pointless:
-        out.append(f"{', '.join(map(str, pointless))} stream(s) for at most {max(params.chunks)} chunk(s): chunks go "
+        out.append(f"{', '.join(map(str, pointless))} {text.plural('stream', pointless[-1])} for at most "
+                   f"{text.count(max(params.chunks), 'chunk')}: chunks go "
                    "round-robin to streams, so streams beyond the chunk count get no work and change nothing")
     if 1 in params.chunks and any(s > 1 for s in params.streams):
         out.append("1 chunk cannot overlap anything: its kernel waits for its whole H2D and its D2H for the kernel")
@@ -327,7 +328,7 @@ def run(params: Params, gpu, progress, should_cancel) -> list[dict]:
             for intensity in params.intensities:
                 expected = expected_output(inputs, intensity)
                 for chunks in params.chunks:
-                    where = f"{format_bytes(size)}, {chunks} chunk(s), intensity {intensity}, {label_host}"
+                    where = f"{format_bytes(size)}, {text.count(chunks, 'chunk')}, intensity {intensity}, {label_host}"
                     # The three sums: each stage alone, chunk after chunk on one stream, then checked.
                     for variant, stage in (("h2d_alone", "h2d"), ("kernel_alone", "kernel"), ("d2h_alone", "d2h")):
                         step(f"{LABELS[variant]} · {where}")
@@ -355,7 +356,7 @@ def run(params: Params, gpu, progress, should_cancel) -> list[dict]:
                     configs = [("serial", 1, "depth_first")] + [("pipeline", s, o) for s in params.streams
                                                                  for o in params.issue_orders]
                     for variant, streams, order in configs:
-                        step(f"{LABELS[variant]} · {streams} stream(s) · {ORDER_LABELS[order]} · {where}")
+                        step(f"{LABELS[variant]} · {text.count(streams, 'stream')} · {ORDER_LABELS[order]} · {where}")
                         plan = overlap.issue_plan(chunks, streams, order)
                         summary = measure(lambda plan=plan: bench.run_once(plan, chunks, host_in, host_out,
                                                                            intensity, held)[0])
@@ -363,7 +364,7 @@ def run(params: Params, gpu, progress, should_cancel) -> list[dict]:
                         cuda.memset_d32(bench.d_out, int(poison), n)
                         _, intervals = bench.run_once(plan, chunks, host_in, host_out, intensity, held, marks=True)
                         verify_equal(expected.view(np.uint32), host_out.view(np.uint32),
-                                     f"{LABELS[variant]}, {streams} stream(s), {order} ({where})")
+                                     f"{LABELS[variant]}, {text.count(streams, 'stream')}, {order} ({where})")
                         rows.append(_row(variant, host, size, chunks, streams,
                                          "serial" if variant == "serial" else order, intensity, summary, profile,
                                          telemetry, timer, intervals))
