@@ -23,6 +23,7 @@ navigation = st.navigation([
     st.Page("pages/talk.py", title="Talk: claims, measured", icon="🎤", url_path="talk"),
 ])
 shared.source_sidebar()
+shared.check_present_value()
 if shared.presenting():
     shared.stage_style()
     shared.stage_exit()

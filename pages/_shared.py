@@ -347,7 +347,7 @@ def checked_frame(backend, experiment: str, params: dict, key: str, run_id: str 
 
 
 # --- links that reproduce a view ---------------------------------------------------------------------------
-URL_RESERVED = ("run", "present", "scene")
+URL_RESERVED = ("run", "present")  # read by every page (app.py); the talk's ``scene`` is its own
 
 
 def url_page() -> None:
@@ -363,11 +363,11 @@ def parse_url_value(raw: str, kind: str, options=None):
 
     Kinds: int, str, bool, ints / strs (several, comma-separated), int_range ("low~high"). ``options`` is the
     list of allowed values (or a (low, high) pair for a numeric slider); None allows any value of the kind."""
-    def one_int(text: str) -> int:
+    def one_int(value: str) -> int:
         try:
-            return int(text)
+            return int(value)
         except ValueError:
-            raise ValueError(f"'{text}' is not a whole number") from None
+            raise ValueError(f"'{text.shorten(value)}' is not a whole number") from None
 
     def allowed(value):
         if options is None:
@@ -378,25 +378,25 @@ def parse_url_value(raw: str, kind: str, options=None):
             return value
         if value not in options:
             shown = ", ".join(map(str, list(options)[:8])) + (" …" if len(options) > 8 else "")
-            raise ValueError(f"{value!r} is not one of the choices ({shown})")
+            raise ValueError(f"{text.shorten(repr(value))} is not one of the choices ({shown})")
         return value
 
-    text = str(raw).strip()
+    value = str(raw).strip()
     if kind == "bool":
-        if text not in ("0", "1", "true", "false"):
-            raise ValueError(f"'{text}' is not 0 or 1")
-        return text in ("1", "true")
+        if value not in ("0", "1", "true", "false"):
+            raise ValueError(f"'{text.shorten(value)}' is not 0 or 1")
+        return value in ("1", "true")
     if kind == "int":
-        return allowed(one_int(text))
+        return allowed(one_int(value))
     if kind == "str":
-        return allowed(text)
+        return allowed(value)
     if kind in ("ints", "strs"):
-        items = [t for t in text.split(",") if t.strip()]
+        items = [t for t in value.split(",") if t.strip()]
         return [allowed(one_int(t) if kind == "ints" else t.strip()) for t in items]
     if kind == "int_range":
-        low, sep, high = text.partition("~")
+        low, sep, high = value.partition("~")
         if not sep:
-            raise ValueError(f"'{text}' is not a range low~high")
+            raise ValueError(f"'{text.shorten(value)}' is not a range low~high")
         return (allowed(one_int(low)), allowed(one_int(high)))
     raise ValueError(f"unknown kind {kind}")
 
@@ -411,9 +411,10 @@ def url_text(value, kind: str) -> str:
     return str(value)
 
 
-def from_url(key: str, kind: str, options=None) -> None:
+def from_url(key: str, kind: str, options=None, check=None) -> None:
     """Before creating the widget ``key``: take its value from the URL once per session (when valid; otherwise
-    keep the default and say why), and mirror it into the URL from then on."""
+    keep the default and say why), and mirror it into the URL from then on. ``check(value)`` may refuse a value
+    of the right kind by raising ValueError with the reason. A reversed range is swapped, with a note."""
     registered = st.session_state.setdefault("_url_registered", {})
     registered[key] = kind
     restored = st.session_state.setdefault("_url_restored", set())
@@ -423,47 +424,62 @@ def from_url(key: str, kind: str, options=None) -> None:
     raw = st.query_params.get(key)
     if raw is None:
         return
+    problems = st.session_state.setdefault("_url_problems", [])
+    named = f"{text.plain(key)}={text.plain(raw)}"
     try:
-        st.session_state[key] = parse_url_value(raw, kind, options)
+        value = parse_url_value(raw, kind, options)
+        if check is not None:
+            check(value)
     except ValueError as exc:
-        st.session_state.setdefault("_url_problems", []).append(f"`{key}={raw}`: {exc}")
+        problems.append(f"{named}: {text.plain(exc, None)}; the default is used")
+        return
+    if kind == "int_range" and value[0] > value[1]:
+        value = (value[1], value[0])
+        problems.append(f"{named}: the range was reversed, so it is read as {text.plain(url_text(value, kind))}")
+    st.session_state[key] = value
 
 
-def sync_url(final: bool = True) -> None:
+def sync_url(final: bool = True, link: bool = True, own: tuple[str, ...] = ()) -> None:
     """After the controls: the URL holds each one's value; unknown or invalid parameters are named, and a link
-    to this view is offered. A page with controls further down calls it with ``final=False`` first (so their
-    parameters are not yet taken for unknown ones), then again at the end."""
+    to this view is offered (``link=False``: a page without settings offers none, and leaves the address as it is).
+    A page with controls further down calls it with ``final=False`` first (so their parameters are not yet taken
+    for unknown ones), then again at the end. ``own``: parameters the page reads itself (the talk's ``scene``)."""
     registered = st.session_state.get("_url_registered", {})
     problems = list(st.session_state.get("_url_problems", []))
-    unknown = [k for k in st.query_params if k not in registered and k not in URL_RESERVED
+    unknown = [k for k in st.query_params if k not in registered and k not in URL_RESERVED and k not in own
                and not k.startswith("_")] if final else []
-    problems += [f"`{k}` is not a setting of this page" for k in unknown if k not in
-                 st.session_state.setdefault("_url_unknown_named", set())]
+    ctx = get_script_run_ctx()
+    named = st.session_state.setdefault("_url_unknown_named", set())  # (page, key): each named once per page
+    page = ctx.page_script_hash if ctx else ""
+    problems += [f"{text.plain(k)} is not a setting of this page; it is ignored" for k in unknown
+                 if (page, k) not in named]
     for key in unknown:
-        st.session_state["_url_unknown_named"].add(key)
-        del st.query_params[key]  # named once, then dropped, so a copied link is clean
+        named.add((page, key))
+        if link:
+            del st.query_params[key]  # named once, then dropped, so a copied link is clean
     for key, kind in registered.items():
         value = st.session_state.get(key)
-        text = url_text(value, kind) if value is not None else ""
-        if text:
-            st.query_params[key] = text
+        shown = url_text(value, kind) if value is not None else ""
+        if shown:
+            st.query_params[key] = shown
         elif key in st.query_params:
             del st.query_params[key]
     slot = st.session_state.get("_url_slot")
     if problems and slot is not None:
-        slot.warning("Ignored in this link (the page's defaults are used instead):\n"
-                     + "\n".join(f"- {p}" for p in problems))
+        slot.warning("Not used as written in this link:\n" + "\n".join(f"- {p}" for p in problems))
         st.session_state["_url_problems"] = []
+    if not link:
+        return
     from urllib.parse import urlencode
 
     base = (getattr(st.context, "url", None) or "").split("?")[0]
-    link = base + "?" + urlencode({k: st.query_params[k] for k in st.query_params})
+    address = base + "?" + urlencode({k: st.query_params[k] for k in st.query_params})
     if st.session_state.get("_url_link") is None:
         with st.expander("🔗 Link to this view"):
             st.session_state["_url_link"] = st.empty()
             st.caption("Opening this link shows the same controls and the same recording (or the same live "
                        "request). The copy button is at the right of the box.")
-    st.session_state["_url_link"].code(link, language=None)
+    st.session_state["_url_link"].code(address, language=None)
 
 
 # --- presentation mode ---------------------------------------------------------------------------------------
@@ -476,6 +492,34 @@ html, body, [data-testid="stAppViewContainer"] { font-size: 22px; }
 .stMarkdown h1 { font-size: 2.4rem !important; } .stMarkdown h2 { font-size: 1.9rem !important; }
 </style>
 """
+
+
+def check_present_value() -> None:
+    """``?present=`` takes 1 (the stage view) or 0; any other value is named once, dropped from the address, and
+    the desk view is shown."""
+    raw = st.query_params.get("present")
+    if raw is None or raw in ("0", "1"):
+        return
+    st.warning(f"present={text.plain(raw)} is not 0 or 1, so presentation mode stays off (present=1 turns it on).")
+    del st.query_params["present"]
+
+
+def scene_from_url(count: int) -> int:
+    """The talk's first scene (0-based) from ``?scene=N`` (1 … count): a number outside is clamped and anything
+    else ignored, with a note in the page's link warning."""
+    raw = st.query_params.get("scene")
+    if raw is None:
+        return 0
+    problems = st.session_state.setdefault("_url_problems", [])
+    try:
+        wanted = int(raw)
+    except ValueError:
+        problems.append(f"scene={text.plain(raw)} is not a scene number; the talk starts at scene 1")
+        return 0
+    shown = min(max(wanted, 1), count)
+    if shown != wanted:
+        problems.append(f"scene={wanted} is outside 1 … {count}; showing scene {shown}")
+    return shown - 1
 
 
 def presenting() -> bool:

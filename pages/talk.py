@@ -21,12 +21,10 @@ except talks.TalkError as exc:
 
 count = len(talk.scenes)
 state = st.session_state
+shared.url_page()
 if "talk_scene" not in state:
-    try:
-        state["talk_scene"] = min(max(int(st.query_params.get("scene", 1)), 1), count) - 1
-    except ValueError:
-        st.warning(f"`scene={st.query_params.get('scene')}` is not a scene number: starting at scene 1")
-        state["talk_scene"] = 0
+    state["talk_scene"] = shared.scene_from_url(count)
+shared.sync_url(link=False, own=("scene",))
 
 
 def move(step: int) -> None:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from gpu import charts, takeaways
+from gpu import charts, takeaways, text
 from gpu.experiments import transfers
-from gpu.units import GiB, KiB, SizeError, format_bytes, parse_size_list
+from gpu.units import GiB, KiB, format_bytes, parse_size_list
 from pages import _shared as shared
 
 shared.require_router()
@@ -30,8 +30,23 @@ if live:
 else:
     largest = 1 * GiB
 options = [4 * KiB * 2**i for i in range(64) if 4 * KiB * 2**i <= largest]
+
+
+def exact_sizes(typed: str) -> list[int]:
+    """The sizes typed in (or linked); ValueError saying what is wrong, in one line, when they cannot run here."""
+    sizes = parse_size_list(typed)
+    reasons = [r for r in transfers.invalid_reasons(transfers.parse_params({"sizes": sizes}), None)
+               if r.startswith("size")]
+    if max(sizes) > largest:
+        reasons.append(f"{format_bytes(max(sizes))} is more than the largest size here ({format_bytes(largest)})")
+    if reasons:
+        raise ValueError(reasons[0] + (f" (and {text.count(len(reasons) - 1, 'more problem')})"
+                                       if len(reasons) > 1 else ""))
+    return sizes
+
+
 shared.from_url("transfers_size_range", "int_range", options)
-shared.from_url("transfers_custom_sizes", "str")
+shared.from_url("transfers_custom_sizes", "str", check=lambda typed: exact_sizes(typed) if typed.strip() else None)
 shared.from_url("transfers_modes", "strs", transfers.MODES)
 shared.from_url("transfers_directions", "strs", transfers.DIRECTIONS)
 shared.from_url("transfers_include_alloc", "bool")
@@ -57,15 +72,13 @@ with shared.more_settings():
                               default=list(transfers.DIRECTIONS), format_func=lambda d: d.upper(),
                               key="transfers_directions")
 
-size_errors: list[str] = []
+sizes = [s for s in options if low <= s <= high]
 if custom.strip():
     try:
-        sizes = parse_size_list(custom)
-    except SizeError as exc:
-        size_errors.append(str(exc))
-        sizes = []
-else:
-    sizes = [s for s in options if low <= s <= high]
+        sizes = exact_sizes(custom)
+    except ValueError as exc:  # SizeError included: say why, and keep the slider's sizes and their chart
+        st.warning(f"Exact sizes {text.plain(custom)} not used: {text.plain(exc, None)}. Showing the slider's "
+                   "sizes instead.")
 
 params = {"sizes": sizes, "modes": list(modes or []), "directions": list(directions or []),
           "include_alloc": [False, True] if include_alloc else [False]}
@@ -77,8 +90,7 @@ def preview(partial, suffix: str) -> None:
     shared.chart(charts.bandwidth_figure(partial[~partial["include_alloc"].astype(bool)]), key=f"chart_bw{suffix}")
 
 
-frame = shared.checked_frame(backend, transfers.NAME, params, "transfers", run_id, extra_reasons=size_errors,
-                             preview=preview)
+frame = shared.checked_frame(backend, transfers.NAME, params, "transfers", run_id, preview=preview)
 
 # --- charts -------------------------------------------------------------------------------------------------
 bandwidth_figure = shared.cached_figure(charts.bandwidth_figure)
