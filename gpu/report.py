@@ -163,8 +163,8 @@ table.numbers td, table.numbers th {{ padding: 2px 8px; border-bottom: 1px solid
 <p class="method">Every figure was measured by PinPoint (CUDA events, warm-up, samples until the noise is small; every
 sample kept, every output verified). A point is <b>faster</b> or <b>slower</b> only when a two-sided Mann-Whitney U
 test on the two runs' kept samples gives p &lt; {compare.ALPHA} <i>and</i> the medians differ by more than either
-run's coefficient of variation (and at least {compare.MIN_EFFECT:.0%}); otherwise it is the <b>same</b>. Points
-with fewer than {compare.MIN_SAMPLES} samples on a side are flagged: the test has little power there. Change =
+run's coefficient of variation (and at least {text.percent(compare.MIN_EFFECT)}); otherwise it is the <b>same</b>.
+Points with fewer than {compare.MIN_SAMPLES} samples on a side are flagged: the test has little power there. Change =
 baseline median ÷ candidate median − 1. Normalized: each point as a share of its own device's theoretical limit
 (PCIe per direction for host↔device copies, HBM for kernels), so unlike devices compare fairly.</p>
 </body></html>"""

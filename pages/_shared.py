@@ -143,8 +143,9 @@ def source_banner() -> None:
     devices = sorted({f"{d} ({t[:10]})" for d, t in zip(replay.data["device_name"], replay.data["timestamp"],
                                                         strict=True)})
     why = "replay switched on" if live is not None else f"no live GPU here: {reason}"
-    st.info(f"**Replay** · showing runs recorded on a real GPU by PinPoint's runner, not measured now "
-            f"({why}). Recorded on: {', '.join(devices) or 'nothing yet'}.", icon="⏯️")
+    # No parentheses around ``why``: the reason often has its own ("… (see requirements-gpu.txt)").
+    st.info(f"**Replay** · showing runs recorded on a real GPU by PinPoint's runner, not measured now; "
+            f"{why}. Recorded on: {', '.join(devices) or 'nothing yet'}.", icon="⏯️")
     for problem in replay.problems:
         st.warning(f"A recorded run could not be read and is left out: {problem}")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from gpu import overlap, stream_charts, takeaways
+from gpu import overlap, stream_charts, takeaways, text
 from gpu.experiments import streams
 from gpu.units import MiB, format_bytes
 from pages import _shared as shared
@@ -107,11 +107,11 @@ if table.empty:
 lines = []
 for r in overlap.overlap_summary(table).itertuples():
     spread = (f"; across {r.configurations} configurations with ≥ 2 streams and ≥ 2 chunks the median is "
-              f"**{r.median_efficiency:.0%}** ({r.median_speedup:.2f}× serial)" if r.configurations else "")
+              f"**{text.percent(r.median_efficiency)}** ({r.median_speedup:.2f}× serial)" if r.configurations else "")
     lines.append(f"**{r.host_memory}**: the best, {r.best_streams} streams × {r.best_chunks} chunks, takes "
                  f"{r.best_ms:.2f} ms against {r.best_serial_ms:.2f} ms serial ({r.best_speedup:.2f}×) and a bound of "
                  f"{r.best_bound_ms:.2f} ms ({r.best_vs_bound:.2f}× the bound, overlap efficiency "
-                 f"{r.best_efficiency:.0%}){spread}; typical noise cv {r.median_cv:.1%}")
+                 f"{text.percent(r.best_efficiency)}){spread}; typical noise cv {text.percent(r.median_cv, 1)}")
 st.markdown("\n".join(f"- {line}" for line in lines))
 shared.takeaway(takeaways.streams(frame))
 if (table["efficiency"] > 1).any():
@@ -149,10 +149,10 @@ if chosen.empty:
     st.stop()
 row = chosen.iloc[0]
 m = st.columns(5)
-m[0].metric("Pipeline", f"{row['pipeline_ms']:.3f} ms", f"cv {row['cv']:.2%}", delta_color="off")
+m[0].metric("Pipeline", f"{row['pipeline_ms']:.3f} ms", f"cv {text.percent(row['cv'], 2)}", delta_color="off")
 m[1].metric("Serial (one stream)", f"{row['serial_ms']:.3f} ms")
 m[2].metric("Bound", f"{row['bound_ms']:.3f} ms", "slowest stage alone", delta_color="off")
-m[3].metric("Overlap efficiency", f"{row['efficiency']:.0%}" if row["efficiency"] == row["efficiency"] else "n/a")
+m[3].metric("Overlap efficiency", text.percent(row["efficiency"]))
 m[4].metric("Speedup over serial", f"{row['speedup']:.2f}×")
 try:
     shared.chart(stream_charts.gantt_figure(row["intervals"], frame, lanes,

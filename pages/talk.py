@@ -45,7 +45,7 @@ live, reason = shared.live_backend()
 frame, source = None, ""
 if state.pop("talk_measure_requested", False):
     if live is None or shared.use_replay():
-        st.info(f"No live GPU here ({reason or 'replay switched on'}): showing the bundled recording.")
+        st.info(f"No live GPU here, so the bundled recording is shown: {reason or 'replay switched on'}.")
     else:
         handle = live.submit(scene.experiment, {**scene.params, "profile": "interactive"}, session=shared.session_id())
         with st.spinner(f"Measuring on {live.facts.get('device_name')}…"):
