@@ -52,12 +52,17 @@ def ratio_figure(table: pd.DataFrame, title: str, normalized: bool = False) -> g
     fig = go.Figure()
     by_size = "include_alloc" in table.columns and "bytes" in table.columns
     series, x = point_series(table) if not table.empty else (pd.Series(dtype=str), pd.Series(dtype=str))
-    for i, name in enumerate(dict.fromkeys(series)):
+    names = list(dict.fromkeys(series))
+    for i, name in enumerate(names):
         mine = (series == name).to_numpy()
         part = table[mine]
+        colour = SERIES_COLORS[i % len(SERIES_COLORS)]
+        # On the size axis each series is nudged sideways (within ±0.3 of an octave), so the series measured at
+        # one size stand side by side instead of on top of each other; the hover names the exact size.
+        shown_x = x[mine] * 2 ** (0.6 * (i - (len(names) - 1) / 2) / len(names)) if by_size else x[mine]
         fig.add_trace(go.Scatter(
-            x=x[mine], y=part[column] * 100, mode="markers", name=name, legendgroup="series",
-            marker={"color": SERIES_COLORS[i % len(SERIES_COLORS)], "size": 11, "line": {"width": 2},
+            x=shown_x, y=part[column] * 100, mode="markers", name=name, legendgroup="series", legendrank=10 + i,
+            marker={"color": colour, "size": 11, "line": {"width": 2, "color": colour},
                     "symbol": [VERDICT_SYMBOLS.get(v, "circle") for v in part["verdict"]]},
             customdata=np.column_stack([part["point"], [text.duration_ms(v) for v in part["baseline_ms"]],
                                         [text.duration_ms(v) for v in part["candidate_ms"]],
@@ -69,7 +74,7 @@ def ratio_figure(table: pd.DataFrame, title: str, normalized: bool = False) -> g
     for verdict, symbol in VERDICT_SYMBOLS.items():  # the shapes' key: entries with no points of their own
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=f"{verdict} beyond noise" if verdict !=
                                  "same" else "same within noise", legendgroup="verdict",
-                                 legendgrouptitle={"text": "verdict (shape)"},
+                                 legendgrouptitle={"text": "verdict (shape)"}, legendrank=1,  # key first
                                  marker={"symbol": symbol, "color": "#555555", "size": 11, "line": {"width": 2}}))
     fig.add_hline(y=0, line={"color": "black", "width": 1})
     if by_size:
@@ -81,7 +86,7 @@ def ratio_figure(table: pd.DataFrame, title: str, normalized: bool = False) -> g
     fig.update_layout(title={"text": title}, xaxis=axis,
                       yaxis_title=("change in % of own device's limit" if normalized else
                                    "candidate speed vs baseline (%)"),
-                      height=520, legend={"orientation": "h", "y": -0.3, "groupclick": "toggleitem"})
+                      height=560, legend={"groupclick": "toggleitem", "tracegroupgap": 12})
     return fig
 
 

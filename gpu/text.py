@@ -5,6 +5,7 @@ Streamlit renders messages as Markdown (links, images, ``:material/…:`` direct
 
 from __future__ import annotations
 
+import math
 import re
 import string
 
@@ -69,11 +70,16 @@ def duration_ms(ms: float, digits: int = 3) -> str:
     """A duration given in ms, in the unit that reads best: “3.70 µs” below 0.1 ms, “1.23 ms”, “2.50 s”."""
     if ms != ms:
         return "—"
-    if abs(ms) < 0.1:
-        return f"{ms * 1e3:.{digits}g} µs"
-    if abs(ms) < 1000:
-        return f"{ms:.{digits}g} ms" if abs(ms) >= 1 else f"{ms:.{digits}f} ms"
-    return f"{ms / 1e3:.{digits}g} s"
+    value, unit = (ms * 1e3, "µs") if abs(ms) < 0.1 else (ms, "ms") if abs(ms) < 1000 else (ms / 1e3, "s")
+    return f"{significant(value, digits)} {unit}"
+
+
+def significant(value: float, digits: int = 3) -> str:
+    """``value`` to ``digits`` significant digits, trailing zeros kept (6.70, 12.3, 100, 0.123, 1,234)."""
+    if value == 0 or value != value or math.isinf(value):
+        return f"{value:g}"
+    decimals = max(digits - 1 - math.floor(math.log10(abs(value))), 0)
+    return f"{value:,.{decimals}f}"
 
 
 def p_value(p: float) -> str:

@@ -25,7 +25,8 @@ def test_percentages_have_one_style(fraction, kwargs, expected):
 
 
 @pytest.mark.parametrize("ms,expected", [
-    (0.0037, "3.7 µs"), (0.0999, "99.9 µs"), (0.1234, "0.123 ms"), (12.345, "12.3 ms"), (2500.0, "2.5 s"),
+    (0.0037, "3.70 µs"), (0.0999, "99.9 µs"), (0.1234, "0.123 ms"), (12.345, "12.3 ms"), (2500.0, "2.50 s"),
+    (0.1, "0.100 ms"), (350.0, "350 ms"), (4321.0, "4.32 s"), (0.0, "0 µs"),
     (math.nan, "—"),
 ])
 def test_durations_use_microseconds_below_a_tenth_of_a_millisecond(ms, expected):
