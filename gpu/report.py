@@ -130,9 +130,13 @@ def render(baseline: pd.DataFrame, candidates: list[pd.DataFrame]) -> str:
         table = compare.compare(baseline, candidate)
         line = compare.headline(table, len(baseline) - len(table), len(candidate) - len(table))
         figures = [ratio_figure(table, f"{run_label(candidate)} vs {run_label(baseline)}")]
+        normalized_line = ""
         if not table.empty and table["normalized_change"].notna().any():
-            figures.append(ratio_figure(table, "Normalized: each point as % of its own device's theoretical limit",
-                                        normalized=True))
+            normalized = compare.compare_normalized(baseline, candidate)  # its verdicts, not the raw ones
+            normalized_line = "Normalized to each device's limit: " + compare.headline(
+                normalized, len(baseline) - len(normalized), len(candidate) - len(normalized))
+            figures.append(ratio_figure(normalized, "Normalized: each point as % of its own device's theoretical "
+                                        "limit", normalized=True))
         charts = []
         for fig in figures:
             charts.append(pio.to_html(fig, include_plotlyjs=include, full_html=False))
@@ -145,6 +149,7 @@ def render(baseline: pd.DataFrame, candidates: list[pd.DataFrame]) -> str:
 <section>
 <h2>{html.escape(run_label(candidate))}</h2>
 <p class="headline">{html.escape(line)}</p>
+<p>{html.escape(normalized_line)}</p>
 {''.join(charts)}
 <h3>Provenance: what differs</h3>
 {_table_html(compare.provenance_diff(baseline, candidate))}
