@@ -35,9 +35,8 @@ options = [4 * KiB * 2**i for i in range(64) if 4 * KiB * 2**i <= largest]
 def exact_sizes(typed: str) -> list[int]:
     """The sizes typed in (or linked); ValueError saying what is wrong, in one line, when they cannot run here."""
     sizes = parse_size_list(typed)
-    reasons = [r for r in transfers.invalid_reasons(transfers.parse_params({"sizes": sizes}), None)
-               if r.startswith("size")]
-    if max(sizes) > largest:
+    reasons = backend.check(transfers.NAME, {"sizes": sizes})  # live: against this device's free memory
+    if not live and max(sizes) > largest:
         reasons.append(f"{format_bytes(max(sizes))} is more than the largest size here ({format_bytes(largest)})")
     if reasons:
         raise ValueError(reasons[0] + (f" (and {text.count(len(reasons) - 1, 'more problem')})"
