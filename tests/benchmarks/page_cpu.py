@@ -6,7 +6,8 @@ server process's CPU time (user + system, from /proc/<pid>/stat) before and afte
 each time in a new browser tab (a new Streamlit session, as a second reviewer opening the same link): the first
 view after the server starts, and a repeat view. Wall time is until the page's script is done and its charts drawn.
 
-Run: ``python3 tests/benchmarks/page_cpu.py [--pages transfers,compare] [--present]`` (Linux, /usr/bin/chromium).
+Run: ``python3 tests/benchmarks/page_cpu.py [--pages transfers,compare] [--present] [--root OTHER_CHECKOUT]`` (Linux,
+/usr/bin/chromium). CPU time grows when other processes compete for the cores: compare checkouts in turns.
 """
 
 from __future__ import annotations
@@ -40,11 +41,11 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(port: int, store: str) -> subprocess.Popen:
+def start_server(port: int, store: str, root: Path = ROOT) -> subprocess.Popen:
     process = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port", str(port),
          "--server.address", "127.0.0.1", "--server.fileWatcherType", "none", "--browser.gatherUsageStats", "false"],
-        cwd=ROOT, env={**os.environ, "PINPOINT_BACKEND": "replay", "PINPOINT_DB_URL": f"sqlite:///{store}"},
+        cwd=root, env={**os.environ, "PINPOINT_BACKEND": "replay", "PINPOINT_DB_URL": f"sqlite:///{store}"},
         stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline and process.poll() is None:
@@ -77,11 +78,11 @@ def view(browser, url: str, pid: int) -> tuple[float, float]:
     start = time.monotonic()
     tab.goto(url)
     tab.wait_for_selector("[data-testid='stApp']", timeout=120_000)
-    # The script state reads "notRunning" before the first run starts: wait for a run to be seen, then its end.
+    # The script state reads "notRunning" before the first run starts too: wait until the page's title is drawn
+    # (every page has one) and the script is done.
     tab.wait_for_function("""() => { const s = document.querySelector('[data-test-script-state]');
-        if (!s) return false; const state = s.getAttribute('data-test-script-state');
-        if (state === 'running') window.__pinpointRan = true;
-        return window.__pinpointRan && state === 'notRunning'; }""", timeout=120_000, polling=20)
+        return s && s.getAttribute('data-test-script-state') === 'notRunning'
+            && document.querySelector('[data-testid="stMain"] h1') !== null; }""", timeout=120_000, polling=50)
     if tab.locator(".js-plotly-plot").count():
         tab.wait_for_selector(".js-plotly-plot .main-svg", timeout=60_000)
     wall = time.monotonic() - start
@@ -95,12 +96,14 @@ def main() -> None:
     parser.add_argument("--pages", default=",".join(PAGES), help="comma-separated url paths ('' is Overview)")
     parser.add_argument("--present", action="store_true", help="open every page with ?present=1")
     parser.add_argument("--repeats", type=int, default=2, help="views per page (the first is the first view)")
+    parser.add_argument("--root", type=Path, default=ROOT,
+                        help="the checkout to serve (e.g. an older commit unpacked with git archive, to compare)")
     args = parser.parse_args()
     from playwright.sync_api import sync_playwright
 
     port = free_port()
     with tempfile.TemporaryDirectory() as folder:
-        server = start_server(port, f"{folder}/runs.sqlite")
+        server = start_server(port, f"{folder}/runs.sqlite", args.root)
         try:
             with sync_playwright() as p:
                 browser = p.chromium.launch(executable_path=CHROMIUM, args=[
