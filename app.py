@@ -13,6 +13,7 @@ st.set_page_config(page_title="PinPoint", page_icon=shared.FAVICON, layout="wide
 navigation = st.navigation([st.Page(p.file, title=p.title, icon=p.icon, default=not p.url_path,
                                      url_path=p.url_path or None) for p in shared.PAGES])
 shared.source_sidebar()
+shared.check_present_value()
 if shared.presenting():
     shared.stage_style()
     shared.stage_exit()

@@ -135,9 +135,16 @@ class ReplayBackend:
                 self.problems.append(f"{path.name}: {exc}")
         self.data = pd.concat(self.frames, ignore_index=True) if self.frames else pd.DataFrame(columns=schema.COLUMNS)
         self._ids = 0
+        self._recordings: dict[str, pd.DataFrame] = {}
 
     def recordings(self, experiment: str) -> pd.DataFrame:
-        """One row per recorded run of ``experiment``: run_id, device, timestamp, profile, points."""
+        """One row per recorded run of ``experiment``: run_id, device, timestamp, profile, points (worked out once
+        per experiment: the recordings never change, and every page view asks several times)."""
+        if experiment not in self._recordings:
+            self._recordings[experiment] = self._list_recordings(experiment)
+        return self._recordings[experiment].copy()
+
+    def _list_recordings(self, experiment: str) -> pd.DataFrame:
         rows = self.data[self.data["experiment"] == experiment]
         if rows.empty:
             return pd.DataFrame(columns=["run_id", "device_name", "timestamp", "profile", "points"])

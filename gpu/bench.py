@@ -19,6 +19,7 @@ import argparse
 import sys
 import time
 
+from gpu import text
 from gpu.errors import ValidationError, WorkerError
 from gpu.experiments import transfers
 from gpu.units import SizeError, format_bytes, parse_size_list
@@ -27,7 +28,7 @@ from gpu.units import SizeError, format_bytes, parse_size_list
 def _progress_bar(handle, stream=sys.stderr, width=30) -> None:
     while not handle.wait(0.2):
         if handle.state == "queued":
-            stream.write(f"\rqueued behind {handle.queued_ahead} job(s)")
+            stream.write(f"\rqueued behind {text.count(handle.queued_ahead, 'job')}")
         elif handle.total:
             filled = int(width * handle.done / handle.total)
             stream.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {handle.done}/{handle.total} "
@@ -334,7 +335,7 @@ def main(argv=None) -> int:
     if backend is None:
         print(f"error: the runner measures live and needs a GPU: {reason}", file=sys.stderr)
         return 3
-    print(f"{backend.label()} · profile {args.profile} · {len(jobs)} run(s)", file=sys.stderr)
+    print(f"{backend.label()} · profile {args.profile} · {text.count(len(jobs), 'run')}", file=sys.stderr)
     started = time.perf_counter()
     frames = []
     try:

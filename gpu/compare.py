@@ -63,7 +63,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from gpu import schema
+from gpu import schema, text
 from gpu.experiments import get_experiment
 from gpu.units import format_bytes
 
@@ -107,7 +107,11 @@ def point_label(experiment: str, row) -> str:
             continue
         if column in ("bytes", "param_value") and experiment in ("managed", "pools", "batching"):
             parts.append(format_bytes(value))
+        elif column in ("chunks", "streams"):
+            parts.append(text.count(int(value), column[:-1]))
         elif column == "param_value":
+            if row.get("param") == "none":  # a kernel without a swept parameter (a plain copy)
+                continue
             parts.append(f"{row.get('param') or 'parameter'} {value}")
         else:
             parts.append(LABEL_FORMATS.get(column, column + " {}").format(value))
@@ -115,13 +119,13 @@ def point_label(experiment: str, row) -> str:
 
 
 LABEL_FORMATS = {"block_size": "block {}", "elements": "{:,} elements", "host_memory": "{}", "issue_order": "{}",
-                 "chunks": "{} chunks", "streams": "{} streams", "intensity": "intensity {}",
+                 "intensity": "intensity {}",
                  "shared_bytes_per_block": "{} B shared"}
 
 
 def percent(change: float) -> str:
     """+5 % / −18 % (a true minus sign)."""
-    return f"{change:+.0%}".replace("-", "−")
+    return text.percent(change, signed=True)
 
 
 def point_kind(experiment: str, row) -> str:
@@ -507,3 +511,29 @@ def disjoint_reason(baseline: pd.DataFrame, candidate: pd.DataFrame) -> str | No
                                                                                  for v in candidate[c]}]
     return "These runs share no points: " + ("; ".join(differing) if differing else
                                              "different combinations of the same settings") + "."
+
+
+def compare_normalized(baseline: pd.DataFrame, candidate: pd.DataFrame) -> pd.DataFrame:
+    """``compare`` on the normalized view, for unlike devices: each candidate sample is scaled by the ratio of the
+    two devices' limits for its point (a device with twice the bandwidth is expected to take half the time), so the
+    same verdict rule decides faster/slower/same on the share of each device's own limit. Times, GB/s and % of
+    limit shown stay the candidate's own; points whose limit is unknown on either device are left out."""
+    reference = baseline.iloc[0]
+    limit_columns = ("hbm_gbps_theoretical", "pcie_gbps_theoretical")
+    factors = np.array([limit_gbps(row) / limit_gbps({**row, **{c: reference.get(c) for c in limit_columns}})
+                        for row in candidate.to_dict("records")])
+    known = np.isfinite(factors) & (factors > 0)
+    scaled = candidate[known].copy()
+    factors = factors[known]
+    scaled["samples_ms"] = [list(np.asarray(s, dtype=float) * f) for s, f in zip(scaled["samples_ms"], factors,
+                                                                                   strict=True)]
+    scaled["median_ms"] = scaled["median_ms"] * factors
+    scaled["gbps"] = scaled["gbps"] / factors
+    table = compare(baseline, scaled)
+    if table.empty:
+        return table
+    own = compare(baseline, candidate[known]).set_index("point")
+    for column in ("candidate_ms", "candidate_gbps", "candidate_pct_of_limit"):
+        table[column] = table["point"].map(own[column])
+    table["normalized_change"] = table["change"]
+    return table

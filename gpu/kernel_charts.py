@@ -42,8 +42,14 @@ def _reference_lines(fig: go.Figure, frame: pd.DataFrame, x_range) -> None:
                                  hovertemplate="theoretical: %{y:.0f} GB/s"))
 
 
-def sweep_figure(frame: pd.DataFrame, variant: str, axis_title: str, title: str) -> go.Figure:
+# One name for each swept unit on every page and in the talk: the kernels read 4-byte floats.
+SWEEP_LABELS = {"strided": ("stride (floats)", "Strided reads"),
+                "offset": ("offset from alignment (floats)", "Misaligned reads")}
+
+
+def sweep_figure(frame: pd.DataFrame, variant: str) -> go.Figure:
     """GB/s against a swept parameter (stride or offset), with the device copy and HBM lines."""
+    axis_title, title = SWEEP_LABELS[variant]
     data = with_peak_share(frame)
     part = data[data["variant"] == variant].sort_values("param_value")
     fig = go.Figure()

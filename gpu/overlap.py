@@ -32,6 +32,8 @@ import math
 
 import pandas as pd
 
+from gpu import text
+
 STAGES = ("h2d", "kernel", "d2h")
 STAGE_LABELS = {"h2d": "copy H2D", "kernel": "kernel", "d2h": "copy D2H"}
 ORDERS = ("depth_first", "breadth_first")
@@ -279,7 +281,7 @@ def gain_text(summary_row) -> str:
     overlap' (a percentage of noise would be a number without meaning)."""
     if not summary_row.get("gain_measurable"):
         return "no measurable overlap"
-    return f"overlap efficiency {summary_row['best_efficiency']:.0%}"
+    return f"overlap efficiency {text.percent(summary_row['best_efficiency'])}"
 
 
 def headline(summary_row) -> str:
@@ -292,13 +294,14 @@ def headline(summary_row) -> str:
     best = f"{r['best_streams']} streams × {r['best_chunks']} chunks"
     many = r["configurations"] > 1
     spread = (f"; across the {r['configurations']} configurations with ≥ 2 streams and ≥ 2 chunks the median "
-              f"efficiency is {r['median_efficiency']:.0%} ({r['median_speedup']:.2f}× serial)") if many else ""
+              f"efficiency is {text.percent(r['median_efficiency'])} ({r['median_speedup']:.2f}× serial)") \
+        if many else ""
     if not r["gain_measurable"]:
         spread = (f"; the median of the {r['configurations']} configurations that can overlap is "
                   f"{r['median_speedup']:.2f}× serial") if many else ""
         return (f"{host}: **no measurable overlap**: the fastest configuration that can overlap, {best}, takes "
                 f"{r['best_ms']:.2f} ms against {r['best_serial_ms']:.2f} ms serial, within the noise of the two "
-                f"(cv {r['best_cv']:.1%}){spread}")
+                f"(cv {text.percent(r['best_cv'], 1)}){spread}")
     duplex = r["best_duplex_bound_ms"]
     bounds = (f"{r['best_vs_bound']:.2f}× the duplex-aware bound of {r['best_bound_ms']:.2f} ms, "
               f"{r['best_vs_engine_bound']:.2f}× the copy-engine bound of {r['best_engine_bound_ms']:.2f} ms"
@@ -306,5 +309,6 @@ def headline(summary_row) -> str:
               f"{r['best_bound_ms']:.2f} ms; no duplex rate was measured in this run, so the bound assumes each "
               "direction keeps its solo speed")
     return (f"{host}: the best, {best}, takes **{r['best_ms']:.2f} ms** against {r['best_serial_ms']:.2f} ms serial "
-            f"({r['best_speedup']:.2f}×): {bounds}; overlap efficiency **{r['best_efficiency']:.0%}**{spread}; "
-            f"typical noise cv {r['median_cv']:.1%}")
+            f"({r['best_speedup']:.2f}×): {bounds}; overlap efficiency **{text.percent(r['best_efficiency'])}**"
+            f"{spread}; "
+            f"typical noise cv {text.percent(r['median_cv'], 1)}")

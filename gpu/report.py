@@ -13,8 +13,9 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 import plotly.io as pio
+from plotly import colors as px_colors
 
-from gpu import compare
+from gpu import compare, text
 from gpu.units import format_bytes
 
 VERDICT_COLORS = {"faster": "#00CC96", "slower": "#EF553B", "run-to-run": "#FECB52", "same": "#AAAAAA",
@@ -30,35 +31,87 @@ def run_label(frame: pd.DataFrame) -> str:
     return f"{first['device_name']} · {str(first['timestamp'])[:16].replace('T', ' ')} · run {first['run_id']}"
 
 
+VERDICT_SYMBOLS = {"slower": "triangle-down", "run-to-run": "diamond-open", "same": "circle-open",
+                   "faster": "triangle-up"}
+SERIES_COLORS = px_colors.qualitative.Dark24
+
+
+def point_series(table: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
+    """Each point's series and its x label on the ratio chart. Transfers: the series is mode × direction (x is the
+    size). Kernels: the series is the variant, x the rest of the point's label less what every point shares (the
+    vector size of a one-size run says nothing), or the variant itself when nothing else differs."""
+    if "include_alloc" in table.columns and "bytes" in table.columns:
+        series = table["variant"].astype(str) + " " + table["direction"].astype(str).str.upper() \
+            + table["include_alloc"].map(lambda a: " incl. allocation" if bool(a) else "")
+        return series, table["bytes"]
+    parts = table["point"].str.split(" · ")
+    series = parts.str[0]
+    rest = parts.str[1:]
+    shared = set.intersection(*(set(p) for p in rest)) if len(rest) else set()
+    x = rest.map(lambda p: " · ".join(part for part in p if part not in shared))
+    return series, x.where(x != "", series)
+
+
 def ratio_figure(table: pd.DataFrame, title: str, normalized: bool = False) -> go.Figure:
-    """Change per point (candidate vs baseline), coloured by verdict; transfers on a size axis."""
+    """Change per point (candidate vs baseline): one colour per series (mode × direction, or kernel variant), the
+    verdict as the marker's shape (▼ slower, ○ same, ▲ faster beyond noise); transfers on a size axis."""
     column = "normalized_change" if normalized else "change"
     fig = go.Figure()
     by_size = "include_alloc" in table.columns and "bytes" in table.columns
-    for verdict in (compare.SLOWER, compare.RUN_TO_RUN, compare.SAME, compare.FASTER):
-        part = table[table["verdict"] == verdict]
-        if part.empty:
-            continue
-        x = part["bytes"] if by_size else part["point"]
+    series, x = point_series(table) if not table.empty else (pd.Series(dtype=str), pd.Series(dtype=str))
+    names = list(dict.fromkeys(series))
+    for i, name in enumerate(names):
+        mine = (series == name).to_numpy()
+        part = table[mine]
+        colour = SERIES_COLORS[i % len(SERIES_COLORS)]
+        # On the size axis each series is nudged sideways (within ±0.3 of an octave), so the series measured at
+        # one size stand side by side instead of on top of each other; the hover names the exact size.
+        shown_x = x[mine] * 2 ** (0.6 * (i - (len(names) - 1) / 2) / len(names)) if by_size else x[mine]
         fig.add_trace(go.Scatter(
-            x=x, y=part[column] * 100, mode="markers", name=compare.VERDICT_NAMES[verdict],
-            marker={"color": VERDICT_COLORS[verdict], "size": 8},
-            customdata=np.column_stack([part["point"], part["baseline_ms"] * 1e3, part["candidate_ms"] * 1e3,
-                                        part["p_value"], part["noise"] * 100, part["run_to_run"] * 100,
-                                        part["run_to_run_source"]]),
-            hovertemplate="%{customdata[0]}<br>%{y:+.1f} %<br>baseline %{customdata[1]:.2f} µs · candidate "
-                          "%{customdata[2]:.2f} µs<br>Mann-Whitney p = %{customdata[3]:.3g} · noise "
-                          "%{customdata[4]:.1f} % · run-to-run ±%{customdata[5]:.1f} % (%{customdata[6]})"
-                          "<extra>%{fullData.name}</extra>"))
+            x=shown_x, y=part[column] * 100, mode="markers", name=name, legendgroup="series", legendrank=10 + i,
+            marker={"color": colour, "size": 11, "line": {"width": 2, "color": colour},
+                    "symbol": [VERDICT_SYMBOLS.get(v, "circle") for v in part["verdict"]]},
+            customdata=np.column_stack([part["point"], [text.duration_ms(v) for v in part["baseline_ms"]],
+                                        [text.duration_ms(v) for v in part["candidate_ms"]],
+                                        [text.p_value(v) for v in part["p_value"]],
+                                        [text.percent(v, 1) for v in part["noise"]],
+                                        part["verdict"].map(compare.VERDICT_NAMES),
+                                        [text.percent(v, 1) for v in part["run_to_run"]],
+                                        part["run_to_run_source"].fillna("—")]),
+            hovertemplate="%{customdata[0]}<br>%{y:+.1f} % · %{customdata[5]}<br>baseline %{customdata[1]} · "
+                          "candidate %{customdata[2]}<br>Mann-Whitney p %{customdata[3]} · noise "
+                          "%{customdata[4]} · run-to-run ±%{customdata[6]} (%{customdata[7]})<extra></extra>"))
+    for verdict, symbol in VERDICT_SYMBOLS.items():  # the shapes' key: entries with no points of their own
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=compare.VERDICT_NAMES[verdict],
+                                 legendgroup="verdict", legendgrouptitle={"text": "verdict (shape)"},
+                                 legendrank=1,  # key first
+                                 marker={"symbol": symbol, "color": "#555555", "size": 11, "line": {"width": 2}}))
     fig.add_hline(y=0, line={"color": "black", "width": 1})
-    axis = {"type": "log", "tickvals": sorted(set(table["bytes"].astype(int))),
-            "ticktext": [format_bytes(v) for v in sorted(set(table["bytes"].astype(int)))]} if by_size else \
-        {"showticklabels": len(table) <= 40}
-    fig.update_layout(title={"text": title}, xaxis={**axis, "title": "size" if by_size else "point"},
+    if by_size:
+        sizes = sorted(set(table["bytes"].astype(int)))
+        axis = {"type": "log", "tickvals": sizes, "ticktext": [format_bytes(v) for v in sizes], "title": "size"}
+    else:
+        axis = {"type": "category", "categoryorder": "array", "categoryarray": list(dict.fromkeys(x)),
+                "tickangle": -35, "automargin": True, "title": "point"}
+    fig.update_layout(title={"text": title}, xaxis=axis,
                       yaxis_title=("change in % of own device's limit" if normalized else
                                    "candidate speed vs baseline (%)"),
-                      height=460, legend={"orientation": "h", "y": -0.2})
+                      height=560, legend={"groupclick": "toggleitem", "tracegroupgap": 12})
     return fig
+
+
+def points_table(table: pd.DataFrame) -> pd.DataFrame:
+    """Every compared point as people read it: times in µs below 0.1 ms, p as “< 0.001” (never 0), change, noise
+    and % of limit in percent (numbers, so the table still sorts by them)."""
+    return pd.DataFrame({
+        "point": table["point"], "baseline": table["baseline_ms"].map(text.duration_ms),
+        "candidate": table["candidate_ms"].map(text.duration_ms), "change": table["change"] * 100,
+        "verdict": table["verdict"].map(compare.VERDICT_NAMES), "kind": table["kind"],
+        "p (Mann-Whitney)": table["p_value"].map(text.p_value), "noise (cv)": table["noise"] * 100,
+        "run-to-run ±": table["run_to_run"] * 100, "run-to-run from": table["run_to_run_source"],
+        "baseline samples": table["baseline_samples"],
+        "candidate samples": table["candidate_samples"], "baseline % of limit": table["baseline_pct_of_limit"],
+        "candidate % of limit": table["candidate_pct_of_limit"]})
 
 
 def history_figure(history: pd.DataFrame, title: str) -> go.Figure:
@@ -77,7 +130,8 @@ def history_figure(history: pd.DataFrame, title: str) -> go.Figure:
 
 
 def _floors() -> str:
-    return ", ".join(f"{kind} ±{math.expm1(floor):.1%}" for kind, floor in compare.RUN_TO_RUN_FLOORS.items())
+    return ", ".join(f"{kind} ±{text.percent(math.expm1(floor), 1)}"
+                     for kind, floor in compare.RUN_TO_RUN_FLOORS.items())
 
 
 def _table_html(frame: pd.DataFrame) -> str:
@@ -104,30 +158,28 @@ def render(baseline: pd.DataFrame, candidates: list[pd.DataFrame], earlier=None)
             continue
         counts = " · ".join(f"{name}: {count}" for name, count in compare.verdict_counts(table).items())
         figures = [ratio_figure(table, f"{run_label(candidate)} vs {run_label(baseline)}")]
+        normalized_line = ""
         if not table.empty and table["normalized_change"].notna().any():
-            figures.append(ratio_figure(table, "Normalized: each point as % of its own device's theoretical limit",
-                                        normalized=True))
+            normalized = compare.compare_normalized(baseline, candidate)  # its verdicts, not the raw ones
+            normalized_line = "Normalized to each device's limit: " + compare.headline(
+                normalized, len(baseline) - len(normalized), len(candidate) - len(normalized))
+            figures.append(ratio_figure(normalized, "Normalized: each point as % of its own device's theoretical "
+                                        "limit", normalized=True))
         charts = []
         for fig in figures:
             charts.append(pio.to_html(fig, include_plotlyjs=include, full_html=False))
             include = False  # Plotly's JavaScript once per file
-        shown = table[POINT_COLUMNS] \
-            .assign(change=lambda t: t["change"].map(compare.percent),
-                    verdict=lambda t: t["verdict"].map(compare.VERDICT_NAMES),
-                    run_to_run=lambda t: t["run_to_run"].map(lambda v: f"±{v:.1%}"),
-                    baseline_ms=lambda t: t["baseline_ms"].map(lambda v: f"{v:.4f}"),
-                    candidate_ms=lambda t: t["candidate_ms"].map(lambda v: f"{v:.4f}"),
-                    p_value=lambda t: t["p_value"].map(lambda v: "—" if not math.isfinite(v) else f"{v:.3g}"),
-                    noise=lambda t: t["noise"].map(lambda v: f"{v:.1%}"),
-                    baseline_pct_of_limit=lambda t: t["baseline_pct_of_limit"].map(lambda v: f"{v:.1f} %"),
-                    candidate_pct_of_limit=lambda t: t["candidate_pct_of_limit"].map(lambda v: f"{v:.1f} %")) \
-            if not table.empty else table
+        shown = points_table(table).assign(**{
+            column: lambda t, c=column, d=digits: t[c].map(lambda v: text.percent(v / 100, d, signed=c == "change"))
+            for column, digits in (("change", 1), ("noise (cv)", 1), ("run-to-run ±", 1), ("baseline % of limit", 1),
+                                   ("candidate % of limit", 1))}) if not table.empty else table
         sections.append(f"""
 <section>
 <h2>{html.escape(run_label(candidate))}</h2>
 <p class="headline">{html.escape(line)}</p>
 <p class="counts">{html.escape(counts)}</p>
 <p class="method">{html.escape(compare.band_summary(table))}</p>
+<p>{html.escape(normalized_line)}</p>
 {''.join(charts)}
 <h3>Provenance: what differs</h3>
 {_table_html(compare.provenance_diff(baseline, candidate))}
@@ -150,10 +202,12 @@ table.numbers td, table.numbers th {{ padding: 2px 8px; border-bottom: 1px solid
 <h2>Method</h2>
 <p class="method">Every figure was measured by PinPoint (CUDA events, warm-up, samples until the noise is small; every
 sample kept, every output verified). A point is the <b>same within noise</b> unless a two-sided Mann-Whitney U test on
-the two runs' kept samples gives p &lt; {compare.ALPHA} and the medians differ by at least {compare.MIN_EFFECT:.0%}.
+the two runs' kept samples gives p &lt; {compare.ALPHA} and the medians differ by at least
+{text.percent(compare.MIN_EFFECT)}.
 A point that differs is <b>within run-to-run noise</b> when the candidate's median stays inside the band that
 unchanged software reaches between runs: with {compare.MIN_HISTORY} or more earlier runs of the point on the same
-device model, the {compare.HISTORY_LEVEL:.0%} prediction interval of their medians (Conbench's approach); otherwise the
+device model, the {text.percent(compare.HISTORY_LEVEL)} prediction interval of their medians (Conbench's approach);
+otherwise the
 baseline's median ± a floor per kind of point, the 95th percentile of the change measured between repeated runs and
 runs days apart ({html.escape(_floors())}). Beyond that band it is <b>faster</b> or <b>slower</b>. Points with
 fewer than {compare.MIN_SAMPLES} samples on a side are flagged: the test has little power there (with a band, every

@@ -39,6 +39,8 @@ import math
 
 import pandas as pd
 
+from gpu import text
+
 POINT_COLUMNS = ["run_id", "experiment", "variant", "direction", "bytes"]
 PARAMETER_COLUMNS = [
     "include_alloc", "group", "block_size", "elements", "param", "param_value", "registers_per_thread",
@@ -115,7 +117,7 @@ def validate(frame: pd.DataFrame) -> pd.DataFrame:
     """Check columns and basic sanity; return the frame with numeric columns typed."""
     missing = [c for c in COLUMNS if c not in frame.columns and c not in OPTIONAL_COLUMNS]
     if missing:
-        raise SchemaError(f"results are missing column(s): {', '.join(missing)}")
+        raise SchemaError(f"results are missing {text.plural('column', len(missing))}: {', '.join(missing)}")
     frame = frame.copy()
     for column in OPTIONAL_COLUMNS:
         if column not in frame.columns:
@@ -127,7 +129,7 @@ def validate(frame: pd.DataFrame) -> pd.DataFrame:
     frame["include_alloc"] = frame["include_alloc"].astype("boolean")
     bad = frame[NUMERIC_COLUMNS].isna().any(axis=1) | (frame["bytes"] <= 0) | (frame["median_ms"] <= 0)
     if bad.any():
-        raise SchemaError(f"{int(bad.sum())} row(s) have missing or non-positive measurements")
+        raise SchemaError(f"{text.count(int(bad.sum()), 'row')} with missing or non-positive measurements")
     if not frame["verified"].astype(bool).all():
         raise SchemaError("results contain unverified rows: a wrong result is never a figure")
     return frame

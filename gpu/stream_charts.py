@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from gpu import overlap
+from gpu import overlap, text
 from gpu.charts import reference_line, source_label
 from gpu.experiments.streams import LABELS, ORDER_LABELS
 from gpu.units import format_bytes
@@ -25,7 +25,8 @@ def _title(text: str, frame: pd.DataFrame) -> dict:
 
 
 def config_label(row) -> str:
-    return (f"{row['host_memory']} · {int(row['streams'])} stream(s) × {int(row['chunks'])} chunks · "
+    return (f"{row['host_memory']} · {text.count(int(row['streams']), 'stream')} × "
+            f"{text.count(int(row['chunks']), 'chunk')} · "
             f"{ORDER_LABELS.get(row['issue_order'], row['issue_order'])} · intensity {int(row['intensity'])}")
 
 
@@ -109,7 +110,7 @@ def sweep_figure(table: pd.DataFrame, frame: pd.DataFrame) -> go.Figure:
         part = part.sort_values("streams")
         color = CHUNK_COLORS[i % len(CHUNK_COLORS)]
         fig.add_trace(go.Scatter(
-            x=part["streams"], y=part["pipeline_ms"], mode="lines+markers", name=f"{chunks} chunks",
+            x=part["streams"], y=part["pipeline_ms"], mode="lines+markers", name=text.count(int(chunks), "chunk"),
             legendgroup=str(chunks), line={"color": color},
             customdata=np.column_stack([part["efficiency"] * 100, part["speedup"], part["cv"] * 100]),
             hovertemplate=(f"{chunks} chunks, %{{x}} streams: %{{y:.3f}} ms<br>overlap efficiency "

@@ -22,6 +22,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gpu import text
 from gpu.claims import CLAIMS
 from gpu.units import format_bytes
 
@@ -92,7 +93,7 @@ def headline(scene: Scene, frame) -> str:
     """The scene's headline filled in from the measurement shown (never from text written in advance)."""
     values = CLAIMS[scene.judge](frame)
     try:
-        return scene.headline.format(**values)
+        return text.format_fields(scene.headline, values)
     except (KeyError, ValueError, IndexError) as exc:
         raise TalkError(f"the headline names a value the judge does not give: {exc} "
                         f"(it gives: {', '.join(values)})") from None

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import re
+from fractions import Fraction
+
+from gpu.text import shorten
 
 KiB = 1024
 MiB = 1024**2
@@ -24,14 +27,17 @@ def parse_size(text: str) -> int:
     """Bytes in ``text``: a number with an optional unit (B, KB/MB/GB = 10^3n, KiB/MiB/GiB = 2^10n)."""
     match = _SIZE.match(str(text))
     if not match:
-        raise SizeError(f"'{text}' is not a size: write a number with an optional unit, e.g. 4KiB, 256MiB, 1GB")
+        raise SizeError(f"'{shorten(text)}' is not a size: write a number with an optional unit, e.g. 4KiB, 256MiB, "
+                        "1GB")
     number, unit = match.groups()
+    if len(number) > 30:  # far beyond any memory (10^30 B); also keeps a pasted wall of digits cheap to refuse
+        raise SizeError(f"'{shorten(text)}' is far too large for a size")
     factor = _UNITS.get(unit.lower())
     if factor is None:
-        raise SizeError(f"'{text}': unknown unit '{unit}' (use B, KiB, MiB, GiB, KB, MB or GB)")
-    value = float(number) * factor
-    if value != int(value):
-        raise SizeError(f"'{text}' is not a whole number of bytes")
+        raise SizeError(f"'{shorten(text)}': unknown unit '{shorten(unit)}' (use B, KiB, MiB, GiB, KB, MB or GB)")
+    value = Fraction(number) * factor  # exact: no float rounding or overflow for long numbers
+    if value.denominator != 1:
+        raise SizeError(f"'{shorten(text)}' is not a whole number of bytes")
     return int(value)
 
 
@@ -45,7 +51,7 @@ def parse_size_list(text: str) -> list[int]:
             low_text, high_text = token.split(":", 1)
             low, high = parse_size(low_text), parse_size(high_text)
             if low <= 0 or high < low:
-                raise SizeError(f"'{token}': a range needs 0 < start <= end")
+                raise SizeError(f"'{shorten(token)}': a range needs 0 < start <= end")
             size = low
             while size <= high:
                 sizes.append(size)

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import pandas as pd
+import plotly.graph_objects as go
 import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
-from gpu import charts, runfiles
+from gpu import charts, runfiles, text
 from gpu.backend import LiveBackend, ReplayBackend, start_live
 from gpu.client import JobHandle
 from gpu.errors import ValidationError, WorkerError
@@ -93,6 +96,16 @@ def run_catalog():
         return None, str(exc) if isinstance(exc, StoreError) else f"{type(exc).__name__}: {shorten(str(exc), 200)}"
 
 
+@st.cache_resource(show_spinner=False, max_entries=32, ttl=600)
+def loaded_run(run_id: str):
+    """A stored or bundled run by id, decoded once for all sessions (a stored run's samples are JSON in the
+    store). Shared, so callers must not change it. Raises as ``Catalog.load`` does."""
+    catalog, reason = run_catalog()
+    if catalog is None:
+        raise RuntimeError(reason)
+    return catalog.load(run_id)
+
+
 def opened_run() -> str | None:
     """A run id from the URL (?run=…): the page shows that stored or bundled run, like a replay."""
     value = st.query_params.get("run")
@@ -173,8 +186,9 @@ def source_banner() -> None:
     devices = sorted({f"{d} ({t[:10]})" for d, t in zip(replay.data["device_name"], replay.data["timestamp"],
                                                         strict=True)})
     why = "replay switched on" if live is not None else f"no live GPU here: {reason}"
-    st.info(f"**Replay** · showing runs recorded on a real GPU by PinPoint's runner, not measured now "
-            f"({why}). Recorded on: {', '.join(devices) or 'nothing yet'}.", icon=":material/replay:")
+    # No parentheses around ``why``: the reason often has its own ("… (see requirements-gpu.txt)").
+    st.info(f"**Replay** · showing runs recorded on a real GPU by PinPoint's runner, not measured now; "
+            f"{why}. Recorded on: {', '.join(devices) or 'nothing yet'}.", icon=":material/replay:")
     for problem in replay.problems:
         st.warning(f"A recorded run could not be read and is left out: {plain(problem, 300)}")
 
@@ -196,7 +210,7 @@ def follow(handle: JobHandle, preview=None) -> None:
     drawn, redraws, last = 0, 0, -1e9
     while not handle.wait(POLL_S):
         if handle.state == "queued":
-            bar.progress(0.0, text=f"queued behind {handle.queued_ahead} job(s) from other sessions")
+            bar.progress(0.0, text=f"queued behind {text.count(handle.queued_ahead, 'job')} from other sessions")
         elif handle.total:
             bar.progress(min(handle.done / handle.total, 1.0), text=f"{handle.done}/{handle.total} · {handle.text}")
         if slot is None or len(handle.rows) <= drawn or time.monotonic() - last < REDRAW_S:
@@ -325,8 +339,10 @@ def recorded_values(backend, experiment: str, column: str, run_id: str | None = 
 
 
 def download(frame, name: str) -> None:
+    # Built when clicked, not on every rerun: writing every sample as CSV costs more than the rest of a page.
     st.download_button("Download this run (CSV in the schema of gpu/schema.py, every sample included)",
-                       data=runfiles.to_csv_bytes(frame), mime="text/csv", key=f"{name}_download",
+                       data=lambda: runfiles.to_csv_bytes(frame), mime="text/csv", key=f"{name}_download",
+                       on_click="ignore",
                        file_name=f"pinpoint-{name}-{frame['run_id'].iloc[0]}.csv")
 
 
@@ -383,7 +399,7 @@ def checked_frame(backend, experiment: str, params: dict, key: str, run_id: str 
 
 
 # --- links that reproduce a view ---------------------------------------------------------------------------
-URL_RESERVED = ("run", "present", "scene")
+URL_RESERVED = ("run", "present")  # read by every page (app.py); the talk's ``scene`` is its own
 
 
 def url_page() -> None:
@@ -399,11 +415,11 @@ def parse_url_value(raw: str, kind: str, options=None):
 
     Kinds: int, str, bool, ints / strs (several, comma-separated), int_range ("low~high"). ``options`` is the
     list of allowed values (or a (low, high) pair for a numeric slider); None allows any value of the kind."""
-    def one_int(text: str) -> int:
+    def one_int(value: str) -> int:
         try:
-            return int(text)
+            return int(value)
         except ValueError:
-            raise ValueError(f"'{text}' is not a whole number") from None
+            raise ValueError(f"'{text.shorten(value)}' is not a whole number") from None
 
     def allowed(value):
         if options is None:
@@ -414,25 +430,25 @@ def parse_url_value(raw: str, kind: str, options=None):
             return value
         if value not in options:
             shown = ", ".join(map(str, list(options)[:8])) + (" …" if len(options) > 8 else "")
-            raise ValueError(f"{value!r} is not one of the choices ({shown})")
+            raise ValueError(f"{text.shorten(repr(value))} is not one of the choices ({shown})")
         return value
 
-    text = str(raw).strip()
+    value = str(raw).strip()
     if kind == "bool":
-        if text not in ("0", "1", "true", "false"):
-            raise ValueError(f"'{text}' is not 0 or 1")
-        return text in ("1", "true")
+        if value not in ("0", "1", "true", "false"):
+            raise ValueError(f"'{text.shorten(value)}' is not 0 or 1")
+        return value in ("1", "true")
     if kind == "int":
-        return allowed(one_int(text))
+        return allowed(one_int(value))
     if kind == "str":
-        return allowed(text)
+        return allowed(value)
     if kind in ("ints", "strs"):
-        items = [t for t in text.split(",") if t.strip()]
+        items = [t for t in value.split(",") if t.strip()]
         return [allowed(one_int(t) if kind == "ints" else t.strip()) for t in items]
     if kind == "int_range":
-        low, sep, high = text.partition("~")
+        low, sep, high = value.partition("~")
         if not sep:
-            raise ValueError(f"'{text}' is not a range low~high")
+            raise ValueError(f"'{text.shorten(value)}' is not a range low~high")
         return (allowed(one_int(low)), allowed(one_int(high)))
     raise ValueError(f"unknown kind {kind}")
 
@@ -447,9 +463,10 @@ def url_text(value, kind: str) -> str:
     return str(value)
 
 
-def from_url(key: str, kind: str, options=None) -> None:
+def from_url(key: str, kind: str, options=None, check=None) -> None:
     """Before creating the widget ``key``: take its value from the URL once per session (when valid; otherwise
-    keep the default and say why), and mirror it into the URL from then on."""
+    keep the default and say why), and mirror it into the URL from then on. ``check(value)`` may refuse a value
+    of the right kind by raising ValueError with the reason. A reversed range is swapped, with a note."""
     registered = st.session_state.setdefault("_url_registered", {})
     registered[key] = kind
     restored = st.session_state.setdefault("_url_restored", set())
@@ -459,48 +476,63 @@ def from_url(key: str, kind: str, options=None) -> None:
     raw = st.query_params.get(key)
     if raw is None:
         return
+    problems = st.session_state.setdefault("_url_problems", [])
+    named = f"{text.plain(key)}={text.plain(raw)}"
     try:
-        st.session_state[key] = parse_url_value(raw, kind, options)
+        value = parse_url_value(raw, kind, options)
+        if check is not None:
+            check(value)
     except ValueError as exc:
-        st.session_state.setdefault("_url_problems", []).append(f"{plain(key)}={plain(raw)}: {plain(exc, 160)}")
+        problems.append(f"{named}: {text.plain(exc, 160)}; the default is used")
+        return
+    if kind == "int_range" and value[0] > value[1]:
+        value = (value[1], value[0])
+        problems.append(f"{named}: the range was reversed, so it is read as {text.plain(url_text(value, kind))}")
+    st.session_state[key] = value
 
 
-def sync_url(final: bool = True) -> None:
+def sync_url(final: bool = True, link: bool = True, own: tuple[str, ...] = ()) -> None:
     """After the controls: the URL holds each one's value; unknown or invalid parameters are named, and a link
-    to this view is offered. A page with controls further down calls it with ``final=False`` first (so their
-    parameters are not yet taken for unknown ones), then again at the end."""
+    to this view is offered (``link=False``: a page without settings offers none, and leaves the address as it is).
+    A page with controls further down calls it with ``final=False`` first (so their parameters are not yet taken
+    for unknown ones), then again at the end. ``own``: parameters the page reads itself (the talk's ``scene``)."""
     registered = st.session_state.get("_url_registered", {})
     problems = list(st.session_state.get("_url_problems", []))
-    unknown = [k for k in st.query_params if k not in registered and k not in URL_RESERVED
+    unknown = [k for k in st.query_params if k not in registered and k not in URL_RESERVED and k not in own
                and not k.startswith("_")] if final else []
-    problems += [f"{plain(k)} is not a setting of this page" for k in unknown if k not in
-                 st.session_state.setdefault("_url_unknown_named", set())]
+    ctx = get_script_run_ctx()
+    named = st.session_state.setdefault("_url_unknown_named", set())  # (page, key): each named once per page
+    page = ctx.page_script_hash if ctx else ""
+    problems += [f"{text.plain(k)} is not a setting of this page; it is ignored" for k in unknown
+                 if (page, k) not in named]
     for key in unknown:
-        st.session_state["_url_unknown_named"].add(key)
-        del st.query_params[key]  # named once, then dropped, so a copied link is clean
+        named.add((page, key))
+        if link:
+            del st.query_params[key]  # named once, then dropped, so a copied link is clean
     for key, kind in registered.items():
         value = st.session_state.get(key)
-        text = url_text(value, kind) if value is not None else ""
-        if text:
-            st.query_params[key] = text
+        shown = url_text(value, kind) if value is not None else ""
+        if shown:
+            st.query_params[key] = shown
         elif key in st.query_params:
             del st.query_params[key]
     slot = st.session_state.get("_url_slot")
     if problems and slot is not None:
-        slot.warning("Ignored in this link (the page's defaults are used instead):\n"
-                     + "\n".join(f"- {p}" for p in problems))
+        slot.warning("Not used as written in this link:\n" + "\n".join(f"- {p}" for p in problems))
         st.session_state["_url_problems"] = []
+    if not link:
+        return
     from urllib.parse import urlencode
 
     base = (getattr(st.context, "url", None) or "").split("?")[0]
-    link = base + "?" + urlencode({k: st.query_params[k] for k in st.query_params})
+    address = base + "?" + urlencode({k: st.query_params[k] for k in st.query_params})
     if not presenting() and st.session_state.get("_url_link") is None:  # the link box is for the desk
         with st.expander("Link to this view", icon=":material/link:"):
             st.session_state["_url_link"] = st.empty()
             st.caption("Opening this link shows the same controls and the same recording (or the same live "
                        "request). The copy button is at the right of the box.")
     if st.session_state.get("_url_link") is not None:
-        st.session_state["_url_link"].code(link, language=None)
+        st.session_state["_url_link"].code(address, language=None)
 
 
 # --- presentation mode ---------------------------------------------------------------------------------------
@@ -549,6 +581,34 @@ if (!win.__pinpointKeepScroll) {
 }
 })();
 </script>"""
+
+
+def check_present_value() -> None:
+    """``?present=`` takes 1 (the stage view) or 0; any other value is named once, dropped from the address, and
+    the desk view is shown."""
+    raw = st.query_params.get("present")
+    if raw is None or raw in ("0", "1"):
+        return
+    st.warning(f"present={text.plain(raw)} is not 0 or 1, so presentation mode stays off (present=1 turns it on).")
+    del st.query_params["present"]
+
+
+def scene_from_url(count: int) -> int:
+    """The talk's first scene (0-based) from ``?scene=N`` (1 … count): a number outside is clamped and anything
+    else ignored, with a note in the page's link warning."""
+    raw = st.query_params.get("scene")
+    if raw is None:
+        return 0
+    problems = st.session_state.setdefault("_url_problems", [])
+    try:
+        wanted = int(raw)
+    except ValueError:
+        problems.append(f"scene={text.plain(raw)} is not a scene number; the talk starts at scene 1")
+        return 0
+    shown = min(max(wanted, 1), count)
+    if shown != wanted:
+        problems.append(f"scene={wanted} is outside 1 … {count}; showing scene {shown}")
+    return shown - 1
 
 
 def presenting() -> bool:
@@ -602,6 +662,39 @@ def takeaway(text: str | None, heading: str = "###", always: bool = False, key: 
     if text and (always or presenting()):
         with st.container(key=key):
             st.markdown(f"{heading} {text}")
+
+
+# --- work that depends only on a recording: done once for every session --------------------------------------
+UNHASHED_COLUMNS = ("samples_ms", "intervals")  # lists per row; the rows' other columns already tell runs apart
+
+
+def frame_key(frame: pd.DataFrame) -> tuple:
+    """What identifies a results frame for the caches below, without hashing every sample: its columns and a hash
+    of every other value (run id, parameters, medians …)."""
+    plain = [c for c in frame.columns if c not in UNHASHED_COLUMNS]
+    try:
+        digest = pd.util.hash_pandas_object(frame[plain], index=False).sum()
+    except TypeError:  # an unhashable value (a list in a column): hash the text of every value instead
+        digest = pd.util.hash_pandas_object(frame[plain].astype(str), index=False).sum()
+    return tuple(plain), len(frame), int(digest)
+
+
+def cached(function):
+    """``function(frame, …)`` (a table or a sentence computed from results) worked out once per frame and
+    arguments for all sessions, so a page view does not redo it."""
+    return st.cache_data(show_spinner=False, max_entries=256, ttl=3600, hash_funcs={pd.DataFrame: frame_key})(function)
+
+
+def cached_figure(build):
+    """``build(frame, …) → go.Figure``, built once per frame and arguments for all sessions. Each caller gets its own
+    copy (a copy costs a tenth of a build), so a page that retitles or restyles it changes nobody else's."""
+    shared_figure = st.cache_resource(show_spinner=False, max_entries=128, ttl=3600,
+                                      hash_funcs={pd.DataFrame: frame_key})(build)
+
+    @functools.wraps(build)
+    def own_copy(*args, **kwargs):
+        return go.Figure(shared_figure(*args, **kwargs))
+    return own_copy
 
 
 def chart(figure, key: str) -> None:

@@ -49,7 +49,7 @@ def preview(partial, suffix: str) -> None:
     shared.chart(kernel_charts.variants_figure(partial, coalescing.VARIANTS["copy"], "Copy kernels"),
                  key=f"chart_copy{suffix}")
     if "strided" in set(partial["variant"]):
-        shared.chart(kernel_charts.sweep_figure(partial, "strided", "stride (elements)", "Strided reads"),
+        shared.chart(kernel_charts.sweep_figure(partial, "strided"),
                      key=f"chart_strided{suffix}")
 
 
@@ -68,22 +68,21 @@ if shared.desk():
         st.markdown(f"**memcpy_dtod: {peak.iloc[0]:,.0f} GB/s** (read + write) · our float4 copy: "
                     f"{copy_f4['gbps'].iloc[0]:,.0f} GB/s = {copy_f4['pct_of_dtod'].iloc[0]:.0f} % of it · "
                     f"HBM theoretical {frame['hbm_gbps_theoretical'].iloc[0]:,.0f} GB/s")
-    shared.chart(kernel_charts.variants_figure(frame, coalescing.VARIANTS["copy"], "Copy kernels"), key="chart_copy")
+    shared.chart(shared.cached_figure(kernel_charts.variants_figure)(frame, coalescing.VARIANTS["copy"],
+                                                                     "Copy kernels"), key="chart_copy")
 if "strided" in set(frame["variant"]):
-    shared.chart(kernel_charts.sweep_figure(frame, "strided", "stride (elements)", "Strided reads"),
-                    key="chart_strided")
-shared.takeaway(takeaways.coalescing(frame))
+    shared.chart(shared.cached_figure(kernel_charts.sweep_figure)(frame, "strided"), key="chart_strided")
+shared.takeaway(shared.cached(takeaways.coalescing)(frame))
 if not shared.desk():
     st.stop()  # on stage: the strided sweep and the takeaway
 if "offset" in set(frame["variant"]):
-    shared.chart(kernel_charts.sweep_figure(frame, "offset", "offset from alignment (elements)",
-                                               "Misaligned reads"), key="chart_offset")
+    shared.chart(shared.cached_figure(kernel_charts.sweep_figure)(frame, "offset"), key="chart_offset")
 if set(coalescing.VARIANTS["layout"]) & set(frame["variant"]):
-    shared.chart(kernel_charts.variants_figure(frame, coalescing.VARIANTS["layout"],
-                                                  "Array of structures vs structure of arrays"), key="chart_layout")
+    shared.chart(shared.cached_figure(kernel_charts.variants_figure)(
+        frame, coalescing.VARIANTS["layout"], "Array of structures vs structure of arrays"), key="chart_layout")
 if set(coalescing.VARIANTS["transpose"]) & set(frame["variant"]):
-    shared.chart(kernel_charts.variants_figure(frame, coalescing.VARIANTS["transpose"],
-                                                  "Matrix transpose"), key="chart_transpose")
+    shared.chart(shared.cached_figure(kernel_charts.variants_figure)(frame, coalescing.VARIANTS["transpose"],
+                                                                     "Matrix transpose"), key="chart_transpose")
 table = best[["variant", "param", "param_value", "block_size", "median_ms", "min_ms", "max_ms", "cv", "samples",
               "gbps", "pct_of_dtod", "stop_reason"]].rename(columns={"pct_of_dtod": "% of memcpy_dtod"})
 st.dataframe(table, hide_index=True)

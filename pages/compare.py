@@ -7,7 +7,7 @@ import math
 
 import streamlit as st
 
-from gpu import compare, report
+from gpu import compare, report, text
 from gpu.text import plain
 from pages import _shared as shared
 
@@ -40,7 +40,15 @@ if shared.desk():
 shared.url_page()
 settings = shared.more_settings()  # on stage the choice of runs folds away: the headline and chart stay
 shared.from_url("compare_experiment", "str", experiments)
-experiment = settings.selectbox("Experiment", experiments, key="compare_experiment",
+
+
+def forget_runs() -> None:
+    """Another experiment's runs: its own defaults, not the old one's ids (which it cannot take)."""
+    for key in ("compare_baseline", "compare_candidates", "compare_history_point"):
+        st.session_state.pop(key, None)
+
+
+experiment = settings.selectbox("Experiment", experiments, key="compare_experiment", on_change=forget_runs,
                           index=experiments.index("transfers") if "transfers" in experiments else 0)
 mine = runs[runs["experiment"] == experiment].reset_index(drop=True)
 labels = {r.run_id: f"{r.device_name} · {str(r.timestamp)[:16].replace('T', ' ')} · {r.points} points · "
@@ -54,9 +62,9 @@ baseline_id = settings.selectbox("Baseline", ids, index=ids.index(default_base),
 others = [i for i in ids if i != baseline_id]
 # Default candidate: the newest run that measured some of the baseline's points (a batched-copies recording
 # and a single-copy sweep share none).
-baseline_points = compare.point_keys(catalog.load(baseline_id))
-default_candidates = next(([i] for i in others if not baseline_points.isdisjoint(compare.point_keys(catalog.load(i)))),
-                          others[:1])
+baseline_points = compare.point_keys(shared.loaded_run(baseline_id))
+default_candidates = next(([i] for i in others
+                           if not baseline_points.isdisjoint(compare.point_keys(shared.loaded_run(i)))), others[:1])
 shared.from_url("compare_candidates", "strs", others)
 candidate_ids = settings.multiselect("Candidates", others, default=default_candidates, format_func=labels.get,
                                key="compare_candidates")
@@ -71,18 +79,29 @@ if not candidate_ids:
     st.stop()
 
 try:
-    baseline = catalog.load(baseline_id)
-    candidates = [catalog.load(c) for c in candidate_ids]
+    baseline = shared.loaded_run(baseline_id)
+    candidates = [shared.loaded_run(c) for c in candidate_ids]
 except Exception as exc:
     shared.show_reasons([plain(exc, None)], "A run could not be loaded")
     st.stop()
 
-# Each candidate's history: earlier runs of its device (Conbench's distribution of earlier results).
-earlier = {str(c["run_id"].iloc[0]): compare.earlier_runs(catalog, baseline, c) for c in candidates}
+
+
+@st.cache_data(show_spinner="Comparing…", max_entries=64)
+def compared(baseline_id: str, candidate_id: str, normalized: bool):
+    """The comparison of two runs, with the candidate's history (earlier runs of its device: Conbench's
+    distribution of earlier results); the samples are tested once per pair, not on every rerun."""
+    pair = shared.loaded_run(baseline_id), shared.loaded_run(candidate_id)
+    if normalized:
+        return compare.compare_normalized(*pair)
+    return compare.compare(*pair, compare.earlier_runs(catalog, *pair))
+
+
 for candidate_id, candidate in zip(candidate_ids, candidates, strict=True):
-    table = compare.compare(baseline, candidate, earlier[str(candidate["run_id"].iloc[0])])
+    table = compared(baseline_id, candidate_id, normalized)
     st.subheader(f"{plain(report.run_label(candidate), None)}  vs  baseline {plain(report.run_label(baseline), None)}")
     line = compare.headline(table, len(baseline) - len(table), len(candidate) - len(table))
+    line = ("Normalized to each device's limit: " if normalized else "") + line
     if table.empty:  # disjoint runs: say why rather than draw an empty comparison
         st.info(plain(compare.disjoint_reason(baseline, candidate) or line, None))
         continue
@@ -108,24 +127,21 @@ for candidate_id, candidate in zip(candidate_ids, candidates, strict=True):
         st.dataframe(diff, hide_index=True, key=f"diff_{candidate_id}")
     with right:
         st.markdown("**Every point**")
-        shown = table[report.POINT_COLUMNS].assign(verdict=table["verdict"].map(compare.VERDICT_NAMES))
-        st.dataframe(shown, hide_index=True, key=f"points_{candidate_id}",
-                     column_config={"change": st.column_config.NumberColumn("change", format="percent"),
-                                    "noise": st.column_config.NumberColumn("noise (robust cv)", format="percent"),
-                                    "run_to_run": st.column_config.NumberColumn("run-to-run ±", format="percent"),
-                                    "run_to_run_source": "run-to-run from",
-                                    "p_value": st.column_config.NumberColumn("p (Mann-Whitney)", format="%.3g"),
-                                    "baseline_pct_of_limit": st.column_config.NumberColumn("baseline % of limit",
-                                                                                           format="%.1f"),
-                                    "candidate_pct_of_limit": st.column_config.NumberColumn("candidate % of limit",
-                                                                                            format="%.1f")})
+        st.dataframe(report.points_table(table), hide_index=True, key=f"points_{candidate_id}",
+                     column_config={"change": st.column_config.NumberColumn("change", format="%+.1f %%"),
+                                    "noise (cv)": st.column_config.NumberColumn(format="%.1f %%"),
+                                    "run-to-run ±": st.column_config.NumberColumn(format="%.1f %%"),
+                                    "baseline % of limit": st.column_config.NumberColumn(format="%.1f %%"),
+                                    "candidate % of limit": st.column_config.NumberColumn(format="%.1f %%")})
 
 if not shared.desk():
     st.stop()  # on stage: each comparison's chart and headline
+# Built when clicked: the report inlines Plotly's JavaScript and every table, too much for every rerun.
 st.download_button("Download the review report (one HTML file, opens offline)",
-                   data=report.render(baseline, candidates, lambda c: earlier[str(c["run_id"].iloc[0])])
-                   .encode(), mime="text/html", key="compare_report",
-                   file_name=f"pinpoint-review-{experiment}-{baseline_id}.html")
+                   data=lambda: report.render(baseline, candidates,
+                                              lambda c: compare.earlier_runs(catalog, baseline, c)).encode(),
+                   mime="text/html", key="compare_report",
+                   file_name=f"pinpoint-review-{experiment}-{baseline_id}.html", on_click="ignore")
 
 st.subheader("History: one device and point over time")
 devices = sorted(mine["device_name"].dropna().unique())
@@ -134,7 +150,7 @@ history_ids = list(mine[mine["device_name"] == device]["run_id"])
 frames, unreadable = [], []
 for history_id in history_ids:
     try:
-        frames.append(catalog.load(history_id))
+        frames.append(shared.loaded_run(history_id))
     except Exception as exc:  # one unreadable run leaves the others' history standing
         unreadable.append(f"{plain(history_id)}: {plain(exc, 160)}")
 if unreadable:
@@ -153,7 +169,7 @@ point = st.selectbox("Point", labels_by_runs, key="compare_history_point",
                      index=labels_by_runs.index(max(labels_by_runs, key=measured_by.get)))
 history = compare.history(frames, point_rows[point])
 if len(history) < 2:
-    st.caption(f"{len(history)} run(s) of {plain(device)} measured this point: a history needs two.")
+    st.caption(f"{text.count(len(history), 'run')} of {plain(device)} measured this point: a history needs two.")
 else:
     shared.chart(report.history_figure(history, f"{point} on {device}"), key="chart_history")
     regressed = history[history["regressed"]]

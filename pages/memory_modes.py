@@ -43,7 +43,7 @@ with tab_managed:
                                  preview=lambda part, suffix: shared.chart(memory_charts.managed_figure(part),
                                                                            key=f"chart_managed{suffix}"))
     if frame is not None:
-        table = memory_charts.managed_table(frame)
+        table = shared.cached(memory_charts.managed_table)(frame)
         row = table.iloc[0]
         if shared.desk():  # on stage the takeaway under the chart says it
             st.markdown(
@@ -52,8 +52,8 @@ with tab_managed:
                 f"more ({row['first touch ÷ resident']:,.0f}× the resident time); prefetching first moves the pages "
                 f"at {row['prefetch GB/s']:,.1f} GB/s, then the kernel runs at {row['after_prefetch GB/s']:,.0f} GB/s "
                 f"({row['prefetch + kernel ms']:,.1f} ms in all).")
-        shared.chart(memory_charts.managed_figure(frame), key="chart_managed")
-        shared.takeaway(takeaways.managed(frame))
+        shared.chart(shared.cached_figure(memory_charts.managed_figure)(frame), key="chart_managed")
+        shared.takeaway(shared.cached(takeaways.managed)(frame))
         if shared.desk():
             st.dataframe(frame[["variant", "bytes", "median_ms", "min_ms", "max_ms", "cv", "samples", "gbps",
                                 "stop_reason", "timer"]].assign(variant=lambda f: f["variant"].map(managed.LABELS),
@@ -84,7 +84,7 @@ with tab_pools:
                                  preview=lambda part, suffix: shared.chart(memory_charts.pools_figure(part),
                                                                            key=f"chart_pools{suffix}"))
     if frame is not None:
-        table = memory_charts.pool_table(frame)
+        table = shared.cached(memory_charts.pool_table)(frame)
         parts = []
         for kind in ("device", "pinned"):
             ratio = table[f"{kind}: per call ÷ pooled"]
@@ -95,7 +95,7 @@ with tab_pools:
                          "at no measured size from which on allocating per call costs more than the copy")
                 parts.append(f"**{kind}**: per call ÷ pooled = {ratio.min():.2f}× … {ratio.max():.2f}×; {where}")
         st.markdown("\n".join(f"- {p}" for p in parts))
-        shared.chart(memory_charts.pools_figure(frame), key="chart_pools")
+        shared.chart(shared.cached_figure(memory_charts.pools_figure)(frame), key="chart_pools")
         if shared.desk():  # the table and download stay at the desk
             st.dataframe(table.assign(bytes=table["bytes"].map(format_bytes)), hide_index=True)
             shared.download(frame, "pools")
@@ -122,12 +122,12 @@ with tab_batching:
                                  preview=lambda part, suffix: shared.chart(memory_charts.batching_figure(part),
                                                                            key=f"chart_batching{suffix}"))
     if frame is not None:
-        table = memory_charts.batching_table(frame)
+        table = shared.cached(memory_charts.batching_table)(frame)
         overhead = table["per-copy overhead µs"].dropna()
         if not overhead.empty:
             st.markdown(f"**Each separate copy costs about {overhead.median():.1f} µs more than its share of one "
                         f"big copy** (median over piece sizes; {overhead.min():.1f} … {overhead.max():.1f} µs).")
-        shared.chart(memory_charts.batching_figure(frame), key="chart_batching")
+        shared.chart(shared.cached_figure(memory_charts.batching_figure)(frame), key="chart_batching")
         if shared.desk():
             st.dataframe(table.assign(**{"piece bytes": table["piece bytes"].map(format_bytes)}), hide_index=True)
             shared.download(frame, "batching")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from gpu import kernel_charts, takeaways
+from gpu import kernel_charts, takeaways, text
 from gpu.experiments import occupancy_sweep
 from gpu.occupancy import LIMITERS, DeviceLimits, KernelResources, occupancy, recorded_profiles
 from gpu.units import format_bytes
@@ -77,7 +77,7 @@ with calculator_slot:
         shared.show_reasons([result.reason], "This configuration cannot launch")
     else:
         m1, m2, m3, m4 = st.columns(4)
-        m1.metric("Occupancy", f"{result.occupancy:.0%}")
+        m1.metric("Occupancy", text.percent(result.occupancy))
         m2.metric("Blocks per SM", result.blocks_per_sm)
         m3.metric("Active warps per SM", f"{result.warps_per_sm} / {device.max_threads_per_sm // device.warp_size}")
         m4.metric("Limited by", result.limiter)
@@ -134,8 +134,8 @@ with measured_slot:
                    f"{occupancy_sweep.CHASE_THREADS:,} threads each following {occupancy_sweep.CHASE_STEPS} dependent "
                    f"loads through a {format_bytes(occupancy_sweep.CHASE_NODES * 4)} random cycle. Blocks that cannot "
                    "launch (too many registers) have no point.")
-    shared.chart(kernel_charts.occupancy_sweep_figure(frame), key="chart_occupancy_sweep")
-    shared.takeaway(takeaways.occupancy(frame))
+    shared.chart(shared.cached_figure(kernel_charts.occupancy_sweep_figure)(frame), key="chart_occupancy_sweep")
+    shared.takeaway(shared.cached(takeaways.occupancy)(frame))
 if not shared.desk():
     st.stop()  # on stage: the measured curves and the takeaway
 st.dataframe(frame[["variant", "block_size", "registers_per_thread", "shared_bytes_per_block",

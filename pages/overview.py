@@ -20,6 +20,8 @@ if shared.presenting():  # on stage: a title card, centred, with where the numbe
         st.caption(source)
     st.stop()
 st.title(f"{shared.ICON} PinPoint")
+shared.url_page()
+shared.sync_url(link=False)  # no settings here: only names what the link holds that this page does not read
 st.markdown(
     "A live GPU memory-performance lab. Pick sizes and memory modes with sliders and see **measured** "
     "effects of pinned memory, coalescing, occupancy and stream overlap, timed like nvbench (CUDA events, "

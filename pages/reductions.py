@@ -59,12 +59,12 @@ if {"gpuarray_dot"} < set(kernels["variant"]):
                 f"{ours['gbps'] / library['gbps']:.2f}× gpuarray.dot** ({library['gbps']:,.0f} GB/s) · "
                 f"HBM theoretical {frame['hbm_gbps_theoretical'].iloc[0]:,.0f} GB/s")
 if not kernels.empty:
-    shared.chart(kernel_charts.reduction_figure(frame), key="chart_reduction")
-shared.takeaway(takeaways.reduction(frame))
+    shared.chart(shared.cached_figure(kernel_charts.reduction_figure)(frame), key="chart_reduction")
+shared.takeaway(shared.cached(takeaways.reduction)(frame))
 if not shared.desk():
     st.stop()  # on stage: the kernels and the takeaway
 if set(reduction.END_TO_END) & set(frame["variant"]):
-    shared.chart(kernel_charts.end_to_end_figure(frame), key="chart_end_to_end")
+    shared.chart(shared.cached_figure(kernel_charts.end_to_end_figure)(frame), key="chart_end_to_end")
 st.dataframe(frame[["variant", "group", "elements", "block_size", "median_ms", "min_ms", "max_ms", "cv", "samples",
                     "gbps", "rel_error", "stop_reason"]].assign(variant=lambda f: f["variant"].map(reduction.LABELS)),
              hide_index=True, column_config={"rel_error": st.column_config.NumberColumn("relative error",

@@ -18,6 +18,8 @@ PAGE_OF = {"transfers": "pages/transfers.py", "coalescing": "pages/coalescing.py
            "pools": "pages/memory_modes.py", "batching": "pages/memory_modes.py"}
 
 st.title("Runs")
+shared.url_page()
+shared.sync_url(link=False)  # names what the link holds that this page does not read (?run= opens a run)
 catalog, reason = shared.run_catalog()
 if catalog is None:
     shared.show_reasons([plain(reason, None)], "The runs store cannot be opened")

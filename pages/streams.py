@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from gpu import overlap, stream_charts, takeaways
+from gpu import overlap, stream_charts, takeaways, text
 from gpu.experiments import streams
 from gpu.units import MiB, format_bytes
 from pages import _shared as shared
@@ -124,7 +124,8 @@ if shared.desk():  # on stage the takeaway under the timeline says it
                else overlap.NO_DUPLEX_EXPLAINED)
     if "pageable" in params["host_memory"] and not pageable_grid:
         chunk_counts, stream_counts = streams.parse_params(params).grid("pageable")
-        st.caption(f"Pageable memory was measured at {chunk_counts[0]} chunks × {stream_counts[0]} streams only; "
+        st.caption(f"Pageable memory was measured at {text.count(chunk_counts[0], 'chunk')} × "
+                   f"{text.count(stream_counts[0], 'stream')} only; "
                    "'Pageable at every chunk and stream count' measures its whole grid.")
     for note in overlap.beyond_bound_notes(table):
         st.caption(note)
@@ -170,7 +171,7 @@ if chosen.empty:
 row = chosen.iloc[0]
 if shared.desk():  # on stage: the chart and its takeaway
     m = st.columns(5)
-    m[0].metric("Pipeline", f"{row['pipeline_ms']:.3f} ms", f"cv {row['cv']:.2%}", delta_color="off")
+    m[0].metric("Pipeline", f"{row['pipeline_ms']:.3f} ms", f"cv {text.percent(row['cv'], 2)}", delta_color="off")
     m[1].metric("Serial (one stream)", f"{row['serial_ms']:.3f} ms")
     m[2].metric("Bound", f"{row['bound_ms']:.3f} ms", "both directions at the duplex rate" if row["bound_kind"] ==
                 overlap.BOUND_KINDS["duplex"] else "slowest stage alone", delta_color="off",
@@ -179,7 +180,7 @@ if shared.desk():  # on stage: the chart and its takeaway
                         else "not measured (no bidirectional points in this run)"))
     measurable = overlap.can_overlap(row["chunks"], row["streams"]) and overlap.gain_beyond_noise(row)
     m[3].metric("Overlap efficiency",
-                f"{row['efficiency']:.0%}" if measurable and row["efficiency"] == row["efficiency"]
+                text.percent(row['efficiency']) if measurable and row["efficiency"] == row["efficiency"]
                 else "none measurable", help=None if measurable else "This configuration is not faster than serial "
                 "beyond the noise of the two (or cannot overlap: one chunk or one stream).")
     m[4].metric("Speedup over serial", f"{row['speedup']:.2f}×")

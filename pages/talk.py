@@ -21,12 +21,10 @@ except talks.TalkError as exc:
 
 count = len(talk.scenes)
 state = st.session_state
+shared.url_page()
 if "talk_scene" not in state:
-    try:
-        state["talk_scene"] = min(max(int(st.query_params.get("scene", 1)), 1), count) - 1
-    except ValueError:
-        st.warning(f"`scene={st.query_params.get('scene')}` is not a scene number: starting at scene 1")
-        state["talk_scene"] = 0
+    state["talk_scene"] = shared.scene_from_url(count)
+shared.sync_url(link=False, own=("scene",))
 
 
 def move(step: int) -> None:
@@ -46,7 +44,7 @@ live, reason = shared.live_backend()
 frame, source, fallback = None, "", ""
 if state.pop("talk_measure_requested", False):
     if live is None or shared.use_replay():
-        fallback = f"no live GPU here ({reason or 'replay switched on'})"
+        fallback = f"no live GPU here: {reason or 'replay switched on'}"
     else:
         handle = live.submit(scene.experiment, {**scene.params, "profile": "interactive"}, session=shared.session_id())
         with st.spinner(f"Measuring on {live.facts.get('device_name')}…"):
@@ -84,9 +82,7 @@ if frame is not None:
     elif scene.chart == "bandwidth":
         figure = charts.bandwidth_figure(frame)
     elif scene.chart in ("offset", "strided"):
-        figure = kernel_charts.sweep_figure(frame, scene.chart, "offset (floats)" if scene.chart == "offset" else
-                                            "stride (floats)", "Misaligned reads" if scene.chart == "offset" else
-                                            "Strided reads")
+        figure = kernel_charts.sweep_figure(frame, scene.chart)
     elif scene.chart == "reduction":
         figure = kernel_charts.reduction_figure(frame)
     else:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from gpu import charts, takeaways
+from gpu import charts, takeaways, text
 from gpu.experiments import transfers
-from gpu.units import GiB, KiB, SizeError, format_bytes, parse_size_list
+from gpu.units import GiB, KiB, format_bytes, parse_size_list
 from pages import _shared as shared
 
 shared.require_router()
@@ -32,8 +32,22 @@ if live:
 else:
     largest = 1 * GiB
 options = [4 * KiB * 2**i for i in range(64) if 4 * KiB * 2**i <= largest]
+
+
+def exact_sizes(typed: str) -> list[int]:
+    """The sizes typed in (or linked); ValueError saying what is wrong, in one line, when they cannot run here."""
+    sizes = parse_size_list(typed)
+    reasons = backend.check(transfers.NAME, {"sizes": sizes})  # live: against this device's free memory
+    if not live and max(sizes) > largest:
+        reasons.append(f"{format_bytes(max(sizes))} is more than the largest size here ({format_bytes(largest)})")
+    if reasons:
+        raise ValueError(reasons[0] + (f" (and {text.count(len(reasons) - 1, 'more problem')})"
+                                       if len(reasons) > 1 else ""))
+    return sizes
+
+
 shared.from_url("transfers_size_range", "int_range", options)
-shared.from_url("transfers_custom_sizes", "str")
+shared.from_url("transfers_custom_sizes", "str", check=lambda typed: exact_sizes(typed) if typed.strip() else None)
 shared.from_url("transfers_modes", "strs", transfers.MODES)
 shared.from_url("transfers_directions", "strs", transfers.DIRECTIONS)
 shared.from_url("transfers_include_alloc", "bool")
@@ -66,15 +80,13 @@ with shared.more_settings():
                               default=list(transfers.DIRECTIONS), format_func=lambda d: d.upper(),
                               key="transfers_directions")
 
-size_errors: list[str] = []
+sizes = [s for s in options if low <= s <= high]
 if custom.strip():
     try:
-        sizes = parse_size_list(custom)
-    except SizeError as exc:
-        size_errors.append(str(exc))
-        sizes = []
-else:
-    sizes = [s for s in options if low <= s <= high]
+        sizes = exact_sizes(custom)
+    except ValueError as exc:  # SizeError included: say why, and keep the slider's sizes and their chart
+        st.warning(f"Exact sizes {text.plain(custom)} not used: {text.plain(exc, None)}. Showing the slider's "
+                   "sizes instead.")
 
 params = {"sizes": sizes, "modes": list(modes or []), "directions": list(directions or []),
           "include_alloc": [False, True] if include_alloc and method == "single" else [False], "methods": [method]}
@@ -92,14 +104,15 @@ def preview(partial, suffix: str) -> None:
     shared.chart(charts.bandwidth_figure(partial[~partial["include_alloc"].astype(bool)]), key=f"chart_bw{suffix}")
 
 
-frame = shared.checked_frame(backend, transfers.NAME, params, "transfers", run_id, extra_reasons=size_errors,
-                             preview=preview)
+frame = shared.checked_frame(backend, transfers.NAME, params, "transfers", run_id, preview=preview)
 
 # --- charts -------------------------------------------------------------------------------------------------
+bandwidth_figure = shared.cached_figure(charts.bandwidth_figure)
 copy_only = frame[~frame["include_alloc"]]
 with_alloc = frame[frame["include_alloc"]]
 
 
+@shared.cached
 def verdict(view, label: str) -> str | None:
     """Pinned ÷ pageable at the largest size measured, read from the data."""
     table = charts.speedup_table(view)
@@ -120,32 +133,32 @@ if not with_alloc.empty:
                       "once and reused it wins; allocated per transfer it can lose.")
     col_a, col_b = st.columns(2)
     with col_a:
-        shared.chart(charts.bandwidth_figure(copy_only).update_layout(title_text="Copy only<br><sup>"
+        shared.chart(bandwidth_figure(copy_only).update_layout(title_text="Copy only<br><sup>"
                         + charts.source_label(copy_only) + "</sup>"), key="chart_bw_copy")
     with col_b:
-        shared.chart(charts.bandwidth_figure(with_alloc).update_layout(title_text="Including allocation<br><sup>"
+        shared.chart(bandwidth_figure(with_alloc).update_layout(title_text="Including allocation<br><sup>"
                         + charts.source_label(with_alloc) + "</sup>"), key="chart_bw_alloc")
 else:
     line = verdict(copy_only, "Copy only")
     if line:
         st.markdown(f"**{line}**")
-    shared.chart(charts.bandwidth_figure(copy_only), key="chart_bw_copy")
+    shared.chart(bandwidth_figure(copy_only), key="chart_bw_copy")
 
-shared.takeaway(takeaways.transfers(frame))
+shared.takeaway(shared.cached(takeaways.transfers)(frame))
 if not shared.desk():
     st.stop()  # on stage: the chart and its takeaway; the analysis below is for the desk
 
 if "pageable" in set(frame["variant"]) and len(set(frame["variant"])) > 1:
-    shared.chart(charts.speedup_figure(frame), key="chart_speedup")
+    shared.chart(shared.cached_figure(charts.speedup_figure)(frame), key="chart_speedup")
 else:
     st.caption("Select pageable and at least one other mode to see speedups over pageable.")
 
 st.subheader("Latency and bandwidth: t = α + bytes/β")
-fits = charts.model_table(copy_only)
+fits = shared.cached(charts.model_table)(copy_only)
 if fits.empty:
     st.caption("The model needs at least two sizes per mode.")
 else:
-    shared.chart(charts.model_figure(copy_only), key="chart_model")
+    shared.chart(shared.cached_figure(charts.model_figure)(copy_only), key="chart_model")
     st.dataframe(
         fits.assign(direction=fits["direction"].str.upper(), n_half=fits["n_half_bytes"].map(format_bytes))
         [["mode", "direction", "alpha_us", "beta_gbps", "n_half", "max_rel_residual", "points"]],
@@ -157,7 +170,7 @@ else:
         hide_index=True)
 
 st.subheader("The numbers")
-st.dataframe(charts.numbers_table(frame), hide_index=True,
+st.dataframe(shared.cached(charts.numbers_table)(frame), hide_index=True,
              column_config={"median µs": st.column_config.NumberColumn(format="%.2f"),
                             "min µs": st.column_config.NumberColumn(format="%.2f"),
                             "max µs": st.column_config.NumberColumn(format="%.2f"),

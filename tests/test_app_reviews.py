@@ -19,8 +19,10 @@ def fresh_store(monkeypatch, tmp_path):
     monkeypatch.setenv("PINPOINT_BACKEND", "replay")
     monkeypatch.setenv("PINPOINT_DB_URL", f"sqlite:///{tmp_path}/runs.sqlite")
     st.cache_resource.clear()
+    st.cache_data.clear()
     yield RunStore(f"sqlite:///{tmp_path}/runs.sqlite")
     st.cache_resource.clear()
+    st.cache_data.clear()
 
 
 def open_page(page):
@@ -63,6 +65,62 @@ def test_compare_h100_against_h200_names_both_devices_and_normalizes():
     chart = json.loads(at.get("plotly_chart")[0].proto.spec)
     assert chart["layout"]["title"]["text"].startswith("Normalized")
     assert chart["layout"]["yaxis"]["title"]["text"] == "change in % of own device's limit"
+
+
+def test_the_ratio_chart_names_each_series_and_shows_the_verdict_as_the_shape():
+    at = open_page("pages/compare.py")
+    chart = json.loads(at.get("plotly_chart")[0].proto.spec)
+    points = [t for t in chart["data"] if t.get("legendgroup") == "series"]
+    names = {t["name"] for t in points}
+    assert {"pinned H2D", "pageable D2H", "mapped H2D"} <= names, names  # mode × direction
+    colours = [t["marker"]["color"] for t in points]
+    assert len(set(colours)) == len(colours)  # one colour per series
+    shapes = {s for t in points for s in t["marker"]["symbol"]}
+    assert shapes <= {"triangle-down", "circle-open", "triangle-up"} and len(shapes) >= 2
+    key = [t["name"] for t in chart["data"] if t.get("legendgroup") == "verdict"]
+    assert key == ["slower beyond noise", "same within noise", "faster beyond noise"]
+    assert chart["layout"]["xaxis"]["type"] == "log" and "1 GiB" in chart["layout"]["xaxis"]["ticktext"]
+
+
+def test_kernel_points_are_labelled_by_what_differs_and_coloured_by_variant():
+    at = open_page("pages/compare.py")
+    at.selectbox(key="compare_experiment").set_value("coalescing").run()
+    chart = json.loads(at.get("plotly_chart")[0].proto.spec)
+    points = [t for t in chart["data"] if t.get("legendgroup") == "series"]
+    assert {"strided", "offset", "copy_f4"} <= {t["name"] for t in points}
+    strided = next(t for t in points if t["name"] == "strided")
+    assert "block 256 · stride 16" in strided["x"]  # the vector size, the same everywhere, is left out
+    axis = chart["layout"]["xaxis"]
+    assert axis["type"] == "category" and "block 256 · stride 16" in axis["categoryarray"]
+    assert axis.get("showticklabels", True) is not False
+
+
+def test_normalize_changes_the_headline_and_the_counters_too():
+    at = open_page("pages/compare.py")
+    at.selectbox(key="compare_experiment").set_value("coalescing").run()
+
+    def counters():
+        return {m.label: int(m.value) for m in at.metric}
+
+    raw = counters()
+    raw_line = next(m.value for m in at.markdown if "beyond noise" in m.value)
+    at.toggle(key="compare_normalized").set_value(True).run()
+    normalized = counters()
+    line = next(m.value for m in at.markdown if "beyond noise" in m.value)
+    assert line.startswith("**Normalized to each device") and line != raw_line
+    assert normalized != raw, (raw, normalized)  # an H100 against an H200: raw speed and share of limit differ
+    assert sum(v for k, v in normalized.items() if k != "Points compared") == normalized["Points compared"]
+    assert f"{normalized['Faster beyond noise']} faster" in line or normalized["Faster beyond noise"] == 0
+
+
+def test_the_points_table_shows_microseconds_and_small_p_values_as_people_read_them():
+    at = open_page("pages/compare.py")
+    table = next(d.value for d in at.dataframe if "p (Mann-Whitney)" in d.value.columns)
+    small = table[table["point"].str.startswith("4 KiB ")]
+    assert small["baseline"].str.endswith(" µs").all() and small["candidate"].str.endswith(" µs").all()
+    assert table[table["point"].str.startswith("1 GiB ")]["baseline"].str.endswith(" ms").all()
+    p = table["p (Mann-Whitney)"]
+    assert (p == "< 0.001").any() and not (p == "0").any()
 
 
 def test_the_history_of_the_h200_shows_two_days():

@@ -40,13 +40,13 @@ def lanes(figure):
 def test_streams_page_draws_the_timeline_one_lane_per_stream_and_states_the_efficiency():
     at = open_page("pages/streams.py")
     figure = gantt(at)
-    assert "pinned · 4 stream(s) × 16 chunks" in figure["layout"]["title"]["text"]
+    assert "pinned · 4 streams × 16 chunks" in figure["layout"]["title"]["text"]
     assert "Replay of a run recorded on NVIDIA H200" in figure["layout"]["title"]["text"]
     assert lanes(figure) == {"stream 0", "stream 1", "stream 2", "stream 3"}
     names = {trace["name"] for trace in figure["data"]}
     assert {"copy H2D", "kernel", "copy D2H"} <= names
     metrics = {m.label: m.value for m in at.metric}
-    assert metrics["Overlap efficiency"].endswith("%") and float(metrics["Overlap efficiency"][:-1]) > 50
+    assert metrics["Overlap efficiency"].endswith(" %") and float(metrics["Overlap efficiency"][:-1]) > 50
     assert float(metrics["Speedup over serial"][:-1]) > 1.5
     headline = " ".join(m.value for m in at.markdown)
     assert "**pinned**: the best" in headline and "× the duplex-aware bound" in headline
@@ -63,7 +63,7 @@ def test_engine_lanes_and_other_recorded_configurations_redraw_from_the_recordin
     assert lanes(gantt(at)) == {"copy engine H2D", "compute", "copy engine D2H"}
     at.select_slider(key="streams_focus_streams").set_value(16).run()
     at.select_slider(key="streams_focus_chunks").set_value(64).run()
-    assert "16 stream(s) × 64 chunks" in gantt(at)["layout"]["title"]["text"]
+    assert "16 streams × 64 chunks" in gantt(at)["layout"]["title"]["text"]
     assert sum(len(t["y"]) for t in gantt(at)["data"]) == 64 * 3
 
 
@@ -82,7 +82,7 @@ def test_the_full_pageable_grid_is_one_toggle_away_and_kept_in_the_url():
     assert at.query_params.get("streams_pageable_grid") in ("1", "true", "True", ["1"], ["true"])
     at.radio(key="streams_focus_host").set_value("pageable").run()
     at.select_slider(key="streams_focus_chunks").set_value(64).run()
-    assert "pageable · 4 stream(s) × 64 chunks" in gantt(at)["layout"]["title"]["text"]
+    assert "pageable · 4 streams × 64 chunks" in gantt(at)["layout"]["title"]["text"]
 
 
 def test_compute_bound_intensity_changes_the_bound_to_the_kernel():
@@ -113,9 +113,9 @@ def test_more_streams_than_chunks_is_allowed_with_a_warning():
     at.pills(key="streams_chunks").set_value([4]).run()
     at.pills(key="streams_streams").set_value([2, 8]).run()
     assert not at.exception
-    assert any("8 stream(s) for at most 4 chunk(s)" in w.value for w in at.warning)
+    assert any("8 streams for at most 4 chunks" in w.value for w in at.warning)
     # The focus defaults to the most streams measured: 8 streams for 4 chunks put work on 4 of them only.
-    assert "8 stream(s) × 4 chunks" in gantt(at)["layout"]["title"]["text"]
+    assert "8 streams × 4 chunks" in gantt(at)["layout"]["title"]["text"]
     assert lanes(gantt(at)) == {f"stream {i}" for i in range(4)}
 
 

@@ -105,7 +105,7 @@ def test_headline_counts_and_names_the_worst_point():
                           (1 << 30, "pageable"): 100.0}, driver="590")
     table = compare.compare(base, cand)
     line = compare.headline(table)
-    assert line.startswith("1 of 4 points slower beyond noise, worst −18% at 1 MiB pinned H2D")
+    assert line.startswith("1 of 4 points slower beyond noise, worst −18 % at 1 MiB pinned H2D")
     best = table.set_index("point").loc["1 GiB pinned H2D", "change"]
     assert f"1 faster, best {compare.percent(best)} at 1 GiB pinned H2D" in line and best > 0.15
     # the same 20 % on pageable memory is within what pageable copies move between runs

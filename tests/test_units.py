@@ -1,3 +1,5 @@
+import re
+
 import pytest
 
 from gpu.units import GiB, KiB, MiB, SizeError, format_bytes, parse_size, parse_size_list
@@ -32,3 +34,17 @@ def test_format_bytes_uses_binary_units():
     assert format_bytes(GiB) == "1 GiB"
     assert format_bytes(3 * MiB // 2) == "1.5 MiB"
     assert format_bytes(16) == "16 B"
+
+
+@pytest.mark.parametrize("text,message", [
+    ("1" * 10_000, "far too large"), ("x" * 10_000, "(10,000 characters)' is not a size"),
+    ("<script>alert(1)</script>", "is not a size"), ("-4KiB", "is not a size"),
+])
+def test_outlandish_sizes_get_a_one_line_reason_that_names_them_shortened(text, message):
+    with pytest.raises(SizeError, match=re.escape(message)) as caught:
+        parse_size_list(text)
+    assert len(str(caught.value)) < 160 and "\n" not in str(caught.value)
+
+
+def test_long_sizes_are_read_exactly():
+    assert parse_size("12345678901234567") == 12345678901234567 and parse_size("0.5KiB") == 512

@@ -2,6 +2,7 @@
 step with the controls (AppTest in replay mode) and the value codec itself."""
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -63,12 +64,23 @@ def test_a_transfers_link_restores_the_controls_and_the_view():
     assert not at.warning
 
 
+def shown(markdown: str) -> str:
+    """A message as the reader sees it: Markdown's backslash escapes removed."""
+    return re.sub(r"\\(.)", r"\1", markdown)
+
+
+def warnings(at) -> str:
+    return " ".join(shown(w.value) for w in at.warning)
+
+
 def test_bad_and_unknown_link_values_are_named_and_the_defaults_used():
     at = open_with("pages/transfers.py", transfers_directions="sideways", transfers_size_range="5~9", bogus="1")
-    warning = " ".join(w.value for w in at.warning)
+    raw = " ".join(w.value for w in at.warning)
     # Values from the link are shown as plain text: every Markdown mark escaped.
-    assert r"transfers\_directions=sideways: \'sideways\' is not one of the choices" in warning
-    assert r"transfers\_size\_range=5\~9" in warning and "bogus is not a setting of this page" in warning
+    assert r"transfers\_directions=sideways: \'sideways\' is not one of the choices" in raw
+    warning = warnings(at)
+    assert "the default is used" in warning
+    assert "transfers_size_range=5~9: " in warning and "bogus is not a setting of this page" in warning
     assert at.pills(key="transfers_directions").value == ["h2d", "d2h"]  # the defaults
     assert "bogus" not in at.query_params and at.query_params["transfers_directions"] == "h2d,d2h"
     assert charts(at)
@@ -88,7 +100,7 @@ def test_the_url_follows_the_controls_and_the_link_reproduces_them():
 def test_a_streams_link_restores_the_chosen_timeline():
     at = open_with("pages/streams.py", streams_focus_chunks="64", streams_focus_streams="16", streams_lanes="engine")
     gantt = next(c for c in charts(at) if c["layout"]["title"]["text"].startswith("Timeline:"))
-    assert "16 stream(s) × 64 chunks" in gantt["layout"]["title"]["text"]
+    assert "16 streams × 64 chunks" in gantt["layout"]["title"]["text"]
     assert {y for trace in gantt["data"] for y in trace["y"]} == {"copy engine H2D", "compute", "copy engine D2H"}
 
 
@@ -100,3 +112,77 @@ def test_a_compare_link_restores_the_runs_and_the_normalized_view():
     at = open_with("pages/compare.py", compare_candidates=h100, compare_normalized="1")
     assert at.multiselect(key="compare_candidates").value == [h100]
     assert charts(at)[0]["layout"]["title"]["text"].startswith("Normalized")
+
+
+@pytest.mark.parametrize("value", ["-4KiB", "99GiB", "1" * 10_000, "<script>alert(1)</script>", "x" * 10_000,
+                                   "[a](http://x.example)"])
+def test_bad_custom_sizes_in_a_link_give_the_default_sizes_and_a_chart_with_a_short_warning(value):
+    at = open_with("pages/transfers.py", transfers_custom_sizes=value)
+    assert not at.error
+    warning = warnings(at)
+    assert f"transfers_custom_sizes={value[:40]}" in warning and "the default is used" in warning
+    assert value not in warning or len(value) <= 40  # named, shortened: never printed in full
+    if len(value) > 40:
+        assert "(10,000 characters)" in warning
+    assert "](" not in at.warning[0].value  # shown as typed, never as a link
+    assert at.text_input(key="transfers_custom_sizes").value == ""
+    assert "transfers_custom_sizes" not in at.query_params
+    assert charts(at) and at.select_slider(key="transfers_size_range").value == (4096, 1 << 30)
+
+
+def test_bad_typed_sizes_keep_the_slider_sizes_and_their_chart():
+    at = open_with("pages/transfers.py")
+    at.text_input(key="transfers_custom_sizes").set_value("64KiB, 3 parsecs").run()
+    assert not at.error and charts(at)
+    assert "Exact sizes 64KiB, 3 parsecs not used: 'parsecs' is not a size" in warnings(at)
+
+
+def test_a_reversed_size_range_is_swapped_with_a_note():
+    at = open_with("pages/transfers.py", transfers_size_range=f"{1 << 30}~65536")
+    assert at.select_slider(key="transfers_size_range").value == (65536, 1 << 30)
+    assert f"the range was reversed, so it is read as 65536~{1 << 30}" in warnings(at)
+    assert charts(at) and not at.error
+
+
+def test_present_takes_only_0_or_1_and_says_so():
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params["present"] = "banana"
+    at.run()  # the first page a link opens (here Overview) says it
+    assert not at.exception, at.exception
+    assert "present=banana is not 0 or 1, so presentation mode stays off" in warnings(at)
+    assert "present" not in at.query_params
+    at.switch_page("pages/transfers.py").run()
+    assert [e for e in at.expander if "Link to this view" in e.label]  # the desk view
+
+
+@pytest.mark.parametrize("scene,shown_scene,note", [
+    ("999", 6, "scene=999 is outside 1 … 6; showing scene 6"), ("-5", 1, "scene=-5 is outside 1 … 6; showing scene 1"),
+    ("two", 1, "scene=two is not a scene number; the talk starts at scene 1"), ("3", 3, None),
+])
+def test_a_scene_outside_the_talk_is_clamped_with_a_note(scene, shown_scene, note):
+    at = open_with("pages/talk.py", scene=scene)
+    assert any(c.value.endswith(f"scene {shown_scene} of 6") for c in at.caption)
+    assert at.query_params["scene"] == str(shown_scene)
+    if note:
+        assert note in warnings(at)
+    else:
+        assert not at.warning
+
+
+@pytest.mark.parametrize("page", ["pages/overview.py", "pages/runs.py", "pages/talk.py", "pages/coalescing.py",
+                                  "pages/compare.py"])
+def test_unknown_link_keys_are_named_on_every_page(page):
+    if page == "pages/overview.py":  # the default page: a link without a path opens it
+        at = AppTest.from_file(APP, default_timeout=120)
+        at.query_params["colour"] = "blue"
+        at.run()
+        assert not at.exception, at.exception
+    else:
+        at = open_with(page, colour="blue")
+    assert "colour is not a setting of this page; it is ignored" in warnings(at)
+    if page in ("pages/coalescing.py", "pages/compare.py"):  # pages with a link to copy drop it from the address
+        assert "colour" not in at.query_params
+
+
+def test_a_scene_key_on_another_page_is_unknown_there():
+    assert "scene is not a setting of this page" in warnings(open_with("pages/transfers.py", scene="2"))

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from gpu import stats
+from gpu import stats, text
 from gpu.errors import JobCancelled, ValidationError
 from gpu.experiments import _kernels as k
 from gpu.experiments._sweep import SweepRows, values_coarse_first
@@ -85,7 +85,7 @@ class Params:
 def parse_params(raw: dict) -> Params:
     unknown = set(raw) - set(Params.__dataclass_fields__)
     if unknown:
-        raise ValidationError([f"unknown parameter(s): {', '.join(sorted(unknown))}"])
+        raise ValidationError([f"unknown {text.plural('parameter', len(unknown))}: {', '.join(sorted(unknown))}"])
     try:
         return Params(elements=int(raw.get("elements", 1 << 26)),
                       block_sizes=sorted({int(b) for b in raw.get("block_sizes", [256])}),

@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from gpu import overlap, stats
+from gpu import overlap, stats, text
 from gpu.errors import JobCancelled, ValidationError
 from gpu.experiments import _kernels as k
 from gpu.experiments._sweep import SweepRows
@@ -125,7 +125,7 @@ class Params:
 def parse_params(raw: dict) -> Params:
     unknown = set(raw) - set(Params.__dataclass_fields__)
     if unknown:
-        raise ValidationError([f"unknown parameter(s): {', '.join(sorted(unknown))}"])
+        raise ValidationError([f"unknown {text.plural('parameter', len(unknown))}: {', '.join(sorted(unknown))}"])
     defaults = Params()
     try:
         return Params(size_bytes=int(raw.get("size_bytes", defaults.size_bytes)),
@@ -203,7 +203,8 @@ def notes(params: Params) -> list[str]:
     out = []
     pointless = sorted(s for s in params.streams if params.chunks and s > max(params.chunks))
     if pointless:
-        out.append(f"{', '.join(map(str, pointless))} stream(s) for at most {max(params.chunks)} chunk(s): chunks go "
+        out.append(f"{', '.join(map(str, pointless))} {text.plural('stream', pointless[-1])} for at most "
+                   f"{text.count(max(params.chunks), 'chunk')}: chunks go "
                    "round-robin to streams, so streams beyond the chunk count get no work and change nothing")
     if 1 in params.chunks and any(s > 1 for s in params.streams):
         out.append("1 chunk cannot overlap anything: its kernel waits for its whole H2D and its D2H for the kernel")
@@ -351,7 +352,7 @@ def run(params: Params, gpu, progress, should_cancel) -> list[dict]:
             for intensity in params.intensities:
                 expected = expected_output(inputs, intensity)
                 for chunks in chunk_counts:
-                    where = f"{format_bytes(size)}, {chunks} chunk(s), intensity {intensity}, {label_host}"
+                    where = f"{format_bytes(size)}, {text.count(chunks, 'chunk')}, intensity {intensity}, {label_host}"
                     # The three sums: each stage alone, chunk after chunk on one stream, then checked. Each stage
                     # leaves the next one's source verified: H2D leaves the inputs in d_in, the kernel its exact
                     # result in d_out, so no 256 MiB upload from pageable memory is needed between them. The
@@ -378,7 +379,7 @@ def run(params: Params, gpu, progress, should_cancel) -> list[dict]:
                     configs = [("serial", 1, "depth_first")] + [("pipeline", s, o) for s in stream_counts
                                                                  for o in params.issue_orders]
                     for variant, streams, order in configs:
-                        step(f"{LABELS[variant]} · {streams} stream(s) · {ORDER_LABELS[order]} · {where}")
+                        step(f"{LABELS[variant]} · {text.count(streams, 'stream')} · {ORDER_LABELS[order]} · {where}")
                         plan = overlap.issue_plan(chunks, streams, order)
                         summary = measure(lambda plan=plan: bench.run_once(plan, chunks, host_in, host_out,
                                                                            intensity, held)[0])
@@ -388,7 +389,7 @@ def run(params: Params, gpu, progress, should_cancel) -> list[dict]:
                         cuda.memcpy_dtoh(host_out, bench.d_out)
                         _, intervals = bench.run_once(plan, chunks, host_in, host_out, intensity, held, marks=True)
                         verify_equal(expected.view(np.uint32), host_out.view(np.uint32),
-                                     f"{LABELS[variant]}, {streams} stream(s), {order} ({where})")
+                                     f"{LABELS[variant]}, {text.count(streams, 'stream')}, {order} ({where})")
                         rows.append(_row(variant, host, size, chunks, streams,
                                          "serial" if variant == "serial" else order, intensity, summary, profile,
                                          telemetry, timer, intervals))

@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from gpu import stats
+from gpu import stats, text
 from gpu.errors import ValidationError, VerificationError
 from gpu.experiments._sweep import SweepRows, coarse_first
 from gpu.text import shorten
@@ -97,7 +97,7 @@ def parse_params(raw: dict) -> Params:
     reasons = []
     unknown = set(raw) - set(Params.__dataclass_fields__)
     if unknown:
-        reasons.append(f"unknown parameter(s): {', '.join(sorted(unknown))}")
+        reasons.append(f"unknown {text.plural('parameter', len(unknown))}: {', '.join(sorted(unknown))}")
     try:
         sizes = [int(s) for s in raw.get("sizes", DEFAULT_SIZES)]
     except (TypeError, ValueError):

@@ -64,7 +64,7 @@ def test_streams_page_measures_live_and_draws_the_timeline(monkeypatch):
     assert not at.exception, at.exception
     charts = {json.loads(c.proto.spec)["layout"]["title"]["text"].split("<br>")[0]: json.loads(c.proto.spec)
               for c in at.get("plotly_chart")}
-    assert any(t.startswith("Timeline: pinned · 4 stream(s) × 16 chunks") for t in charts), list(charts)
+    assert any(t.startswith("Timeline: pinned · 4 streams × 16 chunks") for t in charts), list(charts)
     assert any("Live NVIDIA" in c["layout"]["title"]["text"] for c in charts.values())
     assert any(m.label == "Overlap efficiency" for m in at.metric)
 
