@@ -169,6 +169,10 @@ def without_column(frame):
 
 
 # (case, file name, builder, what the message must name)
+# Figures the refusals name, read from the bundled run the hostile files are made of.
+SAMPLES_OF_ROW_2 = int(schema.read_results(MANAGED).at[1, "samples"])
+HOURS_TO_THE_SECOND_TIME = (pd.Timestamp("2026-11-24T01:02:03+00:00")
+                            - pd.to_datetime(schema.read_results(MANAGED)["timestamp"]).min()).total_seconds() / 3600
 HOSTILE = [
     ("run id of 65 characters", "a.parquet", changed("run_id", "r" * 65), ["row 4", "column run_id", "64 characters"]),
     ("NUL in a text column", "a.parquet", changed("device_name", "H100\x00"), ["row 4", "column device_name", "NUL"]),
@@ -186,7 +190,7 @@ HOSTILE = [
                                                                                       "not JSON"]),
     ("a NaN sample", "a.parquet", whole_frame(nan_sample), ["row 2", "column samples_ms", "non-finite"]),
     ("a negative sample", "a.parquet", whole_frame(negative_sample), ["row 2", "column samples_ms", "non-positive"]),
-    ("fewer samples than counted", "a.parquet", whole_frame(few_samples), ["row 2", "samples = 50"]),
+    ("fewer samples than counted", "a.parquet", whole_frame(few_samples), ["row 2", f"samples = {SAMPLES_OF_ROW_2}"]),
     ("median that its samples do not give", "a.parquet", whole_frame(shifted_median), ["row 7", "column median_ms",
                                                                                        "does not match"]),
     ("infinite median", "a.parquet", changed("median_ms", float("inf")), ["row 4", "column median_ms",
@@ -200,7 +204,8 @@ HOSTILE = [
                                                                           "not true or false"]),
     ("unknown experiment", "a.parquet", changed("experiment", "mining"), ["row 4", "column experiment"]),
     ("one run, two devices", "a.parquet", whole_frame(two_devices), ["row 8", "column device_name", "differs"]),
-    ("one run, two timestamps", "a.parquet", whole_frame(two_timestamps), ["row 8", "column timestamp", "35.5 h from"]),
+    ("one run, two timestamps", "a.parquet", whole_frame(two_timestamps), ["row 8", "column timestamp",
+                                                                           f"{HOURS_TO_THE_SECOND_TIME:.1f} h from"]),
     ("a point twice", "a.parquet", whole_frame(repeated_point), ["row 5", "repeats a point"]),
     ("a missing column", "a.parquet", whole_frame(without_column), ["missing column(s) median_ms"]),
     ("header only", "a.csv", lambda: csv(good()).split(b"\n")[0] + b"\n", ["holds no rows"]),

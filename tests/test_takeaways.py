@@ -8,6 +8,7 @@ from streamlit.testing.v1 import AppTest
 
 from gpu import takeaways
 from gpu.backend import ReplayBackend
+from gpu.experiments.transfers import BATCHED_TIMERS
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 
@@ -18,6 +19,7 @@ def recorded():
 
     def run(experiment):
         rows = data[data["experiment"] == experiment]
+        rows = rows[~rows["timer"].isin(BATCHED_TIMERS)]  # the single-copy sweep, as the latency view shows it
         return rows[rows["run_id"] == rows["run_id"].iloc[0]]
     return run
 
