@@ -76,9 +76,9 @@ def test_the_ratio_chart_names_each_series_and_shows_the_verdict_as_the_shape():
     colours = [t["marker"]["color"] for t in points]
     assert len(set(colours)) == len(colours)  # one colour per series
     shapes = {s for t in points for s in t["marker"]["symbol"]}
-    assert shapes <= {"triangle-down", "circle-open", "triangle-up"} and len(shapes) >= 2
+    assert shapes <= {"triangle-down", "diamond-open", "circle-open", "triangle-up"} and len(shapes) >= 2
     key = [t["name"] for t in chart["data"] if t.get("legendgroup") == "verdict"]
-    assert key == ["slower beyond noise", "same within noise", "faster beyond noise"]
+    assert key == ["slower beyond noise", "within run-to-run noise", "same within noise", "faster beyond noise"]
     assert chart["layout"]["xaxis"]["type"] == "log" and "1 GiB" in chart["layout"]["xaxis"]["ticktext"]
 
 

@@ -76,7 +76,7 @@ def test_markdown_payloads_render_as_text_and_fetch_nothing(payload_server):
             page.on("request", lambda request: requests.append(request.url))
             quoted = urllib.parse.quote(payload)
             for path, text in ((f"/transfers?run={quoted}", "from the address cannot be shown"),
-                               (f"/compare?compare_baseline={quoted}", "Ignored in this link"),
+                               (f"/compare?compare_baseline={quoted}", "Not used as written in this link"),
                                ("/runs", "Notes:")):
                 page.goto(address + path)
                 page.wait_for_selector("[data-test-script-state='notRunning']", timeout=60_000)

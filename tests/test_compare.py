@@ -346,7 +346,7 @@ def test_the_compare_page_judges_a_candidate_by_its_devices_history(monkeypatch,
     assert not at.exception, at.exception
     points = at.dataframe[1].value
     # before the third repeat: the first two and the day-apart pair, four runs of the H200 (the baseline among them)
-    assert len(points) == 40 and set(points["run_to_run_source"]) == {"history of 4 runs"}
+    assert len(points) == 40 and set(points["run-to-run from"]) == {"history of 4 runs"}
     metrics = {m.label: int(m.value) for m in at.metric}
     assert sum(v for k, v in metrics.items() if k != "Points compared") == 40
     st.cache_resource.clear()

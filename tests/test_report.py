@@ -1,5 +1,7 @@
 """The review report and Compare's chart and table, from the bundled H100 and H200 runs (no Streamlit)."""
 
+import html
+
 import pytest
 
 from gpu import compare, report, schema
@@ -19,8 +21,9 @@ def test_the_report_shows_the_normalized_verdicts_and_readable_times(coalescing_
     h200, h100 = coalescing_pair
     page = report.render(h200, [h100])
     normalized = compare.compare_normalized(h200, h100)
-    assert "Normalized to each device&#x27;s limit: none of 100 points slower beyond noise; " \
-           f"{(normalized['verdict'] == 'faster').sum()} faster" in page
+    headline = compare.headline(normalized, len(h200) - len(normalized), len(h100) - len(normalized))
+    assert html.escape("Normalized to each device's limit: " + headline) in page  # the normalized verdicts
+    assert f"{(normalized['verdict'] == 'faster').sum()} faster" in headline
     assert "&lt; 0.001" in page and " ms</td>" in page and "<td>0</td>" not in page
 
 

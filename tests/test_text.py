@@ -55,5 +55,6 @@ def test_outside_values_are_shortened_and_shown_as_typed():
     assert text.shorten(long) == "x" * 40 + "… (10,000 characters)"
     assert text.shorten("a\nb") == "a b"
     escaped = text.plain("[a](http://x.example) *b* :material/home:", None)
-    assert escaped == "\\[a\\]\\(http\\://x\\.example\\) \\*b\\* \\:material/home\\:"
+    # every mark escaped, and an invisible space after "://" so no bare URL becomes a link
+    assert escaped == "\\[a\\]\\(http\\:\u200b//x\\.example\\) \\*b\\* \\:material/home\\:"
     assert text.plain(long).endswith("… \\(10,000 characters\\)")

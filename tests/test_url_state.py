@@ -65,8 +65,9 @@ def test_a_transfers_link_restores_the_controls_and_the_view():
 
 
 def shown(markdown: str) -> str:
-    """A message as the reader sees it: Markdown's backslash escapes removed."""
-    return re.sub(r"\\(.)", r"\1", markdown)
+    """A message as the reader sees it: Markdown's backslash escapes and the invisible spaces that keep a URL
+    from becoming a link removed."""
+    return re.sub(r"\\(.)", r"\1", markdown).replace("\u200b", "")
 
 
 def warnings(at) -> str:
