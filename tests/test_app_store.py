@@ -2,17 +2,15 @@
 message is escaped), disjoint runs are explained on Compare, and a store that never answers gets one line."""
 
 import socket
-from pathlib import Path
 
 import pytest
 import streamlit as st
-from streamlit.testing.v1 import AppTest
 
 from gpu import schema
 from gpu.catalog import BUNDLED_DIRS
 from gpu.store import RunStore
+from tests.test_url_state import open_with
 
-APP = str(Path(__file__).resolve().parent.parent / "app.py")
 MANAGED = next(BUNDLED_DIRS[1].glob("managed_*.parquet"))
 TRANSFERS = next(BUNDLED_DIRS[1].glob("transfers_nvidia-h100*.parquet"))
 PAYLOAD = "[phish](https://evil.example/x) ![x](https://evil.example/p.png) :material/home: **bold**"
@@ -27,14 +25,7 @@ def fresh_store(monkeypatch, tmp_path):
     st.cache_resource.clear()
 
 
-def open_page(page, **params):
-    at = AppTest.from_file(APP, default_timeout=120)
-    for key, value in params.items():
-        at.query_params[key] = value
-    at.run()
-    at.switch_page(page).run()
-    assert not at.exception, at.exception
-    return at
+open_page = open_with  # the page opened with its link's parameters, as the link tests do
 
 
 def assert_plain(markdown: str, whole: bool = True) -> None:
