@@ -10,8 +10,28 @@ from pages import _shared as shared
 
 st.set_page_config(page_title="PinPoint", page_icon=shared.FAVICON, layout="wide")
 
-navigation = st.navigation([st.Page(p.file, title=p.title, icon=p.icon, default=not p.url_path,
-                                     url_path=p.url_path or None) for p in shared.PAGES])
+
+
+def page(file: str) -> st.Page:
+    """The page in ``file``, with the title, icon and address that ``shared.PAGES`` (which Overview's links read
+    too) gives it."""
+    entry = next(p for p in shared.PAGES if p.file == file)
+    return st.Page(file, title=entry.title, icon=entry.icon, default=not entry.url_path,
+                   url_path=entry.url_path or None)
+
+
+navigation = st.navigation([
+    page("pages/overview.py"),
+    page("pages/transfers.py"),
+    page("pages/coalescing.py"),
+    page("pages/reductions.py"),
+    page("pages/occupancy.py"),
+    page("pages/streams.py"),
+    page("pages/memory_modes.py"),
+    page("pages/runs.py"),
+    page("pages/compare.py"),
+    page("pages/talk.py"),
+])
 shared.source_sidebar()
 shared.check_present_value()
 if shared.presenting():

@@ -218,3 +218,14 @@ def test_the_committed_streamlit_config_fetches_nothing_from_the_internet():
 
     config = tomllib.loads((Path(__file__).resolve().parent.parent / ".streamlit" / "config.toml").read_text())
     assert config["browser"]["gatherUsageStats"] is False  # else every page load fetches a config online
+
+
+def test_app_routes_every_page_of_the_shared_table_explicitly_and_nothing_else():
+    import re
+
+    from pages import _shared as shared
+
+    routed = re.findall(r'page\("(pages/[a-z_]+\.py)"\)', Path(APP).read_text())
+    assert routed == [p.file for p in shared.PAGES]  # same pages, same order as Overview's links
+    on_disk = {f"pages/{p.name}" for p in (Path(APP).parent / "pages").glob("*.py") if not p.name.startswith("_")}
+    assert set(routed) == on_disk
