@@ -215,13 +215,16 @@ if (frame["group"] == "bidirectional").any():
 
 st.subheader("The numbers")
 st.dataframe(table.drop(columns=["intervals", "run_id", "elements", "samples_ms", "serial_samples_ms"]).assign(
-    issue_order=lambda t: t["issue_order"].map(streams.ORDER_LABELS), bytes=lambda t: t["bytes"].map(format_bytes)),
-    hide_index=True, column_config={"efficiency": st.column_config.NumberColumn("overlap efficiency", format="percent"),
+    issue_order=lambda t: t["issue_order"].map(streams.ORDER_LABELS), bytes=lambda t: t["bytes"].map(format_bytes),
+    # fractions shown in percent, in the one style ("91 %"): Streamlit's "percent" format writes "91%"
+    efficiency=lambda t: t["efficiency"] * 100, engine_efficiency=lambda t: t["engine_efficiency"] * 100,
+    cv=lambda t: t["cv"] * 100),
+    hide_index=True, column_config={"efficiency": st.column_config.NumberColumn("overlap efficiency", format="%.0f %%"),
                                     "speedup": st.column_config.NumberColumn("speedup ×", format="%.2f"),
                                     "vs_bound": st.column_config.NumberColumn("× bound", format="%.3f"),
                                     "vs_engine_bound": st.column_config.NumberColumn("× copy-engine bound",
                                                                                      format="%.3f"),
                                     "engine_efficiency": st.column_config.NumberColumn(
-                                        "efficiency vs copy-engine bound", format="percent"),
-                                    "cv": st.column_config.NumberColumn("cv", format="percent")})
+                                        "efficiency vs copy-engine bound", format="%.0f %%"),
+                                    "cv": st.column_config.NumberColumn("cv", format="%.2f %%")})
 shared.download(frame, "streams")

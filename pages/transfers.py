@@ -160,12 +160,13 @@ if fits.empty:
 else:
     shared.chart(shared.cached_figure(charts.model_figure)(copy_only), key="chart_model")
     st.dataframe(
-        fits.assign(direction=fits["direction"].str.upper(), n_half=fits["n_half_bytes"].map(format_bytes))
+        fits.assign(direction=fits["direction"].str.upper(), n_half=fits["n_half_bytes"].map(format_bytes),
+                    max_rel_residual=fits["max_rel_residual"] * 100)  # percent in the one style ("3.1 %")
         [["mode", "direction", "alpha_us", "beta_gbps", "n_half", "max_rel_residual", "points"]],
         column_config={"alpha_us": st.column_config.NumberColumn("α (µs)", format="%.2f"),
                        "beta_gbps": st.column_config.NumberColumn("β (GB/s)", format="%.1f"),
                        "n_half": st.column_config.TextColumn("n½ (size reaching β/2)"),
-                       "max_rel_residual": st.column_config.NumberColumn("worst fit error", format="percent"),
+                       "max_rel_residual": st.column_config.NumberColumn("worst fit error", format="%.1f %%"),
                        "points": "sizes"},
         hide_index=True)
 
