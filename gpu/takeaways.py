@@ -103,13 +103,6 @@ def occupancy(frame: pd.DataFrame) -> str | None:
     return _sentence(parts)
 
 
-def best_pipeline(table: pd.DataFrame) -> pd.Series:
-    """The fastest pipeline among those that can overlap anything (≥ 2 streams and ≥ 2 chunks); the fastest of
-    all only when none can."""
-    can_overlap = table[(table["streams"] >= 2) & (table["chunks"] >= 2)]
-    return (can_overlap if not can_overlap.empty else table).sort_values("pipeline_ms").iloc[0]
-
-
 def streams(frame: pd.DataFrame) -> str | None:
     """The best pipeline that can overlap against one stream, per host memory, or 'no measurable overlap'."""
     table = overlap.pipeline_table(frame)

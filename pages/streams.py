@@ -144,7 +144,7 @@ mine = table[table["host_memory"] == focus_host]
 chunk_values = sorted(mine["chunks"].unique())
 shared.from_url("streams_focus_chunks", "int", [int(c) for c in chunk_values])
 # On stage the timeline opens on the best pipeline, the one the takeaway names.
-best = takeaways.best_pipeline(mine)
+best = overlap.best_pipeline(mine)
 focus_chunks = c2.select_slider("Chunks", chunk_values, key="streams_focus_chunks",
                                 value=best["chunks"] if shared.presenting() else
                                 16 if 16 in chunk_values else chunk_values[-1])

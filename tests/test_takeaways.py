@@ -83,6 +83,6 @@ def test_the_streams_takeaway_names_a_pipeline_that_can_overlap(recorded):
     text = takeaways.streams(frame)
     table = overlap.pipeline_table(frame)
     for host in set(table["host_memory"]):
-        best = takeaways.best_pipeline(table[table["host_memory"] == host])
+        best = overlap.best_pipeline(table[table["host_memory"] == host])
         assert best["streams"] >= 2 and best["chunks"] >= 2  # one chunk or one stream cannot overlap anything
         assert f"{host}: {int(best['streams'])} streams × {int(best['chunks'])} chunks" in text.lower()
