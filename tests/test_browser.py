@@ -1,52 +1,21 @@
 """One real-browser smoke test: `streamlit run` + headless Debian Chromium driven by Playwright."""
 
-import os
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-CHROMIUM = "/usr/bin/chromium"
+from tests.browser_helper import CHROMIUM, streamlit_app
+
 pytestmark = [
     pytest.mark.browser,
     pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is missing (apt-get install chromium)"),
 ]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def server():
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port", str(port),
-         "--server.address", "127.0.0.1", "--server.fileWatcherType", "none"],  # the rest: .streamlit/config.toml
-        cwd=ROOT, env={**os.environ, "PINPOINT_BACKEND": "replay"}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    # (PINPOINT_DB_URL: the session's throwaway store, from conftest)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
-                break
-        except OSError:
-            pass
-        if time.monotonic() > deadline or process.poll() is not None:
-            process.kill()
-            pytest.fail("streamlit did not become healthy:\n" + process.stdout.read().decode()[-3000:])
-        time.sleep(0.3)
-    yield url
-    process.terminate()
-    process.wait(10)
+    with streamlit_app() as url:
+        yield url
 
 
 def test_each_page_renders_its_banner_and_a_chart(server):

@@ -1,13 +1,7 @@
 """In a real browser, Markdown payloads from a link or the runs store stay text: no link is drawn and no request
 leaves the app's own server (`streamlit run` + headless Debian Chromium driven by Playwright)."""
 
-import os
-import socket
-import subprocess
-import sys
-import time
 import urllib.parse
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -15,9 +9,8 @@ import pytest
 from gpu import schema
 from gpu.catalog import BUNDLED_DIRS
 from gpu.store import RunStore
+from tests.browser_helper import CHROMIUM, free_port, streamlit_app
 
-ROOT = Path(__file__).resolve().parent.parent
-CHROMIUM = "/usr/bin/chromium"
 MANAGED = next(BUNDLED_DIRS[1].glob("managed_*.parquet"))
 pytestmark = [
     pytest.mark.browser,
@@ -29,37 +22,14 @@ pytestmark = [
 def payload_server(tmp_path_factory):
     """`streamlit run` on a store holding one run whose label and notes are Markdown payloads, and the payload
     itself, whose image points at a port on this machine that nothing serves."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        trap = probe.getsockname()[1]
+    trap = free_port()
     payload = (f"[phish](https://evil.example/x) ![x](http://127.0.0.1:{trap}/p.png) "
                "![y](https://evil.example/p.png) **bold**")
     url = f"sqlite:///{tmp_path_factory.mktemp('browser-store')}/runs.sqlite"
     frame = schema.read_results(MANAGED).assign(run_id="payload01", timestamp="2026-12-01T00:00:00+00:00")
     RunStore(url).save(frame, "import", label=payload, notes=payload)
-    process = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port", str(port),
-         "--server.address", "127.0.0.1", "--server.fileWatcherType", "none", "--browser.gatherUsageStats", "false"],
-        cwd=ROOT, env={**os.environ, "PINPOINT_BACKEND": "replay", "PINPOINT_DB_URL": url},
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    address = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if urllib.request.urlopen(f"{address}/_stcore/health", timeout=2).read() == b"ok":
-                    break
-            except OSError:
-                pass
-            assert process.poll() is None and time.monotonic() < deadline, "streamlit did not become healthy"
-            time.sleep(0.3)
+    with streamlit_app(PINPOINT_DB_URL=url) as address:
         yield address, payload
-    finally:
-        process.terminate()
-        process.wait(10)
 
 
 def test_markdown_payloads_render_as_text_and_fetch_nothing(payload_server):

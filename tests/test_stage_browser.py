@@ -7,7 +7,8 @@ import re
 
 import pytest
 
-from tests.test_browser import CHROMIUM, server  # noqa: F401  (one streamlit server per module)
+from tests.browser_helper import CHROMIUM
+from tests.test_browser import server  # noqa: F401  (one streamlit server per module)
 
 pytestmark = [
     pytest.mark.browser,
