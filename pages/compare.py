@@ -87,7 +87,7 @@ except Exception as exc:
 
 
 
-@st.cache_data(show_spinner="Comparing…", max_entries=64)
+@st.cache_data(show_spinner="Comparing…", max_entries=64, ttl=600)  # a newly stored run joins the history
 def compared(baseline_id: str, candidate_id: str, normalized: bool):
     """The comparison of two runs, with the candidate's history (earlier runs of its device: Conbench's
     distribution of earlier results); the samples are tested once per pair, not on every rerun."""
