@@ -52,10 +52,10 @@ class Profile:
 # nvbench's defaults: >= 10 samples, stop at <= 0.5 % noise after >= 0.5 s of samples, give up at 15 s.
 PRECISE = Profile("precise", warmup=3, min_samples=10, max_noise=0.005, min_time_s=0.5, timeout_s=15.0,
                   max_samples=5000)
-# For sliders and talks: converge at 2 % noise, or spend about 5 samples' worth of time (at least 25 ms, at
+# For sliders and talks: converge at 2 % noise, or spend about 5 samples' worth of time (at least 50 ms, at
 # most 1.5 s) and report the spread found; always at least 5 samples, so comparisons keep their power.
 INTERACTIVE = Profile("interactive", warmup=1, min_samples=5, max_noise=0.02, min_time_s=0.01, timeout_s=1.5,
-                      max_samples=100, floor_samples=5, budget_samples=5.0, budget_floor_s=0.025)
+                      max_samples=100, floor_samples=5, budget_samples=5.0, budget_floor_s=0.05)
 PROFILES = {p.name: p for p in (PRECISE, INTERACTIVE)}
 
 

@@ -21,7 +21,9 @@ sampling, in both methods.
 from __future__ import annotations
 
 import math
+import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 
@@ -189,6 +191,17 @@ def pattern_for(count: int, seed: int) -> np.ndarray:
     return (np.arange(count, dtype=np.uint32) * np.uint32(PATTERN_MULTIPLIER)) ^ np.uint32(seed & 0xFFFFFFFF)
 
 
+_POOL: list[ThreadPoolExecutor] = []
+
+
+def _verify_pool() -> ThreadPoolExecutor:
+    """One small thread pool per process for verify_equal (created on first use; NumPy work only, no CUDA)."""
+    if not _POOL:
+        _POOL.append(ThreadPoolExecutor(max_workers=max(1, min(8, os.cpu_count() or 1)),
+                                        thread_name_prefix="verify"))
+    return _POOL[0]
+
+
 def verify_equal(expected: np.ndarray, actual: np.ndarray, what: str) -> None:
     """Bit-exact comparison; raises VerificationError naming the first wrong element.
 
@@ -201,8 +214,19 @@ def verify_equal(expected: np.ndarray, actual: np.ndarray, what: str) -> None:
             and flat_a.flags.c_contiguous and flat_e.ctypes.data % 8 == 0 and flat_a.ctypes.data % 8 == 0)
     fast_e, fast_a = (flat_e.view(np.uint64), flat_a.view(np.uint64)) if wide else (flat_e, flat_a)
     step = (4 << 20) // fast_e.itemsize
-    for start in range(0, fast_e.size, step):
-        if np.array_equal(fast_e[start:start + step], fast_a[start:start + step]):
+    starts = range(0, fast_e.size, step)
+
+    def slice_equal(start: int) -> bool:
+        return bool(np.array_equal(fast_e[start:start + step], fast_a[start:start + step]))
+
+    # NumPy releases the GIL while it compares, so large results are compared on several cores: a 256 MiB check
+    # is then bound by host memory bandwidth, not one core (it runs after every Streams point).
+    if len(starts) >= 8:
+        equal = list(_verify_pool().map(slice_equal, starts))
+    else:
+        equal = [slice_equal(start) for start in starts]
+    for start, same in zip(starts, equal, strict=True):
+        if same:
             continue
         scale = 2 if wide else 1
         base = start * scale
