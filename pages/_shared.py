@@ -80,9 +80,10 @@ def require_router() -> None:
 
 @st.cache_resource(show_spinner=False)
 def _open_catalog():
-    from gpu.catalog import Catalog
+    from gpu.catalog import BUNDLED_DIRS, Catalog, read_bundled
 
-    return Catalog()
+    # The bundled replay recordings are already read (and validated) by the replay backend: not a second time.
+    return Catalog(bundled=read_bundled(BUNDLED_DIRS, already_read=replay_backend().files))
 
 
 def run_catalog():
