@@ -32,6 +32,7 @@ navigation = st.navigation([
     page("pages/compare.py"),
     page("pages/talk.py"),
 ])
+shared.open_linked_page(navigation)  # PinPoint's links read /?page=transfers&… (no 404 probe on load)
 shared.source_sidebar()
 shared.check_present_value()
 if shared.presenting():

@@ -126,11 +126,13 @@ class ReplayBackend:
         self.directory = Path(directory)
         self.frames: list[pd.DataFrame] = list(frames or [])
         self.problems: list[str] = []
+        self.files: dict[Path, pd.DataFrame] = {}  # each file read → its frame (the runs catalog reuses them)
         paths = [] if frames is not None else \
             sorted(self.directory.glob("*.parquet")) + sorted(self.directory.glob("*.csv"))
         for path in paths:
             try:
                 self.frames.append(schema.read_results(path))
+                self.files[path] = self.frames[-1]
             except schema.SchemaError as exc:  # one damaged file must not take the others down
                 self.problems.append(f"{path.name}: {exc}")
         self.data = pd.concat(self.frames, ignore_index=True) if self.frames else pd.DataFrame(columns=schema.COLUMNS)

@@ -19,13 +19,17 @@ CATALOG_COLUMNS = ["run_id", "experiment", "device_name", "driver_version", "hos
                    "notes", "origin", "profile", "git_commit", "source"]
 
 
-def read_bundled(directories=BUNDLED_DIRS) -> tuple[dict[str, pd.DataFrame], dict[str, str], list[str]]:
-    """run_id → frame and run_id → file name for every bundled recording, and the files that could not be read."""
+def read_bundled(directories=BUNDLED_DIRS, already_read: dict[Path, pd.DataFrame] | None = None) \
+        -> tuple[dict[str, pd.DataFrame], dict[str, str], list[str]]:
+    """run_id → frame and run_id → file name for every bundled recording, and the files that could not be read.
+    ``already_read``: file → its validated frame, as the replay backend read it (read once per server, not again)."""
     frames, files, problems = {}, {}, []
+    already_read = {Path(path).resolve(): frame for path, frame in (already_read or {}).items()}
     for directory in directories:
         for path in sorted(Path(directory).glob("*.parquet")) + sorted(Path(directory).glob("*.csv")):
             try:
-                frame = schema.read_results(path)
+                frame = already_read.get(path.resolve())
+                frame = schema.read_results(path) if frame is None else frame
             except schema.SchemaError as exc:
                 problems.append(f"{path.name}: {exc}")
                 continue

@@ -80,9 +80,10 @@ def require_router() -> None:
 
 @st.cache_resource(show_spinner=False)
 def _open_catalog():
-    from gpu.catalog import Catalog
+    from gpu.catalog import BUNDLED_DIRS, Catalog, read_bundled
 
-    return Catalog()
+    # The bundled replay recordings are already read (and validated) by the replay backend: not a second time.
+    return Catalog(bundled=read_bundled(BUNDLED_DIRS, already_read=replay_backend().files))
 
 
 def run_catalog():
@@ -401,6 +402,46 @@ def checked_frame(backend, experiment: str, params: dict, key: str, run_id: str 
 # --- links that reproduce a view ---------------------------------------------------------------------------
 URL_RESERVED = ("run", "present")  # read by every page (app.py); the talk's ``scene`` is its own
 
+# PinPoint's links address the app's root and name the page in ``?page=`` (/?page=transfers&…). Streamlit's
+# frontend, loaded straight at a page's path (/transfers), first looks for its server one level down
+# (/transfers/_stcore/health and …/host-config: two 404s in the browser's console), then at the root; loaded at the
+# root it asks the root only. Its candidates come from window.location, or from a ``window.__streamlit`` object
+# that only a script in Streamlit's own index.html could set, so no server option changes them.
+LINK_PAGE = "page"
+
+
+def open_linked_page(navigation) -> None:
+    """Before the page runs: ``?page=NAME`` (a PinPoint link) opens that page with the link's other values; the
+    address then reads /NAME?… as if the page had been opened from the menu. An unknown name is said and dropped."""
+    wanted = st.query_params.get(LINK_PAGE)
+    st.session_state["_page_url_path"] = navigation.url_path
+    if wanted is None:
+        return
+    entry = next((p for p in PAGES if p.url_path and p.url_path == wanted.strip()), None)
+    rest = {k: st.query_params.get_all(k) for k in st.query_params if k != LINK_PAGE}
+    if entry is None:
+        st.warning(f"page={text.plain(wanted)} is not a page of PinPoint, so Overview is shown (pages: "
+                   f"{', '.join(p.url_path for p in PAGES if p.url_path)}).")
+        del st.query_params[LINK_PAGE]
+    elif entry.url_path == navigation.url_path:
+        del st.query_params[LINK_PAGE]
+    else:
+        st.switch_page(entry.file, query_params=rest)
+
+
+def view_link(params: dict[str, str]) -> str:
+    """The address of this view: the app's root (this page's address without its own path) with ``?page=`` and
+    ``params``, so the link loads without the frontend's 404 probe (see LINK_PAGE)."""
+    from urllib.parse import urlencode
+
+    current = st.session_state.get("_page_url_path", "")
+    address = (getattr(st.context, "url", None) or "").split("?")[0].split("#")[0]
+    if current and address.endswith("/" + current):
+        address = address[: -len(current)]
+    elif address and not address.endswith("/"):
+        address += "/"
+    return address + "?" + urlencode(({LINK_PAGE: current} if current else {}) | params)
+
 
 def url_page() -> None:
     """Start mirroring this page's controls into the URL (call once, at the top of the page)."""
@@ -522,10 +563,7 @@ def sync_url(final: bool = True, link: bool = True, own: tuple[str, ...] = ()) -
         st.session_state["_url_problems"] = []
     if not link:
         return
-    from urllib.parse import urlencode
-
-    base = (getattr(st.context, "url", None) or "").split("?")[0]
-    address = base + "?" + urlencode({k: st.query_params[k] for k in st.query_params})
+    address = view_link({k: st.query_params[k] for k in st.query_params})
     if not presenting() and st.session_state.get("_url_link") is None:  # the link box is for the desk
         with st.expander("Link to this view", icon=":material/link:"):
             st.session_state["_url_link"] = st.empty()

@@ -18,7 +18,7 @@ def replay_mode(monkeypatch):
     monkeypatch.setenv("PINPOINT_BACKEND", "replay")
 
 
-def open_with(page, **params):
+def open_with(page, /, **params):
     at = AppTest.from_file(APP, default_timeout=120)
     for key, value in params.items():
         at.query_params[key] = value
@@ -97,6 +97,31 @@ def test_the_url_follows_the_controls_and_the_link_reproduces_them():
     again = open_with("pages/transfers.py", **{k: v.replace("%2C", ",").replace("%7E", "~") for k, v in query.items()})
     assert again.pills(key="transfers_modes").value == ["mapped"]
 
+
+
+def test_the_link_names_the_page_at_the_root_and_opens_it_with_its_values():
+    """Links read /?page=transfers&… (loaded at the root, Streamlit's frontend probes no page path, so no 404s);
+    opening one runs that page with the link's values, and the address then names the page as the menu does."""
+    link = open_with("pages/transfers.py", transfers_modes="mapped").get("code")[0].value
+    assert link.startswith("?page=transfers&") and "transfers_modes=mapped" in link
+    at = AppTest.from_file(APP, default_timeout=120)
+    for key, value in (part.split("=", 1) for part in link.split("?", 1)[1].split("&")):
+        at.query_params[key] = value.replace("%2C", ",").replace("%7E", "~")
+    at.query_params["present"] = "0"
+    at.run()
+    assert not at.exception, at.exception
+    assert at.pills(key="transfers_modes").value == ["mapped"] and charts(at)
+    assert "page" not in at.query_params and at.query_params["present"] == "0"
+    assert not at.warning
+
+
+def test_a_link_to_an_unknown_page_says_so_and_shows_overview():
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params["page"] = "<b>nowhere</b>"
+    at.run()
+    assert not at.exception, at.exception
+    assert "page=<b>nowhere</b> is not a page of PinPoint, so Overview is shown" in warnings(at)
+    assert "page" not in at.query_params
 
 def test_a_streams_link_restores_the_chosen_timeline():
     at = open_with("pages/streams.py", streams_focus_chunks="64", streams_focus_streams="16", streams_lanes="engine")
