@@ -146,7 +146,8 @@ st.download_button("Download the review report (one HTML file, opens offline)",
 st.subheader("History: one device and point over time")
 devices = sorted(mine["device_name"].dropna().unique())
 device = st.selectbox("Device", devices, key="compare_history_device")
-history_ids = list(mine[mine["device_name"] == device]["run_id"])
+# Oldest first: a history reads forward in time, and the default point is then the oldest run's when runs tie.
+history_ids = list(mine[mine["device_name"] == device].sort_values("timestamp", kind="stable")["run_id"])
 frames, unreadable = [], []
 for history_id in history_ids:
     try:

@@ -27,11 +27,21 @@ def runs_of(paths) -> list[pd.DataFrame]:
 
 
 def repeated_runs() -> dict[str, list[pd.DataFrame]]:
-    """The runs of assets/noise/, grouped by experiment and device ('transfers on NVIDIA H200'), oldest first."""
+    """The runs of assets/noise/, grouped by experiment and device ('transfers on NVIDIA H200'), oldest first, each
+    group joined by the bundled review runs (assets/runs/) of its experiment and device: the H100 transfers and
+    streams runs of 2026-11-22 sit in assets/noise/ beside their reruns of 2026-11-23 in assets/runs/."""
+    def group(run: pd.DataFrame) -> str:
+        return f"{run['experiment'].iloc[0]} on {run['device_name'].iloc[0]}"
+
     groups: dict[str, list[pd.DataFrame]] = {}
     for run in runs_of(sorted(NOISE.glob("*.parquet"))):
-        groups.setdefault(f"{run['experiment'].iloc[0]} on {run['device_name'].iloc[0]}", []).append(run)
-    return groups
+        groups.setdefault(group(run), []).append(run)
+    # The day-apart pair is judged on its own (unchanged_pairs), so its runs are not added again.
+    seen = {run["run_id"].iloc[0] for runs in [*groups.values(), runs_of(DAY_APART)] for run in runs}
+    for run in runs_of(sorted((ASSETS / "runs").glob("*.parquet"))):
+        if group(run) in groups and run["run_id"].iloc[0] not in seen:
+            groups[group(run)].append(run)
+    return {name: sorted(runs, key=lambda f: str(f["timestamp"].iloc[0])) for name, runs in groups.items()}
 
 
 def _hours_apart(first: pd.DataFrame, second: pd.DataFrame) -> float:

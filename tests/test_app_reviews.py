@@ -153,12 +153,12 @@ def test_a_bundled_run_cannot_be_deleted_and_a_filter_narrows_the_table():
     at = open_page("pages/runs.py")
     at.multiselect(key="runs_filter_device_name").set_value(["NVIDIA H100 80GB HBM3"]).run()
     table = at.dataframe[0].value
-    assert set(table["device_name"]) == {"NVIDIA H100 80GB HBM3"} and len(table) == 8
+    assert set(table["device_name"]) == {"NVIDIA H100 80GB HBM3"} and len(table) == 9
     assert any("cannot be deleted" in c.value for c in at.caption)
     import datetime as dt
 
     at.date_input(key="runs_filter_dates").set_value((dt.date(2026, 11, 21), dt.date(2026, 11, 21))).run()
-    assert len(at.dataframe[0].value) == 0  # the H100 runs were all measured on the 22nd
+    assert len(at.dataframe[0].value) == 0  # the H100 runs were measured on the 23rd
 
 
 def test_a_page_opened_with_a_run_id_shows_that_run_like_a_replay(fresh_store):

@@ -374,8 +374,12 @@ def test_the_band_summary_names_where_run_to_run_noise_came_from():
 
 @pytest.mark.parametrize(("experiment", "row", "kind"), [
     ("transfers", {"variant": "pinned", "direction": "h2d", "bytes": 4096}, "small copy"),
-    ("transfers", {"variant": "pinned_wc", "direction": "d2h", "bytes": 256 << 10}, "pinned"),
-    ("transfers", {"variant": "mapped", "direction": "h2d", "bytes": 1 << 20}, "mapped"),
+    ("transfers", {"variant": "pinned_wc", "direction": "d2h", "bytes": 256 << 10}, "medium copy"),
+    ("transfers", {"variant": "pinned_wc", "direction": "d2h", "bytes": 256 << 10,
+                   "timer": "cuda_event_batched_held"}, "pinned"),
+    ("transfers", {"variant": "pinned", "direction": "h2d", "bytes": 4 << 20}, "pinned"),
+    ("transfers", {"variant": "mapped", "direction": "h2d", "bytes": 1 << 20}, "medium copy"),
+    ("transfers", {"variant": "mapped", "direction": "h2d", "bytes": 16 << 20}, "mapped"),
     ("transfers", {"variant": "pageable", "direction": "d2h", "bytes": 1 << 30}, "pageable"),
     ("transfers", {"variant": "pinned", "direction": "h2d", "bytes": 1 << 30, "include_alloc": True,
                    "timer": "host_clock_alloc+cuda_event_copy"}, "host clock"),
