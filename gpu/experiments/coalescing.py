@@ -165,7 +165,7 @@ def verify_transpose(matrix: np.ndarray, got: np.ndarray, what: str, tile: int =
 
 
 def run(params: Params, gpu, progress, should_cancel) -> list[dict]:
-    from gpu.runtime import KernelTimer
+    from gpu.timing import KernelTimer
 
     reasons = invalid_reasons(params, gpu.limits())
     if reasons:

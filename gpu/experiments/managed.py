@@ -104,7 +104,7 @@ def bytes_moved(size: int) -> int:
 
 
 def run(params: Params, gpu, progress, should_cancel) -> list[dict]:
-    from gpu.runtime import KernelTimer
+    from gpu.timing import KernelTimer
 
     reasons = invalid_reasons(params, gpu.limits())
     if reasons:

@@ -121,7 +121,7 @@ def chase_cycle(nodes: int, seed: int) -> np.ndarray:
 
 def run(params: Params, gpu, progress, should_cancel) -> list[dict]:
     from gpu.occupancy import occupancy
-    from gpu.runtime import KernelTimer
+    from gpu.timing import KernelTimer
 
     device = gpu.occupancy_limits()
     reasons = invalid_reasons(params, gpu.limits(), device.shared_per_block_optin)

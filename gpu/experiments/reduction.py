@@ -97,7 +97,7 @@ def bytes_moved(elements: int) -> int:
 def run(params: Params, gpu, progress, should_cancel) -> list[dict]:
     from pycuda import gpuarray
 
-    from gpu.runtime import KernelTimer
+    from gpu.timing import KernelTimer
 
     reasons = invalid_reasons(params, gpu.limits())
     if reasons:

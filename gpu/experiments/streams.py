@@ -234,7 +234,7 @@ class _Streams:
     """The buffers, streams and events of one job, and the enqueueing of pipelines on them."""
 
     def __init__(self, gpu, ledger, size: int):
-        from gpu.runtime import StreamHold
+        from gpu.timing import StreamHold
 
         cuda = gpu.cuda
         self.gpu, self.cuda, self.ledger, self.size = gpu, cuda, ledger, size

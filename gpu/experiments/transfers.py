@@ -347,7 +347,7 @@ class _TransferBench:
     def holder(self):
         """The stream hold of batched samples, made at the first one."""
         if self._holder is None:
-            from gpu.runtime import StreamHold
+            from gpu.timing import StreamHold
 
             self._holder = StreamHold(self.gpu, self.ledger)
         return self._holder
