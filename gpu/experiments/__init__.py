@@ -11,7 +11,7 @@ the final result does not depend on the order of measurement.
 
 from gpu.errors import ValidationError
 from gpu.experiments import batching, coalescing, managed, occupancy_sweep, pools, reduction, streams, transfers
-from gpu.experiments._sweep import SweepRows, coarse_first, in_point_order, values_coarse_first
+from gpu.experiments.harness import SweepRows, coarse_first, in_point_order, values_coarse_first
 
 EXPERIMENTS = {m.NAME: m for m in (transfers, coalescing, reduction, occupancy_sweep, streams, managed, pools,
                                          batching)}

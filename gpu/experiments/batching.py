@@ -23,7 +23,7 @@ import numpy as np
 from gpu import stats, text
 from gpu.errors import JobCancelled, ValidationError
 from gpu.experiments import _kernels as k
-from gpu.experiments._sweep import SweepRows
+from gpu.experiments.harness import SweepRows
 from gpu.experiments.transfers import POISON, pattern_for, verify_equal
 from gpu.units import KiB, MiB, format_bytes
 

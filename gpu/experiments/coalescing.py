@@ -24,7 +24,7 @@ import numpy as np
 from gpu import stats, text
 from gpu.errors import JobCancelled, ValidationError
 from gpu.experiments import _kernels as k
-from gpu.experiments._sweep import SweepRows, values_coarse_first
+from gpu.experiments.harness import SweepRows, values_coarse_first
 from gpu.experiments.transfers import verify_equal
 
 NAME = "coalescing"

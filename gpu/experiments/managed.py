@@ -26,7 +26,7 @@ import numpy as np
 from gpu import stats, text
 from gpu.errors import JobCancelled, ValidationError, VerificationError
 from gpu.experiments import _kernels as k
-from gpu.experiments._sweep import SweepRows
+from gpu.experiments.harness import SweepRows
 from gpu.experiments.transfers import pattern_for
 from gpu.units import GiB, MiB, format_bytes
 

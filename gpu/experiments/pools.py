@@ -18,14 +18,14 @@ verification. Bytes: the buffer's size, copied once.
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from gpu import stats, text
-from gpu.errors import JobCancelled, ValidationError
+from gpu.errors import ValidationError
 from gpu.experiments import _kernels as k
-from gpu.experiments._sweep import SweepRows
+from gpu.experiments import harness
 from gpu.experiments.transfers import pattern_for, verify_equal
 from gpu.units import KiB, MiB, format_bytes
 
@@ -36,9 +36,15 @@ LABELS = {"device_per_call": "device: mem_alloc per call", "device_pooled": "dev
           "pinned_pooled": "pinned + device: PageLockedMemoryPool + DeviceMemoryPool"}
 KEY_COLUMNS = ["variant", "bytes"]
 SHOW_COLUMNS = ["variant", "bytes"]
-AXES = {"bytes": "multiples of 4 B from 4 B to 1 GiB", "variant": VARIANTS}
 DEFAULT_SIZES = [4 * KiB, 64 * KiB, 1 * MiB, 16 * MiB, 256 * MiB]
 MAX_SIZE = 1024 * MiB
+TITLE = "Memory pools vs allocating per call"
+AXES = (
+    harness.Axis("sizes", "buffer sizes", DEFAULT_SIZES, low=4, high=MAX_SIZE, unit="bytes", kind="sizes",
+                 cli_default="4KiB,64KiB,1MiB,16MiB,256MiB"),
+    harness.Axis("variants", "ways to allocate", list(VARIANTS), values=VARIANTS, kind="words",
+                 cli_default=",".join(VARIANTS)),
+)
 
 
 @dataclass(frozen=True)
@@ -46,9 +52,6 @@ class Params:
     sizes: list[int] = field(default_factory=lambda: list(DEFAULT_SIZES))
     variants: list[str] = field(default_factory=lambda: list(VARIANTS))
     profile: str = "interactive"
-
-    def as_dict(self) -> dict:
-        return asdict(self)
 
     def points(self):
         for size in self.sizes:
@@ -100,68 +103,70 @@ def bytes_moved(size: int) -> int:
     return int(size)
 
 
-def run(params: Params, gpu, progress, should_cancel) -> list[dict]:
-    from pycuda.tools import DeviceMemoryPool, PageLockedMemoryPool
+class PoolsSweep(harness.Sweep):
+    """Each size: two pinned sources filled with alternating patterns, then every variant's iterations."""
 
-    reasons = invalid_reasons(params, gpu.limits())
-    if reasons:
-        raise ValidationError(reasons)
-    cuda, telemetry = gpu.cuda, gpu.telemetry
-    profile = stats.get_profile(params.profile)
-    points = list(params.points())
-    rows = SweepRows(progress)  # each row reaches the page as soon as it is measured
-    device_pool, pinned_pool = DeviceMemoryPool(), PageLockedMemoryPool()
-    try:
-        with gpu.job_scope() as ledger:
-            for size in params.sizes:
-                count = size // 4
-                patterns = [pattern_for(count, seed=size + i) for i in range(2)]
-                sources = [ledger.host_buffer(size, "pinned") for _ in range(2)]
-                for source, pattern in zip(sources, patterns, strict=True):
-                    np.copyto(source, pattern)
-                readback = np.empty(count, np.uint32)
-                for variant in params.variants:
-                    if should_cancel():
-                        raise JobCancelled()
-                    progress(len(rows), len(points), f"{LABELS[variant]} · {format_bytes(size)}")
-                    telemetry.start_point()
-                    state = {"i": 0}
+    NAME, TITLE, AXES, KEY_COLUMNS = NAME, TITLE, AXES, KEY_COLUMNS
+    invalid_reasons = staticmethod(invalid_reasons)
 
-                    def iteration(variant=variant, state=state, count=count, patterns=patterns, sources=sources,
-                                  readback=readback, size=size) -> float:
-                        i = state["i"] = state["i"] + 1
-                        pattern = patterns[i % 2]
-                        telemetry.sample()
-                        started = time.perf_counter()
-                        if variant.startswith("pinned"):
-                            host = (pinned_pool.allocate((count,), np.uint32) if variant == "pinned_pooled"
-                                    else cuda.pagelocked_empty(count, np.uint32))
-                        else:
-                            host = sources[i % 2]
-                        device = device_pool.allocate(size) if variant.endswith("pooled") else cuda.mem_alloc(size)
-                        allocated = time.perf_counter()
-                        if variant.startswith("pinned"):
-                            np.copyto(host, pattern)  # the data every iteration must produce: not timed
-                        filled = time.perf_counter()
-                        cuda.memcpy_htod(device, host)
-                        copied = time.perf_counter()
-                        cuda.memcpy_dtoh(readback, device)  # verification: not timed
-                        checked = time.perf_counter()
-                        device.free()
-                        if variant.startswith("pinned"):
-                            host.base.free()
-                        freed = time.perf_counter()
-                        verify_equal(pattern, readback, f"{LABELS[variant]}, {format_bytes(size)}, iteration {i}")
-                        return ((allocated - started) + (copied - filled) + (freed - checked)) * 1e3
+    def __init__(self, params, gpu, profile):
+        from pycuda.tools import DeviceMemoryPool, PageLockedMemoryPool
 
-                    summary = stats.sample_until_stable(iteration, profile)
-                    rows.append(k.measured_row(summary, profile, telemetry, bytes_moved(size),
-                                               "host_clock_alloc+copy+free", variant=variant, group="pools",
-                                               direction="h2d"))
-                for source in sources:
-                    ledger.free_host(source)
-    finally:
-        device_pool.stop_holding()
-        pinned_pool.stop_holding()
-    progress(len(points), len(points), "done")
-    return rows
+        super().__init__(params, gpu, profile)
+        self.device_pool, self.pinned_pool = DeviceMemoryPool(), PageLockedMemoryPool()
+
+    def points(self):
+        ledger = self.ledger
+        for size in self.params.sizes:
+            count = size // 4
+            patterns = [pattern_for(count, seed=size + i) for i in range(2)]
+            sources = [ledger.host_buffer(size, "pinned") for _ in range(2)]
+            for source, pattern in zip(sources, patterns, strict=True):
+                np.copyto(source, pattern)
+            readback = np.empty(count, np.uint32)
+            for variant in self.params.variants:
+                yield harness.Point({"variant": variant, "group": "pools", "direction": "h2d"},
+                                    f"{LABELS[variant]} · {format_bytes(size)}", bytes_moved(size),
+                                    "host_clock_alloc+copy+free",
+                                    (variant, size, count, patterns, sources, readback))
+            for source in sources:
+                ledger.free_host(source)
+
+    def measure(self, point):
+        variant, size, count, patterns, sources, readback = point.state
+        cuda, device_pool, pinned_pool = self.cuda, self.device_pool, self.pinned_pool
+        state = {"i": 0}
+
+        def iteration() -> float:
+            i = state["i"] = state["i"] + 1
+            pattern = patterns[i % 2]
+            started = time.perf_counter()
+            if variant.startswith("pinned"):
+                host = (pinned_pool.allocate((count,), np.uint32) if variant == "pinned_pooled"
+                        else cuda.pagelocked_empty(count, np.uint32))
+            else:
+                host = sources[i % 2]
+            device = device_pool.allocate(size) if variant.endswith("pooled") else cuda.mem_alloc(size)
+            allocated = time.perf_counter()
+            if variant.startswith("pinned"):
+                np.copyto(host, pattern)  # the data every iteration must produce: not timed
+            filled = time.perf_counter()
+            cuda.memcpy_htod(device, host)
+            copied = time.perf_counter()
+            cuda.memcpy_dtoh(readback, device)  # verification (every iteration): not timed
+            checked = time.perf_counter()
+            device.free()
+            if variant.startswith("pinned"):
+                host.base.free()
+            freed = time.perf_counter()
+            verify_equal(pattern, readback, f"{LABELS[variant]}, {format_bytes(size)}, iteration {i}")
+            return ((allocated - started) + (copied - filled) + (freed - checked)) * 1e3
+
+        return iteration
+
+    def close(self) -> None:
+        self.device_pool.stop_holding()
+        self.pinned_pool.stop_holding()
+
+
+run = harness.runner(PoolsSweep)

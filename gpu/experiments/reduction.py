@@ -22,7 +22,7 @@ import numpy as np
 from gpu import stats, text
 from gpu.errors import JobCancelled, ValidationError, VerificationError
 from gpu.experiments import _kernels as k
-from gpu.experiments._sweep import SweepRows
+from gpu.experiments.harness import SweepRows
 
 NAME = "reduction"
 KERNEL_VARIANTS = ("atomic_per_element", "shared_tree", "warp_shuffle", "grid_stride", "gpuarray_dot")

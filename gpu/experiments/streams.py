@@ -37,7 +37,7 @@ import numpy as np
 from gpu import overlap, stats, text
 from gpu.errors import JobCancelled, ValidationError
 from gpu.experiments import _kernels as k
-from gpu.experiments._sweep import SweepRows
+from gpu.experiments.harness import SweepRows
 from gpu.experiments.transfers import verify_equal
 from gpu.units import GiB, MiB, format_bytes
 

@@ -31,7 +31,7 @@ import numpy as np
 
 from gpu import stats, text
 from gpu.errors import ValidationError, VerificationError
-from gpu.experiments._sweep import SweepRows, coarse_first
+from gpu.experiments.harness import SweepRows, coarse_first
 from gpu.text import shorten
 from gpu.units import GiB, KiB, MiB, format_bytes
 

@@ -1,0 +1,216 @@
+"""The one sweep every experiment runs through.
+
+An experiment declares what it measures (a ``Sweep`` subclass: its name, title, typed axes, key columns, and
+``points`` / ``measure`` / ``verify``); ``run`` does the rest, the same way for all of them:
+
+* refuses invalid parameters (``ValidationError``) before anything is allocated;
+* opens the job's allocation scope (``gpu.job_scope``: freed after the answer, or at once on an error);
+* walks the declared points, checking for cancellation (``JobCancelled``) and reporting progress before each;
+* samples each point with the profile's loop (``stats.sample_until_stable``), NVML telemetry read around it;
+* verifies the point (a wrong result raises ``VerificationError``: never a row);
+* builds the row (``_kernels.measured_row``) and streams it to the page at once (``SweepRows``).
+
+Sweeps may measure in a story-first order (``coarse_first``); ``in_point_order`` puts the finished rows back in
+``Params.points()`` order, so a result never depends on the order of measurement.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from gpu import stats
+from gpu.errors import JobCancelled, ValidationError
+from gpu.experiments import _kernels as k
+from gpu.schema import key_value
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One swept (or fixed) parameter: its ``Params`` field, what a person calls it, its unit, its default and the
+    values or range it may take; ``flag``/``cli_default``/``kind`` are how the runner takes it on the command line
+    (``kind``: sizes, size, ints, int, words, or bool)."""
+
+    name: str
+    label: str
+    default: Any
+    values: tuple = ()
+    low: Any = None
+    high: Any = None
+    unit: str = ""
+    cli_default: str | None = None
+    kind: str = "words"
+    help: str = ""
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+
+@dataclass
+class Point:
+    """One measurement of a sweep: its row's own columns, the progress text, the bytes it moves, what its clock
+    covers (the ``timer`` column) and whatever the experiment needs to measure it (``state``)."""
+
+    columns: dict
+    label: str
+    nbytes: int
+    timer: str
+    state: Any = None
+
+
+class Sweep:
+    """An experiment's declaration. Subclasses set NAME, TITLE, AXES, KEY_COLUMNS and ``invalid_reasons``, and
+    implement ``points`` (a generator that may set up and free a group's buffers around the points it yields),
+    ``measure(point)`` (a sample function for the profile's loop, or a finished ``stats.Summary``) and
+    ``verify(point)`` (raise ``VerificationError`` on wrong data). ``__init__`` runs before the job's allocation
+    scope opens, ``setup`` inside it and ``close`` after it has closed, even on an error."""
+
+    NAME: str = ""
+    TITLE: str = ""
+    AXES: tuple[Axis, ...] = ()
+    KEY_COLUMNS: list[str] = []
+
+    def __init__(self, params, gpu, profile: stats.Profile):
+        self.params, self.gpu, self.profile = params, gpu, profile
+        self.cuda, self.telemetry = gpu.cuda, gpu.telemetry
+        self.ledger = None
+
+    @staticmethod
+    def invalid_reasons(params, limits) -> list[str]:
+        return []
+
+    def setup(self) -> None:
+        """Job-wide set-up, inside the allocation scope (``self.ledger`` is set)."""
+
+    def points(self) -> Iterator[Point]:
+        raise NotImplementedError
+
+    def measure(self, point: Point) -> Callable[[], float] | stats.Summary:
+        raise NotImplementedError
+
+    def verify(self, point: Point) -> None:
+        """Check the point's output after its samples; raise ``VerificationError`` when it is wrong."""
+
+    def close(self) -> None:
+        """Release what ``__init__`` took, after the allocation scope has closed (runs on errors too)."""
+
+    def sample(self, sample_once: Callable[[], float]) -> stats.Summary:
+        """The profile's sampling loop, with a telemetry reading before every sample."""
+        telemetry = self.telemetry
+
+        def sample() -> float:
+            telemetry.sample()
+            return sample_once()
+
+        return stats.sample_until_stable(sample, self.profile)
+
+
+def run(declaration: type[Sweep], params, gpu, progress, should_cancel) -> list[dict]:
+    """Measure every point of ``params`` with the experiment ``declaration``; returns its rows as measured."""
+    reasons = declaration.invalid_reasons(params, gpu.limits())
+    if reasons:
+        raise ValidationError(reasons)
+    profile = stats.get_profile(params.profile)
+    total = len(list(params.points()))
+    rows = SweepRows(progress)  # each row reaches the page as soon as it is measured
+    sweep = declaration(params, gpu, profile)
+    try:
+        with gpu.job_scope() as ledger:
+            sweep.ledger = ledger
+            sweep.setup()
+            for point in sweep.points():
+                if should_cancel():
+                    raise JobCancelled()
+                progress(len(rows), total, point.label)
+                sweep.telemetry.start_point()
+                measured = sweep.measure(point)
+                summary = measured if isinstance(measured, stats.Summary) else sweep.sample(measured)
+                sweep.verify(point)
+                rows.append(k.measured_row(summary, profile, sweep.telemetry, point.nbytes, point.timer,
+                                           **point.columns))
+    finally:
+        sweep.close()
+    progress(total, total, "done")
+    return rows
+
+
+def runner(declaration: type[Sweep]):
+    """An experiment module's ``run(params, gpu, progress, should_cancel)`` over this harness."""
+
+    def run_declared(params, gpu, progress, should_cancel) -> list[dict]:
+        return run(declaration, params, gpu, progress, should_cancel)
+
+    run_declared.__doc__ = f"Measure {declaration.NAME} through the sweep harness."
+    return run_declared
+
+
+class SweepRows(list):
+    """The rows a sweep has measured so far. Each appended row also goes to ``progress.row`` when the
+    caller's progress callback has that method (the worker's does: it streams the row to the page)."""
+
+    def __init__(self, progress=None):
+        super().__init__()
+        self._emit = getattr(progress, "row", None)
+
+    def append(self, row: dict) -> None:
+        super().append(row)
+        if self._emit is not None:
+            self._emit(row)
+
+    def extend(self, rows) -> None:
+        for row in rows:
+            self.append(row)
+
+    def __iadd__(self, rows):
+        self.extend(rows)
+        return self
+
+
+def coarse_first(values) -> list:
+    """The values of an axis in the order that shows its shape soonest: both ends, the middle, then the middles
+    of the gaps (4 KiB, 1 GiB, 2 MiB, 64 KiB, 32 MiB, …). Every value once."""
+    values = list(values)
+    if len(values) <= 2:
+        return values
+    order = [0, len(values) - 1]
+    gaps = [(0, len(values) - 1)]
+    while gaps:
+        narrower = []
+        for low, high in gaps:
+            if high - low >= 2:
+                middle = (low + high) // 2
+                order.append(middle)
+                narrower += [(low, middle), (middle, high)]
+        gaps = narrower
+    return [values[i] for i in order]
+
+
+def values_coarse_first(points: list[tuple], series, value) -> list[tuple]:
+    """Points with each series' values in coarse-first order; series keep their first-seen order.
+    ``series(point)`` names the curve a point belongs to, ``value(point)`` its place along the axis."""
+    first: dict = {}
+    values: dict = {}
+    for i, point in enumerate(points):
+        first.setdefault(series(point), i)
+        values.setdefault(series(point), []).append(value(point))
+    rank = {name: {v: r for r, v in enumerate(coarse_first(vals))} for name, vals in values.items()}
+    return sorted(points, key=lambda p: (first[series(p)], rank[series(p)][value(p)]))
+
+
+def in_point_order(frame: pd.DataFrame, module, params) -> pd.DataFrame:
+    """The rows of ``frame`` in ``params.points()`` order (the order before progressive delivery), matched by
+    the experiment's KEY_COLUMNS; rows that match no point keep their order, at the end."""
+    if frame.empty:
+        return frame
+    rank = {tuple(key_value(v) for v in point): i for i, point in enumerate(params.points())}
+    keys = zip(*(frame[c] for c in module.KEY_COLUMNS), strict=True)
+    position = [rank.get(tuple(key_value(v) for v in key), len(rank)) for key in keys]
+    return frame.iloc[sorted(range(len(frame)), key=position.__getitem__)].reset_index(drop=True)
+
+
+__all__ = ["Axis", "Point", "Sweep", "SweepRows", "coarse_first", "in_point_order", "run", "runner",
+           "values_coarse_first"]

@@ -1,0 +1,176 @@
+"""The sweep harness on a fake device: point order, cancellation, streamed rows, verification and freeing."""
+
+from dataclasses import dataclass, field
+
+import pytest
+
+from gpu.errors import JobCancelled, ValidationError, VerificationError
+from gpu.experiments import harness
+from tests.test_job_scope import _runtime
+
+
+class _Telemetry:
+    def __init__(self, log):
+        self.log = log
+
+    def start_point(self):
+        self.log.append("start_point")
+
+    def sample(self, force=False):
+        pass
+
+    def point_summary(self):
+        return {"sm_clock_mhz": 1980.0, "throttled": False}
+
+
+def _device(log):
+    """A GpuRuntime with a recording driver (see test_job_scope), plus telemetry and limits."""
+    gpu = _runtime(log)
+    gpu.telemetry = _Telemetry(log)
+    gpu.limits = lambda: "limits"
+    return gpu
+
+
+@dataclass(frozen=True)
+class Params:
+    sizes: list = field(default_factory=lambda: [4, 8, 16])
+    variants: list = field(default_factory=lambda: ["a", "b"])
+    profile: str = "interactive/timeout_s=0.2"
+
+    def points(self):
+        for size in self.sizes:
+            for variant in self.variants:
+                yield variant, size
+
+
+class FakeSweep(harness.Sweep):
+    """Measures sizes coarse-first; each size gets a buffer for its variants, freed after them."""
+
+    NAME, TITLE, KEY_COLUMNS = "fake", "A fake experiment", ["variant", "bytes"]
+    wrong: tuple | None = None  # the point whose output is wrong
+    closed_log: list = []
+
+    @staticmethod
+    def invalid_reasons(params, limits):
+        assert limits == "limits"
+        return [f"size {s} is too large" for s in params.sizes if s > 1024]
+
+    def points(self):
+        for size in harness.coarse_first(self.params.sizes):
+            buffer = self.ledger.device_buffer(size)
+            for variant in self.params.variants:
+                yield harness.Point({"variant": variant, "group": "fake", "direction": "h2d"},
+                                    f"{variant} · {size} B", size, "host_clock", (variant, size))
+            self.ledger.free_device(buffer)
+
+    def measure(self, point):
+        variant, size = point.state
+        return lambda: float(size)
+
+    def verify(self, point):
+        if point.state == type(self).wrong:
+            raise VerificationError(f"{point.label}: wrong data")
+
+    def close(self):
+        type(self).closed_log.append("close")
+
+
+class Progress:
+    def __init__(self, log):
+        self.log, self.calls, self.rows = log, [], []
+
+    def __call__(self, done, total, text=""):
+        self.calls.append((done, total, text))
+
+    def row(self, row):
+        self.rows.append(row)
+        self.log.append(f"row {row['variant']} {row['bytes']}")
+
+
+@pytest.fixture(autouse=True)
+def _fresh():
+    FakeSweep.wrong = None
+    FakeSweep.closed_log = []
+
+
+def test_points_are_measured_coarse_first_and_come_back_in_point_order():
+    log = []
+    progress = Progress(log)
+    rows = harness.run(FakeSweep, Params(), _device(log), progress, lambda: False)
+    assert [(r["variant"], r["bytes"]) for r in rows] == [("a", 4), ("b", 4), ("a", 16), ("b", 16), ("a", 8),
+                                                          ("b", 8)]
+    assert progress.calls[0] == (0, 6, "a · 4 B") and progress.calls[-1] == (6, 6, "done")
+    assert [c[0] for c in progress.calls] == [0, 1, 2, 3, 4, 5, 6]
+    row = rows[0]
+    assert row["median_ms"] == 4.0 and row["timer"] == "host_clock" and row["verified"] is True
+    assert row["group"] == "fake" and row["direction"] == "h2d" and row["sm_clock_mhz"] == 1980.0
+    assert row["profile"].startswith("interactive") and row["samples"] >= 5 and row["stop_reason"]
+    import pandas as pd
+
+    from gpu import schema
+
+    frame = harness.in_point_order(schema.make_frame(
+        [{**r, "run_id": "r", "experiment": "fake"} for r in rows], {}), FakeSweep, Params())
+    assert list(zip(frame["variant"], frame["bytes"], strict=True)) == list(Params().points())
+    assert isinstance(frame, pd.DataFrame)
+    assert FakeSweep.closed_log == ["close"]
+
+
+def test_each_row_is_streamed_as_soon_as_it_is_measured():
+    log = []
+    progress = Progress(log)
+    harness.run(FakeSweep, Params(sizes=[4, 8]), _device(log), progress, lambda: False)
+    assert log == ["start_point", "row a 4", "start_point", "row b 4", "free buffer1",
+                   "start_point", "row a 8", "start_point", "row b 8", "free buffer2", "synchronize"]
+    assert len(progress.rows) == 4
+
+
+def test_a_cancelled_sweep_stops_before_its_next_point_and_frees_at_once():
+    log = []
+    progress = Progress(log)
+    gpu = _device(log)
+    asked = []
+
+    def should_cancel():
+        asked.append(1)
+        return len(asked) > 3
+
+    with pytest.raises(JobCancelled):
+        harness.run(FakeSweep, Params(), gpu, progress, should_cancel)
+    assert len(progress.rows) == 3
+    assert log[-2:] == ["synchronize", "free buffer2"]  # the held buffer of the interrupted size is freed
+    assert gpu._released_after_reply == [] and FakeSweep.closed_log == ["close"]
+
+
+def test_a_wrong_result_fails_the_job_without_a_row_and_frees_everything():
+    log = []
+    progress = Progress(log)
+    gpu = _device(log)
+    FakeSweep.wrong = ("b", 16)
+    with pytest.raises(VerificationError, match="b · 16 B: wrong data"):
+        harness.run(FakeSweep, Params(), gpu, progress, lambda: False)
+    assert [(r["variant"], r["bytes"]) for r in progress.rows] == [("a", 4), ("b", 4), ("a", 16)]
+    assert log[-2:] == ["synchronize", "free buffer2"]
+    assert FakeSweep.closed_log == ["close"]
+
+
+def test_invalid_parameters_are_refused_before_anything_is_allocated():
+    log = []
+    with pytest.raises(ValidationError, match="size 4096 is too large"):
+        harness.run(FakeSweep, Params(sizes=[4, 4096]), _device(log), Progress(log), lambda: False)
+    assert log == [] and FakeSweep.closed_log == []
+
+
+def test_a_successful_job_keeps_its_buffers_until_the_reply_is_sent():
+    log = []
+    gpu = _device(log)
+
+    class Holding(FakeSweep):
+        def points(self):
+            self.ledger.device_buffer(64)  # job-wide: freed with the job
+            yield from super().points()
+
+    harness.run(Holding, Params(sizes=[4]), gpu, Progress(log), lambda: False)
+    assert "free buffer1" not in log and log[-1] == "synchronize"
+    gpu.release_after_reply()
+    assert log[-1] == "free buffer1"
