@@ -16,15 +16,16 @@ model calls α. The device buffer is poisoned before each point and compared wit
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from gpu import stats, text
-from gpu.errors import JobCancelled, ValidationError
+from gpu.errors import ValidationError
 from gpu.experiments import _kernels as k
-from gpu.experiments.harness import SweepRows
+from gpu.experiments import harness
 from gpu.experiments.transfers import POISON, pattern_for, verify_equal
+from gpu.timing import EventTimer
 from gpu.units import KiB, MiB, format_bytes
 
 NAME = "batching"
@@ -33,9 +34,18 @@ LABELS = {"separate": "K separate copies", "packed": "pack into pinned staging +
           "one_copy": "one copy of K·s (already contiguous)"}
 KEY_COLUMNS = ["variant", "param_value", "chunks"]
 SHOW_COLUMNS = ["variant", "param_value", "chunks"]
-AXES = {"piece_bytes": "multiples of 4 B from 4 B to 4 MiB", "pieces": "2 … 4096", "variant": VARIANTS}
 DEFAULT_PIECES = [4 * 2**i for i in range(0, 21, 2)]  # 4 B … 4 MiB
 MAX_PIECE, MAX_PIECES, MAX_TOTAL = 4 * MiB, 4096, 512 * MiB
+TITLE = "Batching small copies"
+AXES = (
+    harness.Axis("piece_sizes", "piece sizes", [64, 1 * KiB, 16 * KiB, 256 * KiB, 4 * MiB], low=4, high=MAX_PIECE,
+                 unit="bytes", kind="sizes", cli_default="64,1KiB,16KiB,256KiB,4MiB",
+                 help="piece sizes (list or range)"),
+    harness.Axis("pieces", "pieces (K)", 64, low=2, high=MAX_PIECES, kind="int", cli_default="64",
+                 help="how many pieces (K)"),
+    harness.Axis("variants", "ways to copy", list(VARIANTS), values=VARIANTS, kind="words",
+                 cli_default=",".join(VARIANTS)),
+)
 
 
 @dataclass(frozen=True)
@@ -44,9 +54,6 @@ class Params:
     pieces: int = 64
     variants: list[str] = field(default_factory=lambda: list(VARIANTS))
     profile: str = "interactive"
-
-    def as_dict(self) -> dict:
-        return asdict(self)
 
     def points(self):
         for size in self.piece_sizes:
@@ -102,19 +109,19 @@ def bytes_moved(piece: int, pieces: int) -> int:
     return int(piece) * int(pieces)
 
 
-def run(params: Params, gpu, progress, should_cancel) -> list[dict]:
-    reasons = invalid_reasons(params, gpu.limits())
-    if reasons:
-        raise ValidationError(reasons)
-    cuda, telemetry = gpu.cuda, gpu.telemetry
-    profile = stats.get_profile(params.profile)
-    points = list(params.points())
-    rows = SweepRows(progress)  # each row reaches the page as soon as it is measured
-    K = params.pieces
-    with gpu.job_scope() as ledger:
-        stream = cuda.Stream()
-        start, end = cuda.Event(), cuda.Event()
-        for piece in params.piece_sizes:
+class BatchingSweep(harness.Sweep):
+    """Each piece size: the pieces, a staging buffer and the device buffer, then every variant on one stream."""
+
+    NAME, TITLE, AXES, KEY_COLUMNS = NAME, TITLE, AXES, KEY_COLUMNS
+    invalid_reasons = staticmethod(invalid_reasons)
+
+    def setup(self) -> None:
+        self.stream = self.cuda.Stream()
+        self.timer = EventTimer(self.cuda, self.stream)
+
+    def points(self):
+        ledger, K = self.ledger, self.params.pieces
+        for piece in self.params.piece_sizes:
             words = piece // 4
             total = piece * K
             # Pieces at a stride of 2·s in one pinned region: row i's first half is piece i.
@@ -127,52 +134,44 @@ def run(params: Params, gpu, progress, should_cancel) -> list[dict]:
             contiguous = staging.reshape(K, words)
             device = ledger.device_buffer(total)
             readback = np.empty(K * words, np.uint32)
-            base = int(device)
-
-            def timed(enqueue) -> float:
-                start.record(stream)
-                enqueue()
-                end.record(stream)
-                end.synchronize()
-                return start.time_till(end)
-
-            def separate(pieces=pieces, piece=piece, base=base) -> float:
-                return timed(lambda: [cuda.memcpy_htod_async(base + i * piece, pieces[i], stream) for i in range(K)])
-
-            def packed(pieces=pieces, contiguous=contiguous, staging=staging, device=device) -> float:
-                started = time.perf_counter()
-                np.copyto(contiguous, pieces)
-                pack_ms = (time.perf_counter() - started) * 1e3
-                return pack_ms + timed(lambda: cuda.memcpy_htod_async(device, staging, stream))
-
-            def one_copy(staging=staging, device=device) -> float:
-                return timed(lambda: cuda.memcpy_htod_async(device, staging, stream))
-
-            run_variant = {"separate": separate, "packed": packed, "one_copy": one_copy}
             np.copyto(contiguous, pieces)  # one_copy's source is the packed data, ready before the clock
-            for variant in params.variants:
-                if should_cancel():
-                    raise JobCancelled()
-                progress(len(rows), len(points), f"{LABELS[variant]} · {K} × {format_bytes(piece)}")
-                telemetry.start_point()
-                cuda.memset_d32(device, int(POISON), K * words)
-                if variant == "packed":
-                    staging.fill(POISON)
-
-                def sample(fn=run_variant[variant]) -> float:
-                    telemetry.sample()
-                    return fn()
-
-                summary = stats.sample_until_stable(sample, profile)
-                cuda.memcpy_dtoh(readback, device)
-                verify_equal(expected, readback, f"{LABELS[variant]}, {K} × {format_bytes(piece)}")
-                rows.append(k.measured_row(
-                    summary, profile, telemetry, bytes_moved(piece, K),
+            for variant in self.params.variants:
+                yield harness.Point(
+                    {"variant": variant, "group": "batching", "direction": "h2d", "param": "piece_bytes",
+                     "param_value": piece, "chunks": K},
+                    f"{LABELS[variant]} · {K} × {format_bytes(piece)}", bytes_moved(piece, K),
                     "host_clock_pack+cuda_event_copy" if variant == "packed" else "cuda_event",
-                    variant=variant, group="batching", direction="h2d", param="piece_bytes", param_value=piece,
-                    chunks=K))
+                    (variant, piece, pieces, expected, staging, contiguous, device, readback))
             ledger.free_host(region_buffer)
             ledger.free_host(staging)
             ledger.free_device(device)
-    progress(len(points), len(points), "done")
-    return rows
+
+    def measure(self, point):
+        variant, piece, pieces, _, staging, contiguous, device, _ = point.state
+        cuda, stream, timed, K = self.cuda, self.stream, self.timer.time, self.params.pieces
+        cuda.memset_d32(device, int(POISON), K * (piece // 4))
+        if variant == "packed":
+            staging.fill(POISON)
+        base = int(device)
+
+        def separate() -> float:
+            return timed(lambda: [cuda.memcpy_htod_async(base + i * piece, pieces[i], stream) for i in range(K)])
+
+        def packed() -> float:
+            started = time.perf_counter()
+            np.copyto(contiguous, pieces)
+            pack_ms = (time.perf_counter() - started) * 1e3
+            return pack_ms + timed(lambda: cuda.memcpy_htod_async(device, staging, stream))
+
+        def one_copy() -> float:
+            return timed(lambda: cuda.memcpy_htod_async(device, staging, stream))
+
+        return {"separate": separate, "packed": packed, "one_copy": one_copy}[variant]
+
+    def verify(self, point) -> None:
+        variant, piece, _, expected, _, _, device, readback = point.state
+        self.cuda.memcpy_dtoh(readback, device)
+        verify_equal(expected, readback, f"{LABELS[variant]}, {self.params.pieces} × {format_bytes(piece)}")
+
+
+run = harness.runner(BatchingSweep)
