@@ -19,15 +19,16 @@ equal the host's exact sum of the words; a wrong sum fails the job. Bytes: the b
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from gpu import stats, text
-from gpu.errors import JobCancelled, ValidationError, VerificationError
+from gpu.errors import ValidationError, VerificationError
 from gpu.experiments import _kernels as k
-from gpu.experiments.harness import SweepRows
+from gpu.experiments import harness
 from gpu.experiments.transfers import pattern_for
+from gpu.timing import KernelTimer
 from gpu.units import GiB, MiB, format_bytes
 
 NAME = "managed"
@@ -37,9 +38,14 @@ LABELS = {"device": "device memory (cudaMalloc)", "first_touch": "managed, first
           "after_prefetch": "managed, kernel after prefetch", "resident": "managed, already resident"}
 KEY_COLUMNS = ["variant", "bytes"]
 SHOW_COLUMNS = ["variant", "bytes"]
-AXES = {"bytes": "multiples of 64 KiB from 1 MiB to 8 GiB", "variant": VARIANTS}
 MIN_SIZE, MAX_SIZE, ALIGN = 1 * MiB, 8 * GiB, 64 * 1024
 BLOCK = 256
+TITLE = "Managed memory: migration on first touch, prefetch, resident"
+AXES = (
+    harness.Axis("sizes", "buffer sizes", [256 * MiB], low=MIN_SIZE, high=MAX_SIZE, unit="bytes", kind="sizes",
+                 cli_default="256MiB", help="sizes, multiples of 64 KiB (a list or a 1MiB:1GiB range)"),
+    harness.Axis("variants", "cases", list(VARIANTS), values=VARIANTS, kind="words", cli_default=",".join(VARIANTS)),
+)
 
 
 @dataclass(frozen=True)
@@ -47,9 +53,6 @@ class Params:
     sizes: list[int] = field(default_factory=lambda: [256 * MiB])
     variants: list[str] = field(default_factory=lambda: list(VARIANTS))
     profile: str = "interactive"
-
-    def as_dict(self) -> dict:
-        return asdict(self)
 
     def points(self):
         for size in self.sizes:
@@ -103,119 +106,102 @@ def bytes_moved(size: int) -> int:
     return int(size)
 
 
-def run(params: Params, gpu, progress, should_cancel) -> list[dict]:
-    from gpu.timing import KernelTimer
+class ManagedSweep(harness.Sweep):
+    """Each size: a device buffer and a managed buffer holding the same words, then every case in order."""
 
-    reasons = invalid_reasons(params, gpu.limits())
-    if reasons:
-        raise ValidationError(reasons)
-    cuda, telemetry = gpu.cuda, gpu.telemetry
-    profile = stats.get_profile(params.profile)
-    checksum = gpu.kernel("memory_modes", "checksum_u32")
-    points = list(params.points())
-    rows = SweepRows(progress)  # each row reaches the page as soon as it is measured
-    with gpu.job_scope() as ledger:
+    NAME, TITLE, AXES, KEY_COLUMNS = NAME, TITLE, AXES, KEY_COLUMNS
+    invalid_reasons = staticmethod(invalid_reasons)
+
+    def __init__(self, params, gpu, profile):
+        super().__init__(params, gpu, profile)
+        self.checksum = gpu.kernel("memory_modes", "checksum_u32")
+
+    def setup(self) -> None:
         # Not held: a prefetch inside a timed sample may wait on the stream (StreamHold's docstring).
-        timer = KernelTimer(gpu, ledger, hold=False)
-        total = ledger.device_buffer(8)
-        mid = cuda.Event()
-        for size in params.sizes:
+        self.timer = KernelTimer(self.gpu, self.ledger, hold=False)
+        self.total = self.ledger.device_buffer(8)
+        self.mid = self.cuda.Event()
+
+    def points(self):
+        cuda, ledger = self.cuda, self.ledger
+        for size in self.params.sizes:
             pattern = pattern_for(size // 4, seed=size)
             exact = int(pattern.sum(dtype=np.uint64))
-            n_vec4 = size // 16
-            grid = (gpu.sm_count * 8, 1)
             device = ledger.device_buffer(size)
             cuda.memcpy_htod(device, pattern)
             managed = ledger.managed_buffer(size)
             pointer = managed.base.get_device_pointer()
             cuda.Context.synchronize()
-
-            def launch(stream, source):
-                cuda.memset_d32_async(total, 0, 2, stream)
-                checksum(np.uintp(int(source)), np.uint64(n_vec4), total, block=(BLOCK, 1, 1), grid=grid,
-                         stream=stream)
-
-            def host_writes():
-                """The host produces the data (untimed): every page of the buffer is now on the host."""
-                cuda.Context.synchronize()
-                np.copyto(managed, pattern)
-
-            def check(what: str) -> None:
-                got = np.zeros(1, np.uint64)
-                cuda.memcpy_dtoh(got, total)
-                if int(got[0]) != exact:
-                    raise VerificationError(f"{what}, {format_bytes(size)}: checksum {int(got[0])}, the host's sum "
-                                            f"is {exact}: the kernel read wrong data")
-
-            split: dict[str, list[float]] = {}
-            for variant in params.variants:
-                if should_cancel():
-                    raise JobCancelled()
-                progress(len(rows), len(points), f"{LABELS[variant]} · {format_bytes(size)}")
-                telemetry.start_point()
-                what = LABELS[variant]
-                if variant == "device":
-                    summary = _kernel_summary(timer, lambda s: launch(s, device), profile, telemetry)
-                elif variant == "first_touch":
-                    def sample() -> float:
-                        host_writes()
-                        telemetry.sample()
-                        return timer.once(lambda s: launch(s, pointer))
-
-                    summary = stats.sample_until_stable(sample, profile)
-                elif variant in ("prefetch", "after_prefetch"):
-                    if "prefetch" not in split:
-                        split = _prefetch_samples(gpu, timer, managed, pointer, size, mid, launch, host_writes,
-                                                  profile, telemetry)
-                    summary = split[variant]
-                else:  # resident: migrate once, then time the kernel on pages already on the device
-                    gpu.prefetch(pointer, size, None)
-                    cuda.Context.synchronize()
-                    summary = _kernel_summary(timer, lambda s: launch(s, pointer), profile, telemetry)
-                cuda.Context.synchronize()
-                check(what)
-                rows.append(k.measured_row(
-                    summary, profile, telemetry, bytes_moved(size),
-                    "cuda_event" if variant == "prefetch" else "cuda_event_l2_flushed",
-                    variant=variant, group="managed", direction="device"))
+            group = {"size": size, "pattern": pattern, "exact": exact, "device": device, "managed": managed,
+                     "pointer": pointer, "split": {}}
+            for variant in self.params.variants:
+                yield harness.Point({"variant": variant, "group": "managed", "direction": "device"},
+                                    f"{LABELS[variant]} · {format_bytes(size)}", bytes_moved(size),
+                                    "cuda_event" if variant == "prefetch" else "cuda_event_l2_flushed",
+                                    (variant, group))
             ledger.free_managed(managed)
             ledger.free_device(device)
-    progress(len(points), len(points), "done")
-    return rows
+
+    def launch(self, stream, source, size: int) -> None:
+        self.cuda.memset_d32_async(self.total, 0, 2, stream)
+        self.checksum(np.uintp(int(source)), np.uint64(size // 16), self.total, block=(BLOCK, 1, 1),
+                      grid=(self.gpu.sm_count * 8, 1), stream=stream)
+
+    def host_writes(self, group) -> None:
+        """The host produces the data (untimed): every page of the buffer is now on the host."""
+        self.cuda.Context.synchronize()
+        np.copyto(group["managed"], group["pattern"])
+
+    def measure(self, point):
+        variant, group = point.state
+        size, pointer, timer = group["size"], group["pointer"], self.timer
+        if variant == "device":
+            return lambda: timer.once(lambda s: self.launch(s, group["device"], size))
+        if variant == "first_touch":
+            def sample() -> float:
+                self.host_writes(group)
+                self.telemetry.sample()
+                return timer.once(lambda s: self.launch(s, pointer, size))
+
+            return stats.sample_until_stable(sample, self.profile)
+        if variant in ("prefetch", "after_prefetch"):
+            if "prefetch" not in group["split"]:
+                group["split"] = self._prefetch_samples(group)
+            return group["split"][variant]
+        # resident: migrate once, then time the kernel on pages already on the device
+        self.gpu.prefetch(pointer, size, None)
+        self.cuda.Context.synchronize()
+        return lambda: timer.once(lambda s: self.launch(s, pointer, size))
+
+    def _prefetch_samples(self, group) -> dict:
+        """Prefetch, then the kernel, in one sample with an event between them; split into two summaries."""
+        size, pointer = group["size"], group["pointer"]
+        prefetch_ms: list[float] = []
+        kernel_ms: list[float] = []
+
+        def sample() -> float:
+            self.host_writes(group)
+            self.telemetry.sample()
+            first, second = self.timer.once_split(lambda s: self.gpu.prefetch(pointer, size, s),
+                                                  lambda s: self.launch(s, pointer, size), self.mid)
+            prefetch_ms.append(first)
+            kernel_ms.append(second)
+            return prefetch_ms[-1] + kernel_ms[-1]
+
+        both = stats.sample_until_stable(sample, self.profile)
+        # Warm-up samples are not kept: keep the last ``samples`` of each.
+        count = both.samples
+        return {"prefetch": stats.summarize(prefetch_ms[-count:], both.stop_reason),
+                "after_prefetch": stats.summarize(kernel_ms[-count:], both.stop_reason)}
+
+    def verify(self, point) -> None:
+        variant, group = point.state
+        self.cuda.Context.synchronize()
+        got = np.zeros(1, np.uint64)
+        self.cuda.memcpy_dtoh(got, self.total)
+        if int(got[0]) != group["exact"]:
+            raise VerificationError(f"{LABELS[variant]}, {format_bytes(group['size'])}: checksum {int(got[0])}, the "
+                                    f"host's sum is {group['exact']}: the kernel read wrong data")
 
 
-def _kernel_summary(timer, launch, profile, telemetry) -> stats.Summary:
-    def sample() -> float:
-        telemetry.sample()
-        return timer.once(launch)
-
-    return stats.sample_until_stable(sample, profile)
-
-
-def _prefetch_samples(gpu, timer, managed, pointer, size, mid, launch, host_writes, profile, telemetry) -> dict:
-    """Prefetch, then the kernel, in one sample with an event between them; split into two summaries."""
-    cuda = gpu.cuda
-    prefetch_ms: list[float] = []
-    kernel_ms: list[float] = []
-    stream = timer.stream
-
-    def sample() -> float:
-        host_writes()
-        telemetry.sample()
-        if timer.flush_buffer is not None:
-            cuda.memset_d32_async(timer.flush_buffer, 0, timer.flush_words, stream)
-        timer.start.record(stream)
-        gpu.prefetch(pointer, size, stream)
-        mid.record(stream)
-        launch(stream, pointer)
-        timer.end.record(stream)
-        timer.end.synchronize()
-        prefetch_ms.append(timer.start.time_till(mid))
-        kernel_ms.append(mid.time_till(timer.end))
-        return prefetch_ms[-1] + kernel_ms[-1]
-
-    both = stats.sample_until_stable(sample, profile)
-    # Warm-up samples are not kept: keep the last ``samples`` of each.
-    count = both.samples
-    return {"prefetch": stats.summarize(prefetch_ms[-count:], both.stop_reason),
-            "after_prefetch": stats.summarize(kernel_ms[-count:], both.stop_reason)}
+run = harness.runner(ManagedSweep)
