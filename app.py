@@ -6,6 +6,7 @@ shows on every page where the numbers come from: the live GPU, or recorded runs.
 
 import streamlit as st
 
+from gpu.experiments import registry
 from pages import _shared as shared
 
 st.set_page_config(page_title="PinPoint", page_icon=shared.FAVICON, layout="wide")
@@ -22,12 +23,7 @@ def page(file: str) -> st.Page:
 
 navigation = st.navigation([
     page("pages/overview.py"),
-    page("pages/transfers.py"),
-    page("pages/coalescing.py"),
-    page("pages/reductions.py"),
-    page("pages/occupancy.py"),
-    page("pages/streams.py"),
-    page("pages/memory_modes.py"),
+    *(page(file) for file in registry.experiment_pages()),  # each experiment's page, from the registry
     page("pages/runs.py"),
     page("pages/compare.py"),
     page("pages/talk.py"),

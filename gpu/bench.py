@@ -1,6 +1,7 @@
 """Headless runner: ``python -m gpu.bench EXPERIMENT [options] [--out FILE]``.
 
-EXPERIMENT is one of transfers, coalescing, reduction, occupancy, streams, managed, pools, batching; each run
+EXPERIMENT is a subcommand of ``gpu.experiments.registry`` (transfers, coalescing, reduction, occupancy, streams,
+managed, pools, batching); each run
 is also saved in the runs store (``--no-store`` skips it, ``--label`` names it). Reviews: ``import FILE…
 [--replace]``, ``export RUN_ID --out FILE``, ``report --baseline A --candidate B [--candidate C] --out review.html``,
 ``runs``, and ``migrate`` (bring the store to this version's schema; nothing else writes it before a run is stored).
@@ -21,8 +22,8 @@ import time
 
 from gpu import text
 from gpu.errors import ValidationError, WorkerError
-from gpu.experiments import transfers
-from gpu.units import SizeError, format_bytes, parse_size_list
+from gpu.experiments import registry
+from gpu.units import SizeError, format_bytes
 
 
 def _progress_bar(handle, stream=sys.stderr, width=30) -> None:
@@ -40,56 +41,14 @@ def _progress_bar(handle, stream=sys.stderr, width=30) -> None:
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(prog="python -m gpu.bench", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="experiment", required=True)
-    t = sub.add_parser("transfers", help="pageable vs pinned vs write-combined vs mapped copies")
-    t.add_argument("--sizes", default="4KiB:1GiB",
-                   help="sizes: a list (4KiB,1MiB) and/or ranges of powers of two (4KiB:1GiB)")
-    t.add_argument("--modes", default=",".join(transfers.MODES), help="comma-separated: " + ", ".join(transfers.MODES))
-    t.add_argument("--directions", default="h2d,d2h", help="comma-separated: h2d, d2h")
-    t.add_argument("--methods", default="single",
-                   help="comma-separated timing methods: single (one copy per sample: the latency view), batched "
-                        "(back-to-back copies, >= 1 ms a sample: the throughput view, as bandwidthTest times them)")
-    t.add_argument("--include-alloc", choices=["no", "yes", "both"], default="no",
-                   help="also time allocating the host buffer (yes), or measure both ways (both)")
-    c = sub.add_parser("coalescing", help="strided, misaligned, AoS/SoA and transpose kernels vs the device copy")
-    c.add_argument("--elements", default="2^26", help="floats per buffer, a power of two (2^20 … 2^28)")
-    c.add_argument("--block-sizes", default="256", help="comma-separated block sizes (multiples of 32)")
-    c.add_argument("--groups", default="copy,strided,offset,layout,transpose")
-    c.add_argument("--strides", default="1,2,4,8,16,32,64")
-    c.add_argument("--offsets", default="0,1,2,4,8,16,31,32")
-    r = sub.add_parser("reduction", help="dot-product variants vs gpuarray.dot, kernel-only and end to end")
-    r.add_argument("--sizes", default="2^24", help="comma-separated vector sizes, powers of two (2^10 … 2^28)")
-    r.add_argument("--block-sizes", default="256")
-    r.add_argument("--variants", default="atomic_per_element,shared_tree,warp_shuffle,grid_stride,gpuarray_dot,"
-                                         "end_to_end_pageable,end_to_end_pinned")
-    o = sub.add_parser("occupancy", help="block-size sweep of a memory-bound and a latency-bound kernel")
-    o.add_argument("--block-sizes", default="32:1024:32", help="a list, or start:stop:step")
-    o.add_argument("--kernels", default="stream,chase")
-    o.add_argument("--extra-registers", default="0", help="comma-separated: 0, 32, 64, 128 (one run each)")
-    o.add_argument("--dynamic-shared", default="0", help="comma-separated bytes of spoiler shared memory")
-    s = sub.add_parser("streams", help="chunked H2D → kernel → D2H pipelines over several streams vs one stream")
-    s.add_argument("--size", default="256MiB", help="the vector's total size, e.g. 256MiB")
-    s.add_argument("--chunks", default="1,4,16,64", help="comma-separated chunk counts (1 … 64, dividing the size)")
-    s.add_argument("--streams", default="1,2,4,8,16", help="comma-separated stream counts (1 … 16)")
-    s.add_argument("--host-memory", default="pinned,pageable", help="comma-separated: pinned, pageable")
-    s.add_argument("--orders", default="depth_first", help="comma-separated: depth_first, breadth_first")
-    s.add_argument("--intensities", default="0", help="comma-separated fused multiply-adds per element")
-    s.add_argument("--no-bidirectional", action="store_true", help="skip the bidirectional-copy points")
-    s.add_argument("--pageable-grid", action=argparse.BooleanOptionalAction, default=True,
-                   help="pageable memory at every chunk and stream count (default, for recordings), or only at the "
-                        "configuration nearest 16 chunks × 4 streams (--no-pageable-grid, as the page's default)")
-    m = sub.add_parser("managed", help="managed memory: first touch, prefetch, resident vs device memory")
-    m.add_argument("--sizes", default="256MiB", help="sizes, multiples of 64 KiB (a list or a 1MiB:1GiB range)")
-    m.add_argument("--variants", default="device,first_touch,prefetch,after_prefetch,resident")
-    pl = sub.add_parser("pools", help="allocate → copy → free per call vs DeviceMemoryPool/PageLockedMemoryPool")
-    pl.add_argument("--sizes", default="4KiB,64KiB,1MiB,16MiB,256MiB")
-    pl.add_argument("--variants", default="device_per_call,device_pooled,pinned_per_call,pinned_pooled")
-    b = sub.add_parser("batching", help="K small copies vs one big copy vs packing into pinned staging")
-    b.add_argument("--piece-sizes", default="64,1KiB,16KiB,256KiB,4MiB", help="piece sizes (list or range)")
-    b.add_argument("--pieces", type=int, default=64, help="how many pieces (K)")
-    b.add_argument("--variants", default="separate,packed,one_copy")
+    experiments = []
+    for entry in registry.REGISTRY:
+        p = sub.add_parser(entry.command, help=entry.help)
+        registry.add_arguments(p, entry)
+        experiments.append(p)
     d = sub.add_parser("occupancy-driver", help="record the driver's occupancy answers (JSON) for the tests")
     d.add_argument("--out", required=True)
-    for p in (t, c, r, o, s, m, pl, b):
+    for p in experiments:
         p.add_argument("--profile", default="precise",
                        help="precise (nvbench's defaults) or interactive, optionally with overrides, "
                             "e.g. precise/timeout_s=3")
@@ -117,63 +76,16 @@ def parse_args(argv=None):
 
 
 def transfer_params(args) -> dict:
-    return {
-        "sizes": parse_size_list(args.sizes),
-        "modes": [m.strip() for m in args.modes.split(",") if m.strip()],
-        "directions": [d.strip() for d in args.directions.split(",") if d.strip()],
-        "include_alloc": {"no": [False], "yes": [True], "both": [False, True]}[args.include_alloc],
-        "methods": words(args.methods),
-        "profile": args.profile,
-    }
+    [params] = registry.runner_jobs(registry.BY_COMMAND["transfers"], args)
+    return params
 
 
-def int_list(text: str) -> list[int]:
-    """'1,2,4', '2^26' or 'start:stop:step' (inclusive)."""
-    values = []
-    for token in str(text).split(","):
-        token = token.strip()
-        if not token:
-            continue
-        if token.count(":") == 2:
-            start, stop, step = (int(x) for x in token.split(":"))
-            values += list(range(start, stop + 1, step))
-        elif "^" in token:
-            base, exp = token.split("^")
-            values.append(int(base) ** int(exp))
-        else:
-            values.append(int(token))
-    return values
-
-
-def words(text: str) -> list[str]:
-    return [w.strip() for w in text.split(",") if w.strip()]
+int_list, words = registry.int_list, registry.words
 
 
 def experiment_jobs(args) -> list[dict]:
     """The parameter sets to run (occupancy runs once per register and shared-memory setting)."""
-    if args.experiment == "transfers":
-        return [transfer_params(args)]
-    if args.experiment == "coalescing":
-        return [{"elements": int_list(args.elements)[0], "block_sizes": int_list(args.block_sizes),
-                 "groups": words(args.groups), "strides": int_list(args.strides),
-                 "offsets": int_list(args.offsets), "profile": args.profile}]
-    if args.experiment == "streams":
-        return [{"size_bytes": parse_size_list(args.size)[0], "chunks": int_list(args.chunks),
-                 "streams": int_list(args.streams), "host_memory": words(args.host_memory),
-                 "issue_orders": words(args.orders), "intensities": int_list(args.intensities),
-                 "bidirectional": not args.no_bidirectional, "pageable_grid": args.pageable_grid,
-                 "profile": args.profile}]
-    if args.experiment in ("managed", "pools"):
-        return [{"sizes": parse_size_list(args.sizes), "variants": words(args.variants), "profile": args.profile}]
-    if args.experiment == "batching":
-        return [{"piece_sizes": parse_size_list(args.piece_sizes), "pieces": args.pieces,
-                 "variants": words(args.variants), "profile": args.profile}]
-    if args.experiment == "reduction":
-        return [{"sizes": int_list(args.sizes), "block_sizes": int_list(args.block_sizes),
-                 "variants": words(args.variants), "profile": args.profile}]
-    return [{"block_sizes": int_list(args.block_sizes), "kernels": words(args.kernels), "extra_registers": extra,
-             "dynamic_shared_bytes": shared, "profile": args.profile}
-            for extra in int_list(args.extra_registers) for shared in int_list(args.dynamic_shared)]
+    return registry.runner_jobs(registry.BY_COMMAND[args.experiment], args)
 
 
 def summary_table(experiment: str, frame):

@@ -67,7 +67,7 @@ import numpy as np
 import pandas as pd
 
 from gpu import schema, text
-from gpu.experiments import get_experiment
+from gpu.experiments import get_experiment, registry
 from gpu.units import format_bytes
 
 ALPHA = 0.05
@@ -112,7 +112,7 @@ def point_label(experiment: str, row) -> str:
         value = schema.key_value(row.get(column))
         if column == "variant" or value is None:
             continue
-        if column in ("bytes", "param_value") and experiment in ("managed", "pools", "batching"):
+        if column in ("bytes", "param_value") and registry.BY_NAME[experiment].byte_labels:
             parts.append(format_bytes(value))
         elif column in ("chunks", "streams"):
             parts.append(text.count(int(value), column[:-1]))

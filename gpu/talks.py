@@ -54,7 +54,7 @@ class Talk:
 
 def load(path: str | Path = BUILT_IN) -> Talk:
     from gpu.backend import check_params
-    from gpu.experiments import EXPERIMENTS
+    from gpu.experiments.registry import EXPERIMENTS
 
     path = Path(path)
     try:

@@ -3,7 +3,7 @@
 import pandas as pd
 import streamlit as st
 
-from gpu.experiments import EXPERIMENTS
+from gpu.experiments.registry import EXPERIMENTS
 from gpu.units import format_bytes
 from pages import _shared as shared
 

@@ -7,15 +7,14 @@ import pandas as pd
 import streamlit as st
 
 from gpu import imports
+from gpu.experiments import registry
 from gpu.store import StoreError
 from gpu.text import plain, shorten
 from pages import _shared as shared
 
 shared.require_router()
 
-PAGE_OF = {"transfers": "pages/transfers.py", "coalescing": "pages/coalescing.py", "reduction": "pages/reductions.py",
-           "occupancy": "pages/occupancy.py", "streams": "pages/streams.py", "managed": "pages/memory_modes.py",
-           "pools": "pages/memory_modes.py", "batching": "pages/memory_modes.py"}
+PAGE_OF = registry.PAGE_OF  # each experiment's page, from the registry
 
 st.title("Runs")
 shared.url_page()

@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from gpu.experiments import registry
+
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 
 
@@ -43,8 +45,7 @@ def banner(at):
     return " ".join(i.value for i in at.info)
 
 
-PAGES = ["pages/transfers.py", "pages/coalescing.py", "pages/reductions.py", "pages/occupancy.py", "pages/streams.py",
-         "pages/memory_modes.py"]
+PAGES = registry.experiment_pages()
 
 
 @pytest.mark.parametrize("page", [None, *PAGES])
@@ -225,7 +226,9 @@ def test_app_routes_every_page_of_the_shared_table_explicitly_and_nothing_else()
 
     from pages import _shared as shared
 
-    routed = re.findall(r'page\("(pages/[a-z_]+\.py)"\)', Path(APP).read_text())
+    listed = re.findall(r'page\("(pages/[a-z_]+\.py)"\)', Path(APP).read_text())
+    assert "registry.experiment_pages()" in Path(APP).read_text()
+    routed = listed[:1] + registry.experiment_pages() + listed[1:]  # the experiment pages come from the registry
     assert routed == [p.file for p in shared.PAGES]  # same pages, same order as Overview's links
     on_disk = {f"pages/{p.name}" for p in (Path(APP).parent / "pages").glob("*.py") if not p.name.startswith("_")}
     assert set(routed) == on_disk

@@ -31,8 +31,8 @@ from gpu.schema import key_value
 @dataclass(frozen=True)
 class Axis:
     """One swept (or fixed) parameter: its ``Params`` field, what a person calls it, its unit, its default and the
-    values or range it may take; ``flag``/``cli_default``/``kind`` are how the runner takes it on the command line
-    (``kind``: sizes, size, ints, int, words, or bool)."""
+    values or range it may take; ``flag``/``cli_default``/``kind``/``help`` are how the runner takes it on the
+    command line (``kind``: one of ``registry.PARSERS``)."""
 
     name: str
     label: str
@@ -44,10 +44,11 @@ class Axis:
     cli_default: str | None = None
     kind: str = "words"
     help: str = ""
+    cli_flag: str | None = None
 
     @property
     def flag(self) -> str:
-        return "--" + self.name.replace("_", "-")
+        return self.cli_flag or "--" + self.name.replace("_", "-")
 
 
 @dataclass

@@ -1,0 +1,176 @@
+"""Every experiment PinPoint knows, in one place: its declaration module, the runner's subcommand and arguments,
+the page that shows it and how Compare names its points. The runner (``gpu.bench``), the talks, Overview, Runs,
+Compare and app.py's navigation read this list; adding an experiment means adding one entry here.
+
+Runner arguments are ``harness.Axis`` values: the flag, its default text and how it is parsed (``kind``). An
+experiment converted to the sweep harness declares them as its own ``AXES``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+from dataclasses import dataclass
+from types import ModuleType
+
+from gpu.errors import ValidationError
+from gpu.experiments import batching, coalescing, managed, occupancy_sweep, pools, reduction, streams, transfers
+from gpu.experiments.harness import Axis
+from gpu.units import parse_size_list
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One registered experiment. ``arguments``: the runner's flags (``Axis``); ``expand``: argument names that run
+    once per value (occupancy: one run per register and shared-memory setting); ``byte_labels``: Compare writes
+    ``bytes`` and ``param_value`` as sizes."""
+
+    module: ModuleType
+    command: str
+    help: str
+    page: str
+    arguments: tuple[Axis, ...]
+    expand: tuple[str, ...] = ()
+    byte_labels: bool = False
+
+    @property
+    def name(self) -> str:
+        return self.module.NAME
+
+
+def _axis(name, default, kind, help="", flag=None, choices=None):
+    """A runner-only argument of an experiment not yet declared over the harness."""
+    return Axis(name, name.replace("_", " "), None, cli_default=default, kind=kind, help=help,
+                values=tuple(choices or ()), cli_flag=flag)
+
+
+REGISTRY: tuple[Entry, ...] = (
+    Entry(transfers, "transfers", "pageable vs pinned vs write-combined vs mapped copies", "pages/transfers.py", (
+        _axis("sizes", "4KiB:1GiB", "sizes", "sizes: a list (4KiB,1MiB) and/or ranges of powers of two (4KiB:1GiB)"),
+        _axis("modes", ",".join(transfers.MODES), "words", "comma-separated: " + ", ".join(transfers.MODES)),
+        _axis("directions", "h2d,d2h", "words", "comma-separated: h2d, d2h"),
+        _axis("methods", "single", "words",
+              "comma-separated timing methods: single (one copy per sample: the latency view), batched "
+              "(back-to-back copies, >= 1 ms a sample: the throughput view, as bandwidthTest times them)"),
+        _axis("include_alloc", "no", "alloc", "also time allocating the host buffer (yes), or measure both ways (both)",
+              choices=("no", "yes", "both")),
+    )),
+    Entry(coalescing, "coalescing", "strided, misaligned, AoS/SoA and transpose kernels vs the device copy",
+          "pages/coalescing.py", (
+              _axis("elements", "2^26", "first_int", "floats per buffer, a power of two (2^20 … 2^28)"),
+              _axis("block_sizes", "256", "ints", "comma-separated block sizes (multiples of 32)"),
+              _axis("groups", "copy,strided,offset,layout,transpose", "words"),
+              _axis("strides", "1,2,4,8,16,32,64", "ints"),
+              _axis("offsets", "0,1,2,4,8,16,31,32", "ints"),
+          )),
+    Entry(reduction, "reduction", "dot-product variants vs gpuarray.dot, kernel-only and end to end",
+          "pages/reductions.py", (
+              _axis("sizes", "2^24", "ints", "comma-separated vector sizes, powers of two (2^10 … 2^28)"),
+              _axis("block_sizes", "256", "ints"),
+              _axis("variants", "atomic_per_element,shared_tree,warp_shuffle,grid_stride,gpuarray_dot,"
+                                "end_to_end_pageable,end_to_end_pinned", "words"),
+          )),
+    Entry(occupancy_sweep, "occupancy", "block-size sweep of a memory-bound and a latency-bound kernel",
+          "pages/occupancy.py", (
+              _axis("block_sizes", "32:1024:32", "ints", "a list, or start:stop:step"),
+              _axis("kernels", "stream,chase", "words"),
+              _axis("extra_registers", "0", "ints", "comma-separated: 0, 32, 64, 128 (one run each)"),
+              _axis("dynamic_shared_bytes", "0", "ints", "comma-separated bytes of spoiler shared memory",
+                    flag="--dynamic-shared"),
+          ), expand=("extra_registers", "dynamic_shared_bytes")),
+    Entry(streams, "streams", "chunked H2D → kernel → D2H pipelines over several streams vs one stream",
+          "pages/streams.py", (
+              _axis("size_bytes", "256MiB", "size", "the vector's total size, e.g. 256MiB", flag="--size"),
+              _axis("chunks", "1,4,16,64", "ints", "comma-separated chunk counts (1 … 64, dividing the size)"),
+              _axis("streams", "1,2,4,8,16", "ints", "comma-separated stream counts (1 … 16)"),
+              _axis("host_memory", "pinned,pageable", "words", "comma-separated: pinned, pageable"),
+              _axis("issue_orders", "depth_first", "words", "comma-separated: depth_first, breadth_first",
+                    flag="--orders"),
+              _axis("intensities", "0", "ints", "comma-separated fused multiply-adds per element"),
+              _axis("bidirectional", True, "off_switch", "skip the bidirectional-copy points",
+                    flag="--no-bidirectional"),
+              _axis("pageable_grid", True, "bool",
+                    "pageable memory at every chunk and stream count (default, for recordings), or only at the "
+                    "configuration nearest 16 chunks × 4 streams (--no-pageable-grid, as the page's default)"),
+          )),
+    Entry(managed, "managed", "managed memory: first touch, prefetch, resident vs device memory",
+          "pages/memory_modes.py", managed.AXES, byte_labels=True),
+    Entry(pools, "pools", "allocate → copy → free per call vs DeviceMemoryPool/PageLockedMemoryPool",
+          "pages/memory_modes.py", pools.AXES, byte_labels=True),
+    Entry(batching, "batching", "K small copies vs one big copy vs packing into pinned staging",
+          "pages/memory_modes.py", batching.AXES, byte_labels=True),
+)
+
+EXPERIMENTS: dict[str, ModuleType] = {e.name: e.module for e in REGISTRY}
+BY_NAME: dict[str, Entry] = {e.name: e for e in REGISTRY}
+BY_COMMAND: dict[str, Entry] = {e.command: e for e in REGISTRY}
+PAGE_OF: dict[str, str] = {e.name: e.page for e in REGISTRY}
+
+
+def get_experiment(name: str):
+    try:
+        return EXPERIMENTS[name]
+    except KeyError:
+        raise ValidationError([f"unknown experiment '{name}' (known: {', '.join(EXPERIMENTS)})"]) from None
+
+
+def experiment_pages() -> list[str]:
+    """The pages that show experiments, each once, in registry order."""
+    return list(dict.fromkeys(e.page for e in REGISTRY))
+
+
+def add_arguments(parser: argparse.ArgumentParser, entry: Entry) -> None:
+    """The runner's flags for ``entry``, from its axes."""
+    for axis in entry.arguments:
+        extra = {"help": axis.help} if axis.help else {}
+        if axis.kind == "off_switch":
+            parser.add_argument(axis.flag, action="store_true", **extra)
+        elif axis.kind == "bool":
+            parser.add_argument(axis.flag, action=argparse.BooleanOptionalAction, default=axis.cli_default, **extra)
+        elif axis.kind == "alloc":
+            parser.add_argument(axis.flag, choices=list(axis.values), default=axis.cli_default, **extra)
+        elif axis.kind == "int":
+            parser.add_argument(axis.flag, type=int, default=int(axis.cli_default), **extra)
+        else:
+            parser.add_argument(axis.flag, default=axis.cli_default, **extra)
+
+
+def int_list(text: str) -> list[int]:
+    """'1,2,4', '2^26' or 'start:stop:step' (inclusive)."""
+    values = []
+    for token in str(text).split(","):
+        token = token.strip()
+        if not token:
+            continue
+        if token.count(":") == 2:
+            start, stop, step = (int(x) for x in token.split(":"))
+            values += list(range(start, stop + 1, step))
+        elif "^" in token:
+            base, exp = token.split("^")
+            values.append(int(base) ** int(exp))
+        else:
+            values.append(int(token))
+    return values
+
+
+def words(text: str) -> list[str]:
+    return [w.strip() for w in text.split(",") if w.strip()]
+
+
+PARSERS = {
+    "sizes": parse_size_list, "size": lambda v: parse_size_list(v)[0], "ints": int_list,
+    "first_int": lambda v: int_list(v)[0], "int": int, "words": words, "bool": bool,
+    "off_switch": lambda v: not v, "alloc": {"no": [False], "yes": [True], "both": [False, True]}.__getitem__,
+}
+
+
+def runner_jobs(entry: Entry, args) -> list[dict]:
+    """The parameter sets the runner submits for ``args`` (one per combination of the ``expand`` arguments)."""
+    values = {}
+    for axis in entry.arguments:
+        values[axis.name] = PARSERS[axis.kind](getattr(args, axis.flag[2:].replace("-", "_")))
+    values["profile"] = args.profile
+    if not entry.expand:
+        return [values]
+    combos = itertools.product(*(values[name] for name in entry.expand))
+    return [{**values, **dict(zip(entry.expand, combo, strict=True))} for combo in combos]

@@ -1,0 +1,48 @@
+"""Every registered experiment has a page, a runner subcommand with its defaults, Compare labels and a recording."""
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from gpu import bench, compare
+from gpu.experiments import EXPERIMENTS, REGISTRY, get_experiment, registry
+from pages import _shared as shared
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.parametrize("entry", REGISTRY, ids=lambda e: e.name)
+def test_every_experiment_has_a_page_a_runner_subcommand_labels_and_a_recording(entry):
+    module = entry.module
+    assert get_experiment(entry.name) is module and EXPERIMENTS[entry.name] is module
+    assert (ROOT / entry.page).is_file() and entry.page in [p.file for p in shared.PAGES]
+    # The runner takes the subcommand with every default, and its defaults are a valid request.
+    jobs = bench.experiment_jobs(bench.parse_args([entry.command, "--profile", "interactive"]))
+    assert jobs and all(module.invalid_reasons(module.parse_params(job), None) == [] for job in jobs)
+    # A recording in assets/replay, whose points Compare can name and key.
+    recordings = sorted((ROOT / "assets" / "replay").glob(f"{entry.name}_*.parquet"))
+    assert recordings, f"no recording of {entry.name} in assets/replay"
+    frame = pd.read_parquet(recordings[0])
+    assert set(module.KEY_COLUMNS) <= set(frame.columns)
+    labels = [compare.point_label(entry.name, row) for row in frame.head(20).to_dict("records")]
+    assert all(isinstance(label, str) and label for label in labels)
+
+
+def test_pages_runs_and_names_derive_from_the_registry():
+    assert list(EXPERIMENTS) == [e.name for e in REGISTRY]
+    assert registry.experiment_pages() == list(dict.fromkeys(e.page for e in REGISTRY))
+    assert {registry.PAGE_OF[e.name] for e in REGISTRY} == set(registry.experiment_pages())
+    assert len({e.command for e in REGISTRY}) == len(REGISTRY)
+
+
+def test_declared_experiments_state_their_axes_and_key_columns():
+    for entry in REGISTRY:
+        sweep = getattr(entry.module, f"{entry.name.capitalize()}Sweep", None)
+        if sweep is None:
+            continue  # not yet declared over the harness
+        assert sweep.NAME == entry.name and sweep.TITLE and sweep.KEY_COLUMNS == entry.module.KEY_COLUMNS
+        params = entry.module.Params()
+        for axis in sweep.AXES:
+            assert getattr(params, axis.name) == axis.default, (entry.name, axis.name)
+            assert axis in entry.arguments
