@@ -43,6 +43,7 @@ import pandas as pd
 import sqlalchemy as sa
 
 from gpu import schema
+from gpu.errors import StoreError
 from gpu.text import shorten
 
 SCHEMA_VERSION = 1
@@ -82,10 +83,6 @@ def _create_v1(connection) -> None:
 
 # Each step takes a store from version n-1 to n; a new schema appends a step, never edits an old one.
 MIGRATIONS = [(1, _create_v1)]
-
-
-class StoreError(RuntimeError):
-    """A store that cannot be opened or used (with the reason, for the person at the page)."""
 
 
 @dataclass(frozen=True)
