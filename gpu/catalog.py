@@ -79,9 +79,6 @@ class Catalog:
                                  "another run id")
         return self.store.save(frame, source, label, notes, replace=replace)
 
-    def is_bundled(self, run_id: str) -> bool:
-        return run_id in self.bundled
-
     def load(self, run_id: str) -> pd.DataFrame:
         """A run by id, bundled or stored; gpu.store.StoreError when there is none."""
         if run_id in self.bundled:

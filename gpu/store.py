@@ -34,7 +34,6 @@ import datetime as dt
 import json
 import math
 import os
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -373,16 +372,6 @@ class RunStore:
         except sa.exc.SQLAlchemyError as exc:
             raise self._failure(exc, "deleting a run") from None
 
-    def set_label(self, run_id: str, label: str | None, notes: str | None) -> None:
-        _check_text("label", label, MAX_LABEL_CHARS)
-        _check_text("notes", notes, MAX_NOTES_CHARS)
-        self.migrate()
-        try:
-            with self.engine.begin() as connection:
-                connection.execute(RUNS.update().where(RUNS.c.run_id == run_id).values(label=label, notes=notes))
-        except sa.exc.SQLAlchemyError as exc:
-            raise self._failure(exc, "labelling a run") from None
-
     # --- reading (never writes) ------------------------------------------------------------------------------
     def has_run(self, run_id: str) -> bool:
         if self.version == 0:
@@ -430,10 +419,6 @@ class RunStore:
             return schema.validate(pd.DataFrame(rows))
         except (ValueError, schema.SchemaError) as exc:  # a row written by hand or by a damaged copy
             raise StoreError(f"stored run {shorten(run_id)} cannot be read: {shorten(str(exc), 200)}") from None
-
-    def load_many(self, run_ids: Iterable[str]) -> pd.DataFrame:
-        frames = [self.load(r) for r in run_ids]
-        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=schema.COLUMNS)
 
     def close(self) -> None:
         self.engine.dispose()
