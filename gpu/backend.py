@@ -15,10 +15,10 @@ from pathlib import Path
 import pandas as pd
 
 from gpu import schema, stats
-from gpu.client import DEFAULT_SERVICE, JobHandle, WorkerClient, WorkerUnavailable
-from gpu.errors import ValidationError
+from gpu.client import DEFAULT_SERVICE, JobHandle, WorkerClient
+from gpu.errors import ValidationError, WorkerUnavailable
 from gpu.experiments import get_experiment
-from gpu.runtime import Limits
+from gpu.limits import Limits
 from gpu.units import format_bytes
 
 REPLAY_DIR = Path(__file__).resolve().parent.parent / "assets" / "replay"
@@ -80,10 +80,6 @@ class LiveBackend:
     def facts(self) -> dict:
         return self.client.info.get("facts", {})
 
-    def limits(self) -> Limits:
-        """Fresh limits from the worker (waits behind any running job)."""
-        return Limits(**self.client.run("limits"))
-
     def known_limits(self) -> Limits:
         """The limits the worker reported at start: instant, for sliders; every job re-checks fresh ones."""
         return Limits(**self.client.info["limits"])
@@ -111,7 +107,7 @@ class LiveBackend:
                                     f"{', '.join(when[:4])}{' …' if len(when) > 4 else ''} UTC, profile "
                                     f"{params.get('profile', 'interactive')}); nothing was measured again. Turn off "
                                     "'Reuse measured points' in the sidebar to measure anew.")
-                handle._finish("done", result=cached)
+                handle.finish("done", result=cached)
                 return handle
         return self.client.submit("experiment", {"experiment": experiment, "params": params}, session)
 
@@ -175,9 +171,9 @@ class ReplayBackend:
         self._ids += 1
         handle = JobHandle(id=self._ids, kind="replay", session=session, payload={"params": params})
         try:
-            handle._finish("done", result=self._select(experiment, params, run_id, handle.notes))
+            handle.finish("done", result=self._select(experiment, params, run_id, handle.notes))
         except ValidationError as exc:
-            handle._finish("failed", error=exc)
+            handle.finish("failed", error=exc)
         return handle
 
     def _select(self, experiment: str, params: dict, run_id: str | None, notes: list[str]) -> pd.DataFrame:

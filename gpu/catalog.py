@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from gpu import schema
+from gpu import runfiles, schema
 from gpu.store import RunStore, SaveResult, StoreError
 from gpu.text import shorten
 
@@ -69,8 +69,6 @@ class Catalog:
     def save(self, frame: pd.DataFrame, source: str, label: str | None = None, notes: str | None = None,
              replace: bool = False) -> list[SaveResult]:
         """The store's save, refusing a run that would shadow a bundled run of the same id with other content."""
-        from gpu import runfiles
-
         for run_id, part in frame.groupby("run_id", sort=False):
             bundled = self.bundled.get(str(run_id))
             if bundled is not None and runfiles.manifest(part)[str(run_id)] != runfiles.manifest(bundled)[str(run_id)]:
@@ -78,9 +76,6 @@ class Catalog:
                                  "and this one differs from it: a stored run cannot shadow a bundled one; give it "
                                  "another run id")
         return self.store.save(frame, source, label, notes, replace=replace)
-
-    def is_bundled(self, run_id: str) -> bool:
-        return run_id in self.bundled
 
     def load(self, run_id: str) -> pd.DataFrame:
         """A run by id, bundled or stored; gpu.store.StoreError when there is none."""

@@ -18,7 +18,10 @@ import types
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from gpu.errors import ValidationError, WorkerError
+from gpu import schema
+from gpu.errors import ValidationError, WorkerError, WorkerUnavailable
+from gpu.messages import Failure, Hello, InitFailed, Progress, Result, Row
+from gpu.worker import serve
 
 DEFAULT_SERVICE = "gpu.worker:GpuService"
 
@@ -63,14 +66,15 @@ class JobHandle:
         rows = list(self.rows)
         if not rows:
             return None
-        from gpu import schema
-
         try:
             return schema.make_frame(rows, {})
         except schema.SchemaError:
             return None
 
-    def _finish(self, state: str, result=None, error: Exception | None = None) -> None:
+    def finish(self, state: str, result=None, error: Exception | None = None) -> None:
+        """End the job: ``state`` done (with ``result``), failed or cancelled (with ``error``); waiters wake."""
+        if state not in ("done", "failed", "cancelled"):
+            raise ValueError(f"a job finishes as done, failed or cancelled, not {state!r}")
         self.state, self.result, self.error = state, result, error
         self._finished.set()
 
@@ -95,10 +99,6 @@ def _main_module_hidden():
             sys.modules["__main__"] = main
 
 
-class WorkerUnavailable(RuntimeError):
-    """The worker process could not start (no GPU, no driver, kernels failed to compile…)."""
-
-
 class WorkerClient:
     def __init__(self, service: str = DEFAULT_SERVICE, service_options: dict | None = None,
                  start_timeout: float = 180.0):
@@ -121,8 +121,6 @@ class WorkerClient:
 
     # --- worker process -------------------------------------------------------------------------
     def _start_worker(self) -> None:
-        from gpu.worker import serve
-
         self._jobs = self._context.Queue()
         self._events = self._context.Queue()
         self._cancel = self._context.Value("q", 0)
@@ -144,12 +142,12 @@ class WorkerClient:
                     limit = f"{self._start_timeout:.0f} s"
                     raise WorkerUnavailable(f"the GPU worker did not start within {limit}") from None
                 continue
-            if message[0] == "hello":
-                self.info = message[1]
+            if isinstance(message, Hello):
+                self.info = message.info
                 return
-            if message[0] == "init_failed":
+            if isinstance(message, InitFailed):
                 self._process.join(5)
-                raise WorkerUnavailable(message[1])
+                raise WorkerUnavailable(message.message)
 
     @property
     def worker_pid(self) -> int | None:
@@ -191,7 +189,7 @@ class WorkerClient:
                 return
             self._closed = True
             for handle in self._pending:
-                handle._finish("cancelled", error=WorkerError("the GPU worker shut down"))
+                handle.finish("cancelled", error=WorkerError("the GPU worker shut down"))
             self._pending.clear()
             if self._running is not None:
                 self._cancel.value = self._running.id
@@ -213,7 +211,7 @@ class WorkerClient:
     def _cancel_locked(self, handle: JobHandle) -> None:
         if handle in self._pending:
             self._pending.remove(handle)
-            handle._finish("cancelled", error=WorkerError("cancelled: a newer request replaced this job"))
+            handle.finish("cancelled", error=WorkerError("cancelled: a newer request replaced this job"))
         elif handle is self._running:
             self._cancel.value = handle.id
 
@@ -231,7 +229,7 @@ class WorkerClient:
             try:
                 self._run_one(handle)
             except Exception as exc:  # never let the dispatcher die: fail this job, keep serving
-                handle._finish("failed", error=WorkerError(f"internal error: {exc}"))
+                handle.finish("failed", error=WorkerError(f"internal error: {exc}"))
             finally:
                 with self._lock:
                     self._running = None
@@ -246,7 +244,7 @@ class WorkerClient:
         try:
             self._ensure_worker()
         except WorkerUnavailable as exc:
-            handle._finish("failed", error=WorkerError(f"the GPU worker could not be restarted: {exc}", fatal=True))
+            handle.finish("failed", error=WorkerError(f"the GPU worker could not be restarted: {exc}", fatal=True))
             return
         handle.state = "running"
         handle.queued_ahead = 0
@@ -257,29 +255,27 @@ class WorkerClient:
             except queue.Empty:
                 if not self._worker_alive():
                     code = self._process.exitcode
-                    handle._finish("failed", error=WorkerError(
+                    handle.finish("failed", error=WorkerError(
                         f"the GPU worker died during this job (exit code {code}); a fresh one starts for the "
                         "next job", fatal=True))
                     return
                 continue
-            tag, job_id = message[0], message[1] if len(message) > 1 else None
-            if job_id != handle.id:
+            if getattr(message, "job_id", None) != handle.id:
                 continue  # a late message from a job already given up on
-            if tag == "progress":
-                handle.done, handle.total, handle.text = message[2], message[3], message[4]
-            elif tag == "row":
-                handle.rows.append(message[2])
-            elif tag == "result":
-                handle._finish("done", result=message[2])
+            if isinstance(message, Progress):
+                handle.done, handle.total, handle.text = message.done, message.total, message.text
+            elif isinstance(message, Row):
+                handle.rows.append(message.row)
+            elif isinstance(message, Result):
+                handle.finish("done", result=message.payload)
                 return
-            elif tag == "error":
-                _, _, kind, text, reasons, fatal = message
-                if fatal:
+            elif isinstance(message, Failure):
+                if message.fatal:
                     self._process.join(10)  # it exits by itself; the next job starts a new one
-                if kind == "validation":
-                    handle._finish("failed", error=ValidationError(reasons or [text]))
-                elif kind == "cancelled":
-                    handle._finish("cancelled", error=WorkerError(text))
+                if message.kind == "validation":
+                    handle.finish("failed", error=ValidationError(message.reasons or [message.message]))
+                elif message.kind == "cancelled":
+                    handle.finish("cancelled", error=WorkerError(message.message))
                 else:
-                    handle._finish("failed", error=WorkerError(text, fatal=fatal))
+                    handle.finish("failed", error=WorkerError(message.message, fatal=message.fatal))
                 return

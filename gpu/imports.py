@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from gpu import runfiles, schema
+from gpu.errors import ImportProblem
 from gpu.text import shorten
 
 DEFAULT_MAX_BYTES = 256 * 1024**2
@@ -53,10 +54,6 @@ WHOLE_COLUMNS = ["bytes", "samples", "block_size", "elements", "registers_per_th
                  "mem_clock_max_mhz", "l2_bytes", "async_engine_count"]
 SIGNED_COLUMNS = ["param_value", "rel_error"]  # every other number is a size, count, time or rate: not negative
 TRUE_TEXT, FALSE_TEXT = {"true", "1"}, {"false", "0"}
-
-
-class ImportProblem(ValueError):
-    """A file that cannot be imported; the message names the first problem."""
 
 
 def max_import_bytes() -> int:

@@ -40,6 +40,7 @@ import math
 import pandas as pd
 
 from gpu import text
+from gpu.errors import SchemaError
 
 POINT_COLUMNS = ["run_id", "experiment", "variant", "direction", "bytes"]
 PARAMETER_COLUMNS = [
@@ -67,10 +68,6 @@ OPTIONAL_NUMERIC_COLUMNS = ["block_size", "elements", "param_value", "registers_
 # PCIe transfer rate per lane (GT/s) and line-encoding efficiency, by generation (PCI-SIG specifications).
 _PCIE_RATE = {1: (2.5, 8 / 10), 2: (5.0, 8 / 10), 3: (8.0, 128 / 130), 4: (16.0, 128 / 130),
               5: (32.0, 128 / 130), 6: (64.0, 242 / 256)}
-
-
-class SchemaError(ValueError):
-    """A results table (or a recorded file) that does not follow the schema."""
 
 
 def key_value(value):

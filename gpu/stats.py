@@ -145,8 +145,7 @@ def stop_reason(profile: Profile, samples_ms: list[float], elapsed_wall_s: float
 
 
 def sample_until_stable(sample_once: Callable[[], float], profile: Profile,
-                        clock: Callable[[], float] = time.perf_counter,
-                        on_sample: Callable[[int], None] | None = None) -> Summary:
+                        clock: Callable[[], float] = time.perf_counter) -> Summary:
     """Warm up, then call ``sample_once`` (which returns one sample in ms) until the profile says stop.
 
     The wall time of the first warm-up (or, without one, of the first sample), host overhead included, is
@@ -163,8 +162,6 @@ def sample_until_stable(sample_once: Callable[[], float], profile: Profile,
         samples.append(float(sample_once()))
         if cost is None:
             cost = clock() - start
-        if on_sample is not None:
-            on_sample(len(samples))
         reason = stop_reason(profile, samples, clock() - start, cost)
         if reason:
             return summarize(samples, reason)

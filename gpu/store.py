@@ -34,15 +34,18 @@ import datetime as dt
 import json
 import math
 import os
-from collections.abc import Iterable
+import time
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import quote
 
 import numpy as np
 import pandas as pd
 import sqlalchemy as sa
+from platformdirs import user_data_dir
 
-from gpu import schema
+from gpu import runfiles, schema
+from gpu.errors import StoreError
 from gpu.text import shorten
 
 SCHEMA_VERSION = 1
@@ -84,10 +87,6 @@ def _create_v1(connection) -> None:
 MIGRATIONS = [(1, _create_v1)]
 
 
-class StoreError(RuntimeError):
-    """A store that cannot be opened or used (with the reason, for the person at the page)."""
-
-
 @dataclass(frozen=True)
 class SaveResult:
     run_id: str
@@ -107,8 +106,6 @@ def default_url() -> str:
     url = os.environ.get("PINPOINT_DB_URL", "").strip()
     if url:
         return url
-    from platformdirs import user_data_dir
-
     folder = Path(user_data_dir(APP_NAME, appauthor=False))
     return f"sqlite:///{folder / 'runs.sqlite'}"
 
@@ -174,8 +171,6 @@ class RunStore:
                 database = parsed.database if parsed.get_backend_name() == "sqlite" else None
                 if not database or self.in_memory or not Path(database).is_file():
                     raise
-                from urllib.parse import quote
-
                 self.engine.dispose()
                 self.engine = _engine(f"sqlite:///file:{quote(str(Path(database).resolve()))}?mode=ro&immutable=1"
                                       "&uri=true", parsed)
@@ -274,8 +269,6 @@ class RunStore:
     def _use_wal(self) -> None:
         """WAL lets readers work while a writer imports. It is a property of the file, set once by a writer; the
         switch needs the file to itself and does not wait for other openers, so it is retried here."""
-        import time
-
         for _ in range(100):
             try:
                 with self.engine.connect() as connection:
@@ -315,8 +308,6 @@ class RunStore:
         raise AssertionError("unreachable")
 
     def _save_one(self, connection, run: dict, points: list[dict], digest: str, replace: bool) -> SaveResult:
-        from gpu import runfiles
-
         run_id = run["run_id"]
         stored = connection.execute(sa.select(POINTS.c.row_json).where(POINTS.c.run_id == run_id)
                                     .order_by(POINTS.c.idx)).scalars().all()
@@ -336,8 +327,6 @@ class RunStore:
 
     @staticmethod
     def _prepare(run_id: str, part: pd.DataFrame, source: str, label, notes) -> tuple[dict, list[dict], str]:
-        from gpu import runfiles
-
         if len(run_id) > RUNS.c.run_id.type.length or "\x00" in run_id:
             raise StoreError(f"run id {shorten(run_id)} is longer than {RUNS.c.run_id.type.length} characters or "
                              "holds a NUL character")
@@ -375,16 +364,6 @@ class RunStore:
                 return connection.execute(RUNS.delete().where(RUNS.c.run_id == run_id)).rowcount > 0
         except sa.exc.SQLAlchemyError as exc:
             raise self._failure(exc, "deleting a run") from None
-
-    def set_label(self, run_id: str, label: str | None, notes: str | None) -> None:
-        _check_text("label", label, MAX_LABEL_CHARS)
-        _check_text("notes", notes, MAX_NOTES_CHARS)
-        self.migrate()
-        try:
-            with self.engine.begin() as connection:
-                connection.execute(RUNS.update().where(RUNS.c.run_id == run_id).values(label=label, notes=notes))
-        except sa.exc.SQLAlchemyError as exc:
-            raise self._failure(exc, "labelling a run") from None
 
     # --- reading (never writes) ------------------------------------------------------------------------------
     def has_run(self, run_id: str) -> bool:
@@ -433,10 +412,6 @@ class RunStore:
             return schema.validate(pd.DataFrame(rows))
         except (ValueError, schema.SchemaError) as exc:  # a row written by hand or by a damaged copy
             raise StoreError(f"stored run {shorten(run_id)} cannot be read: {shorten(str(exc), 200)}") from None
-
-    def load_many(self, run_ids: Iterable[str]) -> pd.DataFrame:
-        frames = [self.load(r) for r in run_ids]
-        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=schema.COLUMNS)
 
     def close(self) -> None:
         self.engine.dispose()

@@ -13,7 +13,8 @@ from contextlib import contextmanager, nullcontext
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from gpu.runtime import AllocationLedger, GpuRuntime
+    from gpu.context import GpuRuntime
+    from gpu.memory import AllocationLedger
 
 
 class EventTimer:

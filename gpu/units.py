@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 
+from gpu.errors import SizeError
 from gpu.text import shorten
 
 KiB = 1024
@@ -17,10 +18,6 @@ _UNITS = {
     "ki": KiB, "kib": KiB, "mi": MiB, "mib": MiB, "gi": GiB, "gib": GiB,
 }
 _SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*$")
-
-
-class SizeError(ValueError):
-    """A size string that cannot be read."""
 
 
 def parse_size(text: str) -> int:

@@ -7,21 +7,26 @@ with a CUDA error, a health-check kernel runs; if the error is one that poisons 
 address, launch failure, …) or the check fails, the worker reports the job as fatal and exits, and the
 client starts a fresh process for the next job.
 
-Messages to the client (tuples on the event queue):
-``("hello", info)``, ``("init_failed", message)``, ``("progress", job_id, done, total, text)``,
-``("row", job_id, row)`` (one measured point, a complete schema row, sent as soon as it is verified),
-``("result", job_id, payload)``, ``("error", job_id, kind, message, reasons, fatal)``.
+Messages to the client are the dataclasses of ``gpu.messages`` on the event queue: ``Hello`` or ``InitFailed``
+once, then per job ``Progress`` and ``Row`` (one measured point, a complete schema row, sent as soon as it is
+verified) until one ``Result`` or ``Failure``.
 """
 
 from __future__ import annotations
 
 import importlib
 import os
+import threading
 import traceback
 import uuid
 from pathlib import Path
 
+from gpu import libcuda, schema
+from gpu.context import GpuRuntime
+from gpu.driver_occupancy import driver_occupancy_table
 from gpu.errors import JobCancelled, ValidationError, VerificationError
+from gpu.experiments import get_experiment, in_point_order, occupancy_sweep
+from gpu.messages import Failure, Hello, InitFailed, Progress, Result, Row
 
 EXIT_AFTER_FATAL = 70
 
@@ -42,10 +47,10 @@ class JobProgress:
         self._events, self._job_id = event_queue, job_id
 
     def __call__(self, done, total, text="") -> None:
-        self._events.put(("progress", self._job_id, int(done), int(total), str(text)))
+        self._events.put(Progress(self._job_id, int(done), int(total), str(text)))
 
     def row(self, row: dict) -> None:
-        self._events.put(("row", self._job_id, row))
+        self._events.put(Row(self._job_id, row))
 
 
 class _RunRowProgress:
@@ -64,11 +69,6 @@ class GpuService:
     """Job handlers on top of a GpuRuntime (built on the worker's main thread)."""
 
     def __init__(self, device_ordinal: int = 0):
-        import threading
-
-        from gpu.experiments import occupancy_sweep
-        from gpu.runtime import GpuRuntime
-
         self.runtime = GpuRuntime(device_ordinal)
         # Host-only NumPy work that every Occupancy measure needs; built once, off the CUDA thread.
         threading.Thread(target=occupancy_sweep.chase_data, name="pinpoint-chase-cycle", daemon=True).start()
@@ -78,9 +78,6 @@ class GpuService:
                 "occupancy_device": self.runtime.occupancy_limits().as_dict()}
 
     def handle(self, job: dict, progress, should_cancel):
-        from gpu import schema
-        from gpu.experiments import get_experiment, in_point_order
-
         kind = job["kind"]
         if kind == "experiment":
             module = get_experiment(job["experiment"])
@@ -101,18 +98,15 @@ class GpuService:
         if kind == "limits":
             return self.runtime.limits().as_dict()
         if kind == "occupancy_driver":
-            from gpu.runtime import driver_occupancy_table
-
             return driver_occupancy_table(self.runtime)
         if kind == "fault":
             return self.runtime.fault()
         raise ValidationError([f"unknown job kind '{kind}'"])
 
     def after_error(self, exc: BaseException) -> bool:
-        """True when the context is still usable after ``exc``."""
-        from gpu.runtime import is_sticky_cuda_error
-
-        if is_sticky_cuda_error(exc):
+        """True when the context is still usable after ``exc``: not after a sticky CUDA error (by its CUresult), nor
+        when the health check then fails (which also catches a sticky error whose code could not be known)."""
+        if libcuda.is_sticky(exc):
             return False
         try:
             self.runtime.health_check()
@@ -137,9 +131,9 @@ def serve(job_queue, event_queue, cancel_value, service_spec: str, service_optio
     """Process entry point: build the service, announce it, serve jobs until a None arrives."""
     try:
         service = load_service(service_spec, service_options)
-        event_queue.put(("hello", service.hello()))
+        event_queue.put(Hello(service.hello()))
     except BaseException as exc:  # no device, no driver, compile failure: say why and leave
-        event_queue.put(("init_failed", f"{type(exc).__name__}: {exc}"))
+        event_queue.put(InitFailed(f"{type(exc).__name__}: {exc}"))
         return
     while True:
         job = job_queue.get()
@@ -153,23 +147,23 @@ def serve(job_queue, event_queue, cancel_value, service_spec: str, service_optio
             return cancel_value.value == _id
 
         try:
-            event_queue.put(("result", job_id, service.handle(job, progress, should_cancel)))
+            event_queue.put(Result(job_id, service.handle(job, progress, should_cancel)))
             getattr(service, "after_reply", lambda: None)()  # the page draws while buffers are freed
             continue
         except JobCancelled:
-            event_queue.put(("error", job_id, "cancelled", "cancelled: a newer request replaced this job", [], False))
+            event_queue.put(Failure(job_id, "cancelled", "cancelled: a newer request replaced this job"))
             continue
         except ValidationError as exc:
-            event_queue.put(("error", job_id, "validation", str(exc), exc.reasons, False))
+            event_queue.put(Failure(job_id, "validation", str(exc), exc.reasons))
             continue
         except VerificationError as exc:
             failure, kind, message = exc, "verification", f"wrong result, so no figure is reported: {exc}"
         except Exception as exc:
             failure, message = exc, f"{type(exc).__name__}: {exc}"
-            kind = "cuda" if "pycuda" in type(exc).__module__ else "internal"
+            kind = "cuda" if libcuda.is_cuda_error(exc) else "internal"
             traceback.print_exc()
         usable = service.after_error(failure)
-        event_queue.put(("error", job_id, kind, message, [], not usable))
+        event_queue.put(Failure(job_id, kind, message, fatal=not usable))
         if not usable:
             # The context is gone for good: leave without touching CUDA again; the client restarts us.
             event_queue.close()

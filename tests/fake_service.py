@@ -93,7 +93,7 @@ class RecordedService(FakeService):
     def handle(self, job, progress, should_cancel):
         from gpu.errors import JobCancelled
         from gpu.experiments import get_experiment
-        from gpu.runtime import Limits
+        from gpu.limits import Limits
 
         if job["kind"] == "limits":
             return self._limits()

@@ -5,7 +5,7 @@ import threading
 
 import pytest
 
-from gpu.runtime import GpuRuntime
+from gpu.context import GpuRuntime
 
 
 class _Allocation:

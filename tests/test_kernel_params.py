@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from gpu.experiments import coalescing, occupancy_sweep, reduction
-from gpu.runtime import Limits
+from gpu.limits import Limits
 
 GiB = 1024**3
 H200 = Limits(139 * GiB, 140 * GiB, 16 * GiB, 120 * GiB, 1024, 32)

@@ -5,7 +5,7 @@ import pytest
 
 from gpu.errors import ValidationError
 from gpu.experiments import batching, managed, pools, streams
-from gpu.runtime import Limits
+from gpu.limits import Limits
 from gpu.units import GiB, KiB, MiB
 
 H200 = Limits(free_device_bytes=140 * GiB, total_device_bytes=141 * GiB, pinned_budget_bytes=16 * GiB,

@@ -10,7 +10,7 @@ from streamlit.testing.v1 import AppTest
 
 from gpu.errors import ValidationError
 from gpu.experiments import transfers
-from gpu.runtime import AllocationLedger
+from gpu.memory import AllocationLedger
 from gpu.units import KiB, MiB
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")

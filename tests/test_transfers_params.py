@@ -3,7 +3,7 @@ import pytest
 
 from gpu.errors import ValidationError, VerificationError
 from gpu.experiments import transfers
-from gpu.runtime import Limits
+from gpu.limits import Limits
 from gpu.units import GiB, KiB, MiB
 
 H200 = Limits(free_device_bytes=139 * GiB, total_device_bytes=140 * GiB, pinned_budget_bytes=16 * GiB,

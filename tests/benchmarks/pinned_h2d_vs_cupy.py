@@ -13,8 +13,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from gpu.context import GpuRuntime  # noqa: E402
 from gpu.experiments import transfers  # noqa: E402
-from gpu.runtime import GpuRuntime  # noqa: E402
 from gpu.stats import gbps  # noqa: E402
 
 SIZE = 1 << 30

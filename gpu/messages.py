@@ -1,0 +1,60 @@
+"""The worker's messages to the client, one small dataclass each, sent over the worker's event queue.
+
+A job's messages carry its ``job_id``; the client drops those of a job it has given up on. They are pickled
+between processes, so they hold plain data only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Hello:
+    """The worker is up: device facts, limits, pid (and whatever else the service announces)."""
+
+    info: dict
+
+
+@dataclass(frozen=True)
+class InitFailed:
+    """The worker could not start (no device, no driver, compile failure); it exits after sending this."""
+
+    message: str
+
+
+@dataclass(frozen=True)
+class Progress:
+    job_id: int
+    done: int
+    total: int
+    text: str = ""
+
+
+@dataclass(frozen=True)
+class Row:
+    """One measured point, a complete schema row, sent as soon as it is verified."""
+
+    job_id: int
+    row: dict
+
+
+@dataclass(frozen=True)
+class Result:
+    job_id: int
+    payload: object
+
+
+@dataclass(frozen=True)
+class Failure:
+    """The job failed. ``kind``: cancelled, validation, verification, cuda or internal; ``fatal``: the worker
+    exits after sending this (its context is unusable) and the client starts a fresh one."""
+
+    job_id: int
+    kind: str
+    message: str
+    reasons: list[str] = field(default_factory=list)
+    fatal: bool = False
+
+
+JobMessage = Progress | Row | Result | Failure
