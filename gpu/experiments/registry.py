@@ -56,13 +56,7 @@ REGISTRY: tuple[Entry, ...] = (
               choices=("no", "yes", "both")),
     )),
     Entry(coalescing, "coalescing", "strided, misaligned, AoS/SoA and transpose kernels vs the device copy",
-          "pages/coalescing.py", (
-              _axis("elements", "2^26", "first_int", "floats per buffer, a power of two (2^20 … 2^28)"),
-              _axis("block_sizes", "256", "ints", "comma-separated block sizes (multiples of 32)"),
-              _axis("groups", "copy,strided,offset,layout,transpose", "words"),
-              _axis("strides", "1,2,4,8,16,32,64", "ints"),
-              _axis("offsets", "0,1,2,4,8,16,31,32", "ints"),
-          )),
+          "pages/coalescing.py", coalescing.AXES),
     Entry(reduction, "reduction", "dot-product variants vs gpuarray.dot, kernel-only and end to end",
           "pages/reductions.py", (
               _axis("sizes", "2^24", "ints", "comma-separated vector sizes, powers of two (2^10 … 2^28)"),
