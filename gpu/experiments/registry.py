@@ -58,12 +58,7 @@ REGISTRY: tuple[Entry, ...] = (
     Entry(coalescing, "coalescing", "strided, misaligned, AoS/SoA and transpose kernels vs the device copy",
           "pages/coalescing.py", coalescing.AXES),
     Entry(reduction, "reduction", "dot-product variants vs gpuarray.dot, kernel-only and end to end",
-          "pages/reductions.py", (
-              _axis("sizes", "2^24", "ints", "comma-separated vector sizes, powers of two (2^10 … 2^28)"),
-              _axis("block_sizes", "256", "ints"),
-              _axis("variants", "atomic_per_element,shared_tree,warp_shuffle,grid_stride,gpuarray_dot,"
-                                "end_to_end_pageable,end_to_end_pinned", "words"),
-          )),
+          "pages/reductions.py", reduction.AXES),
     Entry(occupancy_sweep, "occupancy", "block-size sweep of a memory-bound and a latency-bound kernel",
           "pages/occupancy.py", (
               _axis("block_sizes", "32:1024:32", "ints", "a list, or start:stop:step"),
