@@ -60,13 +60,7 @@ REGISTRY: tuple[Entry, ...] = (
     Entry(reduction, "reduction", "dot-product variants vs gpuarray.dot, kernel-only and end to end",
           "pages/reductions.py", reduction.AXES),
     Entry(occupancy_sweep, "occupancy", "block-size sweep of a memory-bound and a latency-bound kernel",
-          "pages/occupancy.py", (
-              _axis("block_sizes", "32:1024:32", "ints", "a list, or start:stop:step"),
-              _axis("kernels", "stream,chase", "words"),
-              _axis("extra_registers", "0", "ints", "comma-separated: 0, 32, 64, 128 (one run each)"),
-              _axis("dynamic_shared_bytes", "0", "ints", "comma-separated bytes of spoiler shared memory",
-                    flag="--dynamic-shared"),
-          ), expand=("extra_registers", "dynamic_shared_bytes")),
+          "pages/occupancy.py", occupancy_sweep.AXES, expand=("extra_registers", "dynamic_shared_bytes")),
     Entry(streams, "streams", "chunked H2D → kernel → D2H pipelines over several streams vs one stream",
           "pages/streams.py", (
               _axis("size_bytes", "256MiB", "size", "the vector's total size, e.g. 256MiB", flag="--size"),
