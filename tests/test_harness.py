@@ -174,3 +174,33 @@ def test_a_successful_job_keeps_its_buffers_until_the_reply_is_sent():
     assert "free buffer1" not in log and log[-1] == "synchronize"
     gpu.release_after_reply()
     assert log[-1] == "free buffer1"
+
+
+def test_a_point_that_cannot_run_has_its_progress_but_no_row():
+    log = []
+    progress = Progress(log)
+
+    class Skipping(FakeSweep):
+        RESTART_TELEMETRY = False  # readings kept across points: no start_point in the log
+
+        def measure(self, point):
+            return None if point.state == ("b", 4) else super().measure(point)
+
+    rows = harness.run(Skipping, Params(sizes=[4, 8]), _device(log), progress, lambda: False)
+    assert [(r["variant"], r["bytes"]) for r in rows] == [("a", 4), ("a", 8), ("b", 8)]
+    assert progress.calls == [(0, 4, "a · 4 B"), (1, 4, "b · 4 B"), (2, 4, "a · 8 B"), (3, 4, "b · 8 B"),
+                              (4, 4, "done")]
+    assert "start_point" not in log
+
+
+def test_an_experiment_may_ask_the_device_more_to_validate():
+    log = []
+
+    class Asking(FakeSweep):
+        @classmethod
+        def reasons(cls, params, gpu):
+            return [f"the device says no to {len(params.sizes)} sizes"]
+
+    with pytest.raises(ValidationError, match="the device says no to 3 sizes"):
+        harness.run(Asking, Params(), _device(log), Progress(log), lambda: False)
+    assert log == []

@@ -17,15 +17,17 @@ from __future__ import annotations
 
 import functools
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from gpu import stats, text
-from gpu.errors import JobCancelled, ValidationError
+from gpu.errors import ValidationError
 from gpu.experiments import _kernels as k
-from gpu.experiments.harness import SweepRows, values_coarse_first
+from gpu.experiments import harness
+from gpu.experiments.harness import values_coarse_first
 from gpu.experiments.transfers import verify_equal
+from gpu.timing import KernelTimer
 
 NAME = "coalescing"
 GROUPS = ("copy", "strided", "offset", "layout", "transpose")
@@ -43,10 +45,20 @@ LABELS = {
     "transpose_padded": "transpose: padded tile",
 }
 KEY_COLUMNS = ["variant", "block_size", "elements", "param_value"]
-AXES = {"block_size": "multiples of 32 up to 1024", "elements": "powers of two, 2^20 … 2^28",
-        "stride": "1 … 64 (powers of two)", "offset": "0 … 32 elements"}
 DEFAULT_STRIDES = [1, 2, 4, 8, 16, 32, 64]
 DEFAULT_OFFSETS = [0, 1, 2, 4, 8, 16, 31, 32]
+TITLE = "Coalescing: access patterns vs bandwidth"
+AXES = (
+    harness.Axis("elements", "floats per buffer", 1 << 26, low=1 << 20, high=1 << 28, kind="first_int",
+                 cli_default="2^26", help="floats per buffer, a power of two (2^20 … 2^28)"),
+    harness.Axis("block_sizes", "block sizes", [256], low=32, high=1024, unit="threads", kind="ints",
+                 cli_default="256", help="comma-separated block sizes (multiples of 32)"),
+    harness.Axis("groups", "groups", list(GROUPS), values=GROUPS, kind="words", cli_default=",".join(GROUPS)),
+    harness.Axis("strides", "strides", list(DEFAULT_STRIDES), low=1, high=64, unit="elements", kind="ints",
+                 cli_default="1,2,4,8,16,32,64"),
+    harness.Axis("offsets", "offsets", list(DEFAULT_OFFSETS), low=0, high=32, unit="elements", kind="ints",
+                 cli_default="0,1,2,4,8,16,31,32"),
+)
 
 
 @dataclass(frozen=True)
@@ -57,9 +69,6 @@ class Params:
     strides: list[int] = field(default_factory=lambda: list(DEFAULT_STRIDES))
     offsets: list[int] = field(default_factory=lambda: list(DEFAULT_OFFSETS))
     profile: str = "interactive"
-
-    def as_dict(self) -> dict:
-        return asdict(self)
 
     @property
     def matrix_side(self) -> int:
@@ -164,111 +173,132 @@ def verify_transpose(matrix: np.ndarray, got: np.ndarray, what: str, tile: int =
                 verify_equal(np.ascontiguousarray(src.T).ravel(), got.view(np.uint32), what)
 
 
-def run(params: Params, gpu, progress, should_cancel) -> list[dict]:
-    from gpu.timing import KernelTimer
+class CoalescingSweep(harness.Sweep):
+    """The source, output and read-back buffers for the whole job; the layout fields at the first layout point.
+    Each stride and offset sweep is measured coarse first: its curve has its shape after a few points."""
 
-    reasons = invalid_reasons(params, gpu.limits())
-    if reasons:
-        raise ValidationError(reasons)
-    cuda = gpu.cuda
-    profile = stats.get_profile(params.profile)
-    n, side = params.elements, params.matrix_side
-    points = list(params.points())
-    rows = SweepRows(progress)  # each row reaches the page as soon as it is measured
-    u64 = np.uint64
-    with gpu.job_scope() as ledger:
-        timer = KernelTimer(gpu, ledger)
-        host = k.small_int_floats(n + 32, seed=time.time_ns() & 0xFFFF)
-        src = ledger.device_buffer((n + 32) * 4)
-        cuda.memcpy_htod(src, host)
-        out = ledger.device_buffer(n * 4)
+    NAME, TITLE, AXES, KEY_COLUMNS = NAME, TITLE, AXES, KEY_COLUMNS
+    RESTART_TELEMETRY = False
+    invalid_reasons = staticmethod(invalid_reasons)
 
-        @functools.cache
-        def layout_data():
-            """Four distinct fields; the same bytes read as n structs (AoS) or as arrays x|y|z|w (SoA). Built at
-            the first layout point, so the copy points reach the page without waiting for 1 GiB of set-up."""
-            fields = np.concatenate([host[i:i + n] for i in range(4)])
-            soa = ledger.device_buffer(4 * n * 4)
-            cuda.memcpy_htod(soa, fields)
-            return fields, soa
-        readback = ledger.host_buffer(n * 4, "pinned").view(np.float32)  # pinned: read back at full link speed
-        fn = {name: gpu.kernel("coalescing", name) for name in
-              ("copy_f32", "copy_f4", "strided_read", "offset_read", "aos_sum", "soa_sum", "aos_x", "soa_x",
-               "transpose_naive", "transpose_tiled", "transpose_padded")}
-        # Each sweep (stride, offset) coarse first: its curve has its shape after a few points.
-        first_transpose = None
-        story = values_coarse_first(points, series=lambda p: (p[0], p[1]), value=lambda p: p[3])
-        for index, (variant, block, _, value) in enumerate(story):
-            if should_cancel():
-                raise JobCancelled()
-            progress(index, len(points), f"{LABELS[variant]} · block {block}" + (f" · {value}" if value else ""))
-            grid = k.grid_for(n, block)
-            blk = (block, 1, 1)
-            expected = host[:n]
-            if variant == "memcpy_dtod":
-                def launch(s):
-                    cuda.memcpy_dtod_async(out, src, n * 4, s)
-            elif variant == "copy_f32":
-                def launch(s):
-                    fn["copy_f32"](src, out, u64(n), block=blk, grid=grid, stream=s)
-            elif variant == "copy_f4":
-                waves = max(1, gpu.sm_count * (2048 // block) * 2)
-                def launch(s, waves=waves):
-                    fn["copy_f4"](src, out, u64(n // 4), block=blk, grid=(min(waves, grid[0]), 1), stream=s)
-            elif variant == "strided":
-                log2 = value.bit_length() - 1
-                expected = None  # checked by verify_strided
-                def launch(s, log2=log2):
-                    fn["strided_read"](src, out, u64(n), np.uint32(log2), block=blk, grid=grid, stream=s)
-            elif variant == "offset":
-                expected = host[value:value + n]
-                def launch(s, value=value):
-                    fn["offset_read"](src, out, u64(n), np.uint32(value), block=blk, grid=grid, stream=s)
-            elif variant in ("aos_sum", "aos_x"):
-                fields, soa = layout_data()
-                structs = fields.reshape(n, 4)
-                expected = four_field_sum(*(structs[:, i] for i in range(4))) if variant == "aos_sum" \
-                    else 2 * structs[:, 0]
-                def launch(s, name=variant, soa=soa):
-                    fn[name](soa, out, u64(n), block=blk, grid=grid, stream=s)
-            elif variant in ("soa_sum", "soa_x"):
-                fields, soa = layout_data()
-                arrays = fields.reshape(4, n)
-                expected = four_field_sum(*arrays) if variant == "soa_sum" else 2 * arrays[0]
-                x, y, z, w = (int(soa) + i * n * 4 for i in range(4))
-                def launch(s, name=variant, x=x, y=y, z=z, w=w):
-                    if name == "soa_sum":
-                        fn[name](np.uintp(x), np.uintp(y), np.uintp(z), np.uintp(w), out, u64(n),
-                                 block=blk, grid=grid, stream=s)
-                    else:
-                        fn[name](np.uintp(x), out, u64(n), block=blk, grid=grid, stream=s)
-            else:  # transposes: fixed 32x8 threads per 32x32 tile
-                expected = None  # checked by verify_transpose
-                tiles = (side // 32, side // 32)
-                def launch(s, name=variant, tiles=tiles):
-                    fn[name](src, out, np.int32(side), block=(32, 8, 1), grid=tiles, stream=s)
-            cuda.memset_d32(out, 0xFFFFFFFF, n)  # poison: NaN everywhere the kernel fails to write
-            summary = timer.measure(launch, profile)
-            what = f"{LABELS[variant]} (block {block})"
-            if variant == "strided":
-                cuda.memcpy_dtoh(readback, out)
-                verify_strided(host[:n], readback, value, what)
-            elif variant.startswith("transpose"):
-                got = readback[:side * side]
-                cuda.memcpy_dtoh(got, out)
-                if first_transpose is None:
-                    verify_transpose(host[:side * side].reshape(side, side), got, what)
-                    first_transpose = got.copy()
-                else:  # every transpose has the same answer: the one already checked is the reference
-                    verify_equal(first_transpose.view(np.uint32), got.view(np.uint32), what)
-            else:
-                got = readback[:expected.size]
-                cuda.memcpy_dtoh(got, out)
-                verify_equal(expected.view(np.uint32), got.view(np.uint32), what)
-            extra = {"param": {"strided": "stride", "offset": "offset"}.get(variant,
-                               "matrix_side" if variant.startswith("transpose") else "none")}
-            rows.append(k.row(variant, next(g for g, vs in VARIANTS.items() if variant in vs),
-                              bytes_moved(variant, n, side), summary, profile, gpu.telemetry, timer.timer_name(),
-                              block_size=block, elements=n, param_value=value, **extra))
-    progress(len(points), len(points), "done")
-    return rows
+    def setup(self) -> None:
+        gpu, cuda, ledger, n = self.gpu, self.cuda, self.ledger, self.params.elements
+        self.timer = KernelTimer(gpu, ledger)
+        self.host = k.small_int_floats(n + 32, seed=time.time_ns() & 0xFFFF)
+        self.src = ledger.device_buffer((n + 32) * 4)
+        cuda.memcpy_htod(self.src, self.host)
+        self.out = ledger.device_buffer(n * 4)
+        self.readback = ledger.host_buffer(n * 4, "pinned").view(np.float32)  # pinned: read back at full speed
+        self.fn = {name: gpu.kernel("coalescing", name) for name in
+                   ("copy_f32", "copy_f4", "strided_read", "offset_read", "aos_sum", "soa_sum", "aos_x", "soa_x",
+                    "transpose_naive", "transpose_tiled", "transpose_padded")}
+        self.first_transpose = None
+
+    @functools.cached_property
+    def layout_data(self):
+        """Four distinct fields; the same bytes read as n structs (AoS) or as arrays x|y|z|w (SoA). Built at
+        the first layout point, so the copy points reach the page without waiting for 1 GiB of set-up."""
+        n = self.params.elements
+        fields = np.concatenate([self.host[i:i + n] for i in range(4)])
+        soa = self.ledger.device_buffer(4 * n * 4)
+        self.cuda.memcpy_htod(soa, fields)
+        return fields, soa
+
+    def points(self):
+        n, side = self.params.elements, self.params.matrix_side
+        story = values_coarse_first(list(self.params.points()), series=lambda p: (p[0], p[1]), value=lambda p: p[3])
+        for variant, block, _, value in story:
+            param = {"strided": "stride", "offset": "offset"}.get(
+                variant, "matrix_side" if variant.startswith("transpose") else "none")
+            yield harness.Point(
+                {"variant": variant, "group": next(g for g, vs in VARIANTS.items() if variant in vs),
+                 "direction": "device", "block_size": block, "elements": n, "param_value": value, "param": param},
+                f"{LABELS[variant]} · block {block}" + (f" · {value}" if value else ""),
+                bytes_moved(variant, n, side), self.timer.timer_name(), {"variant": variant, "block": block,
+                                                                         "value": value})
+
+    def measure(self, point):
+        state = point.state
+        variant, block, value = state["variant"], state["block"], state["value"]
+        cuda, fn, src, out, host = self.cuda, self.fn, self.src, self.out, self.host
+        n, side, u64 = self.params.elements, self.params.matrix_side, np.uint64
+        grid = k.grid_for(n, block)
+        blk = (block, 1, 1)
+        expected = host[:n]
+        if variant == "memcpy_dtod":
+            def launch(s):
+                cuda.memcpy_dtod_async(out, src, n * 4, s)
+        elif variant == "copy_f32":
+            def launch(s):
+                fn["copy_f32"](src, out, u64(n), block=blk, grid=grid, stream=s)
+        elif variant == "copy_f4":
+            waves = max(1, self.gpu.sm_count * (2048 // block) * 2)
+
+            def launch(s):
+                fn["copy_f4"](src, out, u64(n // 4), block=blk, grid=(min(waves, grid[0]), 1), stream=s)
+        elif variant == "strided":
+            log2 = value.bit_length() - 1
+            expected = None  # checked by verify_strided
+
+            def launch(s):
+                fn["strided_read"](src, out, u64(n), np.uint32(log2), block=blk, grid=grid, stream=s)
+        elif variant == "offset":
+            expected = host[value:value + n]
+
+            def launch(s):
+                fn["offset_read"](src, out, u64(n), np.uint32(value), block=blk, grid=grid, stream=s)
+        elif variant in ("aos_sum", "aos_x"):
+            fields, soa = self.layout_data
+            structs = fields.reshape(n, 4)
+            expected = four_field_sum(*(structs[:, i] for i in range(4))) if variant == "aos_sum" \
+                else 2 * structs[:, 0]
+
+            def launch(s):
+                fn[variant](soa, out, u64(n), block=blk, grid=grid, stream=s)
+        elif variant in ("soa_sum", "soa_x"):
+            fields, soa = self.layout_data
+            arrays = fields.reshape(4, n)
+            expected = four_field_sum(*arrays) if variant == "soa_sum" else 2 * arrays[0]
+            x, y, z, w = (int(soa) + i * n * 4 for i in range(4))
+
+            def launch(s):
+                if variant == "soa_sum":
+                    fn[variant](np.uintp(x), np.uintp(y), np.uintp(z), np.uintp(w), out, u64(n),
+                                block=blk, grid=grid, stream=s)
+                else:
+                    fn[variant](np.uintp(x), out, u64(n), block=blk, grid=grid, stream=s)
+        else:  # transposes: fixed 32x8 threads per 32x32 tile
+            expected = None  # checked by verify_transpose
+            tiles = (side // 32, side // 32)
+
+            def launch(s):
+                fn[variant](src, out, np.int32(side), block=(32, 8, 1), grid=tiles, stream=s)
+        state["expected"] = expected
+        cuda.memset_d32(out, 0xFFFFFFFF, n)  # poison: NaN everywhere the kernel fails to write
+        timer = self.timer
+        return lambda: timer.once(launch)
+
+    def verify(self, point) -> None:
+        state = point.state
+        variant, value, expected = state["variant"], state["value"], state["expected"]
+        cuda, out, readback, host = self.cuda, self.out, self.readback, self.host
+        n, side = self.params.elements, self.params.matrix_side
+        what = f"{LABELS[variant]} (block {state['block']})"
+        if variant == "strided":
+            cuda.memcpy_dtoh(readback, out)
+            verify_strided(host[:n], readback, value, what)
+        elif variant.startswith("transpose"):
+            got = readback[:side * side]
+            cuda.memcpy_dtoh(got, out)
+            if self.first_transpose is None:
+                verify_transpose(host[:side * side].reshape(side, side), got, what)
+                self.first_transpose = got.copy()
+            else:  # every transpose has the same answer: the one already checked is the reference
+                verify_equal(self.first_transpose.view(np.uint32), got.view(np.uint32), what)
+        else:
+            got = readback[:expected.size]
+            cuda.memcpy_dtoh(got, out)
+            verify_equal(expected.view(np.uint32), got.view(np.uint32), what)
+
+
+run = harness.runner(CoalescingSweep)

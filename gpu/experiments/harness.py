@@ -66,23 +66,33 @@ class Point:
 class Sweep:
     """An experiment's declaration. Subclasses set NAME, TITLE, AXES, KEY_COLUMNS and ``invalid_reasons``, and
     implement ``points`` (a generator that may set up and free a group's buffers around the points it yields),
-    ``measure(point)`` (a sample function for the profile's loop, or a finished ``stats.Summary``) and
-    ``verify(point)`` (raise ``VerificationError`` on wrong data). ``__init__`` runs before the job's allocation
-    scope opens, ``setup`` inside it and ``close`` after it has closed, even on an error."""
+    ``measure(point)`` (a sample function for the profile's loop, a finished ``stats.Summary``, or None for a
+    point that cannot run: no row) and ``verify(point)`` (raise ``VerificationError`` on wrong data).
+    ``__init__`` runs before the job's allocation scope opens, ``setup`` inside it (``self.ledger`` and
+    ``self.progress`` set) and ``close`` after it has closed, even on an error."""
 
     NAME: str = ""
     TITLE: str = ""
     AXES: tuple[Axis, ...] = ()
     KEY_COLUMNS: list[str] = []
+    # False: the telemetry's readings are not restarted at each point, so a row's clock and throttle columns
+    # cover every reading since the last restart (the kernel experiments' rows, as they were recorded).
+    RESTART_TELEMETRY: bool = True
 
     def __init__(self, params, gpu, profile: stats.Profile):
         self.params, self.gpu, self.profile = params, gpu, profile
         self.cuda, self.telemetry = gpu.cuda, gpu.telemetry
-        self.ledger = None
+        self.ledger = self.progress = None
 
     @staticmethod
     def invalid_reasons(params, limits) -> list[str]:
         return []
+
+    @classmethod
+    def reasons(cls, params, gpu) -> list[str]:
+        """Why ``params`` cannot run on ``gpu`` (before anything is allocated): ``invalid_reasons`` against the
+        device's limits, unless the experiment needs more of the device to decide."""
+        return cls.invalid_reasons(params, gpu.limits())
 
     def setup(self) -> None:
         """Job-wide set-up, inside the allocation scope (``self.ledger`` is set)."""
@@ -112,7 +122,7 @@ class Sweep:
 
 def run(declaration: type[Sweep], params, gpu, progress, should_cancel) -> list[dict]:
     """Measure every point of ``params`` with the experiment ``declaration``; returns its rows as measured."""
-    reasons = declaration.invalid_reasons(params, gpu.limits())
+    reasons = declaration.reasons(params, gpu)
     if reasons:
         raise ValidationError(reasons)
     profile = stats.get_profile(params.profile)
@@ -121,14 +131,17 @@ def run(declaration: type[Sweep], params, gpu, progress, should_cancel) -> list[
     sweep = declaration(params, gpu, profile)
     try:
         with gpu.job_scope() as ledger:
-            sweep.ledger = ledger
+            sweep.ledger, sweep.progress = ledger, progress
             sweep.setup()
-            for point in sweep.points():
+            for index, point in enumerate(sweep.points()):
                 if should_cancel():
                     raise JobCancelled()
-                progress(len(rows), total, point.label)
-                sweep.telemetry.start_point()
+                progress(index, total, point.label)
+                if sweep.RESTART_TELEMETRY:
+                    sweep.telemetry.start_point()
                 measured = sweep.measure(point)
+                if measured is None:
+                    continue  # the point cannot run (the experiment says why in its docs): no row
                 summary = measured if isinstance(measured, stats.Summary) else sweep.sample(measured)
                 sweep.verify(point)
                 rows.append(k.measured_row(summary, profile, sweep.telemetry, point.nbytes, point.timer,

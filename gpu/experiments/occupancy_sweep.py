@@ -14,27 +14,39 @@ from __future__ import annotations
 
 import functools
 import threading
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from gpu import stats, text
-from gpu.errors import JobCancelled, ValidationError
+from gpu.errors import ValidationError
 from gpu.experiments import _kernels as k
-from gpu.experiments.harness import SweepRows, coarse_first
+from gpu.experiments import harness
+from gpu.experiments.harness import coarse_first
 from gpu.experiments.transfers import verify_equal
+from gpu.occupancy import occupancy
+from gpu.timing import KernelTimer
 
 NAME = "occupancy"
 KERNELS = ("stream", "chase")
 LABELS = {"stream": "memory-bound: copy", "chase": "latency-bound: dependent loads"}
 EXTRA_REGS = (0, 32, 64, 128)
 KEY_COLUMNS = ["variant", "block_size", "param_value", "shared_bytes_per_block"]
-AXES = {"block_size": "32 … 1024 in steps of 32", "extra_registers": EXTRA_REGS,
-        "dynamic_shared_bytes": "0 … the device's per-block opt-in maximum"}
 STREAM_ELEMENTS = 1 << 26
 CHASE_NODES = 1 << 26
 CHASE_THREADS = 1 << 20
 CHASE_STEPS = 32
+TITLE = "Occupancy: calculator and measurement"
+AXES = (
+    harness.Axis("block_sizes", "block sizes", list(range(32, 1025, 32)), low=32, high=1024, unit="threads",
+                 kind="ints", cli_default="32:1024:32", help="a list, or start:stop:step"),
+    harness.Axis("kernels", "kernels", list(KERNELS), values=KERNELS, kind="words", cli_default=",".join(KERNELS)),
+    harness.Axis("extra_registers", "extra registers", 0, values=EXTRA_REGS, unit="registers", kind="ints",
+                 cli_default="0", help="comma-separated: 0, 32, 64, 128 (one run each)"),
+    harness.Axis("dynamic_shared_bytes", "dynamic shared memory", 0, low=0, high=227 * 1024, unit="bytes",
+                 kind="ints", cli_default="0", help="comma-separated bytes of spoiler shared memory",
+                 cli_flag="--dynamic-shared"),
+)
 
 
 @dataclass(frozen=True)
@@ -44,9 +56,6 @@ class Params:
     extra_registers: int = 0
     dynamic_shared_bytes: int = 0
     profile: str = "interactive"
-
-    def as_dict(self) -> dict:
-        return asdict(self)
 
     def points(self):
         for kernel in self.kernels:
@@ -119,74 +128,101 @@ def chase_cycle(nodes: int, seed: int) -> np.ndarray:
     return nxt
 
 
-def run(params: Params, gpu, progress, should_cancel) -> list[dict]:
-    from gpu.occupancy import occupancy
-    from gpu.timing import KernelTimer
+class OccupancySweep(harness.Sweep):
+    """Both kernels compiled (with the register pressure asked for) and allowed the device's dynamic shared
+    memory before the job; the copy's and the chase's buffers for the whole job. Block sizes coarse first, both
+    kernels at each: the two curves take shape together. A block size that cannot launch (e.g. too many
+    registers for the block) is skipped: nothing to measure."""
 
-    device = gpu.occupancy_limits()
-    reasons = invalid_reasons(params, gpu.limits(), device.shared_per_block_optin)
-    if reasons:
-        raise ValidationError(reasons)
-    cuda = gpu.cuda
-    fa = cuda.function_attribute
-    profile = stats.get_profile(params.profile)
-    # EXTRA_REGS defaults to 0 in the source: the module compiled when the worker started serves that case.
-    options = (f"-DEXTRA_REGS={params.extra_registers}",) if params.extra_registers else ()
-    fn = {"stream": gpu.kernel("occupancy", "occ_stream"), "chase": gpu.kernel("occupancy", "occ_chase", options)}
-    dyn = params.dynamic_shared_bytes
-    for function in fn.values():
-        function.set_attribute(fa.MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                               device.shared_per_block_optin - function.get_attribute(fa.SHARED_SIZE_BYTES))
-    points = list(params.points())
-    rows = SweepRows(progress)  # each row reaches the page as soon as it is measured
-    with gpu.job_scope() as ledger:
-        timer = KernelTimer(gpu, ledger)
-        src_host = k.small_int_floats(STREAM_ELEMENTS, seed=7)
-        src, dst = ledger.device_buffer(STREAM_ELEMENTS * 4), ledger.device_buffer(STREAM_ELEMENTS * 4)
-        cuda.memcpy_htod(src, src_host)
+    NAME, TITLE, AXES, KEY_COLUMNS = NAME, TITLE, AXES, KEY_COLUMNS
+    RESTART_TELEMETRY = False
+    invalid_reasons = staticmethod(invalid_reasons)
+
+    @classmethod
+    def reasons(cls, params, gpu) -> list[str]:
+        device = gpu.occupancy_limits()
+        return invalid_reasons(params, gpu.limits(), device.shared_per_block_optin)
+
+    def __init__(self, params, gpu, profile):
+        super().__init__(params, gpu, profile)
+        self.device = device = gpu.occupancy_limits()
+        fa = self.cuda.function_attribute
+        # EXTRA_REGS defaults to 0 in the source: the module compiled when the worker started serves that case.
+        options = (f"-DEXTRA_REGS={params.extra_registers}",) if params.extra_registers else ()
+        self.fn = {"stream": gpu.kernel("occupancy", "occ_stream"),
+                   "chase": gpu.kernel("occupancy", "occ_chase", options)}
+        for function in self.fn.values():
+            function.set_attribute(fa.MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                   device.shared_per_block_optin - function.get_attribute(fa.SHARED_SIZE_BYTES))
+
+    def setup(self) -> None:
+        cuda, ledger = self.cuda, self.ledger
+        self.timer = KernelTimer(self.gpu, ledger)
+        self.src_host = k.small_int_floats(STREAM_ELEMENTS, seed=7)
+        self.src, self.dst = ledger.device_buffer(STREAM_ELEMENTS * 4), ledger.device_buffer(STREAM_ELEMENTS * 4)
+        cuda.memcpy_htod(self.src, self.src_host)
         if not _chase_data.cache_info().currsize:  # the worker started moments ago: its background build runs
-            progress(0, len(points), "preparing the random chase cycle (once per worker, a few seconds)")
-        nxt, expected_chase = chase_data()
-        next_dev, out_dev = ledger.device_buffer(CHASE_NODES * 4), ledger.device_buffer(CHASE_THREADS * 4)
-        cuda.memcpy_htod(next_dev, nxt)
-        readback = ledger.host_buffer(STREAM_ELEMENTS * 4, "pinned")  # pinned: read back at full link speed
-        # Block sizes coarse first, both kernels at each: the two curves take shape together.
+            self.progress(0, len(list(self.params.points())),
+                          "preparing the random chase cycle (once per worker, a few seconds)")
+        nxt, self.expected_chase = chase_data()
+        self.next_dev, self.out_dev = ledger.device_buffer(CHASE_NODES * 4), ledger.device_buffer(CHASE_THREADS * 4)
+        cuda.memcpy_htod(self.next_dev, nxt)
+        self.readback = ledger.host_buffer(STREAM_ELEMENTS * 4, "pinned")  # pinned: read back at full link speed
+
+    def points(self):
+        points = list(self.params.points())
         kernels = list(dict.fromkeys(p[0] for p in points))
-        rank = {b: r for r, b in enumerate(coarse_first(params.block_sizes))}
-        story = sorted(points, key=lambda p: (rank[p[1]], kernels.index(p[0])))
-        for index, (kernel, block, extra, _) in enumerate(story):
-            if should_cancel():
-                raise JobCancelled()
-            progress(index, len(points), f"{LABELS[kernel]} · block {block}")
-            function = fn[kernel]
-            resources = gpu.kernel_resources(function)
-            theory = occupancy(device, resources, block, dyn)
-            if theory.blocks_per_sm == 0:
-                continue  # cannot launch (e.g. too many registers for the block): nothing to measure
-            if kernel == "stream":
-                grid = k.grid_for(STREAM_ELEMENTS, block)
+        rank = {b: r for r, b in enumerate(coarse_first(self.params.block_sizes))}
+        for kernel, block, extra, _ in sorted(points, key=lambda p: (rank[p[1]], kernels.index(p[0]))):
+            stream = kernel == "stream"
+            yield harness.Point(
+                {"variant": kernel, "group": "occupancy", "direction": "device", "block_size": block,
+                 "elements": STREAM_ELEMENTS if stream else CHASE_THREADS, "param": "extra_registers",
+                 "param_value": extra, "registers_per_thread": None, "shared_bytes_per_block": None,
+                 "theoretical_occupancy": None},
+                f"{LABELS[kernel]} · block {block}",
+                2 * STREAM_ELEMENTS * 4 if stream else CHASE_THREADS * CHASE_STEPS * 4, self.timer.timer_name(),
+                (kernel, block))
 
-                def launch(s, grid=grid):
-                    fn["stream"](src, dst, np.uint64(STREAM_ELEMENTS), block=(block, 1, 1), grid=grid, shared=dyn,
-                                 stream=s)
-                nbytes, out, expected = 2 * STREAM_ELEMENTS * 4, dst, src_host.view(np.uint32)
-            else:
-                grid = k.grid_for(CHASE_THREADS, block)
+    def measure(self, point):
+        kernel, block = point.state
+        cuda, fn, dyn = self.cuda, self.fn, self.params.dynamic_shared_bytes
+        resources = self.gpu.kernel_resources(fn[kernel])
+        theory = occupancy(self.device, resources, block, dyn)
+        if theory.blocks_per_sm == 0:
+            return None  # cannot launch (e.g. too many registers for the block): nothing to measure
+        point.columns.update(registers_per_thread=resources.registers_per_thread,
+                             shared_bytes_per_block=resources.static_shared_bytes + dyn,
+                             theoretical_occupancy=theory.occupancy)
+        if kernel == "stream":
+            grid = k.grid_for(STREAM_ELEMENTS, block)
+            src, dst = self.src, self.dst
 
-                def launch(s, grid=grid):
-                    fn["chase"](next_dev, out_dev, np.uint64(CHASE_THREADS), np.uint32(CHASE_STEPS),
-                                block=(block, 1, 1), grid=grid, shared=dyn, stream=s)
-                nbytes, out, expected = CHASE_THREADS * CHASE_STEPS * 4, out_dev, expected_chase
-            cuda.memset_d32(out, 0xFFFFFFFF, expected.size)
-            summary = timer.measure(launch, profile)
-            got = readback[:expected.size]
-            cuda.memcpy_dtoh(got, out)
-            verify_equal(expected, got, f"{LABELS[kernel]} (block {block})")
-            rows.append(k.row(kernel, "occupancy", nbytes, summary, profile, gpu.telemetry, timer.timer_name(),
-                              block_size=block,
-                              elements=int(expected.size), param="extra_registers", param_value=extra,
-                              registers_per_thread=resources.registers_per_thread,
-                              shared_bytes_per_block=resources.static_shared_bytes + dyn,
-                              theoretical_occupancy=theory.occupancy))
-    progress(len(points), len(points), "done")
-    return rows
+            def launch(s):
+                fn["stream"](src, dst, np.uint64(STREAM_ELEMENTS), block=(block, 1, 1), grid=grid, shared=dyn,
+                             stream=s)
+            out = dst
+        else:
+            grid = k.grid_for(CHASE_THREADS, block)
+            next_dev, out_dev = self.next_dev, self.out_dev
+
+            def launch(s):
+                fn["chase"](next_dev, out_dev, np.uint64(CHASE_THREADS), np.uint32(CHASE_STEPS),
+                            block=(block, 1, 1), grid=grid, shared=dyn, stream=s)
+            out = out_dev
+        cuda.memset_d32(out, 0xFFFFFFFF, self.expected(kernel).size)
+        timer = self.timer
+        return lambda: timer.once(launch)
+
+    def expected(self, kernel: str) -> np.ndarray:
+        return self.src_host.view(np.uint32) if kernel == "stream" else self.expected_chase
+
+    def verify(self, point) -> None:
+        kernel, block = point.state
+        expected = self.expected(kernel)
+        got = self.readback[:expected.size]
+        self.cuda.memcpy_dtoh(got, self.dst if kernel == "stream" else self.out_dev)
+        verify_equal(expected, got, f"{LABELS[kernel]} (block {block})")
+
+
+run = harness.runner(OccupancySweep)

@@ -15,14 +15,15 @@ uniform [-1, 1) data that is timed, the relative error against a float64 NumPy d
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from gpu import stats, text
-from gpu.errors import JobCancelled, ValidationError, VerificationError
+from gpu.errors import ValidationError, VerificationError
 from gpu.experiments import _kernels as k
-from gpu.experiments.harness import SweepRows
+from gpu.experiments import harness
+from gpu.timing import KernelTimer
 
 NAME = "reduction"
 KERNEL_VARIANTS = ("atomic_per_element", "shared_tree", "warp_shuffle", "grid_stride", "gpuarray_dot")
@@ -33,8 +34,15 @@ LABELS = {"atomic_per_element": "atomicAdd per element (seed)", "shared_tree": "
           "gpuarray_dot": "pycuda gpuarray.dot", "end_to_end_pageable": "end to end, pageable host",
           "end_to_end_pinned": "end to end, pinned host"}
 KEY_COLUMNS = ["variant", "block_size", "elements"]
-AXES = {"elements": "powers of two, 2^10 … 2^28", "block_size": "multiples of 32 up to 1024",
-        "variant": KERNEL_VARIANTS + END_TO_END}
+TITLE = "Reductions: a dot product, five ways"
+AXES = (
+    harness.Axis("sizes", "vector sizes", [1 << 24], low=1 << 10, high=1 << 28, unit="elements", kind="ints",
+                 cli_default="2^24", help="comma-separated vector sizes, powers of two (2^10 … 2^28)"),
+    harness.Axis("block_sizes", "block sizes", [256], low=32, high=1024, unit="threads", kind="ints",
+                 cli_default="256"),
+    harness.Axis("variants", "variants", list(KERNEL_VARIANTS + END_TO_END), values=KERNEL_VARIANTS + END_TO_END,
+                 kind="words", cli_default=",".join(KERNEL_VARIANTS + END_TO_END)),
+)
 
 
 @dataclass(frozen=True)
@@ -43,9 +51,6 @@ class Params:
     block_sizes: list[int] = field(default_factory=lambda: [256])
     variants: list[str] = field(default_factory=lambda: list(KERNEL_VARIANTS + END_TO_END))
     profile: str = "interactive"
-
-    def as_dict(self) -> dict:
-        return asdict(self)
 
     def points(self):
         for n in self.sizes:
@@ -94,120 +99,136 @@ def bytes_moved(elements: int) -> int:
     return 2 * elements * 4
 
 
-def run(params: Params, gpu, progress, should_cancel) -> list[dict]:
-    from pycuda import gpuarray
+class ReductionSweep(harness.Sweep):
+    """Each size: the -1/0/1 and uniform vectors; each block size: every variant, first checked exactly on the
+    -1/0/1 data, then timed on the uniform data (its relative error a column). Host buffers of the end-to-end
+    variants live for one size."""
 
-    from gpu.timing import KernelTimer
+    NAME, TITLE, AXES, KEY_COLUMNS = NAME, TITLE, AXES, KEY_COLUMNS
+    RESTART_TELEMETRY = False
+    invalid_reasons = staticmethod(invalid_reasons)
 
-    reasons = invalid_reasons(params, gpu.limits())
-    if reasons:
-        raise ValidationError(reasons)
-    cuda = gpu.cuda
-    profile = stats.get_profile(params.profile)
-    points = list(params.points())
-    rows = SweepRows(progress)  # each row reaches the page as soon as it is measured
-    fn = {name: gpu.kernel("reduction", f"dot_{name}") for name in
-          ("atomic_per_element", "shared_tree", "warp_shuffle", "grid_stride")}
-    rng = np.random.default_rng()
-    with gpu.job_scope() as ledger:
-        timer = KernelTimer(gpu, ledger)
-        largest = max(params.sizes)
-        a, b = ledger.device_buffer(largest * 4), ledger.device_buffer(largest * 4)
-        out_f, out_d = ledger.device_buffer(4), ledger.device_buffer(8)
-        done = 0
-        for n in params.sizes:
+    def __init__(self, params, gpu, profile):
+        from pycuda import gpuarray
+
+        super().__init__(params, gpu, profile)
+        self.gpuarray = gpuarray
+        self.fn = {name: gpu.kernel("reduction", f"dot_{name}") for name in
+                   ("atomic_per_element", "shared_tree", "warp_shuffle", "grid_stride")}
+        self.rng = np.random.default_rng()
+
+    def setup(self) -> None:
+        ledger, largest = self.ledger, max(self.params.sizes)
+        self.timer = KernelTimer(self.gpu, ledger)
+        self.a, self.b = ledger.device_buffer(largest * 4), ledger.device_buffer(largest * 4)
+        self.out_f, self.out_d = ledger.device_buffer(4), ledger.device_buffer(8)
+
+    def points(self):
+        rng, gpuarray = self.rng, self.gpuarray
+        for n in self.params.sizes:
             ternary = [rng.integers(-1, 2, size=n).astype(np.float32) for _ in range(2)]
             exact_int = float(np.dot(ternary[0].astype(np.int64), ternary[1].astype(np.int64)))
             uniform = [rng.uniform(-1, 1, size=n).astype(np.float32) for _ in range(2)]
             exact = float(np.dot(uniform[0].astype(np.float64), uniform[1].astype(np.float64)))
-            a_view = gpuarray.GPUArray((n,), np.float32, gpudata=a)
-            b_view = gpuarray.GPUArray((n,), np.float32, gpudata=b)
+            a_view = gpuarray.GPUArray((n,), np.float32, gpudata=self.a)
+            b_view = gpuarray.GPUArray((n,), np.float32, gpudata=self.b)
             hosts = {}
-            for block in params.block_sizes:
-                grid = k.grid_for(n, block)
-                wave = (min(gpu.sm_count * (2048 // block), -(-n // 4 // block)), 1)
-                held = {}
-
-                def kernel(variant, s, block=block, grid=grid, wave=wave, n=n):
-                    """Enqueue one complete dot product (result reset included); returns how to read it."""
-                    if variant == "atomic_per_element":
-                        cuda.memset_d32_async(out_f, 0, 1, s)
-                        fn[variant](a, b, out_f, np.uint64(n), block=(block, 1, 1), grid=grid, stream=s)
-                        return "float"
-                    if variant == "gpuarray_dot":
-                        held["result"] = gpuarray.dot(a_view, b_view, stream=s)
-                        return "gpuarray"
-                    cuda.memset_d32_async(out_d, 0, 2, s)
-                    if variant == "shared_tree":
-                        fn[variant](a, b, out_d, np.uint64(n), block=(block, 1, 1), grid=grid, shared=block * 8,
-                                    stream=s)
-                    elif variant == "warp_shuffle":
-                        fn[variant](a, b, out_d, np.uint64(n), block=(block, 1, 1), grid=grid, stream=s)
-                    else:
-                        fn["grid_stride"](a, b, out_d, np.uint64(n // 4), block=(block, 1, 1), grid=wave, stream=s)
-                    return "double"
-
-                def result(kind) -> float:
-                    cuda.Context.synchronize()
-                    if kind == "gpuarray":
-                        return float(held.pop("result").get())
-                    value = np.zeros(1, dtype=np.float32 if kind == "float" else np.float64)
-                    cuda.memcpy_dtoh(value, out_f if kind == "float" else out_d)
-                    return float(value[0])
-
-                for variant in params.variants:
-                    if should_cancel():
-                        raise JobCancelled()
-                    progress(done, len(points), f"{LABELS[variant]} · {n:,} elements · block {block}")
-                    label = f"{LABELS[variant]} ({n:,} elements, block {block})"
+            for block in self.params.block_sizes:
+                group = {"n": n, "block": block, "grid": k.grid_for(n, block),
+                         "wave": (min(self.gpu.sm_count * (2048 // block), -(-n // 4 // block)), 1), "held": {},
+                         "ternary": ternary, "exact_int": exact_int, "uniform": uniform, "exact": exact,
+                         "views": (a_view, b_view), "hosts": hosts}
+                for variant in self.params.variants:
                     # gpuarray.dot frees its previous result (a free waits for the GPU) and a pageable copy
                     # stages through the host: neither can be queued behind a held stream.
                     hold = variant not in UNHELD
-                    base = "grid_stride" if variant in END_TO_END else variant
-                    cuda.memcpy_htod(a, ternary[0])
-                    cuda.memcpy_htod(b, ternary[1])
-                    got = result(kernel(base, None))
-                    if got != exact_int:
-                        raise VerificationError(f"{label}: on -1/0/1 data the dot product is exactly "
-                                                f"{exact_int:.0f}, the kernel returned {got!r}")
-                    cuda.memcpy_htod(a, uniform[0])
-                    cuda.memcpy_htod(b, uniform[1])
-                    if variant in END_TO_END:
-                        mode = "pinned" if variant == "end_to_end_pinned" else "pageable"
-                        if mode not in hosts:
-                            pair = [ledger.host_buffer(n * 4, mode).view(np.float32) for _ in range(2)]
-                            for dst, src in zip(pair, uniform, strict=True):
-                                np.copyto(dst, src)
-                            hosts[mode] = pair
-                        ha, hb = hosts[mode]
-                        last = np.zeros(1, dtype=np.float64)
-                        last_host = ledger.host_buffer(8, "pinned").view(np.float64) if mode == "pinned" else last
-
-                        def launch(s, ha=ha, hb=hb, last_host=last_host):
-                            cuda.memcpy_htod_async(a, ha, s)
-                            cuda.memcpy_htod_async(b, hb, s)
-                            kernel("grid_stride", s)
-                            cuda.memcpy_dtoh_async(last_host, out_d, s)
-
-                        summary = timer.measure(launch, profile, hold)
-                        value = float(last_host[0])
-                        if abs(value - exact) > 1e-4 * max(abs(exact), 1.0):
-                            raise VerificationError(f"{label}: result {value!r} differs from the float64 dot "
-                                                    f"{exact!r} by more than 1e-4 relative: data was corrupted")
-                    else:
-                        kinds = []
-                        summary = timer.measure(lambda s, v=variant: kinds.append(kernel(v, s)), profile, hold)
-                        value = result(kinds[-1])
-                    rel_error = abs(value - exact) / abs(exact) if exact else abs(value)
-                    rows.append(k.row(variant, "end_to_end" if variant in END_TO_END else "kernel", bytes_moved(n),
-                                      summary, profile, gpu.telemetry, timer.timer_name(hold), block_size=block,
-                                      elements=n, param="none",
-                                      param_value=0, rel_error=rel_error))
-                    held.clear()
-                    done += 1
+                    yield harness.Point(
+                        {"variant": variant, "group": "end_to_end" if variant in END_TO_END else "kernel",
+                         "direction": "device", "block_size": block, "elements": n, "param": "none",
+                         "param_value": 0, "rel_error": None},
+                        f"{LABELS[variant]} · {n:,} elements · block {block}", bytes_moved(n),
+                        self.timer.timer_name(hold), {"variant": variant, "hold": hold, "group": group})
+                    group["held"].clear()
             for pair in hosts.values():
                 for array in pair:
                     if array.base is not None and hasattr(array.base, "base"):
-                        ledger.free_host(array.base)
-    progress(len(points), len(points), "done")
-    return rows
+                        self.ledger.free_host(array.base)
+
+    def kernel(self, group, variant, s) -> str:
+        """Enqueue one complete dot product (result reset included); returns how to read it."""
+        cuda, fn, a, b, n, block = self.cuda, self.fn, self.a, self.b, group["n"], group["block"]
+        if variant == "atomic_per_element":
+            cuda.memset_d32_async(self.out_f, 0, 1, s)
+            fn[variant](a, b, self.out_f, np.uint64(n), block=(block, 1, 1), grid=group["grid"], stream=s)
+            return "float"
+        if variant == "gpuarray_dot":
+            group["held"]["result"] = self.gpuarray.dot(*group["views"], stream=s)
+            return "gpuarray"
+        cuda.memset_d32_async(self.out_d, 0, 2, s)
+        if variant == "shared_tree":
+            fn[variant](a, b, self.out_d, np.uint64(n), block=(block, 1, 1), grid=group["grid"], shared=block * 8,
+                        stream=s)
+        elif variant == "warp_shuffle":
+            fn[variant](a, b, self.out_d, np.uint64(n), block=(block, 1, 1), grid=group["grid"], stream=s)
+        else:
+            fn["grid_stride"](a, b, self.out_d, np.uint64(n // 4), block=(block, 1, 1), grid=group["wave"],
+                              stream=s)
+        return "double"
+
+    def result(self, group, kind) -> float:
+        self.cuda.Context.synchronize()
+        if kind == "gpuarray":
+            return float(group["held"].pop("result").get())
+        value = np.zeros(1, dtype=np.float32 if kind == "float" else np.float64)
+        self.cuda.memcpy_dtoh(value, self.out_f if kind == "float" else self.out_d)
+        return float(value[0])
+
+    def measure(self, point):
+        state = point.state
+        variant, hold, group = state["variant"], state["hold"], state["group"]
+        cuda, a, b, n, timer = self.cuda, self.a, self.b, group["n"], self.timer
+        state["label"] = label = f"{LABELS[variant]} ({n:,} elements, block {group['block']})"
+        base = "grid_stride" if variant in END_TO_END else variant
+        ternary, uniform = group["ternary"], group["uniform"]
+        cuda.memcpy_htod(a, ternary[0])
+        cuda.memcpy_htod(b, ternary[1])
+        got = self.result(group, self.kernel(group, base, None))
+        if got != group["exact_int"]:
+            raise VerificationError(f"{label}: on -1/0/1 data the dot product is exactly "
+                                    f"{group['exact_int']:.0f}, the kernel returned {got!r}")
+        cuda.memcpy_htod(a, uniform[0])
+        cuda.memcpy_htod(b, uniform[1])
+        if variant in END_TO_END:
+            mode = "pinned" if variant == "end_to_end_pinned" else "pageable"
+            hosts = group["hosts"]
+            if mode not in hosts:
+                pair = [self.ledger.host_buffer(n * 4, mode).view(np.float32) for _ in range(2)]
+                for dst, src in zip(pair, uniform, strict=True):
+                    np.copyto(dst, src)
+                hosts[mode] = pair
+            ha, hb = hosts[mode]
+            last = np.zeros(1, dtype=np.float64)
+            last_host = self.ledger.host_buffer(8, "pinned").view(np.float64) if mode == "pinned" else last
+
+            def launch(s):
+                cuda.memcpy_htod_async(a, ha, s)
+                cuda.memcpy_htod_async(b, hb, s)
+                self.kernel(group, "grid_stride", s)
+                cuda.memcpy_dtoh_async(last_host, self.out_d, s)
+
+            state["value"] = lambda: float(last_host[0])
+            return lambda: timer.once(launch, hold)
+        kinds = []
+        state["value"] = lambda: self.result(group, kinds[-1])
+        return lambda: timer.once(lambda s: kinds.append(self.kernel(group, variant, s)), hold)
+
+    def verify(self, point) -> None:
+        state = point.state
+        exact, value = state["group"]["exact"], state["value"]()
+        if state["variant"] in END_TO_END and abs(value - exact) > 1e-4 * max(abs(exact), 1.0):
+            raise VerificationError(f"{state['label']}: result {value!r} differs from the float64 dot "
+                                    f"{exact!r} by more than 1e-4 relative: data was corrupted")
+        point.columns["rel_error"] = abs(value - exact) / abs(exact) if exact else abs(value)
+
+
+run = harness.runner(ReductionSweep)

@@ -56,28 +56,11 @@ REGISTRY: tuple[Entry, ...] = (
               choices=("no", "yes", "both")),
     )),
     Entry(coalescing, "coalescing", "strided, misaligned, AoS/SoA and transpose kernels vs the device copy",
-          "pages/coalescing.py", (
-              _axis("elements", "2^26", "first_int", "floats per buffer, a power of two (2^20 … 2^28)"),
-              _axis("block_sizes", "256", "ints", "comma-separated block sizes (multiples of 32)"),
-              _axis("groups", "copy,strided,offset,layout,transpose", "words"),
-              _axis("strides", "1,2,4,8,16,32,64", "ints"),
-              _axis("offsets", "0,1,2,4,8,16,31,32", "ints"),
-          )),
+          "pages/coalescing.py", coalescing.AXES),
     Entry(reduction, "reduction", "dot-product variants vs gpuarray.dot, kernel-only and end to end",
-          "pages/reductions.py", (
-              _axis("sizes", "2^24", "ints", "comma-separated vector sizes, powers of two (2^10 … 2^28)"),
-              _axis("block_sizes", "256", "ints"),
-              _axis("variants", "atomic_per_element,shared_tree,warp_shuffle,grid_stride,gpuarray_dot,"
-                                "end_to_end_pageable,end_to_end_pinned", "words"),
-          )),
+          "pages/reductions.py", reduction.AXES),
     Entry(occupancy_sweep, "occupancy", "block-size sweep of a memory-bound and a latency-bound kernel",
-          "pages/occupancy.py", (
-              _axis("block_sizes", "32:1024:32", "ints", "a list, or start:stop:step"),
-              _axis("kernels", "stream,chase", "words"),
-              _axis("extra_registers", "0", "ints", "comma-separated: 0, 32, 64, 128 (one run each)"),
-              _axis("dynamic_shared_bytes", "0", "ints", "comma-separated bytes of spoiler shared memory",
-                    flag="--dynamic-shared"),
-          ), expand=("extra_registers", "dynamic_shared_bytes")),
+          "pages/occupancy.py", occupancy_sweep.AXES, expand=("extra_registers", "dynamic_shared_bytes")),
     Entry(streams, "streams", "chunked H2D → kernel → D2H pipelines over several streams vs one stream",
           "pages/streams.py", (
               _axis("size_bytes", "256MiB", "size", "the vector's total size, e.g. 256MiB", flag="--size"),
