@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from gpu import kernel_charts, takeaways
+from gpu import headlines, kernel_charts, takeaways
 from gpu.experiments import coalescing
 from gpu.units import format_bytes
 from pages import _ui as ui
@@ -62,12 +62,9 @@ if ui.desk():
                + (f" vs an L2 of {format_bytes(l2.iloc[0])}; " if not l2.empty else "; ")
                + "L2 flushed before every sample. Transposes use 32×8-thread tiles whatever the block size.")
     best = kernel_charts.with_peak_share(frame)
-    peak = best[best["variant"] == "memcpy_dtod"]["gbps"]
-    if not peak.empty:
-        copy_f4 = best[best["variant"] == "copy_f4"]
-        st.markdown(f"**memcpy_dtod: {peak.iloc[0]:,.0f} GB/s** (read + write) · our float4 copy: "
-                    f"{copy_f4['gbps'].iloc[0]:,.0f} GB/s = {copy_f4['pct_of_dtod'].iloc[0]:.0f} % of it · "
-                    f"HBM theoretical {frame['hbm_gbps_theoretical'].iloc[0]:,.0f} GB/s")
+    reference = headlines.copy_reference(frame, best)
+    if reference:
+        st.markdown(reference)
     ui.chart(ui.cached_figure(kernel_charts.variants_figure)(frame, coalescing.VARIANTS["copy"],
                                                                      "Copy kernels"), key="chart_copy")
 if "strided" in set(frame["variant"]):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from gpu import memory_charts, takeaways
+from gpu import headlines, memory_charts, takeaways
 from gpu.experiments import batching, managed, pools
 from gpu.units import KiB, MiB, SizeError, format_bytes, parse_size_list
 from pages import _ui as ui
@@ -46,12 +46,7 @@ with tab_managed:
         table = ui.cached(memory_charts.managed_table)(frame)
         row = table.iloc[0]
         if ui.desk():  # on stage the takeaway under the chart says it
-            st.markdown(
-                f"**{format_bytes(row['bytes'])}: first touch {row['first_touch GB/s']:,.1f} GB/s, resident "
-                f"{row['resident GB/s']:,.0f} GB/s** — migrating on fault costs {row['first touch extra ms']:,.1f} ms "
-                f"more ({row['first touch ÷ resident']:,.0f}× the resident time); prefetching first moves the pages "
-                f"at {row['prefetch GB/s']:,.1f} GB/s, then the kernel runs at {row['after_prefetch GB/s']:,.0f} GB/s "
-                f"({row['prefetch + kernel ms']:,.1f} ms in all).")
+            st.markdown(headlines.managed(row))
         ui.chart(ui.cached_figure(memory_charts.managed_figure)(frame), key="chart_managed")
         ui.takeaway(ui.cached(takeaways.managed)(frame))
         if ui.desk():
@@ -85,15 +80,7 @@ with tab_pools:
                                                                            key=f"chart_pools{suffix}"))
     if frame is not None:
         table = ui.cached(memory_charts.pool_table)(frame)
-        parts = []
-        for kind in ("device", "pinned"):
-            ratio = table[f"{kind}: per call ÷ pooled"]
-            if ratio.notna().any():
-                crossover = memory_charts.pool_crossover(table, kind)
-                where = (f"from {format_bytes(crossover)} up, allocating per call costs more than the copy itself "
-                         "(pooled is ≥ 2× faster at every larger size)" if crossover else
-                         "at no measured size from which on allocating per call costs more than the copy")
-                parts.append(f"**{kind}**: per call ÷ pooled = {ratio.min():.2f}× … {ratio.max():.2f}×; {where}")
+        parts = headlines.pools(table, memory_charts.pool_crossover)
         st.markdown("\n".join(f"- {p}" for p in parts))
         ui.chart(ui.cached_figure(memory_charts.pools_figure)(frame), key="chart_pools")
         if ui.desk():  # the table and download stay at the desk
@@ -123,10 +110,9 @@ with tab_batching:
                                                                            key=f"chart_batching{suffix}"))
     if frame is not None:
         table = ui.cached(memory_charts.batching_table)(frame)
-        overhead = table["per-copy overhead µs"].dropna()
-        if not overhead.empty:
-            st.markdown(f"**Each separate copy costs about {overhead.median():.1f} µs more than its share of one "
-                        f"big copy** (median over piece sizes; {overhead.min():.1f} … {overhead.max():.1f} µs).")
+        overhead = headlines.batching(table)
+        if overhead:
+            st.markdown(overhead)
         ui.chart(ui.cached_figure(memory_charts.batching_figure)(frame), key="chart_batching")
         if ui.desk():
             st.dataframe(table.assign(**{"piece bytes": table["piece bytes"].map(format_bytes)}), hide_index=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from gpu import kernel_charts, takeaways
+from gpu import headlines, kernel_charts, takeaways
 from gpu.experiments import reduction
 from gpu.units import format_bytes
 from pages import _ui as ui
@@ -52,12 +52,9 @@ def preview(partial, suffix: str) -> None:
 frame = page.measure(reduction.NAME, params, "reduction", run_id, preview=preview)
 
 kernels = frame[frame["group"] == "kernel"]
-if {"gpuarray_dot"} < set(kernels["variant"]):
-    ours = kernels[kernels["variant"] != "gpuarray_dot"].sort_values("gbps").iloc[-1]
-    library = kernels[kernels["variant"] == "gpuarray_dot"].iloc[0]
-    st.markdown(f"**Best: {reduction.LABELS[ours['variant']]} at {ours['gbps']:,.0f} GB/s, "
-                f"{ours['gbps'] / library['gbps']:.2f}× gpuarray.dot** ({library['gbps']:,.0f} GB/s) · "
-                f"HBM theoretical {frame['hbm_gbps_theoretical'].iloc[0]:,.0f} GB/s")
+best = headlines.reduction_best(frame, reduction.LABELS)
+if best:
+    st.markdown(best)
 if not kernels.empty:
     ui.chart(ui.cached_figure(kernel_charts.reduction_figure)(frame), key="chart_reduction")
 ui.takeaway(ui.cached(takeaways.reduction)(frame))

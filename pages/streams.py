@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from gpu import overlap, stream_charts, takeaways, text
+from gpu import headlines, overlap, stream_charts, takeaways, text
 from gpu.experiments import streams
 from gpu.units import MiB, format_bytes
 from pages import _ui as ui
@@ -208,10 +208,7 @@ if len(mine["streams"].unique()) > 1:
 if (frame["group"] == "bidirectional").any():
     st.subheader("Bidirectional copies")
     ui.chart(stream_charts.bidirectional_figure(frame), key="chart_bidirectional")
-    both = frame[frame["variant"] == "bidir_both"].set_index("host_memory")["gbps"]
-    alone = frame[frame["variant"].isin(["bidir_h2d", "bidir_d2h"])].groupby("host_memory")["gbps"].max()
-    st.markdown(" · ".join(f"{h}: both directions at once move **{both[h]:.1f} GB/s**, "
-                           f"{both[h] / alone[h]:.2f}× the faster direction alone" for h in both.index if h in alone))
+    st.markdown(headlines.bidirectional(frame))
 
 st.subheader("The numbers")
 st.dataframe(table.drop(columns=["intervals", "run_id", "elements", "samples_ms", "serial_samples_ms"]).assign(

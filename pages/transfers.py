@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from gpu import charts, takeaways, text
+from gpu import charts, headlines, takeaways, text
 from gpu.experiments import transfers
 from gpu.units import GiB, KiB, format_bytes, parse_size_list
 from pages import _ui as ui
@@ -112,16 +112,7 @@ copy_only = frame[~frame["include_alloc"]]
 with_alloc = frame[frame["include_alloc"]]
 
 
-@ui.cached
-def verdict(view, label: str) -> str | None:
-    """Pinned ÷ pageable at the largest size measured, read from the data."""
-    table = charts.speedup_table(view)
-    table = table[(table["variant"] == "pinned")]
-    if table.empty:
-        return None
-    top = table[table["bytes"] == table["bytes"].max()]
-    parts = [f"{r.direction.upper()} {r.speedup:.2f}×" for r in top.itertuples()]
-    return f"{label}, {format_bytes(top['bytes'].iloc[0])}: pinned ÷ pageable = " + ", ".join(parts)
+verdict = ui.cached(headlines.transfers_verdict)
 
 
 if not with_alloc.empty:
