@@ -8,6 +8,7 @@ import streamlit as st
 
 from gpu.experiments import registry
 from pages import _shared as shared
+from pages import _ui as ui
 
 st.set_page_config(page_title="PinPoint", page_icon=shared.FAVICON, layout="wide")
 
@@ -28,12 +29,12 @@ navigation = st.navigation([
     page("pages/compare.py"),
     page("pages/talk.py"),
 ])
-shared.open_linked_page(navigation)  # PinPoint's links read /?page=transfers&… (no 404 probe on load)
-shared.source_sidebar()
-shared.check_present_value()
-if shared.presenting():
-    shared.stage_style()
-    shared.stage_exit()
+ui.open_linked_page(navigation)  # PinPoint's links read /?page=transfers&… (no 404 probe on load)
+ui.source_sidebar()
+ui.check_present_value()
+if ui.presenting():
+    ui.stage_style()
+    ui.stage_exit()
 else:
-    shared.source_banner()
+    ui.source_banner()
 navigation.run()

@@ -13,6 +13,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from gpu import headlines
 from gpu.experiments.transfers import MODE_LABELS
 from gpu.stats import fit_latency_bandwidth
 from gpu.units import format_bytes
@@ -135,17 +136,8 @@ def bandwidth_figure(frame: pd.DataFrame) -> go.Figure:
 
 
 def speedup_table(frame: pd.DataFrame, baseline: str = "pageable") -> pd.DataFrame:
-    """Median GB/s of each mode ÷ the baseline's, per size, direction and allocation setting."""
-    key = ["direction", "include_alloc", "bytes"]
-    base = frame[frame["variant"] == baseline].set_index(key)["gbps"]
-    rows = []
-    for _, row in frame[frame["variant"] != baseline].iterrows():
-        k = (row["direction"], row["include_alloc"], row["bytes"])
-        if k in base.index:
-            rows.append({"variant": row["variant"], "direction": row["direction"],
-                         "include_alloc": row["include_alloc"], "bytes": row["bytes"],
-                         "speedup": row["gbps"] / base.loc[k]})
-    return pd.DataFrame(rows, columns=["variant", "direction", "include_alloc", "bytes", "speedup"])
+    """Each mode ÷ the baseline, per size, direction and allocation setting (``headlines.speedups``)."""
+    return headlines.speedups(frame, baseline)
 
 
 def speedup_figure(frame: pd.DataFrame) -> go.Figure:

@@ -8,7 +8,7 @@ import math
 
 import pandas as pd
 
-from gpu import overlap
+from gpu import headlines, overlap
 from gpu.units import format_bytes
 
 
@@ -28,10 +28,9 @@ def pinned_speedups(frame: pd.DataFrame, include_alloc: bool, direction: str = "
     when the frame lacks either mode. The talk's verdicts and the pages' stage takeaways read it."""
     rows = _need(frame, (frame["include_alloc"].fillna(False) == include_alloc) & (frame["direction"] == direction),
                  f"{'allocation-including' if include_alloc else 'copy-only'} {direction.upper()} points")
-    ms = rows.pivot_table(index="bytes", columns="variant", values="median_ms")
-    if not {"pinned", "pageable"} <= set(ms.columns):
+    if not {"pinned", "pageable"} <= set(rows["variant"]):
         raise ClaimError("the measurement needs both pinned and pageable copies")
-    return (ms["pageable"] / ms["pinned"]).dropna().sort_index()
+    return headlines.pinned_over_pageable(rows)
 
 
 def pinned_up_to_2x(frame: pd.DataFrame) -> dict:

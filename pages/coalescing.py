@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import streamlit as st
 
-from gpu import kernel_charts, takeaways
+from gpu import headlines, kernel_charts, takeaways
 from gpu.experiments import coalescing
 from gpu.units import format_bytes
-from pages import _shared as shared
+from pages import _ui as ui
 
-shared.require_router()
-backend = shared.current_backend()
+page = ui.Page()
+backend = page.backend
 
 st.title("Coalescing: access patterns vs bandwidth")
-if shared.desk():
+if ui.desk():
     st.markdown(
         "The same bytes, moved by kernels whose warps touch memory in different patterns: strided, misaligned, "
         "array-of-structures vs structure-of-arrays, and three matrix transposes. Kernel time only (CUDA events), "
@@ -21,15 +21,15 @@ if shared.desk():
         "result. Each figure is compared with the driver's device copy (`memcpy_dtod`) **measured in the same run**, "
         "and every output is checked exactly against NumPy.")
 
-run_id = shared.recording_choice(backend, coalescing.NAME, "coalescing")
-elements_options = shared.axis_options(backend, coalescing.NAME, "elements", run_id,
+run_id = page.recording(coalescing.NAME, "coalescing")
+elements_options = page.axis_options(coalescing.NAME, "elements", run_id,
                                        [1 << p for p in range(20, 29)], 1 << 26)
-block_options = shared.axis_options(backend, coalescing.NAME, "block_size", run_id, list(range(32, 1025, 32)), 256)
-shared.url_page()
-shared.from_url("coalescing_elements", "int", elements_options)
-shared.from_url("coalescing_block", "int", block_options)
-shared.from_url("coalescing_groups", "strs", list(coalescing.GROUPS[1:]))
-shared.from_url("coalescing_block_typed", "str")
+block_options = page.axis_options(coalescing.NAME, "block_size", run_id, list(range(32, 1025, 32)), 256)
+page.link_notes()
+page.restore("coalescing_elements", "int", elements_options)
+page.restore("coalescing_block", "int", block_options)
+page.restore("coalescing_groups", "strs", list(coalescing.GROUPS[1:]))
+page.restore("coalescing_block_typed", "str")
 left, right = st.columns(2)
 with left:
     elements = st.select_slider("Floats per buffer", options=elements_options,
@@ -39,51 +39,48 @@ with right:
     groups = st.pills("Experiments", list(coalescing.GROUPS[1:]), selection_mode="multi",
                       default=list(coalescing.GROUPS[1:]), key="coalescing_groups",
                       help="The copy group (the memcpy_dtod reference and our copy kernels) always runs.")
-block_sizes = shared.block_size_setting("coalescing_block", block_options, "Threads per block (1-D kernels)",
+block_sizes = ui.block_size_setting("coalescing_block", block_options, "Threads per block (1-D kernels)",
                                        placeholder="e.g. 192")
 
 params = {"elements": elements, "block_sizes": block_sizes, "groups": ["copy", *(groups or [])]}
-shared.sync_url()
+page.sync()
 def preview(partial, suffix: str) -> None:
     """While measuring: the copies (the reference) and the strided sweep, as far as measured."""
-    shared.chart(kernel_charts.variants_figure(partial, coalescing.VARIANTS["copy"], "Copy kernels"),
+    ui.chart(kernel_charts.variants_figure(partial, coalescing.VARIANTS["copy"], "Copy kernels"),
                  key=f"chart_copy{suffix}")
     if "strided" in set(partial["variant"]):
-        shared.chart(kernel_charts.sweep_figure(partial, "strided"),
+        ui.chart(kernel_charts.sweep_figure(partial, "strided"),
                      key=f"chart_strided{suffix}")
 
 
-frame = shared.checked_frame(backend, coalescing.NAME, params, "coalescing", run_id, preview=preview)
+frame = page.measure(coalescing.NAME, params, "coalescing", run_id, preview=preview)
 
 # On stage: the strided sweep and its takeaway; the copies and their reference are for the desk.
-if shared.desk():
+if ui.desk():
     l2 = frame["l2_bytes"].dropna()
     st.caption(f"Working set: {format_bytes(4 * elements)} per buffer"
                + (f" vs an L2 of {format_bytes(l2.iloc[0])}; " if not l2.empty else "; ")
                + "L2 flushed before every sample. Transposes use 32×8-thread tiles whatever the block size.")
     best = kernel_charts.with_peak_share(frame)
-    peak = best[best["variant"] == "memcpy_dtod"]["gbps"]
-    if not peak.empty:
-        copy_f4 = best[best["variant"] == "copy_f4"]
-        st.markdown(f"**memcpy_dtod: {peak.iloc[0]:,.0f} GB/s** (read + write) · our float4 copy: "
-                    f"{copy_f4['gbps'].iloc[0]:,.0f} GB/s = {copy_f4['pct_of_dtod'].iloc[0]:.0f} % of it · "
-                    f"HBM theoretical {frame['hbm_gbps_theoretical'].iloc[0]:,.0f} GB/s")
-    shared.chart(shared.cached_figure(kernel_charts.variants_figure)(frame, coalescing.VARIANTS["copy"],
+    reference = headlines.copy_reference(frame, best)
+    if reference:
+        st.markdown(reference)
+    ui.chart(ui.cached_figure(kernel_charts.variants_figure)(frame, coalescing.VARIANTS["copy"],
                                                                      "Copy kernels"), key="chart_copy")
 if "strided" in set(frame["variant"]):
-    shared.chart(shared.cached_figure(kernel_charts.sweep_figure)(frame, "strided"), key="chart_strided")
-shared.takeaway(shared.cached(takeaways.coalescing)(frame))
-if not shared.desk():
+    ui.chart(ui.cached_figure(kernel_charts.sweep_figure)(frame, "strided"), key="chart_strided")
+ui.takeaway(ui.cached(takeaways.coalescing)(frame))
+if not ui.desk():
     st.stop()  # on stage: the strided sweep and the takeaway
 if "offset" in set(frame["variant"]):
-    shared.chart(shared.cached_figure(kernel_charts.sweep_figure)(frame, "offset"), key="chart_offset")
+    ui.chart(ui.cached_figure(kernel_charts.sweep_figure)(frame, "offset"), key="chart_offset")
 if set(coalescing.VARIANTS["layout"]) & set(frame["variant"]):
-    shared.chart(shared.cached_figure(kernel_charts.variants_figure)(
+    ui.chart(ui.cached_figure(kernel_charts.variants_figure)(
         frame, coalescing.VARIANTS["layout"], "Array of structures vs structure of arrays"), key="chart_layout")
 if set(coalescing.VARIANTS["transpose"]) & set(frame["variant"]):
-    shared.chart(shared.cached_figure(kernel_charts.variants_figure)(frame, coalescing.VARIANTS["transpose"],
+    ui.chart(ui.cached_figure(kernel_charts.variants_figure)(frame, coalescing.VARIANTS["transpose"],
                                                                      "Matrix transpose"), key="chart_transpose")
 table = best[["variant", "param", "param_value", "block_size", "median_ms", "min_ms", "max_ms", "cv", "samples",
               "gbps", "pct_of_dtod", "stop_reason"]].rename(columns={"pct_of_dtod": "% of memcpy_dtod"})
 st.dataframe(table, hide_index=True)
-shared.download(frame, "coalescing")
+ui.download(frame, "coalescing")

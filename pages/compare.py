@@ -8,27 +8,28 @@ import math
 import streamlit as st
 
 from gpu import compare, report, text
+from gpu.store import StoreError
 from gpu.text import plain
-from pages import _shared as shared
+from pages import _ui as ui
 
-shared.require_router()
+page = ui.Page()
 
 st.title("Compare runs")
-catalog, reason = shared.run_catalog()
+catalog, reason = ui.run_catalog()
 if catalog is None:
-    shared.show_reasons([plain(reason, None)], "The runs store cannot be opened")
+    ui.show_reasons([plain(reason, None)], "The runs store cannot be opened")
     st.stop()
 try:
     runs = catalog.runs()
-except Exception as exc:  # a server that went away or stopped answering: one line, not a traceback
-    shared.show_reasons([plain(exc, None)], "The runs store cannot be read")
+except StoreError as exc:  # a server that went away or stopped answering: one line, not a traceback
+    ui.show_reasons([plain(exc, None)], "The runs store cannot be read")
     st.stop()
 counts = runs.groupby("experiment").size()
 experiments = sorted(counts[counts >= 2].index)
 if not experiments:
     st.info("Comparing needs two runs of one experiment: measure, run the runner, or import runs on the Runs page.")
     st.stop()
-if shared.desk():
+if ui.desk():
     st.markdown(
         "Pick a **baseline** and one or more **candidates** of the same experiment. A point differs when a "
         f"Mann-Whitney U test on the kept samples gives p < {compare.ALPHA} (otherwise it is the **same within "
@@ -37,9 +38,9 @@ if shared.desk():
         "measured floor per kind of point), and **within run-to-run noise** when it does not. The provenance diff "
         "beside it shows what else changed.")
 
-shared.url_page()
-settings = shared.more_settings()  # on stage the choice of runs folds away: the headline and chart stay
-shared.from_url("compare_experiment", "str", experiments)
+page.link_notes()
+settings = ui.more_settings()  # on stage the choice of runs folds away: the headline and chart stay
+page.restore("compare_experiment", "str", experiments)
 
 
 def forget_runs() -> None:
@@ -56,33 +57,33 @@ labels = {r.run_id: f"{r.device_name} · {str(r.timestamp)[:16].replace('T', ' '
 ids = list(labels)
 # Default: the oldest run as baseline, every other device's newest run as candidate.
 default_base = ids[-1]
-shared.from_url("compare_baseline", "str", ids)
+page.restore("compare_baseline", "str", ids)
 baseline_id = settings.selectbox("Baseline", ids, index=ids.index(default_base), format_func=labels.get,
                            key="compare_baseline")
 others = [i for i in ids if i != baseline_id]
 # Default candidate: the newest run that measured some of the baseline's points (a batched-copies recording
 # and a single-copy sweep share none).
-baseline_points = compare.point_keys(shared.loaded_run(baseline_id))
+baseline_points = compare.point_keys(ui.loaded_run(baseline_id))
 default_candidates = next(([i] for i in others
-                           if not baseline_points.isdisjoint(compare.point_keys(shared.loaded_run(i)))), others[:1])
-shared.from_url("compare_candidates", "strs", others)
+                           if not baseline_points.isdisjoint(compare.point_keys(ui.loaded_run(i)))), others[:1])
+page.restore("compare_candidates", "strs", others)
 candidate_ids = settings.multiselect("Candidates", others, default=default_candidates, format_func=labels.get,
                                key="compare_candidates")
-shared.from_url("compare_normalized", "bool")
+page.restore("compare_normalized", "bool")
 normalized = settings.toggle("Normalize to each device's theoretical limit (for unlike devices)",
                              key="compare_normalized",
                              help="Each point as % of its own device's limit: PCIe per direction for host↔device "
                                   "copies, HBM for kernels.")
-shared.sync_url()
+page.sync()
 if not candidate_ids:
     st.info("Choose at least one candidate.")
     st.stop()
 
 try:
-    baseline = shared.loaded_run(baseline_id)
-    candidates = [shared.loaded_run(c) for c in candidate_ids]
-except Exception as exc:
-    shared.show_reasons([plain(exc, None)], "A run could not be loaded")
+    baseline = ui.loaded_run(baseline_id)
+    candidates = [ui.loaded_run(c) for c in candidate_ids]
+except StoreError as exc:  # an unknown id, a run that cannot be read, a store that went away
+    ui.show_reasons([plain(exc, None)], "A run could not be loaded")
     st.stop()
 
 
@@ -91,7 +92,7 @@ except Exception as exc:
 def compared(baseline_id: str, candidate_id: str, normalized: bool):
     """The comparison of two runs, with the candidate's history (earlier runs of its device: Conbench's
     distribution of earlier results); the samples are tested once per pair, not on every rerun."""
-    pair = shared.loaded_run(baseline_id), shared.loaded_run(candidate_id)
+    pair = ui.loaded_run(baseline_id), ui.loaded_run(candidate_id)
     if normalized:
         return compare.compare_normalized(*pair)
     return compare.compare(*pair, compare.earlier_runs(catalog, *pair))
@@ -105,7 +106,7 @@ for candidate_id, candidate in zip(candidate_ids, candidates, strict=True):
     if table.empty:  # disjoint runs: say why rather than draw an empty comparison
         st.info(plain(compare.disjoint_reason(baseline, candidate) or line, None))
         continue
-    if shared.desk():
+    if ui.desk():
         st.markdown(f"**{plain(line, None)}**")
         counts = compare.verdict_counts(table)
         m = st.columns(1 + len(counts))
@@ -113,12 +114,12 @@ for candidate_id, candidate in zip(candidate_ids, candidates, strict=True):
         for column, (name, count) in zip(m[1:], counts.items(), strict=True):
             column.metric(name.capitalize(), count)
         st.caption(compare.band_summary(table))
-    shared.chart(report.ratio_figure(table, "Normalized: each point as % of its own device's limit" if normalized
+    ui.chart(report.ratio_figure(table, "Normalized: each point as % of its own device's limit" if normalized
                                         else "Candidate speed vs baseline, per point", normalized=normalized),
                     key=f"chart_ratio_{candidate_id}")
     # on stage the headline sits under the chart
-    shared.takeaway(plain(line, None), key=f"stage_takeaway_{candidate_id}")
-    if not shared.desk():
+    ui.takeaway(plain(line, None), key=f"stage_takeaway_{candidate_id}")
+    if not ui.desk():
         continue
     diff = compare.provenance_diff(baseline, candidate)
     left, right = st.columns([2, 3])
@@ -134,7 +135,7 @@ for candidate_id, candidate in zip(candidate_ids, candidates, strict=True):
                                     "baseline % of limit": st.column_config.NumberColumn(format="%.1f %%"),
                                     "candidate % of limit": st.column_config.NumberColumn(format="%.1f %%")})
 
-if not shared.desk():
+if not ui.desk():
     st.stop()  # on stage: each comparison's chart and headline
 # Built when clicked: the report inlines Plotly's JavaScript and every table, too much for every rerun.
 st.download_button("Download the review report (one HTML file, opens offline)",
@@ -151,8 +152,8 @@ history_ids = list(mine[mine["device_name"] == device].sort_values("timestamp", 
 frames, unreadable = [], []
 for history_id in history_ids:
     try:
-        frames.append(shared.loaded_run(history_id))
-    except Exception as exc:  # one unreadable run leaves the others' history standing
+        frames.append(ui.loaded_run(history_id))
+    except StoreError as exc:  # one unreadable run leaves the others' history standing
         unreadable.append(f"{plain(history_id)}: {plain(exc, 160)}")
 if unreadable:
     st.warning("Left out of the history (cannot be read):\n" + "\n".join(f"- {u}" for u in unreadable))
@@ -172,7 +173,7 @@ history = compare.history(frames, point_rows[point])
 if len(history) < 2:
     st.caption(f"{text.count(len(history), 'run')} of {plain(device)} measured this point: a history needs two.")
 else:
-    shared.chart(report.history_figure(history, f"{point} on {device}"), key="chart_history")
+    ui.chart(report.history_figure(history, f"{point} on {device}"), key="chart_history")
     regressed = history[history["regressed"]]
     st.markdown(f"{len(history)} runs; " + (f"**{len(regressed)} regressed beyond noise** against the run before: "
                 + ", ".join(f"{plain(r.run_id)} ({compare.percent(r.change)})" for r in regressed.itertuples())

@@ -9,10 +9,10 @@ from gpu import kernel_charts, takeaways, text
 from gpu.experiments import occupancy_sweep
 from gpu.occupancy import LIMITERS, DeviceLimits, KernelResources, occupancy, recorded_profiles
 from gpu.units import format_bytes
-from pages import _shared as shared
+from pages import _ui as ui
 
-shared.require_router()
-backend = shared.current_backend()
+page = ui.Page()
+backend = page.backend
 live = backend.kind == "live"
 
 
@@ -22,7 +22,7 @@ def device_profiles() -> dict:
 
 
 st.title("Occupancy: calculator and measurement")
-if shared.desk():
+if ui.desk():
     st.markdown(
         "How many blocks of a kernel fit on one SM, and which resource stops the next one: warps, the block cap, "
         "registers or shared memory. The calculator follows the driver's own rules (register allocation per warp "
@@ -44,72 +44,72 @@ recorded_device = "" if live else next(iter(backend.recordings(occupancy_sweep.N
 names = sorted(profiles, key=lambda n: (not n.endswith("(this GPU)"), n != recorded_device, n))
 # On stage the measured sweep and its takeaway come first; the calculator follows below them.
 calculator_slot, measured_slot = st.container(), st.container()
-if shared.presenting():
+if ui.presenting():
     calculator_slot, measured_slot = measured_slot, calculator_slot
 with calculator_slot:
     st.subheader("Theoretical occupancy")
-    shared.url_page()
-    shared.from_url("occupancy_device", "str", names)
+    page.link_notes()
+    page.restore("occupancy_device", "str", names)
     name = st.selectbox("Device profile", names, key="occupancy_device", format_func=lambda n: n + (
         "" if profiles[n][1].get("checked") is None else
         f" · matches the driver on {profiles[n][1]['checked']:,} configurations"
         f" (driver {profiles[n][1]['driver_version']})"))
     device, _meta = profiles[name]
-    shared.from_url("occupancy_block", "int", list(range(32, device.max_threads_per_block + 1, 32)))
-    shared.from_url("occupancy_registers", "int", (1, 255))
-    shared.from_url("occupancy_static", "int", list(range(0, 48 * 1024 + 1, 256)))
-    shared.from_url("occupancy_dynamic", "int", list(range(0, device.shared_per_block_optin + 1, 256)))
-    shared.from_url("occupancy_block_typed", "str")
+    page.restore("occupancy_block", "int", list(range(32, device.max_threads_per_block + 1, 32)))
+    page.restore("occupancy_registers", "int", (1, 255))
+    page.restore("occupancy_static", "int", list(range(0, 48 * 1024 + 1, 256)))
+    page.restore("occupancy_dynamic", "int", list(range(0, device.shared_per_block_optin + 1, 256)))
+    page.restore("occupancy_block_typed", "str")
     c1, c2 = st.columns(2)
     block = c1.select_slider("Threads per block", options=list(range(32, device.max_threads_per_block + 1, 32)),
                              value=256, key="occupancy_block")
     registers = c2.slider("Registers per thread", 1, 255, 32, key="occupancy_registers")
-    with shared.more_settings():
+    with ui.more_settings():
         c3, c4, c5 = st.columns(3)
         static = c3.slider("Static shared memory (bytes)", 0, 48 * 1024, 0, step=256, key="occupancy_static")
         dynamic = c4.slider("Dynamic shared memory (bytes)", 0, device.shared_per_block_optin - static, 0, step=256,
                             key="occupancy_dynamic")
         typed_block = c5.text_input("…or type a block size", key="occupancy_block_typed", placeholder="e.g. 1025")
-    block = (shared.typed_block_size(typed_block) or [block])[0]
+    block = (ui.typed_block_size(typed_block) or [block])[0]
     kernel = KernelResources(registers, static, device.shared_per_block_optin - static)
     result = occupancy(device, kernel, block, dynamic)
     if result.blocks_per_sm == 0:
-        shared.show_reasons([result.reason], "This configuration cannot launch")
+        ui.show_reasons([result.reason], "This configuration cannot launch")
     else:
         m1, m2, m3, m4 = st.columns(4)
         m1.metric("Occupancy", text.percent(result.occupancy))
         m2.metric("Blocks per SM", result.blocks_per_sm)
         m3.metric("Active warps per SM", f"{result.warps_per_sm} / {device.max_threads_per_sm // device.warp_size}")
         m4.metric("Limited by", result.limiter)
-        if shared.desk():
+        if ui.desk():
             st.dataframe(pd.DataFrame([{"resource": k, "blocks it allows": result.limits[k]} for k in LIMITERS]),
                          hide_index=True)
         tabs = st.tabs(["vs block size", "vs registers", "vs shared memory"])
         for tab, axis in zip(tabs, ("block", "registers", "shared"), strict=True):
             with tab:
-                shared.chart(kernel_charts.occupancy_curve(device, kernel, block, dynamic, axis),
+                ui.chart(kernel_charts.occupancy_curve(device, kernel, block, dynamic, axis),
                                 key=f"chart_occupancy_{axis}")
 
 with measured_slot:
     # --- measured sweep -------------------------------------------------------------------------------------
     st.subheader("Measured: does occupancy matter?")
-    run_id = shared.recording_choice(backend, occupancy_sweep.NAME, "occupancy_sweep")
+    run_id = page.recording(occupancy_sweep.NAME, "occupancy_sweep")
     if live:
         block_sizes = list(range(32, 1025, 32))
         extra_options = list(occupancy_sweep.EXTRA_REGS)
         shared_options = list(range(0, 200 * 1024 + 1, 8 * 1024))
     else:
-        block_sizes = shared.recorded_values(backend, occupancy_sweep.NAME, "block_size", run_id)
-        extra_options = shared.recorded_values(backend, occupancy_sweep.NAME, "param_value", run_id) or [0]
-        shared_options = shared.recorded_values(backend, occupancy_sweep.NAME, "shared_bytes_per_block", run_id) or [0]
-    shared.from_url("occupancy_kernels", "strs", list(occupancy_sweep.KERNELS))
-    shared.from_url("occupancy_extra", "int", extra_options)
-    shared.from_url("occupancy_spoiler", "int", shared_options)
-    if shared.desk():
+        block_sizes = page.recorded_values(occupancy_sweep.NAME, "block_size", run_id)
+        extra_options = page.recorded_values(occupancy_sweep.NAME, "param_value", run_id) or [0]
+        shared_options = page.recorded_values(occupancy_sweep.NAME, "shared_bytes_per_block", run_id) or [0]
+    page.restore("occupancy_kernels", "strs", list(occupancy_sweep.KERNELS))
+    page.restore("occupancy_extra", "int", extra_options)
+    page.restore("occupancy_spoiler", "int", shared_options)
+    if ui.desk():
         s1, s2, s3 = st.columns(3)
     else:  # on stage: the kernels and the spoiler; register pressure folds away
         s1, s3 = st.columns(2)
-        s2 = shared.more_settings()
+        s2 = ui.more_settings()
     kernels = s1.pills("Kernels", list(occupancy_sweep.KERNELS), selection_mode="multi",
                        default=list(occupancy_sweep.KERNELS), format_func=occupancy_sweep.LABELS.get,
                        key="occupancy_kernels")
@@ -121,23 +121,23 @@ with measured_slot:
                                format_func=format_bytes, key="occupancy_spoiler")
     params = {"block_sizes": block_sizes, "kernels": list(kernels or []), "extra_registers": extra,
               "dynamic_shared_bytes": spoiler}
-    shared.sync_url()
+    page.sync()
     def preview(partial, suffix: str) -> None:
         """While measuring: both curves, coarse block sizes first."""
-        shared.chart(kernel_charts.occupancy_sweep_figure(partial), key=f"chart_occupancy_sweep{suffix}")
+        ui.chart(kernel_charts.occupancy_sweep_figure(partial), key=f"chart_occupancy_sweep{suffix}")
 
 
-    frame = shared.checked_frame(backend, occupancy_sweep.NAME, params, "occupancy_sweep", run_id, preview=preview)
-    if shared.desk():
+    frame = page.measure(occupancy_sweep.NAME, params, "occupancy_sweep", run_id, preview=preview)
+    if ui.desk():
         st.caption("Kernel time only, L2 flushed before every sample. memory-bound: one float per thread over "
                    f"{format_bytes(occupancy_sweep.STREAM_ELEMENTS * 4)}; latency-bound: "
                    f"{occupancy_sweep.CHASE_THREADS:,} threads each following {occupancy_sweep.CHASE_STEPS} dependent "
                    f"loads through a {format_bytes(occupancy_sweep.CHASE_NODES * 4)} random cycle. Blocks that cannot "
                    "launch (too many registers) have no point.")
-    shared.chart(shared.cached_figure(kernel_charts.occupancy_sweep_figure)(frame), key="chart_occupancy_sweep")
-    shared.takeaway(shared.cached(takeaways.occupancy)(frame))
-if not shared.desk():
+    ui.chart(ui.cached_figure(kernel_charts.occupancy_sweep_figure)(frame), key="chart_occupancy_sweep")
+    ui.takeaway(ui.cached(takeaways.occupancy)(frame))
+if not ui.desk():
     st.stop()  # on stage: the measured curves and the takeaway
 st.dataframe(frame[["variant", "block_size", "registers_per_thread", "shared_bytes_per_block",
                     "theoretical_occupancy", "median_ms", "cv", "samples", "gbps"]], hide_index=True)
-shared.download(frame, "occupancy")
+ui.download(frame, "occupancy")

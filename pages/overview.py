@@ -6,11 +6,12 @@ import streamlit as st
 from gpu.experiments.registry import EXPERIMENTS
 from gpu.units import format_bytes
 from pages import _shared as shared
+from pages import _ui as ui
 
-shared.require_router()
+page = ui.Page()
 
-if shared.presenting():  # on stage: a title card, centred, with where the numbers come from
-    backend = shared.current_backend()
+if ui.presenting():  # on stage: a title card, centred, with where the numbers come from
+    backend = ui.current_backend()
     source = (f"Measuring live on {backend.facts.get('device_name')}" if backend.kind == "live" else
               f"Replaying runs recorded on {', '.join(sorted(set(backend.data['device_name'])))} (not measured now)")
     with st.container(key="stage_title_card"):
@@ -20,8 +21,8 @@ if shared.presenting():  # on stage: a title card, centred, with where the numbe
         st.caption(source)
     st.stop()
 st.title(f"{shared.ICON} PinPoint")
-shared.url_page()
-shared.sync_url(link=False)  # no settings here: only names what the link holds that this page does not read
+page.link_notes()
+page.sync(link=False)  # no settings here: only names what the link holds that this page does not read
 st.markdown(
     "A live GPU memory-performance lab. Pick sizes and memory modes with sliders and see **measured** "
     "effects of pinned memory, coalescing, occupancy and stream overlap, timed like nvbench (CUDA events, "
@@ -32,7 +33,7 @@ for entry in shared.PAGES:
     if entry.blurb:
         st.page_link(entry.file, label=entry.blurb, icon=entry.icon)
 
-backend = shared.current_backend()
+backend = ui.current_backend()
 if backend.kind == "live":
     st.subheader("This GPU")
     facts = backend.facts
@@ -45,7 +46,7 @@ if backend.kind == "live":
                    f"driver {facts.get('driver_version')}")
     if st.button("Run a health check", key="overview_health"):
         # No session: a health check must not cancel this session's measurement on another page.
-        result = shared.outcome(backend.client.submit("health"))
+        result = ui.outcome(backend.client.submit("health"))
         if result:
             st.success(f"Health-check kernel verified; {format_bytes(result['free_device_bytes'])} of device "
                        "memory free.")

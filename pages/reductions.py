@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import streamlit as st
 
-from gpu import kernel_charts, takeaways
+from gpu import headlines, kernel_charts, takeaways
 from gpu.experiments import reduction
 from gpu.units import format_bytes
-from pages import _shared as shared
+from pages import _ui as ui
 
-shared.require_router()
-backend = shared.current_backend()
+page = ui.Page()
+backend = page.backend
 
 st.title("Reductions: a dot product, five ways")
-if shared.desk():
+if ui.desk():
     st.markdown(
         "Naive GPU code computes a dot product with one `atomicAdd` per element into a single float, and times it "
         "together with the copies from pinned memory. Here each question gets its own number: **how fast is the "
@@ -21,15 +21,15 @@ if shared.desk():
         "result, from pageable or pinned memory). Every variant is checked exactly on −1/0/1 data and its relative "
         "error against a float64 NumPy dot is shown.")
 
-run_id = shared.recording_choice(backend, reduction.NAME, "reduction")
-size_options = shared.axis_options(backend, reduction.NAME, "elements", run_id, [1 << p for p in range(10, 29)],
+run_id = page.recording(reduction.NAME, "reduction")
+size_options = page.axis_options(reduction.NAME, "elements", run_id, [1 << p for p in range(10, 29)],
                                    1 << 24)
-block_options = shared.axis_options(backend, reduction.NAME, "block_size", run_id, list(range(32, 1025, 32)), 256)
-shared.url_page()
-shared.from_url("reduction_size", "int", size_options)
-shared.from_url("reduction_block", "int", block_options)
-shared.from_url("reduction_variants", "strs", list(reduction.KERNEL_VARIANTS + reduction.END_TO_END))
-shared.from_url("reduction_block_typed", "str")
+block_options = page.axis_options(reduction.NAME, "block_size", run_id, list(range(32, 1025, 32)), 256)
+page.link_notes()
+page.restore("reduction_size", "int", size_options)
+page.restore("reduction_block", "int", block_options)
+page.restore("reduction_variants", "strs", list(reduction.KERNEL_VARIANTS + reduction.END_TO_END))
+page.restore("reduction_block_typed", "str")
 left, right = st.columns(2)
 with left:
     size = st.select_slider("Vector size (floats)", options=size_options,
@@ -39,34 +39,31 @@ with right:
     variants = st.pills("Variants", list(reduction.KERNEL_VARIANTS + reduction.END_TO_END), selection_mode="multi",
                         default=list(reduction.KERNEL_VARIANTS + reduction.END_TO_END),
                         format_func=reduction.LABELS.get, key="reduction_variants")
-block_sizes = shared.block_size_setting("reduction_block", block_options, "Threads per block", placeholder="e.g. 1024")
+block_sizes = ui.block_size_setting("reduction_block", block_options, "Threads per block", placeholder="e.g. 1024")
 
 params = {"sizes": [size], "block_sizes": block_sizes, "variants": list(variants or [])}
-shared.sync_url()
+page.sync()
 def preview(partial, suffix: str) -> None:
     """While measuring: the kernels measured so far."""
     if (partial["group"] == "kernel").any():
-        shared.chart(kernel_charts.reduction_figure(partial), key=f"chart_reduction{suffix}")
+        ui.chart(kernel_charts.reduction_figure(partial), key=f"chart_reduction{suffix}")
 
 
-frame = shared.checked_frame(backend, reduction.NAME, params, "reduction", run_id, preview=preview)
+frame = page.measure(reduction.NAME, params, "reduction", run_id, preview=preview)
 
 kernels = frame[frame["group"] == "kernel"]
-if {"gpuarray_dot"} < set(kernels["variant"]):
-    ours = kernels[kernels["variant"] != "gpuarray_dot"].sort_values("gbps").iloc[-1]
-    library = kernels[kernels["variant"] == "gpuarray_dot"].iloc[0]
-    st.markdown(f"**Best: {reduction.LABELS[ours['variant']]} at {ours['gbps']:,.0f} GB/s, "
-                f"{ours['gbps'] / library['gbps']:.2f}× gpuarray.dot** ({library['gbps']:,.0f} GB/s) · "
-                f"HBM theoretical {frame['hbm_gbps_theoretical'].iloc[0]:,.0f} GB/s")
+best = headlines.reduction_best(frame, reduction.LABELS)
+if best:
+    st.markdown(best)
 if not kernels.empty:
-    shared.chart(shared.cached_figure(kernel_charts.reduction_figure)(frame), key="chart_reduction")
-shared.takeaway(shared.cached(takeaways.reduction)(frame))
-if not shared.desk():
+    ui.chart(ui.cached_figure(kernel_charts.reduction_figure)(frame), key="chart_reduction")
+ui.takeaway(ui.cached(takeaways.reduction)(frame))
+if not ui.desk():
     st.stop()  # on stage: the kernels and the takeaway
 if set(reduction.END_TO_END) & set(frame["variant"]):
-    shared.chart(shared.cached_figure(kernel_charts.end_to_end_figure)(frame), key="chart_end_to_end")
+    ui.chart(ui.cached_figure(kernel_charts.end_to_end_figure)(frame), key="chart_end_to_end")
 st.dataframe(frame[["variant", "group", "elements", "block_size", "median_ms", "min_ms", "max_ms", "cv", "samples",
                     "gbps", "rel_error", "stop_reason"]].assign(variant=lambda f: f["variant"].map(reduction.LABELS)),
              hide_index=True, column_config={"rel_error": st.column_config.NumberColumn("relative error",
                                                                                         format="%.2e")})
-shared.download(frame, "reduction")
+ui.download(frame, "reduction")

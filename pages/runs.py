@@ -8,22 +8,23 @@ import streamlit as st
 
 from gpu import imports
 from gpu.experiments import registry
+from gpu.schema import SchemaError
 from gpu.store import StoreError
-from gpu.text import plain, shorten
-from pages import _shared as shared
+from gpu.text import plain
+from pages import _ui as ui
 
-shared.require_router()
+page = ui.Page()
 
 PAGE_OF = registry.PAGE_OF  # each experiment's page, from the registry
 
 st.title("Runs")
-shared.url_page()
-shared.sync_url(link=False)  # names what the link holds that this page does not read (?run= opens a run)
-catalog, reason = shared.run_catalog()
+page.link_notes()
+page.sync(link=False)  # names what the link holds that this page does not read (?run= opens a run)
+catalog, reason = ui.run_catalog()
 if catalog is None:
-    shared.show_reasons([plain(reason, None)], "The runs store cannot be opened")
+    ui.show_reasons([plain(reason, None)], "The runs store cannot be opened")
     st.stop()
-if shared.desk():  # on stage: the runs themselves
+if ui.desk():  # on stage: the runs themselves
     st.markdown(f"Every live measurement and runner run is kept here with every sample, in "
                 f"**{plain(catalog.store.describe(), None)}** "
                 "(`PINPOINT_DB_URL` points a team at one PostgreSQL server). Runs bundled with PinPoint are listed "
@@ -37,7 +38,7 @@ with st.expander("Import runs from other machines (runner Parquet or CSV)"):
     notes = st.text_area("Notes (optional)", key="runs_import_notes")
     replace = st.checkbox("Yes, replace a stored run of the same id whose content differs (its stored points are "
                           "deleted, in the same transaction)", key="runs_import_replace")
-    st.button("Import", key="runs_import", disabled=not uploads, on_click=shared.request,
+    st.button("Import", key="runs_import", disabled=not uploads, on_click=ui.request,
               args=("runs_import_requested",))
     if st.session_state.pop("runs_import_requested", False):
         for upload in uploads or []:
@@ -45,16 +46,13 @@ with st.expander("Import runs from other machines (runner Parquet or CSV)"):
                 frame = imports.read_upload(upload.name, data=upload.getvalue())
                 for result in catalog.save(frame, "import", label or None, notes or None, replace=replace):
                     (st.success if result.stored else st.info)(f"{plain(upload.name)}: {plain(result.message(), None)}")
-            except (imports.ImportProblem, StoreError) as exc:  # every file gets its own message
+            except (imports.ImportProblem, StoreError, SchemaError) as exc:  # every file gets its own message
                 st.error(f"Nothing from {plain(upload.name)} was stored: {plain(exc, None)}")
-            except Exception as exc:  # unforeseen: still one line, and nothing from this file was written
-                st.error(f"Nothing from {plain(upload.name)} was stored: unexpected {type(exc).__name__}: "
-                         f"{plain(shorten(str(exc), 200), None)}")
 
 try:
     runs = catalog.runs()
 except StoreError as exc:  # a server that went away or stopped answering
-    shared.show_reasons([plain(exc, None)], "The runs store cannot be read")
+    ui.show_reasons([plain(exc, None)], "The runs store cannot be read")
     st.stop()
 if runs.empty:
     st.info("No runs yet: measure live, run `python -m gpu.bench …`, or import a file.")
@@ -94,7 +92,7 @@ labels = {r.run_id: f"{r.run_id} · {r.experiment} · {r.device_name} · {str(r.
 run_id = st.selectbox("Run", list(labels), format_func=labels.get, key="runs_selected")
 row = shown[shown["run_id"] == run_id].iloc[0]
 left, right = st.columns(2)
-left.button("Open on its page", key="runs_open", on_click=shared.request, args=(f"runs_open_{run_id}",))
+left.button("Open on its page", key="runs_open", on_click=ui.request, args=(f"runs_open_{run_id}",))
 if st.session_state.pop(f"runs_open_{run_id}", False):
     st.switch_page(PAGE_OF[row["experiment"]], query_params={"run": run_id})
 if isinstance(row["notes"], str) and row["notes"]:
@@ -104,7 +102,7 @@ if row["origin"] == "bundled":
 else:
     sure = right.checkbox(f"Yes, delete run {plain(run_id)} and its {int(row['points'])} points",
                           key=f"runs_delete_sure_{run_id}")
-    right.button("Delete", key="runs_delete", disabled=not sure, type="secondary", on_click=shared.request,
+    right.button("Delete", key="runs_delete", disabled=not sure, type="secondary", on_click=ui.request,
                  args=(f"runs_delete_{run_id}",))
     if st.session_state.pop(f"runs_delete_{run_id}", False) and sure:
         try:

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import streamlit as st
 
-from gpu import overlap, stream_charts, takeaways, text
+from gpu import headlines, overlap, stream_charts, takeaways, text
 from gpu.experiments import streams
 from gpu.units import MiB, format_bytes
-from pages import _shared as shared
+from pages import _ui as ui
 
-shared.require_router()
-backend = shared.current_backend()
+page = ui.Page()
+backend = page.backend
 live = backend.kind == "live"
 
 st.title("Streams: hiding copies behind compute")
-if shared.desk():
+if ui.desk():
     st.markdown(
         "A vector is cut into **chunks**; each chunk goes host → device, through a kernel, and back, on one of "
         "several **streams** (chunk *c* on stream *c mod S*), so one chunk's copy can run while another's kernel "
@@ -25,11 +25,11 @@ if shared.desk():
         "exactly. With **pageable** host memory the driver must stage each copy and a device → host copy blocks "
         "the host until it is done: watch the overlap disappear.")
 
-run_id = shared.recording_choice(backend, streams.NAME, "streams")
+run_id = page.recording(streams.NAME, "streams")
 
 
 def recorded(column: str) -> list:
-    return shared.recorded_values(backend, streams.NAME, column, run_id)
+    return page.recorded_values(streams.NAME, column, run_id)
 
 
 if live:
@@ -48,18 +48,18 @@ else:
     host_options = [h for h in streams.HOST_MEMORY if h in set(data["host_memory"])] or ["pinned"]
     order_options = [o for o in streams.ORDERS if o in set(data["issue_order"])] or ["depth_first"]
 
-shared.url_page()
-shared.from_url("streams_size", "int", size_options)
-shared.from_url("streams_chunks", "ints", chunk_options)
-shared.from_url("streams_chunks_typed", "str")
-shared.from_url("streams_streams", "ints", stream_options)
-shared.from_url("streams_host", "strs", host_options)
-shared.from_url("streams_intensity", "int", intensity_options)
-shared.from_url("streams_orders", "strs", order_options)
-shared.from_url("streams_pageable_grid", "bool")
+page.link_notes()
+page.restore("streams_size", "int", size_options)
+page.restore("streams_chunks", "ints", chunk_options)
+page.restore("streams_chunks_typed", "str")
+page.restore("streams_streams", "ints", stream_options)
+page.restore("streams_host", "strs", host_options)
+page.restore("streams_intensity", "int", intensity_options)
+page.restore("streams_orders", "strs", order_options)
+page.restore("streams_pageable_grid", "bool")
 # On stage the measured grid's controls fold away (with their notes, which describe the grid, not the configuration
 # on screen); the chunks and streams of the one configuration shown are the stage's two controls.
-settings = shared.more_settings()
+settings = ui.more_settings()
 with settings:
     left, right = st.columns(2)
 with left:
@@ -100,15 +100,15 @@ if not typed_errors:
     with settings:
         for note in streams.notes(streams.parse_params(params)):
             st.warning(note)
-shared.sync_url(final=False)
+page.sync(final=False)
 def preview(partial, suffix: str) -> None:
     """While measuring: the pipelines measured so far against their serial runs."""
     table = overlap.pipeline_table(partial)
     if not table.empty:
-        shared.chart(stream_charts.sweep_figure(table, partial), key=f"chart_sweep{suffix}")
+        ui.chart(stream_charts.sweep_figure(table, partial), key=f"chart_sweep{suffix}")
 
 
-frame = shared.checked_frame(backend, streams.NAME, params, "streams", run_id, extra_reasons=typed_errors,
+frame = page.measure(streams.NAME, params, "streams", run_id, extra_reasons=typed_errors,
                              preview=preview)
 
 table = overlap.pipeline_table(frame)
@@ -118,7 +118,7 @@ if table.empty:
 
 # --- headline: per host memory, the best pipeline that can overlap and the median over all of them ------------
 summary = overlap.overlap_summary(table)
-if shared.desk():  # on stage the takeaway under the timeline says it
+if ui.desk():  # on stage the takeaway under the timeline says it
     st.markdown("\n".join(f"- {overlap.headline(r)}" for r in summary.to_dict("records")))
     st.caption(overlap.BOUNDS_EXPLAINED if summary["best_duplex_bound_ms"].notna().any()
                else overlap.NO_DUPLEX_EXPLAINED)
@@ -131,45 +131,45 @@ if shared.desk():  # on stage the takeaway under the timeline says it
         st.caption(note)
 
 # --- one configuration --------------------------------------------------------------------------------------
-if shared.desk():
+if ui.desk():
     st.subheader("One configuration, operation by operation")
     c1, c2, c3, c4, c5 = st.columns(5)
 else:
     c2, c3 = st.columns(2)
     with settings:
         c1, c4, c5 = st.columns(3)
-shared.from_url("streams_focus_host", "str", list(dict.fromkeys(table["host_memory"])))
+page.restore("streams_focus_host", "str", list(dict.fromkeys(table["host_memory"])))
 focus_host = c1.radio("Host memory", list(dict.fromkeys(table["host_memory"])), key="streams_focus_host")
 mine = table[table["host_memory"] == focus_host]
 chunk_values = sorted(mine["chunks"].unique())
-shared.from_url("streams_focus_chunks", "int", [int(c) for c in chunk_values])
+page.restore("streams_focus_chunks", "int", [int(c) for c in chunk_values])
 # On stage the timeline opens on the best pipeline, the one the takeaway names.
 best = overlap.best_pipeline(mine)
 focus_chunks = c2.select_slider("Chunks", chunk_values, key="streams_focus_chunks",
-                                value=best["chunks"] if shared.presenting() else
+                                value=best["chunks"] if ui.presenting() else
                                 16 if 16 in chunk_values else chunk_values[-1])
 stream_values = sorted(mine[mine["chunks"] == focus_chunks]["streams"].unique())
 if len(stream_values) > 1:
-    shared.from_url("streams_focus_streams", "int", [int(v) for v in stream_values])
+    page.restore("streams_focus_streams", "int", [int(v) for v in stream_values])
 focus_streams = c3.select_slider("Streams", stream_values, key="streams_focus_streams",
-                                 value=best["streams"] if shared.presenting() and best["streams"] in stream_values else
+                                 value=best["streams"] if ui.presenting() and best["streams"] in stream_values else
                                  4 if 4 in stream_values else stream_values[-1]) \
     if len(stream_values) > 1 else stream_values[0]
 order_values = list(dict.fromkeys(mine["issue_order"]))
-shared.from_url("streams_focus_order", "str", order_values)
-shared.from_url("streams_lanes", "str", ["stream", "engine"])
+page.restore("streams_focus_order", "str", order_values)
+page.restore("streams_lanes", "str", ["stream", "engine"])
 focus_order = c4.radio("Issue order", order_values, format_func=streams.ORDER_LABELS.get, key="streams_focus_order",
-                       index=order_values.index(best["issue_order"]) if shared.presenting() else 0)
+                       index=order_values.index(best["issue_order"]) if ui.presenting() else 0)
 lanes = c5.radio("Lanes", ["stream", "engine"], key="streams_lanes",
                  format_func=lambda x: "one per stream" if x == "stream" else "one per engine")
-shared.sync_url()
+page.sync()
 chosen = mine[(mine["chunks"] == focus_chunks) & (mine["streams"] == focus_streams)
               & (mine["issue_order"] == focus_order)]
 if chosen.empty:
     st.info("That combination was not measured; pick another.")
     st.stop()
 row = chosen.iloc[0]
-if shared.desk():  # on stage: the chart and its takeaway
+if ui.desk():  # on stage: the chart and its takeaway
     m = st.columns(5)
     m[0].metric("Pipeline", f"{row['pipeline_ms']:.3f} ms", f"cv {text.percent(row['cv'], 2)}", delta_color="off")
     m[1].metric("Serial (one stream)", f"{row['serial_ms']:.3f} ms")
@@ -185,33 +185,30 @@ if shared.desk():  # on stage: the chart and its takeaway
                 "beyond the noise of the two (or cannot overlap: one chunk or one stream).")
     m[4].metric("Speedup over serial", f"{row['speedup']:.2f}×")
 try:
-    shared.chart(stream_charts.gantt_figure(row["intervals"], frame, lanes,
+    ui.chart(stream_charts.gantt_figure(row["intervals"], frame, lanes,
                                             f"Timeline: {stream_charts.config_label(row)}"), key="chart_gantt")
     timeline_drawn = True
 except ValueError as exc:
     st.warning(f"This point's timeline cannot be drawn: {exc}")
     timeline_drawn = False
-shared.takeaway(takeaways.streams(frame))
-if not shared.desk():
+ui.takeaway(takeaways.streams(frame))
+if not ui.desk():
     st.stop()  # on stage: the timeline and its takeaway
 if timeline_drawn:
     st.caption("Bars are CUDA events recorded before and after every operation, each on its own stream, in one run "
                "of this configuration. An event fires when its stream reaches the operation; a bar starts when its "
                "engine was also free (faint: the wait). Hover a bar for its chunk, bytes and µs.")
-shared.chart(stream_charts.breakdown_figure(row, frame), key="chart_breakdown")
+ui.chart(stream_charts.breakdown_figure(row, frame), key="chart_breakdown")
 
 if len(mine["streams"].unique()) > 1:
     st.subheader("Sweep: streams × chunks")
     sweep = mine[mine["issue_order"] == focus_order]
-    shared.chart(stream_charts.sweep_figure(sweep, frame), key="chart_sweep")
+    ui.chart(stream_charts.sweep_figure(sweep, frame), key="chart_sweep")
 
 if (frame["group"] == "bidirectional").any():
     st.subheader("Bidirectional copies")
-    shared.chart(stream_charts.bidirectional_figure(frame), key="chart_bidirectional")
-    both = frame[frame["variant"] == "bidir_both"].set_index("host_memory")["gbps"]
-    alone = frame[frame["variant"].isin(["bidir_h2d", "bidir_d2h"])].groupby("host_memory")["gbps"].max()
-    st.markdown(" · ".join(f"{h}: both directions at once move **{both[h]:.1f} GB/s**, "
-                           f"{both[h] / alone[h]:.2f}× the faster direction alone" for h in both.index if h in alone))
+    ui.chart(stream_charts.bidirectional_figure(frame), key="chart_bidirectional")
+    st.markdown(headlines.bidirectional(frame))
 
 st.subheader("The numbers")
 st.dataframe(table.drop(columns=["intervals", "run_id", "elements", "samples_ms", "serial_samples_ms"]).assign(
@@ -227,4 +224,4 @@ st.dataframe(table.drop(columns=["intervals", "run_id", "elements", "samples_ms"
                                     "engine_efficiency": st.column_config.NumberColumn(
                                         "efficiency vs copy-engine bound", format="%.0f %%"),
                                     "cv": st.column_config.NumberColumn("cv", format="%.2f %%")})
-shared.download(frame, "streams")
+ui.download(frame, "streams")

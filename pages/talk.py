@@ -8,23 +8,23 @@ import streamlit as st
 from gpu import charts, kernel_charts, overlap, stream_charts, talks
 from gpu.claims import ClaimError
 from gpu.errors import ValidationError, WorkerError
-from pages import _shared as shared
+from pages import _ui as ui
 
-shared.require_router()
+page = ui.Page()
 LIVE_TIMEOUT_S = 30.0
 
 try:
     talk = talks.load()
 except talks.TalkError as exc:
-    shared.show_reasons([str(exc)], "The talk cannot be shown")
+    ui.show_reasons([str(exc)], "The talk cannot be shown")
     st.stop()
 
 count = len(talk.scenes)
 state = st.session_state
-shared.url_page()
+page.link_notes()
 if "talk_scene" not in state:
-    state["talk_scene"] = shared.scene_from_url(count)
-shared.sync_url(link=False, own=("scene",))
+    state["talk_scene"] = page.url.scene(count)
+page.sync(link=False, own=("scene",))
 
 
 def move(step: int) -> None:
@@ -40,13 +40,13 @@ st.caption(f"{talk.title} · scene {index + 1} of {count}")
 st.markdown(f"# {scene.claim}")
 
 # --- the measurement: live if asked and answered in time, else the bundled recording -----------------------
-live, reason = shared.live_backend()
+live, reason = ui.live_backend()
 frame, source, fallback = None, "", ""
 if state.pop("talk_measure_requested", False):
-    if live is None or shared.use_replay():
+    if live is None or ui.use_replay():
         fallback = f"no live GPU here: {reason or 'replay switched on'}"
     else:
-        handle = live.submit(scene.experiment, {**scene.params, "profile": "interactive"}, session=shared.session_id())
+        handle = live.submit(scene.experiment, {**scene.params, "profile": "interactive"}, session=ui.session_id())
         with st.spinner(f"Measuring on {live.facts.get('device_name')}…"):
             finished = handle.wait(LIVE_TIMEOUT_S)
         if not finished:
@@ -62,7 +62,7 @@ if f"talk_live_{index}" in state:
     source = f"**Measured live** on {frame['device_name'].iloc[0]} just now"
 else:
     try:
-        frame = shared.replay_backend().submit(scene.experiment, scene.params).outcome()
+        frame = ui.replay_backend().submit(scene.experiment, scene.params).outcome()
         first = frame.iloc[0]
         # One caption line, under the verdict: a fallback never pushes the verdict off the screen.
         source = (f"**Bundled recording** from {first['device_name']}, {str(first['timestamp'])[:10]} "
@@ -70,7 +70,7 @@ else:
                   + (f" · {fallback[0].upper() + fallback[1:]}: showing the bundled recording" if fallback else "")
                   + ("" if live is None else " · press **m** to measure live"))
     except ValidationError as exc:
-        shared.show_reasons(exc.reasons, "This scene has no recording to show")
+        ui.show_reasons(exc.reasons, "This scene has no recording to show")
 
 if frame is not None:
     try:
@@ -90,8 +90,8 @@ if frame is not None:
         best = table.sort_values("pipeline_ms").iloc[0]
         figure = stream_charts.gantt_figure(best["intervals"], frame, "engine",
                                             f"Timeline: {stream_charts.config_label(best)}")
-    shared.chart(figure, key=f"talk_chart_{index}")
-    shared.takeaway(line, "##", always=True)
+    ui.chart(figure, key=f"talk_chart_{index}")
+    ui.takeaway(line, "##", always=True)
     st.caption(source)
     with st.expander("Speaker notes and method"):
         st.markdown(scene.notes)
@@ -100,6 +100,6 @@ if frame is not None:
 
 left, middle, right = st.columns([1, 2, 1])
 left.button("← previous", key="talk_prev", on_click=move, args=(-1,), disabled=index == 0)
-middle.button("Measure live (m)", key="talk_measure", on_click=shared.request, args=("talk_measure_requested",))
+middle.button("Measure live (m)", key="talk_measure", on_click=ui.request, args=("talk_measure_requested",))
 right.button("next →", key="talk_next", on_click=move, args=(1,), disabled=index == count - 1)
-shared.shortcuts(talk_prev="arrowleft", talk_next="arrowright", talk_measure="m")
+ui.shortcuts(talk_prev="arrowleft", talk_next="arrowright", talk_measure="m")

@@ -4,19 +4,19 @@ from __future__ import annotations
 
 import streamlit as st
 
-from gpu import charts, takeaways, text
+from gpu import charts, headlines, takeaways, text
 from gpu.experiments import transfers
 from gpu.units import GiB, KiB, format_bytes, parse_size_list
-from pages import _shared as shared
+from pages import _ui as ui
 
-shared.require_router()
+page = ui.Page()
 
-backend = shared.current_backend()
+backend = ui.current_backend()
 live = backend.kind == "live"
-shared.url_page()
+page.link_notes()
 
 st.title("Transfers: pinned vs pageable memory")
-if shared.desk():
+if ui.desk():
     st.markdown(
         "Copies between host and device through four kinds of host memory: **pageable** (a NumPy array; the "
         "driver stages it through its own pinned buffer), **pinned** (page-locked, DMA straight from it), "
@@ -46,12 +46,12 @@ def exact_sizes(typed: str) -> list[int]:
     return sizes
 
 
-shared.from_url("transfers_size_range", "int_range", options)
-shared.from_url("transfers_custom_sizes", "str", check=lambda typed: exact_sizes(typed) if typed.strip() else None)
-shared.from_url("transfers_modes", "strs", transfers.MODES)
-shared.from_url("transfers_directions", "strs", transfers.DIRECTIONS)
-shared.from_url("transfers_include_alloc", "bool")
-shared.from_url("transfers_method", "str", transfers.METHODS)
+page.restore("transfers_size_range", "int_range", options)
+page.restore("transfers_custom_sizes", "str", check=lambda typed: exact_sizes(typed) if typed.strip() else None)
+page.restore("transfers_modes", "strs", transfers.MODES)
+page.restore("transfers_directions", "strs", transfers.DIRECTIONS)
+page.restore("transfers_include_alloc", "bool")
+page.restore("transfers_method", "str", transfers.METHODS)
 left, right = st.columns([3, 2])
 with left:
     low, high = st.select_slider("Transfer sizes (powers of two)", options=options,
@@ -67,7 +67,7 @@ with right:
                               help="Also time allocating the host buffer before each copy, as code that "
                                    "allocates per transfer does. Shown beside the copy-only view (latency view "
                                    "only: batched copies reuse one buffer).")
-with shared.more_settings():
+with ui.more_settings():
     custom_column, mode_column = st.columns([3, 2])
     custom = custom_column.text_input("…or exact sizes (overrides the slider)", key="transfers_custom_sizes",
                                       placeholder="e.g. 64KiB, 3MiB, 1GB or 1MiB:256MiB",
@@ -92,36 +92,27 @@ params = {"sizes": sizes, "modes": list(modes or []), "directions": list(directi
           "include_alloc": [False, True] if include_alloc and method == "single" else [False], "methods": [method]}
 
 batched = method == "batched"
-run_id = shared.recording_choice(backend, transfers.NAME, "transfers",
+run_id = page.recording(transfers.NAME, "transfers",
                                  holds=lambda rows: rows["timer"].isin(transfers.BATCHED_TIMERS) == batched)
-shared.sync_url()
+page.sync()
 if not live and run_id is None:
     st.info(f"No recording here was measured with the {transfers.METHOD_LABELS[method]} method, so it has nothing "
             "to replay: choose the other timing view.")
     st.stop()
 def preview(partial, suffix: str) -> None:
     """While measuring: the bandwidth curves of the points measured so far."""
-    shared.chart(charts.bandwidth_figure(partial[~partial["include_alloc"].astype(bool)]), key=f"chart_bw{suffix}")
+    ui.chart(charts.bandwidth_figure(partial[~partial["include_alloc"].astype(bool)]), key=f"chart_bw{suffix}")
 
 
-frame = shared.checked_frame(backend, transfers.NAME, params, "transfers", run_id, preview=preview)
+frame = page.measure(transfers.NAME, params, "transfers", run_id, preview=preview)
 
 # --- charts -------------------------------------------------------------------------------------------------
-bandwidth_figure = shared.cached_figure(charts.bandwidth_figure)
+bandwidth_figure = ui.cached_figure(charts.bandwidth_figure)
 copy_only = frame[~frame["include_alloc"]]
 with_alloc = frame[frame["include_alloc"]]
 
 
-@shared.cached
-def verdict(view, label: str) -> str | None:
-    """Pinned ÷ pageable at the largest size measured, read from the data."""
-    table = charts.speedup_table(view)
-    table = table[(table["variant"] == "pinned")]
-    if table.empty:
-        return None
-    top = table[table["bytes"] == table["bytes"].max()]
-    parts = [f"{r.direction.upper()} {r.speedup:.2f}×" for r in top.itertuples()]
-    return f"{label}, {format_bytes(top['bytes'].iloc[0])}: pinned ÷ pageable = " + ", ".join(parts)
+verdict = ui.cached(headlines.transfers_verdict)
 
 
 if not with_alloc.empty:
@@ -133,32 +124,32 @@ if not with_alloc.empty:
                       "once and reused it wins; allocated per transfer it can lose.")
     col_a, col_b = st.columns(2)
     with col_a:
-        shared.chart(bandwidth_figure(copy_only).update_layout(title_text="Copy only<br><sup>"
+        ui.chart(bandwidth_figure(copy_only).update_layout(title_text="Copy only<br><sup>"
                         + charts.source_label(copy_only) + "</sup>"), key="chart_bw_copy")
     with col_b:
-        shared.chart(bandwidth_figure(with_alloc).update_layout(title_text="Including allocation<br><sup>"
+        ui.chart(bandwidth_figure(with_alloc).update_layout(title_text="Including allocation<br><sup>"
                         + charts.source_label(with_alloc) + "</sup>"), key="chart_bw_alloc")
 else:
     line = verdict(copy_only, "Copy only")
     if line:
         st.markdown(f"**{line}**")
-    shared.chart(bandwidth_figure(copy_only), key="chart_bw_copy")
+    ui.chart(bandwidth_figure(copy_only), key="chart_bw_copy")
 
-shared.takeaway(shared.cached(takeaways.transfers)(frame))
-if not shared.desk():
+ui.takeaway(ui.cached(takeaways.transfers)(frame))
+if not ui.desk():
     st.stop()  # on stage: the chart and its takeaway; the analysis below is for the desk
 
 if "pageable" in set(frame["variant"]) and len(set(frame["variant"])) > 1:
-    shared.chart(shared.cached_figure(charts.speedup_figure)(frame), key="chart_speedup")
+    ui.chart(ui.cached_figure(charts.speedup_figure)(frame), key="chart_speedup")
 else:
     st.caption("Select pageable and at least one other mode to see speedups over pageable.")
 
 st.subheader("Latency and bandwidth: t = α + bytes/β")
-fits = shared.cached(charts.model_table)(copy_only)
+fits = ui.cached(charts.model_table)(copy_only)
 if fits.empty:
     st.caption("The model needs at least two sizes per mode.")
 else:
-    shared.chart(shared.cached_figure(charts.model_figure)(copy_only), key="chart_model")
+    ui.chart(ui.cached_figure(charts.model_figure)(copy_only), key="chart_model")
     st.dataframe(
         fits.assign(direction=fits["direction"].str.upper(), n_half=fits["n_half_bytes"].map(format_bytes),
                     max_rel_residual=fits["max_rel_residual"] * 100)  # percent in the one style ("3.1 %")
@@ -171,10 +162,10 @@ else:
         hide_index=True)
 
 st.subheader("The numbers")
-st.dataframe(shared.cached(charts.numbers_table)(frame), hide_index=True,
+st.dataframe(ui.cached(charts.numbers_table)(frame), hide_index=True,
              column_config={"median µs": st.column_config.NumberColumn(format="%.2f"),
                             "min µs": st.column_config.NumberColumn(format="%.2f"),
                             "max µs": st.column_config.NumberColumn(format="%.2f"),
                             "cv %": st.column_config.NumberColumn(format="%.2f"),
                             "GB/s": st.column_config.NumberColumn(format="%.2f")})
-shared.download(frame, "transfers")
+ui.download(frame, "transfers")

@@ -6,7 +6,7 @@ import pytest
 import streamlit as st
 
 from gpu.backend import ReplayBackend
-from pages import _shared as shared
+from pages._ui import cache as shared
 
 
 @pytest.fixture(scope="module")

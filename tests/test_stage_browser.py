@@ -137,7 +137,7 @@ def open_page(browser, errors: list[str]):
 
 
 def link(address: str, path: str, query: str = "") -> str:
-    """The address PinPoint hands out for a page (pages._shared.view_link): the root, with the page in ?page=.
+    """The address PinPoint hands out for a page (pages._ui.url_state.view_link): the root, with the page in ?page=.
     Loaded at a page's own path (/transfers), Streamlit's frontend would first probe /transfers/_stcore/health and
     …/host-config (two 404s in the console, streamlit/streamlit#7074); loaded at the root it does not."""
     return f"{address}/?" + "&".join(([f"page={path}"] if path else []) + ([query] if query else []))

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from pages._shared import parse_url_value, url_text
+from pages._ui.url_state import parse_url_value, url_text
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 

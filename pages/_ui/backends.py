@@ -1,0 +1,149 @@
+"""Where a page's numbers come from: the cached live and replay backends, the runs catalog, a run opened from the
+URL, the sidebar's source switches and the banner that names the source."""
+
+from __future__ import annotations
+
+import streamlit as st
+from streamlit.runtime.pages_manager import PagesManager
+from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+from gpu.backend import LiveBackend, ReplayBackend, start_live
+from gpu.catalog import BUNDLED_DIRS, Catalog, read_bundled
+from gpu.store import StoreError
+from gpu.text import plain
+from pages._shared import PAGES
+
+
+@st.cache_resource(show_spinner="Starting the GPU worker…")
+def live_backend() -> tuple[LiveBackend | None, str]:
+    """One worker process for all sessions; None (with the reason) where no GPU works."""
+    return start_live()
+
+
+@st.cache_resource(show_spinner=False)
+def replay_backend() -> ReplayBackend:
+    return ReplayBackend()
+
+
+def require_router() -> None:
+    """Make sure this page runs inside app.py's ``st.navigation``, never on its own.
+
+    Streamlit starts each server process in its legacy pages/ mode: until app.py has called
+    ``st.navigation`` once, a first visit straight to /transfers would run the page file alone, without
+    the banner that says where the numbers come from. Leave that mode and rerun through app.py.
+    """
+    if PagesManager.uses_pages_directory:
+        PagesManager.uses_pages_directory = False
+        st.rerun()
+
+
+@st.cache_resource(show_spinner=False)
+def _open_catalog():
+    # The bundled replay recordings are already read (and validated) by the replay backend: not a second time.
+    return Catalog(bundled=read_bundled(BUNDLED_DIRS, already_read=replay_backend().files))
+
+
+def run_catalog():
+    """The runs store and the bundled runs; (None, reason) when the store cannot be opened, so the rest of the
+    app keeps working and the review pages say why. A failure is not cached: the next page view tries again."""
+    try:
+        return _open_catalog(), ""
+    except StoreError as exc:  # the store wraps whatever stopped it (URL, server, file) in one that says why
+        return None, str(exc)
+
+
+@st.cache_resource(show_spinner=False, max_entries=32, ttl=600)
+def loaded_run(run_id: str):
+    """A stored or bundled run by id, decoded once for all sessions (a stored run's samples are JSON in the
+    store). Shared, so callers must not change it. Raises StoreError as ``Catalog.load`` does."""
+    catalog, reason = run_catalog()
+    if catalog is None:
+        raise StoreError(reason)
+    return catalog.load(run_id)
+
+
+def opened_run() -> str | None:
+    """A run id from the URL (?run=…): the page shows that stored or bundled run, like a replay."""
+    value = st.query_params.get("run")
+    return str(value) if value else None
+
+
+@st.cache_resource(show_spinner=False, max_entries=16)
+def opened_run_backend(run_id: str) -> tuple[ReplayBackend | None, str]:
+    catalog, reason = run_catalog()
+    if catalog is None:
+        return None, reason
+    try:
+        frame = catalog.load(run_id)
+    except StoreError as exc:  # unknown id or unreadable store: the page says so and falls back
+        return None, str(exc)
+    return ReplayBackend(frames=[frame]), ""
+
+
+def use_replay() -> bool:
+    live, _ = live_backend()
+    return live is None or st.session_state.get("use_replay", False)
+
+
+def current_backend() -> LiveBackend | ReplayBackend:
+    run_id = opened_run()
+    if run_id:
+        backend, _ = opened_run_backend(run_id)
+        if backend is not None:
+            return backend
+    live, _ = live_backend()
+    return replay_backend() if use_replay() else live
+
+
+def session_id() -> str | None:
+    ctx = get_script_run_ctx()
+    return ctx.session_id if ctx else None
+
+
+def source_sidebar() -> None:
+    live, reason = live_backend()
+    with st.sidebar:
+        st.markdown("**Data source**")
+        st.toggle("Replay recorded runs", key="use_replay", value=live is None, disabled=live is None,
+                  help=("Show runs recorded on a real GPU instead of measuring live (for talks with a flaky "
+                        "venue GPU)." if live else f"Live measurement is unavailable: {reason}"))
+        if live is not None:
+            st.caption(f"GPU worker: {live.facts.get('device_name')} (pid {live.client.worker_pid}, "
+                       f"restarts {live.client.restarts})")
+            st.toggle("Save live measurements in the runs store", key="save_to_store", value=True,
+                      help="Every live measurement is kept (with every sample) for the Runs and Compare pages. "
+                           "Turn off for this browser session.")
+        if live is not None:
+            st.toggle("Reuse measured points", key="reuse_points", value=True,
+                      help="A request whose every point this worker has measured before (same profile) is shown at "
+                           "once from those points, labelled with when they were measured. Off: always measure.")
+        st.toggle("Presentation mode", key="present_mode", help="A stage view: no sidebar or toolbar, large fonts. "
+                  "Also ?present=1 in the address; leave it by opening the address without it.")
+
+
+def source_banner() -> None:
+    """Every page says where its numbers come from."""
+    run_id = opened_run()
+    if run_id:
+        backend, reason = opened_run_backend(run_id)
+        if backend is not None:
+            first = backend.data.iloc[0]
+            st.info(f"**Stored run** {plain(run_id)} · recorded on {plain(first['device_name'])} "
+                    f"({plain(str(first['timestamp'])[:16])}) by PinPoint, not measured now; experiment: "
+                    f"{plain(first['experiment'])}. Remove ?run= from the address to measure or replay.",
+                    icon=PAGES[7].icon)
+            return
+        st.warning(f"Run {plain(run_id)} from the address cannot be shown: {plain(reason, None)}")
+    live, reason = live_backend()
+    if not use_replay():
+        st.success(f"**Live** · measuring on {live.facts.get('device_name')} now", icon=":material/sensors:")
+        return
+    replay = replay_backend()
+    devices = sorted({f"{d} ({t[:10]})" for d, t in zip(replay.data["device_name"], replay.data["timestamp"],
+                                                        strict=True)})
+    why = "replay switched on" if live is not None else f"no live GPU here: {reason}"
+    # No parentheses around ``why``: the reason often has its own ("… (see requirements-gpu.txt)").
+    st.info(f"**Replay** · showing runs recorded on a real GPU by PinPoint's runner, not measured now; "
+            f"{why}. Recorded on: {', '.join(devices) or 'nothing yet'}.", icon=":material/replay:")
+    for problem in replay.problems:
+        st.warning(f"A recorded run could not be read and is left out: {plain(problem, 300)}")

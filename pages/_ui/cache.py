@@ -1,0 +1,40 @@
+"""Work that depends only on a recording, done once for every session: tables, sentences and figures keyed by a
+results frame's contents."""
+
+from __future__ import annotations
+
+import functools
+
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+UNHASHED_COLUMNS = ("samples_ms", "intervals")  # lists per row; the rows' other columns already tell runs apart
+
+def frame_key(frame: pd.DataFrame) -> tuple:
+    """What identifies a results frame for the caches below, without hashing every sample: its columns and a hash
+    of every other value (run id, parameters, medians …)."""
+    plain = [c for c in frame.columns if c not in UNHASHED_COLUMNS]
+    try:
+        digest = pd.util.hash_pandas_object(frame[plain], index=False).sum()
+    except TypeError:  # an unhashable value (a list in a column): hash the text of every value instead
+        digest = pd.util.hash_pandas_object(frame[plain].astype(str), index=False).sum()
+    return tuple(plain), len(frame), int(digest)
+
+
+def cached(function):
+    """``function(frame, …)`` (a table or a sentence computed from results) worked out once per frame and
+    arguments for all sessions, so a page view does not redo it."""
+    return st.cache_data(show_spinner=False, max_entries=256, ttl=3600, hash_funcs={pd.DataFrame: frame_key})(function)
+
+
+def cached_figure(build):
+    """``build(frame, …) → go.Figure``, built once per frame and arguments for all sessions. Each caller gets its own
+    copy (a copy costs a tenth of a build), so a page that retitles or restyles it changes nobody else's."""
+    shared_figure = st.cache_resource(show_spinner=False, max_entries=128, ttl=3600,
+                                      hash_funcs={pd.DataFrame: frame_key})(build)
+
+    @functools.wraps(build)
+    def own_copy(*args, **kwargs):
+        return go.Figure(shared_figure(*args, **kwargs))
+    return own_copy

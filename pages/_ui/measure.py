@@ -1,0 +1,141 @@
+"""The measure flow: the Measure button's state machine, following a live job, showing its outcome, and keeping a
+live measurement in the runs store."""
+
+from __future__ import annotations
+
+import time
+
+import streamlit as st
+
+from gpu import text
+from gpu.client import JobHandle
+from gpu.errors import ValidationError, WorkerError
+from gpu.schema import SchemaError
+from gpu.store import StoreError
+from gpu.text import plain
+from pages._ui.backends import run_catalog, session_id
+from pages._ui.controls import profile_choice, show_reasons
+
+POLL_S = 0.1  # how often a running job is looked at: new points are drawn within this of arriving
+REDRAW_S = 0.3  # at most this often a growing chart is redrawn (a redraw costs the browser a Plotly render)
+# What a chart raises when the points so far lack what it needs (a missing column, group or size, an empty series).
+PARTIAL_FRAME_ERRORS = (LookupError, ValueError, TypeError, ArithmeticError)
+
+
+def follow(handle: JobHandle, preview=None) -> None:
+    """Show a job's queue position and progress until it finishes. With ``preview(frame, suffix)``, the points
+    measured so far are drawn as they arrive, redrawn in place as more come (``suffix`` makes each redraw's
+    element keys unique); the page's full view replaces the preview when the job ends."""
+    bar = st.progress(0.0, text="starting…")
+    slot = st.empty() if preview is not None else None
+    drawn, redraws, last = 0, 0, -1e9
+    while not handle.wait(POLL_S):
+        if handle.state == "queued":
+            bar.progress(0.0, text=f"queued behind {text.count(handle.queued_ahead, 'job')} from other sessions")
+        elif handle.total:
+            bar.progress(min(handle.done / handle.total, 1.0), text=f"{handle.done}/{handle.total} · {handle.text}")
+        if slot is None or len(handle.rows) <= drawn or time.monotonic() - last < REDRAW_S:
+            continue
+        frame = handle.partial_frame()
+        if frame is None:
+            continue
+        drawn, redraws, last = len(frame), redraws + 1, time.monotonic()
+        with slot.container():
+            st.caption(f"**Measuring** · {drawn} of {handle.total or '?'} points so far, drawn as they arrive "
+                       "(coarse sizes first, then the gaps); the full page follows when the sweep ends.")
+            try:
+                preview(frame, f"_preview{redraws}")
+            except PARTIAL_FRAME_ERRORS as exc:  # a partial sweep may lack what a chart needs: wait for more points
+                st.caption(f"(more points needed to draw: {exc})")
+    bar.empty()
+    if slot is not None:
+        slot.empty()
+
+
+def outcome(handle: JobHandle):
+    """The job's result, or None after showing its error as a message (never a traceback)."""
+    try:
+        result = handle.outcome()
+    except ValidationError as exc:
+        show_reasons(exc.reasons)
+        return None
+    except WorkerError as exc:
+        if handle.state == "cancelled":
+            st.info(f"Measurement stopped: {exc}")
+        else:
+            extra = " The GPU worker was replaced; the next measurement runs on a fresh one." if exc.fatal else ""
+            st.error(f"The measurement failed: {exc}.{extra}")
+        return None
+    for note in handle.notes:
+        st.caption(note)
+    return result
+
+
+def request(flag: str) -> None:
+    """A button's on_click: record the click in session state, so no rerun before the page reads it loses it."""
+    st.session_state[flag] = True
+
+
+def measured_frame(backend, experiment: str, params: dict, key: str, run_id: str | None = None, preview=None):
+    """The page's results: live, after the user presses Measure (kept in the session until the next press,
+    so chart options never re-measure); replayed, straight from the chosen recording. None: stop here."""
+    state = st.session_state
+    if backend.kind != "live":
+        frame = outcome(backend.submit(experiment, params, run_id=run_id))
+        return frame
+    # The click is recorded by a callback in session state, so it survives any rerun before it is served.
+    st.button("Measure", type="primary", key=f"{key}_measure",
+              on_click=request, args=(f"{key}_measure_requested",))
+    if state.pop(f"{key}_measure_requested", False):
+        state[f"{key}_job"] = backend.submit(experiment, params, session=session_id(),
+                                             reuse=state.get("reuse_points", True))
+        state.pop(f"{key}_result", None)
+    job = state.get(f"{key}_job")
+    if job is not None:
+        follow(job, preview)
+        state[f"{key}_result"] = outcome(job)
+        state.pop(f"{key}_job")
+        if state[f"{key}_result"] is not None:
+            if job.kind != "reused":  # reused points were kept and stored when they were measured
+                backend.cache.remember(state[f"{key}_result"], params.get("profile"))
+                if state.get("save_to_store", True):
+                    save_run(state[f"{key}_result"])
+    frame = state.get(f"{key}_result")
+    if frame is None:
+        st.info("Choose the settings, then press **Measure**. Results stay here while you change chart options.")
+    return frame
+
+
+def save_run(frame) -> None:
+    """Keep a live measurement in the runs store; a store that fails never costs the measurement."""
+    catalog, reason = run_catalog()
+    if catalog is None:
+        st.warning(f"This measurement was not saved: {plain(reason, None)}")
+        return
+    try:
+        for result in catalog.store.save(frame, "live"):
+            st.caption(f"Saved in the runs store as run {plain(result.run_id)} (Runs and Compare pages).")
+    except (StoreError, SchemaError) as exc:  # one line that says why (a server gone, a refused run)
+        st.warning(f"This measurement was not saved in the runs store: {plain(exc, 300)}")
+
+
+def section_frame(backend, experiment: str, params: dict, key: str, run_id: str | None = None,
+                  extra_reasons: list[str] | None = None, preview=None):
+    """Profile choice, validation (with messages), then the measured or replayed frame; None (after saying
+    why, or asking for Measure) when there is none. For pages with several experiments in sections."""
+    profile_choice(backend, key, params)
+    reasons = extra_reasons or backend.check(experiment, params)
+    if reasons:
+        show_reasons(reasons)
+        return None
+    return measured_frame(backend, experiment, params, key, run_id, preview)
+
+
+def checked_frame(backend, experiment: str, params: dict, key: str, run_id: str | None = None,
+                  extra_reasons: list[str] | None = None, preview=None):
+    """``section_frame`` for a page of one experiment: the page stops when there is no frame. ``preview(frame,
+    suffix)`` draws the page's main chart from the points measured so far while a live job runs."""
+    frame = section_frame(backend, experiment, params, key, run_id, extra_reasons, preview)
+    if frame is None:
+        st.stop()
+    return frame

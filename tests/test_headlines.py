@@ -1,0 +1,94 @@
+"""The lines above the pages' charts, worked out from recorded runs (no Streamlit): pinned ÷ pageable is one rule for
+the chart, the takeaway and the claims, and each headline names the numbers it read."""
+
+import pandas as pd
+import pytest
+
+from gpu import charts, claims, headlines, kernel_charts, memory_charts
+from gpu.backend import ReplayBackend
+from gpu.experiments import reduction
+from gpu.units import GiB
+
+
+@pytest.fixture(scope="module")
+def replay():
+    return ReplayBackend()
+
+
+@pytest.fixture(scope="module")
+def transfers(replay):
+    return replay.submit("transfers", {"include_alloc": [False, True]}).outcome()
+
+
+def test_speedup_is_the_baseline_time_over_the_mode_time_at_the_same_point(transfers):
+    table = headlines.speedups(transfers)
+    assert "pageable" not in set(table["variant"])
+    row = table[(table["variant"] == "pinned") & (table["direction"] == "d2h") & (table["bytes"] == GiB)
+                & table["include_alloc"]].iloc[0]
+    pick = transfers[(transfers["direction"] == "d2h") & (transfers["bytes"] == GiB) & transfers["include_alloc"]]
+    ms = pick.set_index("variant")["median_ms"]
+    assert row["speedup"] == pytest.approx(ms["pageable"] / ms["pinned"], rel=1e-12)
+    # the same ratio in GB/s: the mode's rate over the baseline's
+    gbps = pick.set_index("variant")["gbps"]
+    assert row["speedup"] == pytest.approx(gbps["pinned"] / gbps["pageable"], rel=1e-9)
+
+
+def test_chart_table_and_claims_read_the_same_pinned_over_pageable(transfers):
+    table = charts.speedup_table(transfers)
+    chart = table[(table["variant"] == "pinned") & (table["direction"] == "h2d") & ~table["include_alloc"]]
+    claim = claims.pinned_speedups(transfers, False)
+    assert list(claim.index) == sorted(chart["bytes"])
+    assert list(claim.values) == list(chart.sort_values("bytes")["speedup"])
+
+
+def test_pinned_speedups_still_say_what_is_missing(transfers):
+    with pytest.raises(claims.ClaimError, match="both pinned and pageable"):
+        claims.pinned_speedups(transfers[transfers["variant"] != "pageable"], False)
+    with pytest.raises(claims.ClaimError, match="has no"):
+        claims.pinned_speedups(transfers[transfers["direction"] != "h2d"], False)
+
+
+def test_transfers_verdict_names_the_largest_size_and_each_direction(transfers):
+    copy_only = transfers[~transfers["include_alloc"]]
+    line = headlines.transfers_verdict(copy_only, "Copy only")
+    assert line.startswith("Copy only, 1 GiB: pinned ÷ pageable = ")
+    assert "H2D " in line and "D2H " in line
+    assert headlines.transfers_verdict(copy_only[copy_only["variant"] != "pinned"], "Copy only") is None
+
+
+def test_reduction_best_compares_our_fastest_kernel_with_the_library(replay):
+    frame = replay.submit("reduction", {}).outcome()
+    line = headlines.reduction_best(frame, reduction.LABELS)
+    kernels = frame[(frame["group"] == "kernel") & (frame["variant"] != "gpuarray_dot")]
+    fastest = kernels.sort_values("gbps").iloc[-1]
+    assert line.startswith(f"**Best: {reduction.LABELS[fastest['variant']]} at {fastest['gbps']:,.0f} GB/s")
+    assert "× gpuarray.dot**" in line
+    assert headlines.reduction_best(frame[frame["variant"] != "gpuarray_dot"], reduction.LABELS) is None
+
+
+def test_copy_reference_reads_memcpy_dtod_from_the_same_run(replay):
+    frame = replay.submit("coalescing", {}).outcome()
+    best = kernel_charts.with_peak_share(frame)
+    line = headlines.copy_reference(frame, best)
+    peak = best[best["variant"] == "memcpy_dtod"]["gbps"].iloc[0]
+    assert line.startswith(f"**memcpy_dtod: {peak:,.0f} GB/s**")
+    assert headlines.copy_reference(frame, best[best["variant"] != "memcpy_dtod"]) is None
+
+
+def test_memory_modes_headlines(replay):
+    managed = replay.submit("managed", {}).outcome()
+    row = memory_charts.managed_table(managed).iloc[0]
+    assert "first touch" in headlines.managed(row) and "prefetching first" in headlines.managed(row)
+    pools = memory_charts.pool_table(replay.submit("pools", {}).outcome())
+    parts = headlines.pools(pools, memory_charts.pool_crossover)
+    assert [p.split("**")[1] for p in parts] == ["device", "pinned"]
+    batching = memory_charts.batching_table(replay.submit("batching", {}).outcome())
+    assert headlines.batching(batching).startswith("**Each separate copy costs about ")
+    assert headlines.batching(batching.assign(**{"per-copy overhead µs": float("nan")})) is None
+
+
+def test_bidirectional_is_both_directions_over_the_faster_one_alone():
+    frame = pd.DataFrame({"variant": ["bidir_both", "bidir_h2d", "bidir_d2h"], "host_memory": ["pinned"] * 3,
+                          "gbps": [100.0, 55.0, 50.0]})
+    assert headlines.bidirectional(frame) == ("pinned: both directions at once move **100.0 GB/s**, 1.82× the "
+                                              "faster direction alone")
