@@ -9,11 +9,8 @@ import math
 import pandas as pd
 
 from gpu import headlines, overlap
+from gpu.errors import ClaimError
 from gpu.units import format_bytes
-
-
-class ClaimError(ValueError):
-    """The measurement does not hold what the claim needs (with the reason)."""
 
 
 def _need(frame: pd.DataFrame, mask, what: str) -> pd.DataFrame:

@@ -74,3 +74,11 @@ class ImportProblem(PinPointError, ValueError):
 
 class StoreError(PinPointError, RuntimeError):
     """A store that cannot be opened or used (with the reason, for the person at the page)."""
+
+
+class ClaimError(PinPointError, ValueError):
+    """A measurement that does not hold what a talk's claim needs (with the reason)."""
+
+
+class TalkError(PinPointError, ValueError):
+    """A talk file that cannot be shown, with the reason."""

@@ -24,15 +24,13 @@ from pathlib import Path
 
 from gpu import text
 from gpu.claims import CLAIMS
+from gpu.errors import TalkError
 from gpu.units import format_bytes
 
 TALK_DIR = Path(__file__).resolve().parent.parent / "assets" / "talks"
 BUILT_IN = TALK_DIR / "claims-about-gpu-memory.toml"
 CHARTS = ("speedup", "bandwidth", "offset", "strided", "reduction", "timeline")
 
-
-class TalkError(ValueError):
-    """A talk file that cannot be shown, with the reason."""
 
 
 @dataclass(frozen=True)
