@@ -68,7 +68,8 @@ class Sweep:
     implement ``points`` (a generator that may set up and free a group's buffers around the points it yields),
     ``measure(point)`` (a sample function for the profile's loop, or a finished ``stats.Summary``) and
     ``verify(point)`` (raise ``VerificationError`` on wrong data). ``__init__`` runs before the job's allocation
-    scope opens, ``setup`` inside it and ``close`` after it has closed, even on an error."""
+    scope opens, ``setup`` inside it and ``close`` after it has closed, even on an error. ``limits`` are the device
+    limits the parameters were checked against (read once per job)."""
 
     NAME: str = ""
     TITLE: str = ""
@@ -79,6 +80,7 @@ class Sweep:
         self.params, self.gpu, self.profile = params, gpu, profile
         self.cuda, self.telemetry = gpu.cuda, gpu.telemetry
         self.ledger = None
+        self.limits = None
 
     @staticmethod
     def invalid_reasons(params, limits) -> list[str]:
@@ -112,13 +114,15 @@ class Sweep:
 
 def run(declaration: type[Sweep], params, gpu, progress, should_cancel) -> list[dict]:
     """Measure every point of ``params`` with the experiment ``declaration``; returns its rows as measured."""
-    reasons = declaration.invalid_reasons(params, gpu.limits())
+    limits = gpu.limits()
+    reasons = declaration.invalid_reasons(params, limits)
     if reasons:
         raise ValidationError(reasons)
     profile = stats.get_profile(params.profile)
     total = len(list(params.points()))
     rows = SweepRows(progress)  # each row reaches the page as soon as it is measured
     sweep = declaration(params, gpu, profile)
+    sweep.limits = limits
     try:
         with gpu.job_scope() as ledger:
             sweep.ledger = ledger

@@ -45,16 +45,8 @@ def _axis(name, default, kind, help="", flag=None, choices=None):
 
 
 REGISTRY: tuple[Entry, ...] = (
-    Entry(transfers, "transfers", "pageable vs pinned vs write-combined vs mapped copies", "pages/transfers.py", (
-        _axis("sizes", "4KiB:1GiB", "sizes", "sizes: a list (4KiB,1MiB) and/or ranges of powers of two (4KiB:1GiB)"),
-        _axis("modes", ",".join(transfers.MODES), "words", "comma-separated: " + ", ".join(transfers.MODES)),
-        _axis("directions", "h2d,d2h", "words", "comma-separated: h2d, d2h"),
-        _axis("methods", "single", "words",
-              "comma-separated timing methods: single (one copy per sample: the latency view), batched "
-              "(back-to-back copies, >= 1 ms a sample: the throughput view, as bandwidthTest times them)"),
-        _axis("include_alloc", "no", "alloc", "also time allocating the host buffer (yes), or measure both ways (both)",
-              choices=("no", "yes", "both")),
-    )),
+    Entry(transfers, "transfers", "pageable vs pinned vs write-combined vs mapped copies", "pages/transfers.py",
+          transfers.AXES),
     Entry(coalescing, "coalescing", "strided, misaligned, AoS/SoA and transpose kernels vs the device copy",
           "pages/coalescing.py", (
               _axis("elements", "2^26", "first_int", "floats per buffer, a power of two (2^20 … 2^28)"),
