@@ -67,9 +67,10 @@ class Sweep:
     """An experiment's declaration. Subclasses set NAME, TITLE, AXES, KEY_COLUMNS and ``invalid_reasons``, and
     implement ``points`` (a generator that may set up and free a group's buffers around the points it yields),
     ``measure(point)`` (a sample function for the profile's loop, or a finished ``stats.Summary``) and
-    ``verify(point)`` (raise ``VerificationError`` on wrong data). ``__init__`` runs before the job's allocation
-    scope opens, ``setup`` inside it and ``close`` after it has closed, even on an error. ``limits`` are the device
-    limits the parameters were checked against (read once per job)."""
+    ``verify(point)`` (raise ``VerificationError`` on wrong data); ``prepare(point)`` does a point's untimed set-up
+    (poisoning its output) before its telemetry starts. ``__init__`` runs before the job's allocation scope opens,
+    ``setup`` inside it and ``close`` after it has closed, even on an error. ``limits`` are the device limits the
+    parameters were checked against (read once per job)."""
 
     NAME: str = ""
     TITLE: str = ""
@@ -91,6 +92,9 @@ class Sweep:
 
     def points(self) -> Iterator[Point]:
         raise NotImplementedError
+
+    def prepare(self, point: Point) -> None:
+        """Untimed work before the point's telemetry starts (after its progress text)."""
 
     def measure(self, point: Point) -> Callable[[], float] | stats.Summary:
         raise NotImplementedError
@@ -131,6 +135,7 @@ def run(declaration: type[Sweep], params, gpu, progress, should_cancel) -> list[
                 if should_cancel():
                     raise JobCancelled()
                 progress(len(rows), total, point.label)
+                sweep.prepare(point)
                 sweep.telemetry.start_point()
                 measured = sweep.measure(point)
                 summary = measured if isinstance(measured, stats.Summary) else sweep.sample(measured)
