@@ -174,3 +174,16 @@ def test_a_successful_job_keeps_its_buffers_until_the_reply_is_sent():
     assert "free buffer1" not in log and log[-1] == "synchronize"
     gpu.release_after_reply()
     assert log[-1] == "free buffer1"
+
+
+def test_a_point_is_prepared_after_its_progress_and_before_its_telemetry_with_the_checked_limits():
+    log = []
+
+    class Prepared(FakeSweep):
+        def prepare(self, point):
+            log.append(f"prepare {point.label} ({self.limits})")
+
+    progress = Progress(log)
+    harness.run(Prepared, Params(sizes=[4], variants=["a"]), _device(log), progress, lambda: False)
+    assert log[:3] == ["prepare a · 4 B (limits)", "start_point", "row a 4"]
+    assert progress.calls[0] == (0, 1, "a · 4 B")
