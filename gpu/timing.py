@@ -19,18 +19,22 @@ if TYPE_CHECKING:
 
 class EventTimer:
     """CUDA events around the work that ``enqueue()`` queues on ``stream``: record start, enqueue, record end,
-    wait for end; the elapsed milliseconds are the sample."""
+    wait for end; the elapsed milliseconds are the sample. With a ``holder`` (``StreamHold``) the stream is held
+    while the events and the work are queued, and a hold that timed out refuses the sample."""
 
     def __init__(self, cuda, stream):
         self.cuda = cuda
         self.stream = stream
         self.start, self.end = cuda.Event(), cuda.Event()
 
-    def time(self, enqueue) -> float:
-        self.start.record(self.stream)
-        enqueue()
-        self.end.record(self.stream)
+    def time(self, enqueue, holder: StreamHold | None = None) -> float:
+        with holder.holding(self.stream) if holder is not None else nullcontext():
+            self.start.record(self.stream)
+            enqueue()
+            self.end.record(self.stream)
         self.end.synchronize()
+        if holder is not None:
+            holder.check()
         return self.start.time_till(self.end)
 
 

@@ -198,9 +198,22 @@ def test_an_experiment_may_ask_the_device_more_to_validate():
 
     class Asking(FakeSweep):
         @classmethod
-        def reasons(cls, params, gpu):
+        def reasons(cls, params, gpu, limits):
             return [f"the device says no to {len(params.sizes)} sizes"]
 
     with pytest.raises(ValidationError, match="the device says no to 3 sizes"):
         harness.run(Asking, Params(), _device(log), Progress(log), lambda: False)
     assert log == []
+
+
+def test_a_point_is_prepared_after_its_progress_and_before_its_telemetry_with_the_checked_limits():
+    log = []
+
+    class Prepared(FakeSweep):
+        def prepare(self, point):
+            log.append(f"prepare {point.label} ({self.limits})")
+
+    progress = Progress(log)
+    harness.run(Prepared, Params(sizes=[4], variants=["a"]), _device(log), progress, lambda: False)
+    assert log[:3] == ["prepare a · 4 B (limits)", "start_point", "row a 4"]
+    assert progress.calls[0] == (0, 1, "a · 4 B")

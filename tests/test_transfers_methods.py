@@ -2,6 +2,7 @@
 Parameters and point keys, the batched measurement on a simulated GPU (no CUDA: a stand-in for pycuda.driver whose
 copies advance a clock by a known cost), and the page in replay."""
 
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -10,8 +11,9 @@ from streamlit.testing.v1 import AppTest
 
 from gpu.errors import ValidationError
 from gpu.experiments import transfers
+from gpu.limits import Limits
 from gpu.memory import AllocationLedger
-from gpu.units import KiB, MiB
+from gpu.units import GiB, KiB, MiB
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 LATENCY_MS, RATE_GBPS = 0.002, 50.0  # the simulated copy: 2 µs + bytes at 50 GB/s
@@ -156,14 +158,20 @@ class _Gpu:
     def kernel(self, stem, name):
         return _Function(self.cuda, name)
 
+    def limits(self):
+        return Limits(64 * GiB, 80 * GiB, 16 * GiB, 256 * GiB, 1024, 32)
+
+    @contextmanager
+    def job_scope(self):
+        yield AllocationLedger(self.cuda)
+
 
 def measure(size, mode, direction, method):
+    """One point measured through the sweep harness on the simulated GPU: its row, the driver, and the copies."""
     gpu = _Gpu()
-    bench = transfers._TransferBench(gpu, AllocationLedger(gpu.cuda), transfers.stats.get_profile("interactive"),
-                                     size, seed=7, keep_hosts=True)
-    copies_before = gpu.cuda.copies
-    row = bench.measure(size, mode, direction, False, method)
-    return row, gpu.cuda, gpu.cuda.copies - copies_before
+    params = transfers.Params(sizes=[size], modes=[mode], directions=[direction], methods=[method])
+    [row] = transfers.run(params, gpu, lambda *args: None, lambda: False)
+    return row, gpu.cuda, gpu.cuda.copies
 
 
 @pytest.mark.parametrize("mode,direction", [("pinned", "h2d"), ("pinned", "d2h"), ("mapped", "h2d"),

@@ -67,9 +67,11 @@ class Sweep:
     """An experiment's declaration. Subclasses set NAME, TITLE, AXES, KEY_COLUMNS and ``invalid_reasons``, and
     implement ``points`` (a generator that may set up and free a group's buffers around the points it yields),
     ``measure(point)`` (a sample function for the profile's loop, a finished ``stats.Summary``, or None for a
-    point that cannot run: no row) and ``verify(point)`` (raise ``VerificationError`` on wrong data).
+    point that cannot run: no row) and ``verify(point)`` (raise ``VerificationError`` on wrong data);
+    ``prepare(point)`` does a point's untimed set-up (poisoning its output) before its telemetry starts.
     ``__init__`` runs before the job's allocation scope opens, ``setup`` inside it (``self.ledger`` and
-    ``self.progress`` set) and ``close`` after it has closed, even on an error."""
+    ``self.progress`` set) and ``close`` after it has closed, even on an error. ``limits`` are the device limits
+    the parameters were checked against (read once per job)."""
 
     NAME: str = ""
     TITLE: str = ""
@@ -83,22 +85,26 @@ class Sweep:
         self.params, self.gpu, self.profile = params, gpu, profile
         self.cuda, self.telemetry = gpu.cuda, gpu.telemetry
         self.ledger = self.progress = None
+        self.limits = None
 
     @staticmethod
     def invalid_reasons(params, limits) -> list[str]:
         return []
 
     @classmethod
-    def reasons(cls, params, gpu) -> list[str]:
+    def reasons(cls, params, gpu, limits) -> list[str]:
         """Why ``params`` cannot run on ``gpu`` (before anything is allocated): ``invalid_reasons`` against the
-        device's limits, unless the experiment needs more of the device to decide."""
-        return cls.invalid_reasons(params, gpu.limits())
+        device's ``limits``, unless the experiment needs more of the device to decide."""
+        return cls.invalid_reasons(params, limits)
 
     def setup(self) -> None:
         """Job-wide set-up, inside the allocation scope (``self.ledger`` is set)."""
 
     def points(self) -> Iterator[Point]:
         raise NotImplementedError
+
+    def prepare(self, point: Point) -> None:
+        """Untimed work before the point's telemetry starts (after its progress text)."""
 
     def measure(self, point: Point) -> Callable[[], float] | stats.Summary:
         raise NotImplementedError
@@ -122,13 +128,15 @@ class Sweep:
 
 def run(declaration: type[Sweep], params, gpu, progress, should_cancel) -> list[dict]:
     """Measure every point of ``params`` with the experiment ``declaration``; returns its rows as measured."""
-    reasons = declaration.reasons(params, gpu)
+    limits = gpu.limits()
+    reasons = declaration.reasons(params, gpu, limits)
     if reasons:
         raise ValidationError(reasons)
     profile = stats.get_profile(params.profile)
     total = len(list(params.points()))
     rows = SweepRows(progress)  # each row reaches the page as soon as it is measured
     sweep = declaration(params, gpu, profile)
+    sweep.limits = limits
     try:
         with gpu.job_scope() as ledger:
             sweep.ledger, sweep.progress = ledger, progress
@@ -137,6 +145,7 @@ def run(declaration: type[Sweep], params, gpu, progress, should_cancel) -> list[
                 if should_cancel():
                     raise JobCancelled()
                 progress(index, total, point.label)
+                sweep.prepare(point)
                 if sweep.RESTART_TELEMETRY:
                     sweep.telemetry.start_point()
                 measured = sweep.measure(point)

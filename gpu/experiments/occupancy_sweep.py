@@ -139,9 +139,9 @@ class OccupancySweep(harness.Sweep):
     invalid_reasons = staticmethod(invalid_reasons)
 
     @classmethod
-    def reasons(cls, params, gpu) -> list[str]:
+    def reasons(cls, params, gpu, limits) -> list[str]:
         device = gpu.occupancy_limits()
-        return invalid_reasons(params, gpu.limits(), device.shared_per_block_optin)
+        return invalid_reasons(params, limits, device.shared_per_block_optin)
 
     def __init__(self, params, gpu, profile):
         super().__init__(params, gpu, profile)

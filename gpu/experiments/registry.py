@@ -45,16 +45,8 @@ def _axis(name, default, kind, help="", flag=None, choices=None):
 
 
 REGISTRY: tuple[Entry, ...] = (
-    Entry(transfers, "transfers", "pageable vs pinned vs write-combined vs mapped copies", "pages/transfers.py", (
-        _axis("sizes", "4KiB:1GiB", "sizes", "sizes: a list (4KiB,1MiB) and/or ranges of powers of two (4KiB:1GiB)"),
-        _axis("modes", ",".join(transfers.MODES), "words", "comma-separated: " + ", ".join(transfers.MODES)),
-        _axis("directions", "h2d,d2h", "words", "comma-separated: h2d, d2h"),
-        _axis("methods", "single", "words",
-              "comma-separated timing methods: single (one copy per sample: the latency view), batched "
-              "(back-to-back copies, >= 1 ms a sample: the throughput view, as bandwidthTest times them)"),
-        _axis("include_alloc", "no", "alloc", "also time allocating the host buffer (yes), or measure both ways (both)",
-              choices=("no", "yes", "both")),
-    )),
+    Entry(transfers, "transfers", "pageable vs pinned vs write-combined vs mapped copies", "pages/transfers.py",
+          transfers.AXES),
     Entry(coalescing, "coalescing", "strided, misaligned, AoS/SoA and transpose kernels vs the device copy",
           "pages/coalescing.py", coalescing.AXES),
     Entry(reduction, "reduction", "dot-product variants vs gpuarray.dot, kernel-only and end to end",
@@ -62,20 +54,7 @@ REGISTRY: tuple[Entry, ...] = (
     Entry(occupancy_sweep, "occupancy", "block-size sweep of a memory-bound and a latency-bound kernel",
           "pages/occupancy.py", occupancy_sweep.AXES, expand=("extra_registers", "dynamic_shared_bytes")),
     Entry(streams, "streams", "chunked H2D → kernel → D2H pipelines over several streams vs one stream",
-          "pages/streams.py", (
-              _axis("size_bytes", "256MiB", "size", "the vector's total size, e.g. 256MiB", flag="--size"),
-              _axis("chunks", "1,4,16,64", "ints", "comma-separated chunk counts (1 … 64, dividing the size)"),
-              _axis("streams", "1,2,4,8,16", "ints", "comma-separated stream counts (1 … 16)"),
-              _axis("host_memory", "pinned,pageable", "words", "comma-separated: pinned, pageable"),
-              _axis("issue_orders", "depth_first", "words", "comma-separated: depth_first, breadth_first",
-                    flag="--orders"),
-              _axis("intensities", "0", "ints", "comma-separated fused multiply-adds per element"),
-              _axis("bidirectional", True, "off_switch", "skip the bidirectional-copy points",
-                    flag="--no-bidirectional"),
-              _axis("pageable_grid", True, "bool",
-                    "pageable memory at every chunk and stream count (default, for recordings), or only at the "
-                    "configuration nearest 16 chunks × 4 streams (--no-pageable-grid, as the page's default)"),
-          )),
+          "pages/streams.py", streams.AXES),
     Entry(managed, "managed", "managed memory: first touch, prefetch, resident vs device memory",
           "pages/memory_modes.py", managed.AXES, byte_labels=True),
     Entry(pools, "pools", "allocate → copy → free per call vs DeviceMemoryPool/PageLockedMemoryPool",

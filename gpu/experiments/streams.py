@@ -29,16 +29,16 @@ the kernel counts its device reads and writes (2 × size).
 from __future__ import annotations
 
 import time
-from contextlib import nullcontext
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from gpu import overlap, stats, text
-from gpu.errors import JobCancelled, ValidationError
+from gpu.errors import ValidationError
 from gpu.experiments import _kernels as k
-from gpu.experiments.harness import SweepRows
+from gpu.experiments import harness
 from gpu.experiments.transfers import verify_equal
+from gpu.timing import EventTimer, StreamHold
 from gpu.units import GiB, MiB, format_bytes
 
 NAME = "streams"
@@ -53,9 +53,6 @@ LABELS = {"h2d_alone": "all H2D copies alone", "kernel_alone": "all kernels alon
           "bidir_both": "H2D + D2H at once"}
 KEY_COLUMNS = ["variant", "host_memory", "elements", "chunks", "streams", "issue_order", "intensity"]
 SHOW_COLUMNS = ["variant", "host_memory", "chunks", "streams", "issue_order", "intensity"]
-AXES = {"size_bytes": "a multiple of 4 B per chunk, up to what device, pinned budget and host memory allow",
-        "chunks": "1 … 64, dividing the size", "streams": "1 … 16", "host_memory": HOST_MEMORY,
-        "issue_order": ORDERS, "intensity": "0 … 65536 fused multiply-adds per element"}
 MAX_CHUNKS, MAX_STREAMS, MAX_INTENSITY = 64, 16, 1 << 16
 MIN_SIZE, MAX_SIZE = 64 * 1024, 16 * GiB
 MAX_POINTS = 2000
@@ -66,6 +63,29 @@ DEFAULT_SIZE = 256 * MiB
 
 DEFAULT_CHUNKS, DEFAULT_STREAMS = [4, 16, 64], [1, 2, 4, 8, 16]
 LESSON_CHUNKS, LESSON_STREAMS = 16, 4
+POISON = np.uint32(0xFFFFFFFF)  # a NaN pattern no result can have
+TITLE = "Streams: hiding copies behind compute"
+AXES = (
+    harness.Axis("size_bytes", "vector size", DEFAULT_SIZE, low=MIN_SIZE, high=MAX_SIZE, unit="bytes", kind="size",
+                 cli_default="256MiB", help="the vector's total size, e.g. 256MiB", cli_flag="--size"),
+    harness.Axis("chunks", "chunks", DEFAULT_CHUNKS, low=1, high=MAX_CHUNKS, kind="ints", cli_default="1,4,16,64",
+                 help="comma-separated chunk counts (1 … 64, dividing the size)"),
+    harness.Axis("streams", "streams", DEFAULT_STREAMS, low=1, high=MAX_STREAMS, kind="ints",
+                 cli_default="1,2,4,8,16", help="comma-separated stream counts (1 … 16)"),
+    harness.Axis("host_memory", "host memory", list(HOST_MEMORY), values=HOST_MEMORY, kind="words",
+                 cli_default="pinned,pageable", help="comma-separated: pinned, pageable"),
+    harness.Axis("issue_orders", "issue orders", ["depth_first"], values=ORDERS, kind="words",
+                 cli_default="depth_first", help="comma-separated: depth_first, breadth_first", cli_flag="--orders"),
+    harness.Axis("intensities", "kernel intensities", [0], low=0, high=MAX_INTENSITY,
+                 unit="fused multiply-adds per element", kind="ints", cli_default="0",
+                 help="comma-separated fused multiply-adds per element"),
+    harness.Axis("bidirectional", "bidirectional copies", True, kind="off_switch", cli_default=True,
+                 help="skip the bidirectional-copy points", cli_flag="--no-bidirectional"),
+    harness.Axis("pageable_grid", "pageable memory at every chunk and stream count", False, kind="bool",
+                 cli_default=True,
+                 help="pageable memory at every chunk and stream count (default, for recordings), or only at the "
+                      "configuration nearest 16 chunks × 4 streams (--no-pageable-grid, as the page's default)"),
+)
 
 
 def closest(values: list[int], target: int) -> int:
@@ -90,9 +110,6 @@ class Params:
     bidirectional: bool = True
     pageable_grid: bool = False
     profile: str = "interactive"
-
-    def as_dict(self) -> dict:
-        return asdict(self)
 
     @property
     def elements(self) -> int:
@@ -234,15 +251,13 @@ class _Streams:
     """The buffers, streams and events of one job, and the enqueueing of pipelines on them."""
 
     def __init__(self, gpu, ledger, size: int):
-        from gpu.timing import StreamHold
-
         cuda = gpu.cuda
         self.gpu, self.cuda, self.ledger, self.size = gpu, cuda, ledger, size
         self.n = size // 4
         self.d_in, self.d_out = ledger.device_buffer(size), ledger.device_buffer(size)
         self.origin = cuda.Stream()
         self.streams = [cuda.Stream() for _ in range(MAX_STREAMS)]
-        self.start, self.end = cuda.Event(), cuda.Event()
+        self.timer = EventTimer(cuda, self.origin)
         self.done = [cuda.Event() for _ in range(MAX_STREAMS)]
         self.marks = [cuda.Event() for _ in range(2 * 3 * MAX_CHUNKS)]
         self.kernel = gpu.kernel("streams", "fma_chain")
@@ -284,144 +299,150 @@ class _Streams:
         return recorded
 
     def run_once(self, plan, chunks: int, host_in, host_out, intensity: int, held: bool, marks: bool = False):
-        """One timed run of ``plan``: returns (ms, intervals or None)."""
+        """One timed run of ``plan`` (the origin stream held while it is queued, with ``held``): every worker stream
+        waits on the start event, the origin on each one's last operation; returns (ms, intervals or None)."""
         used = sorted({s for s, _, _ in plan})
-        with self.holder.holding(self.origin) if held else nullcontext():
-            self.start.record(self.origin)
+        start = self.timer.start
+        recorded = []
+
+        def fork_and_join() -> None:
             for s in used:
-                self.streams[s].wait_for_event(self.start)
-            recorded = self.enqueue(plan, chunks, host_in, host_out, intensity, marks)
+                self.streams[s].wait_for_event(start)
+            recorded.extend(self.enqueue(plan, chunks, host_in, host_out, intensity, marks))
             for s in used:
                 self.done[s].record(self.streams[s])
                 self.origin.wait_for_event(self.done[s])
-            self.end.record(self.origin)
-        self.end.synchronize()
-        if held:
-            self.holder.check()
+
+        ms = self.timer.time(fork_and_join, self.holder if held else None)
         intervals = None
         if marks:
-            intervals = [(s, op, c, self.start.time_till(a), self.start.time_till(b), nbytes)
+            intervals = [(s, op, c, start.time_till(a), start.time_till(b), nbytes)
                          for s, op, c, a, b, nbytes in recorded]
-        return self.start.time_till(self.end), intervals
+        return ms, intervals
 
 
-def _row(variant, host, size, chunks, streams, order, intensity, summary, profile, telemetry, timer,
-         intervals=None, direction="round_trip") -> dict:
-    return k.measured_row(
-        summary, profile, telemetry, bytes_moved(variant, size), timer, variant=variant,
-        group="bidirectional" if variant.startswith("bidir") else "pipeline", direction=direction,
-        elements=size // 4, host_memory=host, chunks=chunks, streams=streams, issue_order=order,
-        intensity=intensity, intervals=overlap.encode_intervals(intervals) if intervals else None)
+BIDIRECTIONAL_CASES = (("bidir_h2d", ((0, "h2d", 0),), 1, "serial", "h2d"),
+                       ("bidir_d2h", ((1, "d2h", 0),), 1, "serial", "d2h"),
+                       ("bidir_both", ((0, "h2d", 0), (1, "d2h", 0)), 2, "concurrent", "both"))
 
 
-def run(params: Params, gpu, progress, should_cancel) -> list[dict]:
-    reasons = invalid_reasons(params, gpu.limits())
-    if reasons:
-        raise ValidationError(reasons)
-    cuda = gpu.cuda
-    profile = stats.get_profile(params.profile)
-    size, n = params.size_bytes, params.elements
-    total = sum(1 for _ in params.points())
-    rows = SweepRows(progress)  # each row reaches the page as soon as it is measured
-    inputs = k.small_int_floats(n, seed=time.time_ns() & 0xFFFF)
-    poison = np.uint32(0xFFFFFFFF)  # a NaN pattern no result can have
-    telemetry = gpu.telemetry
+def _columns(variant, host, size, chunks, streams, order, intensity, direction="round_trip") -> dict:
+    return {"variant": variant, "group": "bidirectional" if variant.startswith("bidir") else "pipeline",
+            "direction": direction, "elements": size // 4, "host_memory": host, "chunks": chunks,
+            "streams": streams, "issue_order": order, "intensity": intensity, "intervals": None}
 
-    def step(text: str) -> None:
-        if should_cancel():
-            raise JobCancelled()
-        progress(len(rows), total, text)
 
-    def measure(run_sample) -> stats.Summary:
-        telemetry.start_point()
+class StreamsSweep(harness.Sweep):
+    """Each host memory: its input and output buffers, then per intensity and chunk count the three sums (each
+    stage alone), serial and the pipelines; then the bidirectional copies."""
 
-        def sample() -> float:
-            telemetry.sample()
-            return run_sample()
+    NAME, TITLE, AXES, KEY_COLUMNS = NAME, TITLE, AXES, KEY_COLUMNS
+    invalid_reasons = staticmethod(invalid_reasons)
 
-        return stats.sample_until_stable(sample, profile)
+    def __init__(self, params, gpu, profile):
+        super().__init__(params, gpu, profile)
+        self.inputs = k.small_int_floats(params.elements, seed=time.time_ns() & 0xFFFF)
 
-    with gpu.job_scope() as ledger:
-        bench = _Streams(gpu, ledger, size)
+    def setup(self) -> None:
+        self.bench = _Streams(self.gpu, self.ledger, self.params.size_bytes)
+
+    def points(self):
+        params, size, inputs = self.params, self.params.size_bytes, self.inputs
         for host in params.host_memory:
             chunk_counts, stream_counts = params.grid(host)
-            host_in, host_out = bench.host_pair(host, inputs)
+            host_in, host_out = self.bench.host_pair(host, inputs)
             held = host == "pinned"
             timer = "cuda_event_held" if held else "cuda_event"
-            label_host = f"{host} host memory"
+            run = {"host": host, "host_in": host_in, "host_out": host_out, "held": held}
             for intensity in params.intensities:
                 expected = expected_output(inputs, intensity)
                 for chunks in chunk_counts:
-                    where = f"{format_bytes(size)}, {text.count(chunks, 'chunk')}, intensity {intensity}, {label_host}"
+                    where = (f"{format_bytes(size)}, {text.count(chunks, 'chunk')}, intensity {intensity}, "
+                             f"{host} host memory")
                     # The three sums: each stage alone, chunk after chunk on one stream, then checked. Each stage
                     # leaves the next one's source verified: H2D leaves the inputs in d_in, the kernel its exact
                     # result in d_out, so no 256 MiB upload from pageable memory is needed between them. The
                     # device buffers are read back through host_out, which the D2H stage poisons before it runs.
                     for variant, stage in (("h2d_alone", "h2d"), ("kernel_alone", "kernel"), ("d2h_alone", "d2h")):
-                        step(f"{LABELS[variant]} · {where}")
-                        plan = overlap.issue_plan(chunks, 1, "depth_first", (stage,))
-                        if stage == "h2d":
-                            cuda.memset_d32(bench.d_in, int(poison), n)
-                        elif stage == "kernel":
-                            cuda.memset_d32(bench.d_out, int(poison), n)
-                        else:
-                            host_out.view(np.uint32).fill(poison)
-                        summary = measure(lambda plan=plan: bench.run_once(plan, chunks, host_in, host_out,
-                                                                           intensity, held)[0])
-                        if stage != "d2h":
-                            cuda.memcpy_dtoh(host_out, bench.d_in if stage == "h2d" else bench.d_out)
-                        got = host_out
-                        want = inputs if stage == "h2d" else expected
-                        verify_equal(want.view(np.uint32), got.view(np.uint32), f"{LABELS[variant]} ({where})")
-                        rows.append(_row(variant, host, size, chunks, 1, "serial", intensity, summary, profile,
-                                         telemetry, timer, direction={"h2d": "h2d", "d2h": "d2h"}.get(stage, "device")))
+                        yield harness.Point(
+                            _columns(variant, host, size, chunks, 1, "serial", intensity,
+                                     direction={"h2d": "h2d", "d2h": "d2h"}.get(stage, "device")),
+                            f"{LABELS[variant]} · {where}", bytes_moved(variant, size), timer,
+                            {**run, "kind": "alone", "variant": variant, "stage": stage, "chunks": chunks,
+                             "intensity": intensity, "expected": expected, "where": where,
+                             "plan": overlap.issue_plan(chunks, 1, "depth_first", (stage,))})
                     # Serial and the pipelines: the whole workload, then one marked run that is verified.
                     configs = [("serial", 1, "depth_first")] + [("pipeline", s, o) for s in stream_counts
                                                                  for o in params.issue_orders]
                     for variant, streams, order in configs:
-                        step(f"{LABELS[variant]} · {text.count(streams, 'stream')} · {ORDER_LABELS[order]} · {where}")
-                        plan = overlap.issue_plan(chunks, streams, order)
-                        summary = measure(lambda plan=plan: bench.run_once(plan, chunks, host_in, host_out,
-                                                                           intensity, held)[0])
-                        # Poison both outputs; the host's by a copy from the poisoned device buffer, which for
-                        # pinned memory is ~5× faster than NumPy writing 256 MiB.
-                        cuda.memset_d32(bench.d_out, int(poison), n)
-                        cuda.memcpy_dtoh(host_out, bench.d_out)
-                        _, intervals = bench.run_once(plan, chunks, host_in, host_out, intensity, held, marks=True)
-                        verify_equal(expected.view(np.uint32), host_out.view(np.uint32),
-                                     f"{LABELS[variant]}, {text.count(streams, 'stream')}, {order} ({where})")
-                        rows.append(_row(variant, host, size, chunks, streams,
-                                         "serial" if variant == "serial" else order, intensity, summary, profile,
-                                         telemetry, timer, intervals))
+                        yield harness.Point(
+                            _columns(variant, host, size, chunks, streams, "serial" if variant == "serial" else order,
+                                     intensity),
+                            f"{LABELS[variant]} · {text.count(streams, 'stream')} · {ORDER_LABELS[order]} · {where}",
+                            bytes_moved(variant, size), timer,
+                            {**run, "kind": "whole", "variant": variant, "streams": streams, "order": order,
+                             "chunks": chunks, "intensity": intensity, "expected": expected, "where": where,
+                             "plan": overlap.issue_plan(chunks, streams, order)})
             if params.bidirectional:
-                rows += _bidirectional(bench, host, host_in, host_out, inputs, held, timer, profile, step, measure)
-    progress(total, total, "done")
-    return rows
+                # One whole-size H2D and one D2H, each alone on one stream, then both at once on two streams.
+                out_pattern = (inputs + np.float32(1.0)).astype(np.float32)
+                readback = np.empty(params.elements, np.float32)
+                for variant, plan, streams, order, direction in BIDIRECTIONAL_CASES:
+                    yield harness.Point(
+                        _columns(variant, host, size, 1, streams, order, 0, direction=direction),
+                        f"bidirectional · {LABELS[variant]} · {format_bytes(size)} · {host} host memory",
+                        bytes_moved(variant, size), timer,
+                        {**run, "kind": "bidirectional", "variant": variant, "direction": direction, "chunks": 1,
+                         "intensity": 0, "plan": list(plan), "out_pattern": out_pattern, "readback": readback})
+
+    def prepare(self, point) -> None:
+        """Poison what the point must write (untimed)."""
+        state, bench, cuda = point.state, self.bench, self.cuda
+        if state["kind"] == "alone":
+            if state["stage"] == "h2d":
+                cuda.memset_d32(bench.d_in, int(POISON), bench.n)
+            elif state["stage"] == "kernel":
+                cuda.memset_d32(bench.d_out, int(POISON), bench.n)
+            else:
+                state["host_out"].view(np.uint32).fill(POISON)
+        elif state["kind"] == "bidirectional":
+            cuda.memset_d32(bench.d_in, int(POISON), bench.n)
+            cuda.memcpy_htod(bench.d_out, state["out_pattern"])
+            state["host_out"].view(np.uint32).fill(POISON)
+
+    def measure(self, point):
+        state, bench = point.state, self.bench
+        plan, chunks, host_in, host_out = state["plan"], state["chunks"], state["host_in"], state["host_out"]
+        intensity, held = state["intensity"], state["held"]
+        return lambda: bench.run_once(plan, chunks, host_in, host_out, intensity, held)[0]
+
+    def verify(self, point) -> None:
+        state, bench, cuda = point.state, self.bench, self.cuda
+        variant, host_out = state["variant"], state["host_out"]
+        if state["kind"] == "alone":
+            stage = state["stage"]
+            if stage != "d2h":
+                cuda.memcpy_dtoh(host_out, bench.d_in if stage == "h2d" else bench.d_out)
+            want = self.inputs if stage == "h2d" else state["expected"]
+            verify_equal(want.view(np.uint32), host_out.view(np.uint32), f"{LABELS[variant]} ({state['where']})")
+        elif state["kind"] == "whole":
+            # Poison both outputs; the host's by a copy from the poisoned device buffer, which for pinned memory
+            # is ~5× faster than NumPy writing 256 MiB.
+            cuda.memset_d32(bench.d_out, int(POISON), bench.n)
+            cuda.memcpy_dtoh(host_out, bench.d_out)
+            _, intervals = bench.run_once(state["plan"], state["chunks"], state["host_in"], host_out,
+                                          state["intensity"], state["held"], marks=True)
+            verify_equal(state["expected"].view(np.uint32), host_out.view(np.uint32),
+                         f"{LABELS[variant]}, {text.count(state['streams'], 'stream')}, {state['order']} "
+                         f"({state['where']})")
+            point.columns["intervals"] = overlap.encode_intervals(intervals) if intervals else None
+        else:
+            what = f"{LABELS[variant]} ({format_bytes(bench.size)}, {state['host']})"
+            if state["direction"] in ("h2d", "both"):
+                cuda.memcpy_dtoh(state["readback"], bench.d_in)
+                verify_equal(self.inputs.view(np.uint32), state["readback"].view(np.uint32), what + ", H2D data")
+            if state["direction"] in ("d2h", "both"):
+                verify_equal(state["out_pattern"].view(np.uint32), host_out.view(np.uint32), what + ", D2H data")
 
 
-def _bidirectional(bench, host, host_in, host_out, inputs, held, timer, profile, step, measure) -> list[dict]:
-    """One whole-size H2D and one D2H, each alone on one stream, then both at once on two streams."""
-    cuda, size, n = bench.cuda, bench.size, bench.n
-    poison = np.uint32(0xFFFFFFFF)
-    out_pattern = (inputs + np.float32(1.0)).astype(np.float32)
-    readback = np.empty(n, np.float32)
-    rows = []
-    cases = [("bidir_h2d", [(0, "h2d", 0)], 1, "serial", "h2d"),
-             ("bidir_d2h", [(1, "d2h", 0)], 1, "serial", "d2h"),
-             ("bidir_both", [(0, "h2d", 0), (1, "d2h", 0)], 2, "concurrent", "both")]
-    for variant, plan, streams, order, direction in cases:
-        step(f"bidirectional · {LABELS[variant]} · {format_bytes(size)} · {host} host memory")
-        cuda.memset_d32(bench.d_in, int(poison), n)
-        cuda.memcpy_htod(bench.d_out, out_pattern)
-        host_out.view(np.uint32).fill(poison)
-        summary = measure(lambda plan=plan: bench.run_once(plan, 1, host_in, host_out, 0, held)[0])
-        what = f"{LABELS[variant]} ({format_bytes(size)}, {host})"
-        if direction in ("h2d", "both"):
-            cuda.memcpy_dtoh(readback, bench.d_in)
-            verify_equal(inputs.view(np.uint32), readback.view(np.uint32), what + ", H2D data")
-        if direction in ("d2h", "both"):
-            verify_equal(out_pattern.view(np.uint32), host_out.view(np.uint32), what + ", D2H data")
-        rows.append(_row(variant, host, size, 1, streams, order, 0, summary, profile, bench.gpu.telemetry, timer,
-                         direction=direction))
-    return rows
-
+run = harness.runner(StreamsSweep)

@@ -24,15 +24,15 @@ import math
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import nullcontext
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from gpu import stats, text
 from gpu.errors import ValidationError, VerificationError
-from gpu.experiments.harness import SweepRows, coarse_first
+from gpu.experiments import harness
 from gpu.text import shorten
+from gpu.timing import EventTimer
 from gpu.units import GiB, KiB, MiB, format_bytes
 
 NAME = "transfers"
@@ -41,12 +41,6 @@ MODE_LABELS = {"pageable": "pageable (NumPy)", "pinned": "pinned", "pinned_wc": 
                "mapped": "mapped zero-copy"}
 DIRECTIONS = ("h2d", "d2h")
 PINNED_MODES = ("pinned", "pinned_wc", "mapped")
-AXES = {
-    "variant": MODES,
-    "direction": DIRECTIONS,
-    "bytes": "powers of two from 4 KiB up to the device's limit (any multiple of 16 B is accepted)",
-    "include_alloc": (False, True),
-}
 MIN_BYTES = 16
 ALIGN_BYTES = 16  # the zero-copy kernel moves 16-byte vectors
 DEVICE_RESERVE_BYTES = 256 * MiB
@@ -58,6 +52,21 @@ METHOD_LABELS = {"single": "latency view (single)", "batched": "throughput view 
 BATCH_MS = 1.0  # one batched sample lasts at least this long (bandwidthTest's and nvbandwidth's regime)
 MAX_BATCH = 512  # copies queued behind one stream hold; the Streams page queues up to 576 operations held
 BATCHED_TIMERS = ("cuda_event_batched", "cuda_event_batched_held")
+TITLE = "Host↔device transfers"
+AXES = (
+    harness.Axis("sizes", "transfer sizes", DEFAULT_SIZES, low=MIN_BYTES, unit="bytes", kind="sizes",
+                 cli_default="4KiB:1GiB",
+                 help="sizes: a list (4KiB,1MiB) and/or ranges of powers of two (4KiB:1GiB)"),
+    harness.Axis("modes", "memory modes", list(MODES), values=MODES, kind="words", cli_default=",".join(MODES),
+                 help="comma-separated: " + ", ".join(MODES)),
+    harness.Axis("directions", "directions", list(DIRECTIONS), values=DIRECTIONS, kind="words",
+                 cli_default="h2d,d2h", help="comma-separated: h2d, d2h"),
+    harness.Axis("methods", "timing methods", ["single"], values=METHODS, kind="words", cli_default="single",
+                 help="comma-separated timing methods: single (one copy per sample: the latency view), batched "
+                      "(back-to-back copies, >= 1 ms a sample: the throughput view, as bandwidthTest times them)"),
+    harness.Axis("include_alloc", "include allocation", [False], values=("no", "yes", "both"), kind="alloc",
+                 cli_default="no", help="also time allocating the host buffer (yes), or measure both ways (both)"),
+)
 
 
 def timer_for(method: str, mode: str, include_alloc: bool) -> str:
@@ -77,9 +86,6 @@ class Params:
     include_alloc: list[bool] = field(default_factory=lambda: [False])
     methods: list[str] = field(default_factory=lambda: ["single"])
     profile: str = "interactive"
-
-    def as_dict(self) -> dict:
-        return asdict(self)
 
     def points(self):
         for size in self.sizes:
@@ -239,7 +245,8 @@ def verify_equal(expected: np.ndarray, actual: np.ndarray, what: str) -> None:
 
 
 class _TransferBench:
-    """Measures one sweep's points on a GpuRuntime; all buffers come from the job's ledger.
+    """The device side of one sweep on a GpuRuntime: buffers, the check pattern and timed copies; all buffers
+    come from the job's ledger.
 
     One device buffer and one host buffer per memory mode, each of the sweep's largest size, serve every size (a
     point copies their first ``size`` bytes), so a sweep allocates pinned memory once per mode, not once per size.
@@ -250,16 +257,14 @@ class _TransferBench:
 
     BLOCK = 256
 
-    def __init__(self, gpu, ledger, profile: stats.Profile, largest: int, seed: int, keep_hosts: bool):
+    def __init__(self, gpu, ledger, largest: int, seed: int, keep_hosts: bool):
         self.gpu = gpu
         self.cuda = gpu.cuda
         self.ledger = ledger
-        self.profile = profile
         self.largest = largest
         self.keep_hosts = keep_hosts
         self.stream = self.cuda.Stream()
-        self.start = self.cuda.Event()
-        self.end = self.cuda.Event()
+        self.timer = EventTimer(self.cuda, self.stream)
         self.copy_kernel = gpu.functions["copy_vec4"]
         self.copy_kernel.prepare("PPQ")
         self.fill_kernel = gpu.kernel("transfers", "pattern_fill")
@@ -320,7 +325,7 @@ class _TransferBench:
     def done_with(self, mode: str) -> None:
         """After a size's points of ``mode``: keep its buffer for the next size, unless the budget says not to."""
         if not self.keep_hosts and mode in self.hosts:
-            self._release(mode, self.hosts.pop(mode))
+            self.release(mode, self.hosts.pop(mode))
 
     # --- one copy --------------------------------------------------------------------------------------------------
     def issue(self, mode: str, direction: str, host: np.ndarray, host_ptr: int | None, nbytes: int) -> None:
@@ -338,11 +343,7 @@ class _TransferBench:
             cuda.memcpy_dtoh_async(host, self.device, stream)
 
     def copy_ms(self, mode: str, direction: str, host: np.ndarray, host_ptr: int | None, nbytes: int) -> float:
-        self.start.record(self.stream)
-        self.issue(mode, direction, host, host_ptr, nbytes)
-        self.end.record(self.stream)
-        self.end.synchronize()
-        return self.start.time_till(self.end)
+        return self.timer.time(lambda: self.issue(mode, direction, host, host_ptr, nbytes))
 
     def holder(self):
         """The stream hold of batched samples, made at the first one."""
@@ -357,15 +358,12 @@ class _TransferBench:
         """``copies`` back-to-back copies between two events, in ms. Except from pageable memory (whose copies wait
         on the host) the stream is held while Python queues them, so the GPU runs them without gaps."""
         holder = None if mode == "pageable" else self.holder()
-        with holder.holding(self.stream) if holder is not None else nullcontext():
-            self.start.record(self.stream)
+
+        def enqueue() -> None:
             for _ in range(copies):
                 self.issue(mode, direction, host, host_ptr, nbytes)
-            self.end.record(self.stream)
-        self.end.synchronize()
-        if holder is not None:
-            holder.check()
-        return self.start.time_till(self.end)
+
+        return self.timer.time(enqueue, holder)
 
     def batch_size(self, timed_batch) -> int:
         """Copies per batched sample: doubled (or scaled by the time measured) from 1 until a batch lasts
@@ -395,106 +393,98 @@ class _TransferBench:
         self.check(count, seed, label)
 
     @staticmethod
-    def _mapped_pointer(mode: str, array: np.ndarray) -> int | None:
+    def mapped_pointer(mode: str, array: np.ndarray) -> int | None:
         return array.base.get_device_pointer() if mode == "mapped" else None
 
-    def measure(self, size, mode, direction, include_alloc, method: str = "single"):
-        label = f"{MODE_LABELS[mode]} {direction.upper()} {format_bytes(size)}"
-        count = size // 4
-        telemetry = self.gpu.telemetry
-        telemetry.start_point()
-        extra = {}
-        if not include_alloc:
-            full = self.host(mode)
-            host, host_ptr = full[:count], self._mapped_pointer(mode, full)
-            # H2D copies the pattern the host holds; D2H writes a new seed's pattern over it.
-            seed = self.host_seed[mode] if direction == "h2d" else self.next_seed()
-            self.prepare(direction, count, seed)
-            if method == "batched":
-                copies = self.batch_size(lambda n: self.batch_ms(mode, direction, host, host_ptr, size, n))
-                extra = {"param": "copies per sample", "param_value": copies}
-
-                def sample() -> float:
-                    telemetry.sample()
-                    return self.batch_ms(mode, direction, host, host_ptr, size, copies) / copies
-            else:
-                def sample() -> float:
-                    telemetry.sample()
-                    return self.copy_ms(mode, direction, host, host_ptr, size)
-
-            summary = stats.sample_until_stable(sample, self.profile)
-            if direction == "h2d":
-                self.check(count, seed, label)
-            else:
-                self.verify_host(host, count, seed, label)
-                self.load_host(host, self.host_seed[mode])  # the host buffer holds one pattern again
-        else:
-            last = {}
-            seed = self.next_seed()
-
-            def sample() -> float:
-                telemetry.sample()
-                if "host" in last:
-                    self._release(mode, last.pop("host"))
-                started = time.perf_counter()
-                fresh = self.ledger.host_buffer(size, mode)
-                alloc_ms = (time.perf_counter() - started) * 1e3
-                # Fresh memory holds anything: give the side that must change another seed's pattern.
-                self.load_host(fresh, seed if direction == "h2d" else self.next_seed())
-                self.prepare(direction, count, seed)
-                last["host"] = fresh
-                return alloc_ms + self.copy_ms(mode, direction, fresh, self._mapped_pointer(mode, fresh), size)
-
-            summary = stats.sample_until_stable(sample, self.profile)
-            if direction == "h2d":
-                self.check(count, seed, label)
-            else:
-                self.verify_host(last["host"], count, seed, label)
-            self._release(mode, last.pop("host"))
-        timer = timer_for(method, mode, include_alloc)
-        return {
-            "variant": mode, "direction": direction, "bytes": int(size), "include_alloc": bool(include_alloc), **extra,
-            "median_ms": summary.median_ms, "min_ms": summary.min_ms, "max_ms": summary.max_ms,
-            "cv": summary.cv, "samples": summary.samples,
-            "gbps": stats.gbps(bytes_moved(size, mode, direction), summary.median_ms),
-            "stop_reason": summary.stop_reason, "profile": self.profile.name, "timer": timer, "verified": True,
-            "samples_ms": summary.samples_ms, **telemetry.point_summary(),
-        }
-
-    def _release(self, mode, host) -> None:
+    def release(self, mode, host) -> None:
         if mode != "pageable":
             self.ledger.free_host(host)
 
 
-def run(params: Params, gpu, progress, should_cancel) -> list[dict]:
-    """Measure every point of ``params``; returns schema rows (the caller adds provenance). Sizes are measured
-    coarse first (4 KiB, 1 GiB, 2 MiB, …: every mode at each), so the page shows the whole curve early."""
-    from gpu.errors import JobCancelled
+class TransfersSweep(harness.Sweep):
+    """Sizes are measured coarse first (4 KiB, 1 GiB, 2 MiB, …: every mode at each), so the page shows the whole
+    curve early; after a size's points of a mode its host buffer is kept for the next size when it fits."""
 
-    limits = gpu.limits()
-    reasons = invalid_reasons(params, limits)
-    if reasons:
-        raise ValidationError(reasons)
-    profile = stats.get_profile(params.profile)
-    total = sum(1 for _ in params.points())
-    rows = SweepRows(progress)  # each row reaches the page as soon as it is measured
-    largest = max(params.sizes)
-    pinned_modes = [m for m in params.modes if m in PINNED_MODES]
-    # Keep every mode's buffer for the whole sweep when that fits the pinned budget and host memory.
-    keep = (len(pinned_modes) * largest <= limits.pinned_budget_bytes
-            and (not limits.host_available_bytes or (len(params.modes) + 1) * largest <= limits.host_available_bytes))
-    with gpu.job_scope() as ledger:
-        bench = _TransferBench(gpu, ledger, profile, largest, int(time.time_ns()) & 0xFFFFFFFF, keep)
-        for size in coarse_first(params.sizes):
+    NAME, TITLE, AXES, KEY_COLUMNS = NAME, TITLE, AXES, KEY_COLUMNS
+    invalid_reasons = staticmethod(invalid_reasons)
+
+    def setup(self) -> None:
+        params, limits = self.params, self.limits
+        largest = max(params.sizes)
+        pinned_modes = [m for m in params.modes if m in PINNED_MODES]
+        # Keep every mode's buffer for the whole sweep when that fits the pinned budget and host memory.
+        keep = (len(pinned_modes) * largest <= limits.pinned_budget_bytes
+                and (not limits.host_available_bytes
+                     or (len(params.modes) + 1) * largest <= limits.host_available_bytes))
+        self.bench = _TransferBench(self.gpu, self.ledger, largest, int(time.time_ns()) & 0xFFFFFFFF, keep)
+
+    def points(self):
+        params = self.params
+        for size in harness.coarse_first(params.sizes):
             for mode in params.modes:
                 for method, alloc in params.timings():
                     for direction in params.directions:
-                        if should_cancel():
-                            raise JobCancelled()
-                        progress(len(rows), total,
-                                 f"{MODE_LABELS[mode]} {direction.upper()} {format_bytes(size)}"
-                                 + (" incl. allocation" if alloc else "") + (" batched" if method == "batched" else ""))
-                        rows.append(bench.measure(size, mode, direction, alloc, method))
-                bench.done_with(mode)
-    progress(total, total, "done")
-    return rows
+                        yield harness.Point(
+                            {"variant": mode, "direction": direction, "bytes": int(size), "include_alloc": bool(alloc)},
+                            f"{MODE_LABELS[mode]} {direction.upper()} {format_bytes(size)}"
+                            + (" incl. allocation" if alloc else "") + (" batched" if method == "batched" else ""),
+                            bytes_moved(size, mode, direction), timer_for(method, mode, alloc),
+                            {"size": size, "mode": mode, "direction": direction, "alloc": alloc, "method": method})
+                self.bench.done_with(mode)
+
+    def measure(self, point):
+        bench, state = self.bench, point.state
+        size, mode, direction = state["size"], state["mode"], state["direction"]
+        if state["alloc"]:
+            return self._allocating(state)
+        full = bench.host(mode)
+        host, host_ptr = full[:size // 4], bench.mapped_pointer(mode, full)
+        # H2D copies the pattern the host holds; D2H writes a new seed's pattern over it.
+        seed = bench.host_seed[mode] if direction == "h2d" else bench.next_seed()
+        bench.prepare(direction, size // 4, seed)
+        state.update(host=host, seed=seed)
+        if state["method"] == "batched":
+            copies = bench.batch_size(lambda n: bench.batch_ms(mode, direction, host, host_ptr, size, n))
+            point.columns.update({"param": "copies per sample", "param_value": copies})
+            return lambda: bench.batch_ms(mode, direction, host, host_ptr, size, copies) / copies
+        return lambda: bench.copy_ms(mode, direction, host, host_ptr, size)
+
+    def _allocating(self, state):
+        """Samples that allocate a fresh host buffer each (host clock), then copy it (events); the previous
+        sample's buffer is freed first."""
+        bench, ledger = self.bench, self.ledger
+        size, mode, direction = state["size"], state["mode"], state["direction"]
+        count = size // 4
+        last = state["last"] = {}
+        seed = state["seed"] = bench.next_seed()
+
+        def sample() -> float:
+            if "host" in last:
+                bench.release(mode, last.pop("host"))
+            started = time.perf_counter()
+            fresh = ledger.host_buffer(size, mode)
+            alloc_ms = (time.perf_counter() - started) * 1e3
+            # Fresh memory holds anything: give the side that must change another seed's pattern.
+            bench.load_host(fresh, seed if direction == "h2d" else bench.next_seed())
+            bench.prepare(direction, count, seed)
+            last["host"] = fresh
+            return alloc_ms + bench.copy_ms(mode, direction, fresh, bench.mapped_pointer(mode, fresh), size)
+
+        return sample
+
+    def verify(self, point) -> None:
+        bench, state = self.bench, point.state
+        size, mode, direction, seed = state["size"], state["mode"], state["direction"], state["seed"]
+        label = f"{MODE_LABELS[mode]} {direction.upper()} {format_bytes(size)}"
+        host = state["last"]["host"] if state["alloc"] else state["host"]
+        if direction == "h2d":
+            bench.check(size // 4, seed, label)
+        else:
+            bench.verify_host(host, size // 4, seed, label)
+        if state["alloc"]:
+            bench.release(mode, state["last"].pop("host"))
+        elif direction == "d2h":
+            bench.load_host(host, bench.host_seed[mode])  # the host buffer holds one pattern again
+
+
+run = harness.runner(TransfersSweep)

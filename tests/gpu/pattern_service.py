@@ -7,7 +7,6 @@ class PatternCheckService(GpuService):
     def handle(self, job, progress, should_cancel):
         if job["kind"] != "pattern_check":
             return super().handle(job, progress, should_cancel)
-        from gpu import stats
         from gpu.errors import VerificationError
         from gpu.experiments import transfers
 
@@ -21,8 +20,7 @@ class PatternCheckService(GpuService):
                 return str(exc)
 
         with self.runtime.job_scope() as ledger:
-            bench = transfers._TransferBench(self.runtime, ledger, stats.INTERACTIVE, 4 * words, seed=5,
-                                             keep_hosts=True)
+            bench = transfers._TransferBench(self.runtime, ledger, 4 * words, seed=5, keep_hosts=True)
             bench.fill(words, 77)
             right = outcome(lambda: bench.check(words, 77, "right"))
             self.runtime.cuda.memset_d32(int(bench.device) + 4 * 1000, 0, 1)
