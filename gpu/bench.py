@@ -17,13 +17,20 @@ occupancy answers that the occupancy calculator is checked against.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 
-from gpu import text
-from gpu.errors import ValidationError, WorkerError
-from gpu.experiments import registry
-from gpu.units import SizeError, format_bytes
+import pandas as pd
+
+from gpu.core import text
+from gpu.core.errors import ValidationError, WorkerError
+from gpu.core.text import printable, shorten
+from gpu.core.units import SizeError, format_bytes
+from gpu.experiments import get_experiment, registry
+from gpu.results import catalog, compare, imports, report, runfiles
+from gpu.results.store import RunStore, StoreError
+from gpu.service.backends import check_params, start_live
 
 
 def _progress_bar(handle, stream=sys.stderr, width=30) -> None:
@@ -90,8 +97,6 @@ def experiment_jobs(args) -> list[dict]:
 
 def summary_table(experiment: str, frame):
     """The runner's printed table: each experiment's own parameter columns, then the measurement."""
-    from gpu.experiments import get_experiment
-
     if experiment == "transfers":
         columns = ["variant", "direction", "bytes", "include_alloc", "timer"]
     else:
@@ -106,9 +111,7 @@ def summary_table(experiment: str, frame):
 
 
 def record_driver_occupancy(out: str) -> int:
-    import json
 
-    from gpu.backend import start_live
 
     backend, reason = start_live()
     if backend is None:
@@ -125,15 +128,11 @@ def record_driver_occupancy(out: str) -> int:
 
 
 def write_frame(frame, out: str) -> None:
-    from gpu import runfiles
-
     runfiles.write(frame, out)
 
 
 def unexpected(exc: Exception) -> str:
     """An error nobody foresaw, in one line: its type and its message, shortened."""
-    from gpu.text import shorten
-
     return f"unexpected {type(exc).__name__}: {shorten(' '.join(str(exc).split()), 300)}"
 
 
@@ -143,9 +142,6 @@ REVIEW_COMMANDS = ("import", "export", "report", "runs", "migrate")
 def review_command(args) -> int:
     """import, export, report, runs and migrate: the store's side of the runner (no GPU needed). Every failure is
     one line on stderr."""
-    from gpu.store import StoreError
-    from gpu.text import printable
-
     try:
         return _review(args)
     except StoreError as exc:
@@ -157,18 +153,12 @@ def review_command(args) -> int:
 
 
 def _refuse_memory_store(store) -> None:
-    from gpu.store import StoreError
-
     if store.in_memory:
         raise StoreError(f"{store.describe()} is a SQLite database in memory: it would keep nothing once this command "
                          "ends; give a file (sqlite:///path/runs.sqlite) or a server in PINPOINT_DB_URL")
 
 
 def _review(args) -> int:
-    from gpu import catalog, imports
-    from gpu.store import StoreError
-    from gpu.text import printable
-
     runs = catalog.Catalog()
     _refuse_memory_store(runs.store)
     if args.experiment == "migrate":
@@ -200,8 +190,6 @@ def _review(args) -> int:
         write_frame(runs.load(args.run_id), args.out)
         print(f"wrote run {args.run_id} to {args.out}", file=sys.stderr)
         return 0
-    from gpu import compare, report
-
     baseline = runs.load(args.baseline)
     candidates = [runs.load(c) for c in args.candidate]
     experiments = {f["experiment"].iloc[0] for f in [baseline, *candidates]}
@@ -236,8 +224,6 @@ def main(argv=None) -> int:
     except (SizeError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    from gpu.backend import check_params, start_live
-
     for params in jobs:  # refuse bad parameters before starting a worker
         reasons = check_params(args.experiment, params, None)
         if reasons:
@@ -263,8 +249,6 @@ def main(argv=None) -> int:
         return 1
     finally:
         backend.client.close()
-    import pandas as pd
-
     # One runner invocation is one recording: its runs share the first run's id.
     frame = pd.concat(frames, ignore_index=True).assign(run_id=frames[0]["run_id"].iloc[0])
     print(f"{len(frame)} points in {time.perf_counter() - started:.1f} s", file=sys.stderr)
@@ -273,8 +257,6 @@ def main(argv=None) -> int:
         write_frame(frame, args.out)
         print(f"wrote {args.out}", file=sys.stderr)
     if args.store:
-        from gpu.store import RunStore, StoreError
-
         try:
             runs = RunStore()
             if runs.in_memory:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from gpu import headlines, kernel_charts, takeaways
+from gpu.core.units import format_bytes
 from gpu.experiments import coalescing
-from gpu.units import format_bytes
+from gpu.present import headlines, takeaways
+from gpu.present.charts import kernels as kernel_charts
 from pages import _ui as ui
 
 page = ui.Page()

@@ -7,9 +7,10 @@ import math
 
 import streamlit as st
 
-from gpu import compare, report, text
-from gpu.store import StoreError
-from gpu.text import plain
+from gpu.core import text
+from gpu.core.text import plain
+from gpu.results import compare, report
+from gpu.results.store import StoreError
 from pages import _ui as ui
 
 page = ui.Page()

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from gpu import headlines, memory_charts, takeaways
+from gpu.core.units import KiB, MiB, SizeError, format_bytes, parse_size_list
 from gpu.experiments import batching, managed, pools
-from gpu.units import KiB, MiB, SizeError, format_bytes, parse_size_list
+from gpu.present import headlines, takeaways
+from gpu.present.charts import memory as memory_charts
 from pages import _ui as ui
 
 page = ui.Page()

@@ -5,10 +5,12 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from gpu import kernel_charts, takeaways, text
+from gpu.core import text
+from gpu.core.occupancy import LIMITERS, DeviceLimits, KernelResources, occupancy, recorded_profiles
+from gpu.core.units import format_bytes
 from gpu.experiments import occupancy_sweep
-from gpu.occupancy import LIMITERS, DeviceLimits, KernelResources, occupancy, recorded_profiles
-from gpu.units import format_bytes
+from gpu.present import takeaways
+from gpu.present.charts import kernels as kernel_charts
 from pages import _ui as ui
 
 page = ui.Page()

@@ -3,8 +3,8 @@
 import pandas as pd
 import streamlit as st
 
+from gpu.core.units import format_bytes
 from gpu.experiments.registry import EXPERIMENTS
-from gpu.units import format_bytes
 from pages import _shared as shared
 from pages import _ui as ui
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from gpu import imports
+from gpu.core.schema import SchemaError
+from gpu.core.text import plain
 from gpu.experiments import registry
-from gpu.schema import SchemaError
-from gpu.store import StoreError
-from gpu.text import plain
+from gpu.results import imports
+from gpu.results.store import StoreError
 from pages import _ui as ui
 
 page = ui.Page()

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import streamlit as st
 
-from gpu import headlines, overlap, stream_charts, takeaways, text
+from gpu.core import overlap, text
+from gpu.core.units import MiB, format_bytes
 from gpu.experiments import streams
-from gpu.units import MiB, format_bytes
+from gpu.present import headlines, takeaways
+from gpu.present.charts import streams as stream_charts
 from pages import _ui as ui
 
 page = ui.Page()

@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import streamlit as st
 
-from gpu import charts, kernel_charts, overlap, stream_charts, talks
-from gpu.claims import ClaimError
-from gpu.errors import ValidationError, WorkerError
+from gpu.core import overlap
+from gpu.core.errors import ValidationError, WorkerError
+from gpu.present import talks
+from gpu.present.charts import kernels as kernel_charts
+from gpu.present.charts import streams as stream_charts
+from gpu.present.charts import transfers as charts
+from gpu.present.claims import ClaimError
 from pages import _ui as ui
 
 page = ui.Page()
@@ -95,7 +99,8 @@ if frame is not None:
     st.caption(source)
     with st.expander("Speaker notes and method"):
         st.markdown(scene.notes)
-        st.caption(f"Experiment `{scene.experiment}`, judged by `gpu/claims.py:{scene.judge}` from the numbers above. "
+        st.caption(f"Experiment `{scene.experiment}`, judged by `gpu/present/claims.py:{scene.judge}` from the numbers "
+                   "above. "
                    f"Parameters: {talks.describe_params(scene.params, scene.experiment)}.")
 
 left, middle, right = st.columns([1, 2, 1])

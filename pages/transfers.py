@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import streamlit as st
 
-from gpu import charts, headlines, takeaways, text
+from gpu.core import text
+from gpu.core.units import GiB, KiB, format_bytes, parse_size_list
 from gpu.experiments import transfers
-from gpu.units import GiB, KiB, format_bytes, parse_size_list
+from gpu.present import headlines, takeaways
+from gpu.present.charts import transfers as charts
 from pages import _ui as ui
 
 page = ui.Page()

@@ -37,8 +37,8 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(scope="session")
 def live_backend():
-    from gpu.backend import LiveBackend
-    from gpu.client import WorkerClient
+    from gpu.service.backends import LiveBackend
+    from gpu.service.client import WorkerClient
 
     client = WorkerClient()
     yield LiveBackend(client)

@@ -1,6 +1,6 @@
 """A CPU-only stand-in for the GPU service, so the worker/client machinery is tested without a GPU.
 
-It runs in a real spawned worker process through ``gpu.worker.serve``, exactly like ``GpuService``.
+It runs in a real spawned worker process through ``gpu.service.worker.serve``, exactly like ``GpuService``.
 """
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import time
 
-from gpu.errors import ValidationError
+from gpu.core.errors import ValidationError
 
 
 class FakeService:
@@ -28,7 +28,7 @@ class FakeService:
             n = job.get("n", 10)
             for i in range(n):
                 if should_cancel():
-                    from gpu.errors import JobCancelled
+                    from gpu.core.errors import JobCancelled
 
                     raise JobCancelled()
                 progress(i, n, f"point {i}")
@@ -68,7 +68,7 @@ class RecordedService(FakeService):
 
     def __init__(self, seconds_per_point: float | None = None):
         super().__init__()
-        from gpu.backend import ReplayBackend
+        from gpu.service.backends import ReplayBackend
 
         self.recorded = ReplayBackend().data
         # PINPOINT_FAKE_SECONDS_PER_POINT slows delivery down, for tests that watch points arrive.
@@ -79,7 +79,7 @@ class RecordedService(FakeService):
         facts = self.recorded.iloc[0][["device_name", "compute_capability", "sm_count", "memory_total_bytes",
                                        "pcie_gbps_theoretical", "pcie_gen", "pcie_width", "hbm_gbps_theoretical",
                                        "driver_version"]].to_dict()
-        from gpu.occupancy import recorded_profiles
+        from gpu.core.occupancy import recorded_profiles
 
         device = recorded_profiles()[facts["device_name"]][0].as_dict()
         return {"facts": facts, "limits": self._limits(), "pid": os.getpid(), "occupancy_device": device}
@@ -91,9 +91,9 @@ class RecordedService(FakeService):
                 "host_available_bytes": 120 * gib, "max_threads_per_block": 1024, "warp_size": 32}
 
     def handle(self, job, progress, should_cancel):
-        from gpu.errors import JobCancelled
+        from gpu.core.errors import JobCancelled
+        from gpu.device.limits import Limits
         from gpu.experiments import get_experiment
-        from gpu.limits import Limits
 
         if job["kind"] == "limits":
             return self._limits()

@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from gpu import compare, schema
+from gpu.core import schema
+from gpu.results import compare
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 NOISE = ASSETS / "noise"

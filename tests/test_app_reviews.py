@@ -7,8 +7,8 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from gpu.catalog import BUNDLED_DIRS
-from gpu.store import RunStore
+from gpu.results.catalog import BUNDLED_DIRS
+from gpu.results.store import RunStore
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 MANAGED = next(BUNDLED_DIRS[1].glob("managed_*.parquet"))
@@ -51,7 +51,7 @@ def test_compare_draws_the_bundled_h100_against_the_h200_with_verdict_counts():
 
 
 def test_compare_h100_against_h200_names_both_devices_and_normalizes():
-    from gpu import schema
+    from gpu.core import schema
 
     h100 = schema.read_results(next(BUNDLED_DIRS[1].glob("transfers_nvidia-h100*.parquet")))["run_id"].iloc[0]
     at = open_page("pages/compare.py")
@@ -133,7 +133,7 @@ def test_the_history_of_the_h200_shows_two_days():
 
 
 def test_runs_lists_stored_and_bundled_runs_and_deletes_with_confirmation(fresh_store):
-    from gpu import schema
+    from gpu.core import schema
 
     [result] = fresh_store.save(schema.read_results(MANAGED).assign(run_id="storedrun01"), "import",
                                 label="after driver 580")
@@ -162,7 +162,7 @@ def test_a_bundled_run_cannot_be_deleted_and_a_filter_narrows_the_table():
 
 
 def test_a_page_opened_with_a_run_id_shows_that_run_like_a_replay(fresh_store):
-    from gpu import schema
+    from gpu.core import schema
 
     fresh_store.save(schema.read_results(MANAGED).assign(run_id="storedrun02"), "import")
     at = AppTest.from_file(APP, default_timeout=120)

@@ -6,9 +6,9 @@ import socket
 import pytest
 import streamlit as st
 
-from gpu import schema
-from gpu.catalog import BUNDLED_DIRS
-from gpu.store import RunStore
+from gpu.core import schema
+from gpu.results.catalog import BUNDLED_DIRS
+from gpu.results.store import RunStore
 from tests.test_url_state import open_with
 
 MANAGED = next(BUNDLED_DIRS[1].glob("managed_*.parquet"))
@@ -80,7 +80,7 @@ def test_a_store_that_never_answers_is_named_on_the_runs_page(monkeypatch):
 
 
 def test_plain_text_keeps_bare_urls_and_addresses_from_becoming_links():
-    from gpu.text import plain
+    from gpu.core.text import plain
 
     shown = plain("see https://evil.example/x, www.evil.example or mail a@evil.example", None)
     assert "://" not in shown and "www." not in shown and "a@e" not in shown

@@ -3,7 +3,7 @@ import sys
 from pathlib import Path
 
 from gpu import bench
-from gpu.units import GiB, KiB
+from gpu.core.units import GiB, KiB
 
 
 def test_cli_parameters_become_experiment_params():

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from gpu import schema
-from gpu.catalog import BUNDLED_DIRS
-from gpu.store import RunStore
+from gpu.core import schema
+from gpu.results.catalog import BUNDLED_DIRS
+from gpu.results.store import RunStore
 from tests.browser_helper import CHROMIUM, free_port, streamlit_app
 
 MANAGED = next(BUNDLED_DIRS[1].glob("managed_*.parquet"))

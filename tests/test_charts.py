@@ -2,9 +2,9 @@
 
 import pytest
 
-from gpu import charts
-from gpu.backend import ReplayBackend
-from gpu.units import GiB, KiB
+from gpu.core.units import GiB, KiB
+from gpu.present.charts import transfers as charts
+from gpu.service.backends import ReplayBackend
 
 
 @pytest.fixture(scope="module")

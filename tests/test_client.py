@@ -5,8 +5,8 @@ import types
 
 import pytest
 
-from gpu.client import WorkerClient, WorkerUnavailable
-from gpu.errors import ValidationError, WorkerError
+from gpu.core.errors import ValidationError, WorkerError
+from gpu.service.client import WorkerClient, WorkerUnavailable
 
 FAKE = "tests.fake_service:FakeService"
 

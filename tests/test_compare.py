@@ -5,8 +5,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gpu import compare, schema
-from gpu.catalog import BUNDLED_DIRS
+from gpu.core import schema
+from gpu.results import compare
+from gpu.results.catalog import BUNDLED_DIRS
 from tests import run_to_run
 
 RNG = np.random.default_rng(7)
@@ -247,7 +248,7 @@ def test_a_history_point_measured_with_another_timer_does_not_count():
 
 
 def test_every_kind_of_point_has_a_measured_floor():
-    from gpu import catalog
+    from gpu.results import catalog
 
     frames, _, _ = catalog.read_bundled()
     kinds = {compare.point_kind(f["experiment"].iloc[0], row) for f in frames.values() for row in f.to_dict("records")}
@@ -329,7 +330,7 @@ def test_the_compare_page_judges_a_candidate_by_its_devices_history(monkeypatch,
     import streamlit as st
     from streamlit.testing.v1 import AppTest
 
-    from gpu.store import RunStore
+    from gpu.results.store import RunStore
 
     url = f"sqlite:///{tmp_path}/runs.sqlite"
     monkeypatch.setenv("PINPOINT_BACKEND", "replay")

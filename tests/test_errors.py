@@ -7,14 +7,16 @@ import types
 
 import pytest
 
-from gpu import errors, libcuda, worker
-from gpu.client import JobHandle
-from gpu.errors import CudaError, PinPointError
-from gpu.imports import ImportProblem
-from gpu.messages import Failure, Hello, InitFailed, Progress, Result, Row
-from gpu.schema import SchemaError
-from gpu.store import StoreError
-from gpu.units import SizeError
+from gpu.core import errors
+from gpu.core.errors import CudaError, PinPointError
+from gpu.core.schema import SchemaError
+from gpu.core.units import SizeError
+from gpu.device import libcuda
+from gpu.results.imports import ImportProblem
+from gpu.results.store import StoreError
+from gpu.service import worker
+from gpu.service.client import JobHandle
+from gpu.service.messages import Failure, Hello, InitFailed, Progress, Result, Row
 
 
 def test_every_pinpoint_error_has_one_root_and_keeps_its_builtin_base():

@@ -4,7 +4,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from gpu.errors import JobCancelled, ValidationError, VerificationError
+from gpu.core.errors import JobCancelled, ValidationError, VerificationError
 from gpu.experiments import harness
 from tests.test_job_scope import _runtime
 
@@ -107,7 +107,7 @@ def test_points_are_measured_coarse_first_and_come_back_in_point_order():
     assert row["profile"].startswith("interactive") and row["samples"] >= 5 and row["stop_reason"]
     import pandas as pd
 
-    from gpu import schema
+    from gpu.core import schema
 
     frame = harness.in_point_order(schema.make_frame(
         [{**r, "run_id": "r", "experiment": "fake"} for r in rows], {}), FakeSweep, Params())

@@ -4,10 +4,13 @@ the chart, the takeaway and the claims, and each headline names the numbers it r
 import pandas as pd
 import pytest
 
-from gpu import charts, claims, headlines, kernel_charts, memory_charts
-from gpu.backend import ReplayBackend
+from gpu.core.units import GiB
 from gpu.experiments import reduction
-from gpu.units import GiB
+from gpu.present import claims, headlines
+from gpu.present.charts import kernels as kernel_charts
+from gpu.present.charts import memory as memory_charts
+from gpu.present.charts import transfers as charts
+from gpu.service.backends import ReplayBackend
 
 
 @pytest.fixture(scope="module")

@@ -8,9 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gpu import imports, runfiles, schema
-from gpu.catalog import BUNDLED_DIRS
-from gpu.store import RunStore
+from gpu.core import schema
+from gpu.results import imports, runfiles
+from gpu.results.catalog import BUNDLED_DIRS
+from gpu.results.store import RunStore
 
 ROOT = Path(__file__).resolve().parent.parent
 MANAGED = next(BUNDLED_DIRS[1].glob("managed_*.parquet"))

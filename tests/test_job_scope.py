@@ -5,7 +5,7 @@ import threading
 
 import pytest
 
-from gpu.context import GpuRuntime
+from gpu.device.context import GpuRuntime
 
 
 class _Allocation:

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
+from gpu.device.limits import Limits
 from gpu.experiments import coalescing, occupancy_sweep, reduction
-from gpu.limits import Limits
 
 GiB = 1024**3
 H200 = Limits(139 * GiB, 140 * GiB, 16 * GiB, 120 * GiB, 1024, 32)
@@ -42,7 +42,7 @@ def test_shared_tree_block_rule_only_applies_when_it_runs():
 
 
 def test_unknown_parameters_and_non_numbers_are_refused():
-    from gpu.errors import ValidationError
+    from gpu.core.errors import ValidationError
 
     with pytest.raises(ValidationError, match="unknown parameter"):
         coalescing.parse_params({"blocks": [256]})
@@ -86,7 +86,7 @@ def test_chase_cycle_visits_every_node():
 
 @pytest.mark.parametrize("stride", [1, 2, 8, 64])
 def test_strided_check_matches_the_gather_without_an_index_array_and_names_a_wrong_word(stride):
-    from gpu.errors import VerificationError
+    from gpu.core.errors import VerificationError
     from gpu.experiments.coalescing import strided_permutation, verify_strided
 
     n = 1 << 20
@@ -99,7 +99,7 @@ def test_strided_check_matches_the_gather_without_an_index_array_and_names_a_wro
 
 
 def test_transpose_check_compares_tile_by_tile_and_names_a_wrong_word():
-    from gpu.errors import VerificationError
+    from gpu.core.errors import VerificationError
     from gpu.experiments.coalescing import verify_transpose
 
     side = 1024

@@ -5,8 +5,10 @@ import math
 import pandas as pd
 import pytest
 
-from gpu import memory_charts, schema, stream_charts
-from gpu.backend import REPLAY_DIR
+from gpu.core import schema
+from gpu.present.charts import memory as memory_charts
+from gpu.present.charts import streams as stream_charts
+from gpu.service.backends import REPLAY_DIR
 
 
 def rows(spec, **common):
@@ -43,7 +45,7 @@ def test_managed_table_states_the_migration_cost_over_resident():
 
 def test_recorded_streams_run_draws_one_gantt_lane_per_stream_or_engine():
     frame = schema.read_results(next(REPLAY_DIR.glob("streams_*.parquet")))
-    from gpu import overlap
+    from gpu.core import overlap
 
     table = overlap.pipeline_table(frame)
     row = table[(table["streams"] == 4) & (table["chunks"] == 16) & (table["host_memory"] == "pinned")].iloc[0]

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from gpu.occupancy import DeviceLimits, KernelResources, load_driver_table, occupancy, recorded_profiles
+from gpu.core.occupancy import DeviceLimits, KernelResources, load_driver_table, occupancy, recorded_profiles
 
 TABLES = sorted((Path(__file__).resolve().parent.parent / "assets" / "occupancy").glob("*.json"))
 

@@ -1,4 +1,4 @@
-"""Stream-overlap arithmetic and timeline handling (gpu.overlap), on made-up numbers whose answers are known."""
+"""Stream-overlap arithmetic and timeline handling (gpu.core.overlap), on made-up numbers whose answers are known."""
 
 import json
 import math
@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gpu import overlap
+from gpu.core import overlap
 
 
 def test_depth_first_issues_each_chunk_whole_and_round_robins_streams():

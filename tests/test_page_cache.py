@@ -5,7 +5,7 @@ import plotly.graph_objects as go
 import pytest
 import streamlit as st
 
-from gpu.backend import ReplayBackend
+from gpu.service.backends import ReplayBackend
 from pages._ui import cache as shared
 
 

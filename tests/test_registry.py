@@ -5,8 +5,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from gpu import bench, compare
+from gpu import bench
 from gpu.experiments import EXPERIMENTS, REGISTRY, get_experiment, registry
+from gpu.results import compare
 from pages import _shared as shared
 
 ROOT = Path(__file__).resolve().parent.parent

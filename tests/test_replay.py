@@ -4,10 +4,10 @@ import shutil
 
 import pytest
 
-from gpu import schema
-from gpu.backend import REPLAY_DIR, ReplayBackend
-from gpu.errors import ValidationError
-from gpu.units import GiB, KiB, MiB
+from gpu.core import schema
+from gpu.core.errors import ValidationError
+from gpu.core.units import GiB, KiB, MiB
+from gpu.service.backends import REPLAY_DIR, ReplayBackend
 
 
 @pytest.fixture(scope="module")
@@ -92,7 +92,7 @@ def test_an_unrecorded_kernel_setting_names_what_the_recording_has(replay):
 
 
 def test_the_point_cache_answers_only_when_every_point_is_known():
-    from gpu.backend import PointCache, ReplayBackend
+    from gpu.service.backends import PointCache, ReplayBackend
 
     replay = ReplayBackend()
     frame = replay.submit("transfers", {"sizes": [65536, 1 << 20], "modes": ["pinned"]}).outcome()

@@ -4,8 +4,9 @@ import html
 
 import pytest
 
-from gpu import compare, report, schema
-from gpu.catalog import BUNDLED_DIRS
+from gpu.core import schema
+from gpu.results import compare, report
+from gpu.results.catalog import BUNDLED_DIRS
 
 
 def bundled(pattern: str, directory: int):

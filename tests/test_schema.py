@@ -3,7 +3,8 @@ import math
 import pandas as pd
 import pytest
 
-from gpu import runfiles, schema
+from gpu.core import schema
+from gpu.results import runfiles
 
 PROVENANCE = {c: "x" for c in schema.PROVENANCE_COLUMNS}
 

@@ -3,8 +3,8 @@ import math
 import numpy as np
 import pytest
 
-from gpu import stats
-from gpu.stats import PRECISE, Profile, fit_latency_bandwidth, gbps, get_profile, sample_until_stable, stop_reason
+from gpu.core import stats
+from gpu.core.stats import PRECISE, Profile, fit_latency_bandwidth, gbps, get_profile, sample_until_stable, stop_reason
 
 
 def test_summary_reports_median_spread_and_every_sample():

@@ -12,8 +12,9 @@ import pandas as pd
 import pytest
 import sqlalchemy as sa
 
-from gpu import schema, store
-from gpu.catalog import BUNDLED_DIRS
+from gpu.core import schema
+from gpu.results import store
+from gpu.results.catalog import BUNDLED_DIRS
 from tests.conftest import new_postgres_database
 
 ROOT = Path(__file__).resolve().parent.parent

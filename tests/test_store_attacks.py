@@ -17,7 +17,8 @@ import pyarrow.parquet as pq
 import pytest
 import sqlalchemy as sa
 
-from gpu import catalog, imports, runfiles, schema, store
+from gpu.core import schema
+from gpu.results import catalog, imports, runfiles, store
 from tests.conftest import new_postgres_database
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -2,9 +2,9 @@
 
 import pandas as pd
 
-from gpu import schema
+from gpu.core import schema
+from gpu.core.units import GiB, KiB, MiB
 from gpu.experiments import SweepRows, coarse_first, get_experiment, in_point_order
-from gpu.units import GiB, KiB, MiB
 
 
 def test_coarse_first_shows_both_ends_then_the_middle_and_keeps_every_value_once():

@@ -6,9 +6,9 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from gpu import takeaways
-from gpu.backend import ReplayBackend
 from gpu.experiments.transfers import BATCHED_TIMERS
+from gpu.present import takeaways
+from gpu.service.backends import ReplayBackend
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 
@@ -77,7 +77,7 @@ def test_on_stage_a_page_keeps_its_main_controls_folds_the_rest_and_puts_the_tak
 
 
 def test_the_streams_takeaway_names_a_pipeline_that_can_overlap(recorded):
-    from gpu import overlap
+    from gpu.core import overlap
 
     frame = recorded("streams")
     text = takeaways.streams(frame)

@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from gpu import claims, talks
-from gpu.backend import ReplayBackend
+from gpu.present import claims, talks
+from gpu.service.backends import ReplayBackend
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 
@@ -146,7 +146,7 @@ def test_described_parameters_write_byte_sizes_as_sizes_and_counts_as_counts():
 
 
 def test_the_dot_product_chart_names_the_grey_bar_only_when_it_draws_it():
-    from gpu import kernel_charts
+    from gpu.present.charts import kernels as kernel_charts
 
     frame = ReplayBackend().submit("reduction", {"sizes": [1 << 24]}).outcome()
     with_library = kernel_charts.reduction_figure(frame)

@@ -1,10 +1,10 @@
-"""gpu/text.py: outside values made safe to show, and the one style for counts, percentages, ratios and times."""
+"""gpu/core/text.py: outside values made safe to show, and the one style for counts, percentages, ratios and times."""
 
 import math
 
 import pytest
 
-from gpu import text
+from gpu.core import text
 
 
 @pytest.mark.parametrize("number,noun,expected", [

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from gpu.errors import ValidationError
+from gpu.core.errors import ValidationError
+from gpu.core.units import GiB, KiB, MiB
+from gpu.device.limits import Limits
+from gpu.device.memory import AllocationLedger
 from gpu.experiments import transfers
-from gpu.limits import Limits
-from gpu.memory import AllocationLedger
-from gpu.units import GiB, KiB, MiB
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 LATENCY_MS, RATE_GBPS = 0.002, 50.0  # the simulated copy: 2 µs + bytes at 50 GB/s
@@ -221,8 +221,8 @@ def test_each_timing_view_replays_the_recording_measured_with_its_method(monkeyp
 
 
 def test_replay_picks_the_newest_recording_that_holds_the_requested_method():
-    from gpu import schema
-    from gpu.backend import ReplayBackend
+    from gpu.core import schema
+    from gpu.service.backends import ReplayBackend
 
     def recording(run_id, method, timestamp):
         row, _, _ = measure(MiB, "pinned", "h2d", method)
@@ -240,7 +240,8 @@ def test_replay_picks_the_newest_recording_that_holds_the_requested_method():
 
 
 def test_the_numbers_table_names_the_copies_per_batched_sample():
-    from gpu import charts, schema
+    from gpu.core import schema
+    from gpu.present.charts import transfers as charts
 
     rows = [measure(MiB, "pinned", "h2d", "batched")[0], measure(MiB, "pinned", "h2d", "single")[0]]
     frame = schema.make_frame([{**r, "run_id": "r", "experiment": "transfers"} for r in rows], {})
@@ -250,8 +251,8 @@ def test_the_numbers_table_names_the_copies_per_batched_sample():
 
 
 def test_replay_selects_each_method_by_its_timer_from_one_run():
-    from gpu import schema
-    from gpu.backend import ReplayBackend
+    from gpu.core import schema
+    from gpu.service.backends import ReplayBackend
 
     # One run holding both methods: the single points as measured by the worker stand-in, the batched ones too.
     rows = [{**measure(size, "pinned", direction, method)[0], "run_id": "both", "experiment": "transfers",

@@ -2,7 +2,7 @@ import re
 
 import pytest
 
-from gpu.units import GiB, KiB, MiB, SizeError, format_bytes, parse_size, parse_size_list
+from gpu.core.units import GiB, KiB, MiB, SizeError, format_bytes, parse_size, parse_size_list
 
 
 @pytest.mark.parametrize("text,expected", [

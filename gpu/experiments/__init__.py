@@ -1,6 +1,6 @@
 """PinPoint's experiments, registered in ``registry.py``. Each module declares its parameter axes, the bytes a
 point moves, the reasons a parameter combination is invalid, and ``run(params, gpu, progress, should_cancel)``,
-which returns a results DataFrame in the schema of ``gpu.schema``; converted experiments declare a
+which returns a results DataFrame in the schema of ``gpu.core.schema``; converted experiments declare a
 ``harness.Sweep`` and take their ``run`` from the one sweep harness (``harness.py``).
 
 Rows are delivered as they are measured: an experiment collects them in ``SweepRows(progress)``, which

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpu import stats
-from gpu.units import format_bytes
+from gpu.core import stats
+from gpu.core.units import format_bytes
 
 DEVICE_RESERVE_BYTES = 512 * 1024**2
 

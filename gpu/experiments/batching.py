@@ -20,13 +20,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpu import stats, text
-from gpu.errors import ValidationError
+from gpu.core import stats, text
+from gpu.core.errors import ValidationError
+from gpu.core.units import KiB, MiB, format_bytes
+from gpu.device.timing import EventTimer
 from gpu.experiments import _kernels as k
 from gpu.experiments import harness
 from gpu.experiments.transfers import POISON, pattern_for, verify_equal
-from gpu.timing import EventTimer
-from gpu.units import KiB, MiB, format_bytes
 
 NAME = "batching"
 VARIANTS = ("separate", "packed", "one_copy")

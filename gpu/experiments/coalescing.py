@@ -21,13 +21,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpu import stats, text
-from gpu.errors import ValidationError
+from gpu.core import stats, text
+from gpu.core.errors import ValidationError
+from gpu.device.timing import KernelTimer
 from gpu.experiments import _kernels as k
 from gpu.experiments import harness
 from gpu.experiments.harness import values_coarse_first
 from gpu.experiments.transfers import verify_equal
-from gpu.timing import KernelTimer
 
 NAME = "coalescing"
 GROUPS = ("copy", "strided", "offset", "layout", "transpose")

@@ -22,10 +22,10 @@ from typing import Any
 
 import pandas as pd
 
-from gpu import stats
-from gpu.errors import JobCancelled, ValidationError
+from gpu.core import stats
+from gpu.core.errors import JobCancelled, ValidationError
+from gpu.core.schema import key_value
 from gpu.experiments import _kernels as k
-from gpu.schema import key_value
 
 
 @dataclass(frozen=True)

@@ -23,13 +23,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpu import stats, text
-from gpu.errors import ValidationError, VerificationError
+from gpu.core import stats, text
+from gpu.core.errors import ValidationError, VerificationError
+from gpu.core.units import GiB, MiB, format_bytes
+from gpu.device.timing import KernelTimer
 from gpu.experiments import _kernels as k
 from gpu.experiments import harness
 from gpu.experiments.transfers import pattern_for
-from gpu.timing import KernelTimer
-from gpu.units import GiB, MiB, format_bytes
 
 NAME = "managed"
 VARIANTS = ("device", "first_touch", "prefetch", "after_prefetch", "resident")

@@ -6,7 +6,7 @@ A dynamic shared-memory "spoiler" (as gpu-benches does) caps the blocks per SM o
 pressure (``chase`` rebuilt with EXTRA_REGS values held live across its load chain) caps the latency-bound
 one's, so occupancy is the variable. The memory-bound copy gets no register pressure: filling registers
 costs instructions that, in a one-element-per-thread copy, would outweigh the copy itself. Each row carries the
-kernel's real register count and shared memory and the theoretical occupancy from ``gpu.occupancy``.
+kernel's real register count and shared memory and the theoretical occupancy from ``gpu.core.occupancy``.
 Bytes: stream reads and writes 4 bytes per element; chase counts 4 bytes per dependent load.
 """
 
@@ -18,14 +18,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpu import stats, text
-from gpu.errors import ValidationError
+from gpu.core import stats, text
+from gpu.core.errors import ValidationError
+from gpu.core.occupancy import occupancy
+from gpu.device.timing import KernelTimer
 from gpu.experiments import _kernels as k
 from gpu.experiments import harness
 from gpu.experiments.harness import coarse_first
 from gpu.experiments.transfers import verify_equal
-from gpu.occupancy import occupancy
-from gpu.timing import KernelTimer
 
 NAME = "occupancy"
 KERNELS = ("stream", "chase")

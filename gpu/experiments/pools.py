@@ -22,12 +22,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpu import stats, text
-from gpu.errors import ValidationError
+from gpu.core import stats, text
+from gpu.core.errors import ValidationError
+from gpu.core.units import KiB, MiB, format_bytes
 from gpu.experiments import _kernels as k
 from gpu.experiments import harness
 from gpu.experiments.transfers import pattern_for, verify_equal
-from gpu.units import KiB, MiB, format_bytes
 
 NAME = "pools"
 VARIANTS = ("device_per_call", "device_pooled", "pinned_per_call", "pinned_pooled")

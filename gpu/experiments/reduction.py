@@ -19,11 +19,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpu import stats, text
-from gpu.errors import ValidationError, VerificationError
+from gpu.core import stats, text
+from gpu.core.errors import ValidationError, VerificationError
+from gpu.device.timing import KernelTimer
 from gpu.experiments import _kernels as k
 from gpu.experiments import harness
-from gpu.timing import KernelTimer
 
 NAME = "reduction"
 KERNEL_VARIANTS = ("atomic_per_element", "shared_tree", "warp_shuffle", "grid_stride", "gpuarray_dot")

@@ -13,10 +13,10 @@ import itertools
 from dataclasses import dataclass
 from types import ModuleType
 
-from gpu.errors import ValidationError
+from gpu.core.errors import ValidationError
+from gpu.core.units import parse_size_list
 from gpu.experiments import batching, coalescing, managed, occupancy_sweep, pools, reduction, streams, transfers
 from gpu.experiments.harness import Axis
-from gpu.units import parse_size_list
 
 
 @dataclass(frozen=True)
@@ -136,3 +136,12 @@ def runner_jobs(entry: Entry, args) -> list[dict]:
         return [values]
     combos = itertools.product(*(values[name] for name in entry.expand))
     return [{**values, **dict(zip(entry.expand, combo, strict=True))} for combo in combos]
+
+
+def check_params(experiment: str, params: dict, limits) -> list[str]:
+    """Every reason ``params`` cannot run (empty when they can), before anything is allocated."""
+    try:
+        module = get_experiment(experiment)
+        return module.invalid_reasons(module.parse_params(params), limits)
+    except ValidationError as exc:
+        return exc.reasons

@@ -1,14 +1,14 @@
 """Streams: hiding host↔device copies behind compute with chunks, several streams and pinned memory.
 
 A vector of ``size_bytes`` (floats) is split into ``chunks`` equal chunks; chunk ``c`` goes H2D → kernel →
-D2H on stream ``c % streams``, issued depth-first or breadth-first (``gpu.overlap.issue_plan``). The kernel
+D2H on stream ``c % streams``, issued depth-first or breadth-first (``gpu.core.overlap.issue_plan``). The kernel
 does ``intensity`` dependent fused multiply-adds per element (``gpu/kernels/streams.cu``), so it moves from
 copy-bound (0) to compute-bound.
 
 Measured for each host memory, size, chunk count and intensity (variants):
 
 * ``h2d_alone``, ``kernel_alone``, ``d2h_alone`` – every chunk's copy (or kernel) back to back on one
-  stream: the three sums the bound is made of (``gpu.overlap.pipeline_bound``);
+  stream: the three sums the bound is made of (``gpu.core.overlap.pipeline_bound``);
 * ``serial`` – the whole workload, chunk after chunk, on one stream;
 * ``pipeline`` – the workload over ``streams`` streams in the chosen issue order.
 
@@ -33,13 +33,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpu import overlap, stats, text
-from gpu.errors import ValidationError
+from gpu.core import overlap, stats, text
+from gpu.core.errors import ValidationError
+from gpu.core.units import GiB, MiB, format_bytes
+from gpu.device.timing import EventTimer, StreamHold
 from gpu.experiments import _kernels as k
 from gpu.experiments import harness
 from gpu.experiments.transfers import verify_equal
-from gpu.timing import EventTimer, StreamHold
-from gpu.units import GiB, MiB, format_bytes
 
 NAME = "streams"
 HOST_MEMORY = ("pinned", "pageable")

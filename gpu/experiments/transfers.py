@@ -28,12 +28,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpu import stats, text
-from gpu.errors import ValidationError, VerificationError
+from gpu.core import stats, text
+from gpu.core.errors import ValidationError, VerificationError
+from gpu.core.text import shorten
+from gpu.core.units import GiB, KiB, MiB, format_bytes
+from gpu.device.timing import EventTimer, StreamHold
 from gpu.experiments import harness
-from gpu.text import shorten
-from gpu.timing import EventTimer
-from gpu.units import GiB, KiB, MiB, format_bytes
 
 NAME = "transfers"
 MODES = ("pageable", "pinned", "pinned_wc", "mapped")
@@ -348,8 +348,6 @@ class _TransferBench:
     def holder(self):
         """The stream hold of batched samples, made at the first one."""
         if self._holder is None:
-            from gpu.timing import StreamHold
-
             self._holder = StreamHold(self.gpu, self.ledger)
         return self._holder
 

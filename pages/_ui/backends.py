@@ -7,10 +7,10 @@ import streamlit as st
 from streamlit.runtime.pages_manager import PagesManager
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
-from gpu.backend import LiveBackend, ReplayBackend, start_live
-from gpu.catalog import BUNDLED_DIRS, Catalog, read_bundled
-from gpu.store import StoreError
-from gpu.text import plain
+from gpu.core.text import plain
+from gpu.results.catalog import BUNDLED_DIRS, Catalog, read_bundled
+from gpu.results.store import StoreError
+from gpu.service.backends import LiveBackend, ReplayBackend, start_live
 from pages._shared import PAGES
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from gpu import runfiles
+from gpu.results import runfiles
 from pages._ui.stage import more_settings
 from pages._ui.url_state import UrlState
 
@@ -56,7 +56,7 @@ def recorded_values(backend, experiment: str, column: str, run_id: str | None = 
 
 def download(frame, name: str) -> None:
     # Built when clicked, not on every rerun: writing every sample as CSV costs more than the rest of a page.
-    st.download_button("Download this run (CSV in the schema of gpu/schema.py, every sample included)",
+    st.download_button("Download this run (CSV in the schema of gpu/core/schema.py, every sample included)",
                        data=lambda: runfiles.to_csv_bytes(frame), mime="text/csv", key=f"{name}_download",
                        on_click="ignore",
                        file_name=f"pinpoint-{name}-{frame['run_id'].iloc[0]}.csv")

@@ -7,12 +7,12 @@ import time
 
 import streamlit as st
 
-from gpu import text
-from gpu.client import JobHandle
-from gpu.errors import ValidationError, WorkerError
-from gpu.schema import SchemaError
-from gpu.store import StoreError
-from gpu.text import plain
+from gpu.core import text
+from gpu.core.errors import ValidationError, WorkerError
+from gpu.core.schema import SchemaError
+from gpu.core.text import plain
+from gpu.results.store import StoreError
+from gpu.service.client import JobHandle
 from pages._ui.backends import run_catalog, session_id
 from pages._ui.controls import profile_choice, show_reasons
 

@@ -4,8 +4,10 @@ settings", takeaways under charts, stage-sized charts and keyboard shortcuts."""
 from __future__ import annotations
 
 import streamlit as st
+from streamlit_shortcuts import add_shortcuts
 
-from gpu import charts, text
+from gpu.core import text
+from gpu.present.charts import transfers as charts
 
 # --- presentation mode ---------------------------------------------------------------------------------------
 # The stage is a 1920×1080 projector: title, one or two controls, the main chart whole and its takeaway, no
@@ -78,11 +80,6 @@ def stage_style() -> None:
 
 def shortcuts(**keys: str) -> None:
     """Keyboard shortcuts for buttons (widget key = key name), which never move the page or leave a focus ring."""
-    try:
-        from streamlit_shortcuts import add_shortcuts
-    except ImportError:  # the keys are a convenience; the buttons work without them
-        st.caption("Keyboard shortcuts need streamlit-shortcuts (requirements.txt).")
-        return
     add_shortcuts(**keys)
     st.html(KEEP_SCROLL_JS, unsafe_allow_javascript=True)
 
@@ -112,7 +109,7 @@ def more_settings():
 
 
 def takeaway(text: str | None, heading: str = "###", always: bool = False, key: str = "stage_takeaway") -> None:
-    """On stage, the one sentence under a chart that says what it shows, computed from its data (gpu.takeaways).
+    """On stage, the one sentence under a chart that says what it shows, computed from its data (gpu.present.takeaways).
     ``always``: shown at the desk too (a talk's verdict). ``key``: one per takeaway, starting "stage_takeaway"."""
     if text and (always or presenting()):
         with st.container(key=key):

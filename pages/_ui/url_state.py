@@ -8,7 +8,7 @@ from urllib.parse import urlencode
 import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
-from gpu import text
+from gpu.core import text
 from pages._shared import PAGES
 from pages._ui.stage import presenting
 

@@ -21,7 +21,7 @@ TOLERANCE = {1 * MiB: 0.03}  # else 1 %
 
 def measure(profile: str):
     """Single and batched pinned copies at the table's sizes, both directions, in one job."""
-    from gpu.backend import start_live
+    from gpu.service.backends import start_live
 
     backend, reason = start_live()
     if backend is None:
@@ -34,7 +34,7 @@ def measure(profile: str):
 
 
 def main() -> None:
-    from gpu.units import format_bytes
+    from gpu.core.units import format_bytes
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--profile", default="precise/timeout_s=2")
@@ -55,7 +55,7 @@ def main() -> None:
                   f"{'met' if abs(off) <= tolerance else 'NOT met'}), nvbandwidth {nvbandwidth[i]:.2f} "
                   f"({batched['gbps'] / nvbandwidth[i] - 1:+.2%}); single copy {single:.2f} GB/s")
     if args.out:
-        from gpu import schema
+        from gpu.core import schema
 
         schema.to_parquet(frame, args.out)
         print(f"wrote {args.out}")

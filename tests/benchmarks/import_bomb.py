@@ -3,8 +3,8 @@
 ``python tests/benchmarks/import_bomb.py [--rows 300000000] [--file /tmp/pinpoint-bomb.parquet]``
 
 Writes (once, in 10 M-row pieces) a small Parquet file whose metadata says it holds ``--rows`` rows of nulls, then
-refuses it through ``gpu.imports.read_upload`` in a fresh process and prints the wall time of the refusal and the
-process's peak memory before and after it (ru_maxrss). The target: under 1 s and under 200 MB more.
+refuses it through ``gpu.results.imports.read_upload`` in a fresh process and prints the wall time of the refusal and
+the process's peak memory before and after it (ru_maxrss). The target: under 1 s and under 200 MB more.
 """
 
 import argparse
@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 CHILD = """
 import resource, sys, time
 sys.path.insert(0, {root!r})
-from gpu import imports
+from gpu.results import imports
 path = {path!r}
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 started = time.perf_counter()

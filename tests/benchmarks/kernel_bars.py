@@ -14,8 +14,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from gpu.backend import LiveBackend  # noqa: E402
-from gpu.client import WorkerClient  # noqa: E402
+from gpu.service.backends import LiveBackend  # noqa: E402
+from gpu.service.client import WorkerClient  # noqa: E402
 
 PROFILE = "precise/timeout_s=5"
 

@@ -82,8 +82,8 @@ def largest_difference(module, quick, precise) -> str:
 
 
 def main() -> None:
-    from gpu.backend import start_live
     from gpu.experiments import get_experiment
+    from gpu.service.backends import start_live
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--profile", default="interactive")

@@ -13,9 +13,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from gpu.context import GpuRuntime  # noqa: E402
+from gpu.core.stats import gbps  # noqa: E402
+from gpu.device.context import GpuRuntime  # noqa: E402
 from gpu.experiments import transfers  # noqa: E402
-from gpu.stats import gbps  # noqa: E402
 
 SIZE = 1 << 30
 

@@ -14,8 +14,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 
 def main() -> None:
-    from gpu import overlap
-    from gpu.backend import start_live
+    from gpu.core import overlap
+    from gpu.service.backends import start_live
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--profile", default="precise/timeout_s=2")
@@ -52,7 +52,7 @@ def main() -> None:
     print(f"BAR context: one 256 MiB H2D alone {gbps['bidir_h2d']:.1f} GB/s, D2H alone {gbps['bidir_d2h']:.1f} GB/s, "
           f"both at once {gbps['bidir_both']:.1f} GB/s together ({share:.0%} of the sum of the solo rates)")
     if args.out:
-        from gpu import schema
+        from gpu.core import schema
 
         schema.to_parquet(pinned, args.out)
     page = overlap.pipeline_table(pageable)

@@ -15,8 +15,8 @@ sys.path.insert(0, str(ROOT))
 
 def estimate(recorded, params) -> tuple[float, int, list[tuple]]:
     """(seconds, points, the points the recording lacks) for ``params`` priced from ``recorded``."""
+    from gpu.core.schema import key_value
     from gpu.experiments import streams
-    from gpu.schema import key_value
 
     profile_samples = 1 + 5  # INTERACTIVE: warm-up 1, floor_samples 5
     keys = recorded[streams.KEY_COLUMNS].itertuples(index=False, name=None)

@@ -1,13 +1,13 @@
 """A worker service for GPU tests: the real GpuService plus a job that exercises the Transfers pattern check."""
 
-from gpu.worker import GpuService
+from gpu.service.worker import GpuService
 
 
 class PatternCheckService(GpuService):
     def handle(self, job, progress, should_cancel):
         if job["kind"] != "pattern_check":
             return super().handle(job, progress, should_cancel)
-        from gpu.errors import VerificationError
+        from gpu.core.errors import VerificationError
         from gpu.experiments import transfers
 
         words = 1 << 18

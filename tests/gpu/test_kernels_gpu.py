@@ -2,8 +2,8 @@
 
 import pytest
 
-from gpu.errors import ValidationError
-from gpu.occupancy import DeviceLimits, KernelResources, occupancy
+from gpu.core.errors import ValidationError
+from gpu.core.occupancy import DeviceLimits, KernelResources, occupancy
 
 pytestmark = pytest.mark.gpu
 

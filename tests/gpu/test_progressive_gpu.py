@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from gpu.units import KiB, MiB
+from gpu.core.units import KiB, MiB
 
 pytestmark = pytest.mark.gpu
 
@@ -59,7 +59,7 @@ def test_the_stream_hold_keeps_a_python_pause_out_of_kernel_time_and_refuses_wor
 
 def _one_job(service: str, kind: str) -> dict:
     """Run one job of a test service in its own worker (printed, for the GPU log)."""
-    from gpu.client import WorkerClient
+    from gpu.service.client import WorkerClient
 
     client = WorkerClient(service=service)
     try:

@@ -2,9 +2,9 @@
 
 import pytest
 
-from gpu import overlap
-from gpu.errors import ValidationError
-from gpu.units import MiB
+from gpu.core import overlap
+from gpu.core.errors import ValidationError
+from gpu.core.units import MiB
 
 pytestmark = pytest.mark.gpu
 

@@ -5,10 +5,10 @@ import sys
 
 import pytest
 
-from gpu import schema
-from gpu.errors import ValidationError, WorkerError
+from gpu.core import schema
+from gpu.core.errors import ValidationError, WorkerError
+from gpu.core.units import GiB, KiB, MiB
 from gpu.experiments import transfers
-from gpu.units import GiB, KiB, MiB
 
 pytestmark = pytest.mark.gpu
 

@@ -5,14 +5,14 @@ import time
 
 import numpy as np
 
-from gpu.worker import GpuService
+from gpu.service.worker import GpuService
 
 
 class TimerCheckService(GpuService):
     def handle(self, job, progress, should_cancel):
         if job["kind"] != "timer_check":
             return super().handle(job, progress, should_cancel)
-        from gpu.timing import KernelTimer, StreamHold
+        from gpu.device.timing import KernelTimer, StreamHold
 
         gpu, n = self.runtime, 1 << 24  # a 64 MiB copy: tens of microseconds
         copy = gpu.kernel("coalescing", "copy_f32")

@@ -1,0 +1,84 @@
+"""PinPoint's one error hierarchy: every error PinPoint raises on purpose is a ``PinPointError``.
+
+Each carries a message meant for the person at the page. The classes also keep the built-in base they always
+had (``ValueError`` for bad input, ``RuntimeError`` for failures), so callers that catch those still do.
+
+    PinPointError
+    ├── ValidationError      parameters rejected before anything is allocated
+    ├── VerificationError    a measured operation produced wrong data
+    ├── JobCancelled         a newer request replaced the job
+    ├── WorkerError          the job failed inside the worker (``fatal``: the worker was replaced)
+    ├── WorkerUnavailable    the worker process could not start
+    ├── CudaError            a CUDA driver call failed, with its CUresult ``code`` (gpu.device.libcuda)
+    ├── SizeError            a size string that cannot be read (gpu.core.units)
+    ├── SchemaError          a results table that does not follow the schema (gpu.core.schema)
+    ├── ImportProblem        a file that cannot be imported (gpu.results.imports)
+    └── StoreError           a runs store that cannot be opened or used (gpu.results.store)
+
+This module imports nothing, so every layer may raise these.
+"""
+
+
+class PinPointError(Exception):
+    """The root of every error PinPoint raises on purpose."""
+
+
+class ValidationError(PinPointError, ValueError):
+    """Parameters rejected before anything is allocated; ``reasons`` are shown to the user as they are."""
+
+    def __init__(self, reasons: list[str]):
+        self.reasons = list(reasons)
+        super().__init__("; ".join(self.reasons))
+
+
+class VerificationError(PinPointError, RuntimeError):
+    """A measured operation produced wrong data: the job fails instead of reporting a bandwidth."""
+
+
+class JobCancelled(PinPointError):
+    """A newer request from the same session replaced this job."""
+
+
+class WorkerError(PinPointError, RuntimeError):
+    """The job failed inside the worker; ``fatal`` says the worker had to be replaced."""
+
+    def __init__(self, message: str, fatal: bool = False):
+        self.fatal = fatal
+        super().__init__(message)
+
+
+class WorkerUnavailable(PinPointError, RuntimeError):
+    """The worker process could not start (no GPU, no driver, kernels failed to compile…)."""
+
+
+class CudaError(PinPointError, RuntimeError):
+    """A CUDA driver API call returned ``code`` (a CUresult); ``sticky`` errors leave the context unusable, so
+    only a new process recovers (gpu.device.libcuda lists them)."""
+
+    def __init__(self, code: int, call: str, description: str = "", sticky: bool = False):
+        self.code, self.call, self.description, self.sticky = int(code), call, description, sticky
+        super().__init__(f"{call} failed: {description + ' ' if description else ''}(CUresult {self.code})")
+
+
+class SizeError(PinPointError, ValueError):
+    """A size string that cannot be read."""
+
+
+class SchemaError(PinPointError, ValueError):
+    """A results table (or a recorded file) that does not follow the schema."""
+
+
+class ImportProblem(PinPointError, ValueError):
+    """A file that cannot be imported; the message names the first problem."""
+
+
+class StoreError(PinPointError, RuntimeError):
+    """A store that cannot be opened or used (with the reason, for the person at the page)."""
+
+
+class ClaimError(PinPointError, ValueError):
+    """A measurement that does not hold what a talk's claim needs (with the reason)."""
+
+
+class TalkError(PinPointError, ValueError):
+    """A talk file that cannot be shown, with the reason."""

@@ -1,0 +1,201 @@
+"""The CUDA side of the worker: one context, compiled kernels, device facts and per-job allocation scopes.
+
+Only the worker process (``gpu.service.worker``) and the in-process benchmark script build a ``GpuRuntime``.
+It must be created, used and closed on one thread: PyCUDA ties every object to the thread's
+context stack, and objects freed elsewhere leak. PyCUDA is imported when a runtime is built, never at import
+time, so this module imports on machines without a GPU.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import socket
+import threading
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+
+from gpu.core import schema
+from gpu.core.occupancy import DeviceLimits, KernelResources
+from gpu.device import libcuda
+from gpu.device.limits import Limits, git_commit, host_memory_available
+from gpu.device.memory import AllocationLedger
+from gpu.device.telemetry import Telemetry
+
+KERNEL_DIR = Path(__file__).resolve().parents[1] / "kernels"
+
+
+class GpuRuntime:
+    """Owns the primary context of one device on the calling thread, and the compiled kernels."""
+
+    def __init__(self, device_ordinal: int = 0):
+        import pycuda
+        import pycuda.driver as cuda
+
+        self.cuda = cuda
+        cuda.init()
+        self.device = cuda.Device(device_ordinal)
+        self.device_ordinal = device_ordinal
+        self.context = self.device.retain_primary_context()
+        self.context.push()
+        self._thread = threading.get_ident()
+        self._released_after_reply: list[AllocationLedger] = []
+        self.pycuda_version = pycuda.VERSION_TEXT
+        attrs = self.device.get_attributes()
+        a = cuda.device_attribute
+        self.attributes = {getattr(k, "name", str(k)).split(".")[-1]: int(v) for k, v in attrs.items()}
+        self.l2_bytes = int(attrs[a.L2_CACHE_SIZE])
+        self.sm_count = attrs[a.MULTIPROCESSOR_COUNT]
+        self.max_threads_per_block = attrs[a.MAX_THREADS_PER_BLOCK]
+        self.warp_size = attrs[a.WARP_SIZE]
+        self.compute_capability = self.device.compute_capability()
+        self.telemetry = Telemetry(self.device.pci_bus_id())
+        self.facts = self._device_facts(attrs, a)
+        self.modules = {}
+        self.cubins: dict[str, bytes] = {}
+        self.functions = {}
+        self._compile_kernels()
+
+    # --- set-up ---------------------------------------------------------------------------------
+    def _compile_kernels(self) -> None:
+        """Compile every gpu/kernels/*.cu once, for this device's exact architecture."""
+        for source_path in sorted(KERNEL_DIR.glob("*.cu")):
+            self.module(source_path.stem)
+        self.functions = {
+            "copy_vec4": self.modules["transfers"].get_function("copy_vec4"),
+            "health_fill": self.modules["health"].get_function("health_fill"),
+            "fault_illegal_address": self.modules["health"].get_function("fault_illegal_address"),
+        }
+
+    def module(self, stem: str, options: tuple[str, ...] = ()):
+        """gpu/kernels/<stem>.cu compiled with extra nvcc ``options`` (e.g. -DEXTRA_REGS=64), once each."""
+        from pycuda.compiler import compile as nvcc_compile
+
+        key = " ".join((stem, *options))
+        if key not in self.modules:
+            major, minor = self.compute_capability
+            cubin = nvcc_compile((KERNEL_DIR / f"{stem}.cu").read_text(), arch=f"sm_{major}{minor}",
+                                 no_extern_c=True, options=["-O3", f"-I{KERNEL_DIR}", *options])
+            self.cubins[key] = cubin
+            self.modules[key] = self.cuda.module_from_buffer(cubin)
+        return self.modules[key]
+
+    def kernel(self, stem: str, name: str, options: tuple[str, ...] = ()):
+        return self.module(stem, options).get_function(name)
+
+    def prefetch(self, pointer: int, nbytes: int, stream, to_device: bool = True) -> None:
+        """cuMemPrefetchAsync of managed memory to this device (or to the host), which PyCUDA does not wrap."""
+        libcuda.driver().mem_prefetch_async(pointer, nbytes, self.device_ordinal if to_device else None,
+                                            stream.handle if stream is not None else 0)
+
+    def occupancy_limits(self) -> DeviceLimits:
+        return DeviceLimits.from_attributes(self.device.name(), self.compute_capability, self.attributes)
+
+    def kernel_resources(self, function) -> KernelResources:
+        fa = self.cuda.function_attribute
+        return KernelResources(int(function.get_attribute(fa.NUM_REGS)),
+                               int(function.get_attribute(fa.SHARED_SIZE_BYTES)),
+                               int(function.get_attribute(fa.MAX_DYNAMIC_SHARED_SIZE_BYTES)))
+
+    def _device_facts(self, attrs, a) -> dict:
+        cuda = self.cuda
+        nvml = self.telemetry.static_facts()
+        mem_clock_mhz = attrs[a.MEMORY_CLOCK_RATE] / 1000  # attribute is in kHz
+        bus_width = attrs[a.GLOBAL_MEMORY_BUS_WIDTH]
+        driver_api = cuda.get_driver_version()
+        built = cuda.get_version()
+        return {
+            "device_name": self.device.name(),
+            "compute_capability": "{}.{}".format(*self.compute_capability),
+            "sm_count": int(self.sm_count),
+            "memory_total_bytes": int(self.device.total_memory()),
+            "driver_version": nvml["driver_version"] or f"CUDA {driver_api // 1000}.{driver_api % 1000 // 10}",
+            "cuda_version": f"driver API {driver_api // 1000}.{driver_api % 1000 // 10}; "
+                            f"PyCUDA built for {built[0]}.{built[1]}",
+            "pycuda_version": self.pycuda_version,
+            "pcie_gen": nvml["pcie_gen"],
+            "pcie_width": nvml["pcie_width"],
+            "pcie_gbps_theoretical": schema.pcie_gbps_per_direction(nvml["pcie_gen"], nvml["pcie_width"]),
+            "hbm_gbps_theoretical": schema.hbm_gbps(mem_clock_mhz, bus_width),
+            "sm_clock_max_mhz": nvml["sm_clock_max_mhz"],
+            "mem_clock_max_mhz": nvml["mem_clock_max_mhz"] or mem_clock_mhz,
+            "host": socket.gethostname(),
+            "l2_bytes": int(attrs[a.L2_CACHE_SIZE]),
+            "async_engine_count": int(attrs[a.ASYNC_ENGINE_COUNT]),
+        }
+
+    # --- per job ----------------------------------------------------------------------------------
+    def provenance(self) -> dict:
+        return {**self.facts, "timestamp": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+                "git_commit": git_commit(), "backend": "live"}
+
+    def limits(self) -> Limits:
+        free, total = self.cuda.mem_get_info()
+        host_available = host_memory_available()
+        default_budget = min(16 * 1024**3, host_available // 2) if host_available else 4 * 1024**3
+        budget = int(os.environ.get("PINPOINT_PINNED_BUDGET_BYTES", default_budget))
+        return Limits(int(free), int(total), budget, host_available, int(self.max_threads_per_block),
+                      int(self.warp_size))
+
+    @contextmanager
+    def job_scope(self):
+        """Allocations of one job, all freed (after a synchronize) when it ends, even on error.
+
+        After a job that succeeded the freeing waits for ``release_after_reply`` (the worker calls it once the
+        answer is sent, since freeing 3 GiB of pinned memory takes about 0.3 s); a job that fails frees at once.
+        Either way nothing of it is held when the next job starts."""
+        self._check_thread()
+        self.release_after_reply()
+        ledger = AllocationLedger(self.cuda)
+        succeeded = False
+        try:
+            yield ledger
+            succeeded = True
+        finally:
+            try:
+                self.context.synchronize()
+            finally:
+                if succeeded:
+                    self._released_after_reply.append(ledger)
+                else:
+                    ledger.free_all()
+
+    def release_after_reply(self) -> None:
+        """Free the buffers of finished jobs (see ``job_scope``)."""
+        self._check_thread()
+        while self._released_after_reply:
+            self._released_after_reply.pop().free_all()
+
+    def health_check(self) -> dict:
+        """Run a trivial kernel and check every element it wrote."""
+        n = 1 << 16
+        with self.job_scope() as ledger:
+            out = ledger.device_buffer(n * 4)
+            self.functions["health_fill"](out, np.uint32(n), block=(256, 1, 1), grid=((n + 255) // 256, 1))
+            host = np.empty(n, dtype=np.uint32)
+            self.cuda.memcpy_dtoh(host, out)
+        expected = np.arange(n, dtype=np.uint32) * np.uint32(3) + np.uint32(1)
+        if not np.array_equal(host, expected):
+            raise RuntimeError("health check kernel wrote wrong values")
+        free, total = self.cuda.mem_get_info()
+        return {"ok": True, "free_device_bytes": int(free), "total_device_bytes": int(total)}
+
+    def fault(self) -> None:
+        """Deliberately fault (illegal address); the caller's process must then be replaced."""
+        with self.job_scope() as ledger:
+            out = ledger.device_buffer(1024)
+            self.functions["fault_illegal_address"](out, block=(32, 1, 1), grid=(1, 1))
+            self.context.synchronize()
+
+    def close(self) -> None:
+        self._check_thread()
+        self.release_after_reply()
+        self.functions.clear()
+        self.modules.clear()
+        self.context.pop()
+
+    def _check_thread(self) -> None:
+        if threading.get_ident() != self._thread:
+            raise RuntimeError("GpuRuntime used from a thread other than the one that owns its context")

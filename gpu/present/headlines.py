@@ -1,0 +1,107 @@
+"""The bold lines above a page's charts, worked out from its results: pinned ÷ pageable, the best reduction, the
+copy reference, managed memory's migration cost, pools' per-call cost, batching's per-copy cost and duplex copies.
+
+Each function reads a results frame (``gpu.core.schema``) or a table built from one and returns Markdown (or None
+when the data lacks what the line needs). No Streamlit, no CUDA."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from gpu.core.units import format_bytes
+
+SPEEDUP_KEY = ["direction", "include_alloc", "bytes"]
+
+
+def speedups(frame: pd.DataFrame, baseline: str = "pageable") -> pd.DataFrame:
+    """Each mode against ``baseline`` at the same point (direction, allocation setting, size): the baseline's median
+    time ÷ the mode's, which is the mode's GB/s ÷ the baseline's. One row per measured non-baseline point with a
+    baseline beside it, in the frame's order. The one rule behind the speedup chart, the takeaway and the claims."""
+    columns = ["variant", *SPEEDUP_KEY, "speedup"]
+    base = frame[frame["variant"] == baseline][SPEEDUP_KEY + ["median_ms"]].rename(columns={"median_ms": "base_ms"})
+    modes = frame[frame["variant"] != baseline][["variant", *SPEEDUP_KEY, "median_ms"]]
+    paired = modes.merge(base, on=SPEEDUP_KEY, how="inner", sort=False)
+    return paired.assign(speedup=paired["base_ms"] / paired["median_ms"])[columns].reset_index(drop=True)
+
+
+def pinned_over_pageable(frame: pd.DataFrame) -> pd.Series:
+    """Pinned ÷ pageable speed per size (ascending) in ``frame`` (one direction and allocation setting)."""
+    table = speedups(frame)
+    table = table[table["variant"] == "pinned"]
+    return table.set_index("bytes")["speedup"].rename(None).dropna().sort_index()
+
+
+def transfers_verdict(view: pd.DataFrame, label: str) -> str | None:
+    """Pinned ÷ pageable at the largest size measured, per direction."""
+    table = speedups(view)
+    table = table[(table["variant"] == "pinned")]
+    if table.empty:
+        return None
+    top = table[table["bytes"] == table["bytes"].max()]
+    parts = [f"{r.direction.upper()} {r.speedup:.2f}×" for r in top.itertuples()]
+    return f"{label}, {format_bytes(top['bytes'].iloc[0])}: pinned ÷ pageable = " + ", ".join(parts)
+
+
+def reduction_best(frame: pd.DataFrame, labels: dict[str, str]) -> str | None:
+    """The fastest of our kernels against gpuarray.dot, and the HBM's theoretical rate."""
+    kernels = frame[frame["group"] == "kernel"]
+    if not {"gpuarray_dot"} < set(kernels["variant"]):
+        return None
+    ours = kernels[kernels["variant"] != "gpuarray_dot"].sort_values("gbps").iloc[-1]
+    library = kernels[kernels["variant"] == "gpuarray_dot"].iloc[0]
+    return (f"**Best: {labels[ours['variant']]} at {ours['gbps']:,.0f} GB/s, "
+            f"{ours['gbps'] / library['gbps']:.2f}× gpuarray.dot** ({library['gbps']:,.0f} GB/s) · "
+            f"HBM theoretical {frame['hbm_gbps_theoretical'].iloc[0]:,.0f} GB/s")
+
+
+def copy_reference(frame: pd.DataFrame, best: pd.DataFrame) -> str | None:
+    """memcpy_dtod measured in the same run, our float4 copy as a share of it, and the HBM's theoretical rate.
+    ``best``: the frame with each variant's share of memcpy_dtod (``kernel_charts.with_peak_share``)."""
+    peak = best[best["variant"] == "memcpy_dtod"]["gbps"]
+    if peak.empty:
+        return None
+    copy_f4 = best[best["variant"] == "copy_f4"]
+    return (f"**memcpy_dtod: {peak.iloc[0]:,.0f} GB/s** (read + write) · our float4 copy: "
+            f"{copy_f4['gbps'].iloc[0]:,.0f} GB/s = {copy_f4['pct_of_dtod'].iloc[0]:.0f} % of it · "
+            f"HBM theoretical {frame['hbm_gbps_theoretical'].iloc[0]:,.0f} GB/s")
+
+
+def managed(row) -> str:
+    """First touch against resident and prefetched, from a row of ``memory_charts.managed_table``."""
+    return (f"**{format_bytes(row['bytes'])}: first touch {row['first_touch GB/s']:,.1f} GB/s, resident "
+            f"{row['resident GB/s']:,.0f} GB/s** — migrating on fault costs {row['first touch extra ms']:,.1f} ms "
+            f"more ({row['first touch ÷ resident']:,.0f}× the resident time); prefetching first moves the pages "
+            f"at {row['prefetch GB/s']:,.1f} GB/s, then the kernel runs at {row['after_prefetch GB/s']:,.0f} GB/s "
+            f"({row['prefetch + kernel ms']:,.1f} ms in all).")
+
+
+def pools(table: pd.DataFrame, crossover) -> list[str]:
+    """Per call ÷ pooled for device and pinned memory, from ``memory_charts.pool_table``; ``crossover(table, kind)``
+    is the size from which on allocating per call costs more than the copy (``memory_charts.pool_crossover``)."""
+    parts = []
+    for kind in ("device", "pinned"):
+        ratio = table[f"{kind}: per call ÷ pooled"]
+        if ratio.notna().any():
+            size = crossover(table, kind)
+            where = (f"from {format_bytes(size)} up, allocating per call costs more than the copy itself "
+                     "(pooled is ≥ 2× faster at every larger size)" if size else
+                     "at no measured size from which on allocating per call costs more than the copy")
+            parts.append(f"**{kind}**: per call ÷ pooled = {ratio.min():.2f}× … {ratio.max():.2f}×; {where}")
+    return parts
+
+
+def batching(table: pd.DataFrame) -> str | None:
+    """What each separate copy costs beyond its share of one big copy, from ``memory_charts.batching_table``."""
+    overhead = table["per-copy overhead µs"].dropna()
+    if overhead.empty:
+        return None
+    return (f"**Each separate copy costs about {overhead.median():.1f} µs more than its share of one "
+            f"big copy** (median over piece sizes; {overhead.min():.1f} … {overhead.max():.1f} µs).")
+
+
+def bidirectional(frame: pd.DataFrame) -> str:
+    """Per host memory: both directions at once against the faster direction alone."""
+    both = frame[frame["variant"] == "bidir_both"].set_index("host_memory")["gbps"]
+    alone = frame[frame["variant"].isin(["bidir_h2d", "bidir_d2h"])].groupby("host_memory")["gbps"].max()
+    return " · ".join(f"{h}: both directions at once move **{both[h]:.1f} GB/s**, "
+                      f"{both[h] / alone[h]:.2f}× the faster direction alone" for h in both.index if h in alone)

@@ -1,0 +1,112 @@
+"""Talks: a TOML file of scenes, each a claim, the experiment and parameters that test it, the function of
+``gpu.present.claims`` that judges the measurement, the chart to show and a headline template. No Streamlit, no CUDA.
+
+```toml
+title = "My talk"
+[[scene]]
+claim = "Pinned memory is up to 2× faster"
+experiment = "transfers"            # any of gpu.experiments
+judge = "pinned_up_to_2x"           # any of gpu.present.claims.CLAIMS; fills the headline's {fields}
+chart = "speedup"                   # speedup | bandwidth | offset | strided | reduction | timeline
+headline = "{verdict}: {large:.1f}× at {large_size}"
+notes = "speaker notes"
+[scene.params]                      # the experiment's parameters (as the runner and the pages take them)
+sizes = [4096, 1073741824]
+```
+"""
+
+from __future__ import annotations
+
+import string
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gpu.core import text
+from gpu.core.errors import TalkError
+from gpu.core.units import format_bytes
+from gpu.experiments.registry import EXPERIMENTS, check_params
+from gpu.present.claims import CLAIMS
+
+TALK_DIR = Path(__file__).resolve().parents[2] / "assets" / "talks"
+BUILT_IN = TALK_DIR / "claims-about-gpu-memory.toml"
+CHARTS = ("speedup", "bandwidth", "offset", "strided", "reduction", "timeline")
+
+
+
+@dataclass(frozen=True)
+class Scene:
+    claim: str
+    experiment: str
+    judge: str
+    chart: str
+    headline: str
+    params: dict = field(default_factory=dict)
+    notes: str = ""
+
+
+@dataclass(frozen=True)
+class Talk:
+    title: str
+    scenes: list[Scene]
+
+
+def load(path: str | Path = BUILT_IN) -> Talk:
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise TalkError(f"{path.name}: {exc}") from None
+    raw_scenes = data.get("scene")
+    if not isinstance(raw_scenes, list) or not raw_scenes:
+        raise TalkError(f"{path.name}: a talk needs at least one [[scene]]")
+    scenes = []
+    for number, raw in enumerate(raw_scenes, start=1):
+        where = f"{path.name}, scene {number}"
+        missing = [k for k in ("claim", "experiment", "judge", "chart", "headline") if not raw.get(k)]
+        if missing:
+            raise TalkError(f"{where}: missing {', '.join(missing)}")
+        if raw["experiment"] not in EXPERIMENTS:
+            raise TalkError(f"{where}: unknown experiment '{raw['experiment']}'")
+        if raw["judge"] not in CLAIMS:
+            raise TalkError(f"{where}: unknown judge '{raw['judge']}' (known: {', '.join(CLAIMS)})")
+        if raw["chart"] not in CHARTS:
+            raise TalkError(f"{where}: unknown chart '{raw['chart']}' (known: {', '.join(CHARTS)})")
+        try:
+            list(string.Formatter().parse(raw["headline"]))
+        except ValueError as exc:
+            raise TalkError(f"{where}: the headline is not a valid template: {exc}") from None
+        params = dict(raw.get("params", {}))
+        reasons = check_params(raw["experiment"], params, None)
+        if reasons:
+            raise TalkError(f"{where}: {'; '.join(reasons)}")
+        scenes.append(Scene(claim=raw["claim"], experiment=raw["experiment"], judge=raw["judge"], chart=raw["chart"],
+                            headline=raw["headline"], params=params, notes=raw.get("notes", "")))
+    return Talk(title=str(data.get("title", path.stem)), scenes=scenes)
+
+
+def headline(scene: Scene, frame) -> str:
+    """The scene's headline filled in from the measurement shown (never from text written in advance)."""
+    values = CLAIMS[scene.judge](frame)
+    try:
+        return text.format_fields(scene.headline, values)
+    except (KeyError, ValueError, IndexError) as exc:
+        raise TalkError(f"the headline names a value the judge does not give: {exc} "
+                        f"(it gives: {', '.join(values)})") from None
+
+
+BYTE_PARAMS = ("sizes", "size_bytes", "piece_sizes")  # in bytes, except the reduction's sizes (floats)
+
+
+def describe_params(params: dict, experiment: str) -> str:
+    """A scene's parameters for the speaker notes: 'sizes 4 KiB, 1 GiB · modes pageable, pinned', byte counts
+    written as sizes, never a raw Python dict."""
+    parts = []
+    for name, value in params.items():
+        values = value if isinstance(value, list) else [value]
+        sized = name in BYTE_PARAMS and experiment != "reduction"
+        shown = [format_bytes(v) if sized and isinstance(v, int) else
+                 ("yes" if v is True else "no" if v is False else f"{v:,}" if isinstance(v, int) else str(v))
+                 for v in values]
+        parts.append(f"{name.replace('_', ' ')} {', '.join(shown)}")
+    return " · ".join(parts)

@@ -1,0 +1,86 @@
+"""Every run PinPoint can show or compare: the runs store's, and the recordings bundled with the app
+(``assets/replay`` for the pages' replay, ``assets/runs`` for reviews), which stay files in git and are marked
+as bundled. A bundled run id belongs to its file: a stored run with that id and other content is refused, so
+what the catalog lists and what it loads are always the same run. No Streamlit, no CUDA."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from gpu.core import schema
+from gpu.core.text import shorten
+from gpu.results import runfiles
+from gpu.results.store import RunStore, SaveResult, StoreError
+
+ASSETS = Path(__file__).resolve().parents[2] / "assets"
+BUNDLED_DIRS = (ASSETS / "replay", ASSETS / "runs")
+CATALOG_COLUMNS = ["run_id", "experiment", "device_name", "driver_version", "host", "timestamp", "points", "label",
+                   "notes", "origin", "profile", "git_commit", "source"]
+
+
+def read_bundled(directories=BUNDLED_DIRS, already_read: dict[Path, pd.DataFrame] | None = None) \
+        -> tuple[dict[str, pd.DataFrame], dict[str, str], list[str]]:
+    """run_id → frame and run_id → file name for every bundled recording, and the files that could not be read.
+    ``already_read``: file → its validated frame, as the replay backend read it (read once per server, not again)."""
+    frames, files, problems = {}, {}, []
+    already_read = {Path(path).resolve(): frame for path, frame in (already_read or {}).items()}
+    for directory in directories:
+        for path in sorted(Path(directory).glob("*.parquet")) + sorted(Path(directory).glob("*.csv")):
+            try:
+                frame = already_read.get(path.resolve())
+                frame = schema.read_results(path) if frame is None else frame
+            except schema.SchemaError as exc:
+                problems.append(f"{path.name}: {exc}")
+                continue
+            for run_id, part in frame.groupby("run_id", sort=False):
+                frames[str(run_id)] = part.reset_index(drop=True)
+                files[str(run_id)] = f"{Path(directory).name}/{path.name}"
+    return frames, files, problems
+
+
+class Catalog:
+    def __init__(self, store: RunStore | None = None, directories=BUNDLED_DIRS, bundled=None):
+        self.store = store if store is not None else RunStore()
+        self.bundled, self.files, self.problems = bundled if bundled is not None else read_bundled(directories)
+
+    def runs(self, experiment: str | None = None) -> pd.DataFrame:
+        stored = self.store.runs(experiment).assign(origin="stored")
+        rows = []
+        for run_id, frame in self.bundled.items():
+            first = frame.iloc[0]
+            if experiment and first["experiment"] != experiment:
+                continue
+            rows.append({"run_id": run_id, "experiment": first["experiment"], "device_name": first["device_name"],
+                         "driver_version": first["driver_version"], "host": first["host"],
+                         "timestamp": first["timestamp"], "points": len(frame),
+                         "label": f"bundled: {self.files[run_id]}",
+                         "notes": None, "origin": "bundled", "profile": first["profile"],
+                         "git_commit": first["git_commit"], "source": "bundled"})
+        bundled = pd.DataFrame(rows, columns=CATALOG_COLUMNS)
+        # A bundled run imported into the store is listed once, as stored (it keeps the store's label).
+        bundled = bundled[~bundled["run_id"].isin(set(stored["run_id"]))]
+        parts = [p for p in (stored.reindex(columns=CATALOG_COLUMNS), bundled) if not p.empty]
+        if not parts:
+            return pd.DataFrame(columns=CATALOG_COLUMNS)
+        table = pd.concat(parts, ignore_index=True)
+        return table.sort_values("timestamp", ascending=False).reset_index(drop=True)
+
+    def save(self, frame: pd.DataFrame, source: str, label: str | None = None, notes: str | None = None,
+             replace: bool = False) -> list[SaveResult]:
+        """The store's save, refusing a run that would shadow a bundled run of the same id with other content."""
+        for run_id, part in frame.groupby("run_id", sort=False):
+            bundled = self.bundled.get(str(run_id))
+            if bundled is not None and runfiles.manifest(part)[str(run_id)] != runfiles.manifest(bundled)[str(run_id)]:
+                raise StoreError(f"run {shorten(str(run_id))} is bundled with PinPoint ({self.files[str(run_id)]}) "
+                                 "and this one differs from it: a stored run cannot shadow a bundled one; give it "
+                                 "another run id")
+        return self.store.save(frame, source, label, notes, replace=replace)
+
+    def load(self, run_id: str) -> pd.DataFrame:
+        """A run by id, bundled or stored; gpu.results.store.StoreError when there is none."""
+        if run_id in self.bundled:
+            return self.bundled[run_id]
+        return self.store.load(run_id)
+

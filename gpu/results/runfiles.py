@@ -1,0 +1,93 @@
+"""Run files that travel between machines: the per-run manifest (point count and content hash) and CSV cells made
+safe for spreadsheets. No Streamlit, no CUDA.
+
+A run's content hash is SHA-256 over its points in one canonical form (every schema column but ``run_id``; whole
+floats as integers, missing values as null, rows in sorted order), so the same run read from Parquet, from
+CSV or from the store hashes alike, and any changed, missing or added point changes it.
+
+CSV cells of text columns that a spreadsheet would run as a formula (starting with ``= + - @``, tab or CR; the
+OWASP rule) are written with a leading apostrophe; so is a cell that starts with an apostrophe, so that
+reading strips exactly one back. Numeric columns are numbers and are never prefixed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+
+import numpy as np
+import pandas as pd
+
+from gpu.core import schema
+from gpu.core.schema import ESCAPE, FORMULA_STARTS, escape_cell, frame_rows, unescape_cell  # noqa: F401
+
+MANIFEST_KEY = b"pinpoint.manifest"
+MANIFEST_COLUMNS = ["manifest_points", "manifest_sha256"]
+
+
+def _canonical(value):
+    if isinstance(value, np.ndarray | list | tuple):
+        return [_canonical(v) for v in value]
+    if value is None or value is pd.NA or value is pd.NaT:
+        return None
+    if isinstance(value, bool | np.bool_):
+        return bool(value)
+    if isinstance(value, int | np.integer):
+        return int(value)
+    if isinstance(value, float | np.floating):
+        value = float(value)
+        if not math.isfinite(value):
+            return None
+        return int(value) if value.is_integer() else value
+    return str(value)
+
+
+def content_hash(rows: list[dict]) -> str:
+    """SHA-256 of one run's points (rows of the results schema, as dicts) in canonical form."""
+    canonical = sorted(json.dumps({c: _canonical(row.get(c)) for c in schema.COLUMNS if c != "run_id"},
+                                  sort_keys=True, separators=(",", ":")) for row in rows)
+    return hashlib.sha256("\n".join(canonical).encode()).hexdigest()
+
+
+def manifest(frame: pd.DataFrame) -> dict[str, dict]:
+    """run_id → {"points": n, "sha256": content hash} for every run of a results frame."""
+    return {str(run_id): {"points": len(part), "sha256": content_hash(frame_rows(part))}
+            for run_id, part in frame.groupby("run_id", sort=False)}
+
+
+def to_csv_bytes(frame: pd.DataFrame) -> bytes:
+    """A results frame as CSV: samples as JSON lists (exact floats), formula-like text escaped, and the manifest
+    as two columns on every row."""
+    frame = schema.validate(frame)
+    runs = manifest(frame)
+    out = frame.copy()
+    out["samples_ms"] = out["samples_ms"].map(lambda s: json.dumps([float(v) for v in s]))
+    for column in out.columns:
+        if column != "samples_ms" and not pd.api.types.is_numeric_dtype(out[column]) \
+                and not pd.api.types.is_bool_dtype(out[column]):
+            out[column] = out[column].map(escape_cell)
+    out["manifest_points"] = out["run_id"].map(lambda r: runs[str(r)]["points"])
+    out["manifest_sha256"] = out["run_id"].map(lambda r: runs[str(r)]["sha256"])
+    # CRLF row ends (RFC 4180): a cell holding a lone CR is then quoted, not read back as a row break.
+    return out.to_csv(index=False, lineterminator="\r\n").encode()
+
+
+def write_parquet(frame: pd.DataFrame, path) -> None:
+    """A results frame as Parquet with the manifest in the file's metadata."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    frame = schema.validate(frame)
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    metadata = {**(table.schema.metadata or {}), MANIFEST_KEY: json.dumps(manifest(frame)).encode()}
+    pq.write_table(table.replace_schema_metadata(metadata), path)
+
+
+def write(frame: pd.DataFrame, out: str) -> None:
+    """Parquet, or CSV when ``out`` ends in .csv; both carry the manifest."""
+    if str(out).lower().endswith(".csv"):
+        with open(out, "wb") as f:
+            f.write(to_csv_bytes(frame))
+    else:
+        write_parquet(frame, out)

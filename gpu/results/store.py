@@ -1,0 +1,427 @@
+"""The runs store: every run a team measures, with every sample, in SQLite (default) or PostgreSQL.
+
+No Streamlit and no CUDA here. SQLAlchemy Core; ``PINPOINT_DB_URL`` picks the database
+(``postgresql+psycopg://user@host/db`` for a team's shared server); without it the store is a SQLite file in
+the user's data directory (platformdirs), created on first use.
+
+Tables (schema version ``SCHEMA_VERSION``, in ``pinpoint_meta``):
+
+* ``runs`` – one row per run: ``run_id`` (primary key), ``experiment``, device, driver, CUDA and PyCUDA
+  versions, host, ``timestamp`` (when it was measured), git commit, profile, ``label`` and ``notes`` (stored
+  verbatim, always passed as bound parameters), ``source`` (live | runner | import), ``stored_at``, ``points``;
+* ``points`` – one row per measured point: ``run_id``, ``idx``, the point's ``variant``, ``direction``,
+  ``bytes``, ``median_ms``, ``gbps`` for queries, and ``row_json``: the whole row of the results schema
+  (``gpu.core.schema``), every sample included.
+
+Migrations are a short list of versioned steps (``MIGRATIONS``), applied in one transaction, one migrator at a
+time (PostgreSQL: an advisory lock; SQLite: ``BEGIN IMMEDIATE``): two tables need no migration framework, and an
+embedded store must upgrade itself on a user's machine without tooling. Opening never writes: listing, loading
+and exporting work on a read-only file or a SELECT-only role; migrations run before the first write (or
+``python -m gpu.bench migrate``). A store written by a newer PinPoint (a version this code does not know) is
+refused, never altered.
+
+A file's runs are saved in one transaction: stored whole or not at all. A run is its content (``gpu.results.runfiles``
+content hash): saving a run_id that is stored with the same content changes nothing and says so (imports are
+idempotent, also when two processes race for it); with different content it is refused, saying so, unless
+``replace`` is asked for, which swaps it in the same transaction. One run is one experiment, one device and
+one timestamp. Connecting gives up after ``CONNECT_TIMEOUT_S``; PostgreSQL statements after
+``STATEMENT_TIMEOUT_S``. Database failures become ``StoreError`` with one line for the person.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote
+
+import pandas as pd
+import sqlalchemy as sa
+from platformdirs import user_data_dir
+
+from gpu.core import schema
+from gpu.core.errors import StoreError
+from gpu.core.schema import frame_rows
+from gpu.core.text import shorten
+from gpu.results import runfiles
+
+SCHEMA_VERSION = 1
+APP_NAME = "pinpoint"
+CONNECT_TIMEOUT_S = 5
+STATEMENT_TIMEOUT_S = 60
+MAX_LABEL_CHARS = 256
+MAX_NOTES_CHARS = 4096
+MAX_RUN_SPAN_S = 6 * 3600
+METADATA = sa.MetaData()
+
+META = sa.Table("pinpoint_meta", METADATA, sa.Column("key", sa.String(64), primary_key=True),
+                sa.Column("value", sa.Text, nullable=False))
+RUNS = sa.Table(
+    "runs", METADATA,
+    sa.Column("run_id", sa.String(64), primary_key=True),
+    sa.Column("experiment", sa.String(64), nullable=False, index=True),
+    sa.Column("device_name", sa.Text), sa.Column("driver_version", sa.Text), sa.Column("cuda_version", sa.Text),
+    sa.Column("pycuda_version", sa.Text), sa.Column("host", sa.Text), sa.Column("timestamp", sa.Text, index=True),
+    sa.Column("git_commit", sa.Text), sa.Column("profile", sa.Text), sa.Column("label", sa.Text),
+    sa.Column("notes", sa.Text), sa.Column("source", sa.String(16), nullable=False),
+    sa.Column("stored_at", sa.Text, nullable=False), sa.Column("points", sa.Integer, nullable=False),
+)
+POINTS = sa.Table(
+    "points", METADATA,
+    sa.Column("run_id", sa.String(64), sa.ForeignKey("runs.run_id", ondelete="CASCADE"), primary_key=True),
+    sa.Column("idx", sa.Integer, primary_key=True),
+    sa.Column("variant", sa.Text), sa.Column("direction", sa.Text), sa.Column("bytes", sa.BigInteger),
+    sa.Column("median_ms", sa.Float), sa.Column("gbps", sa.Float), sa.Column("row_json", sa.Text, nullable=False),
+)
+RUN_COLUMNS = [c.name for c in RUNS.columns]
+
+
+def _create_v1(connection) -> None:
+    METADATA.create_all(connection, tables=[RUNS, POINTS])
+
+
+# Each step takes a store from version n-1 to n; a new schema appends a step, never edits an old one.
+MIGRATIONS = [(1, _create_v1)]
+
+
+@dataclass(frozen=True)
+class SaveResult:
+    run_id: str
+    stored: bool  # False: that run_id was already in the store with the same content, nothing was written
+    points: int
+    replaced: bool = False
+
+    def message(self) -> str:
+        if self.replaced:
+            return f"replaced run {self.run_id} ({self.points} points)"
+        return (f"stored run {self.run_id} ({self.points} points)" if self.stored else
+                f"run {self.run_id} is already in the store with the same content: nothing was written")
+
+
+def default_url() -> str:
+    """PINPOINT_DB_URL, else a SQLite file in the user's data directory."""
+    url = os.environ.get("PINPOINT_DB_URL", "").strip()
+    if url:
+        return url
+    folder = Path(user_data_dir(APP_NAME, appauthor=False))
+    return f"sqlite:///{folder / 'runs.sqlite'}"
+
+
+def _connect_args(url: sa.engine.URL) -> dict:
+    if url.get_backend_name() == "sqlite":
+        return {"timeout": 30}  # waiting for another writer's lock, not for a server
+    if url.get_backend_name() == "postgresql" and url.get_driver_name() in ("psycopg", "psycopg2"):
+        return {"connect_timeout": CONNECT_TIMEOUT_S,
+                "options": f"-c statement_timeout={STATEMENT_TIMEOUT_S * 1000}"}
+    return {}
+
+
+def _engine(url: str, parsed: sa.engine.URL) -> sa.engine.Engine:
+    engine = sa.create_engine(url, future=True, pool_pre_ping=True, connect_args=_connect_args(parsed))
+    if engine.dialect.name == "sqlite":
+        sa.event.listen(engine, "connect", _sqlite_pragmas)
+    return engine
+
+
+class RunStore:
+    """One store (a database URL). Thread-safe through SQLAlchemy's pool; every write is one transaction.
+    Opening only reads; the first write migrates."""
+
+    def __init__(self, url: str | None = None):
+        self.url = url or default_url()
+        try:
+            parsed = sa.engine.make_url(self.url)
+        except Exception:
+            raise StoreError(f"cannot open the runs store: {shorten(self.url)} is not a database URL "
+                             "(sqlite:///path or postgresql+psycopg://user@host/db)") from None
+        try:
+            if parsed.get_backend_name() == "sqlite" and parsed.database and not self.in_memory:
+                Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+            self.engine = _engine(self.url, parsed)
+            try:
+                self.version = self._read_version()
+            except sa.exc.OperationalError:
+                # A WAL-mode file in a place nobody may write (a read-only mount) cannot get its shared-memory
+                # file: read it as an unchanging file instead (writes are then refused as read-only).
+                database = parsed.database if parsed.get_backend_name() == "sqlite" else None
+                if not database or self.in_memory or not Path(database).is_file():
+                    raise
+                self.engine.dispose()
+                self.engine = _engine(f"sqlite:///file:{quote(str(Path(database).resolve()))}?mode=ro&immutable=1"
+                                      "&uri=true", parsed)
+                self.version = self._read_version()
+        except StoreError:
+            raise
+        except Exception as exc:  # a wrong URL, an unreachable server, a damaged file: say which
+            raise self._failure(exc, "opening it") from None
+
+    @property
+    def in_memory(self) -> bool:
+        """A SQLite database in memory: it keeps nothing once the process ends."""
+        parsed = sa.engine.make_url(self.url)
+        return parsed.get_backend_name() == "sqlite" and (
+            parsed.database in (None, "", ":memory:") or "mode=memory" in self.url)
+
+    def describe(self) -> str:
+        """The URL without a password, for messages."""
+        try:
+            return sa.engine.make_url(self.url).render_as_string(hide_password=True)
+        except Exception:
+            return "(an unreadable database URL)"
+
+    @property
+    def dialect(self) -> str:
+        return self.engine.dialect.name
+
+    def _failure(self, exc: Exception, doing: str) -> StoreError:
+        """One line for the person: timeouts and read-only stores by name, anything else with its type."""
+        text = " ".join(str(getattr(exc, "orig", None) or exc).split())
+        lowered = text.lower()
+        if "statement timeout" in lowered:
+            return StoreError(f"the runs store at {self.describe()} did not finish within {STATEMENT_TIMEOUT_S} s "
+                              f"({doing}): nothing was written")
+        if "timeout" in lowered or "timed out" in lowered:
+            return StoreError(f"the runs store at {self.describe()} did not answer within {CONNECT_TIMEOUT_S} s "
+                              f"({doing})")
+        if any(s in lowered for s in ("readonly", "read-only", "permission denied", "unable to open database")):
+            return StoreError(f"the runs store at {self.describe()} refuses this ({doing}): it is read-only here "
+                              f"({shorten(text, 120)}); nothing was written")
+        kind = type(getattr(exc, "orig", None) or exc).__name__
+        if doing == "opening it":
+            return StoreError(f"cannot open the runs store at {self.describe()}: {kind}: {shorten(text, 200)}")
+        return StoreError(f"the runs store at {self.describe()} failed while {doing}: {kind}: {shorten(text, 200)}")
+
+    def _read_version(self) -> int:
+        """The store's schema version without writing anything (0: a new, empty store)."""
+        with self.engine.connect() as connection:
+            if not sa.inspect(connection).has_table(META.name):
+                return 0
+            found = connection.execute(sa.select(META.c.value).where(META.c.key == "schema_version")).scalar()
+        version = int(found) if found is not None else 0
+        if version > SCHEMA_VERSION:
+            raise StoreError(f"the runs store at {self.describe()} has schema version {version}, made by a newer "
+                             f"PinPoint; this one knows versions up to {SCHEMA_VERSION} and leaves it untouched")
+        return version
+
+    def migrate(self) -> int:
+        """Bring the store to SCHEMA_VERSION (one migrator at a time across processes); the version reached."""
+        if self.version >= SCHEMA_VERSION:
+            return self.version
+        try:
+            with self.engine.connect() as connection:
+                if self.dialect == "sqlite":
+                    # pysqlite opens no transaction before DDL: take the write lock now, so a second
+                    # process waits here and then sees the first one's tables.
+                    connection.exec_driver_sql("BEGIN IMMEDIATE")
+                elif self.dialect == "postgresql":
+                    connection.execute(sa.text("SELECT pg_advisory_xact_lock(7318)"))
+                METADATA.create_all(connection, tables=[META])
+                found = connection.execute(sa.select(META.c.value).where(META.c.key == "schema_version")).scalar()
+                version = int(found) if found is not None else 0
+                if version > SCHEMA_VERSION:
+                    raise StoreError(f"the runs store at {self.describe()} has schema version {version}, made by a "
+                                     f"newer PinPoint; this one knows versions up to {SCHEMA_VERSION} and leaves it "
+                                     "untouched")
+                for target, step in MIGRATIONS:
+                    if target > version:
+                        step(connection)
+                        version = target
+                if found is None:
+                    connection.execute(META.insert().values(key="schema_version", value=str(version)))
+                else:
+                    connection.execute(META.update().where(META.c.key == "schema_version")
+                                       .values(value=str(version)))
+                connection.commit()
+            if self.dialect == "sqlite" and not self.in_memory:
+                self._use_wal()
+        except StoreError:
+            raise
+        except sa.exc.SQLAlchemyError as exc:
+            raise self._failure(exc, "migrating it") from None
+        self.version = version
+        return version
+
+    def _use_wal(self) -> None:
+        """WAL lets readers work while a writer imports. It is a property of the file, set once by a writer; the
+        switch needs the file to itself and does not wait for other openers, so it is retried here."""
+        for _ in range(100):
+            try:
+                with self.engine.connect() as connection:
+                    if connection.exec_driver_sql("PRAGMA journal_mode").scalar() != "wal":
+                        connection.exec_driver_sql("PRAGMA journal_mode=WAL")
+                    return
+            except sa.exc.OperationalError as exc:
+                if "locked" not in str(exc):
+                    raise
+                time.sleep(0.05)
+
+    # --- writing ---------------------------------------------------------------------------------------------
+    def save(self, frame: pd.DataFrame, source: str, label: str | None = None, notes: str | None = None,
+             replace: bool = False) -> list[SaveResult]:
+        """Store every run of ``frame`` (validated against the schema) in one transaction: all or nothing.
+        A run stored with the same content is reported and left as it is; with different content it is
+        refused unless ``replace``."""
+        _check_text("label", label, MAX_LABEL_CHARS)
+        _check_text("notes", notes, MAX_NOTES_CHARS)
+        frame = schema.validate(frame)
+        prepared = [self._prepare(str(run_id), part.reset_index(drop=True), source, label, notes)
+                    for run_id, part in frame.groupby("run_id", sort=False)]
+        self.migrate()
+        for attempt in range(2):
+            try:
+                with self.engine.begin() as connection:
+                    return [self._save_one(connection, run, points, digest, replace)
+                            for run, points, digest in prepared]
+            except sa.exc.IntegrityError:
+                # Another process stored one of these run_ids between our check and our insert; our
+                # transaction rolled back whole. Once more, now seeing theirs.
+                if attempt:
+                    raise StoreError("another process kept storing the same runs at the same moment: nothing "
+                                     "was written; try again") from None
+            except sa.exc.SQLAlchemyError as exc:
+                raise self._failure(exc, "storing runs") from None
+        raise AssertionError("unreachable")
+
+    def _save_one(self, connection, run: dict, points: list[dict], digest: str, replace: bool) -> SaveResult:
+        run_id = run["run_id"]
+        stored = connection.execute(sa.select(POINTS.c.row_json).where(POINTS.c.run_id == run_id)
+                                    .order_by(POINTS.c.idx)).scalars().all()
+        exists = bool(stored) or connection.execute(sa.select(RUNS.c.run_id).where(RUNS.c.run_id == run_id)).first()
+        if exists:
+            if runfiles.content_hash([json.loads(t) for t in stored]) == digest:
+                return SaveResult(run_id, False, run["points"])
+            if not replace:
+                raise StoreError(f"run {run_id} is already in the store with different content (stored: "
+                                 f"{len(stored)} points, new: {run['points']} points): it differs, so nothing was "
+                                 "written; replace it explicitly (--replace, or the Runs page's replace box)")
+            connection.execute(POINTS.delete().where(POINTS.c.run_id == run_id))
+            connection.execute(RUNS.delete().where(RUNS.c.run_id == run_id))
+        connection.execute(RUNS.insert(), [run])
+        connection.execute(POINTS.insert(), points)
+        return SaveResult(run_id, True, run["points"], replaced=bool(exists))
+
+    @staticmethod
+    def _prepare(run_id: str, part: pd.DataFrame, source: str, label, notes) -> tuple[dict, list[dict], str]:
+        if len(run_id) > RUNS.c.run_id.type.length or "\x00" in run_id:
+            raise StoreError(f"run id {shorten(run_id)} is longer than {RUNS.c.run_id.type.length} characters or "
+                             "holds a NUL character")
+        for column, what in (("experiment", "experiments"), ("device_name", "devices")):
+            values = {str(v) for v in part[column]}
+            if len(values) != 1:
+                raise StoreError(f"run {shorten(run_id)} mixes {what} ({', '.join(shorten(v) for v in sorted(values))}"
+                                 f"): one run is one experiment on one device at one time")
+        start, furthest, span = run_times(part["timestamp"])
+        if span > MAX_RUN_SPAN_S:
+            raise StoreError(f"run {shorten(run_id)} has points measured {span / 3600:,.1f} h apart "
+                             f"({shorten(part['timestamp'].iloc[furthest])}): one run is one time")
+        first = part.iloc[0]
+        run = {"run_id": run_id, "experiment": str(first["experiment"]), "source": source, "timestamp": start,
+               "stored_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "points": len(part),
+               "label": label, "notes": notes,
+               **{c: None if pd.isna(first[c]) else str(first[c]) for c in
+                  ("device_name", "driver_version", "cuda_version", "pycuda_version", "host", "git_commit",
+                   "profile")}}
+        for column, value in run.items():
+            if isinstance(value, str) and "\x00" in value:
+                raise StoreError(f"run {shorten(run_id)}: {column} holds a NUL character")
+        rows = frame_rows(part)
+        points = [{"run_id": run_id, "idx": i, "variant": row["variant"], "direction": row["direction"],
+                   "bytes": row["bytes"], "median_ms": row["median_ms"], "gbps": row["gbps"],
+                   "row_json": json.dumps(row, separators=(",", ":"), allow_nan=False)} for i, row in enumerate(rows)]
+        return run, points, runfiles.content_hash(rows)
+
+    def delete(self, run_id: str) -> bool:
+        try:
+            with self.engine.begin() as connection:
+                if self.version == 0:
+                    return False
+                connection.execute(POINTS.delete().where(POINTS.c.run_id == run_id))
+                return connection.execute(RUNS.delete().where(RUNS.c.run_id == run_id)).rowcount > 0
+        except sa.exc.SQLAlchemyError as exc:
+            raise self._failure(exc, "deleting a run") from None
+
+    # --- reading (never writes) ------------------------------------------------------------------------------
+    def has_run(self, run_id: str) -> bool:
+        if self.version == 0:
+            return False
+        try:
+            with self.engine.connect() as connection:
+                return connection.execute(sa.select(RUNS.c.run_id).where(RUNS.c.run_id == run_id)).first() \
+                    is not None
+        except sa.exc.SQLAlchemyError as exc:
+            raise self._failure(exc, "reading it") from None
+
+    def runs(self, experiment: str | None = None) -> pd.DataFrame:
+        if self.version == 0:
+            return pd.DataFrame(columns=RUN_COLUMNS)
+        query = sa.select(RUNS).order_by(RUNS.c.timestamp.desc())
+        if experiment:
+            query = query.where(RUNS.c.experiment == experiment)
+        try:
+            with self.engine.connect() as connection:
+                rows = connection.execute(query).mappings().all()
+        except sa.exc.SQLAlchemyError as exc:
+            raise self._failure(exc, "listing runs") from None
+        return pd.DataFrame([dict(r) for r in rows], columns=RUN_COLUMNS)
+
+    def load(self, run_id: str) -> pd.DataFrame:
+        """A stored run as a results frame (every sample included)."""
+        texts = []
+        if self.version:
+            try:
+                with self.engine.connect() as connection:
+                    texts = connection.execute(sa.select(POINTS.c.row_json).where(POINTS.c.run_id == run_id)
+                                               .order_by(POINTS.c.idx)).scalars().all()
+            except sa.exc.SQLAlchemyError as exc:
+                raise self._failure(exc, "loading a run") from None
+        if not texts:
+            raise StoreError(f"no stored run with id {shorten(run_id)}")
+        try:
+            rows = [json.loads(t) for t in texts]
+            for i, row in enumerate(rows):  # stored before imports checked samples: say so, not crash later
+                samples = row.get("samples_ms")
+                if not isinstance(samples, list) or not samples or not all(
+                        isinstance(v, int | float) and not isinstance(v, bool) for v in samples):
+                    raise ValueError(f"point {i + 1}: samples_ms is {shorten(samples)}, not a list of sample times; "
+                                     "import the run again from its file")
+            return schema.validate(pd.DataFrame(rows))
+        except (ValueError, schema.SchemaError) as exc:  # a row written by hand or by a damaged copy
+            raise StoreError(f"stored run {shorten(run_id)} cannot be read: {shorten(str(exc), 200)}") from None
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+
+def run_times(timestamps: pd.Series) -> tuple[str | None, int, float]:
+    """A run's time: its earliest timestamp (as written), the position of the one furthest from it, and the
+    span in seconds. A runner invocation stamps each of its jobs with that job's start, so a run's points may
+    carry a few times minutes apart; rows further apart than ``MAX_RUN_SPAN_S`` are two recordings under one
+    id. Missing times count as none."""
+    parsed = pd.to_datetime(timestamps.astype(object).where(timestamps.notna(), None), utc=True, errors="coerce",
+                            format="ISO8601")
+    if parsed.isna().all():
+        return None, 0, 0.0
+    earliest, latest = parsed.idxmin(), parsed.idxmax()
+    position = timestamps.index.get_loc
+    return (str(timestamps.loc[earliest]), position(latest),
+            float((parsed.max() - parsed.min()).total_seconds()))
+
+
+def _check_text(what: str, value: str | None, limit: int) -> None:
+    if value is None:
+        return
+    if not isinstance(value, str) or "\x00" in value or len(value) > limit:
+        raise StoreError(f"the {what} must be text of at most {limit:,} characters without NUL; got "
+                         f"{shorten(value)}")
+
+
+def _sqlite_pragmas(dbapi_connection, _record) -> None:
+    """Foreign keys make deletes cascade; wait, don't fail, on another writer's lock. (WAL, which lets readers
+    work while a writer imports, is set by the first migration: setting it writes to the file.)"""
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.close()

@@ -1,0 +1,240 @@
+"""One interface, two backends: **live** (the GPU worker) and **replay** (runs recorded on a real GPU).
+
+Both answer ``submit(experiment, params, session) -> JobHandle`` with results in the schema of
+``gpu.core.schema``. Replay never invents a point: it returns the recorded rows that match the request and
+says which requested points were not recorded.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import threading
+from pathlib import Path
+
+import pandas as pd
+
+from gpu.core import schema, stats
+from gpu.core.errors import ValidationError, WorkerUnavailable
+from gpu.core.units import format_bytes
+from gpu.device.limits import Limits
+from gpu.experiments import get_experiment
+from gpu.experiments.registry import check_params
+from gpu.service.client import DEFAULT_SERVICE, JobHandle, WorkerClient
+
+REPLAY_DIR = Path(__file__).resolve().parents[2] / "assets" / "replay"
+
+
+class PointCache:
+    """Points measured through this worker, by experiment, profile and point key (the experiment's KEY_COLUMNS,
+    as replay matches them). A request whose every point is here is answered from it, at once: moving a slider
+    back costs nothing. Thread-safe: one cache serves every session of the app."""
+
+    def __init__(self):
+        self._rows: dict[tuple, dict] = {}
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _key(experiment: str, profile: str, values) -> tuple:
+        return (experiment, profile, *(schema.key_value(v) for v in values))
+
+    def remember(self, frame: pd.DataFrame, profile: str | None = None) -> None:
+        """Keep a finished job's points, under the profile it was asked for (its rows name the same one)."""
+        if frame is None or frame.empty:
+            return
+        experiment = str(frame["experiment"].iloc[0])
+        columns = get_experiment(experiment).KEY_COLUMNS
+        with self._lock:
+            for row in frame.to_dict("records"):
+                asked = stats.get_profile(profile).name if profile else str(row["profile"])
+                self._rows[self._key(experiment, asked, [row[c] for c in columns])] = row
+
+    def lookup(self, experiment: str, params: dict) -> pd.DataFrame | None:
+        """Every requested point from the cache (rows keep their own run id and time), or None if one is missing."""
+        module = get_experiment(experiment)
+        parsed = module.parse_params(params)
+        profile = stats.get_profile(parsed.profile).name
+        with self._lock:
+            rows = [self._rows.get(self._key(experiment, profile, point)) for point in parsed.points()]
+        if not rows or any(r is None for r in rows):
+            return None
+        return schema.validate(pd.DataFrame(rows))
+
+
+class LiveBackend:
+    kind = "live"
+
+    def __init__(self, client: WorkerClient):
+        self.client = client
+        self.cache = PointCache()
+
+    @property
+    def facts(self) -> dict:
+        return self.client.info.get("facts", {})
+
+    def known_limits(self) -> Limits:
+        """The limits the worker reported at start: instant, for sliders; every job re-checks fresh ones."""
+        return Limits(**self.client.info["limits"])
+
+    def label(self) -> str:
+        return f"Live on {self.facts.get('device_name', 'the GPU')}"
+
+    def check(self, experiment: str, params: dict) -> list[str]:
+        """Reasons the request would be refused, from the limits the worker reported last."""
+        return check_params(experiment, params, self.known_limits())
+
+    def submit(self, experiment: str, params: dict, session: str | None = None, reuse: bool = False) -> JobHandle:
+        """A job on the worker; with ``reuse``, a request whose every point was measured before (same profile)
+        is answered from those points at once, with a note saying when they were measured. The runner never
+        reuses: a recording is always measured anew."""
+        if reuse:
+            try:
+                cached = self.cache.lookup(experiment, params)
+            except (ValidationError, ValueError):
+                cached = None
+            if cached is not None:
+                handle = JobHandle(id=0, kind="reused", session=session, payload={"params": params})
+                when = sorted(set(str(t)[11:19] for t in cached["timestamp"]))
+                handle.notes.append(f"Reused: all {len(cached)} points were measured earlier in this worker (at "
+                                    f"{', '.join(when[:4])}{' …' if len(when) > 4 else ''} UTC, profile "
+                                    f"{params.get('profile', 'interactive')}); nothing was measured again. Turn off "
+                                    "'Reuse measured points' in the sidebar to measure anew.")
+                handle.finish("done", result=cached)
+                return handle
+        return self.client.submit("experiment", {"experiment": experiment, "params": params}, session)
+
+
+class ReplayBackend:
+    """Serves recorded runs from ``assets/replay``; each recording is one run_id of one device and date."""
+
+    kind = "replay"
+
+    def __init__(self, directory: Path = REPLAY_DIR, frames: list[pd.DataFrame] | None = None):
+        """Recordings from ``directory``, or exactly ``frames`` (a stored run opened on its page)."""
+        self.directory = Path(directory)
+        self.frames: list[pd.DataFrame] = list(frames or [])
+        self.problems: list[str] = []
+        self.files: dict[Path, pd.DataFrame] = {}  # each file read → its frame (the runs catalog reuses them)
+        paths = [] if frames is not None else \
+            sorted(self.directory.glob("*.parquet")) + sorted(self.directory.glob("*.csv"))
+        for path in paths:
+            try:
+                self.frames.append(schema.read_results(path))
+                self.files[path] = self.frames[-1]
+            except schema.SchemaError as exc:  # one damaged file must not take the others down
+                self.problems.append(f"{path.name}: {exc}")
+        self.data = pd.concat(self.frames, ignore_index=True) if self.frames else pd.DataFrame(columns=schema.COLUMNS)
+        self._ids = 0
+        self._recordings: dict[str, pd.DataFrame] = {}
+
+    def recordings(self, experiment: str) -> pd.DataFrame:
+        """One row per recorded run of ``experiment``: run_id, device, timestamp, profile, points (worked out once
+        per experiment: the recordings never change, and every page view asks several times)."""
+        if experiment not in self._recordings:
+            self._recordings[experiment] = self._list_recordings(experiment)
+        return self._recordings[experiment].copy()
+
+    def _list_recordings(self, experiment: str) -> pd.DataFrame:
+        rows = self.data[self.data["experiment"] == experiment]
+        if rows.empty:
+            return pd.DataFrame(columns=["run_id", "device_name", "timestamp", "profile", "points"])
+        return (rows.groupby("run_id", sort=False)
+                .agg(device_name=("device_name", "first"), timestamp=("timestamp", "first"),
+                     profile=("profile", "first"), points=("bytes", "size"))
+                .reset_index().sort_values("timestamp", ascending=False))
+
+    def recording_for(self, experiment: str, wanted: set) -> str | None:
+        """The newest recording holding any of the ``wanted`` point keys (a recording may hold one timing method
+        only, e.g. batched transfers recorded apart from the single-copy sweep), or None."""
+        module = get_experiment(experiment)
+        rows = self.data[self.data["experiment"] == experiment]
+        for run_id in self.recordings(experiment)["run_id"]:
+            recorded = rows[rows["run_id"] == run_id]
+            if not wanted.isdisjoint(zip(*(recorded[c] for c in module.KEY_COLUMNS), strict=True)):
+                return run_id
+        return None
+
+    def check(self, experiment: str, params: dict) -> list[str]:
+        """Reasons the request is invalid on any device (replay knows no device limits)."""
+        return check_params(experiment, params, None)
+
+    def submit(self, experiment: str, params: dict, session: str | None = None,
+               run_id: str | None = None) -> JobHandle:
+        self._ids += 1
+        handle = JobHandle(id=self._ids, kind="replay", session=session, payload={"params": params})
+        try:
+            handle.finish("done", result=self._select(experiment, params, run_id, handle.notes))
+        except ValidationError as exc:
+            handle.finish("failed", error=exc)
+        return handle
+
+    def _select(self, experiment: str, params: dict, run_id: str | None, notes: list[str]) -> pd.DataFrame:
+        reasons = self.check(experiment, params)
+        if reasons:
+            raise ValidationError(reasons)
+        recordings = self.recordings(experiment)
+        if recordings.empty:
+            raise ValidationError([f"no recorded {experiment} runs in {self.directory}"])
+        module = get_experiment(experiment)
+        wanted = set(module.parse_params(params).points())
+        run_id = run_id or self.recording_for(experiment, wanted) or recordings.iloc[0]["run_id"]
+        recorded = self.data[(self.data["experiment"] == experiment) & (self.data["run_id"] == run_id)]
+        if recorded.empty:
+            raise ValidationError([f"no recording with run id {run_id}"])
+        keys = list(zip(*(recorded[c] for c in module.KEY_COLUMNS), strict=True))
+        have = set(keys)
+        selected = recorded[[key in wanted for key in keys]]
+        missing = wanted - have
+        if selected.empty:
+            raise ValidationError([f"none of the requested points were recorded; {describe_recording(recorded)}"])
+        if missing:
+            if experiment == "transfers":
+                sizes = sorted({key[0] for key in missing})
+                what = ", ".join(format_bytes(s) for s in sizes[:8]) + (" …" if len(sizes) > 8 else "")
+            else:
+                what = f"{len(missing)} of {len(wanted)} requested points"
+            notes.append(f"not recorded, so not shown (replay never interpolates): {what}")
+        # Rows keep the recording's device and timestamp; the backend column says this view is a replay.
+        return selected.assign(backend="replay").reset_index(drop=True)
+
+
+def describe_recording(recorded: pd.DataFrame) -> str:
+    """What a recording holds, for messages about what it does not: transfers by size, kernels by vector
+    and block size (their ``bytes`` column counts traffic, not a setting)."""
+    axes = [("bytes", "sizes")] if set(recorded["experiment"]) == {"transfers"} else \
+        [("elements", "vector sizes"), ("block_size", "block sizes")]
+    parts = []
+    for column, label in axes:
+        values = sorted(v for v in recorded[column].dropna().unique() if v)
+        shown = [format_bytes(v) if column == "bytes" else f"{int(v):,}" for v in values]
+        if shown:
+            parts.append(f"{label} {', '.join(shown[:10])}" + (" …" if len(shown) > 10 else ""))
+    parts.append("variants " + ", ".join(sorted(recorded["variant"].unique())))
+    return "this recording has " + "; ".join(parts)
+
+
+def pycuda_installed() -> bool:
+    return importlib.util.find_spec("pycuda") is not None
+
+
+def requested_mode() -> str:
+    """PINPOINT_BACKEND: 'auto' (live when a GPU works, else replay), 'live' or 'replay'."""
+    mode = os.environ.get("PINPOINT_BACKEND", "auto").strip().lower()
+    return mode if mode in ("auto", "live", "replay") else "auto"
+
+
+def start_live() -> tuple[LiveBackend | None, str]:
+    """A live backend, or None with the reason it is not available.
+
+    PINPOINT_WORKER_SERVICE swaps the worker's service (``module:Class``); only the tests set it, to
+    drive the live pages through a real worker process on machines without a GPU.
+    """
+    if requested_mode() == "replay":
+        return None, "PINPOINT_BACKEND=replay: recorded runs only"
+    service = os.environ.get("PINPOINT_WORKER_SERVICE", DEFAULT_SERVICE)
+    if service == DEFAULT_SERVICE and not pycuda_installed():
+        return None, "PyCUDA is not installed (see requirements-gpu.txt)"
+    try:
+        return LiveBackend(WorkerClient(service=service)), ""
+    except WorkerUnavailable as exc:
+        return None, f"no usable CUDA device: {exc}"

@@ -1,0 +1,281 @@
+"""The app's side of the GPU worker: submit jobs, follow their progress, cancel, survive a dead worker.
+
+One ``WorkerClient`` serves every browser session (the app caches it with ``st.cache_resource``), so
+everything here is thread-safe. Jobs run strictly one after another in the order they came; a session's
+new job cancels its previous one (pending jobs are dropped, a running one stops at its next sweep point).
+"""
+
+from __future__ import annotations
+
+import atexit
+import itertools
+import multiprocessing as mp
+import queue
+import sys
+import threading
+import time
+import types
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from gpu.core import schema
+from gpu.core.errors import ValidationError, WorkerError, WorkerUnavailable
+from gpu.service.messages import Failure, Hello, InitFailed, Progress, Result, Row
+from gpu.service.worker import serve
+
+DEFAULT_SERVICE = "gpu.service.worker:GpuService"
+
+
+@dataclass
+class JobHandle:
+    """A job's state as the page sees it. ``state``: queued, running, done, failed or cancelled. ``rows``
+    holds the points measured so far (complete schema rows, as the worker sends them)."""
+
+    id: int
+    kind: str
+    session: str | None
+    payload: dict
+    state: str = "queued"
+    done: int = 0
+    total: int = 0
+    text: str = ""
+    result: object = None
+    error: Exception | None = None
+    notes: list[str] = field(default_factory=list)
+    queued_ahead: int = 0
+    rows: list[dict] = field(default_factory=list)
+    _finished: threading.Event = field(default_factory=threading.Event, repr=False)
+
+    @property
+    def finished(self) -> bool:
+        return self._finished.is_set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        return self._finished.wait(timeout)
+
+    def outcome(self):
+        """The result, or raise the job's error (ValidationError or WorkerError)."""
+        self.wait()
+        if self.error is not None:
+            raise self.error
+        return self.result
+
+    def partial_frame(self):
+        """The points measured so far as a schema DataFrame (None before the first), for drawing while the job
+        runs; the final result is ``outcome()``."""
+        rows = list(self.rows)
+        if not rows:
+            return None
+        try:
+            return schema.make_frame(rows, {})
+        except schema.SchemaError:
+            return None
+
+    def finish(self, state: str, result=None, error: Exception | None = None) -> None:
+        """End the job: ``state`` done (with ``result``), failed or cancelled (with ``error``); waiters wake."""
+        if state not in ("done", "failed", "cancelled"):
+            raise ValueError(f"a job finishes as done, failed or cancelled, not {state!r}")
+        self.state, self.result, self.error = state, result, error
+        self._finished.set()
+
+
+_MAIN_SWAP = threading.Lock()
+
+
+@contextmanager
+def _main_module_hidden():
+    """Start spawned children without re-running the parent's ``__main__``.
+
+    ``spawn`` re-imports the parent's main module in the child. Under Streamlit that module is the app
+    script itself (Streamlit installs it as ``__main__``), so the worker would run app.py and die.
+    The worker needs nothing from ``__main__``: show ``Process.start`` an empty one.
+    """
+    with _MAIN_SWAP:
+        main = sys.modules.get("__main__")
+        sys.modules["__main__"] = types.ModuleType("__main__")
+        try:
+            yield
+        finally:
+            sys.modules["__main__"] = main
+
+
+class WorkerClient:
+    def __init__(self, service: str = DEFAULT_SERVICE, service_options: dict | None = None,
+                 start_timeout: float = 180.0):
+        self._context = mp.get_context("spawn")
+        self._service = service
+        self._options = service_options or {}
+        self._start_timeout = start_timeout
+        self._lock = threading.Condition()
+        self._pending: list[JobHandle] = []
+        self._running: JobHandle | None = None
+        self._ids = itertools.count(1)
+        self._process = None
+        self._closed = False
+        self.info: dict = {}
+        self.restarts = 0
+        self._start_worker()
+        self._dispatcher = threading.Thread(target=self._dispatch_loop, name="pinpoint-dispatch", daemon=True)
+        self._dispatcher.start()
+        atexit.register(self.close)
+
+    # --- worker process -------------------------------------------------------------------------
+    def _start_worker(self) -> None:
+        self._jobs = self._context.Queue()
+        self._events = self._context.Queue()
+        self._cancel = self._context.Value("q", 0)
+        self._process = self._context.Process(
+            target=serve, args=(self._jobs, self._events, self._cancel, self._service, self._options),
+            name="pinpoint-gpu-worker", daemon=True)
+        with _main_module_hidden():
+            self._process.start()
+        deadline = time.monotonic() + self._start_timeout
+        while True:
+            try:
+                message = self._events.get(timeout=0.2)
+            except queue.Empty:
+                if not self._process.is_alive():
+                    raise WorkerUnavailable(f"the GPU worker exited during start-up "
+                                            f"(exit code {self._process.exitcode})") from None
+                if time.monotonic() > deadline:
+                    self._process.terminate()
+                    limit = f"{self._start_timeout:.0f} s"
+                    raise WorkerUnavailable(f"the GPU worker did not start within {limit}") from None
+                continue
+            if isinstance(message, Hello):
+                self.info = message.info
+                return
+            if isinstance(message, InitFailed):
+                self._process.join(5)
+                raise WorkerUnavailable(message.message)
+
+    @property
+    def worker_pid(self) -> int | None:
+        return self._process.pid if self._process is not None else None
+
+    def _worker_alive(self) -> bool:
+        return self._process is not None and self._process.is_alive()
+
+    # --- public API -----------------------------------------------------------------------------
+    def submit(self, kind: str, payload: dict | None = None, session: str | None = None) -> JobHandle:
+        handle = JobHandle(id=next(self._ids), kind=kind, session=session, payload=payload or {})
+        with self._lock:
+            if self._closed:
+                raise WorkerUnavailable("the GPU worker has been shut down")
+            if session is not None:
+                self._cancel_session_locked(session)
+            handle.queued_ahead = len(self._pending) + (1 if self._running else 0)
+            self._pending.append(handle)
+            self._lock.notify_all()
+        return handle
+
+    def run(self, kind: str, payload: dict | None = None, session: str | None = None):
+        """Submit and wait; returns the result or raises the job's error."""
+        return self.submit(kind, payload, session).outcome()
+
+    def cancel(self, handle: JobHandle) -> None:
+        with self._lock:
+            self._cancel_locked(handle)
+
+    def queued_ahead(self, handle: JobHandle) -> int:
+        with self._lock:
+            if handle in self._pending:
+                return self._pending.index(handle) + (1 if self._running else 0)
+            return 0
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            for handle in self._pending:
+                handle.finish("cancelled", error=WorkerError("the GPU worker shut down"))
+            self._pending.clear()
+            if self._running is not None:
+                self._cancel.value = self._running.id
+            self._lock.notify_all()
+        if self._process is not None and self._process.is_alive():
+            self._jobs.put(None)
+            self._process.join(10)
+            if self._process.is_alive():
+                self._process.terminate()
+                self._process.join(5)
+
+    # --- internals --------------------------------------------------------------------------------
+    def _cancel_session_locked(self, session: str) -> None:
+        for handle in [h for h in self._pending if h.session == session]:
+            self._cancel_locked(handle)
+        if self._running is not None and self._running.session == session:
+            self._cancel_locked(self._running)
+
+    def _cancel_locked(self, handle: JobHandle) -> None:
+        if handle in self._pending:
+            self._pending.remove(handle)
+            handle.finish("cancelled", error=WorkerError("cancelled: a newer request replaced this job"))
+        elif handle is self._running:
+            self._cancel.value = handle.id
+
+    def _dispatch_loop(self) -> None:
+        while True:
+            with self._lock:
+                while not self._pending and not self._closed:
+                    self._lock.wait()
+                if self._closed:
+                    return
+                handle = self._pending.pop(0)
+                self._running = handle
+                for position, waiting in enumerate(self._pending):
+                    waiting.queued_ahead = position + 1
+            try:
+                self._run_one(handle)
+            except Exception as exc:  # never let the dispatcher die: fail this job, keep serving
+                handle.finish("failed", error=WorkerError(f"internal error: {exc}"))
+            finally:
+                with self._lock:
+                    self._running = None
+
+    def _ensure_worker(self) -> None:
+        if self._worker_alive():
+            return
+        self.restarts += 1
+        self._start_worker()
+
+    def _run_one(self, handle: JobHandle) -> None:
+        try:
+            self._ensure_worker()
+        except WorkerUnavailable as exc:
+            handle.finish("failed", error=WorkerError(f"the GPU worker could not be restarted: {exc}", fatal=True))
+            return
+        handle.state = "running"
+        handle.queued_ahead = 0
+        self._jobs.put({"id": handle.id, "kind": handle.kind, **handle.payload})
+        while True:
+            try:
+                message = self._events.get(timeout=0.2)
+            except queue.Empty:
+                if not self._worker_alive():
+                    code = self._process.exitcode
+                    handle.finish("failed", error=WorkerError(
+                        f"the GPU worker died during this job (exit code {code}); a fresh one starts for the "
+                        "next job", fatal=True))
+                    return
+                continue
+            if getattr(message, "job_id", None) != handle.id:
+                continue  # a late message from a job already given up on
+            if isinstance(message, Progress):
+                handle.done, handle.total, handle.text = message.done, message.total, message.text
+            elif isinstance(message, Row):
+                handle.rows.append(message.row)
+            elif isinstance(message, Result):
+                handle.finish("done", result=message.payload)
+                return
+            elif isinstance(message, Failure):
+                if message.fatal:
+                    self._process.join(10)  # it exits by itself; the next job starts a new one
+                if message.kind == "validation":
+                    handle.finish("failed", error=ValidationError(message.reasons or [message.message]))
+                elif message.kind == "cancelled":
+                    handle.finish("cancelled", error=WorkerError(message.message))
+                else:
+                    handle.finish("failed", error=WorkerError(message.message, fatal=message.fatal))
+                return

@@ -1,0 +1,173 @@
+"""The GPU worker process: the one place where PyCUDA runs.
+
+Started with multiprocessing ``spawn`` (never fork after CUDA is initialised). Its main thread retains
+the device's primary context, compiles every kernel once, then serves jobs from a queue one at a time,
+so timings never overlap. Each job frees all it allocated before the next starts. After a job fails
+with a CUDA error, a health-check kernel runs; if the error is one that poisons the context (illegal
+address, launch failure, …) or the check fails, the worker reports the job as fatal and exits, and the
+client starts a fresh process for the next job.
+
+Messages to the client are the dataclasses of ``gpu.service.messages`` on the event queue: ``Hello`` or ``InitFailed``
+once, then per job ``Progress`` and ``Row`` (one measured point, a complete schema row, sent as soon as it is
+verified) until one ``Result`` or ``Failure``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import threading
+import traceback
+import uuid
+from pathlib import Path
+
+from gpu.core import schema
+from gpu.core.errors import JobCancelled, ValidationError, VerificationError
+from gpu.device import libcuda
+from gpu.device.context import GpuRuntime
+from gpu.device.driver_occupancy import driver_occupancy_table
+from gpu.experiments import get_experiment, in_point_order, occupancy_sweep
+from gpu.service.messages import Failure, Hello, InitFailed, Progress, Result, Row
+
+EXIT_AFTER_FATAL = 70
+
+
+def _rss_bytes() -> int:
+    try:
+        pages = int(Path("/proc/self/statm").read_text().split()[1])
+        return pages * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+class JobProgress:
+    """A job's progress callback, ``progress(done, total, text)``, that can also send a finished row at once
+    (``progress.row(row)``), so the page draws points as they are measured."""
+
+    def __init__(self, event_queue, job_id: int):
+        self._events, self._job_id = event_queue, job_id
+
+    def __call__(self, done, total, text="") -> None:
+        self._events.put(Progress(self._job_id, int(done), int(total), str(text)))
+
+    def row(self, row: dict) -> None:
+        self._events.put(Row(self._job_id, row))
+
+
+class _RunRowProgress:
+    """Passes progress on, and completes each streamed row with its run's id, experiment and provenance."""
+
+    def __init__(self, progress, run_columns: dict):
+        self._progress, self._run_columns = progress, run_columns
+        if hasattr(progress, "row"):
+            self.row = lambda row: progress.row({**run_columns, **row})
+
+    def __call__(self, done, total, text="") -> None:
+        self._progress(done, total, text)
+
+
+class GpuService:
+    """Job handlers on top of a GpuRuntime (built on the worker's main thread)."""
+
+    def __init__(self, device_ordinal: int = 0):
+        self.runtime = GpuRuntime(device_ordinal)
+        # Host-only NumPy work that every Occupancy measure needs; built once, off the CUDA thread.
+        threading.Thread(target=occupancy_sweep.chase_data, name="pinpoint-chase-cycle", daemon=True).start()
+
+    def hello(self) -> dict:
+        return {"facts": self.runtime.facts, "limits": self.runtime.limits().as_dict(), "pid": os.getpid(),
+                "occupancy_device": self.runtime.occupancy_limits().as_dict()}
+
+    def handle(self, job: dict, progress, should_cancel):
+        kind = job["kind"]
+        if kind == "experiment":
+            module = get_experiment(job["experiment"])
+            params = module.parse_params(job["params"])
+            reasons = module.invalid_reasons(params, self.runtime.limits())
+            if reasons:
+                raise ValidationError(reasons)
+            provenance = self.runtime.provenance()  # the timestamp says when the run started
+            point = {"run_id": uuid.uuid4().hex[:12], "experiment": module.NAME}
+            rows = module.run(params, self.runtime, _RunRowProgress(progress, {**provenance, **point}), should_cancel)
+            frame = schema.make_frame([{**point, **row} for row in rows], provenance)
+            return in_point_order(frame, module, params)  # measured story-first, returned in point order
+        if kind == "health":
+            return self.runtime.health_check()
+        if kind == "memory":
+            free, total = self.runtime.cuda.mem_get_info()
+            return {"free_device_bytes": int(free), "total_device_bytes": int(total), "rss_bytes": _rss_bytes()}
+        if kind == "limits":
+            return self.runtime.limits().as_dict()
+        if kind == "occupancy_driver":
+            return driver_occupancy_table(self.runtime)
+        if kind == "fault":
+            return self.runtime.fault()
+        raise ValidationError([f"unknown job kind '{kind}'"])
+
+    def after_error(self, exc: BaseException) -> bool:
+        """True when the context is still usable after ``exc``: not after a sticky CUDA error (by its CUresult), nor
+        when the health check then fails (which also catches a sticky error whose code could not be known)."""
+        if libcuda.is_sticky(exc):
+            return False
+        try:
+            self.runtime.health_check()
+            return True
+        except Exception:
+            return False
+
+    def after_reply(self) -> None:
+        """Once a job's answer is on its way: free what the job allocated."""
+        self.runtime.release_after_reply()
+
+    def close(self) -> None:
+        self.runtime.close()
+
+
+def load_service(spec: str, options: dict):
+    module_name, _, attr = spec.partition(":")
+    return getattr(importlib.import_module(module_name), attr)(**options)
+
+
+def serve(job_queue, event_queue, cancel_value, service_spec: str, service_options: dict) -> None:
+    """Process entry point: build the service, announce it, serve jobs until a None arrives."""
+    try:
+        service = load_service(service_spec, service_options)
+        event_queue.put(Hello(service.hello()))
+    except BaseException as exc:  # no device, no driver, compile failure: say why and leave
+        event_queue.put(InitFailed(f"{type(exc).__name__}: {exc}"))
+        return
+    while True:
+        job = job_queue.get()
+        if job is None:
+            break
+        job_id = job["id"]
+
+        progress = JobProgress(event_queue, job_id)
+
+        def should_cancel(_id=job_id) -> bool:
+            return cancel_value.value == _id
+
+        try:
+            event_queue.put(Result(job_id, service.handle(job, progress, should_cancel)))
+            getattr(service, "after_reply", lambda: None)()  # the page draws while buffers are freed
+            continue
+        except JobCancelled:
+            event_queue.put(Failure(job_id, "cancelled", "cancelled: a newer request replaced this job"))
+            continue
+        except ValidationError as exc:
+            event_queue.put(Failure(job_id, "validation", str(exc), exc.reasons))
+            continue
+        except VerificationError as exc:
+            failure, kind, message = exc, "verification", f"wrong result, so no figure is reported: {exc}"
+        except Exception as exc:
+            failure, message = exc, f"{type(exc).__name__}: {exc}"
+            kind = "cuda" if libcuda.is_cuda_error(exc) else "internal"
+            traceback.print_exc()
+        usable = service.after_error(failure)
+        event_queue.put(Failure(job_id, kind, message, fatal=not usable))
+        if not usable:
+            # The context is gone for good: leave without touching CUDA again; the client restarts us.
+            event_queue.close()
+            event_queue.join_thread()
+            os._exit(EXIT_AFTER_FATAL)
+    service.close()

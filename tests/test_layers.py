@@ -1,0 +1,129 @@
+"""The layers of gpu/ (see gpu/__init__.py): each module imports only from its own layer or the ones below it,
+PyCUDA only in gpu/device/ and the worker, results and present never touch device or service, and imports sit at
+the top of a module except the lazy ones named here (each with its reason)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+LAYERS = ["core", "device", "experiments", "results", "service", "present"]  # bottom to top
+# gpu/bench.py (the runner) sits on top of all of them; pages/ and app.py above that.
+TOP = {"gpu.bench": len(LAYERS), "gpu": len(LAYERS)}
+# Imports that stay inside functions, and why:
+LAZY_ALLOWED = {
+    "pycuda": "PyCUDA creates a CUDA context on import paths; only the worker's process may load it",
+    "scipy": "scipy.stats costs ~1.2 s of CPU to import; only a verdict needs it, not every page that imports one",
+    "pyarrow": "Parquet I/O only, ~0.3 s to import",
+    "pynvml": "NVML only exists beside a driver",
+}
+
+
+def modules() -> dict[str, Path]:
+    found = {}
+    for path in sorted((ROOT / "gpu").rglob("*.py")):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        found[name] = path
+    return found
+
+
+def layer_of(module: str) -> int | None:
+    if module in TOP:
+        return TOP[module]
+    parts = module.split(".")
+    if len(parts) >= 2 and parts[0] == "gpu" and parts[1] in LAYERS:
+        return LAYERS.index(parts[1])
+    return None
+
+
+def imports_of(path: Path):
+    """(imported module, line, at top level) for every import in ``path``; ``from gpu.x import y`` counts as
+    importing gpu.x.y when that is a module, else gpu.x."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    known = modules()
+    top_level = {id(node) for node in tree.body}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name, node.lineno, id(node) in top_level or _under_type_checking(tree, node)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:
+                full = f"{node.module}.{alias.name}"
+                yield (full if full in known else node.module), node.lineno, (
+                    id(node) in top_level or _under_type_checking(tree, node))
+
+
+def _under_type_checking(tree, node) -> bool:
+    for block in tree.body:
+        if isinstance(block, ast.If) and "TYPE_CHECKING" in ast.unparse(block.test) and node in list(ast.walk(block)):
+            return True
+    return False
+
+
+def test_every_gpu_module_belongs_to_a_layer():
+    unplaced = [m for m in modules() if m != "gpu" and layer_of(m) is None]
+    assert not unplaced, f"modules outside the layers: {unplaced}"
+
+
+@pytest.mark.parametrize("module", sorted(modules()), ids=lambda m: str(modules()[m].relative_to(ROOT)))
+def test_imports_point_down_or_sideways(module):
+    own = layer_of(module)
+    upward = [f"line {line}: {target}" for target, line, _ in imports_of(modules()[module])
+              if target.startswith("gpu.") and layer_of(target) is not None and layer_of(target) > own]
+    assert not upward, f"{module} ({LAYERS[own] if own < len(LAYERS) else 'runner'}) imports upward: {upward}"
+
+
+@pytest.mark.parametrize("module", sorted(modules()), ids=lambda m: str(modules()[m].relative_to(ROOT)))
+def test_results_and_present_never_touch_device_or_service(module):
+    if layer_of(module) not in (LAYERS.index("results"), LAYERS.index("present")):
+        return
+    touched = [f"line {line}: {target}" for target, line, _ in imports_of(modules()[module])
+               if target.startswith(("gpu.device", "gpu.service"))]
+    assert not touched, touched
+
+
+def test_only_the_device_layer_and_the_worker_import_pycuda():
+    importers = {m for m, path in modules().items() for target, _, _ in imports_of(path)
+                 if target.split(".")[0] == "pycuda"}
+    assert importers, "nothing imports PyCUDA: the check would prove nothing"
+    allowed = {m for m in importers if m.startswith("gpu.device.") or m == "gpu.service.worker"}
+    # Experiments use PyCUDA's helpers (gpuarray, the memory pools) through the device context they are given;
+    # the few that import one by name do it lazily, inside the worker's process.
+    assert importers - allowed <= {m for m in importers if m.startswith("gpu.experiments.")}, importers - allowed
+    for m in importers - allowed:
+        eager = [line for target, line, top in imports_of(modules()[m]) if target.split(".")[0] == "pycuda" and top]
+        assert not eager, f"{m} imports PyCUDA at module level (line {eager})"
+
+
+def test_imports_sit_at_the_top_except_the_lazy_heavy_ones():
+    files = {**modules(), "app.py": ROOT / "app.py",
+             **{str(p.relative_to(ROOT)): p for p in sorted((ROOT / "pages").rglob("*.py"))}}
+    inside = [f"{m} line {line}: {target}" for m, path in files.items()
+              for target, line, top in imports_of(path)
+              if not top and target.split(".")[0] not in LAZY_ALLOWED]
+    assert not inside, "imports inside functions:\n" + "\n".join(inside)
+
+
+def test_one_error_hierarchy_with_one_root():
+    from gpu.core import errors
+
+    roots = {cls for cls in vars(errors).values() if isinstance(cls, type) and issubclass(cls, Exception)
+             and cls.__module__ == errors.__name__}
+    assert all(issubclass(cls, errors.PinPointError) for cls in roots), roots
+    exceptions = []
+    for m, path in modules().items():
+        tree = ast.parse(path.read_text())
+        exceptions += [f"{m}.{node.name}" for node in ast.walk(tree) if isinstance(node, ast.ClassDef)
+                       and any(ast.unparse(b).endswith(("Error", "Exception", "Problem")) for b in node.bases)
+                       and node.name not in _subclasses(errors)
+                       and not any(ast.unparse(b).split(".")[-1] in _subclasses(errors) for b in node.bases)]
+    assert not exceptions, f"exceptions outside PinPointError's tree: {exceptions}"
+
+
+def _subclasses(errors) -> set[str]:
+    return {name for name, cls in vars(errors).items()
+            if isinstance(cls, type) and issubclass(cls, errors.PinPointError)}
