@@ -4,6 +4,7 @@ import pandas as pd
 import streamlit as st
 
 from gpu.core.units import format_bytes
+from gpu.experiments import registry
 from gpu.experiments.registry import EXPERIMENTS
 from pages import _shared as shared
 from pages import _ui as ui
@@ -32,6 +33,9 @@ st.markdown(
 for entry in shared.PAGES:
     if entry.blurb:
         st.page_link(entry.file, label=entry.blurb, icon=entry.icon)
+        shown = [e.module.TITLE for e in registry.REGISTRY if e.page == entry.file]
+        if len(shown) > 1:  # a page of several experiments: each one, as the registry lists it
+            st.caption("Measures: " + " · ".join(shown))
 
 backend = ui.current_backend()
 if backend.kind == "live":

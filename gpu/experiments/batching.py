@@ -29,6 +29,10 @@ from gpu.experiments import harness
 from gpu.experiments.transfers import POISON, pattern_for, verify_equal
 
 NAME = "batching"
+# Registration (gpu/experiments/registry.py): the runner's subcommand, the page, the place in lists.
+COMMAND, ORDER, PAGE = "batching", 8, "pages/memory_modes.py"
+HELP = "K small copies vs one big copy vs packing into pinned staging"
+BYTE_LABELS = True  # Compare writes bytes and param_value as sizes
 VARIANTS = ("separate", "packed", "one_copy")
 LABELS = {"separate": "K separate copies", "packed": "pack into pinned staging + one copy",
           "one_copy": "one copy of K·s (already contiguous)"}

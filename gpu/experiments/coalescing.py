@@ -30,6 +30,9 @@ from gpu.experiments.harness import values_coarse_first
 from gpu.experiments.transfers import verify_equal
 
 NAME = "coalescing"
+# Registration (gpu/experiments/registry.py): the runner's subcommand, the page, the place in lists.
+COMMAND, ORDER, PAGE = "coalescing", 2, "pages/coalescing.py"
+HELP = "strided, misaligned, AoS/SoA and transpose kernels vs the device copy"
 GROUPS = ("copy", "strided", "offset", "layout", "transpose")
 VARIANTS = {
     "copy": ("memcpy_dtod", "copy_f32", "copy_f4"),

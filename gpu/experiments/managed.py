@@ -32,6 +32,10 @@ from gpu.experiments import harness
 from gpu.experiments.transfers import pattern_for
 
 NAME = "managed"
+# Registration (gpu/experiments/registry.py): the runner's subcommand, the page, the place in lists.
+COMMAND, ORDER, PAGE = "managed", 6, "pages/memory_modes.py"
+HELP = "managed memory: first touch, prefetch, resident vs device memory"
+BYTE_LABELS = True  # Compare writes bytes and param_value as sizes
 VARIANTS = ("device", "first_touch", "prefetch", "after_prefetch", "resident")
 LABELS = {"device": "device memory (cudaMalloc)", "first_touch": "managed, first touch (migrates on fault)",
           "prefetch": "managed, prefetch to device (migration alone)",

@@ -28,6 +28,10 @@ from gpu.experiments.harness import coarse_first
 from gpu.experiments.transfers import verify_equal
 
 NAME = "occupancy"
+# Registration (gpu/experiments/registry.py): the runner's subcommand, the page, the place in lists.
+COMMAND, ORDER, PAGE = "occupancy", 4, "pages/occupancy.py"
+HELP = "block-size sweep of a memory-bound and a latency-bound kernel"
+EXPAND = ("extra_registers", "dynamic_shared_bytes")
 KERNELS = ("stream", "chase")
 LABELS = {"stream": "memory-bound: copy", "chase": "latency-bound: dependent loads"}
 EXTRA_REGS = (0, 32, 64, 128)

@@ -26,6 +26,9 @@ from gpu.experiments import _kernels as k
 from gpu.experiments import harness
 
 NAME = "reduction"
+# Registration (gpu/experiments/registry.py): the runner's subcommand, the page, the place in lists.
+COMMAND, ORDER, PAGE = "reduction", 3, "pages/reductions.py"
+HELP = "dot-product variants vs gpuarray.dot, kernel-only and end to end"
 KERNEL_VARIANTS = ("atomic_per_element", "shared_tree", "warp_shuffle", "grid_stride", "gpuarray_dot")
 END_TO_END = ("end_to_end_pageable", "end_to_end_pinned")
 UNHELD = ("gpuarray_dot", "end_to_end_pageable")  # timed without the stream hold (see run)

@@ -1,29 +1,31 @@
-"""Every experiment PinPoint knows, in one place: its declaration module, the runner's subcommand and arguments,
-the page that shows it and how Compare names its points. The runner (``gpu.bench``), the talks, Overview, Runs,
-Compare and app.py's navigation read this list; adding an experiment means adding one entry here.
-
-Runner arguments are ``harness.Axis`` values: the flag, its default text and how it is parsed (``kind``). An
-experiment converted to the sweep harness declares them as its own ``AXES``.
+"""Every experiment PinPoint knows, found from the declarations themselves: each module of this package that
+declares a ``COMMAND`` registers, with its runner subcommand and help (``COMMAND``, ``HELP``), the page that shows
+it (``PAGE``), its arguments (``AXES``: ``harness.Axis`` values with the flag, default text and parse kind) and its
+place in lists (``ORDER``); ``EXPAND`` names arguments that run once per value (occupancy: one run per register
+and shared-memory setting) and ``BYTE_LABELS`` makes Compare write ``bytes`` and ``param_value`` as sizes. The
+runner (``gpu.bench``), the talks, Overview, Runs, Compare and app.py's navigation read this registry, so adding an
+experiment is adding its module.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import itertools
+import pkgutil
 from dataclasses import dataclass
 from types import ModuleType
 
 from gpu.core.errors import ValidationError
 from gpu.core.units import parse_size_list
-from gpu.experiments import batching, coalescing, managed, occupancy_sweep, pools, reduction, streams, transfers
 from gpu.experiments.harness import Axis
+
+NOT_EXPERIMENTS = {"harness", "registry"}
 
 
 @dataclass(frozen=True)
 class Entry:
-    """One registered experiment. ``arguments``: the runner's flags (``Axis``); ``expand``: argument names that run
-    once per value (occupancy: one run per register and shared-memory setting); ``byte_labels``: Compare writes
-    ``bytes`` and ``param_value`` as sizes."""
+    """One registered experiment, as its module declares it."""
 
     module: ModuleType
     command: str
@@ -37,32 +39,26 @@ class Entry:
     def name(self) -> str:
         return self.module.NAME
 
+    @classmethod
+    def of(cls, module: ModuleType) -> Entry:
+        return cls(module, module.COMMAND, module.HELP, module.PAGE, tuple(module.AXES),
+                   tuple(getattr(module, "EXPAND", ())), bool(getattr(module, "BYTE_LABELS", False)))
 
-def _axis(name, default, kind, help="", flag=None, choices=None):
-    """A runner-only argument of an experiment not yet declared over the harness."""
-    return Axis(name, name.replace("_", " "), None, cli_default=default, kind=kind, help=help,
-                values=tuple(choices or ()), cli_flag=flag)
+
+def _declarations() -> list[ModuleType]:
+    """The modules of gpu/experiments that declare an experiment (a ``COMMAND``), in their ``ORDER``."""
+    package = importlib.import_module("gpu.experiments")
+    found = []
+    for info in pkgutil.iter_modules(package.__path__):
+        if info.name.startswith("_") or info.name in NOT_EXPERIMENTS:
+            continue
+        module = importlib.import_module(f"gpu.experiments.{info.name}")
+        if hasattr(module, "COMMAND"):
+            found.append(module)
+    return sorted(found, key=lambda m: (m.ORDER, m.NAME))
 
 
-REGISTRY: tuple[Entry, ...] = (
-    Entry(transfers, "transfers", "pageable vs pinned vs write-combined vs mapped copies", "pages/transfers.py",
-          transfers.AXES),
-    Entry(coalescing, "coalescing", "strided, misaligned, AoS/SoA and transpose kernels vs the device copy",
-          "pages/coalescing.py", coalescing.AXES),
-    Entry(reduction, "reduction", "dot-product variants vs gpuarray.dot, kernel-only and end to end",
-          "pages/reductions.py", reduction.AXES),
-    Entry(occupancy_sweep, "occupancy", "block-size sweep of a memory-bound and a latency-bound kernel",
-          "pages/occupancy.py", occupancy_sweep.AXES, expand=("extra_registers", "dynamic_shared_bytes")),
-    Entry(streams, "streams", "chunked H2D → kernel → D2H pipelines over several streams vs one stream",
-          "pages/streams.py", streams.AXES),
-    Entry(managed, "managed", "managed memory: first touch, prefetch, resident vs device memory",
-          "pages/memory_modes.py", managed.AXES, byte_labels=True),
-    Entry(pools, "pools", "allocate → copy → free per call vs DeviceMemoryPool/PageLockedMemoryPool",
-          "pages/memory_modes.py", pools.AXES, byte_labels=True),
-    Entry(batching, "batching", "K small copies vs one big copy vs packing into pinned staging",
-          "pages/memory_modes.py", batching.AXES, byte_labels=True),
-)
-
+REGISTRY: tuple[Entry, ...] = tuple(Entry.of(module) for module in _declarations())
 EXPERIMENTS: dict[str, ModuleType] = {e.name: e.module for e in REGISTRY}
 BY_NAME: dict[str, Entry] = {e.name: e for e in REGISTRY}
 BY_COMMAND: dict[str, Entry] = {e.command: e for e in REGISTRY}

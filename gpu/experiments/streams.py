@@ -42,6 +42,9 @@ from gpu.experiments import harness
 from gpu.experiments.transfers import verify_equal
 
 NAME = "streams"
+# Registration (gpu/experiments/registry.py): the runner's subcommand, the page, the place in lists.
+COMMAND, ORDER, PAGE = "streams", 5, "pages/streams.py"
+HELP = "chunked H2D → kernel → D2H pipelines over several streams vs one stream"
 HOST_MEMORY = ("pinned", "pageable")
 ORDERS = overlap.ORDERS
 ORDER_LABELS = {"depth_first": "depth-first (per chunk)", "breadth_first": "breadth-first (all H2D, kernels, D2H)",

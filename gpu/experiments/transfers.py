@@ -36,6 +36,9 @@ from gpu.device.timing import EventTimer, StreamHold
 from gpu.experiments import harness
 
 NAME = "transfers"
+# Registration (gpu/experiments/registry.py): the runner's subcommand, the page, the place in lists.
+COMMAND, ORDER, PAGE = "transfers", 1, "pages/transfers.py"
+HELP = "pageable vs pinned vs write-combined vs mapped copies"
 MODES = ("pageable", "pinned", "pinned_wc", "mapped")
 MODE_LABELS = {"pageable": "pageable (NumPy)", "pinned": "pinned", "pinned_wc": "pinned write-combined",
                "mapped": "mapped zero-copy"}
