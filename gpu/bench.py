@@ -219,13 +219,14 @@ def main(argv=None) -> int:
         return record_driver_occupancy(args.out)
     if args.experiment in REVIEW_COMMANDS:
         return review_command(args)
+    experiment = registry.BY_COMMAND[args.experiment].name  # a subcommand may spell it differently (host-latency)
     try:
         jobs = experiment_jobs(args)
     except (SizeError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     for params in jobs:  # refuse bad parameters before starting a worker
-        reasons = check_params(args.experiment, params, None)
+        reasons = check_params(experiment, params, None)
         if reasons:
             print("error: invalid parameters:\n  - " + "\n  - ".join(reasons), file=sys.stderr)
             return 2
@@ -238,7 +239,7 @@ def main(argv=None) -> int:
     frames = []
     try:
         for params in jobs:
-            handle = backend.submit(args.experiment, params)
+            handle = backend.submit(experiment, params)
             _progress_bar(handle)
             frames.append(handle.outcome())
     except ValidationError as exc:
@@ -252,7 +253,7 @@ def main(argv=None) -> int:
     # One runner invocation is one recording: its runs share the first run's id.
     frame = pd.concat(frames, ignore_index=True).assign(run_id=frames[0]["run_id"].iloc[0])
     print(f"{len(frame)} points in {time.perf_counter() - started:.1f} s", file=sys.stderr)
-    print(summary_table(args.experiment, frame).to_string(index=False))
+    print(summary_table(experiment, frame).to_string(index=False))
     if args.out:
         write_frame(frame, args.out)
         print(f"wrote {args.out}", file=sys.stderr)
