@@ -1,11 +1,12 @@
-"""Memory modes: managed (unified) memory, memory pools vs per-call allocation, and batching small copies."""
+"""Memory modes: managed (unified) memory, memory pools vs per-call allocation, batching small copies, and the
+latency of host memory read by the GPU (zero-copy) against device memory."""
 
 from __future__ import annotations
 
 import streamlit as st
 
 from gpu.core.units import KiB, MiB, SizeError, format_bytes, parse_size_list
-from gpu.experiments import batching, managed, pools
+from gpu.experiments import batching, host_latency, managed, pools
 from gpu.present import headlines, takeaways
 from gpu.present.charts import memory as memory_charts
 from pages import _ui as ui
@@ -14,7 +15,7 @@ page = ui.Page()
 backend = page.backend
 live = backend.kind == "live"
 
-st.title("Memory modes: managed memory, pools and batching")
+st.title("Memory modes: managed memory, pools, batching, host latency")
 if ui.desk():
     st.markdown(
         "Three pieces of memory machinery that real GPU code leans on, each measured and verified: **managed "
@@ -25,7 +26,11 @@ if ui.desk():
 
 
 page.link_notes()
-tab_managed, tab_pools, tab_batching = st.tabs(["Managed memory", "Pools vs per-call allocation", "Batching copies"])
+# The latency tab runs only while it is open (the tab's state reruns the page), so the page's other three sections
+# cost what they did before it came.
+tab_managed, tab_pools, tab_batching, tab_latency = st.tabs(
+    ["Managed memory", "Pools vs per-call allocation", "Batching copies", "Host-memory latency"],
+    key="memory_modes_tab", on_change="rerun")
 
 with tab_managed:
     if ui.desk():
@@ -118,5 +123,38 @@ with tab_batching:
         if ui.desk():
             st.dataframe(table.assign(**{"piece bytes": table["piece bytes"].map(format_bytes)}), hide_index=True)
             ui.download(frame, "batching")
+
+with tab_latency:
+    if tab_latency.open:
+        if ui.desk():
+            st.markdown(
+                "One GPU thread follows a chain of indices, each load waiting for the one before: through **pinned "
+                "host memory mapped into the GPU** (zero-copy, so every load crosses PCIe) or through **device "
+                "memory**, at a few working-set sizes. The time per load is the memory's latency (or the cache's, "
+                "when the chain fits one). It is nvbandwidth's `host_device_latency_sm` pointer chase; where a "
+                "kernel reads host memory a few bytes at a time, this is what each read costs.")
+        run_id = page.recording(host_latency.NAME, "host_latency")
+        size_options = page.axis_options(host_latency.NAME, "param_value", run_id, host_latency.DEFAULT_SIZES,
+                                         host_latency.DEFAULT_SIZES[-1])
+        page.restore("host_latency_sizes", "ints", size_options)
+        sizes = st.pills("Working sets", size_options, selection_mode="multi", default=size_options,
+                         format_func=format_bytes, key="host_latency_sizes")
+        frame = page.section(host_latency.NAME, {"sizes": sorted(sizes or [])}, "host_latency", run_id,
+                             preview=lambda part, suffix: ui.chart(memory_charts.host_latency_figure(part),
+                                                                   key=f"chart_host_latency{suffix}"))
+        if frame is not None:
+            largest = frame[frame["param_value"] == frame["param_value"].max()]
+            ns = (largest["median_ms"] * 1e6 / largest["elements"]).groupby(largest["variant"]).first()
+            if {"mapped", "device"} <= set(ns.index):
+                st.markdown(f"With a {format_bytes(int(largest['param_value'].iloc[0]))} chain, a dependent load "
+                            f"takes **{ns['mapped']:,.0f} ns** over PCIe and **{ns['device']:,.0f} ns** in device "
+                            f"memory ({ns['mapped'] / ns['device']:.1f}× longer).")
+            ui.chart(ui.cached_figure(memory_charts.host_latency_figure)(frame), key="chart_host_latency")
+            if ui.desk():
+                st.dataframe(frame[["variant", "param_value", "elements", "median_ms", "cv", "samples",
+                                    "timer"]].assign(variant=lambda f: f["variant"].map(host_latency.LABELS),
+                                                     param_value=lambda f: f["param_value"].map(format_bytes)),
+                             hide_index=True)
+                ui.download(frame, "host_latency")
 
 page.sync()

@@ -12,7 +12,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from gpu.core.units import format_bytes
-from gpu.experiments import batching, managed, pools
+from gpu.experiments import batching, host_latency, managed, pools
 from gpu.present.charts.transfers import LOG_VALUE_AXIS, reference_line, source_label
 
 COLORS = {"device": "#888888", "first_touch": "#EF553B", "prefetch": "#FFA15A", "after_prefetch": "#00CC96",
@@ -151,5 +151,33 @@ def batching_figure(frame: pd.DataFrame) -> go.Figure:
     fig.update_layout(title=_title("K small copies vs one copy (effective GB/s of all K pieces)", frame),
                       xaxis={**_size_axis(frame["param_value"]), "title": "piece size s"},
                       yaxis={**LOG_VALUE_AXIS, "title": "effective GB/s (K·s / time)"}, height=440,
+                      legend={"orientation": "h", "y": -0.25})
+    return fig
+
+
+# --- host-memory latency ---------------------------------------------------------------------------------------
+def host_latency_figure(frame: pd.DataFrame) -> go.Figure:
+    """Nanoseconds per dependent load (log scale) against the chain's working set: mapped host memory (zero-copy)
+    and device memory, one line each, from the pointer-chase rows of one run."""
+    fig = go.Figure()
+    # Labels above the host line and below the device line: at small working sets the two nearly meet.
+    styles = {"mapped": ("#AB63FA", "square", "solid", "top center"),
+              "device": ("#636EFA", "circle", "dot", "bottom center")}
+    for variant, (color, marker, dash, place) in styles.items():
+        part = frame[frame["variant"] == variant].sort_values("param_value")
+        if part.empty:
+            continue
+        ns = part["median_ms"] * 1e6 / part["elements"]  # elements: the dependent loads of one sample
+        fig.add_trace(go.Scatter(
+            x=part["param_value"], y=ns, mode="lines+markers+text", name=host_latency.LABELS[variant],
+            line={"color": color, "dash": dash, "width": 3}, marker={"symbol": marker, "size": 10},
+            text=[f"{v:,.0f} ns" for v in ns], textposition=place, cliponaxis=False,
+            customdata=np.column_stack([part["param_value"].map(format_bytes), part["elements"], part["cv"] * 100]),
+            hovertemplate="%{customdata[0]} chain · %{y:,.1f} ns per load · %{customdata[1]:,} loads a sample · "
+                          "cv %{customdata[2]:.2f} %<extra>%{fullData.name}</extra>"))
+    fig.update_layout(title=_title("Host-memory latency: one GPU thread chasing pointers (ns per load, log scale)",
+                                   frame),
+                      xaxis={**_size_axis(frame["param_value"]), "title": "chain's working set"},
+                      yaxis={**LOG_VALUE_AXIS, "title": "ns per dependent load"}, height=460,
                       legend={"orientation": "h", "y": -0.25})
     return fig

@@ -1,0 +1,181 @@
+"""Host-memory latency: one GPU thread chasing a chain of indices through pinned host memory mapped into the
+device's address space (zero-copy: every load crosses PCIe) against the same chase through device memory, at a few
+working-set sizes.
+
+The chain is one random cycle through the working set's nodes, one 8-byte index every 256 bytes (neighbouring nodes
+never share a cache line), so each load depends on the one before and the walk visits every node before it repeats:
+a step costs one whole access to wherever the chain lives, or to the cache that holds it when it fits one. This is
+nvbandwidth's ``host_device_latency_sm`` pointer chase, with indices instead of pointers so one chain serves both
+memories (``gpu/kernels/host_latency.cu``).
+
+A sample is one launch of one thread, timed by the kernel timer: the L2 cache flushed first (every sample starts
+each walk cold, as a sample always walks from the same node: without the flush a chain of any size would answer
+from L2 after the first sample), the stream held while the launch is queued, CUDA events around it. A chain that
+fits a cache is walked round and round within the sample, so small working sets show the cache's latency and large
+ones the memory's. Steps per sample (``elements``) are chosen per memory so that a sample lasts milliseconds: the
+launch's own microsecond is under 1 % of it at 256 MiB.
+ns per load = sample ÷ steps. Rows: ``variant`` (mapped / device), ``param_value`` the working set in bytes,
+``bytes`` the bytes loaded (8 per step). The walk's end is checked against the same walk on the host.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gpu.core import stats, text
+from gpu.core.errors import ValidationError, VerificationError
+from gpu.core.units import GiB, KiB, MiB, format_bytes
+from gpu.device.timing import KernelTimer
+from gpu.experiments import _kernels as k
+from gpu.experiments import harness
+
+NAME = "host_latency"
+# Registration (gpu/experiments/registry.py): the runner's subcommand, the page, the place in lists.
+COMMAND, ORDER, PAGE = "host-latency", 9, "pages/memory_modes.py"
+HELP = "one GPU thread chasing pointers through mapped pinned host memory vs device memory"
+BYTE_LABELS = True  # Compare writes bytes and param_value (the working set) as sizes
+TITLE = "Host-memory latency: a pointer chase over PCIe vs in device memory"
+VARIANTS = ("mapped", "device")
+LABELS = {"mapped": "pinned host memory, mapped (zero-copy)", "device": "device memory"}
+KEY_COLUMNS = ["variant", "param_value"]
+SHOW_COLUMNS = ["variant", "param_value"]
+NODE_BYTES = 256
+STEPS = {"mapped": 4096, "device": 16384}  # ~5 ms a sample over PCIe at ~1.2 µs; 1–12 ms on the device
+DEFAULT_SIZES = [4 * KiB, 256 * KiB, 16 * MiB, 256 * MiB]
+MIN_SIZE, MAX_SIZE = 2 * NODE_BYTES, 1 * GiB
+AXES = (
+    harness.Axis("sizes", "working sets", DEFAULT_SIZES, low=MIN_SIZE, high=MAX_SIZE, unit="bytes", kind="sizes",
+                 cli_default="4KiB,256KiB,16MiB,256MiB",
+                 help="comma-separated working-set sizes, multiples of 256 B (512 B … 1 GiB)"),
+    harness.Axis("variants", "memories", list(VARIANTS), values=VARIANTS, kind="words", cli_default="mapped,device",
+                 help="comma-separated: mapped, device"),
+)
+
+
+@dataclass(frozen=True)
+class Params:
+    sizes: list[int] = field(default_factory=lambda: list(DEFAULT_SIZES))
+    variants: list[str] = field(default_factory=lambda: list(VARIANTS))
+    profile: str = "interactive"
+
+    def points(self):
+        """Keys in the order of KEY_COLUMNS, in the order they are measured."""
+        for variant in self.variants:
+            for size in self.sizes:
+                yield variant, size
+
+
+def parse_params(raw: dict) -> Params:
+    unknown = set(raw) - set(Params.__dataclass_fields__)
+    if unknown:
+        raise ValidationError([f"unknown {text.plural('parameter', len(unknown))}: {', '.join(sorted(unknown))}"])
+    try:
+        sizes = sorted({int(s) for s in raw.get("sizes", DEFAULT_SIZES)})
+    except (TypeError, ValueError):
+        raise ValidationError(["sizes must be whole numbers of bytes"]) from None
+    return Params(sizes=sizes, variants=list(dict.fromkeys(raw.get("variants", VARIANTS))),
+                  profile=str(raw.get("profile", "interactive")))
+
+
+def invalid_reasons(params: Params, limits) -> list[str]:
+    reasons = []
+    if not params.sizes:
+        reasons.append("choose at least one working set")
+    if not params.variants:
+        reasons.append("choose at least one memory")
+    reasons += [f"unknown memory '{text.shorten(v)}' (known: {', '.join(VARIANTS)})"
+                for v in params.variants if v not in VARIANTS]
+    for size in params.sizes:
+        if not MIN_SIZE <= size <= MAX_SIZE:
+            reasons.append(f"working set {format_bytes(size)} must be from {format_bytes(MIN_SIZE)} to "
+                           f"{format_bytes(MAX_SIZE)}")
+        elif size % NODE_BYTES:
+            reasons.append(f"working set {size} B is not a multiple of {NODE_BYTES} B")
+    try:
+        stats.get_profile(params.profile)
+    except ValueError as exc:
+        reasons.append(str(exc))
+    if reasons:
+        return reasons
+    largest = max(params.sizes)
+    reasons += k.memory_reasons(largest, limits, f"a {format_bytes(largest)} chain")
+    if "mapped" in params.variants and limits is not None and largest > limits.pinned_budget_bytes:
+        reasons.append(f"working set {format_bytes(largest)} is over the pinned-memory budget of "
+                       f"{format_bytes(limits.pinned_budget_bytes)} (PINPOINT_PINNED_BUDGET_BYTES sets it)")
+    return reasons
+
+
+def bytes_moved(variant: str) -> int:
+    """The bytes a sample loads: one 8-byte index per step."""
+    return 8 * STEPS[variant]
+
+
+def chain_for(size: int, seed: int) -> tuple[np.ndarray, int, np.ndarray]:
+    """(chain, start, order): a ``size``-byte array of uint64 whose node slots (every NODE_BYTES) hold the index of
+    the next node's slot, in one random cycle through all nodes; ``order`` is the cycle, from ``start``."""
+    stride = NODE_BYTES // 8
+    nodes = size // NODE_BYTES
+    order = np.random.default_rng(seed).permutation(nodes).astype(np.uint64) * np.uint64(stride)
+    chain = np.zeros(size // 8, np.uint64)
+    chain[order] = np.roll(order, -1)
+    return chain, int(order[0]), order
+
+
+class HostLatencySweep(harness.Sweep):
+    """Each memory, each working set: the chain written there, then launches of one chasing thread."""
+
+    NAME, TITLE, AXES, KEY_COLUMNS = NAME, TITLE, AXES, KEY_COLUMNS
+    invalid_reasons = staticmethod(invalid_reasons)
+
+    def setup(self) -> None:
+        self.timer = KernelTimer(self.gpu, self.ledger)
+        self.kernel = self.gpu.kernel("host_latency", "pointer_chase")
+        self.kernel.prepare("PQIP")
+        self.end = self.ledger.device_buffer(8)
+
+    def points(self):
+        ledger = self.ledger
+        for variant in self.params.variants:
+            for size in self.params.sizes:
+                chain, start, order = chain_for(size, seed=size)
+                if variant == "mapped":
+                    host = ledger.host_buffer(size, "mapped")
+                    np.copyto(host.view(np.uint64), chain)
+                    buffer, pointer = host, host.base.get_device_pointer()
+                else:
+                    buffer = ledger.device_buffer(size)
+                    self.cuda.memcpy_htod(buffer, chain)
+                    pointer = int(buffer)
+                steps = STEPS[variant]
+                yield harness.Point(
+                    {"variant": variant, "group": "host_latency", "direction": "device", "elements": steps,
+                     "param": "working set", "param_value": size},
+                    f"{LABELS[variant]} · {format_bytes(size)} chain · {steps:,} loads a sample",
+                    bytes_moved(variant), self.timer.timer_name(),
+                    (pointer, start, steps, int(order[steps % len(order)])))
+                if variant == "mapped":
+                    ledger.free_host(buffer)
+                else:
+                    ledger.free_device(buffer)
+
+    def measure(self, point):
+        pointer, start, steps, _ = point.state
+        self.cuda.memset_d32(self.end, 0xFFFFFFFF, 2)  # no walk ends there: a launch that did not run fails
+
+        def launch(stream) -> None:
+            self.kernel.prepared_async_call((1, 1), (1, 1, 1), stream, pointer, np.uint64(start), np.uint32(steps),
+                                            self.end)
+
+        return lambda: self.timer.once(launch)
+
+    def verify(self, point) -> None:
+        _, _, steps, expected = point.state
+        got = np.empty(1, np.uint64)
+        self.cuda.memcpy_dtoh(got, self.end)
+        if int(got[0]) != expected:
+            raise VerificationError(f"{point.label}: the walk ended at index {int(got[0])}, expected {expected}")
+
+
+run = harness.runner(HostLatencySweep)
