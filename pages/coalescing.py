@@ -23,25 +23,24 @@ if ui.desk():
         "and every output is checked exactly against NumPy.")
 
 run_id = page.recording(coalescing.NAME, "coalescing")
-elements_options = page.axis_options(coalescing.NAME, "elements", run_id,
-                                       [1 << p for p in range(20, 29)], 1 << 26)
-block_options = page.axis_options(coalescing.NAME, "block_size", run_id, list(range(32, 1025, 32)), 256)
+elements_options = page.axis_options(coalescing.NAME, "elements", run_id, ui.axis_powers(coalescing.NAME, "elements"))
+block_options = page.axis_options(coalescing.NAME, "block_size", run_id,
+                                  ui.axis_steps(coalescing.NAME, "block_sizes", 32), axis_name="block_sizes")
+group_options = [g for g in ui.axis(coalescing.NAME, "groups").values if g != "copy"]  # copy always runs
 page.link_notes()
 page.restore("coalescing_elements", "int", elements_options)
 page.restore("coalescing_block", "int", block_options)
-page.restore("coalescing_groups", "strs", list(coalescing.GROUPS[1:]))
+page.restore("coalescing_groups", "strs", group_options)
 page.restore("coalescing_block_typed", "str")
 left, right = st.columns(2)
 with left:
-    elements = st.select_slider("Floats per buffer", options=elements_options,
-                                value=(1 << 26) if (1 << 26) in elements_options else elements_options[-1],
-                                format_func=lambda n: f"{n:,} ({format_bytes(4 * n)})", key="coalescing_elements")
+    elements = ui.axis_slider(coalescing.NAME, "elements", "coalescing_elements", elements_options,
+                              format_func=lambda n: f"{n:,} ({format_bytes(4 * n)})")
 with right:
-    groups = st.pills("Experiments", list(coalescing.GROUPS[1:]), selection_mode="multi",
-                      default=list(coalescing.GROUPS[1:]), key="coalescing_groups",
-                      help="The copy group (the memcpy_dtod reference and our copy kernels) always runs.")
+    groups = ui.axis_choices(coalescing.NAME, "groups", "coalescing_groups", group_options, label="Experiments",
+                             help="The copy group (the memcpy_dtod reference and our copy kernels) always runs.")
 block_sizes = ui.block_size_setting("coalescing_block", block_options, "Threads per block (1-D kernels)",
-                                       placeholder="e.g. 192")
+                                    placeholder="e.g. 192", default=ui.axis_default(coalescing.NAME, "block_sizes"))
 
 params = {"elements": elements, "block_sizes": block_sizes, "groups": ["copy", *(groups or [])]}
 page.sync()

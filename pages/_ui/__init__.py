@@ -24,7 +24,19 @@ from pages._ui.backends import (
     use_replay,
 )
 from pages._ui.cache import cached, cached_figure, frame_key
-from pages._ui.controls import block_size_setting, download, show_reasons, typed_block_size
+from pages._ui.controls import (
+    axis,
+    axis_choices,
+    axis_default,
+    axis_label,
+    axis_powers,
+    axis_slider,
+    axis_steps,
+    block_size_setting,
+    download,
+    show_reasons,
+    typed_block_size,
+)
 from pages._ui.measure import outcome, request
 from pages._ui.stage import (
     chart,
@@ -39,8 +51,9 @@ from pages._ui.stage import (
 )
 from pages._ui.url_state import UrlState, open_linked_page, parse_url_value, url_text, view_link
 
-__all__ = ["Page", "UrlState", "backends", "block_size_setting", "cached", "cached_figure", "chart",
-           "check_present_value", "controls", "current_backend", "desk", "download", "frame_key", "live_backend",
+__all__ = ["Page", "UrlState", "axis", "axis_choices", "axis_default", "axis_label", "axis_powers", "axis_slider",
+           "axis_steps", "backends", "block_size_setting", "cached", "cached_figure", "chart", "check_present_value",
+           "controls", "current_backend", "desk", "download", "frame_key", "live_backend",
            "loaded_run", "measure", "more_settings", "open_linked_page", "opened_run", "outcome", "parse_url_value",
            "presenting", "replay_backend", "request", "require_router", "run_catalog", "session_id", "shortcuts",
            "show_reasons", "source_banner", "source_sidebar", "stage_exit", "stage_style", "takeaway",
@@ -84,8 +97,10 @@ class Page:
         return controls.recording_choice(self.backend, experiment, key, holds)
 
     def axis_options(self, experiment: str, column: str, run_id: str | None, live_options: list[int],
-                     fallback: int) -> list[int]:
-        return controls.axis_options(self.backend, experiment, column, run_id, live_options, fallback)
+                     fallback: int | None = None, axis_name: str | None = None) -> list[int]:
+        """Live: ``live_options``. Replay: the values of ``column`` the recording holds, else ``fallback`` (by
+        default the declared default of the axis ``axis_name``; see ``controls.axis_options``)."""
+        return controls.axis_options(self.backend, experiment, column, run_id, live_options, fallback, axis_name)
 
     def recorded_values(self, experiment: str, column: str, run_id: str | None = None) -> list:
         return controls.recorded_values(self.backend, experiment, column, run_id)

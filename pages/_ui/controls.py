@@ -1,10 +1,14 @@
 """Widget helpers shared by the experiment pages: the recording and profile choices, the values a recording can
-show, the block-size setting, the download button and the message for settings that cannot run."""
+show, the controls built from an experiment's declared axes (``axis``, ``axis_powers``, ``axis_choices``,
+``axis_slider``: their options, labels and defaults come from ``AXES``), the block-size setting, the download
+button and the message for settings that cannot run."""
 
 from __future__ import annotations
 
 import streamlit as st
 
+from gpu.experiments import registry
+from gpu.experiments.harness import Axis
 from gpu.results import runfiles
 from pages._ui.stage import more_settings
 from pages._ui.url_state import UrlState
@@ -63,19 +67,92 @@ def download(frame, name: str) -> None:
 
 
 def axis_options(backend, experiment: str, column: str, run_id: str | None, live_options: list[int],
-                 fallback: int) -> list[int]:
-    """Live: every value the device allows. Replay: only the values the recording holds."""
+                 fallback: int | None = None, axis_name: str | None = None) -> list[int]:
+    """Live: every value the device allows. Replay: only the values the recording holds, else ``fallback`` (by
+    default the declared default of the axis ``axis_name``, which is ``column`` unless named)."""
     if backend.kind == "live":
         return live_options
+    if fallback is None:
+        fallback = first_default(axis(experiment, axis_name or column))
     return recorded_values(backend, experiment, column, run_id) or [fallback]
 
 
-def block_size_setting(key: str, options: list[int], label: str, placeholder: str) -> list[int]:
-    """A kernel page's block size, among its More settings: a slider (256 when offered) or a typed size, which
-    overrides it. Widget keys: ``{key}`` and ``{key}_typed``."""
+# --- controls from the declared axes ----------------------------------------------------------------------------
+def axis(experiment: str, name: str) -> Axis:
+    """The axis ``name`` that the registered experiment declares (its ``AXES``)."""
+    for declared in registry.BY_NAME[experiment].arguments:
+        if declared.name == name:
+            return declared
+    raise KeyError(f"{experiment} declares no axis '{name}'")
+
+
+def axis_label(declared: Axis) -> str:
+    """What a control over the axis is called: the axis's label, capitalised."""
+    return declared.label[:1].upper() + declared.label[1:]
+
+
+def first_default(declared: Axis):
+    """The axis's default as one value (the first of a list)."""
+    default = declared.default
+    return default[0] if isinstance(default, list | tuple) else default
+
+
+def axis_default(experiment: str, name: str):
+    """The declared default of the axis, as one value."""
+    return first_default(axis(experiment, name))
+
+
+def powers_of_two(low: int, high: int) -> list[int]:
+    """Every power of two from ``low`` to ``high``, both included."""
+    return [1 << p for p in range(max(int(high), 1).bit_length()) if low <= 1 << p <= high]
+
+
+def axis_powers(experiment: str, name: str, low: int | None = None, high: int | None = None) -> list[int]:
+    """The powers of two between the axis's declared ``low`` and ``high`` (or closer bounds: a device's limit)."""
+    declared = axis(experiment, name)
+    return powers_of_two(_bound(max, declared.low, low), _bound(min, declared.high, high))
+
+
+def _bound(closer, declared, given):
+    """A range's end: the declared one, or ``given`` where it is closer (or nothing is declared)."""
+    if given is None:
+        return declared
+    return given if declared is None else closer(given, declared)
+
+
+def axis_steps(experiment: str, name: str, step: int = 1, high: int | None = None) -> list[int]:
+    """Every ``step``-th value from the axis's declared ``low`` to its ``high`` (or a closer ``high``)."""
+    declared = axis(experiment, name)
+    return list(range(declared.low, _bound(min, declared.high, high) + 1, step))
+
+
+def axis_choices(experiment: str, name: str, key: str, options=None, default=None, label: str | None = None,
+                 **kwargs) -> list:
+    """Multi-select pills over the axis's values (or ``options``, e.g. a recording's): labelled as the axis, the
+    declared defaults that are offered chosen (else the first option)."""
+    declared = axis(experiment, name)
+    options = list(declared.values if options is None else options)
+    if default is None:
+        default = [v for v in declared.default if v in options] or options[:1]
+    return st.pills(label or axis_label(declared), options, selection_mode="multi", default=default, key=key,
+                    **kwargs)
+
+
+def axis_slider(experiment: str, name: str, key: str, options: list, label: str | None = None, **kwargs):
+    """A slider over ``options`` for one value of the axis: labelled as the axis, at its declared default when
+    offered (else the largest option)."""
+    declared = axis(experiment, name)
+    default = first_default(declared)
+    return st.select_slider(label or axis_label(declared), options=options,
+                            value=default if default in options else options[-1], key=key, **kwargs)
+
+
+def block_size_setting(key: str, options: list[int], label: str, placeholder: str, default: int = 256) -> list[int]:
+    """A kernel page's block size, among its More settings: a slider (``default`` when offered) or a typed size,
+    which overrides it. Widget keys: ``{key}`` and ``{key}_typed``."""
     with more_settings():
         block_column, typed_column = st.columns(2)
-        block = block_column.select_slider(label, options=options, value=256 if 256 in options else options[0],
+        block = block_column.select_slider(label, options=options, value=default if default in options else options[0],
                                            key=key)
         typed = typed_column.text_input("…or type a block size", key=f"{key}_typed", placeholder=placeholder)
     return typed_block_size(typed) or [block]
