@@ -23,24 +23,23 @@ if ui.desk():
         "error against a float64 NumPy dot is shown.")
 
 run_id = page.recording(reduction.NAME, "reduction")
-size_options = page.axis_options(reduction.NAME, "elements", run_id, [1 << p for p in range(10, 29)],
-                                   1 << 24)
-block_options = page.axis_options(reduction.NAME, "block_size", run_id, list(range(32, 1025, 32)), 256)
+size_options = page.axis_options(reduction.NAME, "elements", run_id, ui.axis_powers(reduction.NAME, "sizes"),
+                                 axis_name="sizes")
+block_options = page.axis_options(reduction.NAME, "block_size", run_id,
+                                  ui.axis_steps(reduction.NAME, "block_sizes", 32), axis_name="block_sizes")
 page.link_notes()
 page.restore("reduction_size", "int", size_options)
 page.restore("reduction_block", "int", block_options)
-page.restore("reduction_variants", "strs", list(reduction.KERNEL_VARIANTS + reduction.END_TO_END))
+page.restore("reduction_variants", "strs", list(ui.axis(reduction.NAME, "variants").values))
 page.restore("reduction_block_typed", "str")
 left, right = st.columns(2)
 with left:
-    size = st.select_slider("Vector size (floats)", options=size_options,
-                            value=(1 << 24) if (1 << 24) in size_options else size_options[-1],
-                            format_func=lambda n: f"{n:,} ({format_bytes(4 * n)} each)", key="reduction_size")
+    size = ui.axis_slider(reduction.NAME, "sizes", "reduction_size", size_options, label="Vector size (floats)",
+                          format_func=lambda n: f"{n:,} ({format_bytes(4 * n)} each)")
 with right:
-    variants = st.pills("Variants", list(reduction.KERNEL_VARIANTS + reduction.END_TO_END), selection_mode="multi",
-                        default=list(reduction.KERNEL_VARIANTS + reduction.END_TO_END),
-                        format_func=reduction.LABELS.get, key="reduction_variants")
-block_sizes = ui.block_size_setting("reduction_block", block_options, "Threads per block", placeholder="e.g. 1024")
+    variants = ui.axis_choices(reduction.NAME, "variants", "reduction_variants", format_func=reduction.LABELS.get)
+block_sizes = ui.block_size_setting("reduction_block", block_options, "Threads per block", placeholder="e.g. 1024",
+                                    default=ui.axis_default(reduction.NAME, "block_sizes"))
 
 params = {"sizes": [size], "block_sizes": block_sizes, "variants": list(variants or [])}
 page.sync()
