@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from gpu.core import text
-from gpu.core.units import GiB, KiB, format_bytes, parse_size_list
+from gpu.core.units import format_bytes, parse_size_list
 from gpu.experiments import transfers
 from gpu.present import headlines, takeaways
 from gpu.present.charts import transfers as charts
@@ -29,11 +29,12 @@ if ui.desk():
         "as bandwidthTest and nvbandwidth do.")
 
 # --- widgets ----------------------------------------------------------------------------------------
+sizes_axis = ui.axis(transfers.NAME, "sizes")
 if live:
     largest = transfers.max_size(backend.known_limits())  # instant; never waits behind another job
 else:
-    largest = 1 * GiB
-options = [4 * KiB * 2**i for i in range(64) if 4 * KiB * 2**i <= largest]
+    largest = max(sizes_axis.default)
+options = ui.axis_powers(transfers.NAME, "sizes", low=min(sizes_axis.default), high=largest)
 
 
 def exact_sizes(typed: str) -> list[int]:
@@ -50,22 +51,24 @@ def exact_sizes(typed: str) -> list[int]:
 
 page.restore("transfers_size_range", "int_range", options)
 page.restore("transfers_custom_sizes", "str", check=lambda typed: exact_sizes(typed) if typed.strip() else None)
-page.restore("transfers_modes", "strs", transfers.MODES)
-page.restore("transfers_directions", "strs", transfers.DIRECTIONS)
+methods = list(ui.axis(transfers.NAME, "methods").values)
+page.restore("transfers_modes", "strs", list(ui.axis(transfers.NAME, "modes").values))
+page.restore("transfers_directions", "strs", list(ui.axis(transfers.NAME, "directions").values))
 page.restore("transfers_include_alloc", "bool")
-page.restore("transfers_method", "str", transfers.METHODS)
+page.restore("transfers_method", "str", methods)
 left, right = st.columns([3, 2])
 with left:
-    low, high = st.select_slider("Transfer sizes (powers of two)", options=options,
-                                 value=(options[0], min(1 * GiB, options[-1])), format_func=format_bytes,
+    low, high = st.select_slider("Transfer sizes (powers of two)", options=options, format_func=format_bytes,
+                                 value=(options[0], min(max(sizes_axis.default), options[-1])),
                                  key="transfers_size_range")
 with right:
-    method = st.radio("Timing", transfers.METHODS, format_func=transfers.METHOD_LABELS.get, key="transfers_method",
+    method = st.radio("Timing", methods, format_func=transfers.METHOD_LABELS.get, key="transfers_method",
                       horizontal=True,
                       help="Latency view: CUDA events around each copy, issue cost included, as one copy in a "
                            "program pays it. Throughput view: back-to-back copies of one buffer between two events, "
                            "at least 1 ms a sample, as bandwidthTest and nvbandwidth time them.")
-    include_alloc = st.toggle("Include allocation", key="transfers_include_alloc", disabled=method == "batched",
+    include_alloc = st.toggle(ui.axis_label(ui.axis(transfers.NAME, "include_alloc")), key="transfers_include_alloc",
+                              disabled=method == "batched",
                               help="Also time allocating the host buffer before each copy, as code that "
                                    "allocates per transfer does. Shown beside the copy-only view (latency view "
                                    "only: batched copies reuse one buffer).")
@@ -76,11 +79,9 @@ with ui.more_settings():
                                       help="Any multiple of 16 bytes. Units: B, KiB, MiB, GiB (2¹⁰ⁿ) or KB, MB, GB "
                                            "(10³ⁿ).")
     with mode_column:
-        modes = st.pills("Memory modes", list(transfers.MODES), selection_mode="multi",
-                         default=list(transfers.MODES), format_func=transfers.MODE_LABELS.get, key="transfers_modes")
-        directions = st.pills("Directions", list(transfers.DIRECTIONS), selection_mode="multi",
-                              default=list(transfers.DIRECTIONS), format_func=lambda d: d.upper(),
-                              key="transfers_directions")
+        modes = ui.axis_choices(transfers.NAME, "modes", "transfers_modes", format_func=transfers.MODE_LABELS.get)
+        directions = ui.axis_choices(transfers.NAME, "directions", "transfers_directions",
+                                     format_func=lambda d: d.upper())
 
 sizes = [s for s in options if low <= s <= high]
 if custom.strip():
