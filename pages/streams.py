@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from gpu.core import overlap, text
-from gpu.core.units import MiB, format_bytes
+from gpu.core.units import format_bytes
 from gpu.experiments import streams
 from gpu.present import headlines, takeaways
 from gpu.present.charts import streams as stream_charts
@@ -34,21 +34,23 @@ def recorded(column: str) -> list:
     return page.recorded_values(streams.NAME, column, run_id)
 
 
+host_axis, order_axis = ui.axis(streams.NAME, "host_memory"), ui.axis(streams.NAME, "issue_orders")
 if live:
     top = streams.max_size(backend.known_limits())
-    size_options = [s for s in (2**p for p in range(24, 36)) if s <= top] or [streams.MIN_SIZE]
-    chunk_options, stream_options = [1, 2, 4, 8, 16, 32, 64], list(range(1, 17))
-    intensity_options = [0, 1, 4, 16, 64, 256, 1024, 2048, 4096, 8192, 16384]
-    host_options, order_options = list(streams.HOST_MEMORY), list(streams.ORDERS)
+    size_options = (ui.axis_powers(streams.NAME, "size_bytes", low=2**24, high=top)
+                    or [ui.axis(streams.NAME, "size_bytes").low])
+    chunk_options, stream_options = ui.axis_powers(streams.NAME, "chunks"), ui.axis_steps(streams.NAME, "streams")
+    intensity_options = list(ui.axis(streams.NAME, "intensities").values)
+    host_options, order_options = list(host_axis.values), list(order_axis.values)
 else:
-    size_options = [4 * e for e in recorded("elements")] or [streams.DEFAULT_SIZE]
+    size_options = [4 * e for e in recorded("elements")] or [ui.axis_default(streams.NAME, "size_bytes")]
     chunk_options, stream_options = recorded("chunks") or [16], recorded("streams") or [4]
-    intensity_options = recorded("intensity") or [0]
+    intensity_options = recorded("intensity") or [ui.axis_default(streams.NAME, "intensities")]
     data = backend.data[(backend.data["experiment"] == streams.NAME)]
     data = data[data["run_id"] == (run_id or backend.recordings(streams.NAME).iloc[0]["run_id"])] \
         if not backend.recordings(streams.NAME).empty else data
-    host_options = [h for h in streams.HOST_MEMORY if h in set(data["host_memory"])] or ["pinned"]
-    order_options = [o for o in streams.ORDERS if o in set(data["issue_order"])] or ["depth_first"]
+    host_options = [h for h in host_axis.values if h in set(data["host_memory"])] or [ui.first_default(host_axis)]
+    order_options = [o for o in order_axis.values if o in set(data["issue_order"])] or [ui.first_default(order_axis)]
 
 page.link_notes()
 page.restore("streams_size", "int", size_options)
@@ -65,29 +67,28 @@ settings = ui.more_settings()
 with settings:
     left, right = st.columns(2)
 with left:
-    size = st.select_slider("Total size", options=size_options, format_func=format_bytes, key="streams_size",
-                            value=256 * MiB if 256 * MiB in size_options else size_options[-1])
-    chunks = st.pills("Chunks", chunk_options, selection_mode="multi", key="streams_chunks",
-                      default=[c for c in streams.DEFAULT_CHUNKS if c in chunk_options] or chunk_options[:1])
-    typed_chunks = st.text_input("…or type chunk counts (1 … 64)", key="streams_chunks_typed", placeholder="e.g. 3, 12")
-    stream_counts = st.pills("Streams", stream_options, selection_mode="multi", key="streams_streams",
-                             default=[s for s in streams.DEFAULT_STREAMS if s in stream_options] or stream_options[:1])
+    size = ui.axis_slider(streams.NAME, "size_bytes", "streams_size", size_options, label="Total size",
+                          format_func=format_bytes)
+    chunks = ui.axis_choices(streams.NAME, "chunks", "streams_chunks", chunk_options)
+    chunk_axis = ui.axis(streams.NAME, "chunks")
+    typed_chunks = st.text_input(f"…or type chunk counts ({chunk_axis.low} … {chunk_axis.high})",
+                                 key="streams_chunks_typed", placeholder="e.g. 3, 12")
+    stream_counts = ui.axis_choices(streams.NAME, "streams", "streams_streams", stream_options)
 with right:
-    host_memory = st.pills("Host memory", host_options, selection_mode="multi", default=host_options,
-                           key="streams_host")
+    host_memory = ui.axis_choices(streams.NAME, "host_memory", "streams_host", host_options)
     pageable_grid = st.toggle("Pageable at every chunk and stream count", key="streams_pageable_grid",
                               disabled="pageable" not in (host_memory or []),
                               help="Off: pageable memory is measured at one configuration that can overlap (16 chunks "
                                    "× 4 streams, or the nearest chosen) with its serial run, which shows that it does "
                                    "not; its pipelines take ~50 ms a sample on an H200. On: the whole grid, as pinned.")
-    intensity = st.select_slider("Kernel intensity (fused multiply-adds per element)", options=intensity_options,
-                                 value=0 if 0 in intensity_options else intensity_options[0], key="streams_intensity",
-                                 help="0: the kernel just copies (copy-bound). Each step adds 2 FLOP per element; "
-                                      "around 2048 the kernel takes as long as the copies on an H200.")
-    orders = st.pills("Issue order", order_options, selection_mode="multi", default=order_options[:1],
-                      format_func=streams.ORDER_LABELS.get, key="streams_orders",
-                      help="Depth-first enqueues each chunk's H2D, kernel and D2H before the next chunk; "
-                           "breadth-first enqueues every H2D, then every kernel, then every D2H.")
+    intensity = ui.axis_slider(streams.NAME, "intensities", "streams_intensity", intensity_options, otherwise=0,
+                               label="Kernel intensity (fused multiply-adds per element)",
+                               help="0: the kernel just copies (copy-bound). Each step adds 2 FLOP per element; "
+                                    "around 2048 the kernel takes as long as the copies on an H200.")
+    orders = ui.axis_choices(streams.NAME, "issue_orders", "streams_orders", order_options, label="Issue order",
+                             format_func=streams.ORDER_LABELS.get,
+                             help="Depth-first enqueues each chunk's H2D, kernel and D2H before the next chunk; "
+                                  "breadth-first enqueues every H2D, then every kernel, then every D2H.")
 
 typed_errors: list[str] = []
 if typed_chunks.strip():

@@ -80,6 +80,7 @@ AXES = (
     harness.Axis("issue_orders", "issue orders", ["depth_first"], values=ORDERS, kind="words",
                  cli_default="depth_first", help="comma-separated: depth_first, breadth_first", cli_flag="--orders"),
     harness.Axis("intensities", "kernel intensities", [0], low=0, high=MAX_INTENSITY,
+                 values=(0, 1, 4, 16, 64, 256, 1024, 2048, 4096, 8192, 16384),  # the page's choices
                  unit="fused multiply-adds per element", kind="ints", cli_default="0",
                  help="comma-separated fused multiply-adds per element"),
     harness.Axis("bidirectional", "bidirectional copies", True, kind="off_switch", cli_default=True,

@@ -138,13 +138,14 @@ def axis_choices(experiment: str, name: str, key: str, options=None, default=Non
                     **kwargs)
 
 
-def axis_slider(experiment: str, name: str, key: str, options: list, label: str | None = None, **kwargs):
+def axis_slider(experiment: str, name: str, key: str, options: list, label: str | None = None, otherwise: int = -1,
+                **kwargs):
     """A slider over ``options`` for one value of the axis: labelled as the axis, at its declared default when
-    offered (else the largest option)."""
+    offered (else at ``options[otherwise]``, the largest by default)."""
     declared = axis(experiment, name)
     default = first_default(declared)
     return st.select_slider(label or axis_label(declared), options=options,
-                            value=default if default in options else options[-1], key=key, **kwargs)
+                            value=default if default in options else options[otherwise], key=key, **kwargs)
 
 
 def block_size_setting(key: str, options: list[int], label: str, placeholder: str, default: int = 256) -> list[int]:
