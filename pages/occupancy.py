@@ -97,14 +97,16 @@ with measured_slot:
     st.subheader("Measured: does occupancy matter?")
     run_id = page.recording(occupancy_sweep.NAME, "occupancy_sweep")
     if live:
-        block_sizes = list(range(32, 1025, 32))
-        extra_options = list(occupancy_sweep.EXTRA_REGS)
-        shared_options = list(range(0, 200 * 1024 + 1, 8 * 1024))
+        block_sizes = list(ui.axis(occupancy_sweep.NAME, "block_sizes").default)
+        extra_options = list(ui.axis(occupancy_sweep.NAME, "extra_registers").values)
+        shared_options = ui.axis_steps(occupancy_sweep.NAME, "dynamic_shared_bytes", 8 * 1024, high=200 * 1024)
     else:
         block_sizes = page.recorded_values(occupancy_sweep.NAME, "block_size", run_id)
-        extra_options = page.recorded_values(occupancy_sweep.NAME, "param_value", run_id) or [0]
-        shared_options = page.recorded_values(occupancy_sweep.NAME, "shared_bytes_per_block", run_id) or [0]
-    page.restore("occupancy_kernels", "strs", list(occupancy_sweep.KERNELS))
+        extra_options = (page.recorded_values(occupancy_sweep.NAME, "param_value", run_id)
+                         or [ui.axis_default(occupancy_sweep.NAME, "extra_registers")])
+        shared_options = (page.recorded_values(occupancy_sweep.NAME, "shared_bytes_per_block", run_id)
+                          or [ui.axis_default(occupancy_sweep.NAME, "dynamic_shared_bytes")])
+    page.restore("occupancy_kernels", "strs", list(ui.axis(occupancy_sweep.NAME, "kernels").values))
     page.restore("occupancy_extra", "int", extra_options)
     page.restore("occupancy_spoiler", "int", shared_options)
     if ui.desk():
@@ -112,9 +114,9 @@ with measured_slot:
     else:  # on stage: the kernels and the spoiler; register pressure folds away
         s1, s3 = st.columns(2)
         s2 = ui.more_settings()
-    kernels = s1.pills("Kernels", list(occupancy_sweep.KERNELS), selection_mode="multi",
-                       default=list(occupancy_sweep.KERNELS), format_func=occupancy_sweep.LABELS.get,
-                       key="occupancy_kernels")
+    with s1:
+        kernels = ui.axis_choices(occupancy_sweep.NAME, "kernels", "occupancy_kernels",
+                                  format_func=occupancy_sweep.LABELS.get)
     extra = s2.select_slider("Register pressure (extra live registers, latency-bound kernel)", options=extra_options,
                              value=extra_options[0], key="occupancy_extra",
                              help="Only the latency-bound kernel gets it: in a one-float-per-thread copy, the "
