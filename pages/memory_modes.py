@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from gpu.core.units import KiB, MiB, SizeError, format_bytes, parse_size_list
+from gpu.core.units import KiB, SizeError, format_bytes, parse_size_list
 from gpu.experiments import batching, host_latency, managed, pools
 from gpu.present import headlines, takeaways
 from gpu.present.charts import memory as memory_charts
@@ -40,11 +40,11 @@ with tab_managed:
             "touch**); an explicit **prefetch** (`cuMemPrefetchAsync`) moves the pages in bulk before the kernel; "
             "once **resident**, managed memory is as fast as device memory.")
     run_id = page.recording(managed.NAME, "managed")
-    size_options = page.axis_options(managed.NAME, "bytes", run_id, [2**p for p in range(20, 34)],
-                                       256 * MiB)
+    size_options = page.axis_options(managed.NAME, "bytes", run_id, ui.axis_powers(managed.NAME, "sizes"),
+                                     axis_name="sizes")
     page.restore("managed_size", "int", size_options)
-    size = st.select_slider("Buffer size", size_options, format_func=format_bytes, key="managed_size",
-                            value=256 * MiB if 256 * MiB in size_options else size_options[-1])
+    size = ui.axis_slider(managed.NAME, "sizes", "managed_size", size_options, label="Buffer size",
+                          format_func=format_bytes)
     frame = page.section(managed.NAME, {"sizes": [int(size)]}, "managed", run_id,
                                  preview=lambda part, suffix: ui.chart(memory_charts.managed_figure(part),
                                                                            key=f"chart_managed{suffix}"))
@@ -70,10 +70,10 @@ with tab_pools:
             "(the driver locks every page), which is why pooled staging buffers matter.")
     run_id = page.recording(pools.NAME, "pools")
     size_options = page.axis_options(pools.NAME, "bytes", run_id, [4 * KiB * 16**i for i in range(6)],
-                                       4 * KiB)
+                                     axis_name="sizes")
     page.restore("pools_sizes", "ints", size_options)
-    chosen = st.pills("Buffer sizes", size_options, selection_mode="multi", default=size_options,
-                      format_func=format_bytes, key="pools_sizes")
+    chosen = ui.axis_choices(pools.NAME, "sizes", "pools_sizes", size_options, default=size_options,
+                             format_func=format_bytes)
     typed = st.text_input("…or type sizes", key="pools_typed", placeholder="e.g. 4KiB, 1MiB:256MiB") if live else ""
     sizes, errors = sorted(chosen or []), []
     if typed.strip():
@@ -100,12 +100,12 @@ with tab_batching:
             "separate copies, packed by the host into one pinned staging buffer first, or (the floor) as one copy "
             "of K·s bytes. Each copy pays a fixed cost α, the latency the Transfers page's model fits.")
     run_id = page.recording(batching.NAME, "batching")
-    piece_options = page.axis_options(batching.NAME, "param_value", run_id,
-                                        [4 * 4**i for i in range(11)], 64)
-    count_options = page.axis_options(batching.NAME, "chunks", run_id, [2**i for i in range(1, 13)], 64)
+    piece_options = page.axis_options(batching.NAME, "param_value", run_id, [4 * 4**i for i in range(11)],
+                                      axis_name="piece_sizes")
+    count_options = page.axis_options(batching.NAME, "chunks", run_id, ui.axis_powers(batching.NAME, "pieces"),
+                                      axis_name="pieces")
     page.restore("batching_count", "int", count_options)
-    count = st.select_slider("Pieces K", count_options, key="batching_count",
-                             value=64 if 64 in count_options else count_options[-1])
+    count = ui.axis_slider(batching.NAME, "pieces", "batching_count", count_options, label="Pieces K")
     fitting = [s for s in piece_options if s * count <= batching.MAX_TOTAL]  # K·s must fit the experiment's cap
     page.restore(f"batching_pieces_{count}", "ints", fitting)
     pieces_chosen = st.pills("Piece sizes s", fitting, selection_mode="multi", default=fitting,
@@ -134,11 +134,12 @@ with tab_latency:
                 "when the chain fits one). It is nvbandwidth's `host_device_latency_sm` pointer chase; where a "
                 "kernel reads host memory a few bytes at a time, this is what each read costs.")
         run_id = page.recording(host_latency.NAME, "host_latency")
-        size_options = page.axis_options(host_latency.NAME, "param_value", run_id, host_latency.DEFAULT_SIZES,
-                                         host_latency.DEFAULT_SIZES[-1])
+        sizes_axis = ui.axis(host_latency.NAME, "sizes")
+        size_options = page.axis_options(host_latency.NAME, "param_value", run_id, list(sizes_axis.default),
+                                         max(sizes_axis.default))
         page.restore("host_latency_sizes", "ints", size_options)
-        sizes = st.pills("Working sets", size_options, selection_mode="multi", default=size_options,
-                         format_func=format_bytes, key="host_latency_sizes")
+        sizes = ui.axis_choices(host_latency.NAME, "sizes", "host_latency_sizes", size_options, default=size_options,
+                                format_func=format_bytes)
         frame = page.section(host_latency.NAME, {"sizes": sorted(sizes or [])}, "host_latency", run_id,
                              preview=lambda part, suffix: ui.chart(memory_charts.host_latency_figure(part),
                                                                    key=f"chart_host_latency{suffix}"))
