@@ -6,12 +6,10 @@ shows on every page where the numbers come from: the live GPU, or recorded runs.
 
 import streamlit as st
 
-from gpu.experiments import registry
 from pages import _shared as shared
 from pages import _ui as ui
 
 st.set_page_config(page_title="PinPoint", page_icon=shared.FAVICON, layout="wide")
-
 
 
 def page(file: str) -> st.Page:
@@ -22,9 +20,15 @@ def page(file: str) -> st.Page:
                    url_path=entry.url_path or None)
 
 
+# Every page, listed (tests/test_registry.py checks that each registered experiment's page is among them).
 navigation = st.navigation([
     page("pages/overview.py"),
-    *(page(file) for file in registry.experiment_pages()),  # each experiment's page, from the registry
+    page("pages/transfers.py"),
+    page("pages/coalescing.py"),
+    page("pages/reductions.py"),
+    page("pages/occupancy.py"),
+    page("pages/streams.py"),
+    page("pages/memory_modes.py"),
     page("pages/runs.py"),
     page("pages/compare.py"),
     page("pages/talk.py"),
