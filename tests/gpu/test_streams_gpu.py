@@ -52,6 +52,26 @@ def test_the_duplex_rate_is_below_the_sum_of_the_solo_rates_and_bounds_a_copy_bo
     assert row["pipeline_ms"] >= 0.97 * row["bound_ms"]  # a bound the pipeline cannot beat by more than noise
 
 
+def test_a_staged_pipeline_runs_each_stage_on_its_stream_verified_and_near_the_duplex_bound(live_backend):
+    frame = live_backend.submit("streams", {"size_bytes": 256 * MiB, "chunks": [32], "streams": [4],
+                                            "host_memory": ["pinned"], "issue_orders": ["depth_first", "staged"],
+                                            "profile": "interactive"}).outcome()
+    assert frame["verified"].all()
+    table = overlap.pipeline_table(frame).set_index("issue_order")
+    staged, round_robin = table.loc["staged"], table.loc["depth_first"]
+    print(f"\nstaged {staged['pipeline_ms']:.3f} ms ({staged['vs_bound']:.3f}x the duplex-aware bound), depth-first "
+          f"4 streams {round_robin['pipeline_ms']:.3f} ms ({round_robin['vs_bound']:.3f}x)")
+    timeline = overlap.decode_intervals(staged["intervals"])
+    assert timeline.groupby("op")["stream"].unique().map(list).to_dict() == {"h2d": [0], "kernel": [1], "d2h": [2]}
+    # each chunk's kernel is reached only once its H2D has ended, and its D2H once its kernel has: the events
+    # chain the stages (a mark before an operation is recorded after the stream's wait for the hand-off)
+    by_chunk = timeline.pivot_table(index="chunk", columns="op", values=["ready_ms", "end_ms"])
+    assert (by_chunk[("ready_ms", "kernel")] >= by_chunk[("end_ms", "h2d")] - 1e-3).all()
+    assert (by_chunk[("ready_ms", "d2h")] >= by_chunk[("end_ms", "kernel")] - 1e-3).all()
+    assert staged["streams"] == 3 and staged["pipeline_ms"] < 0.7 * staged["serial_ms"]
+    assert 0.97 <= staged["vs_bound"] < 1.15
+
+
 def test_managed_memory_cases_are_verified_and_first_touch_pays_migration(live_backend):
     frame = live_backend.submit("managed", {"sizes": [256 * MiB], "profile": "interactive"}).outcome()
     gbps = frame.set_index("variant")["gbps"]

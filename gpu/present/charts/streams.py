@@ -98,17 +98,28 @@ def breakdown_figure(row, frame: pd.DataFrame) -> go.Figure:
 
 
 def sweep_figure(table: pd.DataFrame, frame: pd.DataFrame) -> go.Figure:
-    """Pipeline time vs streams, one line per chunk count, with the serial and bound lines. Chunk counts whose serial
-    (or bound) times are within 1.5 % of the chart's span share one line, named after all of them: drawn apart, one
-    line would hide the others under it."""
+    """Pipeline time vs streams, one line per chunk count (one issue order), with the serial and bound lines, and
+    each staged pipeline as a diamond at its 3 streams. Chunk counts whose serial (or bound) times are within 1.5 %
+    of the chart's span share one line, named after all of them: drawn apart, one line would hide the others."""
     fig = go.Figure()
     values = table[["pipeline_ms", "serial_ms", "bound_ms"]].to_numpy(dtype=float)
     values = values[np.isfinite(values)]
     tolerance = 0.015 * (values.max() - values.min()) if values.size else 0.0
     levels: dict[str, list[dict]] = {"serial_ms": [], "bound_ms": []}
-    for i, (chunks, part) in enumerate(table.groupby("chunks")):
+    colors = {c: CHUNK_COLORS[i % len(CHUNK_COLORS)] for i, c in enumerate(sorted(table["chunks"].unique()))}
+    staged = table[table["issue_order"] == "staged"]
+    for chunks, part in staged.groupby("chunks"):  # one point each: a staged pipeline has its own 3 streams
+        fig.add_trace(go.Scatter(
+            x=part["streams"], y=part["pipeline_ms"], mode="markers", name=f"{chunks} chunks, one stream per stage",
+            legendgroup=str(chunks), marker={"color": colors[chunks], "symbol": "diamond", "size": 13,
+                                             "line": {"color": "#222", "width": 1}},
+            customdata=np.column_stack([part["efficiency"] * 100, part["speedup"], part["cv"] * 100]),
+            hovertemplate=(f"{chunks} chunks, one stream per stage: %{{y:.3f}} ms<br>overlap efficiency "
+                           "%{customdata[0]:.0f} % · %{customdata[1]:.2f}× serial · cv %{customdata[2]:.2f} %"
+                           "<extra></extra>")))
+    for chunks, part in table[table["issue_order"] != "staged"].groupby("chunks"):
         part = part.sort_values("streams")
-        color = CHUNK_COLORS[i % len(CHUNK_COLORS)]
+        color = colors[chunks]
         fig.add_trace(go.Scatter(
             x=part["streams"], y=part["pipeline_ms"], mode="lines+markers", name=text.count(int(chunks), "chunk"),
             legendgroup=str(chunks), line={"color": color},
