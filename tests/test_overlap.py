@@ -33,9 +33,11 @@ def test_staged_gives_each_stage_its_stream_and_chains_each_chunk_across_them():
     assert records == {0, 1, 3, 4, 6, 7}
 
 
-def test_round_robin_plans_need_no_handoffs():
+def test_round_robin_plans_and_the_bidirectional_pair_need_no_handoffs():
     for order in ("depth_first", "breadth_first"):
         assert overlap.handoffs(overlap.issue_plan(8, 4, order)) == ({}, set())
+    # one H2D and one D2H of the same buffer on two streams run at once: no stage lies between them to wait for
+    assert overlap.handoffs([(0, "h2d", 0), (1, "d2h", 0)]) == ({}, set())
 
 
 def test_pipeline_configs_measure_staged_once_on_its_own_streams():

@@ -91,14 +91,16 @@ def pipeline_configs(stream_counts, orders) -> list[tuple[int, str]]:
 
 
 def handoffs(plan) -> tuple[dict[int, int], set[int]]:
-    """Where a chunk's next stage runs on another stream than its previous one: ``waits`` maps an operation's
-    index to the index of the operation it must wait for (through an event), ``records`` lists the operations
-    after which that event is recorded. Empty for round-robin plans, whose chunks stay on one stream."""
+    """Where a chunk's next stage (H2D → kernel → D2H) runs on another stream than the stage before it: ``waits``
+    maps an operation's index to the index of the operation it must wait for (through an event), ``records`` lists
+    the operations after which that event is recorded. Empty for round-robin plans, whose chunks stay on one
+    stream, and for two copies that are not consecutive stages (the bidirectional pair runs at once)."""
     last: dict[int, int] = {}
     waits, records = {}, set()
-    for i, (stream, _, chunk) in enumerate(plan):
+    for i, (stream, op, chunk) in enumerate(plan):
         previous = last.get(chunk)
-        if previous is not None and plan[previous][0] != stream:
+        if previous is not None and plan[previous][0] != stream \
+                and STAGES.index(op) == STAGES.index(plan[previous][1]) + 1:
             waits[i] = previous
             records.add(previous)
         last[chunk] = i
