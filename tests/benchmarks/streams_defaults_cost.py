@@ -36,7 +36,7 @@ def main() -> None:
 
     from gpu.experiments import streams
 
-    path = sys.argv[1] if len(sys.argv) > 1 else ROOT / "assets/replay/streams_nvidia-h200_2026-11-22.parquet"
+    path = sys.argv[1] if len(sys.argv) > 1 else ROOT / "assets/replay/streams_nvidia-h200_2026-11-23.parquet"
     recorded = pd.read_parquet(path)
     for label, raw in (("default (pageable lesson only)", {}),
                        ("pageable at every configuration", {"pageable_grid": True}),
