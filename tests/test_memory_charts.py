@@ -67,6 +67,21 @@ def test_managed_reference_lines_keep_the_log_axis_near_its_data():
     assert fig.layout.yaxis.type == "log" and fig.layout.yaxis.exponentformat == "none"
 
 
+def test_streams_sweep_draws_a_staged_pipeline_as_one_point_beside_the_round_robin_lines():
+    table = rows([{"chunks": c, "streams": s, "issue_order": o, "pipeline_ms": p, "serial_ms": 10.0 + c,
+                   "bound_ms": 5.0, "efficiency": 0.5, "speedup": 1.5, "cv": 0.01}
+                  for c, s, o, p in ((16, 1, "depth_first", 10.0), (16, 4, "depth_first", 6.0),
+                                     (16, 3, "staged", 5.7), (32, 4, "depth_first", 5.9), (32, 3, "staged", 5.6))])
+    fig = stream_charts.sweep_figure(table, table.assign(device_name="GPU", timestamp="2026", backend="replay",
+                                                         profile="precise"))
+    staged = [t for t in fig.data if "one stream per stage" in t.name]
+    assert [(t.name, list(t.x), list(t.y), t.mode) for t in staged] == [
+        ("16 chunks, one stream per stage", [3], [5.7], "markers"), ("32 chunks, one stream per stage", [3], [5.6],
+                                                                      "markers")]
+    lines = {t.name: list(t.x) for t in fig.data if t.mode == "lines+markers"}
+    assert lines == {"16 chunks": [1, 4], "32 chunks": [4]}  # the staged points are not on the round-robin lines
+
+
 def test_streams_sweep_draws_one_line_for_chunk_counts_whose_serial_times_coincide():
     table = rows([{"chunks": c, "streams": s, "pipeline_ms": p, "serial_ms": serial, "bound_ms": 5.0,
                    "efficiency": 0.5, "speedup": 1.5, "cv": 0.01}

@@ -107,7 +107,8 @@ def sweep_figure(table: pd.DataFrame, frame: pd.DataFrame) -> go.Figure:
     tolerance = 0.015 * (values.max() - values.min()) if values.size else 0.0
     levels: dict[str, list[dict]] = {"serial_ms": [], "bound_ms": []}
     colors = {c: CHUNK_COLORS[i % len(CHUNK_COLORS)] for i, c in enumerate(sorted(table["chunks"].unique()))}
-    staged = table[table["issue_order"] == "staged"]
+    is_staged = table["issue_order"] == "staged" if "issue_order" in table else pd.Series(False, index=table.index)
+    staged = table[is_staged]
     for chunks, part in staged.groupby("chunks"):  # one point each: a staged pipeline has its own 3 streams
         fig.add_trace(go.Scatter(
             x=part["streams"], y=part["pipeline_ms"], mode="markers", name=f"{chunks} chunks, one stream per stage",
@@ -117,7 +118,7 @@ def sweep_figure(table: pd.DataFrame, frame: pd.DataFrame) -> go.Figure:
             hovertemplate=(f"{chunks} chunks, one stream per stage: %{{y:.3f}} ms<br>overlap efficiency "
                            "%{customdata[0]:.0f} % · %{customdata[1]:.2f}× serial · cv %{customdata[2]:.2f} %"
                            "<extra></extra>")))
-    for chunks, part in table[table["issue_order"] != "staged"].groupby("chunks"):
+    for chunks, part in table[~is_staged].groupby("chunks"):
         part = part.sort_values("streams")
         color = colors[chunks]
         fig.add_trace(go.Scatter(
