@@ -1,0 +1,82 @@
+"""serve.py, PinPoint's server, without a browser: the page HTML that tells Streamlit's frontend where its server is
+(and that the installed frontend still reads it), and the routes that answer it. tests/test_stage_browser.py loads
+every page through the real server."""
+
+import asyncio
+import importlib
+from pathlib import Path
+
+import pytest
+from streamlit import config
+
+from pages._shared import PAGES
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def serve():
+    before = config._main_script_path
+    module = importlib.import_module("serve")
+    config._main_script_path = before  # building serve's st.App records app.py as the script: not for other tests
+    return module
+
+
+def asgi_get(app, path: str, headers: dict[str, str] | None = None, method: str = "GET"):
+    """(status, headers, body) of one request to an ASGI app."""
+    scope = {"type": "http", "method": method, "path": path, "raw_path": path.encode(), "query_string": b"",
+             "root_path": "", "scheme": "http", "server": ("127.0.0.1", 80), "client": ("127.0.0.1", 1),
+             "headers": [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()], "http_version": "1.1"}
+    sent = []
+
+    async def receive():
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message):
+        sent.append(message)
+
+    asyncio.run(app(scope, receive, send))
+    start = next(m for m in sent if m["type"] == "http.response.start")
+    body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+    return start["status"], {k.decode(): v.decode() for k, v in start["headers"]}, body
+
+
+def test_the_installed_frontend_still_takes_its_server_from_window_streamlit(serve):
+    """The contract serve.py relies on: the bundle that probes _stcore/health reads window.__streamlit's
+    BACKEND_BASE_URL (Streamlit 1.67's frontend does). If an upgrade drops it, the 404s come back: this fails first."""
+    bundles = [p.read_text(encoding="utf-8", errors="replace") for p in (serve.STATIC / "static" / "js").glob("*.js")]
+    probing = [text for text in bundles if "_stcore/health" in text and "_stcore/host-config" in text]
+    assert probing, "no frontend file probes _stcore/health any more: check how the frontend finds its server"
+    assert all("window.__streamlit" in text and "BACKEND_BASE_URL" in text for text in probing)
+
+
+def test_the_page_html_names_the_server_before_any_of_the_frontends_scripts(serve):
+    html = serve.page_html()
+    assert html.count(serve.BASE_SCRIPT) == 1
+    assert html.index(serve.BASE_SCRIPT) < html.index("<script type=\"module\"") < html.index("</head>")
+    assert html.replace("\n    " + serve.BASE_SCRIPT, "") == (serve.STATIC / "index.html").read_text(encoding="utf-8")
+    with pytest.raises(RuntimeError, match="no single <head>"):
+        serve.page_html("<html><body></body></html>")
+
+
+def test_every_page_address_answers_the_page_html_and_the_root_is_left_to_streamlit(serve):
+    from starlette.routing import Router
+
+    routes = serve.page_routes()
+    assert sorted(r.path for r in routes) == sorted(f"/{p.url_path}" for p in PAGES if p.url_path)
+    router = Router(routes=routes)
+    status, headers, body = asgi_get(router, "/transfers")
+    assert status == 200 and body.decode() == serve.page_html()
+    assert headers["content-type"].startswith("text/html") and headers["cache-control"] == "no-cache"
+    assert asgi_get(router, "/transfers", method="HEAD")[0] == 200
+    assert asgi_get(router, "/")[0] == 404  # not one of these routes: Streamlit's own index.html answers there
+    assert asgi_get(router, "/transfers/_stcore/health")[0] == 404
+
+
+def test_under_a_base_url_path_the_page_addresses_carry_it(serve):
+    before = config.get_option("server.baseUrlPath")
+    config.set_option("server.baseUrlPath", "/pinpoint/")
+    try:
+        assert "/pinpoint/transfers" in [r.path for r in serve.page_routes()]
+    finally:
+        config.set_option("server.baseUrlPath", before)
