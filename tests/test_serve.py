@@ -80,3 +80,33 @@ def test_under_a_base_url_path_the_page_addresses_carry_it(serve):
         assert "/pinpoint/transfers" in [r.path for r in serve.page_routes()]
     finally:
         config.set_option("server.baseUrlPath", before)
+
+
+def test_the_warm_up_runs_the_pages_import_lines_and_the_lazy_heavy_ones(serve):
+    statements = serve.page_imports()
+    assert {"import pandas as pd", "from pages import _ui as ui", "from gpu.results import compare, report",
+            "import scipy.stats"} <= set(statements)
+    assert not [s for s in statements if "__future__" in s] and len(statements) == len(set(statements))
+
+
+def test_the_warm_up_loads_the_shared_recordings_freezes_them_and_logs_what_fails(serve, monkeypatch, caplog):
+    import gc
+    import sys
+
+    import streamlit as st
+
+    from pages import _ui
+
+    st.cache_resource.clear()
+    monkeypatch.setattr(serve, "LAZY_IMPORTS", serve.LAZY_IMPORTS + ("import pinpoint_no_such_module",))
+    serve.LOG.addHandler(caplog.handler)
+    try:
+        serve.prepare()
+        frozen = gc.get_freeze_count()
+    finally:
+        gc.unfreeze()
+        serve.LOG.removeHandler(caplog.handler)
+    assert "scipy.stats" in sys.modules and frozen > 10_000
+    assert _ui.replay_backend() is _ui.replay_backend()  # loaded by the warm-up, shared from then on
+    text = caplog.text
+    assert "'import pinpoint_no_such_module' failed" in text and "objects frozen out of the garbage collector" in text
