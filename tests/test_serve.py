@@ -4,6 +4,7 @@ every page through the real server."""
 
 import asyncio
 import importlib
+import re
 from pathlib import Path
 
 import pytest
@@ -27,10 +28,13 @@ def asgi_get(app, path: str, headers: dict[str, str] | None = None, method: str 
     scope = {"type": "http", "method": method, "path": path, "raw_path": path.encode(), "query_string": b"",
              "root_path": "", "scheme": "http", "server": ("127.0.0.1", 80), "client": ("127.0.0.1", 1),
              "headers": [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()], "http_version": "1.1"}
-    sent = []
+    sent, asked = [], []
 
     async def receive():
-        return {"type": "http.request", "body": b"", "more_body": False}
+        if not asked:
+            asked.append(True)
+            return {"type": "http.request", "body": b"", "more_body": False}
+        await asyncio.Event().wait()  # the client stays connected until the answer is complete
 
     async def send(message):
         sent.append(message)
@@ -110,3 +114,59 @@ def test_the_warm_up_loads_the_shared_recordings_freezes_them_and_logs_what_fail
     assert _ui.replay_backend() is _ui.replay_backend()  # loaded by the warm-up, shared from then on
     text = caplog.text
     assert "'import pinpoint_no_such_module' failed" in text and "objects frozen out of the garbage collector" in text
+
+
+def test_the_frontend_files_are_answered_from_memory_as_streamlit_answers_them(serve):
+    from streamlit.web.server.starlette.starlette_static_routes import create_streamlit_static_handler
+
+    streamlit_files = create_streamlit_static_handler(str(serve.STATIC), None)
+    passed_on = []
+
+    async def streamlit(scope, receive, send):
+        passed_on.append(scope["path"])
+        await streamlit_files(scope, receive, send)
+
+    files = serve.FrontendFiles(streamlit, prefix="")
+    index = (serve.STATIC / "index.html").read_text(encoding="utf-8")
+    addresses = [f"/{part}" for part in re.findall(r'href="\./(static/[^"]+)"', index)
+                 + re.findall(r'src="\./(static/[^"]+)"', index)]
+    assert any(a.endswith(".js") for a in addresses) and any(a.endswith(".css") for a in addresses)
+    assert any(a.endswith(".woff2") for a in addresses)
+    for address in addresses:
+        status, headers, body = asgi_get(files, address)
+        assert not passed_on, address
+        expected = asgi_get(streamlit_files, address)
+        assert status == expected[0] == 200 and body == expected[2] == (serve.STATIC / address[1:]).read_bytes()
+        assert headers["content-type"] == expected[1]["content-type"], address
+        assert headers["cache-control"] == expected[1]["cache-control"] == serve.IMMUTABLE, address
+        assert headers["content-length"] == str(len(body))
+    kept = dict(files.responses)
+    assert set(kept) == set(addresses)
+    assert asgi_get(files, addresses[0])[0] == 200 and files.responses[addresses[0]] is kept[addresses[0]]  # read once
+
+
+@pytest.mark.parametrize("address,headers,method", [
+    ("/", {}, "GET"),  # not a frontend file
+    ("/static/js/not-a-file.js", {}, "GET"),
+    ("/static/../index.html", {}, "GET"),
+    ("/static/js/{bundle}", {"Range": "bytes=0-9"}, "GET"),  # ranged and conditional requests: Streamlit's answer
+    ("/static/js/{bundle}", {"If-None-Match": '"x"'}, "GET"),
+    ("/static/js/{bundle}", {}, "HEAD"),
+])
+def test_anything_else_goes_on_to_streamlit(serve, address, headers, method):
+    bundle = next((serve.STATIC / "static" / "js").glob("index.*.js")).name
+    passed_on = []
+
+    async def streamlit(scope, receive, send):
+        passed_on.append(scope["path"])
+        await send({"type": "http.response.start", "status": 299, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    files = serve.FrontendFiles(streamlit, prefix="")
+    assert asgi_get(files, address.format(bundle=bundle), headers, method)[0] == 299
+    assert passed_on == [address.format(bundle=bundle)] and not files.responses
+
+
+def test_under_a_base_url_path_the_frontend_files_carry_it(serve):
+    files = serve.FrontendFiles(None, prefix="/pinpoint")
+    assert files.files and all(address.startswith("/pinpoint/static/") for address in files.files)
