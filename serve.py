@@ -35,6 +35,7 @@ from starlette.routing import Route
 from streamlit import config, file_util
 from streamlit.logger import get_logger
 
+from gpu.experiments.registry import EXPERIMENTS
 from pages import _ui
 from pages._shared import PAGES
 
@@ -123,9 +124,9 @@ def page_imports() -> list[str]:
 
 def prepare() -> None:
     """What the first page views would otherwise pay for: the pages' imports, the replay backend (every recording
-    read and checked) and the runs catalog (both st.cache_resource, shared by all sessions); then what they left in
-    memory is frozen out of the garbage collector. A step that fails is logged and left to the page view that needs
-    it, which shows the error as before."""
+    read and checked, and listed per experiment) and the runs catalog (both st.cache_resource, shared by all
+    sessions); then what they left in memory is frozen out of the garbage collector. A step that fails is logged
+    and left to the page view that needs it, which shows the error as before."""
     started = time.process_time()
     for statement in page_imports():
         try:
@@ -133,7 +134,9 @@ def prepare() -> None:
         except Exception:  # noqa: BLE001  (the page that imports it shows the error)
             LOG.warning("warm-up: %r failed", statement, exc_info=True)
     try:
-        _ui.replay_backend()
+        replay = _ui.replay_backend()
+        for experiment in EXPERIMENTS:  # its list of recordings per experiment, which Overview shows in full
+            replay.recordings(experiment)
         _ui.run_catalog()  # a store that cannot be opened is not cached: Runs and Compare say why
     except Exception:  # noqa: BLE001  (the pages that need them show the error)
         LOG.warning("warm-up: loading the recordings failed", exc_info=True)

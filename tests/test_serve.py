@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from streamlit import config
 
+from gpu.experiments.registry import EXPERIMENTS
 from pages._shared import PAGES
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -112,6 +113,7 @@ def test_the_warm_up_loads_the_shared_recordings_freezes_them_and_logs_what_fail
         serve.LOG.removeHandler(caplog.handler)
     assert "scipy.stats" in sys.modules and frozen > 10_000
     assert _ui.replay_backend() is _ui.replay_backend()  # loaded by the warm-up, shared from then on
+    assert set(EXPERIMENTS) <= set(_ui.replay_backend()._recordings)  # and its recordings listed per experiment
     text = caplog.text
     assert "'import pinpoint_no_such_module' failed" in text and "objects frozen out of the garbage collector" in text
 
