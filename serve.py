@@ -9,9 +9,9 @@ every page exactly as ``streamlit run app.py`` does, with three additions.
   at once; the websocket, page links and query parameters are the root's, as before.
 - **The first visitor does not pay for the server's start.** The modules the pages import (pandas, Plotly, SciPy's
   stats, PinPoint's own), the replay recordings and the runs catalog are loaded before the server answers its first
-  request (~2 s of CPU later than it would), not inside the first page view. What they leave in memory is then
-  frozen out of the garbage collector, which Streamlit runs after every script run: each run then walks only what
-  is new since, not the whole heap (~0.14 s of CPU per page view before).
+  request (healthy after 3.4 s of CPU instead of 0.6 s), not inside the first page view. What they leave in memory
+  is then frozen out of the garbage collector, which Streamlit runs after every script run: each run then walks
+  only what is new since, not the whole heap (~0.14 s of CPU per page view before).
 - **Streamlit's frontend files are answered from memory.** A browser's first visit fetches about 120 of them
   (/static/…, 11 MB); through Streamlit's file serving, each one a few thread hops and the whole middleware stack,
   they cost ~0.2 s of the server's CPU per visit. They are content-hashed and served as immutable, so each is read
