@@ -23,7 +23,7 @@ $(VENV)/.dev: requirements.txt requirements-dev.txt | $(BIN)/python
 	touch $@
 
 app: $(VENV)/.app
-	$(BIN)/streamlit run app.py
+	$(BIN)/streamlit run serve.py
 
 # The browser test needs Debian's chromium and the store tests a PostgreSQL server; install them when we can
 # (root), otherwise those tests are skipped with the reason.

@@ -1,4 +1,5 @@
-"""PinPoint: a live GPU memory-performance lab. Run with ``streamlit run app.py``.
+"""PinPoint: a live GPU memory-performance lab. Run with ``streamlit run serve.py`` (PinPoint's server, which runs
+this script; ``streamlit run app.py`` runs it too, without what serve.py adds).
 
 Routes explicitly with ``st.navigation`` (so Streamlit ignores its legacy auto-discovery of pages/) and
 shows on every page where the numbers come from: the live GPU, or recorded runs.

@@ -1,4 +1,5 @@
-"""`streamlit run app.py` for the browser tests: on a free loopback port, healthy before it is used, stopped after."""
+"""`streamlit run serve.py` (PinPoint's server) for the browser tests: on a free loopback port, healthy before it is
+used, stopped after."""
 
 import os
 import socket
@@ -28,7 +29,7 @@ def streamlit_app(**env):
     throwaway store (conftest) unless ``env`` names another."""
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port", str(port),
+        [sys.executable, "-m", "streamlit", "run", "serve.py", "--server.headless", "true", "--server.port", str(port),
          "--server.address", "127.0.0.1", "--server.fileWatcherType", "none"],
         cwd=ROOT, env={**os.environ, "PINPOINT_BACKEND": "replay", **env},
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT)

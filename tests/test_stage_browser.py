@@ -7,6 +7,7 @@ import re
 
 import pytest
 
+from pages._shared import PAGES as ENTRIES
 from tests.browser_helper import CHROMIUM
 from tests.test_browser import server  # noqa: F401  (one streamlit server per module)
 
@@ -137,9 +138,9 @@ def open_page(browser, errors: list[str]):
 
 
 def link(address: str, path: str, query: str = "") -> str:
-    """The address PinPoint hands out for a page (pages._ui.url_state.view_link): the root, with the page in ?page=.
-    Loaded at a page's own path (/transfers), Streamlit's frontend would first probe /transfers/_stcore/health and
-    …/host-config (two 404s in the console, streamlit/streamlit#7074); loaded at the root it does not."""
+    """The address PinPoint hands out for a page (pages._ui.url_state.view_link): the root, with the page in ?page=,
+    which loads cleanly under any server. A page's own address (/transfers) loads cleanly under serve.py: see
+    test_every_page_address_typed_or_reloaded_loads_without_a_404."""
     return f"{address}/?" + "&".join(([f"page={path}"] if path else []) + ([query] if query else []))
 
 
@@ -215,4 +216,49 @@ def test_every_talk_scene_reached_with_the_arrow_key_fits_the_stage(server, brow
         problems.append("after Esc the talk keeps its stage fonts")
     page.close()
     problems += [f"console: {e}" for e in errors]
+    assert not problems, "\n".join(problems)
+
+
+def test_every_page_address_typed_or_reloaded_loads_without_a_404(server, browser):  # noqa: F811
+    """Every page at its own address (/transfers, /transfers?present=1, …), typed and then reloaded, as serve.py
+    serves it: no failed request (Streamlit's frontend would otherwise probe /transfers/_stcore/health and
+    …/host-config first: two 404s), no console error, its chart drawn, the address kept, one websocket to the root
+    open; and at the desk its menu still opens the next page over that websocket."""
+    problems, errors, failed, sockets = [], [], [], []
+    page = open_page(browser, errors)
+    page.on("response", lambda r: r.status >= 400 and failed.append(f"{r.status} {r.url}"))
+    page.on("websocket", lambda socket: sockets.append(socket))
+    stream = server.replace("http://", "ws://") + "/_stcore/stream"
+    paths = [entry.url_path for entry in ENTRIES]
+    for number, path in enumerate(paths):
+        name, drawn = path or "overview", path in CHART_PAGES or path == "talk"
+        for present in (False, True):
+            for how in ("typed", "reloaded"):
+                where = f"{name} ({'stage' if present else 'desk'}, {how})"
+                if how == "typed":
+                    page.goto(f"{server}/{path}" + ("?present=1" if present else ""))
+                else:
+                    page.reload()
+                settle(page, chart=drawn)
+                problems += check_address(page, path, where)
+                if drawn and not page.locator(".js-plotly-plot .main-svg").count():
+                    problems.append(f"{where}: no chart drawn")
+                if page.locator("[data-testid='stException']").count():
+                    problems.append(f"{where}: an exception is shown")
+                if not sockets or sockets[-1].url != stream or sockets[-1].is_closed():
+                    problems.append(f"{where}: the websocket is {sockets[-1].url if sockets else 'missing'}"
+                                    f"{' (closed)' if sockets and sockets[-1].is_closed() else ''}, not {stream}")
+            if not present:  # the menu opens the next page over the same websocket
+                following = ENTRIES[(number + 1) % len(ENTRIES)]
+                opened, title = len(sockets), page.locator("h1").first.inner_text()
+                page.locator("[data-testid='stSidebarNav'] a").filter(has_text=following.title).first.click()
+                page.wait_for_function("(path) => window.location.pathname === path", arg=f"/{following.url_path}",
+                                       timeout=60_000)
+                page.wait_for_function("(title) => { const h = document.querySelector('h1'); "
+                                       "return h && h.innerText !== title; }", arg=title, timeout=60_000)
+                settle(page, chart=following.url_path in CHART_PAGES or following.url_path == "talk")
+                if len(sockets) != opened or sockets[-1].is_closed():
+                    problems.append(f"{name} (desk): opening {following.title} from the menu reconnected")
+    page.close()
+    problems += [f"failed request: {f}" for f in failed] + [f"console: {e}" for e in errors]
     assert not problems, "\n".join(problems)

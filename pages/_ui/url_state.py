@@ -17,9 +17,9 @@ URL_RESERVED = ("run", "present")  # read by every page (app.py); the talk's ``s
 
 # PinPoint's links address the app's root and name the page in ``?page=`` (/?page=transfers&…). Streamlit's
 # frontend, loaded straight at a page's path (/transfers), first looks for its server one level down
-# (/transfers/_stcore/health and …/host-config: two 404s in the browser's console), then at the root; loaded at the
-# root it asks the root only. Its candidates come from window.location, or from a ``window.__streamlit`` object
-# that only a script in Streamlit's own index.html could set, so no server option changes them.
+# (/transfers/_stcore/health and …/host-config: two 404s in the browser's console), then at the root, unless the
+# page names the server in ``window.__streamlit``, as serve.py's answer at every page's address does. Loaded at
+# the root it asks the root only, whichever server runs the app (``streamlit run app.py`` too).
 LINK_PAGE = "page"
 
 

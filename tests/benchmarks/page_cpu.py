@@ -1,10 +1,11 @@
 """Server CPU per page view (prints, does not assert; targets: ≤ 0.5 s per page view, ≤ 1 s for Compare).
 
-Starts ``streamlit run app.py`` in replay mode (with a throwaway runs store), opens each page in headless Debian
-Chromium (Playwright) at 1920×1080, waits until the script has finished and its charts are drawn, and reads the
-server process's CPU time (user + system, from /proc/<pid>/stat) before and after. Each page is visited twice,
-each time in a new browser tab (a new Streamlit session, as a second reviewer opening the same link): the first
-view after the server starts, and a repeat view. Wall time is until the page's script is done and its charts drawn.
+Starts the app as ``make app`` does (``streamlit run serve.py``; ``app.py`` in a checkout without serve.py) in
+replay mode (with a throwaway runs store), opens each page in headless Debian Chromium (Playwright) at 1920×1080,
+waits until the script has finished and its charts are drawn, and reads the server process's CPU time (user +
+system, from /proc/<pid>/stat) before and after. Each page is visited twice, each time in a new browser tab (a new
+Streamlit session, as a second reviewer opening the same link): the first view after the server starts, and a
+repeat view. Wall time is until the page's script is done and its charts drawn.
 
 Run: ``python3 tests/benchmarks/page_cpu.py [--pages transfers,compare] [--present] [--root OTHER_CHECKOUT]`` (Linux,
 /usr/bin/chromium). CPU time grows when other processes compete for the cores: compare checkouts in turns.
@@ -41,10 +42,16 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def script(root: Path) -> str:
+    """What ``make app`` runs in that checkout."""
+    return "serve.py" if (root / "serve.py").is_file() else "app.py"
+
+
 def start_server(port: int, store: str, root: Path = ROOT) -> subprocess.Popen:
     process = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port", str(port),
-         "--server.address", "127.0.0.1", "--server.fileWatcherType", "none", "--browser.gatherUsageStats", "false"],
+        [sys.executable, "-m", "streamlit", "run", script(root), "--server.headless", "true", "--server.port",
+         str(port), "--server.address", "127.0.0.1", "--server.fileWatcherType", "none",
+         "--browser.gatherUsageStats", "false"],
         cwd=root, env={**os.environ, "PINPOINT_BACKEND": "replay", "PINPOINT_DB_URL": f"sqlite:///{store}"},
         stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 90
@@ -109,7 +116,8 @@ def main() -> None:
                 browser = p.chromium.launch(executable_path=CHROMIUM, args=[
                     "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                     "--disable-component-update", "--no-first-run"])
-                print(f"server CPU per page view (s), replay, {os.cpu_count()} CPUs; wall s until drawn in brackets")
+                print(f"server CPU per page view (s), streamlit run {script(args.root)}, replay, "
+                      f"{os.cpu_count()} CPUs; wall s until drawn in brackets")
                 print(f"{'page':<14}" + "".join(f"{'view ' + str(i + 1):>18}" for i in range(args.repeats)))
                 for path in args.pages.split(","):
                     url = f"http://127.0.0.1:{port}/{path}" + ("?present=1" if args.present else "")

@@ -1,0 +1,156 @@
+"""PinPoint's server. Run with ``streamlit run serve.py``: Streamlit's own server (``st.App``) runs app.py and
+every page exactly as ``streamlit run app.py`` does, with three additions.
+
+- **A page's own address loads cleanly.** Loaded at /transfers (typed, or reloaded), Streamlit's frontend takes its
+  server to be one level down and probes /transfers/_stcore/health and …/host-config before the root: two 404s in
+  the browser's console. It takes its candidates from ``window.__streamlit.BACKEND_BASE_URL`` when a page sets it,
+  else from the address. Here every page's address answers Streamlit's own index.html with one script in front
+  that sets it to the address's parent (the app's root, also under a path prefix), so the frontend asks the root
+  at once; the websocket, page links and query parameters are the root's, as before.
+- **The first visitor does not pay for the server's start.** The modules the pages import (pandas, Plotly, SciPy's
+  stats, PinPoint's own), the replay recordings and the runs catalog are loaded before the server answers its first
+  request (healthy after 3.4 s of CPU instead of 0.6 s), not inside the first page view. What they leave in memory
+  is then frozen out of the garbage collector, which Streamlit runs after every script run: each run then walks
+  only what is new since, not the whole heap (~0.14 s of CPU per page view before).
+- **Streamlit's frontend files are answered from memory.** A browser's first visit fetches about 120 of them
+  (/static/…, 11 MB); through Streamlit's file serving, each one a few thread hops and the whole middleware stack,
+  they cost ~0.2 s of the server's CPU per visit. They are content-hashed and served as immutable, so each is read
+  once per server process and answered from memory with the same type and caching headers.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import gc
+import mimetypes
+import time
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import streamlit as st
+from starlette.middleware import Middleware
+from starlette.responses import HTMLResponse, Response
+from starlette.routing import Route
+from streamlit import config, file_util
+from streamlit.logger import get_logger
+
+from gpu.experiments.registry import EXPERIMENTS
+from pages import _ui
+from pages._shared import PAGES
+
+ROOT = Path(__file__).resolve().parent
+STATIC = Path(file_util.get_static_dir())
+LOG = get_logger("pinpoint.serve")
+
+# --- a page's own address -------------------------------------------------------------------------------------
+# Read by Streamlit's frontend before it looks for its server (tests/test_serve.py checks that the bundle still
+# does). new URL(".", …) is the address without its last segment and its query: the root for /transfers?present=1.
+BASE_SCRIPT = ('<script>window.__streamlit = Object.assign({}, window.__streamlit, '
+               '{BACKEND_BASE_URL: new URL(".", window.location.href).href})</script>')
+
+
+def page_html(index: str | None = None) -> str:
+    """Streamlit's index.html with BASE_SCRIPT first in its head, before the frontend's own scripts."""
+    index = (STATIC / "index.html").read_text(encoding="utf-8") if index is None else index
+    if index.count("<head>") != 1:
+        raise RuntimeError("Streamlit's index.html has no single <head> to put the base address in")
+    return index.replace("<head>", "<head>\n    " + BASE_SCRIPT, 1)
+
+
+def url_prefix() -> str:
+    """Streamlit's server.baseUrlPath as a path prefix ('' or '/prefix')."""
+    base = (config.get_option("server.baseUrlPath") or "").strip("/")
+    return f"/{base}" if base else ""
+
+
+def page_routes() -> list[Route]:
+    """GET (and HEAD) of every page's address (/transfers …): the page HTML, never cached by the browser, as
+    Streamlit serves its index.html. The root keeps Streamlit's own answer: loaded there, the frontend asks the
+    root only."""
+    html = page_html()
+
+    async def page(_request) -> Response:
+        return HTMLResponse(html, headers={"Cache-Control": "no-cache"})
+    return [Route(f"{url_prefix()}/{entry.url_path}", page, methods=["GET"]) for entry in PAGES if entry.url_path]
+
+
+# --- the frontend's files from memory ---------------------------------------------------------------------------
+IMMUTABLE = "public, immutable, max-age=31536000"  # as Streamlit marks these content-hashed files (one year)
+PASSED_ON = {b"range", b"if-range", b"if-none-match", b"if-modified-since"}  # Streamlit answers these itself
+
+
+class FrontendFiles:
+    """ASGI middleware: a GET of one of Streamlit's frontend files (a file in its static/static folder, by its exact
+    address) is answered from memory, each file read once per server process. Anything else, and any ranged or
+    conditional request, goes on to Streamlit unchanged. Only the files listed at start are ever read, so no
+    request can name another file."""
+
+    def __init__(self, app, directory: Path = STATIC / "static", prefix: str | None = None) -> None:
+        self.app = app
+        prefix = url_prefix() if prefix is None else prefix
+        self.files = {f"{prefix}/static/{path.relative_to(directory).as_posix()}": path
+                      for path in directory.rglob("*") if path.is_file()}
+        self.responses: dict[str, Response] = {}
+
+    def response(self, address: str) -> Response:
+        if address not in self.responses:
+            file = self.files[address]
+            media_type = mimetypes.guess_type(file.name)[0] or "text/plain"  # as Starlette's FileResponse
+            self.responses[address] = Response(file.read_bytes(), media_type=media_type,
+                                               headers={"Cache-Control": IMMUTABLE})
+        return self.responses[address]
+
+    async def __call__(self, scope, receive, send) -> None:
+        if (scope["type"] == "http" and scope["method"] == "GET" and scope["path"] in self.files
+                and not any(name in PASSED_ON for name, _ in scope["headers"])):
+            await self.response(scope["path"])(scope, receive, send)
+        else:
+            await self.app(scope, receive, send)
+
+
+# --- loaded before the first visitor --------------------------------------------------------------------------
+# Imported inside functions where they are used (tests/test_layers.py says why), but needed by a page view.
+LAZY_IMPORTS = ("import scipy.stats",)  # the verdicts' Mann-Whitney test: Streams, Compare and the talk
+
+
+def page_imports() -> list[str]:
+    """The import statements at the top of the page files (as written, once each), then LAZY_IMPORTS."""
+    statements = [ast.unparse(node) for entry in PAGES
+                  for node in ast.parse((ROOT / entry.file).read_text(encoding="utf-8")).body
+                  if isinstance(node, ast.Import | ast.ImportFrom) and getattr(node, "module", "") != "__future__"]
+    return list(dict.fromkeys(statements + list(LAZY_IMPORTS)))
+
+
+def prepare() -> None:
+    """What the first page views would otherwise pay for: the pages' imports, the replay backend (every recording
+    read and checked, and listed per experiment) and the runs catalog (both st.cache_resource, shared by all
+    sessions); then what they left in memory is frozen out of the garbage collector. A step that fails is logged
+    and left to the page view that needs it, which shows the error as before."""
+    started = time.process_time()
+    for statement in page_imports():
+        try:
+            exec(statement, {})  # noqa: S102  (a page file's own import line)
+        except Exception:  # noqa: BLE001  (the page that imports it shows the error)
+            LOG.warning("warm-up: %r failed", statement, exc_info=True)
+    try:
+        replay = _ui.replay_backend()
+        for experiment in EXPERIMENTS:  # its list of recordings per experiment, which Overview shows in full
+            replay.recordings(experiment)
+        _ui.run_catalog()  # a store that cannot be opened is not cached: Runs and Compare say why
+    except Exception:  # noqa: BLE001  (the pages that need them show the error)
+        LOG.warning("warm-up: loading the recordings failed", exc_info=True)
+    gc.collect()
+    gc.freeze()
+    LOG.info("warm-up: %.1f s of CPU before the first request; %d objects frozen out of the garbage collector",
+             time.process_time() - started, gc.get_freeze_count())
+
+
+@asynccontextmanager
+async def warm_up(_app):
+    """st.App's lifespan: after Streamlit's runtime has started, before the server answers any request."""
+    await asyncio.to_thread(prepare)
+    yield
+
+
+app = st.App("app.py", routes=page_routes(), middleware=[Middleware(FrontendFiles)], lifespan=warm_up)

@@ -1,0 +1,174 @@
+"""serve.py, PinPoint's server, without a browser: the page HTML that tells Streamlit's frontend where its server is
+(and that the installed frontend still reads it), and the routes that answer it. tests/test_stage_browser.py loads
+every page through the real server."""
+
+import asyncio
+import importlib
+import re
+from pathlib import Path
+
+import pytest
+from streamlit import config
+
+from gpu.experiments.registry import EXPERIMENTS
+from pages._shared import PAGES
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def serve():
+    before = config._main_script_path
+    module = importlib.import_module("serve")
+    config._main_script_path = before  # building serve's st.App records app.py as the script: not for other tests
+    return module
+
+
+def asgi_get(app, path: str, headers: dict[str, str] | None = None, method: str = "GET"):
+    """(status, headers, body) of one request to an ASGI app."""
+    scope = {"type": "http", "method": method, "path": path, "raw_path": path.encode(), "query_string": b"",
+             "root_path": "", "scheme": "http", "server": ("127.0.0.1", 80), "client": ("127.0.0.1", 1),
+             "headers": [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()], "http_version": "1.1"}
+    sent, asked = [], []
+
+    async def receive():
+        if not asked:
+            asked.append(True)
+            return {"type": "http.request", "body": b"", "more_body": False}
+        await asyncio.Event().wait()  # the client stays connected until the answer is complete
+
+    async def send(message):
+        sent.append(message)
+
+    asyncio.run(app(scope, receive, send))
+    start = next(m for m in sent if m["type"] == "http.response.start")
+    body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+    return start["status"], {k.decode(): v.decode() for k, v in start["headers"]}, body
+
+
+def test_the_installed_frontend_still_takes_its_server_from_window_streamlit(serve):
+    """The contract serve.py relies on: the bundle that probes _stcore/health reads window.__streamlit's
+    BACKEND_BASE_URL (Streamlit 1.67's frontend does). If an upgrade drops it, the 404s come back: this fails first."""
+    bundles = [p.read_text(encoding="utf-8", errors="replace") for p in (serve.STATIC / "static" / "js").glob("*.js")]
+    probing = [text for text in bundles if "_stcore/health" in text and "_stcore/host-config" in text]
+    assert probing, "no frontend file probes _stcore/health any more: check how the frontend finds its server"
+    assert all("window.__streamlit" in text and "BACKEND_BASE_URL" in text for text in probing)
+
+
+def test_the_page_html_names_the_server_before_any_of_the_frontends_scripts(serve):
+    html = serve.page_html()
+    assert html.count(serve.BASE_SCRIPT) == 1
+    assert html.index(serve.BASE_SCRIPT) < html.index("<script type=\"module\"") < html.index("</head>")
+    assert html.replace("\n    " + serve.BASE_SCRIPT, "") == (serve.STATIC / "index.html").read_text(encoding="utf-8")
+    with pytest.raises(RuntimeError, match="no single <head>"):
+        serve.page_html("<html><body></body></html>")
+
+
+def test_every_page_address_answers_the_page_html_and_the_root_is_left_to_streamlit(serve):
+    from starlette.routing import Router
+
+    routes = serve.page_routes()
+    assert sorted(r.path for r in routes) == sorted(f"/{p.url_path}" for p in PAGES if p.url_path)
+    router = Router(routes=routes)
+    status, headers, body = asgi_get(router, "/transfers")
+    assert status == 200 and body.decode() == serve.page_html()
+    assert headers["content-type"].startswith("text/html") and headers["cache-control"] == "no-cache"
+    assert asgi_get(router, "/transfers", method="HEAD")[0] == 200
+    assert asgi_get(router, "/")[0] == 404  # not one of these routes: Streamlit's own index.html answers there
+    assert asgi_get(router, "/transfers/_stcore/health")[0] == 404
+
+
+def test_under_a_base_url_path_the_page_addresses_carry_it(serve):
+    before = config.get_option("server.baseUrlPath")
+    config.set_option("server.baseUrlPath", "/pinpoint/")
+    try:
+        assert "/pinpoint/transfers" in [r.path for r in serve.page_routes()]
+    finally:
+        config.set_option("server.baseUrlPath", before)
+
+
+def test_the_warm_up_runs_the_pages_import_lines_and_the_lazy_heavy_ones(serve):
+    statements = serve.page_imports()
+    assert {"import pandas as pd", "from pages import _ui as ui", "from gpu.results import compare, report",
+            "import scipy.stats"} <= set(statements)
+    assert not [s for s in statements if "__future__" in s] and len(statements) == len(set(statements))
+
+
+def test_the_warm_up_loads_the_shared_recordings_freezes_them_and_logs_what_fails(serve, monkeypatch, caplog):
+    import gc
+    import sys
+
+    import streamlit as st
+
+    from pages import _ui
+
+    st.cache_resource.clear()
+    monkeypatch.setattr(serve, "LAZY_IMPORTS", serve.LAZY_IMPORTS + ("import pinpoint_no_such_module",))
+    serve.LOG.addHandler(caplog.handler)
+    try:
+        serve.prepare()
+        frozen = gc.get_freeze_count()
+    finally:
+        gc.unfreeze()
+        serve.LOG.removeHandler(caplog.handler)
+    assert "scipy.stats" in sys.modules and frozen > 10_000
+    assert _ui.replay_backend() is _ui.replay_backend()  # loaded by the warm-up, shared from then on
+    assert set(EXPERIMENTS) <= set(_ui.replay_backend()._recordings)  # and its recordings listed per experiment
+    text = caplog.text
+    assert "'import pinpoint_no_such_module' failed" in text and "objects frozen out of the garbage collector" in text
+
+
+def test_the_frontend_files_are_answered_from_memory_as_streamlit_answers_them(serve):
+    from streamlit.web.server.starlette.starlette_static_routes import create_streamlit_static_handler
+
+    streamlit_files = create_streamlit_static_handler(str(serve.STATIC), None)
+    passed_on = []
+
+    async def streamlit(scope, receive, send):
+        passed_on.append(scope["path"])
+        await streamlit_files(scope, receive, send)
+
+    files = serve.FrontendFiles(streamlit, prefix="")
+    index = (serve.STATIC / "index.html").read_text(encoding="utf-8")
+    addresses = [f"/{part}" for part in re.findall(r'href="\./(static/[^"]+)"', index)
+                 + re.findall(r'src="\./(static/[^"]+)"', index)]
+    assert any(a.endswith(".js") for a in addresses) and any(a.endswith(".css") for a in addresses)
+    assert any(a.endswith(".woff2") for a in addresses)
+    for address in addresses:
+        status, headers, body = asgi_get(files, address)
+        assert not passed_on, address
+        expected = asgi_get(streamlit_files, address)
+        assert status == expected[0] == 200 and body == expected[2] == (serve.STATIC / address[1:]).read_bytes()
+        assert headers["content-type"] == expected[1]["content-type"], address
+        assert headers["cache-control"] == expected[1]["cache-control"] == serve.IMMUTABLE, address
+        assert headers["content-length"] == str(len(body))
+    kept = dict(files.responses)
+    assert set(kept) == set(addresses)
+    assert asgi_get(files, addresses[0])[0] == 200 and files.responses[addresses[0]] is kept[addresses[0]]  # read once
+
+
+@pytest.mark.parametrize("address,headers,method", [
+    ("/", {}, "GET"),  # not a frontend file
+    ("/static/js/not-a-file.js", {}, "GET"),
+    ("/static/../index.html", {}, "GET"),
+    ("/static/js/{bundle}", {"Range": "bytes=0-9"}, "GET"),  # ranged and conditional requests: Streamlit's answer
+    ("/static/js/{bundle}", {"If-None-Match": '"x"'}, "GET"),
+    ("/static/js/{bundle}", {}, "HEAD"),
+])
+def test_anything_else_goes_on_to_streamlit(serve, address, headers, method):
+    bundle = next((serve.STATIC / "static" / "js").glob("index.*.js")).name
+    passed_on = []
+
+    async def streamlit(scope, receive, send):
+        passed_on.append(scope["path"])
+        await send({"type": "http.response.start", "status": 299, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    files = serve.FrontendFiles(streamlit, prefix="")
+    assert asgi_get(files, address.format(bundle=bundle), headers, method)[0] == 299
+    assert passed_on == [address.format(bundle=bundle)] and not files.responses
+
+
+def test_under_a_base_url_path_the_frontend_files_carry_it(serve):
+    files = serve.FrontendFiles(None, prefix="/pinpoint")
+    assert files.files and all(address.startswith("/pinpoint/static/") for address in files.files)
