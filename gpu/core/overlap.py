@@ -6,7 +6,7 @@
   stream instead (all H2D on one, kernels on a second, D2H on a third; ``STAGED_STREAMS``), and the worker
   chains a chunk's stages with events: each copy engine then works through its direction in chunk order,
   never waiting behind the other direction's copy on a shared stream. On the H200 that brings a copy-bound
-  pipeline within ~2–5 % of the duplex-aware bound, against ~9 % for the best round-robin configuration.
+  pipeline within ~5–6 % of the duplex-aware bound, against ~9 % for the best round-robin configuration.
 * ``pipeline_bound`` is the best a pipeline can do with the copy engines the device has (its
   ``ASYNC_ENGINE_COUNT``): with two or more, H2D, kernels and D2H all overlap and the bound is the largest
   of the three sums; with one, the two copy directions share it; with none, nothing overlaps.
