@@ -67,6 +67,24 @@ def test_engine_lanes_and_other_recorded_configurations_redraw_from_the_recordin
     assert sum(len(t["y"]) for t in gantt(at)["data"]) == 64 * 3
 
 
+def test_a_staged_pipeline_is_offered_at_its_three_streams_and_draws_one_stage_per_lane():
+    at = open_page("pages/streams.py")
+    at.select_slider(key="streams_focus_chunks").set_value(64).run()
+    at.select_slider(key="streams_focus_streams").set_value(3).run()
+    # only the orders measured at 64 chunks × 3 streams are offered (the defaults: depth-first round-robin streams
+    # are 1, 2, 4, 8, 16, so at 3 streams only the staged pipeline was measured)
+    assert at.radio(key="streams_focus_order").options == ["one stream per stage (events chain each chunk)"]
+    figure = gantt(at)
+    assert "3 streams × 64 chunks · one stream per stage" in figure["layout"]["title"]["text"]
+    ops = {trace["name"]: set(trace["y"]) for trace in figure["data"] if trace["name"] in ("copy H2D", "copy D2H")}
+    assert ops == {"copy H2D": {"stream 0"}, "copy D2H": {"stream 2"}}
+    sweep = next(spec for title, spec in charts(at).items() if title.startswith("Pipeline time vs streams"))
+    diamonds = [t for t in sweep["data"] if "one stream per stage" in t["name"]]
+    assert sorted(t["name"] for t in diamonds) == [f"{c} chunks, one stream per stage" for c in (16, 4, 64)]
+    assert all(t["mode"] == "markers" and t["marker"]["symbol"] == "diamond" for t in diamonds)
+    assert not at.exception
+
+
 def test_pageable_memory_shows_little_overlap_in_the_recording():
     at = open_page("pages/streams.py")
     at.radio(key="streams_focus_host").set_value("pageable").run()
