@@ -31,11 +31,11 @@ with rt.job_scope() as ledger:
     for name, (plan, chunks) in cases.items():
         for mode, before in modes.items():
             for _ in range(3):
-                b.run_once(plan, chunks, host_in, host_out, 0, True)
+                b.run_once(plan, chunks, host_in, host_out, 0, True, staged=name.startswith("staged"))
             xs = []
             for _ in range(200):
                 before()
-                xs.append(b.run_once(plan, chunks, host_in, host_out, 0, True)[0])
+                xs.append(b.run_once(plan, chunks, host_in, host_out, 0, True, staged=name.startswith("staged"))[0])
             xs = np.array(xs)
             slow = xs > 1.03 * np.percentile(xs, 10)
             print(f"NOISE {name:<13} {mode:<10} median {np.median(xs):.3f} cv {xs.std() / xs.mean():6.2%} "
