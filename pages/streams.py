@@ -164,7 +164,7 @@ focus_streams = c3.select_slider("Streams", stream_values, key="streams_focus_st
     if len(stream_values) > 1 else stream_values[0]
 # The orders measured at this chunk and stream count (a staged pipeline runs on its own three streams).
 order_values = list(dict.fromkeys(mine[(mine["chunks"] == focus_chunks) & (mine["streams"] == focus_streams)]
-                                  ["issue_order"])) or list(dict.fromkeys(mine["issue_order"]))
+                                  ["issue_order"]))
 page.restore("streams_focus_order", "str", order_values)
 page.restore("streams_lanes", "str", ["stream", "engine"])
 focus_order = c4.radio("Issue order", order_values, format_func=streams.ORDER_LABELS.get, key="streams_focus_order",
