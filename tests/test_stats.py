@@ -103,6 +103,61 @@ class TestCostScaledBudget:
         assert get_profile("interactive/budget_samples=0").budget_s(0.1) == stats.INTERACTIVE.timeout_s
 
 
+class TestOutliersAndWarmUp:
+    """A point whose noise is a few outlying samples gets more time to dilute them; a broad spread does not."""
+
+    profile = Profile("t", warmup=1, min_samples=5, max_noise=0.02, min_time_s=0.01, timeout_s=1.5, max_samples=400,
+                      floor_samples=5, budget_samples=5, budget_floor_s=0.05, outlier_extra_s=0.4)
+
+    def test_robust_noise_ignores_a_lone_outlier_but_not_a_broad_spread(self):
+        lone = [5.85, 5.88, 5.94, 6.73, 6.04, 5.90, 5.89]  # one pipeline sample 14 % slow
+        assert stats.relative_std(lone) > 0.05 and stats.robust_noise(lone) < 0.011
+        broad = [35.2, 33.8, 45.5, 47.3, 38.8]  # a pageable copy
+        assert stats.robust_noise(broad) > 0.10
+        assert stats.robust_noise([1.0] * 9) == 0 and math.isnan(stats.robust_noise([1.0, 2.0]))
+        normal = np.random.default_rng(1).normal(100, 1.5, 20000)
+        assert stats.robust_noise(normal) == pytest.approx(stats.relative_std(normal), rel=0.05)
+
+    def test_a_lone_outlier_extends_the_budget_and_a_broad_spread_does_not(self):
+        lone = [5.85, 5.88, 5.94, 6.73, 6.04, 5.90, 5.89]
+        broad = [5.0, 5.9, 6.8, 5.2, 6.5, 5.6, 6.1]
+        cost = 0.006  # budget max(50 ms, 5 x 6 ms) = 50 ms
+        assert stop_reason(self.profile, broad, 0.046, sample_cost_s=cost) == "budget"
+        assert stop_reason(self.profile, lone, 0.046, sample_cost_s=cost) is None  # up to 0.45 s now
+        assert stop_reason(self.profile, lone, 0.445, sample_cost_s=cost) == "budget"
+        diluted = lone + [5.9] * 60  # the outlier is 1 of 67: cv under 2 %
+        assert stop_reason(self.profile, diluted, 0.40, sample_cost_s=cost) == "converged"
+        no_extra = Profile(**{**self.profile.as_dict(), "outlier_extra_s": 0.0})
+        assert stop_reason(no_extra, lone, 0.046, sample_cost_s=cost) == "budget"
+
+    def test_the_extension_never_passes_the_timeout(self):
+        lone = [100.0, 101.0, 99.0, 130.0, 100.0]
+        assert stop_reason(self.profile, lone, 1.15, sample_cost_s=0.2) is None  # budget 1.0 s + 0.4 s
+        assert stop_reason(self.profile, lone, 1.25, sample_cost_s=0.2) == "budget"
+        assert stop_reason(self.profile, lone, 1.2, sample_cost_s=0.25) is None  # 1.25 + 0.4 s, capped at 1.5 s
+        assert stop_reason(self.profile, lone, 1.3, sample_cost_s=0.25) == "budget"
+        assert stop_reason(self.profile, lone, 1.5, sample_cost_s=0.25) == "timeout"
+
+    def test_warm_up_lasts_its_time_within_its_run_limits(self):
+        def warm_ups(cost_s, profile):
+            now, calls = [0.0], []
+
+            def sample():
+                now[0] += cost_s
+                calls.append(1)
+                return 10.0
+
+            summary = sample_until_stable(sample, profile, clock=lambda: now[0])
+            return len(calls) - summary.samples  # the runs not kept
+
+        timed = Profile(**{**self.profile.as_dict(), "warmup_s": 0.02, "max_warmup": 8})
+        assert warm_ups(0.006, timed) == 4  # 6 ms runs: 4 reach 20 ms
+        assert warm_ups(0.060, timed) == 1  # a 60 ms pageable copy: the one run
+        assert warm_ups(0.00001, timed) == 8  # a 4 KiB copy: capped at 8 runs
+        assert warm_ups(0.006, self.profile) == 1  # no warm-up time: the count alone
+        assert stats.INTERACTIVE.warmup_s > 0 and stats.INTERACTIVE.outlier_extra_s > 0
+
+
 def test_sample_until_stable_warms_up_and_uses_the_clock():
     calls = []
     ticks = iter(range(10**6))
