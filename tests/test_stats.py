@@ -103,7 +103,7 @@ class TestCostScaledBudget:
         assert get_profile("interactive/budget_samples=0").budget_s(0.1) == stats.INTERACTIVE.timeout_s
 
 
-class TestOutliersAndWarmUp:
+class TestOutliers:
     """A point whose noise is a few outlying samples gets more time to dilute them; a broad spread does not."""
 
     profile = Profile("t", warmup=1, min_samples=5, max_noise=0.02, min_time_s=0.01, timeout_s=1.5, max_samples=400,
@@ -138,24 +138,9 @@ class TestOutliersAndWarmUp:
         assert stop_reason(self.profile, lone, 1.3, sample_cost_s=0.25) == "budget"
         assert stop_reason(self.profile, lone, 1.5, sample_cost_s=0.25) == "timeout"
 
-    def test_warm_up_lasts_its_time_within_its_run_limits(self):
-        def warm_ups(cost_s, profile):
-            now, calls = [0.0], []
-
-            def sample():
-                now[0] += cost_s
-                calls.append(1)
-                return 10.0
-
-            summary = sample_until_stable(sample, profile, clock=lambda: now[0])
-            return len(calls) - summary.samples  # the runs not kept
-
-        timed = Profile(**{**self.profile.as_dict(), "warmup_s": 0.02, "max_warmup": 8})
-        assert warm_ups(0.006, timed) == 4  # 6 ms runs: 4 reach 20 ms
-        assert warm_ups(0.060, timed) == 1  # a 60 ms pageable copy: the one run
-        assert warm_ups(0.00001, timed) == 8  # a 4 KiB copy: capped at 8 runs
-        assert warm_ups(0.006, self.profile) == 1  # no warm-up time: the count alone
-        assert stats.INTERACTIVE.warmup_s > 0 and stats.INTERACTIVE.outlier_extra_s > 0
+    def test_the_interactive_profile_dilutes_outliers(self):
+        assert stats.INTERACTIVE.outlier_extra_s > 0 and stats.PRECISE.outlier_extra_s == 0
+        assert get_profile("interactive/outlier_extra_s=0").outlier_extra_s == 0
 
 
 def test_sample_until_stable_warms_up_and_uses_the_clock():

@@ -29,10 +29,6 @@ class Profile:
     ``max_noise`` at its budget, but whose robust spread (median absolute deviation) is within it, may spend that
     much more time: its noise is a few outlying samples, which more samples dilute, not a broad spread (as a
     pageable copy's), which they would not.
-
-    Warm-up runs ``warmup`` times and, with ``warmup_s`` > 0, on until that much wall time has passed (at most
-    ``max_warmup`` runs): a pipeline of a few ms needs a few runs after an idle GPU before its samples settle,
-    while one run of a 60 ms pageable copy is enough.
     """
 
     name: str
@@ -46,8 +42,6 @@ class Profile:
     budget_samples: float = 0.0
     budget_floor_s: float = 0.0
     outlier_extra_s: float = 0.0
-    warmup_s: float = 0.0
-    max_warmup: int = 0
 
     def budget_s(self, sample_cost_s: float) -> float:
         """The wall-time limit of a point whose one sample costs ``sample_cost_s`` (timeout_s without a budget)."""
@@ -64,10 +58,10 @@ PRECISE = Profile("precise", warmup=3, min_samples=10, max_noise=0.005, min_time
                   max_samples=5000)
 # For sliders and talks: converge at 2 % noise, or spend about 5 samples' worth of time (at least 50 ms, at
 # most 1.5 s) and report the spread found; always at least 5 samples, so comparisons keep their power. A point
-# whose noise is a few outliers gets up to 0.4 s more; warm-up lasts 20 ms (1 to 8 runs).
+# whose noise is a few outliers gets up to 0.4 s more to dilute them.
 INTERACTIVE = Profile("interactive", warmup=1, min_samples=5, max_noise=0.02, min_time_s=0.01, timeout_s=1.5,
                       max_samples=100, floor_samples=5, budget_samples=5.0, budget_floor_s=0.05,
-                      outlier_extra_s=0.4, warmup_s=0.02, max_warmup=8)
+                      outlier_extra_s=0.4)
 PROFILES = {p.name: p for p in (PRECISE, INTERACTIVE)}
 
 
@@ -93,8 +87,7 @@ def get_profile(spec: str) -> Profile:
             value = type(values[key])(float(text)) if isinstance(values[key], int) else float(text)
         except ValueError:
             raise ValueError(f"profile '{spec}': '{text}' is not a number") from None
-        if value < 0 or (value == 0 and key not in ("warmup", "budget_samples", "budget_floor_s", "outlier_extra_s",
-                                                 "warmup_s", "max_warmup")):
+        if value < 0 or (value == 0 and key not in ("warmup", "budget_samples", "budget_floor_s", "outlier_extra_s")):
             raise ValueError(f"profile '{spec}': {key} must be positive")
         values[key] = value
     values["name"] = str(spec)
@@ -179,14 +172,11 @@ def sample_until_stable(sample_once: Callable[[], float], profile: Profile,
     The wall time of the first warm-up (or, without one, of the first sample), host overhead included, is
     the point's sample cost for a budgeted profile."""
     cost = None
-    warming = clock()
-    runs = 0
-    while runs < profile.warmup or (runs < profile.max_warmup and clock() - warming < profile.warmup_s):
+    for i in range(profile.warmup):
         began = clock()
         sample_once()
-        if runs == 0:
+        if i == 0:
             cost = clock() - began
-        runs += 1
     samples: list[float] = []
     start = clock()
     while True:
