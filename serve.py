@@ -14,12 +14,12 @@ every page exactly as ``streamlit run app.py`` does, with four additions.
   only what is new since, not the whole heap (~0.14 s of CPU per page view before).
 - **Every page's first view is made at start-up.** A page's default view builds Plotly figures and tables that
   later views take from Streamlit's caches (pages/_ui/cache.py, shared by all sessions): ~0.3 s of CPU that only
-  the first visitor of each page paid for (Transfers' first view 0.64 s, a repeat 0.25 s). Right after the server
-  starts answering, each page is viewed once in a session of Streamlit's own runtime, started as its websocket
-  starts a browser's (connect_session, then the browser's first rerun: the page's address, no query, no widget
-  values) with a client that keeps only the errors shown, so exactly the cache entries a visitor looks up are made
-  (~2.5 s of CPU in all, in the background). A page that fails or hangs is logged and left to its visitors. In
-  live mode this also starts the GPU worker, as the first visitor would.
+  the first visitor of each page paid for (Transfers' first view 0.46–0.67 s, a repeat 0.20–0.26 s). Right after
+  the server starts answering, each page is viewed once in a session of Streamlit's own runtime, started as its
+  websocket starts a browser's (connect_session, then the browser's first rerun: the page's address, no query, no
+  widget values) with a client that keeps only the errors shown, so exactly the cache entries a visitor looks up
+  are made (~2.3 s of CPU in all, in the background). A page that fails or hangs is logged and left to its
+  visitors. In live mode this also starts the GPU worker, as the first visitor would.
 - **Streamlit's frontend files are answered from memory.** A browser's first visit fetches about 120 of them
   (/static/…, 11 MB); through Streamlit's file serving, each one a few thread hops and the whole middleware stack,
   they cost ~0.2 s of the server's CPU per visit. They are content-hashed and served as immutable, so each is read
