@@ -172,3 +172,166 @@ def test_anything_else_goes_on_to_streamlit(serve, address, headers, method):
 def test_under_a_base_url_path_the_frontend_files_carry_it(serve):
     files = serve.FrontendFiles(None, prefix="/pinpoint")
     assert files.files and all(address.startswith("/pinpoint/static/") for address in files.files)
+
+
+def test_the_lifespan_does_not_wait_for_the_first_visits_and_stops_them_with_the_server(serve, monkeypatch):
+    visiting, stopped = [], []
+
+    async def first_visits():
+        visiting.append(True)
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            stopped.append(True)
+            raise
+
+    monkeypatch.setattr(serve, "prepare", lambda: None)
+    monkeypatch.setattr(serve, "first_visits", first_visits)
+
+    async def serving():
+        async with serve.warm_up(None):
+            await asyncio.sleep(0)
+            assert visiting and not stopped  # the server answers while the pages are visited
+        await asyncio.sleep(0)
+
+    asyncio.run(serving())
+    assert stopped
+
+
+def test_a_first_visit_that_fails_or_hangs_is_logged_and_the_other_pages_are_still_visited(serve, monkeypatch,
+                                                                                          caplog):
+    import gc
+
+    visited = []
+
+    async def visit(_runtime, url_path):
+        visited.append(url_path)
+        if url_path == "transfers":
+            raise RuntimeError("no session")
+        if url_path == "streams":
+            raise TimeoutError
+        return ["ValueError: no such run"] if url_path == "compare" else []
+
+    monkeypatch.setattr(serve, "visit", visit)
+    serve.LOG.addHandler(caplog.handler)
+    try:
+        asyncio.run(serve.first_visits(runtime=object()))
+    finally:
+        gc.unfreeze()
+        serve.LOG.removeHandler(caplog.handler)
+    assert visited == [entry.url_path for entry in PAGES]
+    text = caplog.text
+    assert "first visit: /transfers failed" in text and "RuntimeError: no session" in text
+    assert f"first visit: /streams was not done after {serve.VISIT_TIMEOUT_S} s; stopped" in text
+    assert "first visit: /compare showed ValueError: no such run" in text
+    assert f"first visit: {len(PAGES)} pages in" in text
+
+
+def test_a_hung_first_visit_is_given_up_and_its_session_closed(serve):
+    class Session:
+        def track_settling(self):
+            pass
+
+        async def wait_until_settled(self):
+            await asyncio.Event().wait()
+
+    class Runtime:
+        closed, sent = [], []
+
+        def connect_session(self, client, user_info):
+            return "s1"
+
+        def get_app_session(self, session_id):
+            return Session()
+
+        def handle_backmsg(self, session_id, msg):
+            self.sent.append(msg)
+
+        def close_session(self, session_id):
+            self.closed.append(session_id)
+
+    runtime = Runtime()
+    with pytest.raises(TimeoutError):
+        asyncio.run(serve.visit(runtime, "transfers", timeout=0.01))
+    assert runtime.closed == ["s1"]
+    assert runtime.sent[0].rerun_script.page_name == "transfers" and not runtime.sent[0].rerun_script.query_string
+
+
+# --- the real server ------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def started(tmp_path_factory):
+    """`streamlit run serve.py` in replay mode (a throwaway runs store) once its first visits are over: (address,
+    its log so far)."""
+    import os
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    from tests.browser_helper import free_port
+
+    folder = tmp_path_factory.mktemp("serve")
+    port, log = free_port(), folder / "server.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "streamlit", "run", "serve.py", "--server.headless", "true", "--server.port",
+             str(port), "--server.address", "127.0.0.1", "--server.fileWatcherType", "none"],
+            cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
+            env={**os.environ, "PINPOINT_BACKEND": "replay", "PINPOINT_DB_URL": f"sqlite:///{folder}/runs.sqlite"})
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while "first visit:" not in log.read_text(errors="replace"):
+            if time.monotonic() > deadline or process.poll() is not None:
+                pytest.fail("the server's first visits did not end:\n" + log.read_text(errors="replace")[-3000:])
+            time.sleep(0.3)
+        assert urllib.request.urlopen(f"{url}/_stcore/health", timeout=5).read() == b"ok"
+        yield url, log.read_text(errors="replace")
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
+def cache_lookups(url: str) -> dict[tuple[str, str, str], int]:
+    """Streamlit's count of calls to each cached function, by result: {(cache type, function, hit|miss): count}."""
+    import urllib.request
+
+    text = urllib.request.urlopen(f"{url}/_stcore/metrics?families=cache_lookups", timeout=10).read().decode()
+    pattern = r'cache_lookups_total\{cache="([^"]+)",cache_type="([^"]+)",result="(hit|miss)"\} (\d+)'
+    return {(kind, name, result): int(count) for name, kind, result, count in re.findall(pattern, text)}
+
+
+def browser_view(url: str, url_path: str) -> list[str]:
+    """A page's first view over Streamlit's websocket, as a browser opening its address starts one: the errors
+    the page showed, once its run has finished."""
+    from streamlit.proto.BackMsg_pb2 import BackMsg
+    from streamlit.proto.ClientState_pb2 import ClientState
+    from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+    from websockets.sync.client import connect
+
+    errors = []
+    with connect(url.replace("http", "ws", 1) + "/_stcore/stream", subprotocols=["streamlit"],
+                 open_timeout=10) as socket:
+        socket.send(BackMsg(rerun_script=ClientState(page_name=url_path)).SerializeToString())
+        while True:
+            msg = ForwardMsg()
+            msg.ParseFromString(socket.recv(timeout=60))
+            if msg.WhichOneof("type") == "delta" and msg.delta.new_element.WhichOneof("type") == "exception":
+                errors.append(msg.delta.new_element.exception.message)
+            if msg.WhichOneof("type") == "script_finished" and msg.script_finished == ForwardMsg.FINISHED_SUCCESSFULLY:
+                return errors
+
+
+def test_after_start_up_a_first_view_of_any_page_finds_every_cached_figure_and_table_made(started):
+    url, log = started
+    assert f"first visit: {len(PAGES)} pages in" in log and " failed" not in log and " showed " not in log
+    before = cache_lookups(url)
+    assert before[("st_cache_resource", "gpu.present.charts.transfers.bandwidth_figure", "miss")] == 1  # made then
+    for entry in PAGES:
+        assert browser_view(url, entry.url_path) == [], entry.title
+    after = cache_lookups(url)
+    built = {key[:2]: after[key] - before.get(key, 0) for key in after
+             if key[2] == "miss" and after[key] != before.get(key, 0)}
+    assert not built, f"built again by a first view after start-up: {built}"
+    assert after[("st_cache_resource", "gpu.present.charts.transfers.bandwidth_figure", "hit")] >= 1
