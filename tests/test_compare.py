@@ -128,6 +128,15 @@ def test_provenance_names_a_change_of_timing_method():
     assert timers["candidate"] == "cuda_event, cuda_event_held"  # every timer a run used, once each
 
 
+def test_provenance_tells_two_boards_of_one_model_apart():
+    base = make_run("a", {(4096, "pinned"): 0.010})
+    cand = make_run("b", {(4096, "pinned"): 0.010})
+    base["gpu_uuid"], cand["gpu_uuid"] = "GPU-e92dfc77", "GPU-fef4569a"
+    diff = compare.provenance_diff(base, cand).set_index("field")
+    assert diff.loc["gpu_uuid", "differs"] and not diff.loc["device_name", "differs"]
+    assert not compare.provenance_diff(base, base).set_index("field").loc["gpu_uuid", "differs"]
+
+
 def test_normalized_view_compares_each_point_to_its_own_device_limit():
     base = make_run("a", {(1 << 30, "pinned"): 20.0})
     cand = make_run("b", {(1 << 30, "pinned"): 20.0}, device="GPU B")

@@ -1,3 +1,5 @@
+import hashlib
+import json
 import math
 
 import pandas as pd
@@ -62,3 +64,24 @@ def test_theoretical_limits_come_from_link_and_memory_facts():
     assert math.isnan(schema.pcie_gbps_per_direction(None, 16))
     assert schema.hbm_gbps(3201, 6144) == pytest.approx(4916.7, rel=1e-4)  # 3201 MHz × 2 × 6144 bit / 8
     assert math.isnan(schema.hbm_gbps(None, 6144))
+
+
+def test_the_board_uuid_is_provenance_and_older_runs_keep_their_content_hash(tmp_path):
+    """gpu_uuid joined the schema after runs were hashed: a run without it hashes as it did before the column
+    existed (the bundled files' manifests stay valid), and the board a run was measured on is part of its content."""
+    frame = schema.make_frame([row(), row(bytes=8192)], {**PROVENANCE, "gpu_uuid": None})
+    before = [c for c in schema.COLUMNS if c not in ("run_id", "gpu_uuid")]  # the schema before the column
+    old_hash = hashlib.sha256("\n".join(sorted(
+        json.dumps({c: runfiles._canonical(r.get(c)) for c in before}, sort_keys=True, separators=(",", ":"))
+        for r in schema.frame_rows(frame))).encode()).hexdigest()
+    assert runfiles.content_hash(schema.frame_rows(frame)) == old_hash
+    board_a = frame.assign(gpu_uuid="GPU-e92dfc77-a3c6-015b-adb0-e79c09c13736")
+    board_b = frame.assign(gpu_uuid="GPU-fef4569a-cbcb-d3e3-2c40-4ed67b024793")
+    hashes = {runfiles.content_hash(schema.frame_rows(f)) for f in (frame, board_a, board_b)}
+    assert len(hashes) == 3
+    # A file written before the column (no gpu_uuid at all) loads with it empty and verifies against its manifest.
+    old_file = tmp_path / "old.parquet"
+    runfiles.write_parquet(frame, old_file)
+    assert schema.read_results(old_file)["gpu_uuid"].isna().all()
+    (tmp_path / "board.csv").write_bytes(runfiles.to_csv_bytes(board_a))
+    assert schema.read_results(tmp_path / "board.csv")["gpu_uuid"].iloc[0] == board_a["gpu_uuid"].iloc[0]

@@ -23,9 +23,11 @@ One row per measured point. Columns come in three groups:
 * **provenance** – where and when: ``device_name, compute_capability, sm_count, memory_total_bytes,
   driver_version, cuda_version, pycuda_version, pcie_gen, pcie_width, pcie_gbps_theoretical,
   hbm_gbps_theoretical, sm_clock_max_mhz, mem_clock_max_mhz, host, timestamp, git_commit, backend``,
-  ``l2_bytes`` and ``async_engine_count`` (the device's copy engines that run beside kernels).
+  ``l2_bytes``, ``async_engine_count`` (the device's copy engines that run beside kernels) and ``gpu_uuid`` (the
+  board's UUID from NVML, ``GPU-…``: boards of one model differ by up to 12 % on some kernels, and host name,
+  driver and clocks do not tell them apart).
 
-Parameter columns, ``l2_bytes`` and ``async_engine_count`` are optional when reading: files recorded
+Parameter columns, ``l2_bytes``, ``async_engine_count`` and ``gpu_uuid`` are optional when reading: files recorded
 before a column existed load with it empty.
 
 Theoretical figures come from the device itself: PCIe per direction from link generation × width
@@ -57,10 +59,12 @@ PROVENANCE_COLUMNS = [
     "device_name", "compute_capability", "sm_count", "memory_total_bytes", "driver_version",
     "cuda_version", "pycuda_version", "pcie_gen", "pcie_width", "pcie_gbps_theoretical",
     "hbm_gbps_theoretical", "sm_clock_max_mhz", "mem_clock_max_mhz", "host", "timestamp",
-    "git_commit", "backend", "l2_bytes", "async_engine_count",
+    "git_commit", "backend", "l2_bytes", "async_engine_count", "gpu_uuid",
 ]
 COLUMNS = POINT_COLUMNS + PARAMETER_COLUMNS + MEASUREMENT_COLUMNS + PROVENANCE_COLUMNS
-OPTIONAL_COLUMNS = PARAMETER_COLUMNS + ["l2_bytes", "async_engine_count"]
+OPTIONAL_COLUMNS = PARAMETER_COLUMNS + ["l2_bytes", "async_engine_count", "gpu_uuid"]
+# Columns added after runs carried a content hash: hashed only where a run has them, so older runs keep theirs.
+HASHED_WHEN_SET = ("gpu_uuid",)
 NUMERIC_COLUMNS = ["bytes", "median_ms", "min_ms", "max_ms", "cv", "samples", "gbps"]
 OPTIONAL_NUMERIC_COLUMNS = ["block_size", "elements", "param_value", "registers_per_thread", "shared_bytes_per_block",
                             "theoretical_occupancy", "rel_error", "l2_bytes", "chunks", "streams", "intensity",

@@ -124,6 +124,7 @@ class GpuRuntime:
             "host": socket.gethostname(),
             "l2_bytes": int(attrs[a.L2_CACHE_SIZE]),
             "async_engine_count": int(attrs[a.ASYNC_ENGINE_COUNT]),
+            "gpu_uuid": nvml["gpu_uuid"],
         }
 
     # --- per job ----------------------------------------------------------------------------------

@@ -45,7 +45,7 @@ class Telemetry:
     def static_facts(self) -> dict:
         nv = self.nvml
         facts = {"driver_version": None, "pcie_gen": None, "pcie_width": None, "sm_clock_max_mhz": None,
-                 "mem_clock_max_mhz": None}
+                 "mem_clock_max_mhz": None, "gpu_uuid": None}
         if nv is None:
             return facts
         try:
@@ -53,6 +53,8 @@ class Telemetry:
             facts["driver_version"] = version.decode() if isinstance(version, bytes) else version
         except Exception:
             pass
+        uuid = self._call("nvmlDeviceGetUUID")  # tells two boards of one model apart (older pynvml: bytes)
+        facts["gpu_uuid"] = uuid.decode() if isinstance(uuid, bytes) else uuid
         facts["pcie_gen"] = self._call("nvmlDeviceGetMaxPcieLinkGeneration")
         facts["pcie_width"] = self._call("nvmlDeviceGetMaxPcieLinkWidth")
         facts["pcie_gen_current"] = self._call("nvmlDeviceGetCurrPcieLinkGeneration")

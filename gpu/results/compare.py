@@ -102,8 +102,8 @@ RUN_TO_RUN_FLOORS = {"kernel": 0.01, "pinned": 0.035, "mapped": 0.03, "medium co
 VERDICT_NAMES = {SLOWER: "slower beyond noise", FASTER: "faster beyond noise",
                  RUN_TO_RUN: "within run-to-run noise", SAME: "same within noise"}
 PROVENANCE_FIELDS = ["device_name", "driver_version", "cuda_version", "pycuda_version", "pcie", "sm_clock_max_mhz",
-                     "mem_clock_max_mhz", "throttled points", "profile", "timers", "host", "git_commit", "timestamp",
-                     "async_engine_count"]
+                     "mem_clock_max_mhz", "throttled points", "profile", "timers", "host", "gpu_uuid", "git_commit",
+                     "timestamp", "async_engine_count"]
 
 
 def key_columns(experiment: str) -> list[str]:

@@ -3,7 +3,9 @@ safe for spreadsheets. No Streamlit, no CUDA.
 
 A run's content hash is SHA-256 over its points in one canonical form (every schema column but ``run_id``; whole
 floats as integers, missing values as null, rows in sorted order), so the same run read from Parquet, from
-CSV or from the store hashes alike, and any changed, missing or added point changes it.
+CSV or from the store hashes alike, and any changed, missing or added point changes it. A column added to the
+schema after runs were hashed (``schema.HASHED_WHEN_SET``) counts only where a point has a value, so the runs
+recorded before it keep their hash.
 
 CSV cells of text columns that a spreadsheet would run as a formula (starting with ``= + - @``, tab or CR; the
 OWASP rule) are written with a leading apostrophe; so is a cell that starts with an apostrophe, so that
@@ -45,8 +47,11 @@ def _canonical(value):
 
 def content_hash(rows: list[dict]) -> str:
     """SHA-256 of one run's points (rows of the results schema, as dicts) in canonical form."""
-    canonical = sorted(json.dumps({c: _canonical(row.get(c)) for c in schema.COLUMNS if c != "run_id"},
-                                  sort_keys=True, separators=(",", ":")) for row in rows)
+    def point(row: dict) -> dict:
+        values = {c: _canonical(row.get(c)) for c in schema.COLUMNS if c != "run_id"}
+        return {c: v for c, v in values.items() if v is not None or c not in schema.HASHED_WHEN_SET}
+
+    canonical = sorted(json.dumps(point(row), sort_keys=True, separators=(",", ":")) for row in rows)
     return hashlib.sha256("\n".join(canonical).encode()).hexdigest()
 
 

@@ -93,6 +93,7 @@ def test_runner_writes_the_frame_the_page_draws(tmp_path):
     frame = schema.read_results(out)
     assert len(frame) == 2 * 2 * 2
     assert frame["device_name"].iloc[0] and frame["backend"].iloc[0] == "live"
+    assert str(frame["gpu_uuid"].iloc[0]).startswith("GPU-")  # the board, from NVML
 
 
 def test_batched_copies_beat_single_ones_at_1_mib_pinned_and_both_verify(live_backend):
