@@ -127,3 +127,16 @@ def test_the_runner_imports_exports_and_reports_without_a_gpu(tmp_path):
     listed = cli("runs", env=env)
     assert run_id in listed.stdout and "bundled" in listed.stdout
     json.dumps(None)
+
+
+def test_the_gpu_board_uuid_is_text_and_a_hostile_one_is_named(tmp_path, good):
+    board = "GPU-1b94c864-4a5c-bea0-af8d-f4521d70170a"
+    for suffix in ("parquet", "csv"):
+        path = tmp_path / f"board.{suffix}"
+        runfiles.write(good.assign(gpu_uuid=board), str(path))
+        assert set(imports.read_upload(path.name, data=path.read_bytes())["gpu_uuid"]) == {board}
+    frame = good.assign(gpu_uuid=board)
+    frame.loc[2, "gpu_uuid"] = "x" * 10_000
+    frame.to_parquet(tmp_path / "long.parquet")
+    text = problem(tmp_path, "long.parquet", (tmp_path / "long.parquet").read_bytes())
+    assert "row 3" in text and "column gpu_uuid" in text and "longer than" in text and len(text) < 300

@@ -49,7 +49,7 @@ SAMPLE_TOLERANCE = 1e-6
 
 TEXT_COLUMNS = ["run_id", "experiment", "variant", "direction", "group", "param", "host_memory", "issue_order",
                 "stop_reason", "profile", "timer", "device_name", "compute_capability", "driver_version",
-                "cuda_version", "pycuda_version", "host", "timestamp", "git_commit", "backend"]
+                "cuda_version", "pycuda_version", "host", "timestamp", "git_commit", "backend", "gpu_uuid"]
 REQUIRED_TEXT = ["run_id", "experiment", "variant", "direction"]
 BOOL_COLUMNS = ["include_alloc", "verified", "throttled"]
 NUMBER_COLUMNS = [c for c in schema.COLUMNS
