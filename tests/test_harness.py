@@ -217,3 +217,22 @@ def test_a_point_is_prepared_after_its_progress_and_before_its_telemetry_with_th
     harness.run(Prepared, Params(sizes=[4], variants=["a"]), _device(log), progress, lambda: False)
     assert log[:3] == ["prepare a · 4 B (limits)", "start_point", "row a 4"]
     assert progress.calls[0] == (0, 1, "a · 4 B")
+
+
+def test_unknown_parameters_and_profiles_are_named_in_one_place():
+    from dataclasses import dataclass
+
+    from gpu.core.errors import ValidationError
+    from gpu.experiments import harness
+
+    @dataclass(frozen=True)
+    class Params:
+        sizes: tuple = ()
+        profile: str = "interactive"
+
+    assert harness.unknown_parameter_reasons({"sizes": [1], "profile": "precise"}, Params) == []
+    assert harness.unknown_parameter_reasons({"size": 1, "blocks": 2}, Params) == ["unknown parameters: blocks, size"]
+    with pytest.raises(ValidationError, match="unknown parameter: size"):
+        harness.refuse_unknown_parameters({"size": 1}, Params)
+    assert harness.profile_reasons("precise/timeout_s=2") == []
+    assert harness.profile_reasons("quick") == ["unknown profile 'quick': choose one of precise, interactive"]

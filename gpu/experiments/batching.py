@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpu.core import stats, text
 from gpu.core.errors import ValidationError
 from gpu.core.units import KiB, MiB, format_bytes
 from gpu.device.timing import EventTimer
@@ -66,9 +65,7 @@ class Params:
 
 
 def parse_params(raw: dict) -> Params:
-    unknown = set(raw) - set(Params.__dataclass_fields__)
-    if unknown:
-        raise ValidationError([f"unknown {text.plural('parameter', len(unknown))}: {', '.join(sorted(unknown))}"])
+    harness.refuse_unknown_parameters(raw, Params)
     defaults = Params()
     try:
         return Params(piece_sizes=sorted({int(s) for s in raw.get("piece_sizes", defaults.piece_sizes)}),
@@ -95,10 +92,7 @@ def invalid_reasons(params: Params, limits) -> list[str]:
         elif size * params.pieces > MAX_TOTAL:
             reasons.append(f"{params.pieces} pieces of {format_bytes(size)} make {format_bytes(size * params.pieces)}, "
                            f"over the {format_bytes(MAX_TOTAL)} this experiment allows")
-    try:
-        stats.get_profile(params.profile)
-    except ValueError as exc:
-        reasons.append(str(exc))
+    reasons += harness.profile_reasons(params.profile)
     if reasons:
         return reasons
     total = max(params.piece_sizes) * params.pieces

@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpu.core import stats, text
 from gpu.core.errors import ValidationError
 from gpu.device.timing import KernelTimer
 from gpu.experiments import _kernels as k
@@ -95,9 +94,7 @@ class Params:
 
 
 def parse_params(raw: dict) -> Params:
-    unknown = set(raw) - set(Params.__dataclass_fields__)
-    if unknown:
-        raise ValidationError([f"unknown {text.plural('parameter', len(unknown))}: {', '.join(sorted(unknown))}"])
+    harness.refuse_unknown_parameters(raw, Params)
     try:
         return Params(elements=int(raw.get("elements", 1 << 26)),
                       block_sizes=sorted({int(b) for b in raw.get("block_sizes", [256])}),
@@ -122,10 +119,7 @@ def invalid_reasons(params: Params, limits) -> list[str]:
     reasons += [f"unknown group '{g}' (known: {', '.join(GROUPS)})" for g in params.groups if g not in GROUPS]
     reasons += k.power_of_two_reasons(params.strides, "stride", 1, 64)
     reasons += [f"offset {o} must be 0 … 32 elements" for o in params.offsets if not 0 <= o <= 32]
-    try:
-        stats.get_profile(params.profile)
-    except ValueError as exc:
-        reasons.append(str(exc))
+    reasons += harness.profile_reasons(params.profile)
     if not reasons:
         reasons += k.memory_reasons(device_bytes_needed(params), limits, "this sweep")
     return reasons

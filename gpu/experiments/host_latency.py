@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpu.core import stats, text
+from gpu.core import text
 from gpu.core.errors import ValidationError, VerificationError
 from gpu.core.units import GiB, KiB, MiB, format_bytes
 from gpu.device.timing import KernelTimer
@@ -68,9 +68,7 @@ class Params:
 
 
 def parse_params(raw: dict) -> Params:
-    unknown = set(raw) - set(Params.__dataclass_fields__)
-    if unknown:
-        raise ValidationError([f"unknown {text.plural('parameter', len(unknown))}: {', '.join(sorted(unknown))}"])
+    harness.refuse_unknown_parameters(raw, Params)
     try:
         sizes = sorted({int(s) for s in raw.get("sizes", DEFAULT_SIZES)})
     except (TypeError, ValueError):
@@ -93,10 +91,7 @@ def invalid_reasons(params: Params, limits) -> list[str]:
                            f"{format_bytes(MAX_SIZE)}")
         elif size % NODE_BYTES:
             reasons.append(f"working set {size} B is not a multiple of {NODE_BYTES} B")
-    try:
-        stats.get_profile(params.profile)
-    except ValueError as exc:
-        reasons.append(str(exc))
+    reasons += harness.profile_reasons(params.profile)
     if reasons:
         return reasons
     largest = max(params.sizes)

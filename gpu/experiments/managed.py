@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpu.core import stats, text
+from gpu.core import stats
 from gpu.core.errors import ValidationError, VerificationError
 from gpu.core.units import GiB, MiB, format_bytes
 from gpu.device.timing import KernelTimer
@@ -65,9 +65,7 @@ class Params:
 
 
 def parse_params(raw: dict) -> Params:
-    unknown = set(raw) - set(Params.__dataclass_fields__)
-    if unknown:
-        raise ValidationError([f"unknown {text.plural('parameter', len(unknown))}: {', '.join(sorted(unknown))}"])
+    harness.refuse_unknown_parameters(raw, Params)
     try:
         sizes = sorted({int(s) for s in raw.get("sizes", [256 * MiB])})
     except (TypeError, ValueError):
@@ -91,10 +89,7 @@ def invalid_reasons(params: Params, limits) -> list[str]:
                            f"{format_bytes(MAX_SIZE)}")
         elif size % ALIGN:
             reasons.append(f"size {size} B is not a multiple of 64 KiB (managed memory migrates in such pages)")
-    try:
-        stats.get_profile(params.profile)
-    except ValueError as exc:
-        reasons.append(str(exc))
+    reasons += harness.profile_reasons(params.profile)
     if reasons:
         return reasons
     largest = max(params.sizes)

@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpu.core import stats, text
 from gpu.core.errors import ValidationError
 from gpu.core.occupancy import occupancy
 from gpu.device.timing import KernelTimer
@@ -69,9 +68,7 @@ class Params:
 
 
 def parse_params(raw: dict) -> Params:
-    unknown = set(raw) - set(Params.__dataclass_fields__)
-    if unknown:
-        raise ValidationError([f"unknown {text.plural('parameter', len(unknown))}: {', '.join(sorted(unknown))}"])
+    harness.refuse_unknown_parameters(raw, Params)
     try:
         return Params(block_sizes=sorted({int(b) for b in raw.get("block_sizes", range(32, 1025, 32))}),
                       kernels=list(raw.get("kernels", KERNELS)),
@@ -94,10 +91,7 @@ def invalid_reasons(params: Params, limits, max_dynamic_shared: int = 227 * 1024
     if not 0 <= params.dynamic_shared_bytes <= max_dynamic_shared:
         reasons.append(f"dynamic shared memory {params.dynamic_shared_bytes} B must be 0 … {max_dynamic_shared} B "
                        "(the device's per-block opt-in maximum, less the kernel's static shared memory)")
-    try:
-        stats.get_profile(params.profile)
-    except ValueError as exc:
-        reasons.append(str(exc))
+    reasons += harness.profile_reasons(params.profile)
     if not reasons:
         reasons += k.memory_reasons(3 * STREAM_ELEMENTS * 4 + 256 * 1024**2, limits, "this sweep")
     return reasons

@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpu.core import stats, text
 from gpu.core.errors import ValidationError
 from gpu.core.units import KiB, MiB, format_bytes
 from gpu.experiments import _kernels as k
@@ -64,9 +63,7 @@ class Params:
 
 
 def parse_params(raw: dict) -> Params:
-    unknown = set(raw) - set(Params.__dataclass_fields__)
-    if unknown:
-        raise ValidationError([f"unknown {text.plural('parameter', len(unknown))}: {', '.join(sorted(unknown))}"])
+    harness.refuse_unknown_parameters(raw, Params)
     try:
         sizes = sorted({int(s) for s in raw.get("sizes", DEFAULT_SIZES)})
     except (TypeError, ValueError):
@@ -87,10 +84,7 @@ def invalid_reasons(params: Params, limits) -> list[str]:
             reasons.append(f"size {format_bytes(size)} must be from 4 B to {format_bytes(MAX_SIZE)}")
         elif size % 4:
             reasons.append(f"size {size} B is not a multiple of 4 B")
-    try:
-        stats.get_profile(params.profile)
-    except ValueError as exc:
-        reasons.append(str(exc))
+    reasons += harness.profile_reasons(params.profile)
     if reasons:
         return reasons
     largest = max(params.sizes)

@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpu.core import stats, text
 from gpu.core.errors import ValidationError, VerificationError
 from gpu.device.timing import KernelTimer
 from gpu.experiments import _kernels as k
@@ -63,9 +62,7 @@ class Params:
 
 
 def parse_params(raw: dict) -> Params:
-    unknown = set(raw) - set(Params.__dataclass_fields__)
-    if unknown:
-        raise ValidationError([f"unknown {text.plural('parameter', len(unknown))}: {', '.join(sorted(unknown))}"])
+    harness.refuse_unknown_parameters(raw, Params)
     try:
         return Params(sizes=sorted({int(n) for n in raw.get("sizes", [1 << 24])}),
                       block_sizes=sorted({int(b) for b in raw.get("block_sizes", [256])}),
@@ -89,10 +86,7 @@ def invalid_reasons(params: Params, limits) -> list[str]:
     if "shared_tree" in params.variants:
         reasons += [f"block size {b}: the shared-memory tree halves the block each step, so it needs a power "
                     "of two" for b in params.block_sizes if b > 0 and b & (b - 1)]
-    try:
-        stats.get_profile(params.profile)
-    except ValueError as exc:
-        reasons.append(str(exc))
+    reasons += harness.profile_reasons(params.profile)
     if params.sizes and not reasons:
         reasons += k.memory_reasons(2 * max(params.sizes) * 4 + 256 * 1024**2, limits, "these vectors")
     return reasons

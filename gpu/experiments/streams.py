@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpu.core import overlap, stats, text
+from gpu.core import overlap, text
 from gpu.core.errors import ValidationError
 from gpu.core.units import GiB, MiB, format_bytes
 from gpu.device.timing import EventTimer, StreamHold
@@ -158,9 +158,7 @@ class Params:
 
 
 def parse_params(raw: dict) -> Params:
-    unknown = set(raw) - set(Params.__dataclass_fields__)
-    if unknown:
-        raise ValidationError([f"unknown {text.plural('parameter', len(unknown))}: {', '.join(sorted(unknown))}"])
+    harness.refuse_unknown_parameters(raw, Params)
     defaults = Params()
     try:
         return Params(size_bytes=int(raw.get("size_bytes", defaults.size_bytes)),
@@ -211,10 +209,7 @@ def invalid_reasons(params: Params, limits) -> list[str]:
         reasons.append("choose at least one kernel intensity")
     reasons += [f"kernel intensity {i} must be from 0 to {MAX_INTENSITY} fused multiply-adds per element"
                 for i in params.intensities if not 0 <= i <= MAX_INTENSITY]
-    try:
-        stats.get_profile(params.profile)
-    except ValueError as exc:
-        reasons.append(str(exc))
+    reasons += harness.profile_reasons(params.profile)
     if reasons:
         return reasons
     n_points = sum(1 for _ in params.points())

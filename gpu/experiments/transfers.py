@@ -28,7 +28,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpu.core import stats, text
 from gpu.core.errors import ValidationError, VerificationError
 from gpu.core.text import shorten
 from gpu.core.units import GiB, KiB, MiB, format_bytes
@@ -106,9 +105,7 @@ class Params:
 def parse_params(raw: dict) -> Params:
     """Params from plain values (page widgets, CLI, job messages); types are checked, limits are not."""
     reasons = []
-    unknown = set(raw) - set(Params.__dataclass_fields__)
-    if unknown:
-        reasons.append(f"unknown {text.plural('parameter', len(unknown))}: {', '.join(sorted(unknown))}")
+    reasons += harness.unknown_parameter_reasons(raw, Params)
     try:
         sizes = [int(s) for s in raw.get("sizes", DEFAULT_SIZES)]
     except (TypeError, ValueError):
@@ -147,10 +144,7 @@ def invalid_reasons(params: Params, limits) -> list[str]:
     if params.methods == ["batched"] and params.include_alloc == [True]:
         reasons.append("batched copies reuse one buffer, so they cannot include its allocation: time allocation "
                        "with the single method")
-    try:
-        stats.get_profile(params.profile)
-    except ValueError as exc:
-        reasons.append(str(exc))
+    reasons += harness.profile_reasons(params.profile)
     for size in params.sizes:
         if size < MIN_BYTES:
             reasons.append(f"size {size} B is too small: the smallest transfer is {MIN_BYTES} B")
