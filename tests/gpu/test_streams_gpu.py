@@ -21,9 +21,15 @@ def test_pinned_pipeline_overlaps_and_pageable_does_not(live_backend):
     assert pinned["pipeline_ms"] < 0.75 * pinned["serial_ms"]  # several streams hide copies behind each other
     assert pinned["efficiency"] > 0.6
     pageable = table.loc[("pageable", 4, "depth_first")]
-    # Pageable D2H blocks the host: no meaningful overlap. (Its efficiency is no test: against the duplex-aware
-    # bound, which for pageable memory is about its serial time, it divides noise by almost nothing.)
-    assert pageable["speedup"] < 1.3 < pinned["speedup"], pageable
+    # Pageable D2H blocks the host: no meaningful overlap. Judged against the stages each measured alone (chunk after
+    # chunk, as steady as the pipeline), not against pageable's serial run, whose spread reached 27 % on one H200
+    # (43.5 ms against stages summing to 25.2 ms). In every Streams recording (H200 and H100, 256 MiB, 16 chunks ×
+    # 4 streams) pinned pipelines take 0.58 of their stages' sum and pageable ones 0.78–1.06. (Pageable efficiency
+    # is no test either: against the duplex-aware bound, about its serial time, it divides noise by almost nothing.)
+    def of_stages(row):
+        return row["pipeline_ms"] / (row["h2d_ms"] + row["kernel_ms"] + row["d2h_ms"])
+
+    assert of_stages(pinned) < 0.7 and of_stages(pageable) > of_stages(pinned) + 0.1, (pinned, pageable)
     timeline = overlap.decode_intervals(pinned["intervals"])
     assert len(timeline) == 16 * 3 and set(timeline["stream"]) == {0, 1, 2, 3}
     schedule = overlap.engine_schedule(timeline, int(frame["async_engine_count"].iloc[0]))
