@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from gpu.core import stats
 from gpu.core.errors import ValidationError
 from gpu.core.units import GiB, KiB, MiB
 from gpu.device.limits import Limits
@@ -202,7 +203,7 @@ def test_a_single_sample_is_one_copy():
     row, _, copies = measure(size, "pinned", "h2d", "single")
     assert row["samples_ms"] == pytest.approx([LATENCY_MS + size / (RATE_GBPS * 1e9) * 1e3] * row["samples"])
     assert row["timer"] == "cuda_event" and "param_value" not in row
-    assert copies == row["samples"] + transfers.stats.get_profile("interactive").warmup
+    assert copies == row["samples"] + stats.INTERACTIVE.warmup
 
 
 def chart_text(at) -> str:
