@@ -23,30 +23,37 @@ def free_port() -> int:
 
 
 @contextmanager
-def streamlit_app(**env):
+def streamlit_app(log: Path | None = None, ready: str | None = None, **env):
     """The app in replay mode with ``env`` added; yields its address. The rest of its settings come from the
     committed .streamlit/config.toml, which is what the tests check; PINPOINT_DB_URL is the test session's
-    throwaway store (conftest) unless ``env`` names another."""
+    throwaway store (conftest) unless ``env`` names another. Its output goes to ``log`` (a file of the test's) or a
+    pipe; with ``ready`` (and a log), it is yielded only once that text is in its output as well."""
     port = free_port()
+    out = log.open("wb") if log else subprocess.PIPE
     process = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", "serve.py", "--server.headless", "true", "--server.port", str(port),
          "--server.address", "127.0.0.1", "--server.fileWatcherType", "none"],
-        cwd=ROOT, env={**os.environ, "PINPOINT_BACKEND": "replay", **env},
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        cwd=ROOT, env={**os.environ, "PINPOINT_BACKEND": "replay", **env}, stdout=out, stderr=subprocess.STDOUT)
+
+    def output() -> str:
+        return log.read_text(errors="replace") if log else process.stdout.read().decode(errors="replace")
+
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while True:
+        deadline = time.monotonic() + (120 if ready else 60)
+        healthy = False
+        while not (healthy and (ready is None or ready in output())):
             try:
-                if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
-                    break
+                healthy = healthy or urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok"
             except OSError:
                 pass
             if time.monotonic() > deadline or process.poll() is not None:
                 process.kill()
-                pytest.fail("streamlit did not become healthy:\n" + process.stdout.read().decode()[-3000:])
+                pytest.fail(f"streamlit did not become {'ready' if healthy else 'healthy'}:\n" + output()[-3000:])
             time.sleep(0.3)
         yield url
     finally:
         process.terminate()
         process.wait(10)
+        if log:
+            out.close()

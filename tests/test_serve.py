@@ -12,6 +12,7 @@ from streamlit import config
 
 from gpu.experiments.registry import EXPERIMENTS
 from pages._shared import PAGES
+from tests.browser_helper import streamlit_app
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -263,34 +264,10 @@ def test_a_hung_first_visit_is_given_up_and_its_session_closed(serve):
 def started(tmp_path_factory):
     """`streamlit run serve.py` in replay mode (a throwaway runs store) once its first visits are over: (address,
     its log so far)."""
-    import os
-    import subprocess
-    import sys
-    import time
-    import urllib.request
-
-    from tests.browser_helper import free_port
-
     folder = tmp_path_factory.mktemp("serve")
-    port, log = free_port(), folder / "server.log"
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", "serve.py", "--server.headless", "true", "--server.port",
-             str(port), "--server.address", "127.0.0.1", "--server.fileWatcherType", "none"],
-            cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
-            env={**os.environ, "PINPOINT_BACKEND": "replay", "PINPOINT_DB_URL": f"sqlite:///{folder}/runs.sqlite"})
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while "first visit:" not in log.read_text(errors="replace"):
-            if time.monotonic() > deadline or process.poll() is not None:
-                pytest.fail("the server's first visits did not end:\n" + log.read_text(errors="replace")[-3000:])
-            time.sleep(0.3)
-        assert urllib.request.urlopen(f"{url}/_stcore/health", timeout=5).read() == b"ok"
+    log = folder / "server.log"
+    with streamlit_app(log=log, ready="first visit:", PINPOINT_DB_URL=f"sqlite:///{folder}/runs.sqlite") as url:
         yield url, log.read_text(errors="replace")
-    finally:
-        process.terminate()
-        process.wait(10)
 
 
 def cache_lookups(url: str) -> dict[tuple[str, str, str], int]:
