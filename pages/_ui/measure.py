@@ -11,10 +11,12 @@ from gpu.core import text
 from gpu.core.errors import ValidationError, WorkerError
 from gpu.core.schema import SchemaError
 from gpu.core.text import plain
+from gpu.present.noise import noisy_points
 from gpu.results.store import StoreError
 from gpu.service.client import JobHandle
 from pages._ui.backends import run_catalog, session_id
 from pages._ui.controls import profile_choice, show_reasons
+from pages._ui.stage import desk
 
 POLL_S = 0.1  # how often a running job is looked at: new points are drawn within this of arriving
 REDRAW_S = 0.3  # at most this often a growing chart is redrawn (a redraw costs the browser a Plotly render)
@@ -103,6 +105,8 @@ def measured_frame(backend, experiment: str, params: dict, key: str, run_id: str
     frame = state.get(f"{key}_result")
     if frame is None:
         st.info("Choose the settings, then press **Measure**. Results stay here while you change chart options.")
+    elif desk() and (note := noisy_points(frame)):  # a live spread is named, so it is not read as a result
+        st.caption(note)
     return frame
 
 
