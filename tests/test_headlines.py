@@ -1,6 +1,7 @@
 """The lines above the pages' charts, worked out from recorded runs (no Streamlit): pinned ÷ pageable is one rule for
 the chart, the takeaway and the claims, and each headline names the numbers it read."""
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -95,3 +96,17 @@ def test_bidirectional_is_both_directions_over_the_faster_one_alone():
                           "gbps": [100.0, 55.0, 50.0]})
     assert headlines.bidirectional(frame) == ("pinned: both directions at once move **100.0 GB/s**, 1.82× the "
                                               "faster direction alone")
+
+
+def test_bidirectional_names_the_fast_spell_rate_the_bound_uses_when_it_differs():
+    samples = [5.28, 5.28, 5.29, 5.29, 5.30, 5.9, 6.0, 6.1, 6.2, 6.3]  # a slow spell: median 5.6 ms
+    nbytes = 2 * 256 * 2**20
+    median = float(np.median(samples))
+    frame = pd.DataFrame({"variant": ["bidir_both", "bidir_h2d", "bidir_d2h"], "host_memory": ["pinned"] * 3,
+                          "gbps": [nbytes / median / 1e6, 55.0, 55.0], "bytes": [nbytes, nbytes // 2, nbytes // 2],
+                          "median_ms": [median, 4.9, 4.9], "samples_ms": [samples, [4.9] * 10, [4.9] * 10]})
+    line = headlines.bidirectional(frame)
+    assert line.startswith("pinned: both directions at once move **95.9 GB/s**")
+    assert line.endswith("(101.7 GB/s in their fastest tenth of samples: the rate the pipelines' bound uses)")
+    steady = frame.assign(samples_ms=[[median] * 10, [4.9] * 10, [4.9] * 10])
+    assert "fastest tenth" not in headlines.bidirectional(steady)
