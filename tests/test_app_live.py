@@ -46,8 +46,10 @@ def test_measure_draws_the_result_and_keeps_it_across_reruns():
     assert "Live NVIDIA H200" in charts[0]["layout"]["title"]["text"]
     assert len(at.dataframe[-1].value) == 3 * 4 * 2
     # the recorded points above their profile's noise target are named under the result
-    assert any(c.value.startswith("9 points stopped above the 0.5 % noise target: 1 MiB mapped D2H (cv 9.8 %)")
-               for c in at.caption), [c.value for c in at.caption]
+    noise = [c.value for c in at.caption if "noise target" in c.value]
+    assert len(noise) == 1 and noise[0].startswith("3 points stopped above the 0.5 % noise target: 16 MiB mapped D2H "
+                                                   "(cv 1.0 %)"), noise
+    assert "18 pageable, small or host-timed points are above 0.5 % too" in noise[0]
     at.pills(key="transfers_directions").set_value(["h2d"]).run()  # a widget change reruns, no new job
     assert len(at.get("plotly_chart")) == 3 and len(at.dataframe[-1].value) == 3 * 4 * 2
 

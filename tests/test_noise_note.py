@@ -38,7 +38,9 @@ def test_the_noisiest_device_side_points_are_named_and_both_directions_explained
                           streams_row("bidir_h2d", "h2d", 0.021), streams_row("kernel_alone", "none", 0.024),
                           streams_row("serial", "round_trip", 0.010)])
     line = noisy_points(frame)
-    assert line.startswith("4 points stopped above the 2 % noise target: pipeline")
+    assert line.startswith("4 points stopped above the 2 % noise target: pipeline 16 chunks × 4 streams one stream "
+                           "per stage (pinned, 256 MiB) (cv 3.1 %), H2D + D2H at once (pinned, 256 MiB) (cv 2.6 %), "
+                           "all kernels alone, 16 chunks (pinned, 256 MiB) (cv 2.4 %)")
     assert line.index("cv 3.1 %") < line.index("cv 2.6 %") < line.index("cv 2.4 %")  # noisiest first
     assert "and 1 more." in line and "cv 2.1 %" not in line  # three named, the rest counted
     assert "both directions at once share the PCIe link" in line
@@ -46,13 +48,15 @@ def test_the_noisiest_device_side_points_are_named_and_both_directions_explained
 
 def test_host_side_points_are_counted_not_listed():
     frame = pd.DataFrame([transfers_row("pageable", 1 << 26, 0.15), transfers_row("pageable", 1 << 24, 0.09)])
-    assert noisy_points(frame) == ("2 pageable or host-timed points are above the 2 % noise target: the driver's "
-                                   "staging and the host set their spread.")
+    assert noisy_points(frame) == ("2 pageable, small or host-timed points are above the 2 % noise target: issue "
+                                   "costs, the driver's staging and the host set their spread.")
+    medium = pd.DataFrame([transfers_row("pinned", 1 << 20, 0.2)])  # a 1 MiB single copy: its issue cost spreads it
+    assert noisy_points(medium).startswith("1 pageable, small or host-timed point is above the 2 % noise target")
     frame = pd.concat([frame, pd.DataFrame([transfers_row("pinned_wc", 1 << 25, 0.03)])])
     line = noisy_points(frame)
     assert line.startswith("1 point stopped above the 2 % noise target: 32 MiB pinned_wc H2D (cv 3.0 %).")
-    assert line.endswith("2 pageable or host-timed points are above 2 % too: the driver's staging and the host set "
-                         "their spread.")
+    assert line.endswith("2 pageable, small or host-timed points are above 2 % too: issue costs, the driver's "
+                         "staging and the host set their spread.")
 
 
 def test_a_profile_this_version_cannot_read_is_left_out_not_raised():

@@ -8,11 +8,13 @@ from __future__ import annotations
 import pandas as pd
 
 from gpu.core import stats, text
+from gpu.core.units import format_bytes
+from gpu.experiments.streams import LABELS as STREAMS_LABELS
 from gpu.results.compare import point_kind, point_label
 
-# Paths timed through the host or the driver's staging buffers: their spread is theirs (README, "Noise"), so they are
-# counted, not listed.
-HOST_SIDE_KINDS = frozenset({"pageable", "host clock", "small copy", "managed migration"})
+# Paths whose spread is their own (README, "Quiet points"): staged through the driver, timed on the host, or single
+# copies short enough that issue cost sets their time. They are counted, not listed.
+HOST_SIDE_KINDS = frozenset({"pageable", "host clock", "small copy", "medium copy", "managed migration"})
 SHOWN = 3  # the noisiest points named; the rest are counted
 
 
@@ -25,6 +27,21 @@ def _targets(profiles: pd.Series) -> pd.Series:
         except ValueError:
             continue
     return profiles.map(known).astype(float)
+
+
+def _label(row) -> str:
+    """A point in a few words: Compare's label, shortened for Streams, whose rows carry seven key columns."""
+    if row["experiment"] != "streams":
+        return point_label(row["experiment"], row)
+    variant, where = str(row["variant"]), f"{row['host_memory']}, {format_bytes(int(row['elements']) * 4)}"
+    if int(row.get("intensity") or 0):
+        where += f", intensity {int(row['intensity'])}"
+    if variant == "pipeline":
+        order = "one stream per stage" if row["issue_order"] == "staged" else str(row["issue_order"]).replace("_", "-")
+        return f"pipeline {int(row['chunks'])} chunks × {text.count(int(row['streams']), 'stream')} {order} ({where})"
+    if variant.startswith("bidir"):
+        return f"{STREAMS_LABELS.get(variant, variant)} ({where})"
+    return f"{STREAMS_LABELS.get(variant, variant)}, {text.count(int(row['chunks']), 'chunk')} ({where})"
 
 
 def _shares_the_link(row) -> bool:
@@ -48,7 +65,7 @@ def noisy_points(frame: pd.DataFrame) -> str | None:
     limit = text.percent(target, 0 if round(target * 100, 6).is_integer() else 1)
     parts = []
     if device_side:
-        named = ", ".join(f"{point_label(r['experiment'], r)} (cv {text.percent(float(r['cv']), 1)})"
+        named = ", ".join(f"{_label(r)} (cv {text.percent(float(r['cv']), 1)})"
                           for r in device_side[:SHOWN])
         more = f" and {len(device_side) - SHOWN:,} more" if len(device_side) > SHOWN else ""
         parts.append(f"{text.count(len(device_side), 'point')} stopped above the {limit} noise target: "
@@ -62,6 +79,7 @@ def noisy_points(frame: pd.DataFrame) -> str | None:
             parts.append("Measure again, or read the spread.")
     if host_side:
         where = f"above {limit} too" if device_side else f"above the {limit} noise target"
-        parts.append(f"{text.count(host_side, 'pageable or host-timed point')} {'is' if host_side == 1 else 'are'} "
-                     f"{where}: the driver's staging and the host set their spread.")
+        parts.append(f"{text.count(host_side, 'pageable, small or host-timed point')} "
+                     f"{'is' if host_side == 1 else 'are'} {where}: issue costs, the driver's staging and the host "
+                     "set their spread.")
     return " ".join(parts)
