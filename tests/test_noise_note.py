@@ -38,12 +38,16 @@ def test_the_noisiest_device_side_points_are_named_and_both_directions_explained
                           streams_row("bidir_h2d", "h2d", 0.021), streams_row("kernel_alone", "none", 0.024),
                           streams_row("serial", "round_trip", 0.010)])
     line = noisy_points(frame)
-    assert line.startswith("4 points stopped above the 2 % noise target: pipeline 16 chunks × 4 streams one stream "
-                           "per stage (pinned, 256 MiB) (cv 3.1 %), H2D + D2H at once (pinned, 256 MiB) (cv 2.6 %), "
+    assert line.startswith("4 points stopped above the 2 % noise target: pipeline 16 chunks, one stream per stage "
+                           "(pinned, 256 MiB) (cv 3.1 %), H2D + D2H at once (pinned, 256 MiB) (cv 2.6 %), "
                            "all kernels alone, 16 chunks (pinned, 256 MiB) (cv 2.4 %)")
     assert line.index("cv 3.1 %") < line.index("cv 2.6 %") < line.index("cv 2.4 %")  # noisiest first
     assert "and 1 more." in line and "cv 2.1 %" not in line  # three named, the rest counted
     assert "both directions at once share the PCIe link" in line
+    round_robin = {**streams_row("pipeline", "round_trip", 0.05), "issue_order": "depth_first", "intensity": 2048}
+    assert noisy_points(pd.DataFrame([round_robin])).startswith(
+        "1 point stopped above the 2 % noise target: pipeline 16 chunks × 4 streams depth-first (pinned, 256 MiB, "
+        "intensity 2048) (cv 5.0 %).")
 
 
 def test_host_side_points_are_counted_not_listed():

@@ -37,7 +37,9 @@ def _label(row) -> str:
     if int(row.get("intensity") or 0):
         where += f", intensity {int(row['intensity'])}"
     if variant == "pipeline":
-        order = "one stream per stage" if row["issue_order"] == "staged" else str(row["issue_order"]).replace("_", "-")
+        if row["issue_order"] == "staged":
+            return f"pipeline {int(row['chunks'])} chunks, one stream per stage ({where})"
+        order = str(row["issue_order"]).replace("_", "-")
         return f"pipeline {int(row['chunks'])} chunks × {text.count(int(row['streams']), 'stream')} {order} ({where})"
     if variant.startswith("bidir"):
         return f"{STREAMS_LABELS.get(variant, variant)} ({where})"
