@@ -97,8 +97,11 @@ HISTORY_LEVEL = 0.99
 HISTORY_RUNS = 10  # the newest earlier runs of a device that make its history (a stored run loads in ~0.3 s)
 # 95th percentile of |log(median ratio)| between runs of unchanged software, per kind of point: printed by
 # tests/benchmarks/run_to_run_floors.py from assets/noise/ and the day-apart H200 transfers pair (see above).
-RUN_TO_RUN_FLOORS = {"kernel": 0.01, "pinned": 0.035, "mapped": 0.03, "medium copy": 0.105, "short kernel": 0.145,
-                     "managed migration": 0.185, "small copy": 0.37, "pageable": 0.4, "host clock": 0.455}
+# Kernels are measured on several H200 boards (assets/noise/*_board*): boards of one model differ by up to 12 % on
+# some kernels (stride-64 reads, 2^28 reductions) and by ~2 % on HBM copies, which a run on another board must not
+# be flagged for.
+RUN_TO_RUN_FLOORS = {"kernel": 0.045, "pinned": 0.035, "mapped": 0.03, "medium copy": 0.105, "short kernel": 0.785,
+                     "managed migration": 0.185, "small copy": 0.37, "pageable": 0.455, "host clock": 0.455}
 VERDICT_NAMES = {SLOWER: "slower beyond noise", FASTER: "faster beyond noise",
                  RUN_TO_RUN: "within run-to-run noise", SAME: "same within noise"}
 PROVENANCE_FIELDS = ["device_name", "driver_version", "cuda_version", "pycuda_version", "pcie", "sm_clock_max_mhz",
