@@ -159,15 +159,17 @@ def duplex_ms(row) -> float:
     return float(fastest) if fastest is not None and fastest == fastest and fastest > 0 else float(row.median_ms)
 
 
+def duplex_gbps(row) -> float:
+    """GB/s of a ``bidir_both`` row (both directions' bytes) at ``duplex_ms``; NaN without a positive time."""
+    ms = duplex_ms(row)
+    return float(row.bytes) / (ms * 1e-3) / 1e9 if ms > 0 else math.nan
+
+
 def duplex_rates(frame: pd.DataFrame) -> dict[tuple, float]:
     """GB/s of H2D and D2H at once (the ``bidir_both`` point, at ``duplex_ms``) per run, host memory and size."""
     both = frame[frame["variant"] == "bidir_both"]
-    rates = {}
-    for r in both.itertuples():
-        ms = duplex_ms(r)
-        if ms > 0:
-            rates[(r.run_id, r.host_memory, int(r.elements))] = float(r.bytes) / (ms * 1e-3) / 1e9
-    return rates
+    return {(r.run_id, r.host_memory, int(r.elements)): rate for r in both.itertuples()
+            if (rate := duplex_gbps(r)) == rate}
 
 
 def pipeline_table(frame: pd.DataFrame) -> pd.DataFrame:

@@ -112,7 +112,7 @@ def bidirectional(frame: pd.DataFrame) -> str:
         line = f"{h}: both directions at once move **{row['gbps']:.1f} GB/s**, {row['gbps'] / alone[h]:.2f}× the " \
                "faster direction alone"
         if {"bytes", "median_ms"} <= set(row.index):
-            fast = float(row["bytes"]) / (overlap.duplex_ms(row) * 1e-3) / 1e9
+            fast = overlap.duplex_gbps(row)
             if fast > 1.01 * row["gbps"]:
                 line += f" ({fast:.1f} GB/s in their fastest tenth of samples: the rate the pipelines' bound uses)"
         parts.append(line)
