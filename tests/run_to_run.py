@@ -51,13 +51,15 @@ def _hours_apart(first: pd.DataFrame, second: pd.DataFrame) -> float:
 
 
 def spread_by_source() -> dict[str, pd.DataFrame]:
-    """|log(median ratio)| per point of every two runs of a group, pooled as 'same day' (repeats within hours)
-    or 'days apart' (the H200 transfers pair, the H100 runs of 2026-11-22 and -23)."""
-    pairs = {"same day": [], "days apart": [compare.run_to_run_spread(runs_of(DAY_APART))]}
+    """|log(median ratio)| per point of every two runs of a group, pooled as 'one board' (both runs name the same
+    ``gpu_uuid``), 'same day' (other repeats within hours, on one board or several) or 'days apart' (the H200
+    transfers pair, the H100 runs of 2026-11-22 and -23)."""
+    pairs = {"one board": [], "same day": [], "days apart": [compare.run_to_run_spread(runs_of(DAY_APART))]}
     for runs in repeated_runs().values():
         for j, second in enumerate(runs):
             for first in runs[:j]:
-                source = "same day" if _hours_apart(first, second) < 12 else "days apart"
+                source = "one board" if compare.same_board(first, second) else \
+                    "same day" if _hours_apart(first, second) < 12 else "days apart"
                 pairs[source].append(compare.run_to_run_spread([first, second]))
     return {source: pd.concat(parts, ignore_index=True) for source, parts in pairs.items() if parts}
 
@@ -97,6 +99,12 @@ def derived_floors(table: pd.DataFrame | None = None) -> dict[str, float]:
     """Per kind: the largest source's 95th percentile of |log(median ratio)|, rounded up to 0.005."""
     table = spread_table() if table is None else table
     return {kind: math.ceil(q * 200 - 1e-9) / 200 for kind, q in table.groupby("kind")["q95_log"].max().items()}
+
+
+def derived_one_board_floors(table: pd.DataFrame | None = None) -> dict[str, float]:
+    """The same, from the pairs of runs on one board alone, for the kinds measured there."""
+    table = spread_table() if table is None else table
+    return derived_floors(table[table["source"] == "one board"])
 
 
 def unchanged_pairs():

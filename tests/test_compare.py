@@ -309,7 +309,24 @@ def test_a_ten_percent_change_of_kernels_is_caught():
 
 
 def test_the_floors_are_the_spread_measured_between_runs():
-    assert run_to_run.derived_floors() == compare.RUN_TO_RUN_FLOORS
+    table = run_to_run.spread_table()
+    assert run_to_run.derived_floors(table) == compare.RUN_TO_RUN_FLOORS
+    assert run_to_run.derived_one_board_floors(table) == compare.ONE_BOARD_FLOORS
+
+
+def test_a_two_percent_kernel_change_is_caught_on_one_board_and_is_run_to_run_across_boards():
+    run = run_to_run.repeated_runs()["coalescing on NVIDIA H200"][-1]  # a repeat on one lease, which names its board
+    assert compare.board_of(run).startswith("GPU-")
+    candidate = run_to_run.scaled(run, factor=0.98)  # kernels 2 % faster on every third point, same board
+    table = compare.compare(run, candidate).assign(changed=candidate["changed"].to_numpy())
+    assert set(table["run_to_run_source"]) == {"kernel one-board floor"}
+    assert (table.loc[table["changed"], "verdict"] == "faster").all() and not flagged(table[~table["changed"]]).any()
+    elsewhere = candidate.assign(gpu_uuid="GPU-another-board")  # the same numbers, measured on another board
+    table = compare.compare(run, elsewhere).assign(changed=candidate["changed"].to_numpy())
+    assert set(table["run_to_run_source"]) == {"kernel floor"}
+    assert (table.loc[table["changed"], "verdict"] == "run-to-run").all()
+    assert "kernel (one board) ±0.5%" in compare.band_summary(compare.compare(run, candidate))
+    assert not compare.same_board(run, run.assign(gpu_uuid=None))  # a run that names no board is not "the same"
 
 
 def test_the_runner_report_prints_every_verdict_count(tmp_path):
@@ -350,7 +367,7 @@ def test_the_compare_page_judges_a_candidate_by_its_devices_history(monkeypatch,
     st.cache_resource.clear()
     at = AppTest.from_file(str(run_to_run.ASSETS.parent / "app.py"), default_timeout=120).run()
     at.switch_page("pages/compare.py").run()
-    baseline, candidate = (run["run_id"].iloc[0] for run in repeats[1:])
+    baseline, candidate = (run["run_id"].iloc[0] for run in repeats[1:3])  # the 13:03 and 13:07 repeats
     at.selectbox(key="compare_baseline").set_value(baseline).run()
     at.multiselect(key="compare_candidates").set_value([candidate]).run()
     assert not at.exception, at.exception

@@ -100,8 +100,12 @@ HISTORY_RUNS = 10  # the newest earlier runs of a device that make its history (
 # Kernels are measured on several H200 boards (assets/noise/*_board*): boards of one model differ by up to 12 % on
 # some kernels (stride-64 reads, 2^28 reductions) and by ~2 % on HBM copies, which a run on another board must not
 # be flagged for.
-RUN_TO_RUN_FLOORS = {"kernel": 0.045, "pinned": 0.035, "mapped": 0.03, "medium copy": 0.105, "short kernel": 0.785,
-                     "managed migration": 0.185, "small copy": 0.37, "pageable": 0.455, "host clock": 0.455}
+RUN_TO_RUN_FLOORS = {"kernel": 0.035, "pinned": 0.035, "mapped": 0.03, "medium copy": 0.16, "short kernel": 0.835,
+                     "managed migration": 0.185, "small copy": 0.49, "pageable": 0.545, "host clock": 0.455}
+# The same, between runs that name one GPU board (the same ``gpu_uuid``): three repeats on one lease of an H200
+# (assets/noise/*_board5_repeat*). Kernels repeat to 0.1 % there, where boards of the model differ by up to 12 %.
+ONE_BOARD_FLOORS = {"kernel": 0.005, "pinned": 0.015, "mapped": 0.03, "medium copy": 0.095, "short kernel": 0.68,
+                    "small copy": 0.22, "pageable": 0.28}
 VERDICT_NAMES = {SLOWER: "slower beyond noise", FASTER: "faster beyond noise",
                  RUN_TO_RUN: "within run-to-run noise", SAME: "same within noise"}
 PROVENANCE_FIELDS = ["device_name", "driver_version", "cuda_version", "pycuda_version", "pcie", "sm_clock_max_mhz",
@@ -177,13 +181,30 @@ def _key(value):
     return schema.key_value(value)
 
 
-def floor(kind: str) -> float:
+def floor(kind: str, one_board: bool = False) -> float:
+    """The kind's run-to-run floor; between runs of one board, its one-board floor where one was measured."""
+    if one_board and kind in ONE_BOARD_FLOORS:
+        return min(ONE_BOARD_FLOORS[kind], RUN_TO_RUN_FLOORS[kind])
     return RUN_TO_RUN_FLOORS[kind]
 
 
-def run_to_run_band(kind: str, baseline_median: float, earlier_medians=()) -> dict:
+def board_of(frame: pd.DataFrame) -> str | None:
+    """The one GPU board a run was measured on (its ``gpu_uuid``), or None when it names none or several."""
+    if "gpu_uuid" not in frame.columns:
+        return None
+    boards = {value for value in frame["gpu_uuid"] if isinstance(value, str) and value}
+    return boards.pop() if len(boards) == 1 else None
+
+
+def same_board(first: pd.DataFrame, second: pd.DataFrame) -> bool:
+    board = board_of(first)
+    return board is not None and board == board_of(second)
+
+
+def run_to_run_band(kind: str, baseline_median: float, earlier_medians=(), one_board: bool = False) -> dict:
     """Where unchanged software puts the candidate's median, on a log scale: ``center`` ± ``half_width``, from
-    the earlier runs' medians when there are ``MIN_HISTORY`` or more, else the baseline ± the kind's floor."""
+    the earlier runs' medians when there are ``MIN_HISTORY`` or more, else the baseline ± the kind's floor (its
+    one-board floor when both runs name the same board, ``one_board``)."""
     earlier = np.log(np.asarray([m for m in earlier_medians if m and m > 0], dtype=float))
     if earlier.size >= MIN_HISTORY:
         from scipy.stats import t
@@ -191,7 +212,9 @@ def run_to_run_band(kind: str, baseline_median: float, earlier_medians=()) -> di
         n = earlier.size
         half = float(t.ppf(0.5 + HISTORY_LEVEL / 2, n - 1) * earlier.std(ddof=1) * math.sqrt(1 + 1 / n))
         return {"center": float(earlier.mean()), "half_width": half, "source": f"history of {n} runs"}
-    return {"center": math.log(baseline_median), "half_width": floor(kind), "source": f"{kind} floor"}
+    narrow = one_board and kind in ONE_BOARD_FLOORS
+    return {"center": math.log(baseline_median), "half_width": floor(kind, narrow),
+            "source": f"{kind} {'one-board ' if narrow else ''}floor"}
 
 
 def run_to_run_spread(runs: list[pd.DataFrame]) -> pd.DataFrame:
@@ -251,12 +274,13 @@ def compare(baseline: pd.DataFrame, candidate: pd.DataFrame, earlier: list[pd.Da
 
     base, cand = keyed(baseline), keyed(candidate)
     history = _earlier_medians(baseline, candidate, earlier, keyed)
+    one_board = same_board(baseline, candidate)
     rows = []
     for key in [k for k in base if k in cand]:
         b, c = base[key], cand[key]
         kind = point_kind(experiment, b)
         earlier_medians = [m for m, timer in history.get(key, ()) if timer == c.get("timer")]  # same method
-        band = run_to_run_band(kind, float(np.median(b["samples_ms"])), earlier_medians)
+        band = run_to_run_band(kind, float(np.median(b["samples_ms"])), earlier_medians, one_board)
         result = verdict(b["samples_ms"], c["samples_ms"], band=band)
         limit_b, limit_c = limit_gbps(b), limit_gbps(c)
         rows.append({**{k: b[k] for k in keys}, "point": point_label(experiment, b), "direction": b["direction"],
@@ -381,8 +405,10 @@ def band_summary(table: pd.DataFrame) -> str:
     floored = table[table["run_to_run_source"].str.endswith("floor")]
     parts = histories
     if not floored.empty:
-        kinds = ", ".join(f"{kind} ±{math.expm1(floor(kind)):.1%}" for kind in sorted(set(floored["kind"]),
-                                                                                      key=floor))
+        bands = {(kind, source.endswith("one-board floor"))
+                 for kind, source in zip(floored["kind"], floored["run_to_run_source"], strict=True)}
+        kinds = ", ".join(f"{kind}{' (one board)' if narrow else ''} ±{math.expm1(floor(kind, narrow)):.1%}"
+                          for kind, narrow in sorted(bands, key=lambda band: floor(*band)))
         parts.append(f"measured floors for {_points(len(floored))} ({kinds})")
     hint = f" {MIN_HISTORY} or more earlier runs of the candidate's device give it a band of its own." \
         if not floored.empty else ""
@@ -424,7 +450,7 @@ def history(frames: list[pd.DataFrame], point: dict) -> pd.DataFrame:
     profile family and timer, as ``compare`` does)."""
     experiment = frames[0]["experiment"].iloc[0] if frames else None
     keys = key_columns(experiment) if experiment else []
-    rows, previous, earlier = [], None, []
+    rows, previous, previous_frame, earlier = [], None, None, []
     for frame in sorted(frames, key=lambda f: _when(f["timestamp"].iloc[0]) or pd.Timestamp.min.tz_localize("UTC")):
         same = [frame[k].map(_key) == _key(point[k]) for k in keys]
         match = frame[np.logical_and.reduce(same)] if keys else frame.iloc[0:0]
@@ -436,13 +462,14 @@ def history(frames: list[pd.DataFrame], point: dict) -> pd.DataFrame:
         else:
             same_method = [r["median_ms"] for r in earlier[-HISTORY_RUNS:] if r["timer"] == row["timer"]
                         and str(r["profile"]).split("/")[0] == str(row["profile"]).split("/")[0]]
-            band = run_to_run_band(point_kind(experiment, row), float(np.median(previous["samples_ms"])), same_method)
+            band = run_to_run_band(point_kind(experiment, row), float(np.median(previous["samples_ms"])), same_method,
+                                   same_board(previous_frame, frame))
             result = verdict(previous["samples_ms"], row["samples_ms"], band=band)
         rows.append({"run_id": row["run_id"], "timestamp": row["timestamp"], "device_name": row["device_name"],
                      "median_ms": row["median_ms"], "min_ms": row["min_ms"], "max_ms": row["max_ms"],
                      "gbps": row["gbps"], "verdict": result["verdict"], "change": result["change"],
                      "regressed": result["verdict"] == SLOWER})
-        previous = row
+        previous, previous_frame = row, frame
         earlier.append(row)
     return pd.DataFrame(rows)
 

@@ -1,8 +1,9 @@
 """Run-to-run floors (prints, does not assert): how far medians of unchanged software move between runs, per kind
 of point, from the repeated runs in assets/noise/ (same code, one worker process per run) and the day-apart H200
 transfers pair; the floor of a kind is the larger of the sources' 95th percentiles of |log(median ratio)|, rounded
-up to 0.5 %. Then the bars: the share of points an unchanged pair flags (target ≤ 5 %) and the share of a 10 %
-change that is caught (target ≥ 95 %), with the floors alone and with a history of earlier runs.
+up to 0.5 %; the one-board floors come from the pairs whose runs name the same ``gpu_uuid`` alone. Then the bars:
+the share of points an unchanged pair flags (target ≤ 5 %) and the share of a 10 % change that is caught (target
+≥ 95 %), with the floors alone and with a history of earlier runs.
 
 No GPU needed: ``python3 tests/benchmarks/run_to_run_floors.py``.
 """
@@ -32,6 +33,11 @@ def main() -> None:
     print("\nfloors (|log ratio|): derived from the data  vs  gpu/results/compare.py RUN_TO_RUN_FLOORS")
     for kind in sorted(set(derived) | set(compare.RUN_TO_RUN_FLOORS)):
         mine, used = derived.get(kind), compare.RUN_TO_RUN_FLOORS.get(kind)
+        print(f"  {kind:18} {mine!s:>7}  {used!s:>7}" + ("" if mine == used else "   <- differs"))
+    one_board = run_to_run.derived_one_board_floors(table)
+    print("\none-board floors (both runs name the same gpu_uuid): derived  vs  ONE_BOARD_FLOORS")
+    for kind in sorted(set(one_board) | set(compare.ONE_BOARD_FLOORS)):
+        mine, used = one_board.get(kind), compare.ONE_BOARD_FLOORS.get(kind)
         print(f"  {kind:18} {mine!s:>7}  {used!s:>7}" + ("" if mine == used else "   <- differs"))
 
     print("\nunchanged pairs: points flagged slower/faster (target ≤ 5 %)")
