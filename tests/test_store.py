@@ -174,3 +174,52 @@ def test_rows_keep_the_schema_json_readable():
     frame = schema.read_results(MANAGED)
     row = store.frame_rows(frame)[0]
     assert json.loads(json.dumps(row))["samples_ms"] == list(frame["samples_ms"].iloc[0])
+
+
+def _version_one_store(url: str, frame: pd.DataFrame) -> None:
+    """A store as PinPoint wrote it at schema version 1 (before runs named their board and fleet), holding
+    ``frame``'s run."""
+    engine = sa.create_engine(url)
+    with engine.begin() as connection:
+        store.META.create(connection)
+        store._create_v1(connection)
+        connection.execute(store.META.insert().values(key="schema_version", value="1"))
+        run, points, _ = store.RunStore._prepare(str(frame["run_id"].iloc[0]), frame, "runner", None, None)
+        for name in store.ADDED_IN_V2:
+            run.pop(name)
+        connection.execute(sa.text(f"INSERT INTO runs ({', '.join(run)}) VALUES ({', '.join(':' + k for k in run)})"),
+                           run)
+        connection.execute(store.POINTS.insert(), points)
+    engine.dispose()
+
+
+def test_a_version_one_store_is_read_as_it_is_then_migrated_with_each_runs_board(url):
+    frame = schema.read_results(next(BUNDLED_DIRS[0].glob("coalescing_*.parquet")))
+    board = "GPU-0818954e-aaaa-bbbb-cccc-000000000001"
+    frame = frame.assign(gpu_uuid=board)
+    _version_one_store(url, frame)
+    old = store.RunStore(url)
+    assert old.version == 1
+    listed = old.runs()  # opening never writes: the old columns are read, the new ones are empty
+    assert listed.loc[0, "run_id"] == frame["run_id"].iloc[0] and pd.isna(listed.loc[0, "gpu_uuid"])
+    assert old.runs(fleet_id="any").empty
+    assert old.migrate() == store.SCHEMA_VERSION == 2
+    migrated = old.runs()
+    assert migrated.loc[0, "gpu_uuid"] == board and pd.isna(migrated.loc[0, "fleet_id"])
+    assert old.load(frame["run_id"].iloc[0])["median_ms"].tolist() == frame["median_ms"].tolist()
+
+
+def test_fleet_runs_are_stored_with_their_fleet_suite_and_board_and_listed_by_fleet(url):
+    runs = store.RunStore(url)
+    frame = schema.read_results(POOLS)
+    other = schema.read_results(MANAGED)
+    runs.save(frame, "fleet", fleet=("fleet-2026-11-25", "health"))
+    runs.save(other, "runner")
+    fleet = runs.runs(fleet_id="fleet-2026-11-25")
+    assert fleet["run_id"].tolist() == [frame["run_id"].iloc[0]]
+    assert fleet.loc[0, "suite"] == "health" and fleet.loc[0, "source"] == "fleet"
+    expected_board = frame["gpu_uuid"].iloc[0]
+    assert fleet.loc[0, "gpu_uuid"] == (expected_board if isinstance(expected_board, str) and expected_board else None)
+    assert len(runs.runs()) == 2
+    with pytest.raises(store.StoreError, match="fleet id"):
+        runs.save(other, "fleet", fleet=("x" * 65, "health"))

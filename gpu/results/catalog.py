@@ -17,7 +17,7 @@ from gpu.results.store import RunStore, SaveResult, StoreError
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
 BUNDLED_DIRS = (ASSETS / "replay", ASSETS / "runs")
 CATALOG_COLUMNS = ["run_id", "experiment", "device_name", "driver_version", "host", "timestamp", "points", "label",
-                   "notes", "origin", "profile", "git_commit", "source"]
+                   "notes", "origin", "profile", "git_commit", "source", "gpu_uuid", "fleet_id", "suite"]
 
 
 def read_bundled(directories=BUNDLED_DIRS, already_read: dict[Path, pd.DataFrame] | None = None) \
@@ -57,7 +57,9 @@ class Catalog:
                          "timestamp": first["timestamp"], "points": len(frame),
                          "label": f"bundled: {self.files[run_id]}",
                          "notes": None, "origin": "bundled", "profile": first["profile"],
-                         "git_commit": first["git_commit"], "source": "bundled"})
+                         "git_commit": first["git_commit"], "source": "bundled",
+                         "gpu_uuid": first["gpu_uuid"] if isinstance(first["gpu_uuid"], str) and first["gpu_uuid"]
+                         else None, "fleet_id": None, "suite": None})
         bundled = pd.DataFrame(rows, columns=CATALOG_COLUMNS)
         # A bundled run imported into the store is listed once, as stored (it keeps the store's label).
         bundled = bundled[~bundled["run_id"].isin(set(stored["run_id"]))]
@@ -68,7 +70,7 @@ class Catalog:
         return table.sort_values("timestamp", ascending=False).reset_index(drop=True)
 
     def save(self, frame: pd.DataFrame, source: str, label: str | None = None, notes: str | None = None,
-             replace: bool = False) -> list[SaveResult]:
+             replace: bool = False, fleet: tuple[str, str] | None = None) -> list[SaveResult]:
         """The store's save, refusing a run that would shadow a bundled run of the same id with other content."""
         for run_id, part in frame.groupby("run_id", sort=False):
             bundled = self.bundled.get(str(run_id))
@@ -76,7 +78,7 @@ class Catalog:
                 raise StoreError(f"run {shorten(str(run_id))} is bundled with PinPoint ({self.files[str(run_id)]}) "
                                  "and this one differs from it: a stored run cannot shadow a bundled one; give it "
                                  "another run id")
-        return self.store.save(frame, source, label, notes, replace=replace)
+        return self.store.save(frame, source, label, notes, replace=replace, fleet=fleet)
 
     def load(self, run_id: str) -> pd.DataFrame:
         """A run by id, bundled or stored; gpu.results.store.StoreError when there is none."""

@@ -48,7 +48,7 @@ from gpu.core.schema import frame_rows
 from gpu.core.text import shorten
 from gpu.results import runfiles
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 APP_NAME = "pinpoint"
 CONNECT_TIMEOUT_S = 5
 STATEMENT_TIMEOUT_S = 60
@@ -68,6 +68,8 @@ RUNS = sa.Table(
     sa.Column("git_commit", sa.Text), sa.Column("profile", sa.Text), sa.Column("label", sa.Text),
     sa.Column("notes", sa.Text), sa.Column("source", sa.String(16), nullable=False),
     sa.Column("stored_at", sa.Text, nullable=False), sa.Column("points", sa.Integer, nullable=False),
+    # Added by step 2: the board that measured (NVML UUID), and for fleet runs the fleet and its suite.
+    sa.Column("gpu_uuid", sa.Text), sa.Column("fleet_id", sa.String(64)), sa.Column("suite", sa.Text),
 )
 POINTS = sa.Table(
     "points", METADATA,
@@ -76,15 +78,38 @@ POINTS = sa.Table(
     sa.Column("variant", sa.Text), sa.Column("direction", sa.Text), sa.Column("bytes", sa.BigInteger),
     sa.Column("median_ms", sa.Float), sa.Column("gbps", sa.Float), sa.Column("row_json", sa.Text, nullable=False),
 )
+FLEET_INDEX = sa.Index("ix_runs_fleet_id", RUNS.c.fleet_id)
 RUN_COLUMNS = [c.name for c in RUNS.columns]
 
 
+ADDED_IN_V2 = ("gpu_uuid", "fleet_id", "suite")
+
+
 def _create_v1(connection) -> None:
-    METADATA.create_all(connection, tables=[RUNS, POINTS])
+    """The tables as version 1 had them (``runs`` without the columns later steps add)."""
+    v1 = sa.MetaData()
+    sa.Table(RUNS.name, v1, *(c._copy() for c in RUNS.columns if c.name not in ADDED_IN_V2))
+    POINTS.to_metadata(v1)
+    v1.create_all(connection)
+
+
+def _add_boards_and_fleets_v2(connection) -> None:
+    """Runs name their board and, when a fleet measured them, the fleet and suite; stored runs get their board
+    from their first point (the runs-level column lets a board's history be found without reading points)."""
+    dialect = connection.dialect
+    for name in ADDED_IN_V2:
+        column = RUNS.c[name]
+        connection.execute(sa.text(f"ALTER TABLE {RUNS.name} ADD COLUMN {name} {column.type.compile(dialect)}"))
+    FLEET_INDEX.create(connection)
+    first_points = connection.execute(sa.select(POINTS.c.run_id, POINTS.c.row_json).where(POINTS.c.idx == 0)).all()
+    for run_id, row_json in first_points:
+        board = json.loads(row_json).get("gpu_uuid")
+        if isinstance(board, str) and board:
+            connection.execute(RUNS.update().where(RUNS.c.run_id == run_id).values(gpu_uuid=board))
 
 
 # Each step takes a store from version n-1 to n; a new schema appends a step, never edits an old one.
-MIGRATIONS = [(1, _create_v1)]
+MIGRATIONS = [(1, _create_v1), (2, _add_boards_and_fleets_v2)]
 
 
 @dataclass(frozen=True)
@@ -260,14 +285,17 @@ class RunStore:
 
     # --- writing ---------------------------------------------------------------------------------------------
     def save(self, frame: pd.DataFrame, source: str, label: str | None = None, notes: str | None = None,
-             replace: bool = False) -> list[SaveResult]:
+             replace: bool = False, fleet: tuple[str, str] | None = None) -> list[SaveResult]:
         """Store every run of ``frame`` (validated against the schema) in one transaction: all or nothing.
         A run stored with the same content is reported and left as it is; with different content it is
-        refused unless ``replace``."""
+        refused unless ``replace``. ``fleet``: (fleet id, suite name) when a fleet measured the run."""
         _check_text("label", label, MAX_LABEL_CHARS)
         _check_text("notes", notes, MAX_NOTES_CHARS)
+        if fleet is not None:
+            _check_text("fleet id", fleet[0], RUNS.c.fleet_id.type.length)
+            _check_text("suite", fleet[1], MAX_LABEL_CHARS)
         frame = schema.validate(frame)
-        prepared = [self._prepare(str(run_id), part.reset_index(drop=True), source, label, notes)
+        prepared = [self._prepare(str(run_id), part.reset_index(drop=True), source, label, notes, fleet)
                     for run_id, part in frame.groupby("run_id", sort=False)]
         self.migrate()
         for attempt in range(2):
@@ -304,7 +332,8 @@ class RunStore:
         return SaveResult(run_id, True, run["points"], replaced=bool(exists))
 
     @staticmethod
-    def _prepare(run_id: str, part: pd.DataFrame, source: str, label, notes) -> tuple[dict, list[dict], str]:
+    def _prepare(run_id: str, part: pd.DataFrame, source: str, label, notes, fleet=None) \
+            -> tuple[dict, list[dict], str]:
         if len(run_id) > RUNS.c.run_id.type.length or "\x00" in run_id:
             raise StoreError(f"run id {shorten(run_id)} is longer than {RUNS.c.run_id.type.length} characters or "
                              "holds a NUL character")
@@ -320,10 +349,11 @@ class RunStore:
         first = part.iloc[0]
         run = {"run_id": run_id, "experiment": str(first["experiment"]), "source": source, "timestamp": start,
                "stored_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "points": len(part),
-               "label": label, "notes": notes,
-               **{c: None if pd.isna(first[c]) else str(first[c]) for c in
+               "label": label, "notes": notes, "fleet_id": fleet[0] if fleet else None,
+               "suite": fleet[1] if fleet else None,
+               **{c: None if pd.isna(first[c]) or first[c] == "" else str(first[c]) for c in
                   ("device_name", "driver_version", "cuda_version", "pycuda_version", "host", "git_commit",
-                   "profile")}}
+                   "profile", "gpu_uuid")}}
         for column, value in run.items():
             if isinstance(value, str) and "\x00" in value:
                 raise StoreError(f"run {shorten(run_id)}: {column} holds a NUL character")
@@ -354,12 +384,19 @@ class RunStore:
         except sa.exc.SQLAlchemyError as exc:
             raise self._failure(exc, "reading it") from None
 
-    def runs(self, experiment: str | None = None) -> pd.DataFrame:
+    def runs(self, experiment: str | None = None, fleet_id: str | None = None) -> pd.DataFrame:
+        """The stored runs, newest first; of one experiment and/or one fleet when asked."""
         if self.version == 0:
             return pd.DataFrame(columns=RUN_COLUMNS)
-        query = sa.select(RUNS).order_by(RUNS.c.timestamp.desc())
+        # Opening never writes, so a store of an older version is read as it is: its missing columns stay empty.
+        columns = [c for c in RUNS.columns if self.version >= 2 or c.name not in ADDED_IN_V2]
+        query = sa.select(*columns).order_by(RUNS.c.timestamp.desc())
         if experiment:
             query = query.where(RUNS.c.experiment == experiment)
+        if fleet_id is not None:
+            if self.version < 2:
+                return pd.DataFrame(columns=RUN_COLUMNS)
+            query = query.where(RUNS.c.fleet_id == fleet_id)
         try:
             with self.engine.connect() as connection:
                 rows = connection.execute(query).mappings().all()
