@@ -1,0 +1,209 @@
+"""Suites: a list of declared experiments and their parameters, run together on every GPU of a fleet.
+
+A suite is a TOML file like a talk (``assets/suites/health.toml`` is the built-in one)::
+
+    title = "Fleet health"
+    profile = "precise/timeout_s=1"   # every run's profile, unless a run names its own
+    timeout_s = 120                   # a (GPU, experiment) task not done by then has failed
+
+    [[run]]
+    experiment = "transfers"          # a registered experiment (its name or its runner subcommand)
+    [run.params]                      # the experiment's parameters, as its parse_params takes them
+    sizes = [1048576, 268435456]
+
+Everything is checked against the registry before any GPU work: an unknown experiment, an unknown or bad
+parameter, a bad profile or a TOML error is refused with the file and line it is on. A suite's points (each run's
+``Params.points()``) are the figures a fleet review reads: one column each on the Fleet page.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gpu.core.errors import ValidationError
+from gpu.experiments import registry
+
+SUITES_DIR = Path(__file__).resolve().parents[2] / "assets" / "suites"
+DEFAULT_PROFILE = "precise/timeout_s=1"
+DEFAULT_TIMEOUT_S = 300.0
+SUITE_KEYS = {"title", "profile", "timeout_s", "run"}
+RUN_KEYS = {"experiment", "params", "profile", "timeout_s"}
+
+
+class SuiteError(ValidationError):
+    """A suite that cannot run; each reason names the file and line."""
+
+
+@dataclass(frozen=True)
+class SuiteRun:
+    """One experiment of a suite: its registered name, its parameters (the profile included) and its time limit."""
+
+    experiment: str
+    params: dict
+    timeout_s: float
+    line: int
+
+    def points(self) -> list[tuple]:
+        """The point keys this run measures, in the order of the experiment's KEY_COLUMNS."""
+        module = registry.get_experiment(self.experiment)
+        return list(module.parse_params(self.params).points())
+
+
+@dataclass(frozen=True)
+class Suite:
+    name: str
+    title: str
+    runs: tuple[SuiteRun, ...]
+    path: str = ""
+    experiments: tuple[str, ...] = field(init=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "experiments", tuple(r.experiment for r in self.runs))
+
+    def run_for(self, experiment: str) -> SuiteRun:
+        return next(r for r in self.runs if r.experiment == experiment)
+
+
+def built_in() -> list[str]:
+    return sorted(p.stem for p in SUITES_DIR.glob("*.toml"))
+
+
+def resolve(name_or_path: str) -> Path:
+    """A built-in suite's name (``health``) or a path to a suite file."""
+    candidate = Path(name_or_path)
+    if candidate.suffix == ".toml" or candidate.exists():
+        return candidate
+    if re.fullmatch(r"[A-Za-z0-9_-]{1,64}", name_or_path) and (SUITES_DIR / f"{name_or_path}.toml").exists():
+        return SUITES_DIR / f"{name_or_path}.toml"
+    raise SuiteError([f"no suite '{name_or_path[:80]}': give a suite file (.toml) or a built-in suite "
+                      f"({', '.join(built_in())})"])
+
+
+def load(name_or_path: str) -> Suite:
+    """The suite, checked against the registry; SuiteError (with file and line) when it cannot run."""
+    path = resolve(name_or_path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SuiteError([f"{path}: cannot read the suite: {exc}"]) from None
+    return parse(text, str(path), path.stem)
+
+
+def parse(text: str, where: str = "<suite>", name: str = "suite") -> Suite:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:  # its message ends "(at line N, column M)" or "(at end of document)"
+        message = str(exc)
+        found = re.search(r"\(at line (\d+), column \d+\)$", message)
+        line = int(found.group(1)) if found else max(1, len(text.splitlines()))
+        raise SuiteError([f"{where}: line {line}: not valid TOML: {re.sub(r' [(]at [^)]*[)]$', '', message)}"]) \
+            from None
+    lines = _Lines(text)
+    reasons = []
+    for key in sorted(set(data) - SUITE_KEYS):
+        reasons.append(f"{where}: line {lines.top(key)}: unknown key '{key}' (known: {', '.join(sorted(SUITE_KEYS))})")
+    profile = data.get("profile", DEFAULT_PROFILE)
+    timeout = data.get("timeout_s", DEFAULT_TIMEOUT_S)
+    if not isinstance(profile, str):
+        reasons.append(f"{where}: line {lines.top('profile')}: profile must be text, e.g. \"{DEFAULT_PROFILE}\"")
+    if not _positive(timeout):
+        reasons.append(f"{where}: line {lines.top('timeout_s')}: timeout_s must be a positive number of seconds")
+    entries = data.get("run", [])
+    if not isinstance(entries, list) or not entries:
+        reasons.append(f"{where}: line 1: a suite lists at least one [[run]] (an experiment and its parameters)")
+        entries = []
+    runs = []
+    for index, entry in enumerate(entries):
+        run, problems = _run(entry, index, profile if isinstance(profile, str) else DEFAULT_PROFILE,
+                             timeout if _positive(timeout) else DEFAULT_TIMEOUT_S, lines)
+        reasons += [f"{where}: line {line}: {problem}" for line, problem in problems]
+        if run is not None:
+            if run.experiment in {r.experiment for r in runs}:
+                reasons.append(f"{where}: line {run.line}: {run.experiment} is listed twice: one run per experiment "
+                               "(a fleet resumes by GPU and experiment)")
+            runs.append(run)
+    if reasons:
+        raise SuiteError(reasons)
+    title = data.get("title") if isinstance(data.get("title"), str) else name
+    return Suite(name=name, title=title, runs=tuple(runs), path=where)
+
+
+def _positive(value) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+
+
+def _run(entry, index: int, profile: str, timeout: float, lines: _Lines) -> tuple[SuiteRun | None, list]:
+    header = lines.run(index)
+    if not isinstance(entry, dict):
+        return None, [(header, "each [[run]] is a table with an experiment and its [run.params]")]
+    problems = [(lines.key(index, key), f"unknown key '{key}' in a run (known: {', '.join(sorted(RUN_KEYS))})")
+                for key in sorted(set(entry) - RUN_KEYS)]
+    name = entry.get("experiment")
+    entry_for = registry.BY_NAME.get(name) or registry.BY_COMMAND.get(name) if isinstance(name, str) else None
+    if entry_for is None:
+        known = ", ".join(e.name for e in registry.REGISTRY)
+        shown = repr(name)[:60] if name is not None else "none"
+        return None, problems + [(lines.key(index, "experiment"), f"unknown experiment {shown} (known: {known})")]
+    params = entry.get("params", {})
+    if not isinstance(params, dict):
+        return None, problems + [(lines.key(index, "params"), "[run.params] must be a table of parameters")]
+    run_profile = entry.get("profile", profile)
+    run_timeout = entry.get("timeout_s", timeout)
+    if not _positive(run_timeout):
+        problems.append((lines.key(index, "timeout_s"), "timeout_s must be a positive number of seconds"))
+    if "profile" in params:
+        problems.append((lines.key(index, "profile", in_params=True),
+                         "the profile is the suite's or the run's (profile = …), not a parameter"))
+    params = {**params, "profile": run_profile}
+    reasons = registry.check_params(entry_for.name, params, None)
+    for reason in reasons:  # a reason that names a parameter points at its line, else at the run's experiment
+        problems.append((lines.mentioned(index, reason, params) or lines.key(index, "experiment"),
+                         f"{entry_for.name}: {reason}"))
+    if problems:
+        return None, problems
+    return SuiteRun(entry_for.name, params, float(run_timeout), header), []
+
+
+class _Lines:
+    """Where keys sit in the suite's text: tomllib gives values, not their lines."""
+
+    def __init__(self, text: str):
+        self.lines = text.splitlines()
+        self.headers = [i + 1 for i, line in enumerate(self.lines) if re.match(r"\s*\[\[\s*run\s*\]\]", line)]
+
+    def _find(self, key: str, start: int, stop: int) -> int | None:
+        pattern = re.compile(rf"\s*[\"']?{re.escape(key)}[\"']?\s*=")
+        for number in range(start, min(stop, len(self.lines)) + 1):
+            if pattern.match(self.lines[number - 1]):
+                return number
+        return None
+
+    def top(self, key: str) -> int:
+        return self._find(key, 1, (self.headers[0] - 1) if self.headers else len(self.lines)) or 1
+
+    def run(self, index: int) -> int:
+        return self.headers[index] if index < len(self.headers) else 1
+
+    def _block(self, index: int) -> tuple[int, int]:
+        start = self.run(index)
+        stop = self.headers[index + 1] - 1 if index + 1 < len(self.headers) else len(self.lines)
+        return start, stop
+
+    def key(self, index: int, key: str, in_params: bool = False) -> int:
+        start, stop = self._block(index)
+        return self._find(key, start, stop) or start
+
+    def mentioned(self, index: int, reason: str, params: dict) -> int | None:
+        """The line of the first parameter that ``reason`` names (by its name or its words)."""
+        start, stop = self._block(index)
+        for name in params:
+            spoken = name.replace("_", " ").rstrip("s")
+            if name in reason or spoken in reason:
+                found = self._find(name, start, stop)
+                if found:
+                    return found
+        return None

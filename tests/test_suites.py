@@ -1,0 +1,51 @@
+"""Suites: the built-in health suite checks against the registry, and every bad suite is refused before any GPU
+work with the file and line of the problem."""
+
+import pytest
+
+from gpu.experiments import registry, suites
+
+
+def test_the_health_suite_lists_the_figures_a_fleet_review_needs():
+    suite = suites.load("health")
+    assert suite.title == "Fleet health" and suite.name == "health"
+    assert set(suite.experiments) == {"transfers", "coalescing", "host_latency", "reduction", "occupancy"}
+    transfers = suite.run_for("transfers").points()
+    # pinned and pageable, both directions, 1 MiB and 256 MiB, both timing methods
+    assert {(p[0], p[1], p[2]) for p in transfers} == {
+        (size, mode, d) for size in (1 << 20, 256 << 20) for mode in ("pageable", "pinned") for d in ("h2d", "d2h")}
+    assert {p[4] for p in transfers} >= {"cuda_event", "cuda_event_batched_held"}  # single and batched
+    # the HBM copies and stride-64 reads
+    assert set(suite.run_for("coalescing").points()) == {
+        ("memcpy_dtod", 256, 1 << 26, 0), ("copy_f32", 256, 1 << 26, 0), ("copy_f4", 256, 1 << 26, 0),
+        ("strided", 256, 1 << 26, 64)}
+    assert len(suite.run_for("reduction").points()) == 1 and len(suite.run_for("occupancy").points()) == 1
+    for run in suite.runs:  # every run passes the registry's own checks, with the suite's profile
+        assert registry.check_params(run.experiment, run.params, None) == []
+        assert run.params["profile"] == "precise/timeout_s=1" and run.timeout_s == 120
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("a = [", "x.toml: line 1: not valid TOML"),
+    ('title = "t"\n\n[[run]]\nexperiment = "transfer"\n', "x.toml: line 4: unknown experiment 'transfer'"),
+    ('[[run]]\nexperiment = "transfers"\n[run.params]\nsizes = [1024]\nmodez = ["pinned"]\n',
+     "x.toml: line 5: transfers: unknown parameter: modez"),
+    ('[[run]]\nexperiment = "transfers"\n[run.params]\nmodes = ["pinned"]\nsizes = [0]\n',
+     "x.toml: line 5: transfers: size 0 B is too small"),
+    ('profile = "fastest"\n[[run]]\nexperiment = "reduction"\n', "x.toml: line 3: reduction: unknown profile"),
+    ('timeout_s = -1\n[[run]]\nexperiment = "reduction"\n', "x.toml: line 1: timeout_s must be a positive"),
+    ('[[run]]\nexperiment = "reduction"\n[[run]]\nexperiment = "reduction"\n', "x.toml: line 3: reduction is listed twice"),
+    ('colour = "red"\n[[run]]\nexperiment = "reduction"\n', "x.toml: line 1: unknown key 'colour'"),
+    ('title = "empty"\n', "x.toml: line 1: a suite lists at least one [[run]]"),
+])
+def test_a_bad_suite_is_refused_with_its_line(text, expected):
+    with pytest.raises(suites.SuiteError) as caught:
+        suites.parse(text, "x.toml")
+    assert any(reason.startswith(expected) for reason in caught.value.reasons), caught.value.reasons
+
+
+def test_an_unknown_suite_name_lists_the_built_in_ones(tmp_path):
+    with pytest.raises(suites.SuiteError, match=r"no suite 'nightly'.*\(health\)"):
+        suites.load("nightly")
+    with pytest.raises(suites.SuiteError, match="cannot read the suite"):
+        suites.load(str(tmp_path / "missing.toml"))
