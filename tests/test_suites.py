@@ -34,7 +34,8 @@ def test_the_health_suite_lists_the_figures_a_fleet_review_needs():
      "x.toml: line 5: transfers: size 0 B is too small"),
     ('profile = "fastest"\n[[run]]\nexperiment = "reduction"\n', "x.toml: line 3: reduction: unknown profile"),
     ('timeout_s = -1\n[[run]]\nexperiment = "reduction"\n', "x.toml: line 1: timeout_s must be a positive"),
-    ('[[run]]\nexperiment = "reduction"\n[[run]]\nexperiment = "reduction"\n', "x.toml: line 3: reduction is listed twice"),
+    ('[[run]]\nexperiment = "reduction"\n[[run]]\nexperiment = "reduction"\n',
+     "x.toml: line 3: reduction is listed twice"),
     ('colour = "red"\n[[run]]\nexperiment = "reduction"\n', "x.toml: line 1: unknown key 'colour'"),
     ('title = "empty"\n', "x.toml: line 1: a suite lists at least one [[run]]"),
 ])
