@@ -24,13 +24,13 @@ import time
 import pandas as pd
 
 from gpu.core import text
-from gpu.core.errors import ValidationError, WorkerError
+from gpu.core.errors import DeviceNotFound, ValidationError, WorkerError, WorkerUnavailable
 from gpu.core.text import printable, shorten
 from gpu.core.units import SizeError, format_bytes
 from gpu.experiments import get_experiment, registry
 from gpu.results import catalog, compare, imports, report, runfiles
 from gpu.results.store import RunStore, StoreError
-from gpu.service.backends import check_params, start_live
+from gpu.service.backends import check_params, open_live, start_live
 
 
 def _progress_bar(handle, stream=sys.stderr, width=30) -> None:
@@ -55,6 +55,9 @@ def parse_args(argv=None):
         experiments.append(p)
     d = sub.add_parser("occupancy-driver", help="record the driver's occupancy answers (JSON) for the tests")
     d.add_argument("--out", required=True)
+    for p in [*experiments, d]:
+        p.add_argument("--device", help="the GPU to measure on: its index or board UUID (GPU-…, or a unique start of "
+                                        "it); default PINPOINT_DEVICE, else the first GPU")
     for p in experiments:
         p.add_argument("--profile", default="precise",
                        help="precise (nvbench's defaults) or interactive, optionally with overrides, "
@@ -77,6 +80,20 @@ def parse_args(argv=None):
     rp.add_argument("--baseline", required=True, help="run id (stored or bundled)")
     rp.add_argument("--candidate", required=True, action="append", help="run id; repeat for several")
     rp.add_argument("--out", required=True, help="the HTML file to write")
+    f = sub.add_parser("fleet", help="run a suite on every GPU of a Dask cluster, each run into the runs store")
+    f.add_argument("suite", help="a built-in suite (health) or a suite file (.toml)")
+    f.add_argument("--cluster", default="local",
+                   help="local (one worker per GPU here), slurm (one job per node) or tcp://HOST:PORT (a running "
+                        "dask scheduler)")
+    f.add_argument("--fleet-id", help="name the fleet; an id already in the store measures only its missing "
+                                      "(GPU, experiment) pairs (default: the suite and the start time)")
+    f.add_argument("--label", help="a label for every stored run")
+    f.add_argument("--nodes", type=int, default=1, help="slurm: nodes, one job each")
+    f.add_argument("--gpus-per-node", type=int, default=1, help="slurm: GPUs (and workers) per node")
+    f.add_argument("--partition", help="slurm: the partition (queue)")
+    f.add_argument("--walltime", default="01:00:00", help="slurm: each job's time limit")
+    f.add_argument("--no-gres", action="store_true",
+                   help="slurm: do not ask for GPUs as a generic resource (--gres=gpu:N), for clusters without it")
     sub.add_parser("runs", help="list the stored and bundled runs")
     sub.add_parser("migrate", help="bring the runs store to this PinPoint's schema version")
     return parser.parse_args(argv)
@@ -110,10 +127,8 @@ def summary_table(experiment: str, frame):
     return show
 
 
-def record_driver_occupancy(out: str) -> int:
-
-
-    backend, reason = start_live()
+def record_driver_occupancy(out: str, device: str | None = None) -> int:
+    backend, reason = start_live(device)
     if backend is None:
         print(f"error: recording driver answers needs a GPU: {reason}", file=sys.stderr)
         return 3
@@ -216,9 +231,13 @@ def _review(args) -> int:
 def main(argv=None) -> int:
     args = parse_args(argv)
     if args.experiment == "occupancy-driver":
-        return record_driver_occupancy(args.out)
+        return record_driver_occupancy(args.out, args.device)
     if args.experiment in REVIEW_COMMANDS:
         return review_command(args)
+    if args.experiment == "fleet":
+        from gpu.fleet.command import fleet_command  # Dask's import costs ~1 s: only the fleet command pays it
+
+        return fleet_command(args)
     experiment = registry.BY_COMMAND[args.experiment].name  # a subcommand may spell it differently (host-latency)
     try:
         jobs = experiment_jobs(args)
@@ -230,9 +249,13 @@ def main(argv=None) -> int:
         if reasons:
             print("error: invalid parameters:\n  - " + "\n  - ".join(reasons), file=sys.stderr)
             return 2
-    backend, reason = start_live()
-    if backend is None:
-        print(f"error: the runner measures live and needs a GPU: {reason}", file=sys.stderr)
+    try:
+        backend = open_live(args.device)
+    except DeviceNotFound as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except WorkerUnavailable as exc:
+        print(f"error: the runner measures live and needs a GPU: {exc}", file=sys.stderr)
         return 3
     print(f"{backend.label()} · profile {args.profile} · {text.count(len(jobs), 'run')}", file=sys.stderr)
     started = time.perf_counter()

@@ -50,3 +50,85 @@ def as_board(frame: pd.DataFrame, index: int, slowdown: float = 1.0, when: str |
     if when is not None:
         out["timestamp"] = when
     return schema.validate(out)
+
+
+class SimulatedBoard:
+    """A worker service (``PINPOINT_WORKER_SERVICE=tests.simulated_fleet:SimulatedBoard``) that answers experiment
+    jobs with the recorded H200 points as one simulated board would: the board is the one CUDA_VISIBLE_DEVICES
+    names (an index, or a ``GPU-sim…`` UUID), slowed where ``PINPOINT_SIM_SLOW`` says (``"3:1.3,5:1.1"``: board 3
+    takes 1.3× as long), each point after ``PINPOINT_SIM_SECONDS_PER_POINT``; ``PINPOINT_SIM_HANG`` (``"2:reduction"``)
+    makes a board's experiment run until it is cancelled. ``PINPOINT_SIM_BOARDS`` boards are visible."""
+
+    def __init__(self, device=None):
+        import os
+
+        from gpu.core import devices
+
+        if device is not None:  # the runner's --device: refused with the list, as on a GPU machine
+            devices.choose(device, self.visible_gpus())
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0].strip() or "0"
+        self.index = int(visible[7:12]) if visible.startswith("GPU-sim") else int(visible)
+        self.slowdown = _board_table(os.environ.get("PINPOINT_SIM_SLOW", "")).get(self.index, 1.0)
+        self.hang = _board_table(os.environ.get("PINPOINT_SIM_HANG", ""), str).get(self.index)
+        self.seconds = float(os.environ.get("PINPOINT_SIM_SECONDS_PER_POINT", "0"))
+        self.data = ReplayBackend().data
+
+    @staticmethod
+    def visible_gpus() -> list[dict]:
+        import os
+
+        count = int(os.environ.get("PINPOINT_SIM_BOARDS", "2"))
+        return [{"index": i, "name": "NVIDIA H200", "uuid": board_uuid(i), "host": board_host(i)} for i in range(count)]
+
+    def hello(self) -> dict:
+        import os
+
+        facts = self.data.iloc[0][["device_name", "compute_capability", "sm_count", "memory_total_bytes",
+                                   "driver_version", "pcie_gen", "pcie_width"]].to_dict()
+        facts.update(gpu_uuid=board_uuid(self.index), host=board_host(self.index))
+        return {"facts": facts, "limits": {}, "pid": os.getpid(), "gpus": self.visible_gpus()}
+
+    def handle(self, job, progress, should_cancel):
+        import datetime as dt
+        import time
+
+        from gpu.core.errors import JobCancelled, ValidationError
+        from gpu.experiments import get_experiment
+
+        if job["kind"] != "experiment":
+            raise ValidationError([f"unknown job kind '{job['kind']}'"])
+        module = get_experiment(job["experiment"])
+        params = module.parse_params(job["params"])
+        wanted = set(params.points())
+        rows = self.data[self.data["experiment"] == module.NAME]
+        keys = list(zip(*(rows[c] for c in module.KEY_COLUMNS), strict=True))
+        # The newest recording of each point (transfers' single and batched copies are two recordings).
+        chosen = rows[[key in wanted for key in keys]].sort_values("timestamp").drop_duplicates(
+            subset=module.KEY_COLUMNS, keep="last")
+        for i in range(len(chosen)):
+            if should_cancel():
+                raise JobCancelled()
+            progress(i, len(chosen), f"point {i}")
+            time.sleep(self.seconds)
+        while self.hang == module.NAME and not should_cancel():
+            time.sleep(0.05)
+        if should_cancel():
+            raise JobCancelled()
+        now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+        return as_board(chosen.reset_index(drop=True), self.index, self.slowdown, when=now).assign(
+            experiment=module.NAME)
+
+    def after_error(self, exc) -> bool:
+        return True
+
+    def close(self) -> None:
+        pass
+
+
+def _board_table(spec: str, kind=float) -> dict:
+    table = {}
+    for item in spec.split(","):
+        if ":" in item:
+            board, value = item.split(":", 1)
+            table[int(board)] = kind(value)
+    return table

@@ -9,11 +9,13 @@ had (``ValueError`` for bad input, ``RuntimeError`` for failures), so callers th
     ├── JobCancelled         a newer request replaced the job
     ├── WorkerError          the job failed inside the worker (``fatal``: the worker was replaced)
     ├── WorkerUnavailable    the worker process could not start
+    │   └── DeviceNotFound   no GPU answers to the chosen index or UUID (the message lists those that do)
     ├── CudaError            a CUDA driver call failed, with its CUresult ``code`` (gpu.device.libcuda)
     ├── SizeError            a size string that cannot be read (gpu.core.units)
     ├── SchemaError          a results table that does not follow the schema (gpu.core.schema)
     ├── ImportProblem        a file that cannot be imported (gpu.results.imports)
-    └── StoreError           a runs store that cannot be opened or used (gpu.results.store)
+    ├── StoreError           a runs store that cannot be opened or used (gpu.results.store)
+    └── FleetError           a fleet that cannot start: no cluster, no GPU, a fleet id of another suite (gpu.fleet)
 
 This module imports nothing, so every layer may raise these.
 """
@@ -51,6 +53,11 @@ class WorkerUnavailable(PinPointError, RuntimeError):
     """The worker process could not start (no GPU, no driver, kernels failed to compile…)."""
 
 
+class DeviceNotFound(WorkerUnavailable):
+    """No GPU answers to the chosen index or UUID (``--device``, ``PINPOINT_DEVICE``); the message lists the GPUs
+    that do."""
+
+
 class CudaError(PinPointError, RuntimeError):
     """A CUDA driver API call returned ``code`` (a CUresult); ``sticky`` errors leave the context unusable, so
     only a new process recovers (gpu.device.libcuda lists them)."""
@@ -82,3 +89,7 @@ class ClaimError(PinPointError, ValueError):
 
 class TalkError(PinPointError, ValueError):
     """A talk file that cannot be shown, with the reason."""
+
+
+class FleetError(PinPointError, RuntimeError):
+    """A fleet that cannot start (no cluster, no GPU worker, a fleet id of another suite); one line for the person."""

@@ -27,6 +27,20 @@ from gpu.device.telemetry import Telemetry
 KERNEL_DIR = Path(__file__).resolve().parents[1] / "kernels"
 
 
+def visible_gpus() -> list[dict]:
+    """Every GPU this process sees (after CUDA_VISIBLE_DEVICES): index, model, board UUID and PCI bus. Initialises
+    the driver but makes no context, so the worker can choose its device before it retains one."""
+    import pycuda.driver as cuda
+
+    cuda.init()
+    found = []
+    for index in range(cuda.Device.count()):
+        device = cuda.Device(index)
+        found.append({"index": index, "name": device.name(), "uuid": libcuda.driver().device_uuid(index),
+                      "pci_bus_id": device.pci_bus_id(), "host": socket.gethostname()})
+    return found
+
+
 class GpuRuntime:
     """Owns the primary context of one device on the calling thread, and the compiled kernels."""
 
@@ -124,7 +138,7 @@ class GpuRuntime:
             "host": socket.gethostname(),
             "l2_bytes": int(attrs[a.L2_CACHE_SIZE]),
             "async_engine_count": int(attrs[a.ASYNC_ENGINE_COUNT]),
-            "gpu_uuid": nvml["gpu_uuid"],
+            "gpu_uuid": nvml["gpu_uuid"] or libcuda.driver().device_uuid(self.device_ordinal),
         }
 
     # --- per job ----------------------------------------------------------------------------------

@@ -113,6 +113,18 @@ class LibCuda:
                                                device_ordinal if device_ordinal is not None else -1, handle)
         self.check(code, "cuMemPrefetchAsync")
 
+    # --- devices -----------------------------------------------------------------------------------------------
+    def device_uuid(self, ordinal: int) -> str:
+        """The board's UUID in NVML's form (``GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx``), from cuDeviceGetUuid:
+        it names the board whether or not NVML is installed, and CUDA_VISIBLE_DEVICES takes it."""
+        device = ctypes.c_int()
+        self.check(self.lib.cuDeviceGet(ctypes.byref(device), ctypes.c_int(ordinal)), "cuDeviceGet")
+        raw = (ctypes.c_ubyte * 16)()
+        get_uuid = getattr(self.lib, "cuDeviceGetUuid_v2", None) or self.lib.cuDeviceGetUuid
+        self.check(get_uuid(raw, device), "cuDeviceGetUuid")
+        text = bytes(raw).hex()
+        return f"GPU-{text[:8]}-{text[8:12]}-{text[12:16]}-{text[16:20]}-{text[20:]}"
+
     # --- modules, functions and occupancy ---------------------------------------------------------------------
     def module_load_data(self, image: bytes) -> ctypes.c_void_p:
         """A CUmodule from a cubin, in the current context; ``module_unload`` it when done."""

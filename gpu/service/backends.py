@@ -15,7 +15,8 @@ from pathlib import Path
 import pandas as pd
 
 from gpu.core import schema, stats
-from gpu.core.errors import ValidationError, WorkerUnavailable
+from gpu.core.devices import uuid_tail
+from gpu.core.errors import DeviceNotFound, ValidationError, WorkerUnavailable
 from gpu.core.units import format_bytes
 from gpu.device.limits import Limits
 from gpu.experiments import get_experiment
@@ -76,8 +77,19 @@ class LiveBackend:
         """The limits the worker reported at start: instant, for sliders; every job re-checks fresh ones."""
         return Limits(**self.client.info["limits"])
 
+    @property
+    def gpus(self) -> list[dict]:
+        """Every GPU the worker's process sees (index, model, UUID, host), for choosing another."""
+        return list(self.client.info.get("gpus", []))
+
+    def gpu_name(self) -> str:
+        """The GPU that measures: model · UUID tail · host."""
+        facts = self.facts
+        return " · ".join(str(v) for v in (facts.get("device_name", "the GPU"), uuid_tail(facts.get("gpu_uuid")),
+                                           facts.get("host")) if v)
+
     def label(self) -> str:
-        return f"Live on {self.facts.get('device_name', 'the GPU')}"
+        return f"Live on {self.gpu_name()}"
 
     def check(self, experiment: str, params: dict) -> list[str]:
         """Reasons the request would be refused, from the limits the worker reported last."""
@@ -223,18 +235,38 @@ def requested_mode() -> str:
     return mode if mode in ("auto", "live", "replay") else "auto"
 
 
-def start_live() -> tuple[LiveBackend | None, str]:
-    """A live backend, or None with the reason it is not available.
+def chosen_device(device: str | None = None) -> str | None:
+    """The GPU to measure on: ``device`` (the runner's --device), else PINPOINT_DEVICE, else None (the first)."""
+    if device is not None and str(device).strip():
+        return str(device).strip()
+    return os.environ.get("PINPOINT_DEVICE", "").strip() or None
 
-    PINPOINT_WORKER_SERVICE swaps the worker's service (``module:Class``); only the tests set it, to
-    drive the live pages through a real worker process on machines without a GPU.
-    """
+
+def worker_service() -> str:
+    """PINPOINT_WORKER_SERVICE swaps the worker's service (``module:Class``); only tests and the simulated fleet set
+    it, to drive the live paths through real worker processes on machines without a GPU."""
+    return os.environ.get("PINPOINT_WORKER_SERVICE", DEFAULT_SERVICE)
+
+
+def open_live(device: str | None = None) -> LiveBackend:
+    """A live backend on the chosen GPU (its own worker process); WorkerUnavailable (DeviceNotFound when no GPU
+    answers to ``device``) when there is none."""
     if requested_mode() == "replay":
-        return None, "PINPOINT_BACKEND=replay: recorded runs only"
-    service = os.environ.get("PINPOINT_WORKER_SERVICE", DEFAULT_SERVICE)
+        raise WorkerUnavailable("PINPOINT_BACKEND=replay: recorded runs only")
+    service = worker_service()
     if service == DEFAULT_SERVICE and not pycuda_installed():
-        return None, "PyCUDA is not installed (see requirements-gpu.txt)"
+        raise WorkerUnavailable("PyCUDA is not installed (see requirements-gpu.txt)")
+    device = chosen_device(device)
+    return LiveBackend(WorkerClient(service=service, service_options={"device": device} if device else None))
+
+
+def start_live(device: str | None = None) -> tuple[LiveBackend | None, str]:
+    """A live backend, or None with the reason it is not available."""
     try:
-        return LiveBackend(WorkerClient(service=service)), ""
+        return open_live(device), ""
+    except DeviceNotFound as exc:
+        return None, str(exc)
     except WorkerUnavailable as exc:
+        if requested_mode() == "replay" or "PyCUDA is not installed" in str(exc):
+            return None, str(exc)
         return None, f"no usable CUDA device: {exc}"

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from gpu.core import schema
-from gpu.core.errors import ValidationError, WorkerError, WorkerUnavailable
+from gpu.core.errors import DeviceNotFound, ValidationError, WorkerError, WorkerUnavailable
 from gpu.service.messages import Failure, Hello, InitFailed, Progress, Result, Row
 from gpu.service.worker import serve
 
@@ -147,7 +147,7 @@ class WorkerClient:
                 return
             if isinstance(message, InitFailed):
                 self._process.join(5)
-                raise WorkerUnavailable(message.message)
+                raise (DeviceNotFound if message.kind == "device" else WorkerUnavailable)(message.message)
 
     @property
     def worker_pid(self) -> int | None:

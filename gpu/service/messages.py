@@ -18,9 +18,11 @@ class Hello:
 
 @dataclass(frozen=True)
 class InitFailed:
-    """The worker could not start (no device, no driver, compile failure); it exits after sending this."""
+    """The worker could not start (no device, no driver, compile failure); it exits after sending this. ``kind``
+    "device": the chosen GPU is not there (the message lists those that are)."""
 
     message: str
+    kind: str = ""
 
 
 @dataclass(frozen=True)

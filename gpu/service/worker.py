@@ -14,17 +14,19 @@ verified) until one ``Result`` or ``Failure``.
 
 from __future__ import annotations
 
+import ctypes
 import importlib
 import os
+import signal
 import threading
 import traceback
 import uuid
 from pathlib import Path
 
-from gpu.core import schema
-from gpu.core.errors import JobCancelled, ValidationError, VerificationError
+from gpu.core import devices, schema
+from gpu.core.errors import DeviceNotFound, JobCancelled, ValidationError, VerificationError
 from gpu.device import libcuda
-from gpu.device.context import GpuRuntime
+from gpu.device.context import GpuRuntime, visible_gpus
 from gpu.device.driver_occupancy import driver_occupancy_table
 from gpu.experiments import get_experiment, in_point_order, occupancy_sweep
 from gpu.service.messages import Failure, Hello, InitFailed, Progress, Result, Row
@@ -69,14 +71,19 @@ class _RunRowProgress:
 class GpuService:
     """Job handlers on top of a GpuRuntime (built on the worker's main thread)."""
 
-    def __init__(self, device_ordinal: int = 0):
-        self.runtime = GpuRuntime(device_ordinal)
+    visible_gpus = staticmethod(visible_gpus)  # the GPUs to choose from, asked before a runtime exists
+
+    def __init__(self, device: str | int | None = None):
+        """``device``: an index or a board UUID (``--device``, ``PINPOINT_DEVICE``); None: the first visible GPU."""
+        self.gpus = visible_gpus()
+        self.runtime = GpuRuntime(devices.choose(device, self.gpus))
         # Host-only NumPy work that every Occupancy measure needs; built once, off the CUDA thread.
         threading.Thread(target=occupancy_sweep.chase_data, name="pinpoint-chase-cycle", daemon=True).start()
 
     def hello(self) -> dict:
         return {"facts": self.runtime.facts, "limits": self.runtime.limits().as_dict(), "pid": os.getpid(),
-                "occupancy_device": self.runtime.occupancy_limits().as_dict()}
+                "occupancy_device": self.runtime.occupancy_limits().as_dict(), "gpus": self.gpus,
+                "gpu_index": self.runtime.device_ordinal}
 
     def handle(self, job: dict, progress, should_cancel):
         kind = job["kind"]
@@ -123,16 +130,34 @@ class GpuService:
         self.runtime.close()
 
 
-def load_service(spec: str, options: dict):
+def load_service_class(spec: str):
+    """The service class that ``module:Class`` names (GpuService, or a test's stand-in)."""
     module_name, _, attr = spec.partition(":")
-    return getattr(importlib.import_module(module_name), attr)(**options)
+    return getattr(importlib.import_module(module_name), attr)
+
+
+def load_service(spec: str, options: dict):
+    return load_service_class(spec)(**(options or {}))
+
+
+def _exit_with_parent() -> None:
+    """Ask Linux to end this process when its parent dies: a worker whose app or Dask worker was killed (kill -9)
+    must not live on holding its GPU. Elsewhere the parent's normal exit still closes it."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
 
 
 def serve(job_queue, event_queue, cancel_value, service_spec: str, service_options: dict) -> None:
     """Process entry point: build the service, announce it, serve jobs until a None arrives."""
+    _exit_with_parent()
     try:
         service = load_service(service_spec, service_options)
         event_queue.put(Hello(service.hello()))
+    except DeviceNotFound as exc:  # the chosen GPU is not here: the message lists those that are
+        event_queue.put(InitFailed(str(exc), kind="device"))
+        return
     except BaseException as exc:  # no device, no driver, compile failure: say why and leave
         event_queue.put(InitFailed(f"{type(exc).__name__}: {exc}"))
         return

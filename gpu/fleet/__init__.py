@@ -1,0 +1,9 @@
+"""Fleets: a suite measured on every GPU of a Dask cluster, each (GPU, experiment) run stored as it finishes.
+
+``cluster`` opens the cluster (a LocalCluster with one worker per visible GPU, dask-jobqueue's SLURMCluster with one
+job per node, or a running scheduler's address); ``task`` is what a Dask worker runs (PinPoint's own GPU worker
+process, on the one GPU that worker owns); ``run`` places one task per GPU and experiment, follows them, stores each
+finished run, reports failed GPUs with their reason and resumes a fleet id. The scheduling is Dask's.
+
+This layer sits above ``service`` (it drives the same worker process the app uses) and below ``present``.
+"""

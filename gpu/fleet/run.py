@@ -1,0 +1,316 @@
+"""A suite on every GPU of a Dask cluster: one task per GPU and experiment, each stored as soon as it finishes.
+
+Placement is Dask's: every task names the one worker whose GPU it measures (``workers=[address]``, no other
+worker allowed) and asks for the resource ``GPU=1``, which each worker holds once, so no two measurements ever share
+a GPU. A GPU's experiments run one after another, in the suite's order; GPUs run at once.
+
+Faults: a task that fails (a bad parameter for that GPU, a CUDA fault, a wrong result, its own time limit) fails
+that (GPU, experiment) with its reason, and the GPU goes on with the next; a worker that leaves the cluster (killed,
+crashed, its node gone) or a task that outlives its time limit fails the GPU, and the other GPUs finish. Nothing
+partial is stored: a run is stored whole, in one transaction, only when its task returned every point. Running the
+same fleet id again measures only the (GPU, experiment) pairs the store does not hold yet.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import sys
+import time
+from dataclasses import dataclass, field
+
+from distributed import Client, Future
+
+from gpu.core import text
+from gpu.core.devices import uuid_tail
+from gpu.core.errors import FleetError, StoreError
+from gpu.experiments.suites import Suite, SuiteRun
+from gpu.fleet import task
+
+POLL_S = 0.2
+LIVENESS_EVERY_S = 1.0
+TASK_GRACE_S = 30.0  # beyond a task's own limit (it cancels itself), before its GPU counts as hung
+IDENTIFY_TIMEOUT_S = 300.0
+
+
+def new_fleet_id(suite: Suite, now: dt.datetime | None = None) -> str:
+    """``health-20261125T0412Z``: the suite and when the fleet started (to the minute; resume by naming it)."""
+    now = now or dt.datetime.now(dt.UTC)
+    return f"{suite.name[:40]}-{now.strftime('%Y%m%dT%H%MZ')}"
+
+
+@dataclass
+class FleetGpu:
+    """One GPU of the fleet, as its worker reported it, and how its runs went."""
+
+    worker: str  # the Dask worker's address
+    name: str = ""
+    host: str = ""
+    device_name: str = ""
+    gpu_uuid: str | None = None
+    todo: list[SuiteRun] = field(default_factory=list)
+    done: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # stored by an earlier attempt of this fleet id
+    failed: dict[str, str] = field(default_factory=dict)
+    current: SuiteRun | None = None
+    future: Future | None = None
+    started: float = 0.0
+    lost: str = ""  # why the whole GPU stopped (worker gone, hung), if it did
+
+    def label(self) -> str:
+        return f"{self.device_name or 'GPU'} {uuid_tail(self.gpu_uuid)} on {self.host or self.worker}"
+
+    @property
+    def state(self) -> str:
+        if self.lost:
+            return "failed"
+        if self.current is not None:
+            return f"measuring {self.current.experiment}"
+        if self.todo:
+            return "waiting"
+        return "failed" if self.failed else "done"
+
+
+@dataclass
+class FleetResult:
+    fleet_id: str
+    suite: str
+    gpus: list[FleetGpu]
+    runs_stored: int = 0
+    rows_sent: int = 0
+    rows_stored: int = 0
+    wall_s: float = 0.0
+    problems: list[str] = field(default_factory=list)  # workers that never reported a GPU
+
+    @property
+    def failures(self) -> list[str]:
+        lines = list(self.problems)
+        for gpu in self.gpus:
+            lines += [f"{gpu.label()}: {reason}" for reason in gpu.failed.values()]
+            if gpu.lost and not gpu.failed:
+                lines.append(f"{gpu.label()}: {gpu.lost}")
+        return lines
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.failures else 0
+
+
+class Progress:
+    """The terminal view: a line per event (a GPU found, a run stored, a failure) and a bar of runs done."""
+
+    def __init__(self, stream=sys.stderr, width: int = 30):
+        self.stream, self.width = stream, width
+        self.tty = hasattr(stream, "isatty") and stream.isatty()
+
+    def event(self, line: str) -> None:
+        if self.tty:
+            self.stream.write("\r\x1b[2K")
+        self.stream.write(text.printable(line) + "\n")
+        self.stream.flush()
+
+    def bar(self, gpus: list[FleetGpu], total: int) -> None:
+        finished = sum(len(g.done) + len(g.failed) + len(g.skipped) for g in gpus)
+        states = {}
+        for gpu in gpus:
+            key = "measuring" if gpu.state.startswith("measuring") else gpu.state
+            states[key] = states.get(key, 0) + 1
+        filled = int(self.width * finished / total) if total else self.width
+        line = (f"[{'#' * filled}{'.' * (self.width - filled)}] {finished}/{total} runs · "
+                + " · ".join(f"{count} {state}" for state, count in sorted(states.items())))
+        if self.tty:
+            self.stream.write("\r\x1b[2K" + line)
+            self.stream.flush()
+        else:
+            self.stream.write(line + "\n")
+
+
+def run_fleet(client: Client, suite: Suite, catalog, fleet_id: str, service: str, *, label: str | None = None,
+              progress: Progress | None = None, identify_timeout: float = IDENTIFY_TIMEOUT_S) -> FleetResult:
+    """Measure ``suite`` on every GPU worker of ``client``'s cluster into ``catalog``'s store under ``fleet_id``."""
+    progress = progress or Progress()
+    started = time.perf_counter()
+    stored_before = _stored_pairs(catalog, fleet_id, suite)
+    gpus, problems = _identify(client, service, identify_timeout, progress)
+    result = FleetResult(fleet_id, suite.name, gpus, problems=problems)
+    for gpu in gpus:
+        for run in suite.runs:
+            if (gpu.gpu_uuid, run.experiment) in stored_before:
+                gpu.skipped.append(run.experiment)
+            else:
+                gpu.todo.append(run)
+        if gpu.skipped:
+            progress.event(f"{gpu.label()}: {', '.join(gpu.skipped)} already stored in fleet {fleet_id}: not "
+                           "measured again")
+    total = len(gpus) * len(suite.runs)
+    alive_checked = 0.0
+    while any(g.todo or g.current for g in gpus if not g.lost):
+        for gpu in gpus:
+            if not gpu.lost and gpu.current is None and gpu.todo:
+                _submit(client, gpu, service)
+        time.sleep(POLL_S)
+        now = time.monotonic()
+        if now - alive_checked >= LIVENESS_EVERY_S:
+            alive_checked = now
+            alive = _alive_workers(client)
+            for gpu in gpus:
+                if not gpu.lost and gpu.worker not in alive and (gpu.current or gpu.todo):
+                    _lose(client, gpu, "its Dask worker left the cluster (killed, crashed or its node gone)",
+                          progress)
+        for gpu in gpus:
+            if gpu.current is None or gpu.lost:
+                continue
+            if gpu.future.done():
+                _finish(gpu, catalog, fleet_id, suite, label, result, progress)
+            elif now - gpu.started > gpu.current.timeout_s + TASK_GRACE_S:
+                _lose(client, gpu, f"hung: {gpu.current.experiment} was still running {gpu.current.timeout_s:.0f} s "
+                                   "after its time limit", progress)
+        progress.bar(gpus, total)
+    result.wall_s = time.perf_counter() - started
+    return result
+
+
+def _stored_pairs(catalog, fleet_id: str, suite: Suite) -> set[tuple]:
+    stored = catalog.store.runs(fleet_id=fleet_id)
+    other_suites = {s for s in stored["suite"].dropna() if s != suite.name}
+    if other_suites:
+        raise FleetError(f"fleet {fleet_id} was measured with suite {', '.join(sorted(other_suites))}, not "
+                         f"{suite.name}: give another --fleet-id")
+    return set(zip(stored["gpu_uuid"], stored["experiment"], strict=True))
+
+
+def _alive_workers(client: Client) -> set[str]:
+    return set(client.run_on_scheduler(_worker_addresses))
+
+
+def _worker_addresses(dask_scheduler=None) -> list[str]:
+    return list(dask_scheduler.workers)
+
+
+def _gpu_workers(client: Client) -> list[tuple[str, str]]:
+    workers = client.scheduler_info(n_workers=-1)["workers"]
+    return sorted((address, str(info.get("name", address))) for address, info in workers.items()
+                  if info.get("resources", {}).get("GPU", 0) >= 1)
+
+
+def _identify(client: Client, service: str, timeout: float, progress: Progress) -> tuple[list[FleetGpu], list[str]]:
+    """Every GPU worker's GPU (starting its GPU worker process); workers that cannot say are problems, not GPUs."""
+    workers = _gpu_workers(client)
+    if not workers:
+        raise FleetError("the cluster has no worker holding a GPU resource: start each worker with --resources "
+                         "GPU=1 (one worker per GPU)")
+    futures = {address: client.submit(task.identify, service, workers=[address], allow_other_workers=False,
+                                       resources={"GPU": 1}, pure=False, key=f"pinpoint-identify-{address}")
+               for address, _ in workers}
+    deadline = time.monotonic() + timeout
+    pending = dict(futures)
+    answers, problems = {}, []
+    while pending and time.monotonic() < deadline:
+        time.sleep(POLL_S)
+        alive = _alive_workers(client)
+        for address, future in list(pending.items()):
+            if future.done():
+                pending.pop(address)
+                if future.status == "finished":
+                    answers[address] = future.result()
+                else:
+                    problems.append(f"worker {address}: {_reason(future)}")
+            elif address not in alive:
+                pending.pop(address)
+                future.cancel()
+                problems.append(f"worker {address} left the cluster before it reported its GPU")
+    for address, future in pending.items():
+        future.cancel()
+        problems.append(f"worker {address} did not report its GPU within {timeout:.0f} s")
+    gpus, seen = [], {}
+    # GPUs in the order a person reads them: by host, then by the worker's name with its numbers as numbers.
+    workers.sort(key=lambda w: (str(answers.get(w[0], {}).get("host", "")), _natural(w[1])))
+    for address, name in workers:
+        answer = answers.get(address)
+        if answer is None:
+            continue
+        gpu = FleetGpu(address, name, answer["host"], answer["device_name"], answer["gpu_uuid"])
+        if gpu.gpu_uuid in seen:
+            problems.append(f"worker {address} sees the same GPU as {seen[gpu.gpu_uuid]} ({gpu.label()}): give each "
+                            "worker its own GPU (CUDA_VISIBLE_DEVICES); it measures nothing")
+            continue
+        seen[gpu.gpu_uuid] = address
+        gpus.append(gpu)
+        progress.event(f"GPU {len(gpus) - 1}: {gpu.label()} (worker {name})")
+    for line in problems:
+        progress.event(f"problem: {line}")
+    if not gpus:
+        raise FleetError("no worker of the cluster reported a GPU: " + "; ".join(problems))
+    return gpus, problems
+
+
+def _natural(name: str) -> list:
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
+
+
+def _submit(client: Client, gpu: FleetGpu, service: str) -> None:
+    run = gpu.todo.pop(0)
+    gpu.current, gpu.started = run, time.monotonic()
+    gpu.future = client.submit(task.measure, service, run.experiment, run.params, run.timeout_s,
+                               workers=[gpu.worker], allow_other_workers=False, resources={"GPU": 1}, pure=False,
+                               retries=0, key=f"pinpoint-{run.experiment}-{gpu.gpu_uuid}-{time.time_ns()}")
+
+
+def _reason(future: Future) -> str:
+    try:
+        exc = future.exception(timeout=5)
+    except Exception as waited:  # cancelled, or the scheduler lost it
+        return f"{type(waited).__name__}: {waited}"
+    if isinstance(exc, task.TaskFailed):
+        return str(exc)
+    return f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+
+
+def _finish(gpu: FleetGpu, catalog, fleet_id: str, suite: Suite, label, result: FleetResult, progress: Progress):
+    run, future = gpu.current, gpu.future
+    gpu.current, gpu.future = None, None
+    elapsed = time.monotonic() - gpu.started
+    if future.status != "finished":
+        gpu.failed[run.experiment] = f"{run.experiment}: {_reason(future)}"
+        progress.event(f"{gpu.label()}: {run.experiment} failed after {elapsed:.1f} s: {_reason(future)}")
+        return
+    frame = future.result()
+    result.rows_sent += len(frame)
+    try:
+        saved = catalog.save(frame, "fleet", label, None, fleet=(fleet_id, suite.name))
+    except (StoreError, ValueError) as exc:  # measured, but the store refused it: say so, the GPU goes on
+        gpu.failed[run.experiment] = f"{run.experiment} was measured but not stored: {exc}"
+        progress.event(f"{gpu.label()}: {gpu.failed[run.experiment]}")
+        return
+    result.runs_stored += len(saved)
+    result.rows_stored += sum(s.points for s in saved)
+    gpu.done.append(run.experiment)
+    progress.event(f"{gpu.label()}: {run.experiment} stored ({text.count(len(frame), 'point')} in {elapsed:.1f} s, "
+                   f"run {frame['run_id'].iloc[0]})")
+
+
+def _lose(client: Client, gpu: FleetGpu, reason: str, progress: Progress) -> None:
+    """The whole GPU stops: its current run fails with ``reason``, the rest of its suite is not run."""
+    if gpu.future is not None:
+        client.cancel(gpu.future)
+    if gpu.current is not None:
+        gpu.failed[gpu.current.experiment] = f"{gpu.current.experiment}: {reason}"
+    for run in gpu.todo:
+        gpu.failed[run.experiment] = f"{run.experiment}: not run ({reason})"
+    gpu.lost, gpu.current, gpu.future, gpu.todo = reason, None, None, []
+    progress.event(f"{gpu.label()}: failed: {reason}; the other GPUs go on")
+
+
+def summary(result: FleetResult) -> str:
+    """The table printed at the end: one line per GPU, then the failures."""
+    lines = [f"fleet {result.fleet_id} · suite {result.suite} · {text.count(len(result.gpus), 'GPU')} · "
+             f"{result.runs_stored} runs stored ({result.rows_stored} of {result.rows_sent} points sent) in "
+             f"{result.wall_s:.1f} s"]
+    for index, gpu in enumerate(result.gpus):
+        lines.append(f"  GPU {index}  {gpu.host:<16} {gpu.device_name:<24} {uuid_tail(gpu.gpu_uuid):<10} {gpu.state:<8}"
+                     f" {len(gpu.done)} measured, {len(gpu.skipped)} already stored, {len(gpu.failed)} failed")
+    for line in result.failures:
+        lines.append(f"  failed: {line}")
+    if result.failures:
+        lines.append(f"  measure what is missing with: --fleet-id {result.fleet_id}")
+    return "\n".join(text.printable(line) for line in lines)

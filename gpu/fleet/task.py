@@ -1,0 +1,95 @@
+"""What a Dask worker runs for a fleet: PinPoint's own GPU worker process (``gpu.service``) on the one GPU this
+Dask worker owns, kept for the worker's lifetime, and jobs submitted to it.
+
+Which GPU: the one ``CUDA_VISIBLE_DEVICES`` leaves visible. Where a worker sees several (a Slurm job holding a
+node's GPUs with one Dask worker per GPU, or a LocalCluster), it takes the one at its own place among its job's
+workers: worker ``name-2`` (or ``2``) takes the third. The GPU worker process is spawned from the Dask worker, so
+Dask's workers must not be daemonic processes (``DASK_DISTRIBUTED__WORKER__DAEMON=False``; ``cluster`` sets it).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import re
+import socket
+import threading
+
+from distributed import get_worker
+
+from gpu.core.errors import PinPointError, WorkerUnavailable
+from gpu.service.backends import LiveBackend
+from gpu.service.client import WorkerClient
+
+_BACKENDS: dict[str, LiveBackend] = {}
+_LOCK = threading.Lock()
+CANCEL_GRACE_S = 10.0
+
+
+class TaskFailed(PinPointError, RuntimeError):
+    """A (GPU, experiment) task that ended without a run; its one argument says why (pickled back to the driver)."""
+
+
+def gpu_for_worker(visible: str | None, worker_name) -> str | None:
+    """The CUDA_VISIBLE_DEVICES value for this worker: the one GPU it sees, or where it sees several, the one at the
+    worker's own place (the number that ends its name). None: leave the environment as it is."""
+    if visible is None or "," not in visible:
+        return None
+    listed = [v.strip() for v in visible.split(",") if v.strip()]
+    found = re.search(r"(\d+)$", str(worker_name))
+    if found is None or int(found.group(1)) >= len(listed):
+        raise TaskFailed(f"Dask worker {str(worker_name)[:60]} sees GPUs {visible[:120]} and cannot tell which is its "
+                         "own: start one worker per GPU with CUDA_VISIBLE_DEVICES set to that GPU, or name the "
+                         "workers of a node …-0, …-1, … (dask worker --nworkers N --name NODE)")
+    return listed[int(found.group(1))]
+
+
+def _worker_name() -> str:
+    try:
+        return str(get_worker().name)
+    except ValueError:  # not on a Dask worker (a direct call, in tests)
+        return "0"
+
+
+def backend(service: str) -> LiveBackend:
+    """This Dask worker's GPU worker process, started on its GPU at the first task and kept."""
+    with _LOCK:
+        if service in _BACKENDS and _BACKENDS[service].client.worker_pid is not None:
+            return _BACKENDS[service]
+        if multiprocessing.current_process().daemon:
+            raise TaskFailed("this Dask worker is a daemonic process and cannot start PinPoint's GPU worker: start "
+                             "Dask workers with DASK_DISTRIBUTED__WORKER__DAEMON=False")
+        chosen = gpu_for_worker(os.environ.get("CUDA_VISIBLE_DEVICES"), _worker_name())
+        if chosen is not None:
+            os.environ["CUDA_VISIBLE_DEVICES"] = chosen  # before any CUDA call: the spawned worker inherits it
+        try:
+            _BACKENDS[service] = LiveBackend(WorkerClient(service=service))
+        except WorkerUnavailable as exc:
+            raise TaskFailed(f"no GPU worker on {socket.gethostname()}: {exc}") from None
+        return _BACKENDS[service]
+
+
+def identify(service: str) -> dict:
+    """The GPU this Dask worker measures on: host, model, board UUID (and the worker's name and visible devices)."""
+    facts = backend(service).facts
+    return {"host": str(facts.get("host") or socket.gethostname()), "device_name": str(facts.get("device_name")),
+            "gpu_uuid": facts.get("gpu_uuid"), "worker": _worker_name(),
+            "visible": os.environ.get("CUDA_VISIBLE_DEVICES", "")}
+
+
+def measure(service: str, experiment: str, params: dict, timeout_s: float):
+    """One experiment on this worker's GPU: the whole run's DataFrame, or TaskFailed (nothing partial comes back).
+    A job past ``timeout_s`` is cancelled; one that does not stop then has its GPU worker process replaced."""
+    live = backend(service)
+    handle = live.submit(experiment, params)
+    if not handle.wait(timeout_s):
+        live.client.cancel(handle)
+        if not handle.wait(CANCEL_GRACE_S):
+            with _LOCK:
+                _BACKENDS.pop(service, None)
+            live.client.close()  # a GPU stuck in one job: the next task starts a fresh worker process
+        raise TaskFailed(f"timed out: {experiment} did not finish within {timeout_s:.0f} s")
+    try:
+        return handle.outcome()
+    except PinPointError as exc:  # ValidationError, WorkerError (a CUDA fault, a wrong result): say why, in one line
+        raise TaskFailed(f"{experiment} failed: {' '.join(str(exc).split())[:300]}") from None
