@@ -25,8 +25,8 @@ $(VENV)/.dev: requirements.txt requirements-dev.txt | $(BIN)/python
 app: $(VENV)/.app
 	$(BIN)/streamlit run serve.py
 
-# The browser test needs Debian's chromium and the store tests a PostgreSQL server; install them when we can
-# (root), otherwise those tests are skipped with the reason.
+# The browser test needs Debian's chromium, the store tests a PostgreSQL server and the fleet's Slurm test a one-node
+# Slurm (slurm-wlm, munge); install them when we can (root), otherwise those tests are skipped with the reason.
 test: $(VENV)/.dev
 	@if [ ! -x /usr/bin/chromium ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	  echo "installing chromium for the browser test"; \
@@ -34,6 +34,9 @@ test: $(VENV)/.dev
 	@if ! command -v initdb >/dev/null && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && [ "$$(id -u)" = 0 ] \
 	  && command -v apt-get >/dev/null; then echo "installing postgresql for the store's PostgreSQL tests"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; fi
+	@if ! command -v slurmctld >/dev/null && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  echo "installing slurm-wlm and munge for the fleet's one-node Slurm test"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm munge >/dev/null; fi
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest
 

@@ -98,8 +98,9 @@ def _slurm(service: str, nodes: int, gpus_per_node: int | None, partition: str |
             cores=per_node, processes=per_node, memory=f"{4 * per_node}GB", queue=partition, walltime=walltime,
             job_extra_directives=[f"--gres=gpu:{per_node}"] if gres else [],
             worker_extra_args=["--resources", "GPU=1", "--nthreads", "1"], job_script_prologue=prologue,
-            python=sys.executable, scheduler_options={"host": "127.0.0.1" if nodes == 1 else None,
-                                                      "dashboard_address": None})
+            python=sys.executable,
+            # One node: the scheduler listens on loopback; several: on this host's default address, for the nodes.
+            scheduler_options={"dashboard_address": None, **({"host": "127.0.0.1"} if nodes == 1 else {})})
     except Exception as exc:
         raise FleetError(f"cannot start a Slurm cluster: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}") \
             from None

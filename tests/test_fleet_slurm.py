@@ -1,0 +1,43 @@
+"""A fleet through dask-jobqueue's SLURMCluster on a real one-node Slurm (slurmctld + slurmd + munged, started
+here from Debian's packages like the PostgreSQL server of the store tests): one job for the node, one Dask worker
+per (simulated) GPU, each taking the GPU at its place among the job's workers."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from gpu.results.store import RunStore
+from tests.simulated_fleet import board_uuid
+from tests.slurm_cluster import OneNodeSlurm, unavailable_reason
+from tests.test_fleet import ROOT, environment
+
+pytestmark = pytest.mark.slurm
+
+
+@pytest.fixture(scope="module")
+def slurm(tmp_path_factory):
+    reason = unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    cluster = OneNodeSlurm(tmp_path_factory.mktemp("slurm")).start()
+    yield cluster
+    cluster.stop()
+
+
+def test_a_fleet_runs_through_slurm_one_job_per_node_one_worker_per_gpu(slurm, tmp_path):
+    url = f"sqlite:///{tmp_path}/runs.sqlite"
+    # Slurm with GPUs as a generic resource hands a job its node's GPUs in CUDA_VISIBLE_DEVICES; here the
+    # submitting environment carries them to the job (sbatch --export=ALL), as this node has no GPU to give.
+    env = environment(PINPOINT_DB_URL=url, CUDA_VISIBLE_DEVICES="0,1", SLURM_CONF=slurm.conf,
+                      PINPOINT_SIM_SLOW="1:1.2")
+    result = subprocess.run([sys.executable, "-m", "gpu.bench", "fleet", "health", "--cluster", "slurm",
+                             "--gpus-per-node", "2", "--no-gres", "--walltime", "00:10:00", "--fleet-id", "slurm-1"],
+                            cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "worker SLURMCluster-" in result.stderr and "10 runs stored" in result.stdout
+    runs = RunStore(url).runs(fleet_id="slurm-1")
+    assert set(runs["gpu_uuid"]) == {board_uuid(0), board_uuid(1)} and len(runs) == 10
+    assert (runs["source"] == "fleet").all() and (runs["suite"] == "health").all()
