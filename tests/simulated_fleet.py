@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from gpu.core import schema
-from gpu.service.backends import ReplayBackend
+from gpu.service.backends import REPLAY_DIR, ReplayBackend
 
 
 def board_uuid(index: int) -> str:
@@ -71,7 +71,7 @@ class SimulatedBoard:
         self.slowdown = _board_table(os.environ.get("PINPOINT_SIM_SLOW", "")).get(self.index, 1.0)
         self.hang = _board_table(os.environ.get("PINPOINT_SIM_HANG", ""), str).get(self.index)
         self.seconds = float(os.environ.get("PINPOINT_SIM_SECONDS_PER_POINT", "0"))
-        self.data = ReplayBackend().data
+        self.recordings: dict[str, pd.DataFrame] = {}  # an experiment's recordings, read at its first job
 
     @staticmethod
     def visible_gpus() -> list[dict]:
@@ -83,8 +83,9 @@ class SimulatedBoard:
     def hello(self) -> dict:
         import os
 
-        facts = self.data.iloc[0][["device_name", "compute_capability", "sm_count", "memory_total_bytes",
-                                   "driver_version", "pcie_gen", "pcie_width"]].to_dict()
+        columns = ["device_name", "compute_capability", "sm_count", "memory_total_bytes", "driver_version", "pcie_gen",
+                   "pcie_width"]
+        facts = self.recorded("reduction").iloc[0][columns].to_dict()
         facts.update(gpu_uuid=board_uuid(self.index), host=board_host(self.index))
         return {"facts": facts, "limits": {}, "pid": os.getpid(), "gpus": self.visible_gpus()}
 
@@ -100,7 +101,7 @@ class SimulatedBoard:
         module = get_experiment(job["experiment"])
         params = module.parse_params(job["params"])
         wanted = set(params.points())
-        rows = self.data[self.data["experiment"] == module.NAME]
+        rows = self.recorded(module.NAME)
         keys = list(zip(*(rows[c] for c in module.KEY_COLUMNS), strict=True))
         # The newest recording of each point (transfers' single and batched copies are two recordings).
         chosen = rows[[key in wanted for key in keys]].sort_values("timestamp").drop_duplicates(
@@ -117,6 +118,15 @@ class SimulatedBoard:
         now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
         return as_board(chosen.reset_index(drop=True), self.index, self.slowdown, when=now).assign(
             experiment=module.NAME)
+
+    def recorded(self, experiment: str) -> pd.DataFrame:
+        """Every committed recording of ``experiment`` (its files only: one board of 64 simulated stays small)."""
+        if experiment not in self.recordings:
+            paths = sorted(REPLAY_DIR.glob(f"{experiment}_*.parquet"))
+            frames = [schema.read_results(p) for p in paths]
+            self.recordings[experiment] = pd.concat([f[f["experiment"] == experiment] for f in frames],
+                                                    ignore_index=True)
+        return self.recordings[experiment]
 
     def after_error(self, exc) -> bool:
         return True

@@ -13,13 +13,14 @@ same fleet id again measures only the (GPU, experiment) pairs the store does not
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import re
 import sys
 import time
 from dataclasses import dataclass, field
 
-from distributed import Client, Future
+from distributed import Client, Future, wait
 
 from gpu.core import text
 from gpu.core.devices import uuid_tail
@@ -148,7 +149,12 @@ def run_fleet(client: Client, suite: Suite, catalog, fleet_id: str, service: str
         for gpu in gpus:
             if not gpu.lost and gpu.current is None and gpu.todo:
                 _submit(client, gpu, service)
-        time.sleep(POLL_S)
+        running = [g.future for g in gpus if g.future is not None]
+        if running:  # wake as soon as any run ends (or after POLL_S, to watch workers and time limits)
+            with contextlib.suppress(TimeoutError):
+                wait(running, timeout=POLL_S, return_when="FIRST_COMPLETED")
+        else:
+            time.sleep(POLL_S)
         now = time.monotonic()
         if now - alive_checked >= LIVENESS_EVERY_S:
             alive_checked = now
