@@ -255,3 +255,23 @@ def test_a_fleet_id_names_its_suite_and_start_and_cannot_change_suite(tmp_path):
     catalog.save(as_board(recorded("reduction"), 0), "fleet", fleet=("f1", "nightly"))
     with pytest.raises(FleetError, match="fleet f1 was measured with suite nightly, not health"):
         fleet_run._stored_pairs(catalog, "f1", HEALTH)
+
+
+def test_the_progress_bar_names_each_gpus_state_and_a_log_gets_a_line_only_when_it_changes():
+    import io
+
+    stream = io.StringIO()
+    progress = fleet_run.Progress(stream)
+    gpus = [fleet_run.FleetGpu("tcp://a:1", device_name="NVIDIA H200", gpu_uuid=board_uuid(0), host="node-0"),
+            fleet_run.FleetGpu("tcp://b:1", device_name="NVIDIA H200", gpu_uuid=board_uuid(1), host="node-0")]
+    gpus[0].current, gpus[1].todo = HEALTH.runs[0], list(HEALTH.runs)
+    for _ in range(3):
+        progress.bar(gpus, 10)
+    gpus[1].failed["transfers"], gpus[1].lost, gpus[1].todo = "transfers: gone", "gone", []
+    progress.bar(gpus, 10)
+    assert stream.getvalue().splitlines() == [
+        "[..............................] 0/10 runs · GPU 0 measuring transfers · GPU 1 waiting",
+        "[###...........................] 1/10 runs · GPU 0 measuring transfers · GPU 1 failed"]
+    many = [fleet_run.FleetGpu(f"tcp://{i}:1") for i in range(9)]
+    progress.bar(many, 9)
+    assert stream.getvalue().splitlines()[-1].endswith("0/9 runs · 9 done")
