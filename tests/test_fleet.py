@@ -275,3 +275,30 @@ def test_the_progress_bar_names_each_gpus_state_and_a_log_gets_a_line_only_when_
     many = [fleet_run.FleetGpu(f"tcp://{i}:1") for i in range(9)]
     progress.bar(many, 9)
     assert stream.getvalue().splitlines()[-1].endswith("0/9 runs · 9 done")
+
+
+def test_a_fleets_store_file_imports_with_its_fleet_id_and_a_foreign_sqlite_file_is_refused(tmp_path):
+    import sqlite3
+
+    from gpu import bench
+    from gpu.results.catalog import Catalog
+    from tests.simulated_fleet import as_board, recorded
+
+    gpu_machine = tmp_path / "fleet_h100.sqlite"
+    source = Catalog(RunStore(f"sqlite:///{gpu_machine}"))
+    for board in (0, 1):
+        source.save(as_board(recorded("reduction"), board), "fleet", "health suite", fleet=("f-1", "health"))
+    source.store.close()
+    before = gpu_machine.read_bytes()
+    os.environ["PINPOINT_DB_URL"] = f"sqlite:///{tmp_path}/team.sqlite"
+    try:
+        assert bench.main(["import", str(gpu_machine)]) == 0
+        foreign = tmp_path / "other.sqlite"
+        with sqlite3.connect(foreign) as connection:
+            connection.execute("CREATE TABLE notes (id INTEGER, text TEXT)")
+        assert bench.main(["import", str(foreign)]) == 2
+    finally:
+        os.environ.pop("PINPOINT_DB_URL")
+    team = RunStore(f"sqlite:///{tmp_path}/team.sqlite").runs(fleet_id="f-1")
+    assert set(team["gpu_uuid"]) == {board_uuid(0), board_uuid(1)} and set(team["suite"]) == {"health"}
+    assert set(team["label"]) == {"health suite"} and gpu_machine.read_bytes() == before
