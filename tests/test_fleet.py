@@ -25,7 +25,7 @@ from tests.conftest import new_postgres_database
 from tests.simulated_fleet import board_uuid
 
 ROOT = Path(__file__).resolve().parent.parent
-DASK = Path(sys.executable).parent / "dask"
+DASK = [sys.executable, "-m", "dask"]  # the `dask` command, wherever Dask is installed
 SIMULATED = "tests.simulated_fleet:SimulatedBoard"
 HEALTH = suites.load("health")
 POINTS = {run.experiment: len(run.points()) for run in HEALTH.runs}
@@ -53,7 +53,7 @@ class Cluster:
         self.log = tmp_path / "dask.log"
         self.processes: list[subprocess.Popen] = []
         self.workers: dict[int, subprocess.Popen] = {}
-        self.scheduler = self._start([str(DASK), "scheduler", "--host", "127.0.0.1", "--port", str(self.port),
+        self.scheduler = self._start([*DASK, "scheduler", "--host", "127.0.0.1", "--port", str(self.port),
                                       "--no-dashboard"], environment())
         self._wait_for_port()
 
@@ -76,7 +76,7 @@ class Cluster:
         """One worker for simulated board ``board`` (its CUDA_VISIBLE_DEVICES), as README's tcp:// commands start
         them: one process per GPU, holding GPU=1."""
         self.workers[board] = self._start(
-            [str(DASK), "worker", self.address, "--nthreads", "1", "--resources", "GPU=1", "--no-nanny",
+            [*DASK, "worker", self.address, "--nthreads", "1", "--resources", "GPU=1", "--no-nanny",
              "--name", f"board-{board}", "--no-dashboard"], environment(CUDA_VISIBLE_DEVICES=board, **env))
 
     def wait_for_workers(self, count: int) -> None:

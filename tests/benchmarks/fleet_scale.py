@@ -48,15 +48,15 @@ def main() -> int:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PINPOINT_WORKER_SERVICE": SIMULATED,
            "DASK_DISTRIBUTED__WORKER__DAEMON": "False", "PINPOINT_SIM_SLOW": f"{args.boards // 2}:1.3",
            "PINPOINT_SIM_SECONDS_PER_POINT": str(args.seconds_per_point)}
-    dask = str(Path(sys.executable).parent / "dask")
+    dask = [sys.executable, "-m", "dask"]  # the `dask` command, wherever Dask is installed (the GPU machine too)
     log = (folder / "dask.log").open("w")
-    processes = [subprocess.Popen([dask, "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
+    processes = [subprocess.Popen([*dask, "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
                                   env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)]
     started = time.perf_counter()
     try:
         for board in range(args.boards):
             processes.append(subprocess.Popen(
-                [dask, "worker", address, "--nthreads", "1", "--resources", "GPU=1", "--no-nanny", "--name",
+                [*dask, "worker", address, "--nthreads", "1", "--resources", "GPU=1", "--no-nanny", "--name",
                  f"board-{board}", "--no-dashboard"], env={**env, "CUDA_VISIBLE_DEVICES": str(board)},
                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
         with Client(address, timeout=60) as client:
