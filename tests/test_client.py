@@ -122,3 +122,49 @@ def test_the_worker_starts_when_main_is_an_app_script(tmp_path, monkeypatch):
     finally:
         client.close()
     assert sys.modules["__main__"] is fake_main
+
+
+def test_a_worker_started_from_a_thread_that_ends_keeps_serving():
+    """Streamlit starts the worker on a script-run thread that ends at once: the worker must outlive that thread."""
+    import threading
+    import time
+
+    started = {}
+    thread = threading.Thread(target=lambda: started.setdefault("client", WorkerClient(service=FAKE, start_timeout=60)))
+    thread.start()
+    thread.join()
+    client = started["client"]
+    try:
+        time.sleep(2.5)  # longer than the worker's watch on its parent takes to notice anything
+        assert client.run("echo", {"value": 7})["value"] == 7 and client.restarts == 0
+    finally:
+        client.close()
+
+
+def test_a_worker_whose_parent_is_killed_exits():
+    """kill -9 of the app (or of a fleet's Dask worker) must not leave its worker process holding the GPU."""
+    import os
+    import signal
+    import subprocess
+    import time
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    parent = subprocess.Popen(
+        [sys.executable, "-c", "from gpu.service.client import WorkerClient; import time; "
+         f"c = WorkerClient(service={FAKE!r}, start_timeout=60); print(c.worker_pid, flush=True); time.sleep(120)"],
+        cwd=root, stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(root)})
+    worker = int(parent.stdout.readline())
+    os.kill(parent.pid, signal.SIGKILL)
+    parent.wait(10)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.kill(worker, 0)
+        except ProcessLookupError:
+            return
+        if Path(f"/proc/{worker}/stat").exists() and Path(f"/proc/{worker}/stat").read_text().split()[2] == "Z":
+            return  # exited; only its zombie waits for init to reap it
+        time.sleep(0.2)
+    os.kill(worker, signal.SIGKILL)
+    raise AssertionError(f"worker {worker} outlived its killed parent by 10 s")

@@ -302,3 +302,18 @@ def test_a_fleets_store_file_imports_with_its_fleet_id_and_a_foreign_sqlite_file
     team = RunStore(f"sqlite:///{tmp_path}/team.sqlite").runs(fleet_id="f-1")
     assert set(team["gpu_uuid"]) == {board_uuid(0), board_uuid(1)} and set(team["suite"]) == {"health"}
     assert set(team["label"]) == {"health suite"} and gpu_machine.read_bytes() == before
+
+
+def test_the_gpus_are_listed_even_when_the_main_module_is_an_app_script(monkeypatch, tmp_path):
+    """Under Streamlit or AppTest the main module is app.py; a spawned child must not run it (it did, on a GPU)."""
+    import types
+
+    from gpu.fleet.cluster import visible_gpus
+
+    script = tmp_path / "app_script.py"
+    script.write_text("raise SystemExit('an app script ran in a spawned child')\n")
+    fake_main = types.ModuleType("__main__")
+    fake_main.__file__ = str(script)
+    monkeypatch.setitem(sys.modules, "__main__", fake_main)
+    monkeypatch.setenv("PINPOINT_SIM_BOARDS", "3")
+    assert [g["uuid"] for g in visible_gpus(SIMULATED)] == [board_uuid(i) for i in range(3)]

@@ -12,7 +12,7 @@ import pytest
 from gpu.results.store import RunStore
 from tests.simulated_fleet import board_uuid
 from tests.slurm_cluster import OneNodeSlurm, unavailable_reason
-from tests.test_fleet import ROOT, environment
+from tests.test_fleet import environment
 
 pytestmark = pytest.mark.slurm
 
@@ -35,7 +35,7 @@ def test_a_fleet_runs_through_slurm_one_job_per_node_one_worker_per_gpu(slurm, t
                       PINPOINT_SIM_SLOW="1:1.2")
     result = subprocess.run([sys.executable, "-m", "gpu.bench", "fleet", "health", "--cluster", "slurm",
                              "--gpus-per-node", "2", "--no-gres", "--walltime", "00:10:00", "--fleet-id", "slurm-1"],
-                            cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)  # job logs land here
     assert result.returncode == 0, result.stderr
     assert "worker SLURMCluster-" in result.stderr and "10 runs stored" in result.stdout
     runs = RunStore(url).runs(fleet_id="slurm-1")

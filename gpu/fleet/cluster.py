@@ -25,6 +25,7 @@ from dask_jobqueue import SLURMCluster
 from distributed import Client, LocalCluster
 
 from gpu.core.errors import FleetError, PinPointError
+from gpu.service.client import main_module_hidden
 from gpu.service.worker import load_service_class
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,7 +36,8 @@ NOT_DAEMONIC = {"distributed.worker.daemon": False}
 
 def visible_gpus(service: str) -> list[dict]:
     """The GPUs this machine shows, asked in a spawned process (this one never initialises CUDA)."""
-    with concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+    with main_module_hidden(), \
+            concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
         try:
             return pool.submit(_list_gpus, service).result(timeout=120)
         except PinPointError:
@@ -79,10 +81,14 @@ def _local(service: str):
                          "nothing to measure")
     visible = ",".join(str(g.get("uuid") or g["index"]) for g in gpus)
     env = {**worker_environment(service), "CUDA_VISIBLE_DEVICES": visible}
-    with dask.config.set(NOT_DAEMONIC), LocalCluster(
-            n_workers=len(gpus), threads_per_worker=1, processes=True, resources={"GPU": 1}, host="127.0.0.1",
-            dashboard_address=None, env=env) as cluster, Client(cluster) as client:
-        yield client
+    with dask.config.set(NOT_DAEMONIC):
+        # Spawned workers re-import the main module: under Streamlit or a test that is an app script, so it is
+        # hidden while they start.
+        with main_module_hidden():
+            cluster = LocalCluster(n_workers=len(gpus), threads_per_worker=1, processes=True, resources={"GPU": 1},
+                                   host="127.0.0.1", dashboard_address=None, env=env)
+        with cluster, Client(cluster) as client:
+            yield client
 
 
 @contextlib.contextmanager

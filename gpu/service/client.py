@@ -83,7 +83,7 @@ _MAIN_SWAP = threading.Lock()
 
 
 @contextmanager
-def _main_module_hidden():
+def main_module_hidden():
     """Start spawned children without re-running the parent's ``__main__``.
 
     ``spawn`` re-imports the parent's main module in the child. Under Streamlit that module is the app
@@ -127,7 +127,7 @@ class WorkerClient:
         self._process = self._context.Process(
             target=serve, args=(self._jobs, self._events, self._cancel, self._service, self._options),
             name="pinpoint-gpu-worker", daemon=True)
-        with _main_module_hidden():
+        with main_module_hidden():
             self._process.start()
         deadline = time.monotonic() + self._start_timeout
         while True:

@@ -14,11 +14,10 @@ verified) until one ``Result`` or ``Failure``.
 
 from __future__ import annotations
 
-import ctypes
 import importlib
 import os
-import signal
 import threading
+import time
 import traceback
 import uuid
 from pathlib import Path
@@ -32,6 +31,7 @@ from gpu.experiments import get_experiment, in_point_order, occupancy_sweep
 from gpu.service.messages import Failure, Hello, InitFailed, Progress, Result, Row
 
 EXIT_AFTER_FATAL = 70
+EXIT_PARENT_GONE = 71
 
 
 def _rss_bytes() -> int:
@@ -140,13 +140,19 @@ def load_service(spec: str, options: dict):
     return load_service_class(spec)(**(options or {}))
 
 
-def _exit_with_parent() -> None:
-    """Ask Linux to end this process when its parent dies: a worker whose app or Dask worker was killed (kill -9)
-    must not live on holding its GPU. Elsewhere the parent's normal exit still closes it."""
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
+def _exit_with_parent(every_s: float = 1.0) -> None:
+    """End this process once its parent is gone: a worker whose app or Dask worker was killed (kill -9) must not live
+    on holding its GPU. A watch on the parent's pid, not Linux's PR_SET_PDEATHSIG, which fires when the parent
+    *thread* that started the worker ends (Streamlit starts it on a script-run thread that ends at once)."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while True:
+            time.sleep(every_s)
+            if os.getppid() != parent:
+                os._exit(EXIT_PARENT_GONE)
+
+    threading.Thread(target=watch, name="pinpoint-parent-watch", daemon=True).start()
 
 
 def serve(job_queue, event_queue, cancel_value, service_spec: str, service_options: dict) -> None:
