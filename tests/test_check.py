@@ -202,3 +202,22 @@ def test_run_content_is_escaped_in_markdown_and_kept_valid_in_junit(monkeypatch,
     path = tmp_path / "junit.xml"
     path.write_text(check.junit_xml(result))
     assert ET.parse(path).getroot().find("testsuite").get("name").startswith("coalescing on H200 <b>|x|</b>")
+
+
+def test_the_compare_page_says_a_band_came_from_the_boards_history(monkeypatch, store_url):
+    import streamlit as st
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv("PINPOINT_BACKEND", "replay")
+    monkeypatch.setenv("PINPOINT_DB_URL", store_url)
+    st.cache_resource.clear()
+    at = AppTest.from_file(str(run_to_run.ASSETS.parent / "app.py"), default_timeout=120).run()
+    at.switch_page("pages/compare.py").run()
+    at.selectbox(key="compare_experiment").set_value("coalescing").run()
+    at.selectbox(key="compare_baseline").set_value("edc86d0d4c5c").run()  # board 5's third repeat
+    at.multiselect(key="compare_candidates").set_value(["board5-slower"]).run()
+    assert not at.exception, at.exception
+    points = at.dataframe[1].value
+    assert len(points) == 25 and set(points["run-to-run from"]) == {"history of 3 runs of this board"}
+    assert any("the history of 3 runs of this board for 25 points" in c.value for c in at.caption)
+    st.cache_resource.clear()
