@@ -129,7 +129,9 @@ def run_check(catalog, candidate_id: str, against: str) -> Check:
     earlier = compare.earlier_runs(catalog, baseline, candidate)
     table = compare.compare(baseline, candidate, earlier)
     board = compare.board_of(candidate)
-    board_runs = sum(compare.board_of(f) == board for f in [baseline, *earlier]) if board is not None else 0
+    # as compare counts them: the newest HISTORY_RUNS of the board's runs, the baseline among them
+    board_runs = min(compare.HISTORY_RUNS, sum(compare.board_of(f) == board for f in [baseline, *earlier])) \
+        if board is not None else 0
     return Check(candidate, baseline, table, "history" if against == HISTORY else "run", len(earlier), board_runs)
 
 
