@@ -20,6 +20,7 @@ import argparse
 import json
 import sys
 import time
+from pathlib import Path
 
 import pandas as pd
 
@@ -67,7 +68,8 @@ def parse_args(argv=None):
                        help="save the run in the runs store (PINPOINT_DB_URL, else SQLite in the user data dir)")
         p.add_argument("--label", help="a label for the stored run, e.g. 'after driver 580'")
         p.add_argument("--notes", help="notes for the stored run")
-    i = sub.add_parser("import", help="import runner Parquet/CSV files from other machines into the runs store")
+    i = sub.add_parser("import", help="import runner Parquet/CSV files, or another runs store's SQLite file (a "
+                                      "fleet's, with its fleet ids), from other machines into the runs store")
     i.add_argument("files", nargs="+")
     i.add_argument("--label")
     i.add_argument("--notes")
@@ -158,6 +160,15 @@ def unexpected(exc: Exception) -> str:
     return f"unexpected {type(exc).__name__}: {shorten(' '.join(str(exc).split()), 300)}"
 
 
+def _is_sqlite(path: str) -> bool:
+    """A SQLite database file (its header), which import reads as another runs store."""
+    try:
+        with open(path, "rb") as f:
+            return Path(path).is_file() and f.read(16) == b"SQLite format 3\x00"
+    except OSError:
+        return False
+
+
 REVIEW_COMMANDS = ("import", "export", "report", "runs", "migrate")
 
 
@@ -192,6 +203,10 @@ def _review(args) -> int:
         failed = 0
         for path in args.files:
             try:
+                if _is_sqlite(path):  # another PinPoint store, e.g. a fleet's file from a GPU machine
+                    for result in runs.import_store(f"sqlite:///{Path(path).resolve()}"):
+                        print(printable(f"{path}: {result.message()}"), file=sys.stderr)
+                    continue
                 frame = imports.read_upload(path, path=path)
                 for result in runs.save(frame, "import", args.label, args.notes, replace=args.replace):
                     print(printable(f"{path}: {result.message()}"), file=sys.stderr)

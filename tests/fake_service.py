@@ -118,3 +118,26 @@ class RecordedService(FakeService):
             if i < len(records) and hasattr(progress, "row"):
                 progress.row(records[i])  # streamed like the real worker's rows
         return rows
+
+
+class TwoGpuRecordedService(RecordedService):
+    """RecordedService on a machine of two GPUs: it is started for one of them (``device``: index or UUID, as
+    GpuService is), names that board in its facts and lists both, so the app's choice of GPU can be tested."""
+
+    GPUS = [{"index": 0, "name": "NVIDIA H200", "uuid": "GPU-aaaa0000-0000-4000-8000-00000000a0a0", "host": "desk-1"},
+            {"index": 1, "name": "NVIDIA H200", "uuid": "GPU-bbbb1111-1111-4111-8111-00000000b1b1", "host": "desk-1"}]
+
+    def __init__(self, device=None, seconds_per_point: float | None = None):
+        from gpu.core import devices
+
+        super().__init__(seconds_per_point)
+        self.gpu = self.GPUS[devices.choose(device, self.GPUS)]
+
+    @classmethod
+    def visible_gpus(cls) -> list[dict]:
+        return list(cls.GPUS)
+
+    def hello(self) -> dict:
+        info = super().hello()
+        info["facts"] = {**info["facts"], "gpu_uuid": self.gpu["uuid"], "host": self.gpu["host"]}
+        return {**info, "gpus": self.visible_gpus(), "gpu_index": self.gpu["index"]}

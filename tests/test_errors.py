@@ -180,3 +180,17 @@ def test_a_job_handle_finishes_through_its_public_method():
     assert not handle.finished
     handle.finish("done", result=3)
     assert handle.finished and handle.outcome() == 3
+
+
+def test_the_error_tree_in_the_docstring_names_every_class():
+    import inspect
+
+    from gpu.core import errors
+
+    classes = {name for name, value in vars(errors).items() if inspect.isclass(value)
+               and issubclass(value, errors.PinPointError) and value is not errors.PinPointError}
+    listed = {line.split()[1] for line in errors.__doc__.splitlines() if line.strip().startswith(("├──", "└──", "│"))
+              and len(line.split()) > 1 and line.split()[1][:1].isupper()}
+    listed |= {line.split()[2] for line in errors.__doc__.splitlines() if line.strip().startswith("│")
+               and len(line.split()) > 2}
+    assert classes <= listed, classes - listed

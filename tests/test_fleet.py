@@ -25,7 +25,7 @@ from tests.conftest import new_postgres_database
 from tests.simulated_fleet import board_uuid
 
 ROOT = Path(__file__).resolve().parent.parent
-DASK = Path(sys.executable).parent / "dask"
+DASK = [sys.executable, "-m", "dask"]  # the `dask` command, wherever Dask is installed
 SIMULATED = "tests.simulated_fleet:SimulatedBoard"
 HEALTH = suites.load("health")
 POINTS = {run.experiment: len(run.points()) for run in HEALTH.runs}
@@ -53,7 +53,7 @@ class Cluster:
         self.log = tmp_path / "dask.log"
         self.processes: list[subprocess.Popen] = []
         self.workers: dict[int, subprocess.Popen] = {}
-        self.scheduler = self._start([str(DASK), "scheduler", "--host", "127.0.0.1", "--port", str(self.port),
+        self.scheduler = self._start([*DASK, "scheduler", "--host", "127.0.0.1", "--port", str(self.port),
                                       "--no-dashboard"], environment())
         self._wait_for_port()
 
@@ -76,7 +76,7 @@ class Cluster:
         """One worker for simulated board ``board`` (its CUDA_VISIBLE_DEVICES), as README's tcp:// commands start
         them: one process per GPU, holding GPU=1."""
         self.workers[board] = self._start(
-            [str(DASK), "worker", self.address, "--nthreads", "1", "--resources", "GPU=1", "--no-nanny",
+            [*DASK, "worker", self.address, "--nthreads", "1", "--resources", "GPU=1", "--no-nanny",
              "--name", f"board-{board}", "--no-dashboard"], environment(CUDA_VISIBLE_DEVICES=board, **env))
 
     def wait_for_workers(self, count: int) -> None:
@@ -255,3 +255,50 @@ def test_a_fleet_id_names_its_suite_and_start_and_cannot_change_suite(tmp_path):
     catalog.save(as_board(recorded("reduction"), 0), "fleet", fleet=("f1", "nightly"))
     with pytest.raises(FleetError, match="fleet f1 was measured with suite nightly, not health"):
         fleet_run._stored_pairs(catalog, "f1", HEALTH)
+
+
+def test_the_progress_bar_names_each_gpus_state_and_a_log_gets_a_line_only_when_it_changes():
+    import io
+
+    stream = io.StringIO()
+    progress = fleet_run.Progress(stream)
+    gpus = [fleet_run.FleetGpu("tcp://a:1", device_name="NVIDIA H200", gpu_uuid=board_uuid(0), host="node-0"),
+            fleet_run.FleetGpu("tcp://b:1", device_name="NVIDIA H200", gpu_uuid=board_uuid(1), host="node-0")]
+    gpus[0].current, gpus[1].todo = HEALTH.runs[0], list(HEALTH.runs)
+    for _ in range(3):
+        progress.bar(gpus, 10)
+    gpus[1].failed["transfers"], gpus[1].lost, gpus[1].todo = "transfers: gone", "gone", []
+    progress.bar(gpus, 10)
+    assert stream.getvalue().splitlines() == [
+        "[..............................] 0/10 runs · GPU 0 measuring transfers · GPU 1 waiting",
+        "[###...........................] 1/10 runs · GPU 0 measuring transfers · GPU 1 failed"]
+    many = [fleet_run.FleetGpu(f"tcp://{i}:1") for i in range(9)]
+    progress.bar(many, 9)
+    assert stream.getvalue().splitlines()[-1].endswith("0/9 runs · 9 done")
+
+
+def test_a_fleets_store_file_imports_with_its_fleet_id_and_a_foreign_sqlite_file_is_refused(tmp_path):
+    import sqlite3
+
+    from gpu import bench
+    from gpu.results.catalog import Catalog
+    from tests.simulated_fleet import as_board, recorded
+
+    gpu_machine = tmp_path / "fleet_h100.sqlite"
+    source = Catalog(RunStore(f"sqlite:///{gpu_machine}"))
+    for board in (0, 1):
+        source.save(as_board(recorded("reduction"), board), "fleet", "health suite", fleet=("f-1", "health"))
+    source.store.close()
+    before = gpu_machine.read_bytes()
+    os.environ["PINPOINT_DB_URL"] = f"sqlite:///{tmp_path}/team.sqlite"
+    try:
+        assert bench.main(["import", str(gpu_machine)]) == 0
+        foreign = tmp_path / "other.sqlite"
+        with sqlite3.connect(foreign) as connection:
+            connection.execute("CREATE TABLE notes (id INTEGER, text TEXT)")
+        assert bench.main(["import", str(foreign)]) == 2
+    finally:
+        os.environ.pop("PINPOINT_DB_URL")
+    team = RunStore(f"sqlite:///{tmp_path}/team.sqlite").runs(fleet_id="f-1")
+    assert set(team["gpu_uuid"]) == {board_uuid(0), board_uuid(1)} and set(team["suite"]) == {"health"}
+    assert set(team["label"]) == {"health suite"} and gpu_machine.read_bytes() == before

@@ -92,10 +92,9 @@ def test_only_the_device_layer_and_the_worker_import_pycuda():
                  if target.split(".")[0] == "pycuda"}
     assert importers, "nothing imports PyCUDA: the check would prove nothing"
     allowed = {m for m in importers if m.startswith("gpu.device.") or m == "gpu.service.worker"}
-    # Experiments use PyCUDA's helpers (gpuarray, the memory pools) through the device context they are given;
-    # the few that import one by name do it lazily, inside the worker's process.
-    assert importers - allowed <= {m for m in importers if m.startswith("gpu.experiments.")}, importers - allowed
-    for m in importers - allowed:
+    # Experiments reach PyCUDA's helpers (gpuarray, the memory pools) through the runtime they are given.
+    assert importers == allowed, importers - allowed
+    for m in importers - {m for m in importers if m.startswith("gpu.device.")}:
         eager = [line for target, line, top in imports_of(modules()[m]) if target.split(".")[0] == "pycuda" and top]
         assert not eager, f"{m} imports PyCUDA at module level (line {eager})"
 

@@ -15,6 +15,8 @@ had (``ValueError`` for bad input, ``RuntimeError`` for failures), so callers th
     ├── SchemaError          a results table that does not follow the schema (gpu.core.schema)
     ├── ImportProblem        a file that cannot be imported (gpu.results.imports)
     ├── StoreError           a runs store that cannot be opened or used (gpu.results.store)
+    ├── ClaimError           a talk's claim that its measurement cannot judge (gpu.present.claims)
+    ├── TalkError            a talk file that cannot be shown (gpu.present.talks)
     └── FleetError           a fleet that cannot start: no cluster, no GPU, a fleet id of another suite (gpu.fleet)
 
 This module imports nothing, so every layer may raise these.

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from gpu.core import schema
+from gpu.core.errors import VerificationError
 from gpu.core.occupancy import DeviceLimits, KernelResources
 from gpu.device import libcuda
 from gpu.device.limits import Limits, git_commit, host_memory_available
@@ -98,6 +99,20 @@ class GpuRuntime:
 
     def kernel(self, stem: str, name: str, options: tuple[str, ...] = ()):
         return self.module(stem, options).get_function(name)
+
+    @property
+    def gpuarray(self):
+        """PyCUDA's gpuarray module (its dot product is one of the reductions): experiments reach PyCUDA only
+        through the runtime they are given."""
+        from pycuda import gpuarray
+
+        return gpuarray
+
+    def memory_pools(self) -> tuple:
+        """A new pair of PyCUDA memory pools (device, page-locked host), for the pools experiment."""
+        from pycuda.tools import DeviceMemoryPool, PageLockedMemoryPool
+
+        return DeviceMemoryPool(), PageLockedMemoryPool()
 
     def prefetch(self, pointer: int, nbytes: int, stream, to_device: bool = True) -> None:
         """cuMemPrefetchAsync of managed memory to this device (or to the host), which PyCUDA does not wrap."""
@@ -193,7 +208,9 @@ class GpuRuntime:
             self.cuda.memcpy_dtoh(host, out)
         expected = np.arange(n, dtype=np.uint32) * np.uint32(3) + np.uint32(1)
         if not np.array_equal(host, expected):
-            raise RuntimeError("health check kernel wrote wrong values")
+            wrong = int(np.count_nonzero(host != expected))
+            raise VerificationError(f"health check: the kernel wrote {wrong:,} of {n:,} words wrong, so this context "
+                                    "cannot be trusted")
         free, total = self.cuda.mem_get_info()
         return {"ok": True, "free_device_bytes": int(free), "total_device_bytes": int(total)}
 

@@ -1,7 +1,8 @@
 """PinPoint's experiments, registered in ``registry.py``. Each module declares its parameter axes, the bytes a
 point moves, the reasons a parameter combination is invalid, and ``run(params, gpu, progress, should_cancel)``,
-which returns a results DataFrame in the schema of ``gpu.core.schema``; converted experiments declare a
-``harness.Sweep`` and take their ``run`` from the one sweep harness (``harness.py``).
+which returns the measured rows (dicts of the results schema of ``gpu.core.schema``, without the run's provenance,
+which the worker adds when it builds the run's DataFrame); every experiment declares a ``harness.Sweep`` and takes
+its ``run`` from the one sweep harness (``harness.py``).
 
 Rows are delivered as they are measured: an experiment collects them in ``SweepRows(progress)``, which
 hands each one to ``progress.row`` where the caller's progress has one (the worker's sends it to the page).

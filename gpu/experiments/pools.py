@@ -108,10 +108,8 @@ class PoolsSweep(harness.Sweep):
     invalid_reasons = staticmethod(invalid_reasons)
 
     def __init__(self, params, gpu, profile):
-        from pycuda.tools import DeviceMemoryPool, PageLockedMemoryPool
-
         super().__init__(params, gpu, profile)
-        self.device_pool, self.pinned_pool = DeviceMemoryPool(), PageLockedMemoryPool()
+        self.device_pool, self.pinned_pool = gpu.memory_pools()
 
     def points(self):
         ledger = self.ledger

@@ -106,10 +106,8 @@ class ReductionSweep(harness.Sweep):
     invalid_reasons = staticmethod(invalid_reasons)
 
     def __init__(self, params, gpu, profile):
-        from pycuda import gpuarray
-
         super().__init__(params, gpu, profile)
-        self.gpuarray = gpuarray
+        self.gpuarray = gpu.gpuarray
         self.fn = {name: gpu.kernel("reduction", f"dot_{name}") for name in
                    ("atomic_per_element", "shared_tree", "warp_shuffle", "grid_stride")}
         self.rng = np.random.default_rng()

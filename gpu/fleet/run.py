@@ -98,32 +98,41 @@ class FleetResult:
 
 
 class Progress:
-    """The terminal view: a line per event (a GPU found, a run stored, a failure) and a bar of runs done."""
+    """The terminal view: a line per event (a GPU found, a run stored, a failure) and a bar of runs done with the
+    state of each GPU (counted by state beyond ``PER_GPU_UP_TO`` GPUs). On a terminal the bar redraws in place;
+    elsewhere (CI logs) it is printed when it changes."""
+
+    PER_GPU_UP_TO = 8
 
     def __init__(self, stream=sys.stderr, width: int = 30):
         self.stream, self.width = stream, width
         self.tty = hasattr(stream, "isatty") and stream.isatty()
+        self._last = ""
 
     def event(self, line: str) -> None:
         if self.tty:
             self.stream.write("\r\x1b[2K")
         self.stream.write(text.printable(line) + "\n")
         self.stream.flush()
+        self._last = "" if self.tty else self._last
 
     def bar(self, gpus: list[FleetGpu], total: int) -> None:
         finished = sum(len(g.done) + len(g.failed) + len(g.skipped) for g in gpus)
-        states = {}
-        for gpu in gpus:
-            key = "measuring" if gpu.state.startswith("measuring") else gpu.state
-            states[key] = states.get(key, 0) + 1
         filled = int(self.width * finished / total) if total else self.width
-        line = (f"[{'#' * filled}{'.' * (self.width - filled)}] {finished}/{total} runs · "
-                + " · ".join(f"{count} {state}" for state, count in sorted(states.items())))
-        if self.tty:
-            self.stream.write("\r\x1b[2K" + line)
-            self.stream.flush()
+        if len(gpus) <= self.PER_GPU_UP_TO:
+            states = " · ".join(f"GPU {i} {g.state}" for i, g in enumerate(gpus))
         else:
-            self.stream.write(line + "\n")
+            counts: dict[str, int] = {}
+            for gpu in gpus:
+                key = "measuring" if gpu.state.startswith("measuring") else gpu.state
+                counts[key] = counts.get(key, 0) + 1
+            states = " · ".join(f"{count} {state}" for state, count in sorted(counts.items()))
+        line = f"[{'#' * filled}{'.' * (self.width - filled)}] {finished}/{total} runs · {states}"
+        if line == self._last:
+            return
+        self._last = line
+        self.stream.write(("\r\x1b[2K" + line) if self.tty else line + "\n")
+        self.stream.flush()
 
 
 def run_fleet(client: Client, suite: Suite, catalog, fleet_id: str, service: str, *, label: str | None = None,

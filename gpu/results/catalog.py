@@ -80,6 +80,21 @@ class Catalog:
                                  "another run id")
         return self.store.save(frame, source, label, notes, replace=replace, fleet=fleet)
 
+    def import_store(self, source_url: str) -> list[SaveResult]:
+        """Every run of another PinPoint runs store (a fleet's SQLite file brought back from a GPU machine), each
+        with its label, notes, fleet id and suite; each run stored whole, as ``save`` stores one."""
+        source = RunStore(source_url)  # opening never writes, so the other store is left as it was
+        if source.version == 0:
+            raise StoreError(f"{source.describe()} is not a PinPoint runs store (it has no runs and no schema version)")
+        results = []
+        for row in source.runs().itertuples():
+            fleet = (row.fleet_id, row.suite) if isinstance(row.fleet_id, str) and row.fleet_id else None
+            label = row.label if isinstance(row.label, str) else None
+            notes = row.notes if isinstance(row.notes, str) else None
+            results += self.save(source.load(row.run_id), "import", label, notes, fleet=fleet)
+        source.close()
+        return results
+
     def load(self, run_id: str) -> pd.DataFrame:
         """A run by id, bundled or stored; gpu.results.store.StoreError when there is none."""
         if run_id in self.bundled:

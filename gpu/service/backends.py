@@ -83,10 +83,10 @@ class LiveBackend:
         return list(self.client.info.get("gpus", []))
 
     def gpu_name(self) -> str:
-        """The GPU that measures: model · UUID tail · host."""
+        """The GPU that measures: model · UUID tail · host (what the worker knows of them)."""
         facts = self.facts
-        return " · ".join(str(v) for v in (facts.get("device_name", "the GPU"), uuid_tail(facts.get("gpu_uuid")),
-                                           facts.get("host")) if v)
+        board = uuid_tail(facts["gpu_uuid"]) if facts.get("gpu_uuid") else None
+        return " · ".join(str(v) for v in (facts.get("device_name", "the GPU"), board, facts.get("host")) if v)
 
     def label(self) -> str:
         return f"Live on {self.gpu_name()}"

@@ -7,6 +7,7 @@ import streamlit as st
 from streamlit.runtime.pages_manager import PagesManager
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
+from gpu.core import devices
 from gpu.core.text import plain
 from gpu.results.catalog import BUNDLED_DIRS, Catalog, read_bundled
 from gpu.results.store import StoreError
@@ -15,9 +16,26 @@ from pages._shared import PAGES
 
 
 @st.cache_resource(show_spinner="Starting the GPU worker…")
-def live_backend() -> tuple[LiveBackend | None, str]:
-    """One worker process for all sessions; None (with the reason) where no GPU works."""
+def default_live_backend() -> tuple[LiveBackend | None, str]:
+    """The worker of PINPOINT_DEVICE's GPU (else the first), shared by all sessions; None (with the reason) where no
+    GPU works. Its hello lists every GPU of the machine, for the sidebar."""
     return start_live()
+
+
+@st.cache_resource(show_spinner="Starting a worker for that GPU…", max_entries=64)
+def live_backend_on(uuid: str) -> tuple[LiveBackend | None, str]:
+    """Each GPU its own worker process, shared by all sessions: two GPUs measure at once, while the jobs of one
+    GPU stay one at a time."""
+    return start_live(uuid)
+
+
+def live_backend() -> tuple[LiveBackend | None, str]:
+    """The live backend of the GPU this session chose in the sidebar (the default one until it chooses)."""
+    live, reason = default_live_backend()
+    chosen = st.session_state.get("gpu_choice")
+    if live is None or not chosen or chosen == live.facts.get("gpu_uuid"):
+        return live, reason
+    return live_backend_on(chosen)
 
 
 @st.cache_resource(show_spinner=False)
@@ -107,8 +125,15 @@ def source_sidebar() -> None:
         st.toggle("Replay recorded runs", key="use_replay", value=live is None, disabled=live is None,
                   help=("Show runs recorded on a real GPU instead of measuring live (for talks with a flaky "
                         "venue GPU)." if live else f"Live measurement is unavailable: {reason}"))
+        gpus = default_live_backend()[0].gpus if live is not None else []
+        if len(gpus) > 1:
+            by_uuid = {str(g["uuid"]): g for g in gpus}
+            st.selectbox("GPU", list(by_uuid), key="gpu_choice", format_func=lambda u: devices.describe(by_uuid[u]),
+                         index=list(by_uuid).index(live.facts.get("gpu_uuid")) if live.facts.get("gpu_uuid")
+                         in by_uuid else 0,
+                         help="The GPU that measures for this browser session; each GPU has its own worker process.")
         if live is not None:
-            st.caption(f"GPU worker: {live.facts.get('device_name')} (pid {live.client.worker_pid}, "
+            st.caption(f"GPU worker: {plain(live.gpu_name())} (pid {live.client.worker_pid}, "
                        f"restarts {live.client.restarts})")
             st.toggle("Save live measurements in the runs store", key="save_to_store", value=True,
                       help="Every live measurement is kept (with every sample) for the Runs and Compare pages. "
@@ -136,7 +161,7 @@ def source_banner() -> None:
         st.warning(f"Run {plain(run_id)} from the address cannot be shown: {plain(reason, None)}")
     live, reason = live_backend()
     if not use_replay():
-        st.success(f"**Live** · measuring on {live.facts.get('device_name')} now", icon=":material/sensors:")
+        st.success(f"**Live** · measuring on {plain(live.gpu_name())} now", icon=":material/sensors:")
         return
     replay = replay_backend()
     devices = sorted({f"{d} ({t[:10]})" for d, t in zip(replay.data["device_name"], replay.data["timestamp"],

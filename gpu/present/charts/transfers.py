@@ -13,6 +13,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from gpu.core.devices import uuid_tail
 from gpu.core.stats import fit_latency_bandwidth
 from gpu.core.units import format_bytes
 from gpu.experiments.transfers import MODE_LABELS
@@ -36,7 +37,9 @@ def source_label(frame: pd.DataFrame) -> str:
     first = frame.iloc[0]
     when = str(first["timestamp"]).replace("T", " ")[:16] + " UTC"
     prefix = "Live" if first["backend"] == "live" else "Replay of a run recorded on"
-    return f"{prefix} {first['device_name']} · {when} · profile {first['profile']}"
+    board = first.get("gpu_uuid")  # the board that measured, where the run names it (boards of a model differ)
+    device = f"{first['device_name']} {uuid_tail(board)}" if isinstance(board, str) and board else first["device_name"]
+    return f"{prefix} {device} · {when} · profile {first['profile']}"
 
 
 # Log axes of values: one plain tick per decade (1, 10, 100, 1,000), never "5, 2, 1000" or "10B".
