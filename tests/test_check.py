@@ -221,3 +221,16 @@ def test_the_compare_page_says_a_band_came_from_the_boards_history(monkeypatch, 
     assert len(points) == 25 and set(points["run-to-run from"]) == {"history of 3 runs of this board"}
     assert any("the history of 3 runs of this board for 25 points" in c.value for c in at.caption)
     st.cache_resource.clear()
+
+
+def test_the_exit_status_reaches_the_shell(store_url):
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PINPOINT_DB_URL": store_url}
+    env.pop("GITHUB_STEP_SUMMARY", None)
+    done = subprocess.run([sys.executable, "-m", "gpu.bench", "check", "--candidate", "board5-slower", "--against",
+                           "history"], capture_output=True, text=True, timeout=300, cwd=run_to_run.ASSETS.parent,
+                          env=env)
+    assert done.returncode == 1 and done.stderr == "" and done.stdout.startswith("FAILED: 25 of 25")
