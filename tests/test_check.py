@@ -78,8 +78,8 @@ def test_the_history_view_judges_a_board_by_its_own_runs():
 
 @pytest.fixture(scope="module")
 def store_url(tmp_path_factory):
-    """A SQLite store holding the recorded coalescing runs, a reduction run, and board 5 measured later: unchanged,
-    and 10 % slower."""
+    """A SQLite store holding the recorded coalescing runs, a reduction run, board 5 measured later (unchanged, and
+    10 % slower) and a board with no earlier run."""
     url = f"sqlite:///{tmp_path_factory.mktemp('check')}/runs.sqlite"
     store = RunStore(url)
     runs, _ = coalescing_runs()
@@ -88,6 +88,7 @@ def store_url(tmp_path_factory):
     store.save(run_to_run.repeated_runs()["reduction on NVIDIA H200"][-1], "import")
     store.save(on_board5(1.1, "board5-slower"), "import")
     store.save(on_board5(1.0, "board5-unchanged"), "import")
+    store.save(as_board(coalescing_runs()[1][1], 9, 1.0, when=LATER, run_id="fresh-board"), "import")  # a new board
     store.close()
     return url
 
@@ -159,8 +160,17 @@ def test_an_unchanged_run_passes_and_the_summary_joins_the_github_step_summary(m
 def test_a_board_with_few_runs_is_checked_against_its_model(monkeypatch, capsys, store_url):
     code, out, _ = gate(monkeypatch, capsys, store_url, "--candidate", "edc86d0d4c5c", "--against", "history")
     assert code == 0  # board 5's third repeat: two earlier runs of its board, so the model's history sets bands
-    assert "bands from 2 earlier runs of the board, else from 8 earlier runs of the device model" in out
+    assert "the board's newest earlier run, run 8a4af463c978 (2026-11-23 22:28), as baseline; bands from 8 earlier " \
+        "runs of the device model" in out
     assert "the history of 8 runs of the device model for 25 points" in out
+
+
+def test_a_board_without_runs_is_checked_against_its_models_newest_run(monkeypatch, capsys, store_url):
+    code, out, _ = gate(monkeypatch, capsys, store_url, "--candidate", "fresh-board", "--against", "history")
+    assert code == 0
+    assert "(no earlier run of board GPU-sim00009-0000-4000-8000-000000000009 measured its points): the model's " \
+        "newest earlier run, NVIDIA H200 · 2026-11-23 22:30 · run edc86d0d4c5c" in out
+    assert "the history of 9 runs of the device model for 25 points" in out
 
 
 @pytest.mark.parametrize(("args", "says"), [

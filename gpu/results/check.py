@@ -150,14 +150,17 @@ def against_words(check: Check) -> str:
         return f"baseline {_run_words(check.baseline)}"
     board = compare.board_of(check.candidate)
     model_runs = min(compare.HISTORY_RUNS, 1 + check.history_runs)  # the baseline and the newest earlier runs
+    histories = [f"{text.count(runs, 'earlier run')} of {whose}" for runs, whose in
+                 ((check.board_runs if compare.same_board(check.baseline, check.candidate) else 0, "the board"),
+                  (model_runs, "the device model")) if runs >= compare.MIN_HISTORY]
+    bands = "bands from " + (", else from ".join(histories) if histories else
+                             f"the measured floors (fewer than {compare.MIN_HISTORY} earlier runs)")
     if compare.same_board(check.baseline, check.candidate):
         return (f"its history on board {board}: the board's newest earlier run, {_short_run(check.baseline)}, as "
-                f"baseline; bands from {text.count(check.board_runs, 'earlier run')} of the board, else from "
-                f"{text.count(model_runs, 'earlier run')} of the device model")
-    why = f"board {board} has no earlier run" if board else "the run names no board"
+                f"baseline; {bands}")
+    why = f"no earlier run of board {board} measured its points" if board else "the run names no board"
     return (f"its history on {_first(check.candidate, 'device_name')} ({why}): the model's newest earlier run, "
-            f"{_run_words(check.baseline)}, as baseline; bands from {text.count(model_runs, 'earlier run')} of the "
-            "device model")
+            f"{_run_words(check.baseline)}, as baseline; {bands}")
 
 
 def verdict_line(check: Check) -> str:
