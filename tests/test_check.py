@@ -76,11 +76,9 @@ def test_the_history_view_judges_a_board_by_its_own_runs():
     assert history.iloc[-2]["run_to_run_source"].endswith("runs of the device model")
 
 
-@pytest.fixture(scope="module")
-def store_url(tmp_path_factory):
-    """A SQLite store holding the recorded coalescing runs, a reduction run, board 5 measured later (unchanged, and
-    10 % slower) and a board with no earlier run."""
-    url = f"sqlite:///{tmp_path_factory.mktemp('check')}/runs.sqlite"
+def fill(url: str) -> str:
+    """The recorded coalescing runs, a reduction run, board 5 measured later (unchanged, and 10 % slower) and a
+    board with no earlier run, in the store at ``url``."""
     store = RunStore(url)
     runs, _ = coalescing_runs()
     for run in runs:
@@ -91,6 +89,11 @@ def store_url(tmp_path_factory):
     store.save(as_board(coalescing_runs()[1][1], 9, 1.0, when=LATER, run_id="fresh-board"), "import")  # a new board
     store.close()
     return url
+
+
+@pytest.fixture(scope="module")
+def store_url(tmp_path_factory):
+    return fill(f"sqlite:///{tmp_path_factory.mktemp('check')}/runs.sqlite")
 
 
 def gate(monkeypatch, capsys, url, *args):
@@ -244,3 +247,15 @@ def test_the_exit_status_reaches_the_shell(store_url):
                            "history"], capture_output=True, text=True, timeout=300, cwd=run_to_run.ASSETS.parent,
                           env=env)
     assert done.returncode == 1 and done.stderr == "" and done.stdout.startswith("FAILED: 25 of 25")
+
+
+def test_a_teams_postgresql_store_gates_the_same_way(monkeypatch, capsys, postgres_url, tmp_path):
+    from tests.conftest import new_postgres_database
+
+    url = fill(new_postgres_database(postgres_url))
+    junit = tmp_path / "junit.xml"
+    code, out, err = gate(monkeypatch, capsys, url, "--candidate", "board5-slower", "--against", "history",
+                          "--junit", str(junit))
+    assert code == 1 and err == "" and "the history of 3 runs of this board for 25 points" in out
+    assert ET.parse(junit).getroot().find("testsuite").get("failures") == "25"
+    assert gate(monkeypatch, capsys, url, "--candidate", "board5-unchanged", "--against", "history")[0] == 0
