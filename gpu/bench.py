@@ -29,7 +29,7 @@ from gpu.core.errors import DeviceNotFound, ValidationError, WorkerError, Worker
 from gpu.core.text import printable, shorten
 from gpu.core.units import SizeError, format_bytes
 from gpu.experiments import get_experiment, registry
-from gpu.results import catalog, compare, imports, report, runfiles
+from gpu.results import catalog, check, compare, imports, report, runfiles
 from gpu.results.store import RunStore, StoreError
 from gpu.service.backends import check_params, open_live, start_live
 
@@ -96,6 +96,13 @@ def parse_args(argv=None):
     f.add_argument("--walltime", default="01:00:00", help="slurm: each job's time limit")
     f.add_argument("--no-gres", action="store_true",
                    help="slurm: do not ask for GPUs as a generic resource (--gres=gpu:N), for clusters without it")
+    c = sub.add_parser("check", help="CI gate: exit 1 when a point of a run got slower beyond noise, 0 when none "
+                                     "did, 2 when it cannot check")
+    c.add_argument("--candidate", required=True, help="the run to judge (stored or bundled run id)")
+    c.add_argument("--against", required=True,
+                   help="a baseline run id, or 'history': the candidate's earlier runs on its board, else its model")
+    c.add_argument("--summary", help="write a Markdown summary here (also appended to $GITHUB_STEP_SUMMARY if set)")
+    c.add_argument("--junit", help="write JUnit XML here: one testcase per point, a failure per slower point")
     sub.add_parser("runs", help="list the stored and bundled runs")
     sub.add_parser("migrate", help="bring the runs store to this PinPoint's schema version")
     return parser.parse_args(argv)
@@ -249,6 +256,8 @@ def main(argv=None) -> int:
         return record_driver_occupancy(args.out, args.device)
     if args.experiment in REVIEW_COMMANDS:
         return review_command(args)
+    if args.experiment == "check":
+        return check.check_command(args)
     if args.experiment == "fleet":
         from gpu.fleet.command import fleet_command  # Dask's import costs ~1 s: only the fleet command pays it
 

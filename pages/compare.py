@@ -35,8 +35,9 @@ if ui.desk():
         "Pick a **baseline** and one or more **candidates** of the same experiment. A point differs when a "
         f"Mann-Whitney U test on the kept samples gives p < {compare.ALPHA} (otherwise it is the **same within "
         "noise**); it is **faster** or **slower** only when the candidate's median also leaves the band that unchanged "
-        f"software reaches from run to run (from {compare.MIN_HISTORY} or more earlier runs of the device, else a "
-        "measured floor per kind of point), and **within run-to-run noise** when it does not. The provenance diff "
+        f"software reaches from run to run (from {compare.MIN_HISTORY} or more earlier runs of the candidate's "
+        "board when both runs name the same one, else of its device model, else a measured floor per kind of point; "
+        "*run-to-run from* says which), and **within run-to-run noise** when it does not. The provenance diff "
         "beside it shows what else changed.")
 
 page.link_notes()
@@ -180,4 +181,5 @@ else:
                 + ", ".join(f"{plain(r.run_id)} ({compare.percent(r.change)})" for r in regressed.itertuples())
                 if not regressed.empty else "none regressed beyond noise against the run before."))
     st.dataframe(history.assign(change=history["change"].map(
-        lambda c: "—" if not isinstance(c, float) or math.isnan(c) else compare.percent(c))), hide_index=True)
+        lambda c: "—" if not isinstance(c, float) or math.isnan(c) else compare.percent(c)))
+                 .rename(columns={"run_to_run_source": "run-to-run from", "gpu_uuid": "board"}), hide_index=True)

@@ -189,7 +189,8 @@ def test_three_earlier_runs_replace_the_floor_with_their_spread():
     by_floor = compare.compare(steady[-1], candidate).iloc[0]
     assert by_floor["verdict"] == "run-to-run" and by_floor["run_to_run_source"] == "mapped floor"
     by_history = compare.compare(steady[-1], candidate, steady[:-1]).iloc[0]
-    assert by_history["verdict"] == "slower" and by_history["run_to_run_source"] == "history of 4 runs"
+    assert by_history["verdict"] == "slower"
+    assert by_history["run_to_run_source"] == "history of 4 runs of the device model"
     assert by_history["run_to_run"] < floor / 2
     # two earlier runs (the baseline and one more) are not a history: the floor again
     assert compare.compare(steady[-1], candidate, steady[-2:-1]).iloc[0]["run_to_run_source"] == "mapped floor"
@@ -215,7 +216,8 @@ def test_history_counts_only_earlier_runs_of_the_candidates_device():
     sources = [compare.compare(base, candidate, earlier).iloc[0]["run_to_run_source"]
                for base, earlier in [(steady[-1], later), (steady[-1], other), (other[0], steady[:-1])]]
     assert sources == ["mapped floor"] * 3  # later runs, another device's runs, a baseline of another device
-    assert compare.compare(steady[-1], candidate, steady).iloc[0]["run_to_run_source"] == "history of 4 runs"
+    assert compare.compare(steady[-1], candidate, steady).iloc[0]["run_to_run_source"] == \
+        "history of 4 runs of the device model"
 
 
 class FakeCatalog:
@@ -373,7 +375,7 @@ def test_the_compare_page_judges_a_candidate_by_its_devices_history(monkeypatch,
     assert not at.exception, at.exception
     points = at.dataframe[1].value
     # before the third repeat: the first two and the day-apart pair, four runs of the H200 (the baseline among them)
-    assert len(points) == 40 and set(points["run-to-run from"]) == {"history of 4 runs"}
+    assert len(points) == 40 and set(points["run-to-run from"]) == {"history of 4 runs of the device model"}
     metrics = {m.label: int(m.value) for m in at.metric}
     assert sum(v for k, v in metrics.items() if k != "Points compared") == 40
     st.cache_resource.clear()
@@ -394,9 +396,9 @@ def test_the_band_summary_names_where_run_to_run_noise_came_from():
                          exact=True)
     base = make_run("h3", {(1 << 30, "mapped"): 20.0, (4096, "pinned"): 0.01}, cv=0.002, timestamp=day(4), exact=True)
     line = compare.band_summary(compare.compare(base, candidate, steady[:-1]))
-    assert line == f"Run-to-run noise: the history of 4 runs for 1 point; measured floors for 1 point (small copy " \
-                   f"±{np.expm1(compare.floor('small copy')):.1%}). 3 or more earlier runs of the candidate's device " \
-                   "give it a band of its own."
+    assert line == "Run-to-run noise: the history of 4 runs of the device model for 1 point; measured floors for 1 " \
+                   f"point (small copy ±{np.expm1(compare.floor('small copy')):.1%}). 3 or more earlier runs of the " \
+                   "candidate's board (else of its device model) give it a band of its own."
 
 
 @pytest.mark.parametrize(("experiment", "row", "kind"), [

@@ -17,12 +17,18 @@ How far medians move is judged by how far they move between runs, not by the spr
 rule, which ``verdict`` still applies when it is given no band): the median of thousands of samples is precise
 even when rare slow samples give them a CV of 30–70 %. ``noise`` is the samples' robust spread (``robust_spread``).
 
-Run-to-run noise is judged as Conbench does, against earlier results of the same point on the same device model:
+Run-to-run noise is judged as Conbench does, against earlier results of the same point on the same machine:
 
-* with at least ``MIN_HISTORY`` earlier runs of the point on the device (runs measured before the candidate, the
-  baseline among them; both runs must be of that device), the band is the ``HISTORY_LEVEL`` prediction interval of
-  their log medians (Student's t: mean ± t·s·√(1 + 1/n)); the candidate is beyond run-to-run noise when its median
-  falls outside that band, on the side of its change against the baseline;
+* the history is that of the candidate's **board** (its ``gpu_uuid``) when the baseline names the same board and at
+  least ``MIN_HISTORY`` earlier runs of that board measured the point; otherwise that of its **device model** (every
+  board of the model, and runs that name no board), when ``MIN_HISTORY`` or more of those did. Boards of one model
+  differ by up to 13 % on some kernels, so a history that mixes boards is wide where one board repeats to 0.1 %;
+  a pair of runs on two boards is judged by the model's history, which holds the gap between boards. Earlier runs:
+  the same experiment and profile family, measured before the candidate, the baseline among them; both runs must
+  be of that model. With such a history, the band is the ``HISTORY_LEVEL`` prediction interval of their log medians
+  (Student's t: mean ± t·s·√(1 + 1/n)); the candidate is beyond run-to-run noise when its median falls outside that
+  band, on the side of its change against the baseline. The band's ``source`` says which history it came from:
+  "history of 3 runs of this board" or "history of 6 runs of the device model";
 * otherwise the band is the baseline's median ± the kind's floor (``RUN_TO_RUN_FLOORS``): the 95th percentile of
   |log(median ratio)| between runs of unchanged software, per kind of point (``point_kind``).
 
@@ -201,17 +207,28 @@ def same_board(first: pd.DataFrame, second: pd.DataFrame) -> bool:
     return board is not None and board == board_of(second)
 
 
-def run_to_run_band(kind: str, baseline_median: float, earlier_medians=(), one_board: bool = False) -> dict:
+BOARD_HISTORY, MODEL_HISTORY = "this board", "the device model"  # whose history a band came from
+
+
+def _usable(medians) -> list[float]:
+    return [m for m in medians if m and m > 0]
+
+
+def run_to_run_band(kind: str, baseline_median: float, earlier_medians=(), one_board: bool = False,
+                    board_medians=()) -> dict:
     """Where unchanged software puts the candidate's median, on a log scale: ``center`` ± ``half_width``, from
-    the earlier runs' medians when there are ``MIN_HISTORY`` or more, else the baseline ± the kind's floor (its
-    one-board floor when both runs name the same board, ``one_board``)."""
-    earlier = np.log(np.asarray([m for m in earlier_medians if m and m > 0], dtype=float))
-    if earlier.size >= MIN_HISTORY:
+    the earlier runs' medians of the board (``board_medians``, when both runs name the same board, ``one_board``)
+    or else of the device model (``earlier_medians``) when there are ``MIN_HISTORY`` or more, else the baseline ±
+    the kind's floor (its one-board floor when both runs name the same board)."""
+    for medians, whose in ((board_medians if one_board else (), BOARD_HISTORY), (earlier_medians, MODEL_HISTORY)):
+        earlier = np.log(np.asarray(_usable(medians), dtype=float))
+        if earlier.size < MIN_HISTORY:
+            continue
         from scipy.stats import t
 
         n = earlier.size
         half = float(t.ppf(0.5 + HISTORY_LEVEL / 2, n - 1) * earlier.std(ddof=1) * math.sqrt(1 + 1 / n))
-        return {"center": float(earlier.mean()), "half_width": half, "source": f"history of {n} runs"}
+        return {"center": float(earlier.mean()), "half_width": half, "source": f"history of {n} runs of {whose}"}
     narrow = one_board and kind in ONE_BOARD_FLOORS
     return {"center": math.log(baseline_median), "half_width": floor(kind, narrow),
             "source": f"{kind} {'one-board ' if narrow else ''}floor"}
@@ -273,14 +290,17 @@ def compare(baseline: pd.DataFrame, candidate: pd.DataFrame, earlier: list[pd.Da
         return {tuple(_key(row[k]) for k in keys): row for row in frame.to_dict("records")}
 
     base, cand = keyed(baseline), keyed(candidate)
-    history = _earlier_medians(baseline, candidate, earlier, keyed)
     one_board = same_board(baseline, candidate)
+    history = _earlier_medians(baseline, candidate, earlier, keyed)
+    board_history = _earlier_medians(baseline, candidate, earlier, keyed, board_of(candidate)) if one_board else {}
     rows = []
     for key in [k for k in base if k in cand]:
         b, c = base[key], cand[key]
         kind = point_kind(experiment, b)
-        earlier_medians = [m for m, timer in history.get(key, ()) if timer == c.get("timer")]  # same method
-        band = run_to_run_band(kind, float(np.median(b["samples_ms"])), earlier_medians, one_board)
+        timer = c.get("timer")  # the same method only
+        band = run_to_run_band(kind, float(np.median(b["samples_ms"])),
+                               [m for m, t in history.get(key, ()) if t == timer], one_board,
+                               [m for m, t in board_history.get(key, ()) if t == timer])
         result = verdict(b["samples_ms"], c["samples_ms"], band=band)
         limit_b, limit_c = limit_gbps(b), limit_gbps(c)
         rows.append({**{k: b[k] for k in keys}, "point": point_label(experiment, b), "direction": b["direction"],
@@ -312,23 +332,25 @@ def _when(value) -> pd.Timestamp | None:
     return stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp
 
 
-def _same_history(run, device: str, profile: str, before: pd.Timestamp | None) -> bool:
+def _same_history(run, device: str, profile: str, before: pd.Timestamp | None, board: str | None = None) -> bool:
     """Whether a run (a frame's first row or a catalog row) belongs to a candidate's history: the same device
-    model, the same profile family (precise runs are not judged by quick interactive ones), measured before it."""
+    model (and board, when ``board`` is given), the same profile family (precise runs are not judged by quick
+    interactive ones), measured before it."""
     when = _when(run["timestamp"])
     return (str(run["device_name"]) == device and str(run["profile"]).split("/")[0] == profile.split("/")[0]
-            and when is not None and before is not None and when < before)
+            and when is not None and before is not None and when < before
+            and (board is None or run.get("gpu_uuid") == board))
 
 
-def _earlier_medians(baseline, candidate, earlier, keyed) -> dict:
-    """Point key → (median, timer) of each run in the candidate's history. Empty when the baseline is of another
-    device: a history of one device says nothing about the gap between two."""
+def _earlier_medians(baseline, candidate, earlier, keyed, board: str | None = None) -> dict:
+    """Point key → (median, timer) of each run in the candidate's history (of its model, or of ``board`` only).
+    Empty when the baseline is of another device: a history of one device says nothing about the gap between two."""
     device, profile = _first(candidate, "device_name"), _first(candidate, "profile")
     if _first(baseline, "device_name") != device:
         return {}
     before = _when(_first(candidate, "timestamp"))
     runs = {_first(f, "run_id"): f for f in [baseline, *earlier] if not f.empty
-            and _same_history(f.iloc[0], device, profile, before)
+            and _same_history(f.iloc[0], device, profile, before, board)
             and _first(f, "run_id") != _first(candidate, "run_id")}
     medians: dict = {}
     for frame in sorted(runs.values(), key=lambda f: _when(_first(f, "timestamp")))[-HISTORY_RUNS:]:
@@ -337,21 +359,32 @@ def _earlier_medians(baseline, candidate, earlier, keyed) -> dict:
     return medians
 
 
+def listed_history(runs: pd.DataFrame, candidate: pd.DataFrame) -> pd.DataFrame:
+    """The rows of a run listing (``Catalog.runs``) that belong to the candidate's history, oldest first with
+    their time (``when``): its experiment's runs on its device model, in its profile family, measured before it."""
+    device, profile = _first(candidate, "device_name"), _first(candidate, "profile")
+    before = _when(_first(candidate, "timestamp"))
+    mine = runs[[_same_history(run, device, profile, before) for _, run in runs.iterrows()]] if not runs.empty \
+        else runs
+    mine = mine[mine["run_id"] != _first(candidate, "run_id")]
+    return mine.assign(when=mine["timestamp"].map(_when)).sort_values("when", kind="stable")
+
+
 def earlier_runs(catalog, baseline: pd.DataFrame, candidate: pd.DataFrame) -> list[pd.DataFrame]:
     """The history ``compare`` needs, from a catalog (anything with ``runs(experiment)`` and ``load(run_id)``):
-    the newest ``HISTORY_RUNS`` runs of the experiment on the candidate's device and profile family measured
-    before it. None are loaded when too few exist to make a history with the baseline."""
-    device = _first(candidate, "device_name")
-    if _first(baseline, "device_name") != device:
+    the newest ``HISTORY_RUNS`` runs of the experiment on the candidate's device model and profile family measured
+    before it, and the newest ``HISTORY_RUNS`` of those on its board when both runs name the same board. None are
+    loaded when too few exist to make a history with the baseline."""
+    if _first(baseline, "device_name") != _first(candidate, "device_name"):
         return []
-    runs = catalog.runs(_first(candidate, "experiment"))
-    before = _when(_first(candidate, "timestamp"))
-    mine = runs[[_same_history(run, device, _first(candidate, "profile"), before) for _, run in runs.iterrows()]] \
-        if not runs.empty else runs
-    mine = mine[~mine["run_id"].isin([_first(baseline, "run_id"), _first(candidate, "run_id")])]
+    mine = listed_history(catalog.runs(_first(candidate, "experiment")), candidate)
+    mine = mine[mine["run_id"] != _first(baseline, "run_id")]
     if len(mine) + 1 < MIN_HISTORY:
         return []
-    newest = mine.assign(when=mine["timestamp"].map(_when)).sort_values("when").tail(HISTORY_RUNS)["run_id"]
+    newest = list(mine.tail(HISTORY_RUNS)["run_id"])
+    if same_board(baseline, candidate) and "gpu_uuid" in mine.columns:
+        on_board = list(mine[mine["gpu_uuid"] == board_of(candidate)].tail(HISTORY_RUNS)["run_id"])
+        newest += [run_id for run_id in on_board if run_id not in newest]
     return [catalog.load(run_id) for run_id in newest]
 
 
@@ -395,7 +428,7 @@ def _points(count: int) -> str:
 
 
 def band_summary(table: pd.DataFrame) -> str:
-    """Where the run-to-run bands came from: 'Run-to-run noise: the history of 4 earlier runs for 40 points;
+    """Where the run-to-run bands came from: 'Run-to-run noise: the history of 4 runs of this board for 40 points;
     measured floors for 12 points (pinned ±1.5 %, small copy ±44.8 %).'"""
     if table.empty:
         return ""
@@ -410,8 +443,8 @@ def band_summary(table: pd.DataFrame) -> str:
         kinds = ", ".join(f"{kind}{' (one board)' if narrow else ''} ±{math.expm1(floor(kind, narrow)):.1%}"
                           for kind, narrow in sorted(bands, key=lambda band: floor(*band)))
         parts.append(f"measured floors for {_points(len(floored))} ({kinds})")
-    hint = f" {MIN_HISTORY} or more earlier runs of the candidate's device give it a band of its own." \
-        if not floored.empty else ""
+    hint = f" {MIN_HISTORY} or more earlier runs of the candidate's board (else of its device model) give it a band " \
+        "of its own." if not floored.empty else ""
     return "Run-to-run noise: " + "; ".join(parts) + "." + hint
 
 
@@ -458,20 +491,28 @@ def history(frames: list[pd.DataFrame], point: dict) -> pd.DataFrame:
             continue
         row = match.iloc[0]
         if previous is None:
-            result = {"verdict": "first", "change": math.nan, "p_value": math.nan}
+            result = {"verdict": "first", "change": math.nan, "p_value": math.nan, "run_to_run_source": None}
         else:
-            same_method = [r["median_ms"] for r in earlier[-HISTORY_RUNS:] if r["timer"] == row["timer"]
-                        and str(r["profile"]).split("/")[0] == str(row["profile"]).split("/")[0]]
-            band = run_to_run_band(point_kind(experiment, row), float(np.median(previous["samples_ms"])), same_method,
-                                   same_board(previous_frame, frame))
+            board = board_of(frame)
+            on_board = [r for r in earlier if board is not None and r.get("gpu_uuid") == board][-HISTORY_RUNS:]
+            band = run_to_run_band(point_kind(experiment, row), float(np.median(previous["samples_ms"])),
+                                   _same_method(earlier[-HISTORY_RUNS:], row), same_board(previous_frame, frame),
+                                   _same_method(on_board, row))
             result = verdict(previous["samples_ms"], row["samples_ms"], band=band)
         rows.append({"run_id": row["run_id"], "timestamp": row["timestamp"], "device_name": row["device_name"],
-                     "median_ms": row["median_ms"], "min_ms": row["min_ms"], "max_ms": row["max_ms"],
-                     "gbps": row["gbps"], "verdict": result["verdict"], "change": result["change"],
-                     "regressed": result["verdict"] == SLOWER})
+                     "gpu_uuid": board_of(frame), "median_ms": row["median_ms"], "min_ms": row["min_ms"],
+                     "max_ms": row["max_ms"], "gbps": row["gbps"], "verdict": result["verdict"],
+                     "change": result["change"], "regressed": result["verdict"] == SLOWER,
+                     "run_to_run_source": result["run_to_run_source"]})
         previous, previous_frame = row, frame
         earlier.append(row)
     return pd.DataFrame(rows)
+
+
+def _same_method(rows, row) -> list[float]:
+    """The medians of ``rows`` measured as ``row`` was: the same timer and profile family."""
+    return [r["median_ms"] for r in rows if r["timer"] == row["timer"]
+            and str(r["profile"]).split("/")[0] == str(row["profile"]).split("/")[0]]
 
 
 KEY_NAMES = {"bytes": "sizes", "variant": "modes", "direction": "directions", "block_size": "block sizes",

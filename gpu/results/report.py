@@ -206,9 +206,10 @@ sample kept, every output verified). A point is the <b>same within noise</b> unl
 the two runs' kept samples gives p &lt; {compare.ALPHA} and the medians differ by at least
 {text.percent(compare.MIN_EFFECT)}.
 A point that differs is <b>within run-to-run noise</b> when the candidate's median stays inside the band that
-unchanged software reaches between runs: with {compare.MIN_HISTORY} or more earlier runs of the point on the same
-device model, the {text.percent(compare.HISTORY_LEVEL)} prediction interval of their medians (Conbench's approach);
-otherwise the
+unchanged software reaches between runs: with {compare.MIN_HISTORY} or more earlier runs of the point on the
+candidate's board (when both runs name the same <code>gpu_uuid</code>), else on its device model, the
+{text.percent(compare.HISTORY_LEVEL)} prediction interval of their medians (Conbench's approach; the table's
+"run-to-run from" says which history); otherwise the
 baseline's median ± a floor per kind of point, the 95th percentile of the change measured between repeated runs and
 runs days apart ({html.escape(_floors())}). Beyond that band it is <b>faster</b> or <b>slower</b>. Points with
 fewer than {compare.MIN_SAMPLES} samples on a side are flagged: the test has little power there (with a band, every

@@ -1,0 +1,279 @@
+"""The CI gate: ``python -m gpu.bench check --candidate RUN --against RUN|history``.
+
+Judges every point of a candidate run with Compare's verdicts (``gpu.results.compare``) and exits as asv's
+``continuous`` does: **1** when a point got *slower beyond noise*, **0** when none did, **2** when it could not
+check (a run id it cannot find, runs of two experiments, runs that share no point, no earlier run to check against,
+a store that cannot be opened, a file it cannot write), with one line on stderr.
+
+``--against RUN``: the candidate against that baseline run, as Compare shows the pair (each point's band from the
+history of the candidate's board or model in the catalog, see ``compare``).
+
+``--against history`` (Conbench's question: is this result out of line with the earlier results of the same
+benchmark on the same machine?). From the catalog (stored and bundled runs), the candidate's history is the runs of
+its experiment on its device model, in its profile family, measured before it:
+
+* **baseline**: the newest of those runs measured on the candidate's board (same ``gpu_uuid``) that shares a point
+  with it; when the board has none, the newest such run of the device model. The change and the Mann-Whitney test
+  are against it (a point must differ from it to be faster or slower at all);
+* **band**: per point, the 99 % prediction interval of the log medians of the newest ``compare.HISTORY_RUNS``
+  earlier runs of the board (the baseline among them) when at least ``compare.MIN_HISTORY`` of them measured the
+  point with the same timer; else those of the device model (every board, and runs that name none); else the
+  baseline's median ± the kind's run-to-run floor (its one-board floor on one board). A point is slower beyond
+  noise when its median lies outside that band on the slow side. Each point's band source is written to the
+  summary and the JUnit message.
+
+Outputs: the verdict lines on stdout, a Markdown summary (``--summary FILE``, and appended to the file that
+``$GITHUB_STEP_SUMMARY`` names when set) and JUnit XML (``--junit FILE``: one testcase per point, a failure for
+each slower one). No Streamlit, no CUDA.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+
+import pandas as pd
+
+from gpu.core import text
+from gpu.core.errors import PinPointError
+from gpu.core.text import plain, printable, shorten
+from gpu.results import compare, report
+from gpu.results.catalog import Catalog
+from gpu.results.store import StoreError
+
+HISTORY = "history"
+PASSED, REGRESSED, CANNOT_CHECK = 0, 1, 2
+SHOWN_SLOWER = 20  # slower points printed on the terminal; the files hold every one
+
+
+class CheckError(PinPointError, ValueError):
+    """Input the gate cannot check (exit 2): the message is the one line printed."""
+
+
+@dataclass
+class Check:
+    candidate: pd.DataFrame
+    baseline: pd.DataFrame
+    table: pd.DataFrame
+    against: str  # "run" or "history"
+    history_runs: int  # earlier runs loaded beside the baseline (the catalog's, for the bands)
+    board_runs: int  # of those and the baseline, how many name the candidate's board
+
+    @property
+    def experiment(self) -> str:
+        return str(self.candidate["experiment"].iloc[0])
+
+    @property
+    def slower(self) -> pd.DataFrame:
+        return self.table[self.table["verdict"] == compare.SLOWER]
+
+    @property
+    def exit_code(self) -> int:
+        return REGRESSED if not self.slower.empty else PASSED
+
+
+def _load(catalog, run_id: str, role: str) -> pd.DataFrame:
+    try:
+        frame = catalog.load(run_id)
+    except StoreError as exc:
+        raise CheckError(f"{role} {shorten(run_id)}: {exc}") from None
+    if frame.empty:
+        raise CheckError(f"{role} {shorten(run_id)} has no points")
+    return frame
+
+
+def _first(frame: pd.DataFrame, column: str):
+    return frame[column].iloc[0] if column in frame.columns and not frame.empty else None
+
+
+def history_baseline(catalog, candidate: pd.DataFrame) -> pd.DataFrame:
+    """The newest earlier run of the candidate's board that shares a point with it, else of its device model
+    (same experiment and profile family, measured before it); CheckError when there is none."""
+    device, profile = str(_first(candidate, "device_name")), str(_first(candidate, "profile"))
+    mine = compare.listed_history(catalog.runs(str(_first(candidate, "experiment"))), candidate)
+    board = compare.board_of(candidate)
+    on_board = mine["gpu_uuid"] == board if board is not None and "gpu_uuid" in mine.columns else \
+        pd.Series(False, index=mine.index)
+    # Board first, then newest first: the run the candidate is most like.
+    ordered = mine.assign(on_board=on_board).sort_values(["on_board", "when"], ascending=False, kind="stable")
+    points = compare.point_keys(candidate)
+    for run_id in ordered["run_id"]:
+        frame = catalog.load(run_id)
+        if not points.isdisjoint(compare.point_keys(frame)):
+            return frame
+    where = f"board {board} or its model" if board else "this device model"
+    raise CheckError(f"no history to check run {shorten(str(_first(candidate, 'run_id')))} against: no earlier "
+                     f"{_first(candidate, 'experiment')} run of {where} ({device}, profile "
+                     f"{profile.split('/')[0]}) that measured its points, stored or bundled")
+
+
+def run_check(catalog, candidate_id: str, against: str) -> Check:
+    """The candidate judged against a baseline run (``against``: a run id) or against its history
+    (``against="history"``): see the module's text for the baseline and band used."""
+    candidate = _load(catalog, candidate_id, "candidate")
+    if against == HISTORY:
+        baseline = history_baseline(catalog, candidate)
+    else:
+        if against == candidate_id:
+            raise CheckError(f"run {shorten(candidate_id)} cannot be checked against itself")
+        baseline = _load(catalog, against, "baseline")
+    experiments = sorted({str(_first(baseline, "experiment")), str(_first(candidate, "experiment"))})
+    if len(experiments) > 1:
+        raise CheckError(f"runs of different experiments cannot be checked against each other: {experiments[0]} "
+                         f"and {experiments[1]}")
+    reason = compare.disjoint_reason(baseline, candidate)
+    if reason:
+        raise CheckError(reason)
+    earlier = compare.earlier_runs(catalog, baseline, candidate)
+    table = compare.compare(baseline, candidate, earlier)
+    board = compare.board_of(candidate)
+    # as compare counts them: the newest HISTORY_RUNS of the board's runs, the baseline among them
+    board_runs = min(compare.HISTORY_RUNS, sum(compare.board_of(f) == board for f in [baseline, *earlier])) \
+        if board is not None else 0
+    return Check(candidate, baseline, table, "history" if against == HISTORY else "run", len(earlier), board_runs)
+
+
+def _run_words(frame: pd.DataFrame) -> str:
+    board = compare.board_of(frame)
+    return report.run_label(frame) + (f" · board {board}" if board else "") + f" · host {_first(frame, 'host')}"
+
+
+def _short_run(frame: pd.DataFrame) -> str:
+    return f"run {_first(frame, 'run_id')} ({str(_first(frame, 'timestamp'))[:16].replace('T', ' ')})"
+
+
+def against_words(check: Check) -> str:
+    """What the candidate was judged against, in a sentence."""
+    if check.against == "run":
+        return f"baseline {_run_words(check.baseline)}"
+    board = compare.board_of(check.candidate)
+    model_runs = min(compare.HISTORY_RUNS, 1 + check.history_runs)  # the baseline and the newest earlier runs
+    histories = [f"{text.count(runs, 'earlier run')} of {whose}" for runs, whose in
+                 ((check.board_runs if compare.same_board(check.baseline, check.candidate) else 0, "the board"),
+                  (model_runs, "the device model")) if runs >= compare.MIN_HISTORY]
+    bands = "bands from " + (", else from ".join(histories) if histories else
+                             f"the measured floors (fewer than {compare.MIN_HISTORY} earlier runs)")
+    if compare.same_board(check.baseline, check.candidate):
+        return (f"its history on board {board}: the board's newest earlier run, {_short_run(check.baseline)}, as "
+                f"baseline; {bands}")
+    why = f"no earlier run of board {board} measured its points" if board else "the run names no board"
+    return (f"its history on {_first(check.candidate, 'device_name')} ({why}): the model's newest earlier run, "
+            f"{_run_words(check.baseline)}, as baseline; {bands}")
+
+
+def verdict_line(check: Check) -> str:
+    headline = compare.headline(check.table, len(check.baseline) - len(check.table),
+                                len(check.candidate) - len(check.table))
+    return ("FAILED: " if check.exit_code else "passed: ") + headline
+
+
+def _figures(row) -> str:
+    """A point's figures in one line: change, medians, band and where it came from, p."""
+    gbps = f" ({row['baseline_gbps']:.1f} → {row['candidate_gbps']:.1f} GB/s)" \
+        if pd.notna(row.get("baseline_gbps")) and pd.notna(row.get("candidate_gbps")) else ""
+    return (f"{compare.percent(row['change'])}: median {text.duration_ms(row['baseline_ms'])} → "
+            f"{text.duration_ms(row['candidate_ms'])}{gbps}; run-to-run ±{text.percent(row['run_to_run'], 1)} "
+            f"({row['run_to_run_source']}); Mann-Whitney p {text.p_value(row['p_value'])}")
+
+
+def _md(value) -> str:
+    """Run content for Markdown: control characters shown as \\xNN, every punctuation mark escaped."""
+    return plain(printable(value), None)
+
+
+def markdown(check: Check) -> str:
+    """The job summary: verdict, what was checked against what, the slower points with their figures, the band
+    sources, and every point folded away. Run content (ids, devices, hosts) is escaped."""
+    table = check.table
+    lines = [f"## PinPoint check: {_md(check.experiment)} on {_md(_first(check.candidate, 'device_name'))}",
+             "", f"**{_md(verdict_line(check))}**", "",
+             f"- Candidate: {_md(_run_words(check.candidate))}",
+             f"- Against: {_md(against_words(check))}",
+             f"- {_md(compare.band_summary(table))}",
+             "- Verdict counts: " + " · ".join(f"{_md(name)}: {count}"
+                                               for name, count in compare.verdict_counts(table).items()), ""]
+    header = ["| point | baseline | candidate | change | verdict | run-to-run ± | band from |",
+              "|---|---:|---:|---:|---|---:|---|"]
+
+    def rows(part):
+        return [f"| {_md(r['point'])} | {text.duration_ms(r['baseline_ms'])} | "
+                f"{text.duration_ms(r['candidate_ms'])} | {compare.percent(r['change'])} | "
+                f"{compare.VERDICT_NAMES[r['verdict']]} | ±{text.percent(r['run_to_run'], 1)} | "
+                f"{_md(r['run_to_run_source'])} |" for r in part.to_dict("records")]
+
+    if not check.slower.empty:
+        lines += [f"### Slower beyond noise ({len(check.slower)})", "", *header,
+                  *rows(check.slower.sort_values("change")), ""]
+    lines += [f"<details><summary>Every point ({len(table)})</summary>", "", *header, *rows(table), "", "</details>",
+              ""]
+    return "\n".join(lines)
+
+
+def junit_xml(check: Check) -> str:
+    """JUnit XML for CI test reports: one testsuite, one testcase per point, a failure for each slower one with
+    its figures in the message."""
+    def clean(value) -> str:  # XML 1.0 has no place for control characters: show them as \\xNN
+        return printable(value).replace("\t", " ")
+
+    suites = ET.Element("testsuites", name="PinPoint check")
+    suite = ET.SubElement(suites, "testsuite", name=clean(f"{check.experiment} on "
+                                                          f"{_first(check.candidate, 'device_name')}"),
+                          tests=str(len(check.table)), failures=str(len(check.slower)), errors="0", skipped="0")
+    properties = ET.SubElement(suite, "properties")
+    for name, value in (("candidate", _run_words(check.candidate)), ("against", against_words(check)),
+                        ("bands", compare.band_summary(check.table))):
+        ET.SubElement(properties, "property", name=name, value=clean(value))
+    for row in check.table.to_dict("records"):
+        case = ET.SubElement(suite, "testcase", classname=clean(f"pinpoint.{check.experiment}"),
+                             name=clean(row["point"]))
+        if row["verdict"] == compare.SLOWER:
+            failure = ET.SubElement(case, "failure", type="slower beyond noise",
+                                    message=clean(f"slower beyond noise, {_figures(row)}"))
+            failure.text = clean(f"{row['point']}: {_figures(row)}\ncandidate {_short_run(check.candidate)} against "
+                                 f"{against_words(check)}")
+        else:
+            ET.SubElement(case, "system-out").text = clean(f"{compare.VERDICT_NAMES[row['verdict']]}, "
+                                                           f"{_figures(row)}")
+    ET.indent(suites)
+    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
+
+
+def _write(path: str, content: str, append: bool = False) -> None:
+    try:
+        with open(path, "a" if append else "w", encoding="utf-8") as f:
+            f.write(content)
+    except OSError as exc:
+        raise CheckError(f"cannot write {shorten(path, 120)}: {exc.strerror or exc}") from None
+
+
+def check_command(args, catalog=None) -> int:
+    """The runner's ``check``: 0 none slower, 1 some point slower beyond noise, 2 could not check (one line on
+    stderr, never a traceback)."""
+    try:
+        if catalog is None:
+            catalog = Catalog()
+        check = run_check(catalog, args.candidate, args.against)
+        print(printable(f"{verdict_line(check)}\n  candidate: {_run_words(check.candidate)}\n  against: "
+                        f"{against_words(check)}\n  {compare.band_summary(check.table)}"))
+        slower = check.slower.sort_values("change")
+        for row in slower.head(SHOWN_SLOWER).to_dict("records"):
+            print(printable(f"  slower: {row['point']}: {_figures(row)}"))
+        if len(slower) > SHOWN_SLOWER:
+            print(f"  and {len(slower) - SHOWN_SLOWER} more slower points (the summary and JUnit files list each)")
+        summary = markdown(check)
+        if args.summary:
+            _write(args.summary, summary)
+        if os.environ.get("GITHUB_STEP_SUMMARY"):
+            _write(os.environ["GITHUB_STEP_SUMMARY"], summary + "\n", append=True)
+        if args.junit:
+            _write(args.junit, junit_xml(check))
+        return check.exit_code
+    except (CheckError, StoreError) as exc:
+        print(printable(f"error: {' '.join(str(exc).split())}"), file=sys.stderr)
+        return CANNOT_CHECK
+    except Exception as exc:  # a failure nobody foresaw: still one line, and not mistaken for a regression
+        print(printable(f"error: unexpected {type(exc).__name__}: {shorten(' '.join(str(exc).split()), 300)}"),
+              file=sys.stderr)
+        return CANNOT_CHECK
