@@ -36,7 +36,8 @@ if ui.desk():
         f"Mann-Whitney U test on the kept samples gives p < {compare.ALPHA} (otherwise it is the **same within "
         "noise**); it is **faster** or **slower** only when the candidate's median also leaves the band that unchanged "
         f"software reaches from run to run (from {compare.MIN_HISTORY} or more earlier runs of the candidate's "
-        "board when both runs name the same one, else of its device model, else a measured floor per kind of point; "
+        "board when both runs name the same one, else its one-board floor; of its device model for runs on two "
+        "boards, else a measured floor per kind of point; "
         "*run-to-run from* says which), and **within run-to-run noise** when it does not. The provenance diff "
         "beside it shows what else changed.")
 

@@ -49,14 +49,15 @@ def test_a_board_with_three_earlier_runs_is_judged_by_its_own_history():
     assert verdicts(unchanged) == {"same": 25}
 
 
-def test_fewer_than_three_board_runs_fall_back_to_the_models_history_of_mixed_boards():
+def test_fewer_than_three_board_runs_use_the_one_board_floor_never_the_models_history_of_mixed_boards():
     runs, board5 = coalescing_runs()
     candidate = on_board5(1.02, "two-percent")
     others = [run for run in runs if run["run_id"].iloc[0] != board5[0]["run_id"].iloc[0]]  # board 5: two runs left
     table = compare.compare(board5[-1], candidate, others)
-    assert set(table["run_to_run_source"]) == {"history of 7 runs of the device model"}
-    # The model's history holds boards up to 12 % apart: most of a 2 % change hides in it.
-    assert verdicts(table).get("run-to-run", 0) > verdicts(table).get("slower", 0)
+    # The model's history holds boards up to 12 % apart, where most of a 2 % change would hide: one board is
+    # judged by its measured one-board floor until it has three runs of its own.
+    assert set(table["run_to_run_source"]) == {"kernel one-board floor"}
+    assert verdicts(table) == {"slower": 25}
     # A baseline on another board: the pair spans two boards, so the model's history judges it, not board 5's.
     board3 = next(run for run in runs if compare.board_of(run) == "GPU-53b65870-5436-066c-f076-f3a436f59b94")
     across = compare.compare(board3, candidate, runs)
@@ -72,8 +73,8 @@ def test_the_history_view_judges_a_board_by_its_own_runs():
     last = history.iloc[-1]
     assert last["run_id"] == "two-percent" and last["verdict"] == "slower"
     assert last["run_to_run_source"] == "history of 3 runs of this board"
-    # board 5's third repeat had two runs of its board before it: the model's history judged it
-    assert history.iloc[-2]["run_to_run_source"].endswith("runs of the device model")
+    # board 5's third repeat had two runs of its board before it: its one-board floor judged it
+    assert history.iloc[-2]["run_to_run_source"] == "kernel one-board floor"
 
 
 def fill(url: str) -> str:
@@ -160,12 +161,12 @@ def test_an_unchanged_run_passes_and_the_summary_joins_the_github_step_summary(m
     assert (suite.get("tests"), suite.get("failures")) == ("25", "0") and not suite.findall("testcase/failure")
 
 
-def test_a_board_with_few_runs_is_checked_against_its_model(monkeypatch, capsys, store_url):
+def test_a_board_with_few_runs_is_checked_against_its_one_board_floor(monkeypatch, capsys, store_url):
     code, out, _ = gate(monkeypatch, capsys, store_url, "--candidate", "edc86d0d4c5c", "--against", "history")
-    assert code == 0  # board 5's third repeat: two earlier runs of its board, so the model's history sets bands
-    assert "the board's newest earlier run, run 8a4af463c978 (2026-11-23 22:28), as baseline; bands from 8 earlier " \
-        "runs of the device model" in out
-    assert "the history of 8 runs of the device model for 25 points" in out
+    assert code == 0  # board 5's third repeat: two earlier runs of its board, so its one-board floor sets bands
+    assert "the board's newest earlier run, run 8a4af463c978 (2026-11-23 22:28), as baseline; bands from the " \
+        "measured one-board floors (fewer than 3 earlier runs of the board)" in out
+    assert "measured floors for 25 points (kernel (one board) ±0.5%)" in out
 
 
 def test_a_board_without_runs_is_checked_against_its_models_newest_run(monkeypatch, capsys, store_url):

@@ -398,7 +398,7 @@ def test_the_band_summary_names_where_run_to_run_noise_came_from():
     line = compare.band_summary(compare.compare(base, candidate, steady[:-1]))
     assert line == "Run-to-run noise: the history of 4 runs of the device model for 1 point; measured floors for 1 " \
                    f"point (small copy ±{np.expm1(compare.floor('small copy')):.1%}). 3 or more earlier runs of the " \
-                   "candidate's board (else of its device model) give it a band of its own."
+                   "board (of the device model, for runs on two boards) give a point a band of its own."
 
 
 @pytest.mark.parametrize(("experiment", "row", "kind"), [

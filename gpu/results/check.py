@@ -17,8 +17,9 @@ its experiment on its device model, in its profile family, measured before it:
   are against it (a point must differ from it to be faster or slower at all);
 * **band**: per point, the 99 % prediction interval of the log medians of the newest ``compare.HISTORY_RUNS``
   earlier runs of the board (the baseline among them) when at least ``compare.MIN_HISTORY`` of them measured the
-  point with the same timer; else those of the device model (every board, and runs that name none); else the
-  baseline's median ± the kind's run-to-run floor (its one-board floor on one board). A point is slower beyond
+  point with the same timer, else the baseline's median ± the kind's one-board floor (never the model's history,
+  which mixes boards up to 13 % apart); when the baseline is another board's run, the device model's history (every
+  board, and runs that name none), else the kind's run-to-run floor. A point is slower beyond
   noise when its median lies outside that band on the slow side. Each point's band source is written to the
   summary and the JUnit message.
 
@@ -150,12 +151,14 @@ def against_words(check: Check) -> str:
         return f"baseline {_run_words(check.baseline)}"
     board = compare.board_of(check.candidate)
     model_runs = min(compare.HISTORY_RUNS, 1 + check.history_runs)  # the baseline and the newest earlier runs
-    histories = [f"{text.count(runs, 'earlier run')} of {whose}" for runs, whose in
-                 ((check.board_runs if compare.same_board(check.baseline, check.candidate) else 0, "the board"),
-                  (model_runs, "the device model")) if runs >= compare.MIN_HISTORY]
-    bands = "bands from " + (", else from ".join(histories) if histories else
-                             f"the measured floors (fewer than {compare.MIN_HISTORY} earlier runs)")
-    if compare.same_board(check.baseline, check.candidate):
+    one_board = compare.same_board(check.baseline, check.candidate)
+    runs, whose = (check.board_runs, "the board") if one_board else (model_runs, "the device model")
+    if runs >= compare.MIN_HISTORY:
+        bands = f"bands from {text.count(runs, 'earlier run')} of {whose}"
+    else:
+        bands = (f"bands from the measured {'one-board ' if one_board else ''}floors (fewer than {compare.MIN_HISTORY} "
+                 f"earlier runs of {whose})")
+    if one_board:
         return (f"its history on board {board}: the board's newest earlier run, {_short_run(check.baseline)}, as "
                 f"baseline; {bands}")
     why = f"no earlier run of board {board} measured its points" if board else "the run names no board"

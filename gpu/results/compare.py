@@ -216,11 +216,13 @@ def _usable(medians) -> list[float]:
 
 def run_to_run_band(kind: str, baseline_median: float, earlier_medians=(), one_board: bool = False,
                     board_medians=()) -> dict:
-    """Where unchanged software puts the candidate's median, on a log scale: ``center`` ± ``half_width``, from
-    the earlier runs' medians of the board (``board_medians``, when both runs name the same board, ``one_board``)
-    or else of the device model (``earlier_medians``) when there are ``MIN_HISTORY`` or more, else the baseline ±
-    the kind's floor (its one-board floor when both runs name the same board)."""
-    for medians, whose in ((board_medians if one_board else (), BOARD_HISTORY), (earlier_medians, MODEL_HISTORY)):
+    """Where unchanged software puts the candidate's median, on a log scale: ``center`` ± ``half_width``. When both
+    runs name the same board (``one_board``): from the board's own earlier medians (``board_medians``) when there are
+    ``MIN_HISTORY`` or more, else the baseline ± the kind's one-board floor; never from the model's history, which
+    mixes boards that differ by up to 13 % and would hide a board's own change. Otherwise from the device model's
+    earlier medians (``earlier_medians``) when there are ``MIN_HISTORY`` or more, else the baseline ± the floor."""
+    sources = ((board_medians, BOARD_HISTORY),) if one_board else ((earlier_medians, MODEL_HISTORY),)
+    for medians, whose in sources:
         earlier = np.log(np.asarray(_usable(medians), dtype=float))
         if earlier.size < MIN_HISTORY:
             continue
@@ -443,8 +445,8 @@ def band_summary(table: pd.DataFrame) -> str:
         kinds = ", ".join(f"{kind}{' (one board)' if narrow else ''} ±{math.expm1(floor(kind, narrow)):.1%}"
                           for kind, narrow in sorted(bands, key=lambda band: floor(*band)))
         parts.append(f"measured floors for {_points(len(floored))} ({kinds})")
-    hint = f" {MIN_HISTORY} or more earlier runs of the candidate's board (else of its device model) give it a band " \
-        "of its own." if not floored.empty else ""
+    hint = f" {MIN_HISTORY} or more earlier runs of the board (of the device model, for runs on two boards) give a " \
+        "point a band of its own." if not floored.empty else ""
     return "Run-to-run noise: " + "; ".join(parts) + "." + hint
 
 
