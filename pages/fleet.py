@@ -10,6 +10,7 @@ import streamlit as st
 from gpu.core.text import plain
 from gpu.experiments import suites
 from gpu.present.charts import fleet as fleet_charts
+from gpu.present.charts.transfers import STAGE_FONT_PX, stage_figure
 from gpu.results import fleet as fleet_results
 from gpu.results.catalog import ASSETS, read_bundled
 from gpu.results.store import StoreError
@@ -18,6 +19,7 @@ from pages import _ui as ui
 BUNDLED = "bundled boards"
 BUNDLED_DIRS = (ASSETS / "replay", ASSETS / "runs", ASSETS / "noise")
 BUNDLED_SUITE = "health"
+STAGE_HEATMAP_PX = 720
 
 page = ui.Page()
 st.title("Fleet: which boards are off")
@@ -81,31 +83,21 @@ if fleet.empty:
 
 boards = fleet.boards
 models = boards.groupby("model").size()
-if ui.desk():
-    intro = (f"**{len(boards)} boards** ({', '.join(f'{n} {plain(m)}' for m, n in models.items())}) on "
-             f"{len(fleet.figures)} figures of the {plain(suite.title)} suite. Each cell is a board's newest value "
-             f"({fleet_results.UNIT}) against the median of the boards of its model, in units of that point's "
-             "run-to-run floor (Compare's, which counts boards): **red is slower, blue faster**, white within "
-             "noise; an empty cell was not measured, or its board is the only one of its model that measured it.")
-    if choice == BUNDLED:
-        intro += (" **The bundled boards** are recorded real runs: the H200 replay recordings (assets/replay), the "
-                  "review runs (assets/runs: H100 80GB HBM3 and one H200 transfers run) and the H200 runs of "
-                  "assets/noise (three boards that record a gpu_uuid, and earlier leases). A run without a gpu_uuid "
-                  "cannot be matched to a board, so it is its own row, named by its run id.")
-    st.markdown(intro)
 
 title = f"{'Bundled boards' if choice == BUNDLED else choice}: deviation from the median of each model"
 sentences = fleet_results.outlier_sentences(fleet)
 grouped = fleet_results.group_sentences(fleet)
 
-if ui.presenting():
-    ui.chart(fleet_charts.heatmap_figure(fleet, title), key="fleet_heatmap")
-    top = sentences[:2]
-    ui.takeaway(plain(" ".join(top), None) if top else "Every board sits within its figures' run-to-run floors.")
+if ui.presenting():  # the heatmap takes what the title, the fleet's name and the takeaway leave of 1080 px
+    figure = stage_figure(fleet_charts.heatmap_figure(fleet, title), STAGE_HEATMAP_PX)
+    st.plotly_chart(fleet_charts.fit_rows(figure, len(boards), STAGE_HEATMAP_PX, STAGE_FONT_PX), key="fleet_heatmap")
+    more = f" {len(sentences) - 1} more boards are beyond a floor." if len(sentences) > 1 else ""
+    ui.takeaway(plain(sentences[0] + more, None) if sentences
+                else "Every board sits within its figures' run-to-run floors of its model's median.")
     page.sync()
     st.stop()
 
-left, right = st.columns([3, 1])
+left, right = st.columns([5, 2])
 with left:
     ui.chart(fleet_charts.heatmap_figure(fleet, title), key="fleet_heatmap")
 with right:
@@ -114,8 +106,23 @@ with right:
     differing = provenance[provenance["differs"] != ""]
     if differing.empty:
         st.caption("Every board of a model records the same driver, PCIe link and clocks.")
-    st.dataframe(differing if not differing.empty else provenance.drop(columns=["differs"]), hide_index=True,
-                 key="fleet_provenance", height=min(600, 38 + 35 * max(1, len(provenance))))
+    shown = (differing if not differing.empty else provenance).drop(columns=["model"])
+    st.dataframe(shown[["board", "differs", *fleet_results.PROVENANCE]] if not differing.empty
+                 else shown.drop(columns=["differs"]), hide_index=True, key="fleet_provenance",
+                 height=min(640, 38 + 35 * len(shown)))
+
+intro = (f"**{len(boards)} boards** ({', '.join(f'{n} {plain(m)}' for m, n in models.items())}) on "
+         f"{len(fleet.figures)} figures of the {plain(suite.title)} suite. Each cell is a board's newest value "
+         f"({fleet_results.UNIT}) against the median of the boards of its model, in units of that point's "
+         "run-to-run floor (Compare's, which counts boards): **red is slower, blue faster**, white within "
+         "noise; an empty cell was not measured, and · marks a board that is the only one of its model to "
+         "measure that figure (shown, not judged). Hover a cell for its value.")
+if choice == BUNDLED:
+    intro += (" **The bundled boards** are recorded real runs: the H200 replay recordings (assets/replay), the "
+              "review runs (assets/runs: H100 80GB HBM3 and one H200 transfers run) and the H200 runs of "
+              "assets/noise (three boards that record a gpu_uuid, and earlier leases). A run without a gpu_uuid "
+              "cannot be matched to a board, so it is its own row, named by its run id.")
+st.markdown(intro)
 
 st.subheader("Outliers")
 if sentences:

@@ -14,11 +14,32 @@ import plotly.graph_objects as go
 
 from gpu.results import fleet as fleet_results
 
+MAX_TEXT_ROWS = 32  # more boards than this: the numbers leave the cells (too small to read), the hover keeps them
 CLIP_FLOORS = 5.0  # the colour scale ends at ±5 floors; a cell beyond it keeps its number in the cell and hover
+STAGE_LABELS_PX = 330  # on stage: the title, the column labels (at 45°) and the margins; the rest is the rows
 
 
 def _escaped(value) -> str:
     return html.escape(str(value), quote=True)
+
+
+def tick_labels(figures) -> list[str]:
+    """A column's label: the figure's short label; '(experiment)' added where the experiment has one figure in the
+    suite (a lone 'mapped' or 'stream' says little) or where two experiments' labels coincide."""
+    per_experiment = figures["experiment"].value_counts()
+    repeated = figures["label"].duplicated(keep=False)
+    return [f"{label} ({experiment})" if per_experiment[experiment] == 1 or again else label
+            for label, experiment, again in zip(figures["label"], figures["experiment"], repeated, strict=True)]
+
+
+def fit_rows(fig: go.Figure, rows: int, height: int, largest_px: int) -> go.Figure:
+    """On a fixed height (the stage): board names and cell numbers no taller than a row (at least 9 px), the
+    numbers left out when a row is too thin to hold them."""
+    row_px = (height - STAGE_LABELS_PX) / max(rows, 1)
+    size = max(9, min(largest_px, int(row_px * 0.75)))
+    fig.update_yaxes(tickfont={"size": size})
+    fig.update_traces(textfont={"size": size}, texttemplate="%{text}" if row_px >= 16 else "")
+    return fig
 
 
 def heatmap_figure(fleet, title: str, height: int | None = None) -> go.Figure:
@@ -30,8 +51,7 @@ def heatmap_figure(fleet, title: str, height: int | None = None) -> go.Figure:
     median = fleet_results.matrix(fleet, "median")
     ratio = fleet_results.matrix(fleet, "ratio")
     labels = fleet.figures.set_index("figure")
-    columns = [f"{_escaped(labels.loc[f, 'label'])}<br>({_escaped(labels.loc[f, 'experiment'])})"
-               for f in deviation.columns]
+    columns = [_escaped(t) for t in tick_labels(fleet.figures.set_index("figure").loc[list(deviation.columns)])]
     rows = [_escaped(r) for r in deviation.index]
     full = [_escaped(labels.loc[f, "full_label"]) for f in deviation.columns]
     hover = np.empty(deviation.shape, dtype=object)
@@ -45,17 +65,21 @@ def heatmap_figure(fleet, title: str, height: int | None = None) -> go.Figure:
             else:
                 hover[i, j] = (f"{row}<br>{full[j]}<br>{v:.1f} GB/s, {r:.3f}× the median of its model "
                                f"({m:.1f} GB/s)<br>{d:+.1f} run-to-run floors")
-    text = np.where(np.isnan(deviation.to_numpy(dtype=float)), "",
-                    np.vectorize(lambda d: f"{d:+.1f}")(np.nan_to_num(deviation.to_numpy(dtype=float))))
+    floors = deviation.to_numpy(dtype=float)
+    measured = ~np.isnan(value.to_numpy(dtype=float))
+    # In the cell: the deviation; "·" where the board measured the figure but no other board of its model did.
+    text = np.where(np.isnan(floors), np.where(measured, "·", ""),
+                    np.vectorize(lambda d: f"{d:+.1f}")(np.nan_to_num(floors)))
     fig = go.Figure(go.Heatmap(
         z=np.clip(deviation.to_numpy(dtype=float), -CLIP_FLOORS, CLIP_FLOORS), x=columns, y=rows,
-        text=text, texttemplate="%{text}", customdata=hover, hovertemplate="%{customdata}<extra></extra>",
+        text=text, texttemplate="%{text}" if len(rows) <= MAX_TEXT_ROWS else "", customdata=hover,
+        hovertemplate="%{customdata}<extra></extra>",
         colorscale="RdBu", zmid=0, zmin=-CLIP_FLOORS, zmax=CLIP_FLOORS, xgap=1, ygap=1,
         colorbar={"title": {"text": "floors from<br>model median"}}))
-    fig.update_layout(title={"text": _escaped(title)}, height=height or max(360, 140 + 26 * len(rows)),
-                      margin={"l": 10, "r": 10, "t": 60, "b": 10}, plot_bgcolor="#eeeeee")
+    fig.update_layout(title={"text": _escaped(title)}, height=height or max(380, 230 + 22 * len(rows)),
+                      margin={"l": 10, "r": 10, "t": 50, "b": 10}, plot_bgcolor="#eeeeee")
     fig.update_yaxes(autorange="reversed", automargin=True)
-    fig.update_xaxes(side="top", tickangle=-45, automargin=True)
+    fig.update_xaxes(tickangle=-45, automargin=True)
     return fig
 
 
