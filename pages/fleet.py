@@ -44,17 +44,16 @@ def bundled_fleet():
 
 
 @st.cache_resource(show_spinner="Reading the fleet's runs…", max_entries=8, ttl=600)
-def stored_fleet(fleet_id: str, suite_name: str, _runs: pd.DataFrame, fingerprint: tuple):
-    """A stored fleet (its runs' newest values) and the history of its boards (every stored run of their
-    gpu_uuid of the suite's experiments), read in bulk once per fleet and store state (``fingerprint``)."""
+def stored_fleet(fleet_id: str, suite_name: str, _run_ids: tuple, fingerprint: tuple):
+    """A stored fleet: its runs' points, read in bulk once per fleet and store state (``fingerprint``)."""
     suite = suites.load(suite_name)
-    mine = _runs[_runs["fleet_id"] == fleet_id]
-    boards = set(mine["gpu_uuid"].dropna())
-    history_ids = _runs[_runs["gpu_uuid"].isin(boards) & _runs["experiment"].isin(suite.experiments)
-                        & ~_runs["run_id"].isin(set(mine["run_id"]))]["run_id"]
-    table = fleet_results.stored_points(catalog.store, list(mine["run_id"]), suite)
-    history = fleet_results.stored_points(catalog.store, list(history_ids), suite)
-    return fleet_results.build(table, suite, history), suite
+    return fleet_results.build(fleet_results.stored_points(catalog.store, list(_run_ids), suite), suite), suite
+
+
+@st.cache_resource(show_spinner=False, max_entries=64, ttl=600)
+def board_history(board: str, suite_name: str, _run_ids: tuple, fingerprint: tuple):
+    """The points of a board's other stored runs (its drift), read when the board is shown, once per store state."""
+    return fleet_results.stored_points(catalog.store, list(_run_ids), suites.load(suite_name))
 
 
 fleets = (stored.dropna(subset=["fleet_id"]).groupby("fleet_id").agg(suite=("suite", "first"),
@@ -72,7 +71,8 @@ try:
         fleet, files, suite = bundled_fleet()
     else:
         fingerprint = (catalog.store.describe(), len(stored), str(stored["stored_at"].max()))
-        fleet, suite = stored_fleet(choice, str(fleets.loc[choice, "suite"]), stored, fingerprint)
+        fleet, suite = stored_fleet(choice, str(fleets.loc[choice, "suite"]),
+                                    tuple(stored.loc[stored["fleet_id"] == choice, "run_id"]), fingerprint)
 except (suites.SuiteError, StoreError) as exc:
     ui.show_reasons([plain(exc, None)], "The fleet cannot be shown")
     st.stop()
@@ -152,7 +152,12 @@ page.restore("fleet_compare_experiment", "str", measured)
 experiment = st.selectbox("Experiment to compare", measured, key="fleet_compare_experiment")
 page.sync()
 
-drift = fleet_results.drift(fleet, board)
+earlier = None
+if choice != BUNDLED and not board.startswith("run "):  # a board's other stored runs of the suite's experiments
+    others = stored[(stored["gpu_uuid"] == board) & stored["experiment"].isin(suite.experiments)
+                    & (stored["fleet_id"] != choice)]
+    earlier = board_history(board, str(fleets.loc[choice, "suite"]), tuple(others["run_id"]), fingerprint)
+drift = fleet_results.drift(fleet, board, earlier)
 counted = drift.groupby("figure")["run_id"].transform("count") >= 2 if not drift.empty else pd.Series(dtype=bool)
 if drift.empty or not counted.any():
     st.caption("This board has one run of each figure: its drift needs two or more.")

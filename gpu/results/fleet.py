@@ -112,17 +112,30 @@ def _short_labels(labels: dict[str, str], records: dict[str, dict]) -> dict[str,
 def stored_points(store: RunStore, run_ids: list[str], suite) -> pd.DataFrame:
     """``points`` of stored runs read in bulk (one query per 500 runs, only the fields the Fleet page needs, not
     the samples): a fleet's history is hundreds of runs, and ``RunStore.load`` of each would take seconds."""
-    rows = []
+    rows, fields = [], _fields(suite)
     for start in range(0, len(run_ids), 500):
         chunk = run_ids[start:start + 500]
         query = sa.select(POINTS.c.row_json).where(POINTS.c.run_id.in_(chunk))
         with store.engine.connect() as connection:
             for text in connection.execute(query).scalars():
-                row = json.loads(text)
-                rows.append({f: row.get(f) for f in _fields(suite)})
+                row = json.loads(_without_samples(text))
+                rows.append({f: row.get(f) for f in fields})
     if not rows:
         return points([], suite)
     return points([pd.DataFrame(rows)], suite)
+
+
+SAMPLES_KEY = '"samples_ms":['
+
+
+def _without_samples(text: str) -> str:
+    """A stored row's JSON without its samples (most of its length, and of the time to parse it): the array holds
+    numbers only, so it ends at the first ']' after its start."""
+    start = text.find(SAMPLES_KEY)
+    if start < 0:
+        return text
+    end = text.find("]", start)
+    return text[:start] + '"samples_ms":null' + text[end + 1:]
 
 
 def _fields(suite) -> list[str]:
@@ -301,10 +314,15 @@ def group_sentences(fleet: Fleet) -> list[str]:
 
 
 # --- drift and the median board ---------------------------------------------------------------------------
-def drift(fleet: Fleet, board: str) -> pd.DataFrame:
+def drift(fleet: Fleet, board: str, earlier: pd.DataFrame | None = None) -> pd.DataFrame:
     """A board's figures over time: each run's value, and its change from the board's own median of that figure
-    (over every run of it) in percent and in one-board run-to-run floors (where one was measured)."""
-    mine = fleet.history[fleet.history["board"] == board].sort_values("when", kind="stable")
+    (over every run of it) in percent and in one-board run-to-run floors (where one was measured). ``earlier``:
+    more ``points`` of the board (its other stored runs), read for this board only."""
+    mine = fleet.history[fleet.history["board"] == board]
+    if earlier is not None and not earlier.empty:
+        mine = pd.concat([mine, earlier[earlier["board"] == board]], ignore_index=True).drop_duplicates(
+            subset=["run_id", "figure"])
+    mine = mine.sort_values("when", kind="stable")
     if mine.empty:
         return pd.DataFrame(columns=["when", "figure", "label", "value", "change", "floors", "run_id"])
     out = mine[["when", "figure", "label", "kind", "gbps", "run_id"]].rename(columns={"gbps": "value"}).copy()
