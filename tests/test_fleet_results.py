@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 
 from gpu.experiments import suites
+from gpu.present.charts import fleet as fleet_charts
 from gpu.results import compare
 from gpu.results import fleet as fleet_results
 from gpu.results.catalog import ASSETS, read_bundled
@@ -134,3 +135,17 @@ def test_the_bundled_fleet_holds_the_noise_boards_and_the_h200_groups(suite):
     sentences = fleet_results.group_sentences(fleet)
     stride = next(s for s in sentences if s.startswith("strided · stride 64"))
     assert "at 336.0 GB/s" in stride and "at 377.9 GB/s" in stride  # the two H200 groups of the issue
+
+
+def test_heatmap_escapes_hosts_and_labels_and_marks_a_lone_board(suite):
+    frame = helper.suite_recordings()["reduction"]
+    frames = [simulated_fleet.as_board(frame, i).assign(host="<b>node</b>") for i in range(2)]
+    frames.append(simulated_fleet.as_board(frame, 2).assign(device_name="NVIDIA H100 80GB HBM3"))
+    fleet = fleet_results.build(fleet_results.points(frames, suite), suite)
+    figure = fleet_charts.heatmap_figure(fleet, "<i>fleet</i>")
+    trace = figure.data[0]
+    assert all("<b>" not in row for row in trace.y) and any("&lt;b&gt;node&lt;/b&gt;" in row for row in trace.y)
+    assert figure.layout.title.text == "&lt;i&gt;fleet&lt;/i&gt;"
+    assert list(trace.x) == ["warp_shuffle (reduction)"]  # a lone figure of its experiment names it
+    lone = list(trace.y).index(next(r for r in trace.y if "H100" in r))
+    assert trace.text[lone][0] == "·" and "not judged" in trace.customdata[lone][0]
