@@ -149,7 +149,11 @@ row = st.selectbox("Board", rows, index=default_board, key="fleet_board")
 board = boards.loc[boards["row"] == row, "board"].iloc[0]
 measured = list(dict.fromkeys(fleet.cells.loc[fleet.cells["board"] == board, "experiment"]))
 page.restore("fleet_compare_experiment", "str", measured)
-experiment = st.selectbox("Experiment to compare", measured, key="fleet_compare_experiment")
+mine_cells = fleet.cells[fleet.cells["board"] == board]
+furthest = mine_cells.loc[mine_cells["deviation"].abs().idxmax(), "experiment"] \
+    if mine_cells["deviation"].notna().any() else measured[0]
+experiment = st.selectbox("Experiment to compare", measured, index=measured.index(furthest),
+                          key="fleet_compare_experiment")  # by default, the experiment of its furthest figure
 page.sync()
 
 earlier = None
