@@ -90,7 +90,9 @@ grouped = fleet_results.group_sentences(fleet)
 
 if ui.presenting():  # the heatmap takes what the title, the fleet's name and the takeaway leave of 1080 px
     figure = stage_figure(fleet_charts.heatmap_figure(fleet, title), STAGE_HEATMAP_PX)
-    st.plotly_chart(fleet_charts.fit_rows(figure, len(boards), STAGE_HEATMAP_PX, STAGE_FONT_PX), key="fleet_heatmap")
+    named = list(boards.set_index("board").loc[fleet_results.outliers(fleet)["board"].unique(), "row"])
+    st.plotly_chart(fleet_charts.fit_rows(figure, len(boards), STAGE_HEATMAP_PX, STAGE_FONT_PX, named),
+                    key="fleet_heatmap")
     more = f" {len(sentences) - 1} more boards are beyond a floor." if len(sentences) > 1 else ""
     ui.takeaway(plain(sentences[0] + more, None) if sentences
                 else "Every board sits within its figures' run-to-run floors of its model's median.")

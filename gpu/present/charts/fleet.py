@@ -32,12 +32,16 @@ def tick_labels(figures) -> list[str]:
             for label, experiment, again in zip(figures["label"], figures["experiment"], repeated, strict=True)]
 
 
-def fit_rows(fig: go.Figure, rows: int, height: int, largest_px: int) -> go.Figure:
+def fit_rows(fig: go.Figure, rows: int, height: int, largest_px: int, named: list[str] = ()) -> go.Figure:
     """On a fixed height (the stage): board names and cell numbers no taller than a row (at least 9 px), the
-    numbers left out when a row is too thin to hold them."""
+    numbers left out when a row is too thin to hold them; rows thinner than a 9 px name are named only where
+    ``named`` (the outliers' rows) says."""
     row_px = (height - STAGE_LABELS_PX) / max(rows, 1)
     size = max(9, min(largest_px, int(row_px * 0.75)))
     fig.update_yaxes(tickfont={"size": size})
+    if row_px < 10:
+        shown = [_escaped(r) for r in named]
+        fig.update_yaxes(tickmode="array", tickvals=shown, ticktext=shown, tickfont={"size": min(largest_px, 16)})
     fig.update_traces(textfont={"size": size}, texttemplate="%{text}" if row_px >= 16 else "")
     return fig
 
