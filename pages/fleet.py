@@ -170,7 +170,8 @@ if drift.empty or not counted.any():
 else:
     ui.chart(fleet_charts.drift_figure(drift[counted], row), key="fleet_drift")
     worst = drift[counted].loc[drift[counted]["floors"].abs().idxmax()]
-    st.caption(f"{drift[counted]['run_id'].nunique()} runs of this board; its largest move from its own median: "
+    st.caption(f"{drift[counted]['run_id'].nunique()} runs of this board (of "
+               f"{drift[counted]['experiment'].nunique()} experiments); its largest move from its own median: "
                f"{plain(worst['label'], None)} {worst['change']:+.1%} ({worst['floors']:+.1f} one-board floors).")
 
 listed = set(catalog.runs()["run_id"])

@@ -324,8 +324,9 @@ def drift(fleet: Fleet, board: str, earlier: pd.DataFrame | None = None) -> pd.D
             subset=["run_id", "figure"])
     mine = mine.sort_values("when", kind="stable")
     if mine.empty:
-        return pd.DataFrame(columns=["when", "figure", "label", "value", "change", "floors", "run_id"])
-    out = mine[["when", "figure", "label", "kind", "gbps", "run_id"]].rename(columns={"gbps": "value"}).copy()
+        return pd.DataFrame(columns=["when", "figure", "experiment", "label", "value", "change", "floors", "run_id"])
+    out = mine[["when", "figure", "experiment", "label", "kind", "gbps", "run_id"]].rename(
+        columns={"gbps": "value"}).copy()
     out["median"] = out.groupby("figure")["value"].transform("median")
     out["change"] = out["value"] / out["median"] - 1
     out["floors"] = out["change"] / out["kind"].map(lambda k: compare.floor(k, one_board=True))

@@ -90,8 +90,10 @@ def heatmap_figure(fleet, title: str, height: int | None = None) -> go.Figure:
 def drift_figure(table, board_row: str) -> go.Figure:
     """A board's figures over time: each run's change from the board's own median of that figure, in percent."""
     fig = go.Figure()
-    for _, part in table.groupby("figure", sort=False):
-        label = _escaped(part["label"].iloc[0])
+    names = dict(zip(table.drop_duplicates("figure")["figure"],
+                     tick_labels(table.drop_duplicates("figure")), strict=True))
+    for figure, part in table.groupby("figure", sort=False):
+        label = _escaped(names[figure])
         runs = [_escaped(r) for r in part["run_id"]]
         fig.add_trace(go.Scatter(
             x=part["when"], y=part["change"] * 100, mode="lines+markers", name=label,
