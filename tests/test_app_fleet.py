@@ -79,3 +79,14 @@ def test_the_stage_shows_the_heatmap_and_names_the_slowed_board(fresh_store):
     assert len(at.get("plotly_chart")) == 1 and not at.dataframe
     [takeaway] = [m.value for m in at.markdown if m.value.startswith("### ")]
     assert f"GPU {SLOW_TAIL} on node\\-0" in takeaway
+
+
+def test_a_fleet_whose_suite_is_gone_is_refused_in_one_line(fresh_store):
+    from gpu.results.store import RunStore
+
+    [(_, _, frame)] = [run for run in helper.board_runs(1) if run[2]["experiment"].iloc[0] == "reduction"]
+    RunStore(fresh_store).save(frame, "fleet", fleet=("lost-suite", "/no/such/suite.toml"))
+    at = open_with("pages/fleet.py", fleet_choice="lost-suite")
+    assert not at.get("plotly_chart")
+    [error] = [e.value for e in at.error]
+    assert error.count("\n- ") == 1 and "/no/such/suite\\.toml\\: cannot read the suite" in error  # one reason
