@@ -121,9 +121,9 @@ intro = (f"**{len(boards)} boards** ({', '.join(f'{n} {plain(m)}' for m, n in mo
          "measure that figure (shown, not judged). Hover a cell for its value.")
 if choice == BUNDLED:
     intro += (" **The bundled boards** are recorded real runs: the H200 replay recordings (assets/replay), the "
-              "review runs (assets/runs: H100 80GB HBM3 and one H200 transfers run) and the H200 runs of "
-              "assets/noise (three boards that record a gpu_uuid, and earlier leases). A run without a gpu_uuid "
-              "cannot be matched to a board, so it is its own row, named by its run id.")
+              "review runs (assets/runs: H100 80GB HBM3 and one H200 transfers run) and the runs of assets/noise "
+              "(H200 boards, three of which record a gpu_uuid, and an earlier H100 transfers run). A run without a "
+              "gpu_uuid cannot be matched to a board, so it is its own row, named by its run id.")
 st.markdown(intro)
 
 st.subheader("Outliers")
