@@ -32,6 +32,7 @@ navigation = st.navigation([
     page("pages/memory_modes.py"),
     page("pages/runs.py"),
     page("pages/compare.py"),
+    page("pages/fleet.py"),
     page("pages/talk.py"),
 ])
 ui.open_linked_page(navigation)  # PinPoint's links read /?page=transfers&… (no 404 probe on load)

@@ -34,6 +34,8 @@ PAGES = [
               "Runs: every stored and bundled run; import from other machines"),
     PageEntry("pages/compare.py", "Compare runs", "compare", ":material/compare_arrows:",
               "Compare runs: verdicts beyond noise, provenance diff, HTML report"),
+    PageEntry("pages/fleet.py", "Fleet", "fleet", ":material/dns:",
+              "Fleet: every board against its model's median, outliers and groups named, drift over time"),
     PageEntry("pages/talk.py", "Talk: claims, measured", "talk", ":material/co_present:", ""),
 ]
 ICON = PAGES[0].icon  # PinPoint's own

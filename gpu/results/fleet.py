@@ -1,0 +1,365 @@
+"""A fleet's boards side by side: one value per (board, headline figure of a suite), each figure's median over the
+boards of one GPU model, and each cell's deviation from it in units of that point's run-to-run floor; outliers and
+groups in words, the provenance that differs, and each board's drift over time. No Streamlit, no CUDA.
+
+Generic over experiments: a figure is one point key of a suite run (the experiment's KEY_COLUMNS), labelled and
+judged as Compare labels and judges points (``compare.point_label``, ``compare.point_kind``, ``compare.floor``).
+Every value is the measured GB/s of the point's row (host-memory latency too: bytes chased per second), so higher
+is faster everywhere.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import sqlalchemy as sa
+
+from gpu.core import schema
+from gpu.results import compare
+from gpu.results.store import POINTS, RunStore
+
+UNIT = "GB/s"
+OUTLIER_FLOORS = 1.0  # a cell further than one run-to-run floor from its model's median is named
+GROUP_GAP_FLOORS = 2.0  # two groups: sorted values split by a gap wider than two floors, at least 2 boards a side
+MIN_BOARDS = 2  # a model's median needs two boards; a lone board of its model is shown, not judged
+PROVENANCE = {"driver": "driver_version", "PCIe": "pcie", "SM clock max (MHz)": "sm_clock_max_mhz",
+              "memory clock max (MHz)": "mem_clock_max_mhz"}
+ROW_FIELDS = ["run_id", "experiment", "gbps", "median_ms", "timer", "variant", "direction", "param", "host_memory",
+              "include_alloc", "chunks", "device_name", "gpu_uuid", "host", "timestamp", "driver_version", "pcie_gen",
+              "pcie_width", "sm_clock_max_mhz", "mem_clock_max_mhz"]
+
+
+def model_name(device_name) -> str:
+    """'NVIDIA H100 80GB HBM3' → 'H100 80GB HBM3': the vendor is the same on every row."""
+    name = str(device_name or "unknown GPU")
+    return name[len("NVIDIA "):] if name.startswith("NVIDIA ") else name
+
+
+def uuid_tail(uuid: str) -> str:
+    return uuid.rsplit("-", 1)[-1][-8:]
+
+
+def _text(value) -> str:
+    value = schema.key_value(value)
+    return "—" if value is None else str(value)
+
+
+# --- the points of a fleet -----------------------------------------------------------------------------------
+def suite_keys(suite) -> dict[str, set[tuple]]:
+    """experiment → the point keys a suite measures (each a heatmap column)."""
+    return {run.experiment: {tuple(schema.key_value(v) for v in key) for key in run.points()} for run in suite.runs}
+
+
+def points(frames: Iterable[pd.DataFrame], suite) -> pd.DataFrame:
+    """One row per measured suite point of ``frames`` (runs of any experiments): its figure (id, label, kind and
+    floor), its board and the run's provenance. Points outside the suite are left out."""
+    wanted = suite_keys(suite)
+    parts = []
+    for frame in frames:
+        if frame.empty:
+            continue
+        for experiment, rows in frame.groupby("experiment", sort=False):
+            if experiment not in wanted:
+                continue
+            keys = [tuple(schema.key_value(v) for v in values)
+                    for values in zip(*(rows[c] for c in compare.key_columns(experiment)), strict=True)]
+            keep = [k in wanted[experiment] for k in keys]
+            if any(keep):
+                part = rows.reindex(columns=_fields(suite))[keep].copy()
+                part["key"] = [k for k, kept in zip(keys, keep, strict=True) if kept]
+                parts.append(part)
+    if not parts:
+        return pd.DataFrame(columns=[*_fields(suite), "key", "figure", "label", "full_label", "kind", "floor",
+                                     "board", "model", "pcie", "when"])
+    table = pd.concat(parts, ignore_index=True)
+    table["figure"] = [f"{e}|{k!r}" for e, k in zip(table["experiment"], table["key"], strict=True)]
+    first = table.drop_duplicates("figure").set_index("figure")
+    records = first.to_dict("index")
+    labels = {f: compare.point_label(r["experiment"], r) for f, r in records.items()}
+    kinds = {f: compare.point_kind(r["experiment"], r) for f, r in records.items()}
+    table["label"] = table["figure"].map(_short_labels(labels, records))
+    table["full_label"] = table["figure"].map(labels)
+    table["kind"] = table["figure"].map(kinds)
+    table["floor"] = table["kind"].map(compare.floor)  # between boards: the floor that counts boards
+    named = table["gpu_uuid"].map(lambda u: isinstance(u, str) and bool(u))
+    table["board"] = np.where(named, table["gpu_uuid"], "run " + table["run_id"].astype(str))
+    table["model"] = table["device_name"].map(model_name)
+    table["pcie"] = [f"Gen{_text(g)} ×{_text(w)}" for g, w in zip(table["pcie_gen"], table["pcie_width"], strict=True)]
+    table["when"] = pd.to_datetime(table["timestamp"], utc=True, errors="coerce", format="mixed")
+    return table
+
+
+def _short_labels(labels: dict[str, str], records: dict[str, dict]) -> dict[str, str]:
+    """Each figure's label without the parts (' · '-separated) that every figure of its experiment shares
+    ('strided · block 256 · 67,108,864 elements · stride 64' → 'strided · stride 64'); the first part stays."""
+    by_experiment: dict[str, list[str]] = {}
+    for figure, record in records.items():
+        by_experiment.setdefault(record["experiment"], []).append(figure)
+    short = {}
+    for figures in by_experiment.values():
+        split = {f: labels[f].split(" · ") for f in figures}
+        shared = set.intersection(*(set(parts[1:]) for parts in split.values())) if len(figures) > 1 else \
+            set(next(iter(split.values()))[1:])
+        for figure, parts in split.items():
+            short[figure] = " · ".join([parts[0], *(p for p in parts[1:] if p not in shared)])
+    return short
+
+
+def stored_points(store: RunStore, run_ids: list[str], suite) -> pd.DataFrame:
+    """``points`` of stored runs read in bulk (one query per 500 runs, only the fields the Fleet page needs, not
+    the samples): a fleet's history is hundreds of runs, and ``RunStore.load`` of each would take seconds."""
+    rows, fields = [], _fields(suite)
+    for start in range(0, len(run_ids), 500):
+        chunk = run_ids[start:start + 500]
+        query = sa.select(POINTS.c.row_json).where(POINTS.c.run_id.in_(chunk))
+        with store.engine.connect() as connection:
+            for text in connection.execute(query).scalars():
+                row = json.loads(_without_samples(text))
+                rows.append({f: row.get(f) for f in fields})
+    if not rows:
+        return points([], suite)
+    return points([pd.DataFrame(rows)], suite)
+
+
+SAMPLES_KEY = '"samples_ms":['
+
+
+def _without_samples(text: str) -> str:
+    """A stored row's JSON without its samples (most of its length, and of the time to parse it): the array holds
+    numbers only, so it ends at the first ']' after its start."""
+    start = text.find(SAMPLES_KEY)
+    if start < 0:
+        return text
+    end = text.find("]", start)
+    return text[:start] + '"samples_ms":null' + text[end + 1:]
+
+
+def _fields(suite) -> list[str]:
+    """The row fields a fleet reads: ``ROW_FIELDS`` and every key column of the suite's experiments."""
+    return list(dict.fromkeys(ROW_FIELDS + [c for run in suite.runs for c in compare.key_columns(run.experiment)]))
+
+
+# --- the fleet: boards, cells, deviations -------------------------------------------------------------------
+@dataclass
+class Fleet:
+    cells: pd.DataFrame  # one row per (board, figure): the newest value, the model's median, ratio, deviation
+    boards: pd.DataFrame  # one row per board: label, model, host, uuid, runs, provenance
+    figures: pd.DataFrame  # one row per figure, in suite order: id, label, kind, floor, experiment
+    history: pd.DataFrame  # every point of the boards over time (the drift)
+
+    @property
+    def empty(self) -> bool:
+        return self.cells.empty
+
+
+def build(table: pd.DataFrame, suite, history: pd.DataFrame | None = None) -> Fleet:
+    """The fleet of ``table`` (``points`` of its runs): each board's newest value of each figure, judged against
+    the median of the boards of its model. ``history``: more points of the same boards (earlier runs), for drift."""
+    history = table if history is None else pd.concat([table, history], ignore_index=True).drop_duplicates(
+        subset=["run_id", "figure"])
+    order = {f"{run.experiment}|{tuple(schema.key_value(v) for v in key)!r}": i
+             for i, (run, key) in enumerate((run, key) for run in suite.runs for key in run.points())}
+    if table.empty:
+        empty = pd.DataFrame()
+        return Fleet(empty, empty, empty, history)
+    newest = table.sort_values("when", kind="stable").drop_duplicates(["board", "figure"], keep="last")
+    cells = newest[["board", "figure", "experiment", "label", "full_label", "kind", "floor", "model", "gbps", "run_id",
+                    "when"]]
+    cells = cells.rename(columns={"gbps": "value"}).reset_index(drop=True)
+    by_model = cells.groupby(["model", "figure"])["value"]
+    cells["median"] = by_model.transform("median")
+    cells["boards_of_model"] = by_model.transform("count")
+    cells["ratio"] = cells["value"] / cells["median"]
+    judged = cells["boards_of_model"] >= MIN_BOARDS
+    cells["deviation"] = np.where(judged, (cells["ratio"] - 1) / cells["floor"], np.nan)
+    figures = (cells.drop_duplicates("figure")[["figure", "experiment", "label", "full_label", "kind", "floor"]]
+               .assign(order=lambda f: f["figure"].map(order)).sort_values("order").reset_index(drop=True))
+    boards = _boards(newest)
+    cells["row"] = cells["board"].map(boards.set_index("board")["row"])
+    return Fleet(cells, boards, figures.drop(columns="order"), history)
+
+
+def _boards(newest: pd.DataFrame) -> pd.DataFrame:
+    """One row per board (host · model · UUID tail), with the provenance of its newest run, sorted by host."""
+    rows = []
+    for board, part in newest.sort_values("when").groupby("board", sort=False):
+        last = part.iloc[-1]
+        named = not board.startswith("run ")
+        tail = uuid_tail(board) if named else f"{board} (no UUID)"
+        rows.append({"board": board, "row": f"{last['host']} · {last['model']} · {tail}", "model": last["model"],
+                     "host": str(last["host"]), "gpu_uuid": board if named else None,
+                     "runs": ", ".join(sorted(part["run_id"].astype(str).unique())),
+                     "driver": _text(last["driver_version"]), "PCIe": last["pcie"],
+                     "SM clock max (MHz)": _text(last["sm_clock_max_mhz"]),
+                     "memory clock max (MHz)": _text(last["mem_clock_max_mhz"])})
+    table = pd.DataFrame(rows).sort_values(["model", "host", "row"]).reset_index(drop=True)
+    # Two boards whose rows read alike (one host, one model, runs without a UUID) stay two rows.
+    table["row"] = table["row"].where(~table["row"].duplicated(keep=False),
+                                      table["row"] + " · " + table.groupby("row").cumcount().add(1).astype(str))
+    return table
+
+
+def provenance_differences(fleet: Fleet) -> pd.DataFrame:
+    """Per board, the provenance fields (driver, PCIe generation and width, clocks); ``differs`` names the fields
+    where a board's value is not the most common one among the boards of its model."""
+    if fleet.empty:
+        return pd.DataFrame()
+    table = fleet.boards[["row", "model", *PROVENANCE]].copy()
+    differs = []
+    for _, board in table.iterrows():
+        peers = table[table["model"] == board["model"]]
+        differs.append(", ".join(f for f in PROVENANCE if len(peers) > 1 and board[f] != peers[f].mode().iloc[0]))
+    table["differs"] = differs
+    return table.rename(columns={"row": "board"})
+
+
+def matrix(fleet: Fleet, column: str = "deviation") -> pd.DataFrame:
+    """``column`` of each cell as a board × figure table (rows in board order, columns in suite order)."""
+    wide = fleet.cells.pivot_table(index="row", columns="figure", values=column, aggfunc="first", dropna=False)
+    return wide.reindex(index=list(fleet.boards["row"]), columns=list(fleet.figures["figure"]))
+
+
+# --- outliers in words ---------------------------------------------------------------------------------------
+def outliers(fleet: Fleet, threshold: float = OUTLIER_FLOORS) -> pd.DataFrame:
+    """The cells further than ``threshold`` floors from their model's median, furthest first."""
+    if fleet.empty:
+        return fleet.cells
+    far = fleet.cells[fleet.cells["deviation"].abs() > threshold]
+    return far.reindex(far["deviation"].abs().sort_values(ascending=False).index)
+
+
+def _figure_words(value: float) -> str:
+    return f"{value:.3g}" if abs(value) < 10 else f"{value:.1f}"
+
+
+def outlier_sentences(fleet: Fleet, threshold: float = OUTLIER_FLOORS, limit: int | None = None) -> list[str]:
+    """One sentence per board with an outlier: its furthest cell against the model's median, the provenance that
+    its run records unlike the other boards of its model (when any does), and how many more cells are out."""
+    far = outliers(fleet, threshold)
+    if far.empty:
+        return []
+    boards = fleet.boards.set_index("board")
+    sentences = []
+    for board, part in far.groupby("board", sort=False):
+        cell = part.iloc[0]
+        info = boards.loc[board]
+        who = (f"GPU {uuid_tail(board)} on {info['host']}" if isinstance(info["gpu_uuid"], str) else
+               f"The {info['model']} of {board} on {info['host']}")
+        side = "slower" if cell["deviation"] < 0 else "faster"
+        sentence = (f"{who}: {cell['label']} ({cell['experiment']}) {_figure_words(cell['value'])} {UNIT}, "
+                    f"{cell['ratio']:.2f}× the {info['model']} median of {_figure_words(cell['median'])} "
+                    f"({abs(cell['deviation']):.1f} run-to-run floors {side}).")
+        sentence += " " + _provenance_words(fleet, board)
+        if len(part) > 1:
+            sentence += f" {len(part) - 1} more of its figures are beyond {threshold:g} floor" + \
+                        ("s" if threshold != 1 else "") + "."
+        sentences.append(sentence)
+    return sentences[:limit] if limit else sentences
+
+
+def _provenance_words(fleet: Fleet, board: str) -> str:
+    table = fleet.boards
+    mine = table[table["board"] == board].iloc[0]
+    peers = table[(table["model"] == mine["model"]) & (table["board"] != board)]
+    if peers.empty:
+        return "No other board of its model to compare its provenance with."
+    ours, theirs = [], []
+    for field in PROVENANCE:
+        common = peers[field].mode().iloc[0]
+        if mine[field] != common:
+            name = field.split(" (")[0]
+            unit = " MHz" if "MHz" in field else ""
+            ours.append(f"{name} {mine[field]}{unit}")
+            theirs.append(f"{common}{unit}" if field != "PCIe" else f"{name} {common}")
+    if not ours:
+        return "Its run records the same driver, PCIe link and clocks as the others."
+    return f"Its run records {', '.join(ours)}, the others {', '.join(theirs)}."
+
+
+# --- groups --------------------------------------------------------------------------------------------------
+def groups(fleet: Fleet, gap_floors: float = GROUP_GAP_FLOORS) -> pd.DataFrame:
+    """Boards of one model that fall into two groups on a figure. The rule: sort the model's values of the figure;
+    where the widest gap between neighbours is larger than ``gap_floors`` run-to-run floors (of the median) and
+    leaves at least two boards on each side, the boards below it and above it are two groups. One row per
+    (model, figure) that splits, with each group's boards and median."""
+    rows = []
+    if fleet.empty:
+        return pd.DataFrame(rows)
+    for (model, figure), part in fleet.cells.groupby(["model", "figure"], sort=False):
+        if len(part) < 4:
+            continue
+        part = part.sort_values("value")
+        values = part["value"].to_numpy()
+        gaps = np.diff(values)
+        cut = int(np.argmax(gaps[1:-1])) + 1 if len(gaps) > 2 else None
+        if cut is None or gaps[cut] <= gap_floors * part["floor"].iloc[0] * float(np.median(values)):
+            continue
+        low, high = part.iloc[:cut + 1], part.iloc[cut + 1:]
+        rows.append({"model": model, "figure": figure, "label": part["label"].iloc[0],
+                     "low": float(low["value"].median()), "high": float(high["value"].median()),
+                     "low_boards": list(low["row"]), "high_boards": list(high["row"]),
+                     "gap": float(high["value"].median() / low["value"].median() - 1)})
+    return pd.DataFrame(rows)
+
+
+def group_sentences(fleet: Fleet) -> list[str]:
+    found = groups(fleet)
+    return [f"{g['label']} on {g['model']} boards: {len(g['low_boards'])} at {_figure_words(g['low'])} {UNIT}, "
+            f"{len(g['high_boards'])} at {_figure_words(g['high'])} {UNIT} ({g['gap']:+.1%} apart)."
+            for g in found.to_dict("records")]
+
+
+# --- drift and the median board ---------------------------------------------------------------------------
+def drift(fleet: Fleet, board: str, earlier: pd.DataFrame | None = None) -> pd.DataFrame:
+    """A board's figures over time: each run's value, and its change from the board's own median of that figure
+    (over every run of it) in percent and in one-board run-to-run floors (where one was measured). ``earlier``:
+    more ``points`` of the board (its other stored runs), read for this board only."""
+    mine = fleet.history[fleet.history["board"] == board]
+    if earlier is not None and not earlier.empty:
+        mine = pd.concat([mine, earlier[earlier["board"] == board]], ignore_index=True).drop_duplicates(
+            subset=["run_id", "figure"])
+    mine = mine.sort_values("when", kind="stable")
+    if mine.empty:
+        return pd.DataFrame(columns=["when", "figure", "experiment", "label", "value", "change", "floors", "run_id"])
+    out = mine[["when", "figure", "experiment", "label", "kind", "gbps", "run_id"]].rename(
+        columns={"gbps": "value"}).copy()
+    out["median"] = out.groupby("figure")["value"].transform("median")
+    out["change"] = out["value"] / out["median"] - 1
+    out["floors"] = out["change"] / out["kind"].map(lambda k: compare.floor(k, one_board=True))
+    return out.reset_index(drop=True)
+
+
+def drift_summary(fleet: Fleet) -> pd.DataFrame:
+    """Per board with two or more runs of a figure: the runs, and the largest drift from its own median (in
+    percent and one-board floors), so a page can say which boards moved."""
+    rows = []
+    for board in fleet.boards["board"]:
+        table = drift(fleet, board)
+        counted = table.groupby("figure")["run_id"].transform("count") >= 2 if not table.empty else []
+        table = table[counted] if len(table) else table
+        if table.empty:
+            continue
+        worst = table.loc[table["floors"].abs().idxmax()]
+        rows.append({"board": board, "runs": int(table["run_id"].nunique()), "figure": worst["label"],
+                     "change": float(worst["change"]), "floors": float(worst["floors"])})
+    return pd.DataFrame(rows, columns=["board", "runs", "figure", "change", "floors"])
+
+
+def median_board(fleet: Fleet, board: str, experiment: str, listed: set[str] | None = None) -> tuple[str, str] | None:
+    """For Compare (which takes two runs, never a made-up median): the run of ``experiment`` of the board of
+    ``board``'s model whose figures sit nearest the model's medians (smallest mean |deviation| in floors), and that
+    board; among the runs in ``listed`` (those Compare can open) when given. None when there is no such run."""
+    cells = fleet.cells
+    model = cells.loc[cells["board"] == board, "model"].iloc[0]
+    peers = cells[(cells["model"] == model) & (cells["experiment"] == experiment) & (cells["board"] != board)]
+    if listed is not None:
+        peers = peers[peers["run_id"].isin(listed)]
+    if peers.empty:
+        return None
+    distance = peers.assign(far=(peers["ratio"] - 1).abs() / peers["floor"]).groupby(["board", "run_id"])["far"].mean()
+    nearest_board, run_id = distance.idxmin()
+    return run_id, nearest_board

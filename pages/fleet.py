@@ -1,0 +1,205 @@
+"""Fleet: every board of a fleet against the median of its GPU model (a heatmap in run-to-run floors), the boards
+that are off named in words with the provenance that differs, boards of one model that fall into groups, each
+board's drift over time, and a board opened against the fleet's median board in Compare."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from gpu.core.text import plain
+from gpu.experiments import suites
+from gpu.present.charts import fleet as fleet_charts
+from gpu.present.charts.transfers import STAGE_FONT_PX, stage_figure
+from gpu.results import fleet as fleet_results
+from gpu.results.catalog import ASSETS, read_bundled
+from gpu.results.store import StoreError
+from pages import _ui as ui
+
+BUNDLED = "bundled boards"
+BUNDLED_DIRS = (ASSETS / "replay", ASSETS / "runs", ASSETS / "noise")
+BUNDLED_SUITE = "health"
+STAGE_HEATMAP_PX = 720
+
+page = ui.Page()
+st.title("Fleet: which boards are off")
+catalog, reason = ui.run_catalog()
+if catalog is None:
+    ui.show_reasons([plain(reason, None)], "The runs store cannot be opened")
+    st.stop()
+try:
+    stored = catalog.store.runs()
+except StoreError as exc:
+    ui.show_reasons([plain(exc, None)], "The runs store cannot be read")
+    st.stop()
+
+
+@st.cache_resource(show_spinner="Reading the bundled boards…")
+def bundled_fleet():
+    """The runs bundled with PinPoint as one fleet (replay recordings, review runs, and the noise runs of more H200
+    boards), judged on the health suite's figures they hold; and each run's file."""
+    suite = suites.load(BUNDLED_SUITE)
+    frames, files, _ = read_bundled(BUNDLED_DIRS)
+    return fleet_results.build(fleet_results.points(frames.values(), suite), suite), files, suite
+
+
+@st.cache_resource(show_spinner="Reading the fleet's runs…", max_entries=8, ttl=600)
+def stored_fleet(fleet_id: str, suite_name: str, _run_ids: tuple, fingerprint: tuple):
+    """A stored fleet: its runs' points, read in bulk once per fleet and store state (``fingerprint``)."""
+    suite = suites.load(suite_name)
+    return fleet_results.build(fleet_results.stored_points(catalog.store, list(_run_ids), suite), suite), suite
+
+
+@st.cache_resource(show_spinner=False, max_entries=64, ttl=600)
+def board_history(board: str, suite_name: str, _run_ids: tuple, fingerprint: tuple):
+    """The points of a board's other stored runs (its drift), read when the board is shown, once per store state."""
+    return fleet_results.stored_points(catalog.store, list(_run_ids), suites.load(suite_name))
+
+
+fleets = (stored.dropna(subset=["fleet_id"]).groupby("fleet_id").agg(suite=("suite", "first"),
+                                                                      newest=("timestamp", "max"))
+          .sort_values("newest", ascending=False))
+choices = [*fleets.index, BUNDLED]
+page.link_notes()
+page.restore("fleet_choice", "str", choices)
+choice = st.selectbox("Fleet", choices, key="fleet_choice",
+                      format_func=lambda c: c if c == BUNDLED else f"{c} (suite {fleets.loc[c, 'suite']})")
+
+files: dict[str, str] = {}
+try:
+    if choice == BUNDLED:
+        fleet, files, suite = bundled_fleet()
+    else:
+        fingerprint = (catalog.store.describe(), len(stored), str(stored["stored_at"].max()))
+        fleet, suite = stored_fleet(choice, str(fleets.loc[choice, "suite"]),
+                                    tuple(stored.loc[stored["fleet_id"] == choice, "run_id"]), fingerprint)
+except (suites.SuiteError, StoreError) as exc:
+    ui.show_reasons([plain(exc, None)], "The fleet cannot be shown")
+    st.stop()
+if fleet.empty:
+    st.info(f"The runs of {plain(choice)} hold none of the figures of its suite.")
+    page.sync()
+    st.stop()
+
+boards = fleet.boards
+models = boards.groupby("model").size()
+
+title = f"{'Bundled boards' if choice == BUNDLED else choice}: deviation from the median of each model"
+sentences = fleet_results.outlier_sentences(fleet)
+grouped = fleet_results.group_sentences(fleet)
+
+if ui.presenting():  # the heatmap takes what the title, the fleet's name and the takeaway leave of 1080 px
+    figure = stage_figure(fleet_charts.heatmap_figure(fleet, title), STAGE_HEATMAP_PX)
+    named = list(boards.set_index("board").loc[fleet_results.outliers(fleet)["board"].unique(), "row"])
+    st.plotly_chart(fleet_charts.fit_rows(figure, len(boards), STAGE_HEATMAP_PX, STAGE_FONT_PX, named),
+                    key="fleet_heatmap")
+    more = f" {len(sentences) - 1} more boards are beyond a floor." if len(sentences) > 1 else ""
+    ui.takeaway(plain(sentences[0] + more, None) if sentences
+                else "Every board sits within its figures' run-to-run floors of its model's median.")
+    page.sync()
+    st.stop()
+
+left, right = st.columns([5, 2])
+with left:
+    ui.chart(fleet_charts.heatmap_figure(fleet, title), key="fleet_heatmap")
+with right:
+    st.markdown("**Provenance: what differs**")
+    provenance = fleet_results.provenance_differences(fleet)
+    differing = provenance[provenance["differs"] != ""]
+    if differing.empty:
+        st.caption("Every board of a model records the same driver, PCIe link and clocks.")
+    shown = (differing if not differing.empty else provenance).drop(columns=["model"])
+    st.dataframe(shown[["board", "differs", *fleet_results.PROVENANCE]] if not differing.empty
+                 else shown.drop(columns=["differs"]), hide_index=True, key="fleet_provenance",
+                 height=min(640, 38 + 35 * len(shown)))
+
+intro = (f"**{len(boards)} boards** ({', '.join(f'{n} {plain(m)}' for m, n in models.items())}) on "
+         f"{len(fleet.figures)} figures of the {plain(suite.title)} suite. Each cell is a board's newest value "
+         f"({fleet_results.UNIT}) against the median of the boards of its model, in units of that point's "
+         "run-to-run floor (Compare's, which counts boards): **red is slower, blue faster**, white within "
+         "noise; an empty cell was not measured, and · marks a board that is the only one of its model to "
+         "measure that figure (shown, not judged). Hover a cell for its value.")
+if choice == BUNDLED:
+    intro += (" **The bundled boards** are recorded real runs: the H200 replay recordings (assets/replay), the "
+              "review runs (assets/runs: H100 80GB HBM3 and one H200 transfers run) and the runs of assets/noise "
+              "(H200 boards, three of which record a gpu_uuid, and an earlier H100 transfers run). A run without a "
+              "gpu_uuid cannot be matched to a board, so it is its own row, named by its run id.")
+st.markdown(intro)
+
+st.subheader("Outliers")
+if sentences:
+    st.markdown("\n".join(f"- {plain(s, None)}" for s in sentences))
+    st.caption(f"A cell is an outlier beyond {fleet_results.OUTLIER_FLOORS:g} run-to-run floor of its model's median; "
+               "each board is named once, by its furthest cell.")
+else:
+    st.markdown("Every board sits within its figures' run-to-run floors of its model's median.")
+st.subheader("Groups")
+if grouped:
+    st.markdown("\n".join(f"- {plain(s, None)}" for s in grouped))
+else:
+    st.markdown("No model's boards fall into groups.")
+st.caption(f"Two groups: a model's values of a figure, sorted, split at their widest gap when it is wider than "
+           f"{fleet_results.GROUP_GAP_FLOORS:g} run-to-run floors of the median and leaves at least two boards on "
+           "each side.")
+
+st.subheader("One board: drift, and Compare against the median board")
+rows = list(boards["row"])
+page.restore("fleet_board", "str", rows)
+default_board = (rows.index(boards.set_index("board").loc[fleet_results.outliers(fleet)["board"].iloc[0], "row"])
+                 if sentences else 0)
+row = st.selectbox("Board", rows, index=default_board, key="fleet_board")
+board = boards.loc[boards["row"] == row, "board"].iloc[0]
+measured = list(dict.fromkeys(fleet.cells.loc[fleet.cells["board"] == board, "experiment"]))
+page.restore("fleet_compare_experiment", "str", measured)
+mine_cells = fleet.cells[fleet.cells["board"] == board]
+furthest = mine_cells.loc[mine_cells["deviation"].abs().idxmax(), "experiment"] \
+    if mine_cells["deviation"].notna().any() else measured[0]
+experiment = st.selectbox("Experiment to compare", measured, index=measured.index(furthest),
+                          key="fleet_compare_experiment")  # by default, the experiment of its furthest figure
+page.sync()
+
+earlier = None
+if choice != BUNDLED and not board.startswith("run "):  # a board's other stored runs of the suite's experiments
+    others = stored[(stored["gpu_uuid"] == board) & stored["experiment"].isin(suite.experiments)
+                    & (stored["fleet_id"] != choice)]
+    earlier = board_history(board, str(fleets.loc[choice, "suite"]), tuple(others["run_id"]), fingerprint)
+drift = fleet_results.drift(fleet, board, earlier)
+counted = drift.groupby("figure")["run_id"].transform("count") >= 2 if not drift.empty else pd.Series(dtype=bool)
+if drift.empty or not counted.any():
+    st.caption("This board has one run of each figure: its drift needs two or more.")
+else:
+    ui.chart(fleet_charts.drift_figure(drift[counted], row), key="fleet_drift")
+    worst = drift[counted].loc[drift[counted]["floors"].abs().idxmax()]
+    st.caption(f"{drift[counted]['run_id'].nunique()} runs of this board (of "
+               f"{drift[counted]['experiment'].nunique()} experiments); its largest move from its own median: "
+               f"{plain(worst['label'], None)} {worst['change']:+.1%} ({worst['floors']:+.1f} one-board floors).")
+
+listed = set(catalog.runs()["run_id"])
+mine = fleet.cells[(fleet.cells["board"] == board) & (fleet.cells["experiment"] == experiment)]
+candidate = str(mine["run_id"].iloc[0]) if not mine.empty else None
+nearest = fleet_results.median_board(fleet, board, experiment, listed)
+if nearest is None:
+    st.caption("No other board of this model has a run of this experiment that Compare lists (the runs store, "
+               "assets/replay and assets/runs): there is no median board to compare with.")
+else:
+    baseline, baseline_board = nearest
+    baseline_row = boards.loc[boards["board"] == baseline_board, "row"].iloc[0]
+    st.caption(f"The fleet's median board for {plain(experiment)}: {plain(baseline_row, None)}, whose figures sit "
+               f"nearest the model's medians (run {plain(baseline)}). Compare takes runs, so it compares that run "
+               f"with this board's run {plain(candidate)}, never a made-up median run.")
+    if candidate not in listed:
+        st.caption(f"Compare lists the runs store, assets/replay and assets/runs; this board's run "
+                   f"{plain(candidate)} ({plain(files.get(candidate, 'stored'), None)}) is not among them.")
+    elif baseline == candidate:
+        st.caption("This board is the median board.")
+    else:
+        st.page_link("pages/compare.py", label="Open in Compare: this board against the median board",
+                     icon=":material/compare_arrows:",
+                     query_params={"compare_experiment": experiment, "compare_baseline": baseline,
+                                   "compare_candidates": candidate})
+
+with st.expander("Every board and its runs"):
+    table = boards[["row", "model", "host", "gpu_uuid", "runs"]].rename(columns={"row": "board"})
+    if files:
+        table["files"] = [", ".join(files.get(r, "stored") for r in runs.split(", ")) for runs in table["runs"]]
+    st.dataframe(table, hide_index=True, key="fleet_boards")

@@ -1,0 +1,59 @@
+"""The Fleet page in a real browser at 1920×1080 on a stored simulated fleet (one board slowed, its PCIe link
+recorded downtrained): at the desk the heatmap comes first and the slowed board is named; on stage (?present=1) the
+heatmap and the sentence naming the board fit the screen without scrolling. Screenshots go to out/screenshots/."""
+
+from pathlib import Path
+
+import pytest
+
+from tests import fleet_page_helper as helper
+from tests import simulated_fleet
+from tests.browser_helper import CHROMIUM, streamlit_app
+
+pytestmark = [pytest.mark.browser, pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is missing")]
+SHOTS = Path(__file__).resolve().parent.parent / "out" / "screenshots"
+SLOW = f"GPU {simulated_fleet.board_uuid(helper.SLOW_BOARD)[-8:]} on node-0"
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--disable-component-update", "--no-first-run"]
+FITS = """() => { const m = document.querySelector('[data-testid="stMain"]');
+  const h = document.querySelector('.js-plotly-plot'), t = document.querySelector('[class*="st-key-stage_takeaway"]');
+  return {scroll: m.scrollHeight, view: m.clientHeight, heatmap: h && h.getBoundingClientRect().bottom,
+          takeaway: t && t.getBoundingClientRect().bottom}; }"""
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    url = f"sqlite:///{tmp_path_factory.mktemp('fleet') / 'runs.sqlite'}"
+    helper.fill_store(url, boards=8, runs_per_board=2)
+    with streamlit_app(PINPOINT_DB_URL=url) as address:
+        yield address
+
+
+def test_the_fleet_page_names_the_slowed_board_at_the_desk_and_on_stage(server):
+    from playwright.sync_api import sync_playwright
+
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        page = browser.new_page(viewport={"width": 1920, "height": 1080})
+        page.goto(f"{server}/fleet")
+        page.wait_for_selector(".js-plotly-plot .main-svg .heatmaplayer", timeout=90_000)
+        page.wait_for_selector("[data-test-script-state='notRunning']", timeout=60_000)
+        heatmap = page.locator(".js-plotly-plot").first
+        assert heatmap.bounding_box()["y"] < 1080  # the heatmap is on the first screen
+        assert "node-0 · H200 · 00000003" in heatmap.inner_text()
+        assert page.get_by_text(SLOW, exact=False).count() >= 1  # the outlier sentence
+        assert page.get_by_text("Its run records PCIe Gen4 ×8, the others PCIe Gen5 ×16", exact=False).count()
+        page.screenshot(path=str(SHOTS / "fleet-desk.png"))
+
+        page.goto(f"{server}/fleet?present=1")
+        page.wait_for_selector(".js-plotly-plot .main-svg .heatmaplayer", timeout=90_000)
+        page.wait_for_selector("[data-test-script-state='notRunning']", timeout=60_000)
+        page.wait_for_timeout(500)
+        fits = page.evaluate(FITS)
+        assert fits["scroll"] <= fits["view"] + 1, fits  # no scrolling on a 1080 px screen
+        assert fits["heatmap"] <= 1080 and fits["takeaway"] <= 1080, fits
+        takeaway = page.locator("[class*='st-key-stage_takeaway']").inner_text()
+        assert SLOW in takeaway and "PCIe Gen4 ×8" in takeaway
+        page.screenshot(path=str(SHOTS / "fleet-stage.png"))
+        browser.close()

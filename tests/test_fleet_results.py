@@ -1,0 +1,151 @@
+"""The Fleet page's results layer (gpu/results/fleet.py): deviations in floors, outlier sentences with the
+provenance that differs, groups, drift, the median board, and the bundled fleet."""
+
+import math
+
+import pandas as pd
+import pytest
+
+from gpu.experiments import suites
+from gpu.present.charts import fleet as fleet_charts
+from gpu.results import compare
+from gpu.results import fleet as fleet_results
+from gpu.results.catalog import ASSETS, read_bundled
+from gpu.results.store import RunStore
+from tests import fleet_page_helper as helper
+from tests import simulated_fleet
+
+
+@pytest.fixture(scope="module")
+def suite():
+    return suites.load("health")
+
+
+@pytest.fixture(scope="module")
+def sim(suite):
+    runs = helper.board_runs(8, runs_per_board=3)
+    newest = [frame for number, _, frame in runs if number == 2]
+    earlier = [frame for number, _, frame in runs if number < 2]
+    return fleet_results.build(fleet_results.points(newest, suite), suite, fleet_results.points(earlier, suite))
+
+
+def test_deviation_is_the_ratio_to_the_model_median_in_floors(sim):
+    cells = sim.cells
+    slow = cells[cells["board"] == simulated_fleet.board_uuid(helper.SLOW_BOARD)]
+    healthy = cells[cells["board"] == simulated_fleet.board_uuid(0)]
+    assert len(sim.boards) == 8 and set(sim.boards["host"]) == {"node-0"}
+    for row in slow.itertuples():
+        assert row.value == pytest.approx(healthy.set_index("figure").loc[row.figure, "value"] / helper.SLOWDOWN)
+        assert row.ratio == pytest.approx(1 / helper.SLOWDOWN)
+        floor = compare.floor(row.kind)
+        assert row.deviation == pytest.approx((1 / helper.SLOWDOWN - 1) / floor)
+        assert (row.deviation < -1) == (floor < 1 - 1 / helper.SLOWDOWN)  # beyond its floor where that is narrower
+    assert (healthy["deviation"] == 0).all()  # seven identical boards: the median is theirs
+
+
+def test_a_lone_board_of_its_model_is_shown_but_not_judged(suite):
+    frames = [simulated_fleet.as_board(helper.suite_recordings()["reduction"], i) for i in range(3)]
+    frames[2] = frames[2].assign(device_name="NVIDIA H100 80GB HBM3")
+    fleet = fleet_results.build(fleet_results.points(frames, suite), suite)
+    lone = fleet.cells[fleet.cells["model"] == "H100 80GB HBM3"]
+    assert len(lone) == 1 and math.isnan(lone["deviation"].iloc[0])
+    assert fleet_results.outliers(fleet).empty
+
+
+def test_outlier_sentence_names_the_board_the_figure_and_the_pcie_link(sim):
+    sentences = fleet_results.outlier_sentences(sim)
+    assert len(sentences) == 1  # one board is off, named once
+    sentence = sentences[0]
+    tail = simulated_fleet.board_uuid(helper.SLOW_BOARD)[-8:]
+    assert sentence.startswith(f"GPU {tail} on node-0: ")
+    assert "0.77× the H200 median of" in sentence and "GB/s" in sentence
+    assert "Its run records PCIe Gen4 ×8, the others PCIe Gen5 ×16." in sentence
+    assert "more of its figures are beyond 1 floor" in sentence
+
+
+def test_outlier_sentence_says_when_provenance_is_the_same(suite):
+    runs = helper.board_runs(5, downtrained=False)
+    fleet = fleet_results.build(fleet_results.points([f for _, _, f in runs], suite), suite)
+    sentence = fleet_results.outlier_sentences(fleet)[0]
+    assert "same driver, PCIe link and clocks as the others" in sentence
+    table = fleet_results.provenance_differences(fleet)
+    assert (table["differs"] == "").all()
+
+
+def test_provenance_differences_flag_the_downtrained_board(sim):
+    table = fleet_results.provenance_differences(sim).set_index("board")
+    slow_row = sim.boards.set_index("board").loc[simulated_fleet.board_uuid(helper.SLOW_BOARD), "row"]
+    assert table.loc[slow_row, "PCIe"] == "Gen4 ×8" and table.loc[slow_row, "differs"] == "PCIe"
+    assert (table.drop(index=slow_row)["differs"] == "").all()
+
+
+def test_groups_split_at_the_widest_gap_with_two_boards_a_side(suite):
+    frame = helper.suite_recordings()["coalescing"]
+    slowdowns = [1.0, 1.0, 1.01, 1.12, 1.125, 1.13]  # three boards ~12 % slower on every figure
+    frames = [simulated_fleet.as_board(frame, i, s) for i, s in enumerate(slowdowns)]
+    fleet = fleet_results.build(fleet_results.points(frames, suite), suite)
+    found = fleet_results.groups(fleet)
+    assert len(found) == len(fleet.figures)  # every coalescing figure splits 3 / 3
+    first = found.iloc[0]
+    assert len(first["low_boards"]) == 3 and len(first["high_boards"]) == 3
+    assert first["gap"] == pytest.approx(1.125 / 1.0 - 1)  # the groups' medians: 1/1.0 against 1/1.125
+    assert "on H200 boards: 3 at" in fleet_results.group_sentences(fleet)[0]
+    # one slow board is an outlier, not a group (a group needs two boards a side)
+    frames = [simulated_fleet.as_board(frame, i, s) for i, s in enumerate([1.0, 1.0, 1.0, 1.0, 1.3])]
+    assert fleet_results.groups(fleet_results.build(fleet_results.points(frames, suite), suite)).empty
+
+
+def test_drift_of_a_board_over_its_runs(sim):
+    slow = simulated_fleet.board_uuid(helper.SLOW_BOARD)
+    table = fleet_results.drift(sim, slow)
+    assert table["run_id"].nunique() == 3 * 5  # three runs of each of the suite's five experiments
+    newest = table[table["when"] == table["when"].max()]
+    older = table[table["when"] < table["when"].max()]
+    assert (older["change"] == 0).all()  # the two unslowed runs are the board's median
+    assert newest["change"].to_numpy() == pytest.approx(1 / helper.SLOWDOWN - 1)
+    summary = fleet_results.drift_summary(sim).set_index("board")
+    assert summary.loc[slow, "change"] == pytest.approx(1 / helper.SLOWDOWN - 1)
+    assert summary.loc[simulated_fleet.board_uuid(0), "change"] == 0
+
+
+def test_median_board_is_a_real_run_of_another_board(sim):
+    slow = simulated_fleet.board_uuid(helper.SLOW_BOARD)
+    run_id, board = fleet_results.median_board(sim, slow, "transfers")
+    assert board != slow and run_id in set(sim.cells["run_id"])
+    assert fleet_results.median_board(sim, slow, "transfers", listed=set()) is None
+
+
+def test_stored_points_read_in_bulk_match_the_frames(tmp_path, suite):
+    store = helper.fill_store(f"sqlite:///{tmp_path / 'fleet.sqlite'}", boards=4)
+    ids = list(store.runs(fleet_id="sim-fleet")["run_id"])
+    bulk = fleet_results.stored_points(store, ids, suite)
+    loaded = fleet_results.points([store.load(i) for i in ids], suite)
+    key = ["run_id", "figure"]
+    pd.testing.assert_series_equal(bulk.sort_values(key)["gbps"].reset_index(drop=True),
+                                   loaded.sort_values(key)["gbps"].reset_index(drop=True))
+    assert isinstance(store, RunStore)
+
+
+def test_the_bundled_fleet_holds_the_noise_boards_and_the_h200_groups(suite):
+    frames, _, _ = read_bundled((ASSETS / "replay", ASSETS / "runs", ASSETS / "noise"))
+    fleet = fleet_results.build(fleet_results.points(frames.values(), suite), suite)
+    named = fleet.boards.dropna(subset=["gpu_uuid"])
+    assert {u[-8:] for u in named["gpu_uuid"]} == {"36f59b94", "f8916996", "cedf2970"}
+    assert set(fleet.boards["model"]) == {"H200", "H100 80GB HBM3"}
+    sentences = fleet_results.group_sentences(fleet)
+    stride = next(s for s in sentences if s.startswith("strided · stride 64"))
+    assert "at 336.0 GB/s" in stride and "at 377.9 GB/s" in stride  # the two H200 groups of the issue
+
+
+def test_heatmap_escapes_hosts_and_labels_and_marks_a_lone_board(suite):
+    frame = helper.suite_recordings()["reduction"]
+    frames = [simulated_fleet.as_board(frame, i).assign(host="<b>node</b>") for i in range(2)]
+    frames.append(simulated_fleet.as_board(frame, 2).assign(device_name="NVIDIA H100 80GB HBM3"))
+    fleet = fleet_results.build(fleet_results.points(frames, suite), suite)
+    figure = fleet_charts.heatmap_figure(fleet, "<i>fleet</i>")
+    trace = figure.data[0]
+    assert all("<b>" not in row for row in trace.y) and any("&lt;b&gt;node&lt;/b&gt;" in row for row in trace.y)
+    assert figure.layout.title.text == "&lt;i&gt;fleet&lt;/i&gt;"
+    assert list(trace.x) == ["warp_shuffle (reduction)"]  # a lone figure of its experiment names it
+    lone = list(trace.y).index(next(r for r in trace.y if "H100" in r))
+    assert trace.text[lone][0] == "·" and "not judged" in trace.customdata[lone][0]
