@@ -22,7 +22,7 @@ page.link_notes()
 page.sync(link=False)  # names what the link holds that this page does not read (?run= opens a run)
 catalog, reason = ui.run_catalog()
 if catalog is None:
-    ui.show_reasons([plain(reason, None)], "The runs store cannot be opened")
+    ui.show_reasons([reason], "The runs store cannot be opened")
     st.stop()
 if ui.desk():  # on stage: the runs themselves
     st.markdown(f"Every live measurement and runner run is kept here with every sample, in "
@@ -52,7 +52,7 @@ with st.expander("Import runs from other machines (runner Parquet or CSV)"):
 try:
     runs = catalog.runs()
 except StoreError as exc:  # a server that went away or stopped answering
-    ui.show_reasons([plain(exc, None)], "The runs store cannot be read")
+    ui.show_reasons([exc], "The runs store cannot be read")
     st.stop()
 if runs.empty:
     st.info("No runs yet: measure live, run `python -m gpu.bench …`, or import a file.")

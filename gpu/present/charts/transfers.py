@@ -14,6 +14,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from gpu.core.stats import fit_latency_bandwidth
+from gpu.core.text import chart_text
 from gpu.core.units import format_bytes
 from gpu.experiments.transfers import MODE_LABELS
 from gpu.present import headlines
@@ -30,13 +31,15 @@ DIRECTION_TITLES = {"h2d": "Host → device (H2D)", "d2h": "Device → host (D2H
 
 
 def source_label(frame: pd.DataFrame) -> str:
-    """'Live · NVIDIA H200 · 2026-11-21 22:10 UTC' or 'Replay of a run recorded on … · date'."""
+    """'Live · NVIDIA H200 · 2026-11-21 22:10 UTC' or 'Replay of a run recorded on … · date', for a chart title:
+    the run's own text (device, profile) escaped for Plotly."""
     if frame.empty:
         return ""
     first = frame.iloc[0]
     when = str(first["timestamp"]).replace("T", " ")[:16] + " UTC"
     prefix = "Live" if first["backend"] == "live" else "Replay of a run recorded on"
-    return f"{prefix} {first['device_name']} · {when} · profile {first['profile']}"
+    return (f"{prefix} {chart_text(first['device_name'])} · {chart_text(when)} · "
+            f"profile {chart_text(first['profile'])}")
 
 
 # Log axes of values: one plain tick per decade (1, 10, 100, 1,000), never "5, 2, 1000" or "10B".
