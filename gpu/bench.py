@@ -70,6 +70,9 @@ def parse_args(argv=None):
     i.add_argument("--notes")
     i.add_argument("--replace", action="store_true",
                    help="replace a stored run of the same id whose content differs (atomically)")
+    i.add_argument("--unverified", action="store_true",
+                   help="store a CSV that carries no manifest (not a PinPoint export): nothing can show that rows "
+                        "are missing from it")
     e = sub.add_parser("export", help="write a stored (or bundled) run to a Parquet/CSV file")
     e.add_argument("run_id")
     e.add_argument("--out", required=True)
@@ -170,7 +173,7 @@ def _review(args) -> int:
         failed = 0
         for path in args.files:
             try:
-                frame = imports.read_upload(path, path=path)
+                frame = imports.read_upload(path, path=path, unverified=args.unverified)
                 for result in runs.save(frame, "import", args.label, args.notes, replace=args.replace):
                     print(printable(f"{path}: {result.message()}"), file=sys.stderr)
             except (imports.ImportProblem, StoreError, OSError) as exc:

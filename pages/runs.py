@@ -38,12 +38,14 @@ with st.expander("Import runs from other machines (runner Parquet or CSV)"):
     notes = st.text_area("Notes (optional)", key="runs_import_notes")
     replace = st.checkbox("Yes, replace a stored run of the same id whose content differs (its stored points are "
                           "deleted, in the same transaction)", key="runs_import_replace")
+    unverified = st.checkbox("Store a CSV without a manifest (not a PinPoint export) as it is: nothing can show "
+                             "that rows are missing from it", key="runs_import_unverified")
     st.button("Import", key="runs_import", disabled=not uploads, on_click=ui.request,
               args=("runs_import_requested",))
     if st.session_state.pop("runs_import_requested", False):
         for upload in uploads or []:
             try:
-                frame = imports.read_upload(upload.name, data=upload.getvalue())
+                frame = imports.read_upload(upload.name, data=upload.getvalue(), unverified=unverified)
                 for result in catalog.save(frame, "import", label or None, notes or None, replace=replace):
                     (st.success if result.stored else st.info)(f"{plain(upload.name)}: {plain(result.message(), None)}")
             except (imports.ImportProblem, StoreError, SchemaError) as exc:  # every file gets its own message

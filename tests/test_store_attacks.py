@@ -186,7 +186,16 @@ HOSTILE = [
      ["row 1", "column timestamp", "ISO 8601"]),
     ("samples as one number", "a.parquet", whole_frame(scalar_samples), ["row 1", "column samples_ms", "not a list"]),
     ("samples as strings", "a.parquet", with_arrow_column("samples_ms", lambda n: pa.array([["fast"]] * n)),
-     ["row 1", "column samples_ms", "not a list of numbers"]),
+     ["column samples_ms", "type list<element: string>", "before decoding"]),
+    ("a 100 KB fixed-size binary a row", "a.parquet",
+     with_arrow_column("host", lambda n: pa.array([b"x" * 100_000] * n, pa.binary(100_000))),
+     ["column host", "fixed_size_binary[100000]", "before decoding"]),
+    ("a list of text in a text column", "a.parquet",
+     with_arrow_column("variant", lambda n: pa.array([["a", "b"]] * n, pa.list_(pa.string()))),
+     ["column variant", "list<", "before decoding"]),
+    ("a struct column", "a.parquet",
+     with_arrow_column("device_name", lambda n: pa.array([{"a": 1}] * n)),
+     ["column device_name", "struct<", "before decoding"]),
     ("samples that are not JSON (CSV)", "a.csv", csv_cell("samples_ms", "[1.0, 2.0"), ["row 4", "column samples_ms",
                                                                                       "not JSON"]),
     ("a NaN sample", "a.parquet", whole_frame(nan_sample), ["row 2", "column samples_ms", "non-finite"]),
@@ -256,6 +265,28 @@ def test_decoding_is_capped_before_text_is_expanded(monkeypatch):
         imports.read_upload("a.parquet", data=parquet(good()))
 
 
+def test_declared_decoded_sizes_are_checked_before_any_column_is_decoded(monkeypatch):
+    decoded = []
+    real_read = pq.ParquetFile.read
+    monkeypatch.setattr(pq.ParquetFile, "read", lambda self, *a, **k: decoded.append(k) or real_read(self, *a, **k))
+    monkeypatch.setattr(imports, "MAX_DECODED_BYTES", 2_000)
+    with pytest.raises(imports.ImportProblem, match=r"declare \d+ MB decoded \(from the file's metadata\)"):
+        imports.read_upload("a.parquet", data=parquet(good()))
+    assert decoded == []  # refused from the metadata: no column was read
+
+
+def test_columns_outside_the_schema_are_never_decoded(monkeypatch):
+    table = pa.Table.from_pandas(good(), preserve_index=False)
+    bomb = pa.array([b"z" * 1_000_000] * table.num_rows, pa.binary(1_000_000))  # 15 MB decoded, a few KB on disk
+    sink = pa.BufferOutputStream()
+    pq.write_table(table.append_column("attachment", bomb), sink, compression="zstd")
+    data = sink.getvalue().to_pybytes()
+    assert len(data) < 200_000
+    monkeypatch.setattr(imports, "MAX_DECODED_BYTES", 5_000_000)
+    frame = imports.read_upload("a.parquet", data=data)
+    assert "attachment" not in frame.columns and len(frame) == table.num_rows
+
+
 EDGES = {"run_id": "é'\";--" + "x" * 58, "device_name": "Ünïcödé GPU 🚀 " + "d" * 242, "host": "=cmd|' /C calc'!A0",
          "git_commit": "'); DROP TABLE runs; --"}
 
@@ -282,18 +313,55 @@ def test_a_cut_file_without_manifest_is_one_run_and_the_whole_file_replaces_it_o
     complete.write_bytes(csv(whole))  # written by hand: no manifest, so a cut cannot be seen
     lines = complete.read_text().splitlines(keepends=True)
     cut.write_text("".join(lines[:50]))
-    assert cli("import", str(cut), env=env).returncode == 0
+    refused = cli("import", str(cut), env=env)
+    assert refused.returncode == 2 and "a CSV without a manifest (not a PinPoint export)" in refused.stderr
+    assert "--unverified" in refused.stderr and store.RunStore(url).runs().empty
+    assert cli("import", str(cut), "--unverified", env=env).returncode == 0
     assert store.RunStore(url).runs().loc[0, "points"] == 49
-    again = cli("import", str(complete), env=env)
+    again = cli("import", str(complete), "--unverified", env=env)
     assert again.returncode == 2 and "already in the store with different content" in again.stderr
     assert "stored: 49 points, new: 152 points" in again.stderr and "Traceback" not in again.stderr
     assert store.RunStore(url).runs().loc[0, "points"] == 49
-    replaced = cli("import", str(complete), "--replace", env=env)
+    replaced = cli("import", str(complete), "--replace", "--unverified", env=env)
     assert replaced.returncode == 0 and "replaced run cut0001 (152 points)" in replaced.stderr
     listed = store.RunStore(url).runs()
     assert len(listed) == 1 and listed.loc[0, "points"] == 152
-    same = cli("import", str(complete), env=env)
+    same = cli("import", str(complete), "--unverified", env=env)
     assert same.returncode == 0 and "already in the store with the same content" in same.stderr
+
+
+@pytest.mark.parametrize("run_id", ["=cmd|calc!A0", "+1run", "-1run", "@sum", "'quoted"])
+def test_a_run_whose_id_starts_like_a_formula_exports_to_csv_and_comes_back(url, tmp_path, run_id):
+    env = {**os.environ, "PINPOINT_DB_URL": url}
+    runs = catalog.Catalog(store.RunStore(url))
+    runs.save(good().assign(run_id=run_id), "import")
+    out = tmp_path / "out.csv"
+    done = cli("export", "--out", str(out), "--", run_id, env=env)  # "--": an id may start with -
+    assert done.returncode == 0, done.stderr
+    back = imports.read_upload("out.csv", path=out)
+    assert back["run_id"].iloc[0] == run_id
+    assert runfiles.manifest(back) == runfiles.manifest(runs.load(run_id))
+
+
+def test_empty_text_survives_a_csv_export_and_import(url, tmp_path):
+    env = {**os.environ, "PINPOINT_DB_URL": url}
+    runs = catalog.Catalog(store.RunStore(url))
+    runs.save(good().assign(host="", git_commit="'"), "import")
+    out = tmp_path / "out.csv"
+    assert cli("export", "hostile0001", "--out", str(out), env=env).returncode == 0
+    back = imports.read_upload("out.csv", path=out)
+    assert back["host"].iloc[0] == "" and back["git_commit"].iloc[0] == "'"
+    again = cli("import", str(out), env=env)
+    assert again.returncode == 0 and "already in the store with the same content" in again.stderr, again.stderr
+
+
+def test_a_csv_without_manifest_keeps_its_apostrophes_as_written(url):
+    frame = good().assign(host="'=x", git_commit="'plain")
+    back = imports.read_upload("a.csv", data=csv(frame), unverified=True)
+    assert back["host"].iloc[0] == "'=x" and back["git_commit"].iloc[0] == "'plain"
+    runs = catalog.Catalog(store.RunStore(url))
+    runs.save(back, "import")
+    assert runs.load("hostile0001")["host"].iloc[0] == "'=x"
 
 
 def test_an_exported_run_carries_its_manifest_and_a_cut_copy_is_refused(url, tmp_path):
