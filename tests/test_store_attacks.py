@@ -545,6 +545,120 @@ def test_a_server_that_never_answers_gives_an_error_within_10_s():
     assert took < 10 and "secret" not in done.stderr and "Traceback" not in done.stderr
 
 
+class SilencingProxy:
+    """A loopback TCP proxy to the PostgreSQL server that forwards both ways until ``silence()``, then keeps
+    every socket open and forwards nothing more: the server looks alive (TCP acknowledges) but never answers."""
+
+    def __init__(self, target: tuple[str, int]):
+        import threading
+
+        self.target, self.silent, self.sockets = target, threading.Event(), []
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        import threading
+
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(self.target)
+            self.sockets += [client, server]
+            for a, b in ((client, server), (server, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    def _pump(self, source, sink):
+        while True:
+            try:
+                data = source.recv(65536)
+            except OSError:
+                return
+            if not data:
+                return
+            if self.silent.is_set():
+                continue  # swallowed: the peer's kernel acknowledged it, nobody answers
+            sink.sendall(data)
+
+    def silence(self):
+        self.silent.set()
+
+    def close(self):
+        self.listener.close()
+        for sock in self.sockets:
+            sock.close()
+
+
+def test_a_server_that_goes_silent_mid_session_gives_one_line_within_the_answer_timeout(postgres_url, monkeypatch):
+    assert store.ANSWER_TIMEOUT_S + store.CONNECT_TIMEOUT_S <= 30 and store.STATEMENT_TIMEOUT_S < store.ANSWER_TIMEOUT_S
+    monkeypatch.setattr(store, "ANSWER_TIMEOUT_S", 3)  # the mechanism, quickly; the default's figure: benchmark
+    address = sa.engine.make_url(new_postgres_database(postgres_url))
+    proxy = SilencingProxy((address.host, address.port))
+    try:
+        runs = store.RunStore(address.set(host="127.0.0.1", port=proxy.port).render_as_string(hide_password=False))
+        runs.save(good(), "import")  # the session is open and works through the proxy
+        assert len(runs.runs()) == 1
+        proxy.silence()
+        for call in (runs.runs, lambda: runs.load("hostile0001")):
+            started = time.monotonic()
+            with pytest.raises(store.StoreError) as caught:
+                call()
+            took = time.monotonic() - started
+            # The ping's deadline, then the pool's one reconnect attempt (its connect timeout): with the defaults
+            # 25 + 5 = 30 s.
+            assert took < 3 + store.CONNECT_TIMEOUT_S + 1.5, took
+            message = str(caught.value)
+            assert "\n" not in message and ("stopped answering" in message or "did not answer" in message), message
+    finally:
+        proxy.close()
+
+
+def test_another_applications_sqlite_database_is_refused_and_left_byte_identical(tmp_path):
+    import sqlite3
+
+    path = tmp_path / "theirs.sqlite"
+    with sqlite3.connect(path) as theirs:
+        theirs.execute("CREATE TABLE runs (id INTEGER PRIMARY KEY, name TEXT)")
+        theirs.execute("INSERT INTO runs (name) VALUES ('their data')")
+    theirs.close()
+    before = path.read_bytes()
+    env = {**os.environ, "PINPOINT_DB_URL": f"sqlite:///{path}"}
+    for args in (("import", str(MANAGED)), ("runs",)):
+        done = cli_process(*args, env=env)
+        assert done.returncode != 0 and "is not a PinPoint runs store" in done.stderr, done.stderr
+        assert "Traceback" not in done.stderr
+    with pytest.raises(store.StoreError, match="holds runs and no pinpoint_meta table; left untouched"):
+        catalog.Catalog(store.RunStore(f"sqlite:///{path}")).save(good(), "import")
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["theirs.sqlite"]  # no -wal, no -shm, no journal
+
+
+def test_a_postgresql_database_holding_foreign_tables_of_our_names_is_refused_untouched(postgres_url):
+    address = new_postgres_database(postgres_url)
+    engine = sa.create_engine(address)
+    with engine.begin() as connection:
+        connection.execute(sa.text("CREATE TABLE points (x integer)"))
+    with pytest.raises(store.StoreError, match="is not a PinPoint runs store: it holds points"):
+        catalog.Catalog(store.RunStore(address)).save(good(), "import")
+    with engine.connect() as connection:
+        assert sorted(sa.inspect(connection).get_table_names()) == ["points"]
+    engine.dispose()
+
+
+def test_read_only_commands_never_create_a_store(tmp_path):
+    place = tmp_path / "no" / "such" / "folder" / "runs.sqlite"
+    env = {**os.environ, "PINPOINT_DB_URL": f"sqlite:///{place}"}
+    listed = cli_process("runs", env=env)
+    assert listed.returncode == 0, listed.stderr
+    exported = cli_process("export", "nosuchrun", "--out", str(tmp_path / "x.csv"), env=env)
+    assert exported.returncode != 0 and "Traceback" not in exported.stderr
+    assert not (tmp_path / "no").exists()
+    assert cli_process("import", str(MANAGED), env=env).returncode == 0  # the first write makes it
+    assert place.is_file()
+
+
 def test_an_in_memory_store_is_refused_for_the_runner_and_migrate_is_explicit(tmp_path):
     memory = cli_process("import", str(MANAGED), env={**os.environ, "PINPOINT_DB_URL": "sqlite://"})
     assert memory.returncode == 2 and "in memory: it would keep nothing" in memory.stderr
