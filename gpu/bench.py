@@ -186,7 +186,9 @@ def _review(args) -> int:
     if args.experiment == "runs":
         table = runs.runs()[["run_id", "experiment", "device_name", "timestamp", "points", "label", "origin"]]
         # Labels and ids come from files and other people: no escape sequence of theirs reaches the terminal.
-        print(table.map(lambda v: printable(v) if isinstance(v, str) else v).to_string(index=False)
+        # A newline or tab (from a store written by another tool) would split or shift the row: shown escaped.
+        print(table.map(lambda v: printable(v).replace("\n", "\\n").replace("\t", "\\t") if isinstance(v, str)
+                        else v).to_string(index=False)
               if not table.empty else "no runs yet")
         return 0
     if args.experiment == "export":

@@ -176,6 +176,10 @@ HOURS_TO_THE_SECOND_TIME = (pd.Timestamp("2026-11-24T01:02:03+00:00")
                             - pd.to_datetime(schema.read_results(MANAGED)["timestamp"]).min()).total_seconds() / 3600
 HOSTILE = [
     ("run id of 65 characters", "a.parquet", changed("run_id", "r" * 65), ["row 4", "column run_id", "64 characters"]),
+    ("newline in a run id", "a.parquet", whole_frame(lambda f: f.__setitem__("run_id", "run\nid")),
+     ["row 1", "column run_id", "control character"]),
+    ("tab in a run id (CSV)", "a.csv", whole_frame(lambda f: f.__setitem__("run_id", "run\tid"), maker=csv),
+     ["row 1", "column run_id", "control character"]),
     ("NUL in a text column", "a.parquet", changed("device_name", "H100\x00"), ["row 4", "column device_name", "NUL"]),
     ("NUL in a run id (CSV)", "a.csv", csv_cell("run_id", "abc\x00def"), ["row 4", "column run_id", "NUL"]),
     ("text of 300 characters", "a.parquet", changed("variant", "v" * 300), ["column variant", "256 characters"]),
@@ -645,6 +649,22 @@ def test_a_postgresql_database_holding_foreign_tables_of_our_names_is_refused_un
     with engine.connect() as connection:
         assert sorted(sa.inspect(connection).get_table_names()) == ["points"]
     engine.dispose()
+
+
+def test_a_label_that_is_not_utf8_gets_one_line_and_nothing_is_stored(url):
+    env = {**os.environ, "PINPOINT_DB_URL": url}
+    done = subprocess.run([sys.executable, "-m", "gpu.bench", "import", str(MANAGED), "--label", b"bad\xff\xfelabel"],
+                          capture_output=True, text=True, timeout=120, cwd=ROOT, env=env)
+    assert done.returncode == 2 and "the label is not valid UTF-8 text" in done.stderr, done.stderr
+    assert "unexpected" not in done.stderr and "Traceback" not in done.stderr
+    assert store.RunStore(url).runs().empty
+
+
+def test_a_stored_run_id_holding_a_newline_stays_on_one_line_of_the_listing(url):
+    store.RunStore(url).save(good().assign(run_id="two\nlines"), "import")  # not through an import: another tool
+    done = cli_process("runs", env={**os.environ, "PINPOINT_DB_URL": url})
+    [line] = [line for line in done.stdout.splitlines() if "two" in line]
+    assert "two\\nlines" in line and "hostile" not in line
 
 
 def test_read_only_commands_never_create_a_store(tmp_path):

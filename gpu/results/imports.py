@@ -20,6 +20,7 @@ import io
 import json
 import math
 import os
+import re
 import stat
 from pathlib import Path
 
@@ -230,6 +231,7 @@ def _read_parquet(shown: str, data: bytes) -> tuple[pd.DataFrame, dict | None]:
 
 
 _SCHEMA_COLUMNS = set(schema.COLUMNS)
+_CONTROL_CHARACTER = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 MAX_FIXED_WIDTH = 64  # bytes a value of a fixed-size binary column may declare (PinPoint writes none)
 
 
@@ -335,6 +337,11 @@ def _text_column(frame, column: str, where) -> None:
     limit = MAX_RUN_ID_CHARS if column == "run_id" else MAX_INTERVALS_CHARS if column == "intervals" else \
         MAX_TEXT_CHARS
     values = [_as_text(v, limit, where, i, column) for i, v in enumerate(frame[column])]
+    if column == "run_id":  # an id is typed, linked and printed on one line: no tab, newline or other control
+        for i, v in enumerate(values):
+            if v is not None and _CONTROL_CHARACTER.search(v):
+                raise where(i, column, v, "holds a control character (tab, newline, …): a run id is one line "
+                            "of printable text")
     if column in REQUIRED_TEXT:
         for i, v in enumerate(values):
             if v is None or not v.strip():

@@ -523,6 +523,11 @@ def _check_text(what: str, value: str | None, limit: int) -> None:
     if not isinstance(value, str) or "\x00" in value or len(value) > limit:
         raise StoreError(f"the {what} must be text of at most {limit:,} characters without NUL; got "
                          f"{shorten(value)}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:  # bytes from a command line that are not UTF-8 (kept by Python as surrogates)
+        shown = value.encode("utf-8", "backslashreplace").decode("ascii", "backslashreplace")
+        raise StoreError(f"the {what} is not valid UTF-8 text: {shorten(shown)}") from None
 
 
 def _sqlite_pragmas(dbapi_connection, _record) -> None:
