@@ -743,11 +743,15 @@ def test_csv_sample_values_are_capped_before_they_are_parsed(monkeypatch):
 
 def test_escape_sequences_from_a_file_never_reach_the_terminal(tmp_path):
     url = f"sqlite:///{tmp_path}/runs.sqlite"
-    frame = good().assign(run_id="esc\x1b[2J01", device_name="GPU\x1b]0;owned\x07")
+    bad_id = tmp_path / "esc-id.parquet"
+    bad_id.write_bytes(parquet(good().assign(run_id="esc\x1b[2J01")))
+    refused = cli("import", str(bad_id), env={"PINPOINT_DB_URL": url})  # a run id is one line of printable text
+    assert refused.returncode == 2 and "esc\\x1b[2J01" in refused.stderr and "\x1b" not in refused.stderr
+    frame = good().assign(run_id="esc01", device_name="GPU\x1b]0;owned\x07")
     path = tmp_path / "esc.parquet"
     path.write_bytes(parquet(frame))
     imported = cli("import", str(path), "--label", "label\x1b[31m", env={"PINPOINT_DB_URL": url})
-    assert imported.returncode == 0 and "stored run esc\\x1b[2J01" in imported.stderr
+    assert imported.returncode == 0 and "stored run esc01" in imported.stderr
     listed = cli("runs", env={"PINPOINT_DB_URL": url})
     assert "\x1b" not in listed.stdout and "\x07" not in listed.stdout
     assert "GPU\\x1b]0;owned\\x07" in listed.stdout and "label\\x1b[31m" in listed.stdout

@@ -36,6 +36,8 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import socket
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -141,8 +143,6 @@ def _engine(url: str, parsed: sa.engine.URL) -> sa.engine.Engine:
 def _shut(dbapi_connection) -> None:
     """End a wait on a silent server: shut the socket both ways (the blocked read returns at once; psycopg then
     raises OperationalError and the pool drops the connection)."""
-    import socket
-
     try:
         fd = dbapi_connection.pgconn.socket
         with socket.socket(fileno=os.dup(fd)) as sock:
@@ -155,8 +155,6 @@ class _Deadline:
     """A timer per wait on the server (a statement, the pool's ping, a commit or rollback)."""
 
     def __init__(self, dbapi_connection):
-        import threading
-
         self.timer = threading.Timer(ANSWER_TIMEOUT_S, _shut, (dbapi_connection,))
         self.timer.daemon = True
 
