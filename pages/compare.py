@@ -23,8 +23,8 @@ if catalog is None:
 try:
     runs = catalog.runs()
 except StoreError as exc:  # a server that went away or stopped answering: one line, not a traceback
-    ui.show_reasons([exc], "The runs store cannot be read")
-    st.stop()
+    ui.show_reasons([exc], "The runs store cannot be read: the runs bundled with PinPoint are still here")
+    runs = catalog.runs(with_store=False)
 counts = runs.groupby("experiment").size()
 experiments = sorted(counts[counts >= 2].index)
 if not experiments:

@@ -54,8 +54,8 @@ with st.expander("Import runs from other machines (runner Parquet or CSV)"):
 try:
     runs = catalog.runs()
 except StoreError as exc:  # a server that went away or stopped answering
-    ui.show_reasons([exc], "The runs store cannot be read")
-    st.stop()
+    ui.show_reasons([exc], "The runs store cannot be read: the runs bundled with PinPoint are still here")
+    runs = catalog.runs(with_store=False)
 if runs.empty:
     st.info("No runs yet: measure live, run `python -m gpu.bench …`, or import a file.")
     st.stop()
