@@ -18,7 +18,7 @@ import pytest
 import sqlalchemy as sa
 
 from gpu.core import schema
-from gpu.results import catalog, imports, runfiles, store
+from gpu.results import catalog, compare, imports, runfiles, store
 from tests.conftest import new_postgres_database
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -617,6 +617,24 @@ def test_a_server_that_goes_silent_mid_session_gives_one_line_within_the_answer_
             assert "\n" not in message and ("stopped answering" in message or "did not answer" in message), message
     finally:
         proxy.close()
+
+
+def test_hostile_run_content_reaches_the_report_and_its_charts_only_as_text(url):
+    from gpu.results import report
+    from tests.test_hostile_content import assert_no_live_markup, hostile_runs, strings
+
+    runs = catalog.Catalog(store.RunStore(url))
+    first, second = hostile_runs(runs.store)
+    baseline, candidate = runs.load(first), runs.load(second)
+    table = compare.compare(baseline, candidate)
+    history = compare.history([baseline, candidate], baseline.iloc[0].to_dict())
+    assert len(history) == 2
+    figures = [report.ratio_figure(table, report.run_label(candidate)),
+               report.history_figure(history, "history on " + baseline["device_name"].iloc[0])]
+    for figure in figures:
+        assert_no_live_markup(list(strings(figure.to_plotly_json())))
+    page = report.render(baseline, [candidate])
+    assert '<a href="https://evil' not in page and "&lt;a href=&quot;https://evil" in page
 
 
 def test_another_applications_sqlite_database_is_refused_and_left_byte_identical(tmp_path):
