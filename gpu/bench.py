@@ -75,6 +75,9 @@ def parse_args(argv=None):
     i.add_argument("--notes")
     i.add_argument("--replace", action="store_true",
                    help="replace a stored run of the same id whose content differs (atomically)")
+    i.add_argument("--unverified", action="store_true",
+                   help="store a CSV that carries no manifest (not a PinPoint export): nothing can show that rows "
+                        "are missing from it")
     e = sub.add_parser("export", help="write a stored (or bundled) run to a Parquet/CSV file")
     e.add_argument("run_id")
     e.add_argument("--out", required=True)
@@ -207,7 +210,7 @@ def _review(args) -> int:
                     for result in runs.import_store(f"sqlite:///{Path(path).resolve()}"):
                         print(printable(f"{path}: {result.message()}"), file=sys.stderr)
                     continue
-                frame = imports.read_upload(path, path=path)
+                frame = imports.read_upload(path, path=path, unverified=args.unverified)
                 for result in runs.save(frame, "import", args.label, args.notes, replace=args.replace):
                     print(printable(f"{path}: {result.message()}"), file=sys.stderr)
             except (imports.ImportProblem, StoreError, OSError) as exc:
@@ -220,7 +223,9 @@ def _review(args) -> int:
     if args.experiment == "runs":
         table = runs.runs()[["run_id", "experiment", "device_name", "timestamp", "points", "label", "origin"]]
         # Labels and ids come from files and other people: no escape sequence of theirs reaches the terminal.
-        print(table.map(lambda v: printable(v) if isinstance(v, str) else v).to_string(index=False)
+        # A newline or tab (from a store written by another tool) would split or shift the row: shown escaped.
+        print(table.map(lambda v: printable(v).replace("\n", "\\n").replace("\t", "\\t") if isinstance(v, str)
+                        else v).to_string(index=False)
               if not table.empty else "no runs yet")
         return 0
     if args.experiment == "export":

@@ -18,13 +18,13 @@ page = ui.Page()
 st.title("Compare runs")
 catalog, reason = ui.run_catalog()
 if catalog is None:
-    ui.show_reasons([plain(reason, None)], "The runs store cannot be opened")
+    ui.show_reasons([reason], "The runs store cannot be opened")
     st.stop()
 try:
     runs = catalog.runs()
 except StoreError as exc:  # a server that went away or stopped answering: one line, not a traceback
-    ui.show_reasons([plain(exc, None)], "The runs store cannot be read")
-    st.stop()
+    ui.show_reasons([exc], "The runs store cannot be read: the runs bundled with PinPoint are still here")
+    runs = catalog.runs(with_store=False)
 counts = runs.groupby("experiment").size()
 experiments = sorted(counts[counts >= 2].index)
 if not experiments:
@@ -86,7 +86,7 @@ try:
     baseline = ui.loaded_run(baseline_id)
     candidates = [ui.loaded_run(c) for c in candidate_ids]
 except StoreError as exc:  # an unknown id, a run that cannot be read, a store that went away
-    ui.show_reasons([plain(exc, None)], "A run could not be loaded")
+    ui.show_reasons([exc], "A run could not be loaded")
     st.stop()
 
 

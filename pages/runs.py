@@ -22,7 +22,7 @@ page.link_notes()
 page.sync(link=False)  # names what the link holds that this page does not read (?run= opens a run)
 catalog, reason = ui.run_catalog()
 if catalog is None:
-    ui.show_reasons([plain(reason, None)], "The runs store cannot be opened")
+    ui.show_reasons([reason], "The runs store cannot be opened")
     st.stop()
 if ui.desk():  # on stage: the runs themselves
     st.markdown(f"Every live measurement and runner run is kept here with every sample, in "
@@ -38,12 +38,14 @@ with st.expander("Import runs from other machines (runner Parquet or CSV)"):
     notes = st.text_area("Notes (optional)", key="runs_import_notes")
     replace = st.checkbox("Yes, replace a stored run of the same id whose content differs (its stored points are "
                           "deleted, in the same transaction)", key="runs_import_replace")
+    unverified = st.checkbox("Store a CSV without a manifest (not a PinPoint export) as it is: nothing can show "
+                             "that rows are missing from it", key="runs_import_unverified")
     st.button("Import", key="runs_import", disabled=not uploads, on_click=ui.request,
               args=("runs_import_requested",))
     if st.session_state.pop("runs_import_requested", False):
         for upload in uploads or []:
             try:
-                frame = imports.read_upload(upload.name, data=upload.getvalue())
+                frame = imports.read_upload(upload.name, data=upload.getvalue(), unverified=unverified)
                 for result in catalog.save(frame, "import", label or None, notes or None, replace=replace):
                     (st.success if result.stored else st.info)(f"{plain(upload.name)}: {plain(result.message(), None)}")
             except (imports.ImportProblem, StoreError, SchemaError) as exc:  # every file gets its own message
@@ -52,8 +54,8 @@ with st.expander("Import runs from other machines (runner Parquet or CSV)"):
 try:
     runs = catalog.runs()
 except StoreError as exc:  # a server that went away or stopped answering
-    ui.show_reasons([plain(exc, None)], "The runs store cannot be read")
-    st.stop()
+    ui.show_reasons([exc], "The runs store cannot be read: the runs bundled with PinPoint are still here")
+    runs = catalog.runs(with_store=False)
 if runs.empty:
     st.info("No runs yet: measure live, run `python -m gpu.bench …`, or import a file.")
     st.stop()

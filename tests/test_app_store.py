@@ -118,3 +118,32 @@ def test_an_unreadable_stored_run_is_left_out_of_the_history_by_name(fresh_store
     [warning] = [w.value for w in at.warning if w.value.startswith("Left out of the history")]
     assert "broken01" in warning and "samples\\_ms is 0\\.5" in warning
     assert at.get("plotly_chart")
+
+
+def test_a_server_that_goes_silent_mid_session_is_named_and_the_bundled_runs_stay(monkeypatch, postgres_url):
+    import sqlalchemy as sa
+
+    from gpu.results import store
+    from tests.conftest import new_postgres_database
+    from tests.test_store_attacks import SilencingProxy
+
+    monkeypatch.setattr(store, "ANSWER_TIMEOUT_S", 2)  # the mechanism, quickly (the default: 25 s, then 5 s)
+    address = sa.engine.make_url(new_postgres_database(postgres_url))
+    proxy = SilencingProxy((address.host, address.port))
+    try:
+        url = address.set(host="127.0.0.1", port=proxy.port).render_as_string(hide_password=False)
+        RunStore(url).save(schema.read_results(MANAGED).assign(run_id="teamrun01"), "import")
+        monkeypatch.setenv("PINPOINT_DB_URL", url)
+        st.cache_resource.clear()
+        at = open_page("pages/runs.py")
+        assert "teamrun01" in set(at.dataframe[0].value["run_id"])
+        proxy.silence()
+        at.run()
+        assert not at.exception, at.exception
+        [error] = [e.value for e in at.error if "The runs store cannot be read" in e.value]
+        assert "stopped answering" in error and "bundled with PinPoint are still here" in error
+        listed = at.dataframe[0].value
+        assert len(listed) > 0 and "teamrun01" not in set(listed["run_id"])  # the bundled runs, still served
+    finally:
+        proxy.close()
+        st.cache_resource.clear()

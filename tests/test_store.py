@@ -160,7 +160,9 @@ def test_default_store_is_sqlite_in_the_user_data_dir(monkeypatch, tmp_path):
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
     assert store.default_url() == f"sqlite:///{tmp_path}/pinpoint/runs.sqlite"
     runs = store.RunStore()
-    assert (tmp_path / "pinpoint" / "runs.sqlite").exists() and runs.dialect == "sqlite"
+    assert runs.dialect == "sqlite" and not (tmp_path / "pinpoint").exists()  # opening only reads
+    runs.save(schema.read_results(MANAGED).assign(run_id="default01"), "import")  # the first write makes it
+    assert (tmp_path / "pinpoint" / "runs.sqlite").exists()
 
 
 def test_an_unreachable_server_gives_a_message_without_the_password():

@@ -18,7 +18,7 @@ import pytest
 import sqlalchemy as sa
 
 from gpu.core import schema
-from gpu.results import catalog, imports, runfiles, store
+from gpu.results import catalog, compare, imports, runfiles, store
 from tests.conftest import new_postgres_database
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -176,6 +176,10 @@ HOURS_TO_THE_SECOND_TIME = (pd.Timestamp("2026-11-24T01:02:03+00:00")
                             - pd.to_datetime(schema.read_results(MANAGED)["timestamp"]).min()).total_seconds() / 3600
 HOSTILE = [
     ("run id of 65 characters", "a.parquet", changed("run_id", "r" * 65), ["row 4", "column run_id", "64 characters"]),
+    ("newline in a run id", "a.parquet", whole_frame(lambda f: f.__setitem__("run_id", "run\nid")),
+     ["row 1", "column run_id", "control character"]),
+    ("tab in a run id (CSV)", "a.csv", whole_frame(lambda f: f.__setitem__("run_id", "run\tid"), maker=csv),
+     ["row 1", "column run_id", "control character"]),
     ("NUL in a text column", "a.parquet", changed("device_name", "H100\x00"), ["row 4", "column device_name", "NUL"]),
     ("NUL in a run id (CSV)", "a.csv", csv_cell("run_id", "abc\x00def"), ["row 4", "column run_id", "NUL"]),
     ("text of 300 characters", "a.parquet", changed("variant", "v" * 300), ["column variant", "256 characters"]),
@@ -186,7 +190,16 @@ HOSTILE = [
      ["row 1", "column timestamp", "ISO 8601"]),
     ("samples as one number", "a.parquet", whole_frame(scalar_samples), ["row 1", "column samples_ms", "not a list"]),
     ("samples as strings", "a.parquet", with_arrow_column("samples_ms", lambda n: pa.array([["fast"]] * n)),
-     ["row 1", "column samples_ms", "not a list of numbers"]),
+     ["column samples_ms", "type list<element: string>", "before decoding"]),
+    ("a 100 KB fixed-size binary a row", "a.parquet",
+     with_arrow_column("host", lambda n: pa.array([b"x" * 100_000] * n, pa.binary(100_000))),
+     ["column host", "fixed_size_binary[100000]", "before decoding"]),
+    ("a list of text in a text column", "a.parquet",
+     with_arrow_column("variant", lambda n: pa.array([["a", "b"]] * n, pa.list_(pa.string()))),
+     ["column variant", "list<", "before decoding"]),
+    ("a struct column", "a.parquet",
+     with_arrow_column("device_name", lambda n: pa.array([{"a": 1}] * n)),
+     ["column device_name", "struct<", "before decoding"]),
     ("samples that are not JSON (CSV)", "a.csv", csv_cell("samples_ms", "[1.0, 2.0"), ["row 4", "column samples_ms",
                                                                                       "not JSON"]),
     ("a NaN sample", "a.parquet", whole_frame(nan_sample), ["row 2", "column samples_ms", "non-finite"]),
@@ -256,6 +269,28 @@ def test_decoding_is_capped_before_text_is_expanded(monkeypatch):
         imports.read_upload("a.parquet", data=parquet(good()))
 
 
+def test_declared_decoded_sizes_are_checked_before_any_column_is_decoded(monkeypatch):
+    decoded = []
+    real_read = pq.ParquetFile.read
+    monkeypatch.setattr(pq.ParquetFile, "read", lambda self, *a, **k: decoded.append(k) or real_read(self, *a, **k))
+    monkeypatch.setattr(imports, "MAX_DECODED_BYTES", 2_000)
+    with pytest.raises(imports.ImportProblem, match=r"declare \d+ MB decoded \(from the file's metadata\)"):
+        imports.read_upload("a.parquet", data=parquet(good()))
+    assert decoded == []  # refused from the metadata: no column was read
+
+
+def test_columns_outside_the_schema_are_never_decoded(monkeypatch):
+    table = pa.Table.from_pandas(good(), preserve_index=False)
+    bomb = pa.array([b"z" * 1_000_000] * table.num_rows, pa.binary(1_000_000))  # 15 MB decoded, a few KB on disk
+    sink = pa.BufferOutputStream()
+    pq.write_table(table.append_column("attachment", bomb), sink, compression="zstd")
+    data = sink.getvalue().to_pybytes()
+    assert len(data) < 200_000
+    monkeypatch.setattr(imports, "MAX_DECODED_BYTES", 5_000_000)
+    frame = imports.read_upload("a.parquet", data=data)
+    assert "attachment" not in frame.columns and len(frame) == table.num_rows
+
+
 EDGES = {"run_id": "é'\";--" + "x" * 58, "device_name": "Ünïcödé GPU 🚀 " + "d" * 242, "host": "=cmd|' /C calc'!A0",
          "git_commit": "'); DROP TABLE runs; --"}
 
@@ -282,18 +317,55 @@ def test_a_cut_file_without_manifest_is_one_run_and_the_whole_file_replaces_it_o
     complete.write_bytes(csv(whole))  # written by hand: no manifest, so a cut cannot be seen
     lines = complete.read_text().splitlines(keepends=True)
     cut.write_text("".join(lines[:50]))
-    assert cli("import", str(cut), env=env).returncode == 0
+    refused = cli("import", str(cut), env=env)
+    assert refused.returncode == 2 and "a CSV without a manifest (not a PinPoint export)" in refused.stderr
+    assert "--unverified" in refused.stderr and store.RunStore(url).runs().empty
+    assert cli("import", str(cut), "--unverified", env=env).returncode == 0
     assert store.RunStore(url).runs().loc[0, "points"] == 49
-    again = cli("import", str(complete), env=env)
+    again = cli("import", str(complete), "--unverified", env=env)
     assert again.returncode == 2 and "already in the store with different content" in again.stderr
     assert "stored: 49 points, new: 152 points" in again.stderr and "Traceback" not in again.stderr
     assert store.RunStore(url).runs().loc[0, "points"] == 49
-    replaced = cli("import", str(complete), "--replace", env=env)
+    replaced = cli("import", str(complete), "--replace", "--unverified", env=env)
     assert replaced.returncode == 0 and "replaced run cut0001 (152 points)" in replaced.stderr
     listed = store.RunStore(url).runs()
     assert len(listed) == 1 and listed.loc[0, "points"] == 152
-    same = cli("import", str(complete), env=env)
+    same = cli("import", str(complete), "--unverified", env=env)
     assert same.returncode == 0 and "already in the store with the same content" in same.stderr
+
+
+@pytest.mark.parametrize("run_id", ["=cmd|calc!A0", "+1run", "-1run", "@sum", "'quoted"])
+def test_a_run_whose_id_starts_like_a_formula_exports_to_csv_and_comes_back(url, tmp_path, run_id):
+    env = {**os.environ, "PINPOINT_DB_URL": url}
+    runs = catalog.Catalog(store.RunStore(url))
+    runs.save(good().assign(run_id=run_id), "import")
+    out = tmp_path / "out.csv"
+    done = cli("export", "--out", str(out), "--", run_id, env=env)  # "--": an id may start with -
+    assert done.returncode == 0, done.stderr
+    back = imports.read_upload("out.csv", path=out)
+    assert back["run_id"].iloc[0] == run_id
+    assert runfiles.manifest(back) == runfiles.manifest(runs.load(run_id))
+
+
+def test_empty_text_survives_a_csv_export_and_import(url, tmp_path):
+    env = {**os.environ, "PINPOINT_DB_URL": url}
+    runs = catalog.Catalog(store.RunStore(url))
+    runs.save(good().assign(host="", git_commit="'"), "import")
+    out = tmp_path / "out.csv"
+    assert cli("export", "hostile0001", "--out", str(out), env=env).returncode == 0
+    back = imports.read_upload("out.csv", path=out)
+    assert back["host"].iloc[0] == "" and back["git_commit"].iloc[0] == "'"
+    again = cli("import", str(out), env=env)
+    assert again.returncode == 0 and "already in the store with the same content" in again.stderr, again.stderr
+
+
+def test_a_csv_without_manifest_keeps_its_apostrophes_as_written(url):
+    frame = good().assign(host="'=x", git_commit="'plain")
+    back = imports.read_upload("a.csv", data=csv(frame), unverified=True)
+    assert back["host"].iloc[0] == "'=x" and back["git_commit"].iloc[0] == "'plain"
+    runs = catalog.Catalog(store.RunStore(url))
+    runs.save(back, "import")
+    assert runs.load("hostile0001")["host"].iloc[0] == "'=x"
 
 
 def test_an_exported_run_carries_its_manifest_and_a_cut_copy_is_refused(url, tmp_path):
@@ -477,6 +549,154 @@ def test_a_server_that_never_answers_gives_an_error_within_10_s():
     assert took < 10 and "secret" not in done.stderr and "Traceback" not in done.stderr
 
 
+class SilencingProxy:
+    """A loopback TCP proxy to the PostgreSQL server that forwards both ways until ``silence()``, then keeps
+    every socket open and forwards nothing more: the server looks alive (TCP acknowledges) but never answers."""
+
+    def __init__(self, target: tuple[str, int]):
+        import threading
+
+        self.target, self.silent, self.sockets = target, threading.Event(), []
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        import threading
+
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(self.target)
+            self.sockets += [client, server]
+            for a, b in ((client, server), (server, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    def _pump(self, source, sink):
+        while True:
+            try:
+                data = source.recv(65536)
+            except OSError:
+                return
+            if not data:
+                return
+            if self.silent.is_set():
+                continue  # swallowed: the peer's kernel acknowledged it, nobody answers
+            sink.sendall(data)
+
+    def silence(self):
+        self.silent.set()
+
+    def close(self):
+        self.listener.close()
+        for sock in self.sockets:
+            sock.close()
+
+
+def test_a_server_that_goes_silent_mid_session_gives_one_line_within_the_answer_timeout(postgres_url, monkeypatch):
+    assert store.ANSWER_TIMEOUT_S + store.CONNECT_TIMEOUT_S <= 30 and store.STATEMENT_TIMEOUT_S < store.ANSWER_TIMEOUT_S
+    monkeypatch.setattr(store, "ANSWER_TIMEOUT_S", 3)  # the mechanism, quickly; the default's figure: benchmark
+    address = sa.engine.make_url(new_postgres_database(postgres_url))
+    proxy = SilencingProxy((address.host, address.port))
+    try:
+        runs = store.RunStore(address.set(host="127.0.0.1", port=proxy.port).render_as_string(hide_password=False))
+        runs.save(good(), "import")  # the session is open and works through the proxy
+        assert len(runs.runs()) == 1
+        proxy.silence()
+        for call in (runs.runs, lambda: runs.load("hostile0001")):
+            started = time.monotonic()
+            with pytest.raises(store.StoreError) as caught:
+                call()
+            took = time.monotonic() - started
+            # The ping's deadline, then the pool's one reconnect attempt (its connect timeout): with the defaults
+            # 25 + 5 = 30 s.
+            assert took < 3 + store.CONNECT_TIMEOUT_S + 1.5, took
+            message = str(caught.value)
+            assert "\n" not in message and ("stopped answering" in message or "did not answer" in message), message
+    finally:
+        proxy.close()
+
+
+def test_hostile_run_content_reaches_the_report_and_its_charts_only_as_text(url):
+    from gpu.results import report
+    from tests.test_hostile_content import assert_no_live_markup, hostile_runs, strings
+
+    runs = catalog.Catalog(store.RunStore(url))
+    first, second = hostile_runs(runs.store)
+    baseline, candidate = runs.load(first), runs.load(second)
+    table = compare.compare(baseline, candidate)
+    history = compare.history([baseline, candidate], baseline.iloc[0].to_dict())
+    assert len(history) == 2
+    figures = [report.ratio_figure(table, report.run_label(candidate)),
+               report.history_figure(history, "history on " + baseline["device_name"].iloc[0])]
+    for figure in figures:
+        assert_no_live_markup(list(strings(figure.to_plotly_json())))
+    page = report.render(baseline, [candidate])
+    assert '<a href="https://evil' not in page and "&lt;a href=&quot;https://evil" in page
+
+
+def test_another_applications_sqlite_database_is_refused_and_left_byte_identical(tmp_path):
+    import sqlite3
+
+    path = tmp_path / "theirs.sqlite"
+    with sqlite3.connect(path) as theirs:
+        theirs.execute("CREATE TABLE runs (id INTEGER PRIMARY KEY, name TEXT)")
+        theirs.execute("INSERT INTO runs (name) VALUES ('their data')")
+    theirs.close()
+    before = path.read_bytes()
+    env = {**os.environ, "PINPOINT_DB_URL": f"sqlite:///{path}"}
+    for args in (("import", str(MANAGED)), ("runs",)):
+        done = cli_process(*args, env=env)
+        assert done.returncode != 0 and "is not a PinPoint runs store" in done.stderr, done.stderr
+        assert "Traceback" not in done.stderr
+    with pytest.raises(store.StoreError, match="holds runs and no pinpoint_meta table; left untouched"):
+        catalog.Catalog(store.RunStore(f"sqlite:///{path}")).save(good(), "import")
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["theirs.sqlite"]  # no -wal, no -shm, no journal
+
+
+def test_a_postgresql_database_holding_foreign_tables_of_our_names_is_refused_untouched(postgres_url):
+    address = new_postgres_database(postgres_url)
+    engine = sa.create_engine(address)
+    with engine.begin() as connection:
+        connection.execute(sa.text("CREATE TABLE points (x integer)"))
+    with pytest.raises(store.StoreError, match="is not a PinPoint runs store: it holds points"):
+        catalog.Catalog(store.RunStore(address)).save(good(), "import")
+    with engine.connect() as connection:
+        assert sorted(sa.inspect(connection).get_table_names()) == ["points"]
+    engine.dispose()
+
+
+def test_a_label_that_is_not_utf8_gets_one_line_and_nothing_is_stored(url):
+    env = {**os.environ, "PINPOINT_DB_URL": url}
+    done = subprocess.run([sys.executable, "-m", "gpu.bench", "import", str(MANAGED), "--label", b"bad\xff\xfelabel"],
+                          capture_output=True, text=True, timeout=120, cwd=ROOT, env=env)
+    assert done.returncode == 2 and "the label is not valid UTF-8 text" in done.stderr, done.stderr
+    assert "unexpected" not in done.stderr and "Traceback" not in done.stderr
+    assert store.RunStore(url).runs().empty
+
+
+def test_a_stored_run_id_holding_a_newline_stays_on_one_line_of_the_listing(url):
+    store.RunStore(url).save(good().assign(run_id="two\nlines"), "import")  # not through an import: another tool
+    done = cli_process("runs", env={**os.environ, "PINPOINT_DB_URL": url})
+    [line] = [line for line in done.stdout.splitlines() if "two" in line]
+    assert "two\\nlines" in line and "hostile" not in line
+
+
+def test_read_only_commands_never_create_a_store(tmp_path):
+    place = tmp_path / "no" / "such" / "folder" / "runs.sqlite"
+    env = {**os.environ, "PINPOINT_DB_URL": f"sqlite:///{place}"}
+    listed = cli_process("runs", env=env)
+    assert listed.returncode == 0, listed.stderr
+    exported = cli_process("export", "nosuchrun", "--out", str(tmp_path / "x.csv"), env=env)
+    assert exported.returncode != 0 and "Traceback" not in exported.stderr
+    assert not (tmp_path / "no").exists()
+    assert cli_process("import", str(MANAGED), env=env).returncode == 0  # the first write makes it
+    assert place.is_file()
+
+
 def test_an_in_memory_store_is_refused_for_the_runner_and_migrate_is_explicit(tmp_path):
     memory = cli_process("import", str(MANAGED), env={**os.environ, "PINPOINT_DB_URL": "sqlite://"})
     assert memory.returncode == 2 and "in memory: it would keep nothing" in memory.stderr
@@ -541,11 +761,15 @@ def test_csv_sample_values_are_capped_before_they_are_parsed(monkeypatch):
 
 def test_escape_sequences_from_a_file_never_reach_the_terminal(tmp_path):
     url = f"sqlite:///{tmp_path}/runs.sqlite"
-    frame = good().assign(run_id="esc\x1b[2J01", device_name="GPU\x1b]0;owned\x07")
+    bad_id = tmp_path / "esc-id.parquet"
+    bad_id.write_bytes(parquet(good().assign(run_id="esc\x1b[2J01")))
+    refused = cli("import", str(bad_id), env={"PINPOINT_DB_URL": url})  # a run id is one line of printable text
+    assert refused.returncode == 2 and "esc\\x1b[2J01" in refused.stderr and "\x1b" not in refused.stderr
+    frame = good().assign(run_id="esc01", device_name="GPU\x1b]0;owned\x07")
     path = tmp_path / "esc.parquet"
     path.write_bytes(parquet(frame))
     imported = cli("import", str(path), "--label", "label\x1b[31m", env={"PINPOINT_DB_URL": url})
-    assert imported.returncode == 0 and "stored run esc\\x1b[2J01" in imported.stderr
+    assert imported.returncode == 0 and "stored run esc01" in imported.stderr
     listed = cli("runs", env={"PINPOINT_DB_URL": url})
     assert "\x1b" not in listed.stdout and "\x07" not in listed.stdout
     assert "GPU\\x1b]0;owned\\x07" in listed.stdout and "label\\x1b[31m" in listed.stdout

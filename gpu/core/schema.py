@@ -166,14 +166,18 @@ FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 ESCAPE = "'"
 
 
+# Empty text is written as a lone quote: an empty CSV cell reads back as a missing value, and a run whose host is
+# "" must come back as "" (its manifest hashes it so). A value that is itself "'" is written "''".
+
+
 def escape_cell(value):
-    if isinstance(value, str) and value.startswith((*FORMULA_STARTS, ESCAPE)):
+    if isinstance(value, str) and (value == "" or value.startswith((*FORMULA_STARTS, ESCAPE))):
         return ESCAPE + value
     return value
 
 
 def unescape_cell(value):
-    if isinstance(value, str) and value.startswith(ESCAPE) and value[1:2] and value[1] in "=+-@\t\r'":
+    if isinstance(value, str) and value.startswith(ESCAPE) and (value[1:2] == "" or value[1] in "=+-@\t\r'"):
         return value[1:]
     return value
 

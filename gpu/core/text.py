@@ -5,6 +5,7 @@ Streamlit renders messages as Markdown (links, images, ``:material/…:`` direct
 
 from __future__ import annotations
 
+import html
 import math
 import re
 import string
@@ -32,6 +33,19 @@ def plain(value: object, limit: int | None = 40) -> str:
     # GitHub-flavoured Markdown turns bare URLs and e-mail addresses into links after escapes are read: an
     # invisible zero-width space after "://", "www" and "@" keeps them text.
     return _AUTOLINK.sub("\\1\u200b", text)
+
+
+def chart_text(value: object) -> str:
+    """``value`` for any text Plotly draws (trace and legend names, titles, hover text and ``customdata`` shown
+    in it, annotations, category tick labels): ``& < >`` as entities, so its pseudo-HTML (``<a href>``, ``<b>``,
+    ``<br>``) shows as typed and never becomes a link or a tag. Plotly turns the entities back into the
+    characters on screen. Use it for run content only; the chart's own markup stays markup."""
+    return html.escape(str(value), quote=False)
+
+
+def html_text(value: object) -> str:
+    """``value`` for an HTML page (the review report): every markup character, quotes included, as an entity."""
+    return html.escape(str(value), quote=True)
 
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")

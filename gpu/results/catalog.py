@@ -45,8 +45,11 @@ class Catalog:
         self.store = store if store is not None else RunStore()
         self.bundled, self.files, self.problems = bundled if bundled is not None else read_bundled(directories)
 
-    def runs(self, experiment: str | None = None) -> pd.DataFrame:
-        stored = self.store.runs(experiment).assign(origin="stored")
+    def runs(self, experiment: str | None = None, with_store: bool = True) -> pd.DataFrame:
+        """Stored and bundled runs, newest first; ``with_store=False``: the bundled ones only (what a page still
+        serves when the store failed)."""
+        stored = (self.store.runs(experiment) if with_store else pd.DataFrame(columns=CATALOG_COLUMNS)) \
+            .assign(origin="stored")
         rows = []
         for run_id, frame in self.bundled.items():
             first = frame.iloc[0]

@@ -20,6 +20,7 @@ import io
 import json
 import math
 import os
+import re
 import stat
 from pathlib import Path
 
@@ -68,9 +69,15 @@ def max_import_bytes() -> int:
         return DEFAULT_MAX_BYTES
 
 
+UNVERIFIED_HINT = "--unverified on the command line, or the Runs page's 'Store a CSV without a manifest' box"
+
+
 def read_upload(name: str, data: bytes | None = None, path: str | Path | None = None,
-                limit: int | None = None) -> pd.DataFrame:
-    """A results frame from a file's bytes (upload) or path (CLI), or ImportProblem."""
+                limit: int | None = None, unverified: bool = False) -> pd.DataFrame:
+    """A results frame from a file's bytes (upload) or path (CLI), or ImportProblem.
+
+    A CSV without a manifest is refused unless ``unverified``: a CSV cut at a row boundary is still a well-formed
+    table, and only a manifest shows that rows are missing (Parquet's footer shows a cut file)."""
     limit = limit or max_import_bytes()
     shown = shorten(name)
     if not name.lower().endswith((".parquet", ".csv")):
@@ -84,7 +91,12 @@ def read_upload(name: str, data: bytes | None = None, path: str | Path | None = 
         frame, manifest = _read_csv(shown, data)
     else:
         frame, manifest = _read_parquet(shown, data)
-    return check(frame, shown, manifest)
+    checked = check(frame, shown, manifest)
+    if manifest is None and name.lower().endswith(".csv") and not unverified:
+        raise ImportProblem(f"{shown}: a CSV without a manifest (not a PinPoint export): a cut copy would be "
+                            f"stored as a shorter run without a word; refused ({UNVERIFIED_HINT} stores it "
+                            "as it is)")
+    return checked
 
 
 def _read_regular_file(shown: str, path: Path, limit: int) -> bytes:
@@ -116,11 +128,12 @@ def _read_csv(shown: str, data: bytes) -> tuple[pd.DataFrame, dict | None]:
     except Exception as exc:  # binary junk, a CSV that is no table
         raise ImportProblem(f"{shown}: not a readable CSV file ({type(exc).__name__}: "
                             f"{shorten(str(exc), 120)})") from None
-    for column in frame.columns:
-        if column not in NUMBER_COLUMNS:
-            frame[column] = frame[column].astype(object).map(runfiles.unescape_cell)
     manifest = None
     if set(runfiles.MANIFEST_COLUMNS) <= set(frame.columns):
+        # A PinPoint export: its writer put an apostrophe before formula-like and empty text; one comes off.
+        for column in frame.columns:
+            if column not in NUMBER_COLUMNS:
+                frame[column] = frame[column].astype(object).map(runfiles.unescape_cell)
         manifest = {}
         for i, (run_id, points, digest) in enumerate(zip(frame["run_id"], frame["manifest_points"],
                                                          frame["manifest_sha256"], strict=True)):
@@ -155,11 +168,33 @@ def _read_parquet(shown: str, data: bytes) -> tuple[pd.DataFrame, dict | None]:
                             f"{MAX_VALUES:,}: refused before decoding")
     try:
         arrow_schema = pq.read_schema(io.BytesIO(data))
-        text = [f.name for f in arrow_schema if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)
-                or pa.types.is_binary(f.type) or pa.types.is_large_binary(f.type)]
+    except Exception as exc:
+        raise ImportProblem(f"{shown}: not a readable Parquet file ({type(exc).__name__}: "
+                            f"{shorten(str(exc), 120)})") from None
+    # Only the schema's columns are read (others are never decoded), and only in types whose decoded size the
+    # metadata bounds: a fixed-size binary of 5 MB a row, or a list of text, is refused from the schema alone.
+    wanted = [f.name for f in arrow_schema if f.name in _SCHEMA_COLUMNS]
+    for name in wanted:
+        field = arrow_schema.field(name)
+        if not _bounded_type(name, field.type):
+            raise ImportProblem(f"{shown}: column {shorten(name)} has type {shorten(str(field.type), 60)}, which "
+                                f"PinPoint does not write: refused before decoding")
+    declared = _declared_bytes(meta, wanted)
+    if declared > MAX_DECODED_BYTES:
+        raise ImportProblem(f"{shown}: its columns declare {declared / 1e6:,.0f} MB decoded (from the file's "
+                            f"metadata), over the limit of {MAX_DECODED_BYTES / 1e6:,.0f} MB: refused before decoding")
+    try:
+        text = [name for name in wanted if _is_text(arrow_schema.field(name).type)]
         # Text stays dictionary-encoded until its decoded size is known: a short file can repeat one long
-        # string in every row.
-        table = pq.read_table(io.BytesIO(data), read_dictionary=text)
+        # string in every row. Columns are read one at a time, the running size checked after each.
+        parquet_file = pq.ParquetFile(io.BytesIO(data), read_dictionary=text)
+        columns = []
+        for name in wanted:
+            columns.append(parquet_file.read(columns=[name]).column(0))
+            if sum(c.nbytes for c in columns) > MAX_DECODED_BYTES:
+                raise ImportProblem(f"{shown}: decoding would take over {MAX_DECODED_BYTES / 1e6:,.0f} MB, the "
+                                    "limit: refused")
+        table = pa.table(dict(zip(wanted, columns, strict=True))) if wanted else pa.table({})
         decoded = table.nbytes
         for name in text:
             column = table.column(name)
@@ -193,6 +228,59 @@ def _read_parquet(shown: str, data: bytes) -> tuple[pd.DataFrame, dict | None]:
             raise ImportProblem(f"{shown}: its manifest (Parquet metadata {runfiles.MANIFEST_KEY.decode()}) is "
                                 "not readable") from None
     return frame, manifest
+
+
+_SCHEMA_COLUMNS = set(schema.COLUMNS)
+_CONTROL_CHARACTER = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+MAX_FIXED_WIDTH = 64  # bytes a value of a fixed-size binary column may declare (PinPoint writes none)
+
+
+def _is_text(arrow_type) -> bool:
+    import pyarrow as pa
+
+    return (pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type) or pa.types.is_binary(arrow_type)
+            or pa.types.is_large_binary(arrow_type))
+
+
+def _is_scalar(arrow_type) -> bool:
+    """A value whose decoded size is fixed and small, or text (held dictionary-encoded until measured)."""
+    import pyarrow as pa
+
+    if pa.types.is_fixed_size_binary(arrow_type):
+        return arrow_type.byte_width <= MAX_FIXED_WIDTH
+    if pa.types.is_dictionary(arrow_type):
+        return _is_text(arrow_type.value_type)
+    return (_is_text(arrow_type) or pa.types.is_null(arrow_type) or pa.types.is_boolean(arrow_type)
+            or pa.types.is_integer(arrow_type) or pa.types.is_floating(arrow_type) or pa.types.is_temporal(arrow_type)
+            or pa.types.is_decimal(arrow_type))
+
+
+def _bounded_type(name: str, arrow_type) -> bool:
+    """Whether a schema column may be decoded in this type: scalars everywhere; lists of numbers for samples."""
+    import pyarrow as pa
+
+    if name == "samples_ms" and (pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type)):
+        value = arrow_type.value_type
+        return pa.types.is_integer(value) or pa.types.is_floating(value) or pa.types.is_null(value)
+    return _is_scalar(arrow_type)
+
+
+def _declared_bytes(meta, columns: list[str]) -> int:
+    """What the file's metadata says the chosen columns take once decompressed (page bytes, dictionary pages
+    included), and at least values × width for fixed-size columns."""
+    wanted = set(columns)
+    total = 0
+    for g in range(meta.num_row_groups):
+        group = meta.row_group(g)
+        for c in range(group.num_columns):
+            chunk = group.column(c)
+            if chunk.path_in_schema.split(".")[0] not in wanted:
+                continue
+            total += max(int(chunk.total_uncompressed_size or 0), 0)
+            physical = meta.schema.column(c)
+            if physical.physical_type == "FIXED_LEN_BYTE_ARRAY":
+                total += int(chunk.num_values) * int(physical.length or 0)
+    return total
 
 
 def _shown(value) -> str:
@@ -249,6 +337,11 @@ def _text_column(frame, column: str, where) -> None:
     limit = MAX_RUN_ID_CHARS if column == "run_id" else MAX_INTERVALS_CHARS if column == "intervals" else \
         MAX_TEXT_CHARS
     values = [_as_text(v, limit, where, i, column) for i, v in enumerate(frame[column])]
+    if column == "run_id":  # an id is typed, linked and printed on one line: no tab, newline or other control
+        for i, v in enumerate(values):
+            if v is not None and _CONTROL_CHARACTER.search(v):
+                raise where(i, column, v, "holds a control character (tab, newline, …): a run id is one line "
+                            "of printable text")
     if column in REQUIRED_TEXT:
         for i, v in enumerate(values):
             if v is None or not v.strip():

@@ -6,7 +6,6 @@ headline, the ratio chart, the normalized chart, the provenance diff, the full t
 
 from __future__ import annotations
 
-import html
 import math
 
 import numpy as np
@@ -60,6 +59,10 @@ def ratio_figure(table: pd.DataFrame, title: str, normalized: bool = False) -> g
     fig = go.Figure()
     by_size = "include_alloc" in table.columns and "bytes" in table.columns
     series, x = point_series(table) if not table.empty else (pd.Series(dtype=str), pd.Series(dtype=str))
+    # Series names, category ticks and the hovered point label hold run content (variants): escaped for Plotly.
+    series = series.map(text.chart_text)
+    if not by_size:
+        x = x.map(text.chart_text)
     names = list(dict.fromkeys(series))
     for i, name in enumerate(names):
         mine = (series == name).to_numpy()
@@ -72,7 +75,8 @@ def ratio_figure(table: pd.DataFrame, title: str, normalized: bool = False) -> g
             x=shown_x, y=part[column] * 100, mode="markers", name=name, legendgroup="series", legendrank=10 + i,
             marker={"color": colour, "size": 11, "line": {"width": 2, "color": colour},
                     "symbol": [VERDICT_SYMBOLS.get(v, "circle") for v in part["verdict"]]},
-            customdata=np.column_stack([part["point"], [text.duration_ms(v) for v in part["baseline_ms"]],
+            customdata=np.column_stack([part["point"].map(text.chart_text),
+                                        [text.duration_ms(v) for v in part["baseline_ms"]],
                                         [text.duration_ms(v) for v in part["candidate_ms"]],
                                         [text.p_value(v) for v in part["p_value"]],
                                         [text.percent(v, 1) for v in part["noise"]],
@@ -94,7 +98,7 @@ def ratio_figure(table: pd.DataFrame, title: str, normalized: bool = False) -> g
     else:
         axis = {"type": "category", "categoryorder": "array", "categoryarray": list(dict.fromkeys(x)),
                 "tickangle": -35, "automargin": True, "title": "point"}
-    fig.update_layout(title={"text": title}, xaxis=axis,
+    fig.update_layout(title={"text": text.chart_text(title)}, xaxis=axis,
                       yaxis_title=("change in % of own device's limit" if normalized else
                                    "candidate speed vs baseline (%)"),
                       height=560, legend={"groupclick": "toggleitem", "tracegroupgap": 12})
@@ -123,10 +127,12 @@ def history_figure(history: pd.DataFrame, title: str) -> go.Figure:
                  "arrayminus": (history["median_ms"] - history["min_ms"]) * 1e3},
         marker={"color": [VERDICT_COLORS["slower"] if r else VERDICT_COLORS["first"] for r in history["regressed"]],
                 "size": 10},
-        customdata=np.column_stack([history["run_id"], history["device_name"], history["verdict"]]),
+        customdata=np.column_stack([history["run_id"].map(text.chart_text), history["device_name"].map(text.chart_text),
+                                    history["verdict"].map(text.chart_text)]),
         hovertemplate="run %{customdata[0]} on %{customdata[1]}<br>%{y:.2f} µs (min–max bars)<br>vs previous run: "
                       "%{customdata[2]}<extra></extra>"))
-    fig.update_layout(title={"text": title}, yaxis_title="µs (median, min–max)", xaxis_title="measured", height=400)
+    fig.update_layout(title={"text": text.chart_text(title)}, yaxis_title="µs (median, min–max)",
+                      xaxis_title="measured", height=400)
     return fig
 
 
@@ -151,8 +157,8 @@ def render(baseline: pd.DataFrame, candidates: list[pd.DataFrame], earlier=None)
         if table.empty:  # nothing to chart: say why, with the provenance that may explain it
             sections.append(f"""
 <section>
-<h2>{html.escape(run_label(candidate))}</h2>
-<p class="headline">{html.escape(compare.disjoint_reason(baseline, candidate) or line)}</p>
+<h2>{text.html_text(run_label(candidate))}</h2>
+<p class="headline">{text.html_text(compare.disjoint_reason(baseline, candidate) or line)}</p>
 <h3>Provenance: what differs</h3>
 {_table_html(compare.provenance_diff(baseline, candidate))}
 </section>""")
@@ -176,11 +182,11 @@ def render(baseline: pd.DataFrame, candidates: list[pd.DataFrame], earlier=None)
                                    ("candidate % of limit", 1))}) if not table.empty else table
         sections.append(f"""
 <section>
-<h2>{html.escape(run_label(candidate))}</h2>
-<p class="headline">{html.escape(line)}</p>
-<p class="counts">{html.escape(counts)}</p>
-<p class="method">{html.escape(compare.band_summary(table))}</p>
-<p>{html.escape(normalized_line)}</p>
+<h2>{text.html_text(run_label(candidate))}</h2>
+<p class="headline">{text.html_text(line)}</p>
+<p class="counts">{text.html_text(counts)}</p>
+<p class="method">{text.html_text(compare.band_summary(table))}</p>
+<p>{text.html_text(normalized_line)}</p>
 {''.join(charts)}
 <h3>Provenance: what differs</h3>
 {_table_html(compare.provenance_diff(baseline, candidate))}
@@ -188,7 +194,7 @@ def render(baseline: pd.DataFrame, candidates: list[pd.DataFrame], earlier=None)
 {_table_html(shown)}
 </section>""")
     return f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>PinPoint review: {html.escape(experiment)}</title>
+<html lang="en"><head><meta charset="utf-8"><title>PinPoint review: {text.html_text(experiment)}</title>
 <style>
 body {{ font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1200px; color: #222; }}
 .headline {{ font-size: 1.25em; font-weight: 600; }}
@@ -196,9 +202,9 @@ table.numbers {{ border-collapse: collapse; font-size: 0.85em; }}
 table.numbers td, table.numbers th {{ padding: 2px 8px; border-bottom: 1px solid #ddd; text-align: right; }}
 .method {{ color: #555; font-size: 0.9em; }}
 </style></head><body>
-<h1>PinPoint review: {html.escape(experiment)}</h1>
-<p>Baseline: <b>{html.escape(run_label(baseline))}</b> ({len(baseline)} points, profile
-{html.escape(str(baseline['profile'].iloc[0]))}, commit {html.escape(str(baseline['git_commit'].iloc[0]))})</p>
+<h1>PinPoint review: {text.html_text(experiment)}</h1>
+<p>Baseline: <b>{text.html_text(run_label(baseline))}</b> ({len(baseline)} points, profile
+{text.html_text(str(baseline['profile'].iloc[0]))}, commit {text.html_text(str(baseline['git_commit'].iloc[0]))})</p>
 {''.join(sections)}
 <h2>Method</h2>
 <p class="method">Every figure was measured by PinPoint (CUDA events, warm-up, samples until the noise is small; every
@@ -211,7 +217,7 @@ candidate's board (when both runs name the same <code>gpu_uuid</code>), else on 
 {text.percent(compare.HISTORY_LEVEL)} prediction interval of their medians (Conbench's approach; the table's
 "run-to-run from" says which history); otherwise the
 baseline's median ± a floor per kind of point, the 95th percentile of the change measured between repeated runs and
-runs days apart ({html.escape(_floors())}). Beyond that band it is <b>faster</b> or <b>slower</b>. Points with
+runs days apart ({text.html_text(_floors())}). Beyond that band it is <b>faster</b> or <b>slower</b>. Points with
 fewer than {compare.MIN_SAMPLES} samples on a side are flagged: the test has little power there (with a band, every
 sample of one run beyond every sample of the other counts). Noise = 1.4826 × MAD ÷ median of the samples. Change =
 baseline median ÷ candidate median − 1. Normalized: each point as a share of its own device's theoretical limit

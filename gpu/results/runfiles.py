@@ -9,7 +9,9 @@ recorded before it keep their hash.
 
 CSV cells of text columns that a spreadsheet would run as a formula (starting with ``= + - @``, tab or CR; the
 OWASP rule) are written with a leading apostrophe; so is a cell that starts with an apostrophe, so that
-reading strips exactly one back. Numeric columns are numbers and are never prefixed.
+reading strips exactly one back, and empty text is a lone apostrophe (an empty cell is a missing value). Only a
+file that carries a manifest (a PinPoint export) is unescaped on import: in any other CSV a leading apostrophe is
+the writer's own and kept. Numeric columns are numbers and are never prefixed.
 """
 
 from __future__ import annotations
@@ -67,13 +69,14 @@ def to_csv_bytes(frame: pd.DataFrame) -> bytes:
     frame = schema.validate(frame)
     runs = manifest(frame)
     out = frame.copy()
+    run_ids = frame["run_id"].astype(str)  # the manifest is keyed by the id as stored, before any cell is escaped
     out["samples_ms"] = out["samples_ms"].map(lambda s: json.dumps([float(v) for v in s]))
     for column in out.columns:
         if column != "samples_ms" and not pd.api.types.is_numeric_dtype(out[column]) \
                 and not pd.api.types.is_bool_dtype(out[column]):
             out[column] = out[column].map(escape_cell)
-    out["manifest_points"] = out["run_id"].map(lambda r: runs[str(r)]["points"])
-    out["manifest_sha256"] = out["run_id"].map(lambda r: runs[str(r)]["sha256"])
+    out["manifest_points"] = run_ids.map(lambda r: runs[r]["points"])
+    out["manifest_sha256"] = run_ids.map(lambda r: runs[r]["sha256"])
     # CRLF row ends (RFC 4180): a cell holding a lone CR is then quoted, not read back as a row break.
     return out.to_csv(index=False, lineterminator="\r\n").encode()
 

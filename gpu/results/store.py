@@ -25,7 +25,10 @@ content hash): saving a run_id that is stored with the same content changes noth
 idempotent, also when two processes race for it); with different content it is refused, saying so, unless
 ``replace`` is asked for, which swaps it in the same transaction. One run is one experiment, one device and
 one timestamp. Connecting gives up after ``CONNECT_TIMEOUT_S``; PostgreSQL statements after
-``STATEMENT_TIMEOUT_S``. Database failures become ``StoreError`` with one line for the person.
+``STATEMENT_TIMEOUT_S`` (the server's own limit); a PostgreSQL server that goes silent mid-session after
+``ANSWER_TIMEOUT_S`` (TCP keepalives and ``tcp_user_timeout`` for a link that drops; for a peer that still
+acknowledges packets but never answers, PinPoint shuts the connection's socket when one reply is that late).
+Database failures become ``StoreError`` with one line for the person.
 """
 
 from __future__ import annotations
@@ -33,6 +36,8 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import socket
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,7 +56,10 @@ from gpu.results import runfiles
 SCHEMA_VERSION = 2
 APP_NAME = "pinpoint"
 CONNECT_TIMEOUT_S = 5
-STATEMENT_TIMEOUT_S = 60
+STATEMENT_TIMEOUT_S = 20  # the server gives up on a statement after this (and says so)
+# PinPoint gives up on a PostgreSQL server that sends nothing for this long while it waits for one statement's
+# reply, ping or commit: a server (or a link) that went silent mid-session fails here, not after minutes.
+ANSWER_TIMEOUT_S = 25
 MAX_LABEL_CHARS = 256
 MAX_NOTES_CHARS = 4096
 MAX_RUN_SPAN_S = 6 * 3600
@@ -140,7 +148,11 @@ def _connect_args(url: sa.engine.URL) -> dict:
         return {"timeout": 30}  # waiting for another writer's lock, not for a server
     if url.get_backend_name() == "postgresql" and url.get_driver_name() in ("psycopg", "psycopg2"):
         return {"connect_timeout": CONNECT_TIMEOUT_S,
-                "options": f"-c statement_timeout={STATEMENT_TIMEOUT_S * 1000}"}
+                "options": f"-c statement_timeout={STATEMENT_TIMEOUT_S * 1000}",
+                # A link that drops: keepalive probes after 10 s idle, 3 unanswered 5 s apart; data unacknowledged
+                # for ANSWER_TIMEOUT_S closes the connection (Linux).
+                "keepalives": 1, "keepalives_idle": 10, "keepalives_interval": 5, "keepalives_count": 3,
+                "tcp_user_timeout": ANSWER_TIMEOUT_S * 1000}
     return {}
 
 
@@ -148,7 +160,64 @@ def _engine(url: str, parsed: sa.engine.URL) -> sa.engine.Engine:
     engine = sa.create_engine(url, future=True, pool_pre_ping=True, connect_args=_connect_args(parsed))
     if engine.dialect.name == "sqlite":
         sa.event.listen(engine, "connect", _sqlite_pragmas)
+    elif engine.dialect.name == "postgresql" and engine.dialect.driver == "psycopg":
+        _answer_deadlines(engine)
     return engine
+
+
+def _shut(dbapi_connection) -> None:
+    """End a wait on a silent server: shut the socket both ways (the blocked read returns at once; psycopg then
+    raises OperationalError and the pool drops the connection)."""
+    try:
+        fd = dbapi_connection.pgconn.socket
+        with socket.socket(fileno=os.dup(fd)) as sock:
+            sock.shutdown(socket.SHUT_RDWR)
+    except Exception:  # already closed: nothing waits on it
+        pass
+
+
+class _Deadline:
+    """A timer per wait on the server (a statement, the pool's ping, a commit or rollback)."""
+
+    def __init__(self, dbapi_connection):
+        self.timer = threading.Timer(ANSWER_TIMEOUT_S, _shut, (dbapi_connection,))
+        self.timer.daemon = True
+
+    def __enter__(self):
+        self.timer.start()
+
+    def __exit__(self, *_exc):
+        self.timer.cancel()
+
+
+def _answer_deadlines(engine: sa.engine.Engine) -> None:
+    """Every wait for a PostgreSQL reply gets ANSWER_TIMEOUT_S: statements through the cursor events, the pool's
+    ping and transaction ends by wrapping the dialect's calls."""
+    dialect = engine.dialect
+
+    def wrapped(call):
+        def waits(dbapi_connection, *args, **kwargs):
+            with _Deadline(dbapi_connection):
+                return call(dbapi_connection, *args, **kwargs)
+        return waits
+
+    for name in ("do_ping", "do_commit", "do_rollback"):
+        setattr(dialect, name, wrapped(getattr(dialect, name)))
+
+    def before(conn, _cursor, _statement, _parameters, context, _executemany):
+        deadline = _Deadline(conn.connection.dbapi_connection)
+        conn.info["pinpoint_deadline"] = deadline
+        deadline.__enter__()
+
+    def after(conn, *_args):
+        deadline = conn.info.pop("pinpoint_deadline", None)
+        if deadline is not None:
+            deadline.__exit__()
+
+    sa.event.listen(engine, "before_cursor_execute", before)
+    sa.event.listen(engine, "after_cursor_execute", after)
+    sa.event.listen(engine, "handle_error", lambda context: after(context.connection) if context.connection
+                    else None)
 
 
 class RunStore:
@@ -163,9 +232,12 @@ class RunStore:
             raise StoreError(f"cannot open the runs store: {shorten(self.url)} is not a database URL "
                              "(sqlite:///path or postgresql+psycopg://user@host/db)") from None
         try:
-            if parsed.get_backend_name() == "sqlite" and parsed.database and not self.in_memory:
-                Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
             self.engine = _engine(self.url, parsed)
+            if self._sqlite_file() is not None and not self._sqlite_file().exists():
+                # Opening only reads: a file that is not there is a new, empty store, made by the first write
+                # (folders included), never by listing or loading.
+                self.version = 0
+                return
             try:
                 self.version = self._read_version()
             except sa.exc.OperationalError:
@@ -182,6 +254,27 @@ class RunStore:
             raise
         except Exception as exc:  # a wrong URL, an unreachable server, a damaged file: say which
             raise self._failure(exc, "opening it") from None
+
+    def _sqlite_file(self) -> Path | None:
+        """The SQLite database's file (None: PostgreSQL, or a database in memory)."""
+        parsed = sa.engine.make_url(self.url)
+        if parsed.get_backend_name() != "sqlite" or self.in_memory or not parsed.database:
+            return None
+        return Path(parsed.database.removeprefix("file:").split("?")[0]).expanduser()
+
+    def _refuse_foreign(self, connection) -> None:
+        """A database without ``pinpoint_meta`` that already holds tables of our names (or, for SQLite, any table:
+        a file of another application) is not a PinPoint store: refused before anything is written to it."""
+        tables = set(sa.inspect(connection).get_table_names())
+        if META.name in tables:
+            return
+        ours = sorted(tables & {t.name for t in METADATA.sorted_tables})
+        foreign = ours or (sorted(tables) if self.dialect == "sqlite" else [])
+        if foreign:
+            raise StoreError(f"{self.describe()} is not a PinPoint runs store: it holds "
+                             f"{', '.join(shorten(t) for t in foreign[:5])}{' …' if len(foreign) > 5 else ''} "
+                             f"and no {META.name} table; left untouched (point PINPOINT_DB_URL at a new database "
+                             "or file)")
 
     @property
     def in_memory(self) -> bool:
@@ -205,9 +298,17 @@ class RunStore:
         """One line for the person: timeouts and read-only stores by name, anything else with its type."""
         text = " ".join(str(getattr(exc, "orig", None) or exc).split())
         lowered = text.lower()
+        if "server closed the connection" in lowered or "consuming input failed" in lowered \
+                or "connection is lost" in lowered or "bad file descriptor" in lowered:
+            return StoreError(f"the runs store at {self.describe()} stopped answering ({doing}): no reply within "
+                              f"{ANSWER_TIMEOUT_S} s, or the server closed the connection")
         if "statement timeout" in lowered:
             return StoreError(f"the runs store at {self.describe()} did not finish within {STATEMENT_TIMEOUT_S} s "
                               f"({doing}): nothing was written")
+        if ("timeout" in lowered or "timed out" in lowered) and doing != "opening it":
+            # mid-session: a reply that never came (ANSWER_TIMEOUT_S), then the pool's new connection timed out
+            return StoreError(f"the runs store at {self.describe()} stopped answering ({doing}): no reply within "
+                              f"{ANSWER_TIMEOUT_S} s, and no new connection within {CONNECT_TIMEOUT_S} s")
         if "timeout" in lowered or "timed out" in lowered:
             return StoreError(f"the runs store at {self.describe()} did not answer within {CONNECT_TIMEOUT_S} s "
                               f"({doing})")
@@ -223,6 +324,7 @@ class RunStore:
         """The store's schema version without writing anything (0: a new, empty store)."""
         with self.engine.connect() as connection:
             if not sa.inspect(connection).has_table(META.name):
+                self._refuse_foreign(connection)
                 return 0
             found = connection.execute(sa.select(META.c.value).where(META.c.key == "schema_version")).scalar()
         version = int(found) if found is not None else 0
@@ -236,6 +338,8 @@ class RunStore:
         if self.version >= SCHEMA_VERSION:
             return self.version
         try:
+            if self._sqlite_file() is not None:
+                self._sqlite_file().parent.mkdir(parents=True, exist_ok=True)
             with self.engine.connect() as connection:
                 if self.dialect == "sqlite":
                     # pysqlite opens no transaction before DDL: take the write lock now, so a second
@@ -243,6 +347,7 @@ class RunStore:
                     connection.exec_driver_sql("BEGIN IMMEDIATE")
                 elif self.dialect == "postgresql":
                     connection.execute(sa.text("SELECT pg_advisory_xact_lock(7318)"))
+                self._refuse_foreign(connection)  # under the lock, before the first write
                 METADATA.create_all(connection, tables=[META])
                 found = connection.execute(sa.select(META.c.value).where(META.c.key == "schema_version")).scalar()
                 version = int(found) if found is not None else 0
@@ -364,10 +469,10 @@ class RunStore:
         return run, points, runfiles.content_hash(rows)
 
     def delete(self, run_id: str) -> bool:
+        if self.version == 0:
+            return False
         try:
             with self.engine.begin() as connection:
-                if self.version == 0:
-                    return False
                 connection.execute(POINTS.delete().where(POINTS.c.run_id == run_id))
                 return connection.execute(RUNS.delete().where(RUNS.c.run_id == run_id)).rowcount > 0
         except sa.exc.SQLAlchemyError as exc:
@@ -453,6 +558,11 @@ def _check_text(what: str, value: str | None, limit: int) -> None:
     if not isinstance(value, str) or "\x00" in value or len(value) > limit:
         raise StoreError(f"the {what} must be text of at most {limit:,} characters without NUL; got "
                          f"{shorten(value)}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:  # bytes from a command line that are not UTF-8 (kept by Python as surrogates)
+        shown = value.encode("utf-8", "backslashreplace").decode("ascii", "backslashreplace")
+        raise StoreError(f"the {what} is not valid UTF-8 text: {shorten(shown)}") from None
 
 
 def _sqlite_pragmas(dbapi_connection, _record) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from gpu.core.text import plain
 from gpu.experiments import registry
 from gpu.experiments.harness import Axis
 from gpu.results import runfiles
@@ -14,8 +15,10 @@ from pages._ui.stage import more_settings
 from pages._ui.url_state import UrlState
 
 
-def show_reasons(reasons: list[str], title: str = "These settings cannot run") -> None:
-    st.error(f"**{title}:**\n" + "\n".join(f"- {r}" for r in reasons))
+def show_reasons(reasons: list, title: str = "These settings cannot run") -> None:
+    """An error message listing ``reasons``. Reasons may quote run content (variant names, run ids, files), so
+    each is shown as plain text: no link, image or directive can come from it. Pass raw text, not ``plain``."""
+    st.error(f"**{plain(title, None)}:**\n" + "\n".join(f"- {plain(r, 600)}" for r in reasons))
 
 
 def recording_choice(backend, experiment: str, key: str, holds=None) -> str | None:

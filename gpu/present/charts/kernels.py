@@ -8,6 +8,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from gpu.core.occupancy import DeviceLimits, KernelResources, occupancy
+from gpu.core.text import chart_text
 from gpu.experiments.coalescing import LABELS as COALESCING_LABELS
 from gpu.experiments.occupancy_sweep import LABELS as OCCUPANCY_LABELS
 from gpu.experiments.reduction import LABELS as REDUCTION_LABELS
@@ -154,7 +155,8 @@ def occupancy_curve(device: DeviceLimits, kernel: KernelResources, block_size: i
                              marker={"size": 13, "color": "#EF553B"}, text=[f"{current.limiter}"],
                              textposition="top center",
                              hovertemplate="current: %{y:.0f} %, limited by %{text}<extra></extra>"))
-    fig.update_layout(title={"text": f"{title}<br><sup>{device.name} · computed, checked against the driver</sup>"},
+    subtitle = f"{chart_text(device.name)} · computed, checked against the driver"
+    fig.update_layout(title={"text": f"{title}<br><sup>{subtitle}</sup>"},
                       xaxis_title=x_title, yaxis_title="occupancy (% of max warps per SM)", yaxis_range=[0, 105],
                       height=360, showlegend=False)
     return fig

@@ -15,6 +15,7 @@ from plotly.subplots import make_subplots
 
 from gpu.core.devices import uuid_tail
 from gpu.core.stats import fit_latency_bandwidth
+from gpu.core.text import chart_text
 from gpu.core.units import format_bytes
 from gpu.experiments.transfers import MODE_LABELS
 from gpu.present import headlines
@@ -31,7 +32,8 @@ DIRECTION_TITLES = {"h2d": "Host → device (H2D)", "d2h": "Device → host (D2H
 
 
 def source_label(frame: pd.DataFrame) -> str:
-    """'Live · NVIDIA H200 · 2026-11-21 22:10 UTC' or 'Replay of a run recorded on … · date'."""
+    """'Live · NVIDIA H200 · 2026-11-21 22:10 UTC' or 'Replay of a run recorded on … · date', for a chart title:
+    the run's own text (device, profile) escaped for Plotly."""
     if frame.empty:
         return ""
     first = frame.iloc[0]
@@ -39,7 +41,7 @@ def source_label(frame: pd.DataFrame) -> str:
     prefix = "Live" if first["backend"] == "live" else "Replay of a run recorded on"
     board = first.get("gpu_uuid")  # the board that measured, where the run names it (boards of a model differ)
     device = f"{first['device_name']} {uuid_tail(board)}" if isinstance(board, str) and board else first["device_name"]
-    return f"{prefix} {device} · {when} · profile {first['profile']}"
+    return f"{prefix} {chart_text(device)} · {chart_text(when)} · profile {chart_text(first['profile'])}"
 
 
 # Log axes of values: one plain tick per decade (1, 10, 100, 1,000), never "5, 2, 1000" or "10B".
