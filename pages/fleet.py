@@ -25,12 +25,12 @@ page = ui.Page()
 st.title("Fleet: which boards are off")
 catalog, reason = ui.run_catalog()
 if catalog is None:
-    ui.show_reasons([plain(reason, None)], "The runs store cannot be opened")
+    ui.show_reasons([reason], "The runs store cannot be opened")
     st.stop()
 try:
     stored = catalog.store.runs()
 except StoreError as exc:
-    ui.show_reasons([plain(exc, None)], "The runs store cannot be read")
+    ui.show_reasons([str(exc)], "The runs store cannot be read")
     st.stop()
 
 
@@ -74,7 +74,7 @@ try:
         fleet, suite = stored_fleet(choice, str(fleets.loc[choice, "suite"]),
                                     tuple(stored.loc[stored["fleet_id"] == choice, "run_id"]), fingerprint)
 except (suites.SuiteError, StoreError) as exc:
-    ui.show_reasons([plain(exc, None)], "The fleet cannot be shown")
+    ui.show_reasons([str(exc)], "The fleet cannot be shown")
     st.stop()
 if fleet.empty:
     st.info(f"The runs of {plain(choice)} hold none of the figures of its suite.")

@@ -2,25 +2,20 @@
 model's median, in run-to-run floors) and a board's drift over time. No Streamlit here.
 
 Board rows, hosts, labels and run ids are data: every one is HTML-escaped before Plotly sees it (Plotly renders
-tags in labels and hover text). ``_escaped`` does that locally until a shared escaping helper lands.
+tags in labels and hover text), through the one Plotly helper, ``gpu.core.text.chart_text``.
 """
 
 from __future__ import annotations
 
-import html
-
 import numpy as np
 import plotly.graph_objects as go
 
+from gpu.core.text import chart_text
 from gpu.results import fleet as fleet_results
 
 MAX_TEXT_ROWS = 32  # more boards than this: the numbers leave the cells (too small to read), the hover keeps them
 CLIP_FLOORS = 5.0  # the colour scale ends at ±5 floors; a cell beyond it keeps its number in the cell and hover
 STAGE_LABELS_PX = 330  # on stage: the title, the column labels (at 45°) and the margins; the rest is the rows
-
-
-def _escaped(value) -> str:
-    return html.escape(str(value), quote=True)
 
 
 def tick_labels(figures) -> list[str]:
@@ -40,7 +35,7 @@ def fit_rows(fig: go.Figure, rows: int, height: int, largest_px: int, named: lis
     size = max(9, min(largest_px, int(row_px * 0.75)))
     fig.update_yaxes(tickfont={"size": size})
     if row_px < 10:
-        shown = [_escaped(r) for r in named]
+        shown = [chart_text(r) for r in named]
         fig.update_yaxes(tickmode="array", tickvals=shown, ticktext=shown, tickfont={"size": min(largest_px, 16)})
     fig.update_traces(textfont={"size": size}, texttemplate="%{text}" if row_px >= 16 else "")
     return fig
@@ -55,9 +50,9 @@ def heatmap_figure(fleet, title: str, height: int | None = None) -> go.Figure:
     median = fleet_results.matrix(fleet, "median")
     ratio = fleet_results.matrix(fleet, "ratio")
     labels = fleet.figures.set_index("figure")
-    columns = [_escaped(t) for t in tick_labels(fleet.figures.set_index("figure").loc[list(deviation.columns)])]
-    rows = [_escaped(r) for r in deviation.index]
-    full = [_escaped(labels.loc[f, "full_label"]) for f in deviation.columns]
+    columns = [chart_text(t) for t in tick_labels(fleet.figures.set_index("figure").loc[list(deviation.columns)])]
+    rows = [chart_text(r) for r in deviation.index]
+    full = [chart_text(labels.loc[f, "full_label"]) for f in deviation.columns]
     hover = np.empty(deviation.shape, dtype=object)
     for i, row in enumerate(rows):
         for j, _ in enumerate(deviation.columns):
@@ -80,7 +75,7 @@ def heatmap_figure(fleet, title: str, height: int | None = None) -> go.Figure:
         hovertemplate="%{customdata}<extra></extra>",
         colorscale="RdBu", zmid=0, zmin=-CLIP_FLOORS, zmax=CLIP_FLOORS, xgap=1, ygap=1,
         colorbar={"title": {"text": "floors from<br>model median"}}))
-    fig.update_layout(title={"text": _escaped(title)}, height=height or max(380, 230 + 22 * len(rows)),
+    fig.update_layout(title={"text": chart_text(title)}, height=height or max(380, 230 + 22 * len(rows)),
                       margin={"l": 10, "r": 10, "t": 50, "b": 10}, plot_bgcolor="#eeeeee")
     fig.update_yaxes(autorange="reversed", automargin=True)
     fig.update_xaxes(tickangle=-45, automargin=True)
@@ -93,15 +88,15 @@ def drift_figure(table, board_row: str) -> go.Figure:
     names = dict(zip(table.drop_duplicates("figure")["figure"],
                      tick_labels(table.drop_duplicates("figure")), strict=True))
     for figure, part in table.groupby("figure", sort=False):
-        label = _escaped(names[figure])
-        runs = [_escaped(r) for r in part["run_id"]]
+        label = chart_text(names[figure])
+        runs = [chart_text(r) for r in part["run_id"]]
         fig.add_trace(go.Scatter(
             x=part["when"], y=part["change"] * 100, mode="lines+markers", name=label,
             customdata=np.column_stack([part["value"], runs, part["floors"]]),
             hovertemplate=(f"{label}<br>%{{x}}<br>%{{customdata[0]:.1f}} GB/s, %{{y:+.2f}} % from the board's median"
                            "<br>%{customdata[2]:+.1f} one-board floors<br>run %{customdata[1]}<extra></extra>")))
     fig.add_hline(y=0, line={"color": "gray", "dash": "dash"})
-    fig.update_layout(title={"text": f"Drift of {_escaped(board_row)}: each figure against its own median"},
+    fig.update_layout(title={"text": f"Drift of {chart_text(board_row)}: each figure against its own median"},
                       yaxis_title="change from the board's median (%)", xaxis_title="measured (UTC)", height=420,
                       legend={"font": {"size": 11}})
     return fig
