@@ -9,7 +9,9 @@ from __future__ import annotations
 import pandas as pd
 
 from gpu.core import overlap
+from gpu.core.errors import ClaimError
 from gpu.core.units import format_bytes
+from gpu.present import facts
 
 SPEEDUP_KEY = ["direction", "include_alloc", "bytes"]
 
@@ -44,14 +46,16 @@ def transfers_verdict(view: pd.DataFrame, label: str) -> str | None:
 
 
 def reduction_best(frame: pd.DataFrame, labels: dict[str, str]) -> str | None:
-    """The fastest of our kernels against gpuarray.dot, and the HBM's theoretical rate."""
-    kernels = frame[frame["group"] == "kernel"]
-    if not {"gpuarray_dot"} < set(kernels["variant"]):
+    """The fastest of our kernels (``facts.best_reduction``, as the stage says it) against gpuarray.dot, and the
+    HBM's theoretical rate."""
+    try:
+        best = facts.best_reduction(frame)
+    except ClaimError:
         return None
-    ours = kernels[kernels["variant"] != "gpuarray_dot"].sort_values("gbps").iloc[-1]
-    library = kernels[kernels["variant"] == "gpuarray_dot"].iloc[0]
-    return (f"**Best: {labels[ours['variant']]} at {ours['gbps']:,.0f} GB/s, "
-            f"{ours['gbps'] / library['gbps']:.2f}× gpuarray.dot** ({library['gbps']:,.0f} GB/s) · "
+    if best["library_gbps"] is None:
+        return None
+    return (f"**Best: {labels[best['variant']]} at {best['gbps']:,.0f} GB/s, "
+            f"{best['gbps'] / best['library_gbps']:.2f}× gpuarray.dot** ({best['library_gbps']:,.0f} GB/s) · "
             f"HBM theoretical {frame['hbm_gbps_theoretical'].iloc[0]:,.0f} GB/s")
 
 
@@ -62,9 +66,14 @@ def copy_reference(frame: pd.DataFrame, best: pd.DataFrame) -> str | None:
     if peak.empty:
         return None
     copy_f4 = best[best["variant"] == "copy_f4"]
-    return (f"**memcpy_dtod: {peak.iloc[0]:,.0f} GB/s** (read + write) · our float4 copy: "
+    line = (f"**memcpy_dtod: {peak.iloc[0]:,.0f} GB/s** (read + write) · our float4 copy: "
             f"{copy_f4['gbps'].iloc[0]:,.0f} GB/s = {copy_f4['pct_of_dtod'].iloc[0]:.0f} % of it · "
             f"HBM theoretical {frame['hbm_gbps_theoretical'].iloc[0]:,.0f} GB/s")
+    try:
+        reference = facts.contiguous_reference(facts.one_configuration(frame))
+    except ClaimError:
+        return line
+    return line + f" · strided and misaligned reads are judged against {reference['baseline']}"
 
 
 def managed(row) -> str:
