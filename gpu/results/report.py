@@ -23,8 +23,8 @@ VERDICT_COLORS = {"faster": "#00CC96", "slower": "#EF553B", "run-to-run": "#FECB
                   "first": "#636EFA"}
 # The table's columns, in the page's and the report's order.
 POINT_COLUMNS = ["point", "kind", "baseline_ms", "candidate_ms", "change", "verdict", "p_value", "noise", "run_to_run",
-                 "run_to_run_source", "baseline_samples", "candidate_samples", "baseline_pct_of_limit",
-                 "candidate_pct_of_limit"]
+                 "run_to_run_low", "run_to_run_high", "run_to_run_source", "baseline_samples", "candidate_samples",
+                 "baseline_pct_of_limit", "candidate_pct_of_limit"]
 
 
 def run_label(frame: pd.DataFrame) -> str:
@@ -77,11 +77,12 @@ def ratio_figure(table: pd.DataFrame, title: str, normalized: bool = False) -> g
                                         [text.p_value(v) for v in part["p_value"]],
                                         [text.percent(v, 1) for v in part["noise"]],
                                         part["verdict"].map(compare.VERDICT_NAMES),
-                                        [text.percent(v, 1) for v in part["run_to_run"]],
+                                        [compare.band_text(lo, hi) for lo, hi in
+                                         zip(part["run_to_run_low"], part["run_to_run_high"], strict=True)],
                                         part["run_to_run_source"].fillna("—")]),
             hovertemplate="%{customdata[0]}<br>%{y:+.1f} % · %{customdata[5]}<br>baseline %{customdata[1]} · "
                           "candidate %{customdata[2]}<br>Mann-Whitney p %{customdata[3]} · noise "
-                          "%{customdata[4]} · run-to-run ±%{customdata[6]} (%{customdata[7]})<extra></extra>"))
+                          "%{customdata[4]} · run-to-run band %{customdata[6]} (%{customdata[7]})<extra></extra>"))
     for verdict, symbol in VERDICT_SYMBOLS.items():  # the shapes' key: entries with no points of their own
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=compare.VERDICT_NAMES[verdict],
                                  legendgroup="verdict", legendgrouptitle={"text": "verdict (shape)"},
@@ -109,7 +110,9 @@ def points_table(table: pd.DataFrame) -> pd.DataFrame:
         "candidate": table["candidate_ms"].map(text.duration_ms), "change": table["change"] * 100,
         "verdict": table["verdict"].map(compare.VERDICT_NAMES), "kind": table["kind"],
         "p (Mann-Whitney)": table["p_value"].map(text.p_value), "noise (cv)": table["noise"] * 100,
-        "run-to-run ±": table["run_to_run"] * 100, "run-to-run from": table["run_to_run_source"],
+        "run-to-run band": [compare.band_text(lo, hi) for lo, hi in
+                            zip(table["run_to_run_low"], table["run_to_run_high"], strict=True)],
+        "run-to-run from": table["run_to_run_source"],
         "baseline samples": table["baseline_samples"],
         "candidate samples": table["candidate_samples"], "baseline % of limit": table["baseline_pct_of_limit"],
         "candidate % of limit": table["candidate_pct_of_limit"]})
@@ -172,7 +175,7 @@ def render(baseline: pd.DataFrame, candidates: list[pd.DataFrame], earlier=None)
             include = False  # Plotly's JavaScript once per file
         shown = points_table(table).assign(**{
             column: lambda t, c=column, d=digits: t[c].map(lambda v: text.percent(v / 100, d, signed=c == "change"))
-            for column, digits in (("change", 1), ("noise (cv)", 1), ("run-to-run ±", 1), ("baseline % of limit", 1),
+            for column, digits in (("change", 1), ("noise (cv)", 1), ("baseline % of limit", 1),
                                    ("candidate % of limit", 1))}) if not table.empty else table
         sections.append(f"""
 <section>
