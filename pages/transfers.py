@@ -23,7 +23,8 @@ if ui.desk():
         "Copies between host and device through four kinds of host memory: **pageable** (a NumPy array; the "
         "driver stages it through its own pinned buffer), **pinned** (page-locked, DMA straight from it), "
         "**pinned write-combined** (uncached for the CPU) and **mapped zero-copy** (a kernel reads or writes host "
-        "memory across PCIe itself). Each point is timed with CUDA events, repeated until the noise is small, and "
+        "memory across PCIe itself). Each point is timed with CUDA events, repeated until its noise is small or "
+        "until a sample or time limit (the table's **stop** column says which, and the line under it why), and "
         "its data is checked bit-exact; GB/s are 10⁹ bytes per second. The **latency view** times each copy alone "
         "(what one copy costs a program, issue included); the **throughput view** times back-to-back copies, "
         "as bandwidthTest and nvbandwidth do.")
@@ -171,4 +172,7 @@ st.dataframe(ui.cached(charts.numbers_table)(frame), hide_index=True,
                             "max µs": st.column_config.NumberColumn(format="%.2f"),
                             "cv %": st.column_config.NumberColumn(format="%.2f"),
                             "GB/s": st.column_config.NumberColumn(format="%.2f")})
+stops = ui.cached(headlines.transfer_stops)(frame)
+if stops:
+    st.caption(stops)
 ui.download(frame, "transfers")

@@ -75,6 +75,8 @@ def test_transfers_draws_bandwidth_speedup_and_model_from_the_recording():
             "PCIe theoretical (63.0 GB/s)"} <= set(trace_names(bandwidth))
     assert "Replay of a run recorded on NVIDIA H200" in bandwidth["layout"]["title"]["text"]
     assert len(values(bandwidth["data"][0]["x"])) == 19  # 4 KiB … 1 GiB
+    # what stopped each point is said under the table, counted from the recording (not "until the noise is small")
+    assert any(c.value.startswith("How the 152 points stopped: 33 reached the noise target") for c in at.caption)
     assert "pinned ÷ pageable" in trace_names(speedup)
     assert any(name and name.startswith("pinned fit: α=") for name in trace_names(model))
     numbers = at.dataframe[1].value

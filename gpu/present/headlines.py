@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from gpu.core import overlap
+from gpu.core import overlap, stats, text
 from gpu.core.errors import ClaimError
 from gpu.core.units import format_bytes
 from gpu.present import facts
@@ -126,3 +126,40 @@ def bidirectional(frame: pd.DataFrame) -> str:
                 line += f" ({fast:.1f} GB/s in their fastest tenth of samples: the rate the pipelines' bound uses)"
         parts.append(line)
     return " · ".join(parts)
+
+
+STOPS = {"converged": "reached the noise target", "max_samples": "stopped at the sample limit",
+         "timeout": "at the time limit", "budget": "at their time budget"}
+
+
+def transfer_stops(frame: pd.DataFrame) -> str | None:
+    """How each point of a run stopped sampling, counted from its ``stop_reason`` column and said with its profile's
+    limits; of those stopped on a limit, how many were still noisier than the target and how many lacked only
+    sampled time; and why such a point still stands (its spread is kept and shown)."""
+    if frame.empty or "stop_reason" not in frame:
+        return None
+    counts = frame["stop_reason"].value_counts()
+    try:
+        profile = stats.get_profile(str(frame["profile"].iloc[0]))
+    except ValueError:
+        profile = None
+    limits = {"converged": f" (cv ≤ {text.percent(profile.max_noise, 1)} over ≥ {profile.min_time_s:g} s of "
+                           "samples)" if profile else "",
+              "max_samples": f" ({profile.max_samples:,} samples)" if profile else "",
+              "timeout": f" ({profile.timeout_s:g} s)" if profile else ""}
+    parts = [f"{counts[reason]:,} {STOPS.get(reason, reason)}{limits.get(reason, '')}" for reason in
+             [*STOPS, *sorted(set(counts.index) - set(STOPS))] if reason in counts]
+    line = f"How the {len(frame):,} points stopped: " + ", ".join(parts) + "."
+    stopped = frame[frame["stop_reason"] != "converged"]
+    if stopped.empty:
+        return line
+    if profile:
+        noisy = int((stopped["cv"] > profile.max_noise).sum())
+        share = f"All {noisy:,}" if noisy == len(stopped) else f"Of those {len(stopped):,}, {noisy:,}"
+        line += (f" {share} were still noisier than the target (mostly copies that include host work, such as "
+                 "pageable staging, allocation or a small copy's issue time: they vary more than that from sample to "
+                 "sample, and more samples do not narrow it)"
+                 + (f" and {len(stopped) - noisy:,} were within it but short of {profile.min_time_s:g} s of samples"
+                    if noisy < len(stopped) else "") + ".")
+    return line + (" Each keeps its spread (cv, min and max here, the error bars on the chart); Compare judges a "
+                   "median by how far it moves between runs, not by its own cv.")
