@@ -57,6 +57,10 @@ page.restore("transfers_modes", "strs", list(ui.axis(transfers.NAME, "modes").va
 page.restore("transfers_directions", "strs", list(ui.axis(transfers.NAME, "directions").values))
 page.restore("transfers_include_alloc", "bool")
 page.restore("transfers_method", "str", methods)
+# A run opened from the address (Runs → Open on its page) that was timed only in the throughput view opens there.
+if ui.opened_run() and not live and "transfers_method" not in st.session_state \
+        and backend.data["timer"].isin(transfers.BATCHED_TIMERS).all():
+    st.session_state["transfers_method"] = "batched"
 left, right = st.columns([3, 2])
 with left:
     low, high = st.select_slider("Transfer sizes (powers of two)", options=options, format_func=format_bytes,
