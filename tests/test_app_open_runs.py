@@ -5,26 +5,15 @@ import re
 from pathlib import Path
 
 import pytest
-import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from gpu.core.errors import ValidationError
 from gpu.experiments.registry import PAGE_OF
 from gpu.service.backends import ReplayBackend
+from tests.test_app_reviews import fresh_store  # noqa: F401 (autouse: replay mode, a throwaway store)
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
-
-
-@pytest.fixture(autouse=True)
-def fresh_store(monkeypatch, tmp_path):
-    monkeypatch.setenv("PINPOINT_BACKEND", "replay")
-    monkeypatch.setenv("PINPOINT_DB_URL", f"sqlite:///{tmp_path}/runs.sqlite")
-    st.cache_resource.clear()
-    st.cache_data.clear()
-    yield
-    st.cache_resource.clear()
-    st.cache_data.clear()
 
 
 def messages(at) -> list[str]:
