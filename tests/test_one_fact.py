@@ -30,7 +30,7 @@ def stage_lines(page: str, view: dict) -> list[str]:
     at.run()
     at.switch_page(page).run()
     assert not at.exception, at.exception
-    return [m.value for m in at.markdown if m.value.startswith("### ")]
+    return [m.value.replace("\u00a0", " ") for m in at.markdown if m.value.startswith("### ")]  # units kept whole
 
 
 def test_every_judge_names_the_figures_a_page_shares():

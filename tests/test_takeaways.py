@@ -67,7 +67,8 @@ def test_on_stage_a_page_keeps_its_main_controls_folds_the_rest_and_puts_the_tak
     assert {w.key for w in more[0].get("button_group")} == {"transfers_modes", "transfers_directions"}
     assert at.select_slider(key="transfers_size_range") and at.toggle(key="transfers_include_alloc")  # …these stay
     headings = [m.value for m in at.markdown if m.value.startswith("### ")]
-    assert len(headings) == 1 and "as fast as pageable at 1 GiB" in headings[0]
+    # a number and its unit never break apart on stage: a no-break space between them
+    assert len(headings) == 1 and "as fast as pageable at 1\u00a0GiB, 0.84× at 4\u00a0KiB" in headings[0]
     assert len(at.get("plotly_chart")) == 1 and not at.dataframe  # chart first; the tables are for the desk
     assert json.loads(at.get("plotly_chart")[0].proto.spec)["layout"]["font"]["size"] == 20
 

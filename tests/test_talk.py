@@ -137,7 +137,7 @@ def test_the_talk_leaves_the_stage_with_escape_and_notes_name_parameters_readabl
     at.button(key="present_leave").click().run()
     assert "present" not in at.query_params
     assert "display: none" not in " ".join(h.proto.body for h in at.get("html"))  # desk styling, sidebar back
-    assert json.loads(at.get("plotly_chart")[0].proto.spec)["layout"].get("height") != 540
+    assert json.loads(at.get("plotly_chart")[0].proto.spec)["layout"].get("height") != 480
     notes = " ".join(c.value for c in at.caption if "Parameters:" in c.value)
     assert "sizes 4 KiB, 64 KiB, 1 MiB" in notes and "{" not in notes
 

@@ -95,7 +95,7 @@ def pools(table: pd.DataFrame, crossover) -> list[str]:
             size = crossover(table, kind)
             where = (f"from {format_bytes(size)} up, allocating per call costs more than the copy itself "
                      "(pooled is ≥ 2× faster at every larger size)" if size else
-                     "at no measured size from which on allocating per call costs more than the copy")
+                     "allocating per call costs more than the copy itself at no size measured")
             parts.append(f"**{kind}**: per call ÷ pooled = {ratio.min():.2f}× … {ratio.max():.2f}×; {where}")
     return parts
 

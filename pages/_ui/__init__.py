@@ -36,6 +36,7 @@ from pages._ui.controls import (
     block_size_setting,
     download,
     first_default,
+    select_one,
     show_reasons,
     typed_block_size,
 )
@@ -57,8 +58,8 @@ __all__ = ["Page", "UrlState", "axis", "axis_choices", "axis_default", "axis_lab
            "axis_steps", "backends", "block_size_setting", "cached", "cached_figure", "chart", "check_present_value",
            "controls", "current_backend", "desk", "download", "first_default", "frame_key", "live_backend",
            "loaded_run", "measure", "more_settings", "open_linked_page", "open_run_page", "opened_run", "outcome",
-           "parse_url_value",
-           "presenting", "replay_backend", "request", "require_router", "run_catalog", "session_id", "shortcuts",
+           "parse_url_value", "presenting", "replay_backend", "request", "require_router", "run_catalog", "select_one",
+           "session_id", "shortcuts",
            "show_reasons", "source_banner", "source_sidebar", "stage_exit", "stage_style", "takeaway",
            "typed_block_size", "url_state", "url_text", "use_replay", "view_link"]
 

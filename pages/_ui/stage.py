@@ -4,6 +4,7 @@ settings", takeaways under charts, stage-sized charts and keyboard shortcuts."""
 from __future__ import annotations
 
 import json
+import re
 
 import streamlit as st
 
@@ -32,7 +33,7 @@ button:focus-visible, button:focus { box-shadow: none !important; outline: none 
 .st-key-stage_title_card h1 { font-size: 4.2rem !important; }
 </style>
 """
-STAGE_CHART_HEIGHT = 540  # px: with title, controls and takeaway the stage fits 1080 px without scrolling
+STAGE_CHART_HEIGHT = 480  # px: with title, controls and takeaway the stage fits 1920×960 (a windowed browser) too
 
 
 # A shortcut clicks its button, which would then keep the focus: the browser scrolls it into view and draws a focus
@@ -122,12 +123,21 @@ def more_settings():
     return st.expander("More settings", icon=":material/tune:") if presenting() else st.container()
 
 
+# A number and its unit never break across lines in a verdict ("4 KiB", "3.4 %", "0.043 ms").
+NUMBER_UNIT = re.compile(r"(\d) (?=(?:B|KiB|MiB|GiB|TiB|KB|MB|GB|GB/s|TB/s|ms|µs|ns|s|%|floats?|threads?)\b|%)")
+
+
+def keep_units(line: str) -> str:
+    """``line`` with a no-break space between each number and its unit."""
+    return NUMBER_UNIT.sub("\\1\u00a0", line)
+
+
 def takeaway(text: str | None, heading: str = "###", always: bool = False, key: str = "stage_takeaway") -> None:
     """On stage, the one sentence under a chart that says what it shows, computed from its data (gpu.present.takeaways).
     ``always``: shown at the desk too (a talk's verdict). ``key``: one per takeaway, starting "stage_takeaway"."""
     if text and (always or presenting()):
         with st.container(key=key):
-            st.markdown(f"{heading} {text}")
+            st.markdown(f"{heading} {keep_units(text)}")
 
 
 def chart(figure, key: str) -> None:

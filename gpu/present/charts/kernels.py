@@ -11,7 +11,7 @@ from gpu.core.occupancy import DeviceLimits, KernelResources, occupancy
 from gpu.experiments.coalescing import LABELS as COALESCING_LABELS
 from gpu.experiments.occupancy_sweep import LABELS as OCCUPANCY_LABELS
 from gpu.experiments.reduction import LABELS as REDUCTION_LABELS
-from gpu.present.charts.transfers import LOG_VALUE_AXIS, source_label
+from gpu.present.charts.transfers import LEGEND_BELOW, LOG_VALUE_AXIS, source_label
 
 PALETTE = ["#636EFA", "#EF553B", "#00CC96", "#AB63FA", "#FFA15A", "#19D3F3", "#FF6692", "#B6E880"]
 
@@ -61,7 +61,7 @@ def sweep_figure(frame: pd.DataFrame, variant: str) -> go.Figure:
     if not part.empty:
         _reference_lines(fig, data, [part["param_value"].min(), part["param_value"].max()])
     fig.update_layout(title=_title(title, frame), xaxis_title=axis_title, yaxis_title="effective GB/s (10⁹ B/s)",
-                      legend={"orientation": "h", "y": -0.25}, height=420)
+                      legend=LEGEND_BELOW, height=420)
     if variant == "strided":
         fig.update_xaxes(type="log", tickvals=sorted(part["param_value"].unique()))
     return fig
@@ -183,5 +183,5 @@ def occupancy_sweep_figure(frame: pd.DataFrame) -> go.Figure:
         fig.update_yaxes(title_text="theoretical occupancy (%)", range=[0, 105], dtick=25, row=1, col=col,
                          secondary_y=True)
     fig.update_layout(title=_title("Measured throughput beside theoretical occupancy", frame),
-                      legend={"orientation": "h", "y": -0.3}, height=480)
+                      legend=LEGEND_BELOW, height=480)
     return fig
