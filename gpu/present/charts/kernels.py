@@ -8,6 +8,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from gpu.core.occupancy import DeviceLimits, KernelResources, occupancy
+from gpu.core.units import format_bytes
 from gpu.experiments.coalescing import LABELS as COALESCING_LABELS
 from gpu.experiments.occupancy_sweep import LABELS as OCCUPANCY_LABELS
 from gpu.experiments.reduction import LABELS as REDUCTION_LABELS
@@ -144,7 +145,7 @@ def occupancy_curve(device: DeviceLimits, kernel: KernelResources, block_size: i
         xs = sorted(set(list(range(0, top + 1, 2048)) + [top]))
         results = [occupancy(device, kernel, block_size, x) for x in xs]
         current = occupancy(device, kernel, block_size, dynamic)
-        x_now, title, x_title = dynamic, "Occupancy vs dynamic shared memory per block", "dynamic shared memory (bytes)"
+        x_now, title, x_title = dynamic, "Occupancy vs dynamic shared memory per block", "dynamic shared memory"
     fig = go.Figure(go.Scatter(
         x=xs, y=[r.occupancy * 100 for r in results], mode="lines", line_shape="hv", name="theoretical occupancy",
         customdata=np.column_stack([[r.blocks_per_sm for r in results], [r.limiter for r in results]]),
@@ -157,6 +158,14 @@ def occupancy_curve(device: DeviceLimits, kernel: KernelResources, block_size: i
     fig.update_layout(title={"text": f"{title}<br><sup>{device.name} · computed, checked against the driver</sup>"},
                       xaxis_title=x_title, yaxis_title="occupancy (% of max warps per SM)", yaxis_range=[0, 105],
                       height=360, showlegend=False)
+    if axis == "shared":  # bytes in KiB, as every other axis writes them (Plotly's own ticks read "50k")
+        ticks = list(range(0, xs[-1] + 1, 32 * 1024))
+        fig.update_xaxes(tickvals=ticks, ticktext=[format_bytes(t) for t in ticks])
+        curve = fig.data[0]
+        curve.customdata = np.column_stack([[r.blocks_per_sm for r in results], [r.limiter for r in results],
+                                            [format_bytes(x) for x in xs]])
+        curve.hovertemplate = (x_title + " %{customdata[2]}: %{y:.0f} % (%{customdata[0]} blocks/SM, limited by "
+                               "%{customdata[1]})<extra></extra>")
     return fig
 
 
