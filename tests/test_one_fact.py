@@ -46,3 +46,12 @@ def test_the_talk_and_the_page_say_the_same_figures(scene):
         figure = str(values[field])
         assert figure in verdict, (field, figure, verdict)  # the talk says it…
         assert figure in stage, (field, figure, stage)  # …and the page says the same
+
+
+def test_the_sweep_charts_draw_the_contiguous_read_their_costs_are_judged_against():
+    from gpu.present.charts import kernels as kernel_charts
+
+    frame = ReplayBackend().submit("coalescing", {"elements": 1 << 26, "block_sizes": [256]}).outcome()
+    for variant in ("strided", "offset"):
+        names = [t.name for t in kernel_charts.sweep_figure(frame, variant).data]
+        assert "contiguous read: copy, 1 float/thread (2682 GB/s)" in names, names

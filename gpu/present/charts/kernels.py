@@ -9,6 +9,7 @@ from plotly.subplots import make_subplots
 
 from gpu.core.occupancy import DeviceLimits, KernelResources, occupancy
 from gpu.core.units import format_bytes
+from gpu.experiments.coalescing import CONTIGUOUS_REFERENCE
 from gpu.experiments.coalescing import LABELS as COALESCING_LABELS
 from gpu.experiments.occupancy_sweep import LABELS as OCCUPANCY_LABELS
 from gpu.experiments.reduction import LABELS as REDUCTION_LABELS
@@ -60,7 +61,18 @@ def sweep_figure(frame: pd.DataFrame, variant: str) -> go.Figure:
         hovertemplate=axis_title + " %{x}: %{y:.0f} GB/s (%{customdata[0]:.0f} % of memcpy_dtod)<br>"
                       "median %{customdata[1]:.1f} µs, cv %{customdata[2]:.2f} %<extra></extra>"))
     if not part.empty:
-        _reference_lines(fig, data, [part["param_value"].min(), part["param_value"].max()])
+        x_range = [part["param_value"].min(), part["param_value"].max()]
+        _reference_lines(fig, data, x_range)
+        # the read the verdicts judge this sweep against (facts.contiguous_reference), drawn where they name it
+        same_block = data["block_size"] == part["block_size"].iloc[0]
+        contiguous = data[(data["variant"] == CONTIGUOUS_REFERENCE) & same_block]
+        if not contiguous.empty:
+            gbps = float(contiguous["gbps"].iloc[0])
+            label = COALESCING_LABELS[CONTIGUOUS_REFERENCE]
+            fig.add_trace(go.Scatter(x=x_range, y=[gbps] * 2, mode="lines", line={"color": "#00CC96", "dash": "dash"},
+                                     name=f"contiguous read: {label} ({gbps:.0f} GB/s)",
+                                     hovertemplate="the contiguous read the costs are judged against: %{y:.0f} GB/s"
+                                                   "<extra></extra>"))
     fig.update_layout(title=_title(title, frame), xaxis_title=axis_title, yaxis_title="effective GB/s (10⁹ B/s)",
                       legend=LEGEND_BELOW, height=420)
     if variant == "strided":
