@@ -176,7 +176,7 @@ st.dataframe(ui.cached(charts.numbers_table)(frame), hide_index=True,
                             "max µs": st.column_config.NumberColumn(format="%.2f"),
                             "cv %": st.column_config.NumberColumn(format="%.2f"),
                             "GB/s": st.column_config.NumberColumn(format="%.2f")})
-stops = ui.cached(headlines.transfer_stops)(frame)
+stops = None if live else ui.cached(headlines.transfer_stops)(frame)  # live: the noise line under the result says it
 if stops:
     st.caption(stops)
 ui.download(frame, "transfers")
