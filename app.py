@@ -36,6 +36,7 @@ navigation = st.navigation([
     page("pages/talk.py"),
 ])
 ui.open_linked_page(navigation)  # PinPoint's links read /?page=transfers&… (no 404 probe on load)
+ui.open_run_page(navigation)  # /?run=ID opens the run on its page
 ui.source_sidebar()
 ui.check_present_value()
 if ui.presenting():

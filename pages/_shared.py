@@ -29,14 +29,15 @@ PAGES = [
     PageEntry("pages/streams.py", "Streams: overlap", "streams", ":material/view_timeline:",
               "Streams: hiding copies behind compute, with a timeline"),
     PageEntry("pages/memory_modes.py", "Memory modes", "memory-modes", ":material/memory:",
-              "Memory modes: managed memory, pools and batching"),
+              "Memory modes: managed memory, pools, batching and host-memory latency"),
     PageEntry("pages/runs.py", "Runs", "runs", ":material/folder_open:",
               "Runs: every stored and bundled run; import from other machines"),
     PageEntry("pages/compare.py", "Compare runs", "compare", ":material/compare_arrows:",
               "Compare runs: verdicts beyond noise, provenance diff, HTML report"),
     PageEntry("pages/fleet.py", "Fleet", "fleet", ":material/dns:",
               "Fleet: every board against its model's median, outliers and groups named, drift over time"),
-    PageEntry("pages/talk.py", "Talk: claims, measured", "talk", ":material/co_present:", ""),
+    PageEntry("pages/talk.py", "Talk: claims, measured", "talk", ":material/co_present:",
+              "Talk: tutorial claims about GPU memory, each judged by a measurement (a talk's scenes, on stage)"),
 ]
 ICON = PAGES[0].icon  # PinPoint's own
 # The browser tab's icon: a file, since a Material icon there is fetched from Google's font server (offline venues).

@@ -134,7 +134,6 @@ for candidate_id, candidate in zip(candidate_ids, candidates, strict=True):
         st.dataframe(report.points_table(table), hide_index=True, key=f"points_{candidate_id}",
                      column_config={"change": st.column_config.NumberColumn("change", format="%+.1f %%"),
                                     "noise (cv)": st.column_config.NumberColumn(format="%.1f %%"),
-                                    "run-to-run ±": st.column_config.NumberColumn(format="%.1f %%"),
                                     "baseline % of limit": st.column_config.NumberColumn(format="%.1f %%"),
                                     "candidate % of limit": st.column_config.NumberColumn(format="%.1f %%")})
 

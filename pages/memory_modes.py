@@ -18,19 +18,24 @@ live = backend.kind == "live"
 st.title("Memory modes: managed memory, pools, batching, host latency")
 if ui.desk():
     st.markdown(
-        "Three pieces of memory machinery that real GPU code leans on, each measured and verified: **managed "
+        "Four pieces of memory machinery that real GPU code leans on, each measured and verified: **managed "
         "memory** (the driver migrates pages on demand, or when asked to prefetch), **memory pools** (reuse "
-        "allocations instead of paying for them on every call) and **batching** (one large copy instead of many "
-        "small ones). They live apart from the Transfers page because each asks a different question than "
+        "allocations instead of paying for them on every call), **batching** (one large copy instead of many "
+        "small ones) and **host-memory latency** (how long the GPU waits for one read of pinned host memory, "
+        "against its own memory). They live apart from the Transfers page because each asks a different question than "
         "\"which host memory copies fastest\", and each has its own axes.")
 
 
 page.link_notes()
 # The latency tab runs only while it is open (the tab's state reruns the page), so the page's other three sections
 # cost what they did before it came.
+TABS = {managed.NAME: "Managed memory", pools.NAME: "Pools vs per-call allocation",
+        batching.NAME: "Batching copies", host_latency.NAME: "Host-memory latency"}
+# A run opened from the address (Runs → Open on its page) opens on its own tab.
+opened = set(backend.data["experiment"]) if ui.opened_run() and backend.kind == "replay" else set()
 tab_managed, tab_pools, tab_batching, tab_latency = st.tabs(
-    ["Managed memory", "Pools vs per-call allocation", "Batching copies", "Host-memory latency"],
-    key="memory_modes_tab", on_change="rerun")
+    list(TABS.values()), key="memory_modes_tab", on_change="rerun",
+    default=next((label for name, label in TABS.items() if name in opened), None))
 
 with tab_managed:
     if ui.desk():

@@ -46,8 +46,9 @@ recorded_device = "" if live else next(iter(backend.recordings(occupancy_sweep.N
 names = sorted(profiles, key=lambda n: (not n.endswith("(this GPU)"), n != recorded_device, n))
 # On stage the measured sweep and its takeaway come first; the calculator follows below them.
 calculator_slot, measured_slot = st.container(), st.container()
-if ui.presenting():
-    calculator_slot, measured_slot = measured_slot, calculator_slot
+if ui.presenting():  # folded under the takeaway, so the stage does not scroll
+    measured_slot = calculator_slot
+    calculator_slot = st.expander("Theoretical occupancy: the calculator", icon=":material/calculate:")
 with calculator_slot:
     st.subheader("Theoretical occupancy")
     page.link_notes()
@@ -94,7 +95,8 @@ with calculator_slot:
 
 with measured_slot:
     # --- measured sweep -------------------------------------------------------------------------------------
-    st.subheader("Measured: does occupancy matter?")
+    if ui.desk():  # on stage the page's title says it, and the room goes to the chart
+        st.subheader("Measured: does occupancy matter?")
     run_id = page.recording(occupancy_sweep.NAME, "occupancy_sweep")
     if live:
         block_sizes = list(ui.axis(occupancy_sweep.NAME, "block_sizes").default)
@@ -117,12 +119,12 @@ with measured_slot:
     with s1:
         kernels = ui.axis_choices(occupancy_sweep.NAME, "kernels", "occupancy_kernels",
                                   format_func=occupancy_sweep.LABELS.get)
-    extra = s2.select_slider("Register pressure (extra live registers, latency-bound kernel)", options=extra_options,
-                             value=extra_options[0], key="occupancy_extra",
-                             help="Only the latency-bound kernel gets it: in a one-float-per-thread copy, the "
-                                  "instructions that fill extra registers would cost more than the copy.")
-    spoiler = s3.select_slider("Shared-memory spoiler per block", options=shared_options, value=shared_options[0],
-                               format_func=format_bytes, key="occupancy_spoiler")
+    extra = ui.select_one("Register pressure (extra live registers, latency-bound kernel)", extra_options,
+                          "occupancy_extra", where=s2,
+                          help="Only the latency-bound kernel gets it: in a one-float-per-thread copy, the "
+                               "instructions that fill extra registers would cost more than the copy.")
+    spoiler = ui.select_one("Shared-memory spoiler per block", shared_options, "occupancy_spoiler",
+                            format_func=format_bytes, where=s3)
     params = {"block_sizes": block_sizes, "kernels": list(kernels or []), "extra_registers": extra,
               "dynamic_shared_bytes": spoiler}
     page.sync()

@@ -36,10 +36,11 @@ left, right = st.columns(2)
 with left:
     size = ui.axis_slider(reduction.NAME, "sizes", "reduction_size", size_options, label="Vector size (floats)",
                           format_func=lambda n: f"{n:,} ({format_bytes(4 * n)} each)")
-with right:
+settings = ui.more_settings()
+with right if ui.desk() else settings:  # on stage the variants fold away with the block size
     variants = ui.axis_choices(reduction.NAME, "variants", "reduction_variants", format_func=reduction.LABELS.get)
 block_sizes = ui.block_size_setting("reduction_block", block_options, "Threads per block", placeholder="e.g. 1024",
-                                    default=ui.axis_default(reduction.NAME, "block_sizes"))
+                                    default=ui.axis_default(reduction.NAME, "block_sizes"), settings=settings)
 
 params = {"sizes": [size], "block_sizes": block_sizes, "variants": list(variants or [])}
 page.sync()
@@ -53,7 +54,7 @@ frame = page.measure(reduction.NAME, params, "reduction", run_id, preview=previe
 
 kernels = frame[frame["group"] == "kernel"]
 best = headlines.reduction_best(frame, reduction.LABELS)
-if best:
+if best and ui.desk():  # on stage the takeaway under the chart says it
     st.markdown(best)
 if not kernels.empty:
     ui.chart(ui.cached_figure(kernel_charts.reduction_figure)(frame), key="chart_reduction")

@@ -60,8 +60,10 @@ if runs.empty:
     st.info("No runs yet: measure live, run `python -m gpu.bench …`, or import a file.")
     st.stop()
 
-st.subheader("Filter")
-cols = st.columns(6)
+with ui.more_settings():  # on stage the filters fold away, so the runs and the run to open fit the screen
+    if ui.desk():
+        st.subheader("Filter")
+    cols = st.columns(6)
 filters = {}
 for col, (column, title) in zip(cols[:4], [("experiment", "Experiment"), ("device_name", "Device"),
                                             ("driver_version", "Driver"), ("host", "Host")], strict=True):
@@ -84,7 +86,8 @@ if text.strip():
 st.caption(f"{len(shown)} of {len(runs)} runs")
 st.dataframe(shown[["run_id", "experiment", "device_name", "driver_version", "timestamp", "host", "points", "label",
                     "origin", "profile"]], hide_index=True,
-             column_config={"timestamp": "measured (UTC)", "device_name": "device", "driver_version": "driver"})
+             column_config={"timestamp": "measured (UTC)", "device_name": "device", "driver_version": "driver"},
+             height="auto" if ui.desk() else 330)
 if shown.empty:
     st.stop()
 

@@ -152,9 +152,9 @@ chunk_values = sorted(mine["chunks"].unique())
 page.restore("streams_focus_chunks", "int", [int(c) for c in chunk_values])
 # On stage the timeline opens on the best pipeline, the one the takeaway names.
 best = overlap.best_pipeline(mine)
-focus_chunks = c2.select_slider("Chunks", chunk_values, key="streams_focus_chunks",
-                                value=best["chunks"] if ui.presenting() else
-                                16 if 16 in chunk_values else chunk_values[-1])
+focus_chunks = ui.select_one("Chunks", chunk_values, "streams_focus_chunks", where=c2,
+                             value=best["chunks"] if ui.presenting() else
+                             16 if 16 in chunk_values else chunk_values[-1])
 stream_values = sorted(mine[mine["chunks"] == focus_chunks]["streams"].unique())
 if len(stream_values) > 1:
     page.restore("streams_focus_streams", "int", [int(v) for v in stream_values])

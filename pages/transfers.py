@@ -23,7 +23,8 @@ if ui.desk():
         "Copies between host and device through four kinds of host memory: **pageable** (a NumPy array; the "
         "driver stages it through its own pinned buffer), **pinned** (page-locked, DMA straight from it), "
         "**pinned write-combined** (uncached for the CPU) and **mapped zero-copy** (a kernel reads or writes host "
-        "memory across PCIe itself). Each point is timed with CUDA events, repeated until the noise is small, and "
+        "memory across PCIe itself). Each point is timed with CUDA events, repeated until its noise is small or "
+        "until a sample or time limit (the table's **stop** column says which, and the line under it why), and "
         "its data is checked bit-exact; GB/s are 10⁹ bytes per second. The **latency view** times each copy alone "
         "(what one copy costs a program, issue included); the **throughput view** times back-to-back copies, "
         "as bandwidthTest and nvbandwidth do.")
@@ -56,6 +57,10 @@ page.restore("transfers_modes", "strs", list(ui.axis(transfers.NAME, "modes").va
 page.restore("transfers_directions", "strs", list(ui.axis(transfers.NAME, "directions").values))
 page.restore("transfers_include_alloc", "bool")
 page.restore("transfers_method", "str", methods)
+# A run opened from the address (Runs → Open on its page) that was timed only in the throughput view opens there.
+if ui.opened_run() and not live and "transfers_method" not in st.session_state \
+        and backend.data["timer"].isin(transfers.BATCHED_TIMERS).all():
+    st.session_state["transfers_method"] = "batched"
 left, right = st.columns([3, 2])
 with left:
     low, high = st.select_slider("Transfer sizes (powers of two)", options=options, format_func=format_bytes,
@@ -171,4 +176,7 @@ st.dataframe(ui.cached(charts.numbers_table)(frame), hide_index=True,
                             "max µs": st.column_config.NumberColumn(format="%.2f"),
                             "cv %": st.column_config.NumberColumn(format="%.2f"),
                             "GB/s": st.column_config.NumberColumn(format="%.2f")})
+stops = None if live else ui.cached(headlines.transfer_stops)(frame)  # live: the noise line under the result says it
+if stops:
+    st.caption(stops)
 ui.download(frame, "transfers")

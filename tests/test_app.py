@@ -76,6 +76,8 @@ def test_transfers_draws_bandwidth_speedup_and_model_from_the_recording():
             "PCIe theoretical (63.0 GB/s)"} <= set(trace_names(bandwidth))
     assert "Replay of a run recorded on NVIDIA H200" in bandwidth["layout"]["title"]["text"]
     assert len(values(bandwidth["data"][0]["x"])) == 19  # 4 KiB … 1 GiB
+    # what stopped each point is said under the table, counted from the recording (not "until the noise is small")
+    assert any(c.value.startswith("How the 152 points stopped: 33 reached the noise target") for c in at.caption)
     assert "pinned ÷ pageable" in trace_names(speedup)
     assert any(name and name.startswith("pinned fit: α=") for name in trace_names(model))
     numbers = at.dataframe[1].value
@@ -231,3 +233,24 @@ def test_app_routes_every_page_of_the_shared_table_explicitly_and_nothing_else()
     assert routed == [p.file for p in shared.PAGES]  # same pages, same order as Overview's links
     on_disk = {f"pages/{p.name}" for p in (Path(APP).parent / "pages").glob("*.py") if not p.name.startswith("_")}
     assert set(routed) == on_disk
+
+
+def test_streams_without_a_recording_says_so_instead_of_crashing(monkeypatch):
+    import streamlit as st
+
+    from gpu.service.backends import ReplayBackend
+    from pages._ui import backends
+
+    class NoStreams(ReplayBackend):
+        def __init__(self):
+            super().__init__()
+            self.data = self.data[self.data["experiment"] != "streams"].reset_index(drop=True)
+            self._recordings = {}
+
+    monkeypatch.setattr(backends, "ReplayBackend", NoStreams)
+    st.cache_resource.clear()
+    try:
+        at = open_page("pages/streams.py")
+        assert any("no recorded streams runs in the bundled recordings" in e.value for e in at.error)
+    finally:
+        st.cache_resource.clear()

@@ -44,7 +44,7 @@ def test_compare_draws_the_bundled_h100_against_the_h200_with_verdict_counts():
     assert f"{metrics['Slower beyond noise']} of {metrics['Points compared']} points slower" in headline \
         or (metrics["Slower beyond noise"] == "0" and "none of" in headline)
     charts = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
-    assert charts[0]["layout"]["title"]["text"] == "Candidate speed vs baseline, per point"
+    assert charts[0]["layout"]["title"]["text"].startswith("Candidate speed vs baseline, per point<br>")
     diff = at.dataframe[0].value.set_index("field")
     assert bool(diff.loc["device_name", "differs"]) or bool(diff.loc["timestamp", "differs"])
     assert any(b.label.startswith("Download the review report") for b in at.get("download_button"))
@@ -72,13 +72,17 @@ def test_the_ratio_chart_names_each_series_and_shows_the_verdict_as_the_shape():
     chart = json.loads(at.get("plotly_chart")[0].proto.spec)
     points = [t for t in chart["data"] if t.get("legendgroup") == "series"]
     names = {t["name"] for t in points}
-    assert {"pinned H2D", "pageable D2H", "mapped H2D"} <= names, names  # mode × direction
+    # mode × direction, the modes named as on the other pages
+    assert {"pinned H2D", "pageable (NumPy) D2H", "mapped zero-copy H2D", "pinned write-combined D2H"} <= names, names
+    assert not any("pinned_wc" in n or n.startswith("mapped ") and "zero-copy" not in n for n in names)
     colours = [t["marker"]["color"] for t in points]
     assert len(set(colours)) == len(colours)  # one colour per series
-    shapes = {s for t in points for s in t["marker"]["symbol"]}
+    # each colour's legend entry is a plain square (the legend draws a trace's first symbol, here a gap point's)…
+    assert all(t["marker"]["symbol"][0] == "square" and t["x"][0] is None for t in points)
+    shapes = {s for t in points for s in t["marker"]["symbol"][1:]}  # …and the points carry the verdict's shape
     assert shapes <= {"triangle-down", "diamond-open", "circle-open", "triangle-up"} and len(shapes) >= 2
-    key = [t["name"] for t in chart["data"] if t.get("legendgroup") == "verdict"]
-    assert key == ["slower beyond noise", "within run-to-run noise", "same within noise", "faster beyond noise"]
+    assert "shape: ▼ slower beyond noise · ◇ within run-to-run noise · ○ same within noise · ▲ faster beyond noise" \
+        in chart["layout"]["title"]["text"]
     assert chart["layout"]["xaxis"]["type"] == "log" and "1 GiB" in chart["layout"]["xaxis"]["ticktext"]
 
 

@@ -327,7 +327,7 @@ def test_a_two_percent_kernel_change_is_caught_on_one_board_and_is_run_to_run_ac
     table = compare.compare(run, elsewhere).assign(changed=candidate["changed"].to_numpy())
     assert set(table["run_to_run_source"]) == {"kernel floor"}
     assert (table.loc[table["changed"], "verdict"] == "run-to-run").all()
-    assert "kernel (one board) ±0.5%" in compare.band_summary(compare.compare(run, candidate))
+    assert "kernel (one board) −0.5 % … +0.5 %" in compare.band_summary(compare.compare(run, candidate))
     assert not compare.same_board(run, run.assign(gpu_uuid=None))  # a run that names no board is not "the same"
 
 
@@ -397,8 +397,21 @@ def test_the_band_summary_names_where_run_to_run_noise_came_from():
     base = make_run("h3", {(1 << 30, "mapped"): 20.0, (4096, "pinned"): 0.01}, cv=0.002, timestamp=day(4), exact=True)
     line = compare.band_summary(compare.compare(base, candidate, steady[:-1]))
     assert line == "Run-to-run noise: the history of 4 runs of the device model for 1 point; measured floors for 1 " \
-                   f"point (small copy ±{np.expm1(compare.floor('small copy')):.1%}). 3 or more earlier runs of the " \
-                   "board (of the device model, for runs on two boards) give a point a band of its own."
+                   "point (small copy −38.7 % … +63.2 %). 3 or more earlier runs of the board (of the device model, " \
+                   "for runs on two boards) give a point a band of its own."
+
+
+@pytest.mark.parametrize("slower_by", [0.409, 0.343, 0.30, 0.45])
+def test_no_row_reads_as_its_own_contradiction(slower_by):
+    """The band is written in the change's units: −40.9 % lies beyond "−38.7 % … +63.2 %" (slower beyond noise) and
+    −34.3 % inside it (within run-to-run noise), where "±63.2 %" beside both read as a contradiction."""
+    base = make_run("b", {(4096, "pinned"): 0.010}, cv=0.002, timestamp=day(4), exact=True)
+    cand = make_run("c", {(4096, "pinned"): 0.010 / (1 - slower_by)}, cv=0.002, timestamp=day(5), exact=True)
+    row = compare.compare(base, cand).iloc[0]
+    assert row["kind"] == "small copy" and row["change"] == pytest.approx(-slower_by, abs=0.005)
+    inside = row["run_to_run_low"] <= row["change"] <= row["run_to_run_high"]
+    assert row["verdict"] == ("run-to-run" if inside else "slower")
+    assert compare.band_text(row["run_to_run_low"], row["run_to_run_high"]) == "−38.7 % … +63.2 %"
 
 
 @pytest.mark.parametrize(("experiment", "row", "kind"), [

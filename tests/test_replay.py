@@ -1,6 +1,8 @@
 """Replay backend over the committed recording and over files made for the test."""
 
+import re
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -104,3 +106,18 @@ def test_the_point_cache_answers_only_when_every_point_is_known():
     assert hit is not None and set(hit["bytes"]) == {65536} and len(hit) == 2
     assert cache.lookup("transfers", {"sizes": [65536, 4096], "modes": ["pinned"], "profile": profile}) is None
     assert cache.lookup("transfers", {"sizes": [65536], "modes": ["pinned"], "profile": "interactive"}) is None
+
+
+def test_the_readme_counts_the_transfers_recordings_converged_points_as_the_data_does(replay):
+    data = replay.data
+    frame = data[(data["experiment"] == "transfers") & (data["profile"] == "precise/timeout_s=3")]  # the 304 points
+    readme = " ".join((Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8").split())
+    converged, total = map(int, re.search(r"\*\*(\d+) of the (\d+) points converged\*\*", readme).groups())
+    counts = frame["stop_reason"].value_counts()
+    assert (converged, total) == (counts["converged"], len(frame))
+    assert f"{counts['max_samples']} stopped at 5,000 samples and {counts['timeout']} at the 3 s limit" in readme
+    stopped = frame[frame["stop_reason"] != "converged"]
+    assert (stopped["cv"] > 0.005).all()  # "every one of them still noisier than 0.5 %"
+    large = stopped[~stopped["include_alloc"].astype(bool) & (stopped["variant"] != "pageable")
+                    & (stopped["bytes"] >= 16 << 20)]
+    assert f"{len(large)} copy-only copies of 16–512 MiB at 0.5–{large['cv'].max():.1%}".replace("%", " %") in readme

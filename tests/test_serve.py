@@ -312,3 +312,66 @@ def test_after_start_up_a_first_view_of_any_page_finds_every_cached_figure_and_t
              if key[2] == "miss" and after[key] != before.get(key, 0)}
     assert not built, f"built again by a first view after start-up: {built}"
     assert after[("st_cache_resource", "gpu.present.charts.transfers.bandwidth_figure", "hit")] >= 1
+
+
+def test_a_headless_server_asks_no_outside_address_at_start_up(tmp_path):
+    """`streamlit run serve.py --server.headless true` on every interface, as a team server runs it: every HTTP(S)
+    request it makes goes through a proxy that is a loopback listener here, which must see none by the time the
+    server is healthy and has printed its address (Streamlit would ask checkip.amazonaws.com for an External URL)."""
+    import os
+    import socket
+    import subprocess
+    import sys
+    import threading
+    import time
+    import urllib.request
+
+    from tests.browser_helper import ROOT, free_port
+
+    proxy = socket.socket()
+    proxy.bind(("127.0.0.1", 0))
+    proxy.listen()
+    proxy.settimeout(0.2)
+    seen = []
+    stop = threading.Event()
+
+    def listen():
+        while not stop.is_set():
+            try:
+                connection, _ = proxy.accept()
+            except OSError:
+                continue
+            connection.settimeout(1)
+            try:
+                seen.append(connection.recv(200))
+            except OSError:
+                seen.append(b"?")
+            connection.close()
+
+    threading.Thread(target=listen, daemon=True).start()
+    address = f"http://127.0.0.1:{proxy.getsockname()[1]}"
+    port = free_port()
+    env = {**os.environ, "PINPOINT_BACKEND": "replay", "HTTP_PROXY": address, "HTTPS_PROXY": address,
+           "http_proxy": address, "https_proxy": address, "NO_PROXY": "", "no_proxy": "",
+           "PINPOINT_DB_URL": f"sqlite:///{tmp_path}/runs.sqlite"}
+    log = tmp_path / "server.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "serve.py", "--server.headless", "true",
+                                    "--server.port", str(port), "--server.fileWatcherType", "none"],
+                                   cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+        try:
+            deadline = time.monotonic() + 120
+            while "URL:" not in log.read_text(errors="replace"):
+                assert process.poll() is None and time.monotonic() < deadline, log.read_text(errors="replace")
+                time.sleep(0.3)
+            opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # the test's own check: direct
+            assert opener.open(f"http://127.0.0.1:{port}/_stcore/health", timeout=10).read() == b"ok"
+            time.sleep(2)  # a lookup after the banner would still show
+        finally:
+            process.terminate()
+            process.wait(10)
+            stop.set()
+            proxy.close()
+    printed = log.read_text(errors="replace")
+    assert not seen, seen
+    assert "External URL" not in printed and "URL: http://localhost" in printed

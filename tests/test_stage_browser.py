@@ -58,6 +58,23 @@ CHART_CHECKS = """() => Array.from(document.querySelectorAll('.js-plotly-plot'))
     if (pa.every(p => near(p, pb))) problems.push(`${a.name} is hidden under ${b.name}`);
     else if (pb.every(p => near(p, pa))) problems.push(`${b.name} is hidden under ${a.name}`);
   }
+  // The legend's box never covers an axis' tick labels or titles, and holds every entry inside the figure.
+  const legend = gd.querySelector('.legend'), rect = e => e.getBoundingClientRect();
+  if (legend) {
+    const box = rect(legend.querySelector('.bg') || legend), paper = rect(gd.querySelector('.main-svg'));
+    const cover = (a, b) => a.left < b.right - 1 && b.left < a.right - 1
+                            && a.top < b.bottom - 1 && b.top < a.bottom - 1;
+    const labels = Array.from(gd.querySelectorAll('.xtick text, .ytick text, .xtitle, .ytitle, [class*="xtitle"], '
+                                                  + '[class*="ytitle"]')).filter(e => e.textContent.trim());
+    const covered = labels.filter(e => cover(box, rect(e))).map(e => e.textContent.trim());
+    if (covered.length) problems.push(`the legend covers ${covered.slice(0, 4).join(', ')}`);
+    const cut = Array.from(legend.querySelectorAll('.traces')).filter(e => rect(e).bottom > Math.min(box.bottom,
+                                                                                                 paper.bottom) + 1);
+    if (cut.length) problems.push(`${cut.length} legend entries cut off`);
+  }
+  const siTicks = Array.from(gd.querySelectorAll('.xtick text')).map(e => e.textContent.trim())
+    .filter(t => /^[0-9.]+[kMGT]$/.test(t) && /size|bytes|set/i.test(full.xaxis.title && full.xaxis.title.text || ''));
+  if (siTicks.length) problems.push(`byte ticks written ${siTicks.join(', ')}`);
   return {index, title: (full.title && full.title.text || '').split('<br>')[0], problems};
 })"""
 
@@ -261,4 +278,48 @@ def test_every_page_address_typed_or_reloaded_loads_without_a_404(server, browse
                     problems.append(f"{name} (desk): opening {following.title} from the menu reconnected")
     page.close()
     problems += [f"failed request: {f}" for f in failed] + [f"console: {e}" for e in errors]
+    assert not problems, "\n".join(problems)
+
+
+NO_SCROLL = """() => { const m = document.querySelector('[data-testid="stMain"]');
+  return m ? m.scrollHeight - m.clientHeight : 0; }"""
+
+
+@pytest.mark.parametrize("height", [1080, 960])
+def test_every_stage_page_fits_without_scrolling_at_1920_by(server, browser, height):  # noqa: F811
+    """At 1920×1080 and in a windowed 1920×960 browser every stage page shows its takeaway whole and does not
+    scroll; a link with a bad value says so without pushing the takeaway off the screen."""
+    problems, errors = [], []
+    page = browser.new_page(viewport={"width": WIDTH, "height": height})
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    for path in [*PAGES, "talk"]:
+        for query in ("present=1", "present=1&not_a_setting=1"):
+            page.goto(link(server, path, query))
+            charted = path in CHART_PAGES or path == "talk"
+            settle(page, chart=charted, takeaway=charted)
+            where = f"{path or 'overview'} at 1920×{height}" + (" with a bad link value" if "not_a" in query else "")
+            box = page.evaluate(BOTTOMS)
+            if charted and (box["takeaway"] is None or box["takeaway"] > height):
+                problems.append(f"{where}: takeaway ends at {box['takeaway']} px")
+            overflow = page.evaluate(NO_SCROLL)
+            if overflow > 2:
+                problems.append(f"{where}: the stage scrolls by {overflow} px")
+        page.screenshot(path=str(SHOTS / f"stage-{path or 'overview'}-{height}.png"))
+    page.close()
+    assert not problems and not errors, "\n".join(problems + errors)
+
+
+def test_every_memory_modes_tab_draws_its_charts_right(server, browser):  # noqa: F811
+    problems, errors = [], []
+    page = open_page(browser, errors)
+    for present in (False, True):
+        page.goto(link(server, "memory-modes", "present=1" if present else ""))
+        settle(page, chart=True)
+        tabs = page.get_by_role("tab")
+        for number in range(tabs.count()):
+            tabs.nth(number).click()
+            page.wait_for_timeout(300)
+            settle(page, chart=True)
+            problems += check_charts(page, f"memory modes tab {number + 1} ({'stage' if present else 'desk'})")
+    page.close()
     assert not problems, "\n".join(problems)

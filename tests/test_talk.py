@@ -25,7 +25,11 @@ def test_the_built_in_talk_loads_and_every_scene_is_judged_from_the_recording():
     lines = [talks.headline(s, replay.submit(s.experiment, s.params).outcome()) for s in talk.scenes]
     assert lines[0].startswith("Understated for large copies") and "at 1 GiB" in lines[0]
     assert lines[1].startswith("False at 1 GiB")
-    assert lines[4].startswith("False:") and "slower than a warp-shuffle reduction" in lines[4]
+    assert lines[2].endswith("costs 3.4 % against the contiguous read (copy, 1 float/thread, 2,682 GB/s)")
+    assert "stride 2 costs 1.24×" in lines[3] and "against the contiguous read (copy, 1 float/thread" in lines[3]
+    assert lines[4].startswith("False: 683× slower than grid-stride + shuffle, the fastest reduction beside it")
+    # "best" searches the Streams page's default grid, and says how many pipelines that was
+    assert "3 streams (one per stage) × 64 chunks run 1.98×" in lines[5] and "the best of 15 pipelines" in lines[5]
 
 
 def test_verdicts_follow_the_numbers_not_the_text():
@@ -102,7 +106,7 @@ def test_a_link_to_a_scene_opens_it_and_measure_falls_back_to_the_recording():
     at = open_talk(scene="6")
     titles, headlines = scene_text(at)
     assert titles[0] == "# Overlapping copies and compute with streams doubles throughput"
-    assert "streams ×" in headlines[0]
+    assert "streams (one per stage) ×" in headlines[0]
     at.button(key="talk_measure").click().run()  # no live GPU here: said, and the recording stays
     # one caption line under the verdict, not a box above it
     assert any("No live GPU here" in c.value and "bundled recording" in c.value for c in at.caption)
@@ -133,7 +137,7 @@ def test_the_talk_leaves_the_stage_with_escape_and_notes_name_parameters_readabl
     at.button(key="present_leave").click().run()
     assert "present" not in at.query_params
     assert "display: none" not in " ".join(h.proto.body for h in at.get("html"))  # desk styling, sidebar back
-    assert json.loads(at.get("plotly_chart")[0].proto.spec)["layout"].get("height") != 540
+    assert json.loads(at.get("plotly_chart")[0].proto.spec)["layout"].get("height") != 480
     notes = " ".join(c.value for c in at.caption if "Parameters:" in c.value)
     assert "sizes 4 KiB, 64 KiB, 1 MiB" in notes and "{" not in notes
 

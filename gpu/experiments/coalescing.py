@@ -6,6 +6,8 @@ queued, working sets of 256 MiB and up by default, far above Hopper's 50–60 MB
   thread) and ``copy_f4`` (16-byte vectors, grid-stride: our best copy);
 * strided – a permutation gather whose warp neighbours sit ``stride`` elements apart;
 * offset – reads shifted by ``offset`` elements from 128-byte alignment;
+  both judged against ``CONTIGUOUS_REFERENCE`` (``copy_f32``), the contiguous read of the same bytes: stride 1 and
+  offset 0 do the same work and are measured for the curves, but a verdict names one baseline;
 * layout – array of structures vs structure of arrays, reading all four fields or only one;
 * transpose – naive, shared-memory tile, tile padded against bank conflicts (32×8 threads per 32×32 tile).
 
@@ -47,6 +49,9 @@ LABELS = {
     "transpose_padded": "transpose: padded tile",
 }
 KEY_COLUMNS = ["variant", "block_size", "elements", "param_value"]
+# The contiguous read that the strided and misaligned reads are judged against (pages, stage, talk, report): the
+# same bytes as theirs (one float read and one written per element), one 4-byte load and one store per thread.
+CONTIGUOUS_REFERENCE = "copy_f32"
 DEFAULT_STRIDES = [1, 2, 4, 8, 16, 32, 64]
 DEFAULT_OFFSETS = [0, 1, 2, 4, 8, 16, 31, 32]
 TITLE = "Coalescing: access patterns vs bandwidth"
@@ -234,11 +239,12 @@ class CoalescingSweep(harness.Sweep):
             def launch(s):
                 fn["copy_f4"](src, out, u64(n // 4), block=blk, grid=(min(waves, grid[0]), 1), stream=s)
         elif variant == "strided":
-            log2 = value.bit_length() - 1
+            log2, log2_n = value.bit_length() - 1, n.bit_length() - 1
             expected = None  # checked by verify_strided
 
             def launch(s):
-                fn["strided_read"](src, out, u64(n), np.uint32(log2), block=blk, grid=grid, stream=s)
+                fn["strided_read"](src, out, u64(n), np.uint32(log2), np.uint32(log2_n), block=blk, grid=grid,
+                                   stream=s)
         elif variant == "offset":
             expected = host[value:value + n]
 

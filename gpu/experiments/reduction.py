@@ -30,6 +30,7 @@ COMMAND, ORDER, PAGE = "reduction", 3, "pages/reductions.py"
 HELP = "dot-product variants vs gpuarray.dot, kernel-only and end to end"
 KERNEL_VARIANTS = ("atomic_per_element", "shared_tree", "warp_shuffle", "grid_stride", "gpuarray_dot")
 END_TO_END = ("end_to_end_pageable", "end_to_end_pinned")
+LIBRARY = "gpuarray_dot"  # the library reduction our kernels are compared with
 UNHELD = ("gpuarray_dot", "end_to_end_pageable")  # timed without the stream hold (see run)
 LABELS = {"atomic_per_element": "atomicAdd per element (seed)", "shared_tree": "shared-memory tree",
           "warp_shuffle": "warp shuffle", "grid_stride": "grid-stride + shuffle",

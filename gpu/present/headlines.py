@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import pandas as pd
 
-from gpu.core import overlap
+from gpu.core import overlap, stats, text
+from gpu.core.errors import ClaimError
 from gpu.core.units import format_bytes
+from gpu.present import facts
 
 SPEEDUP_KEY = ["direction", "include_alloc", "bytes"]
 
@@ -44,14 +46,16 @@ def transfers_verdict(view: pd.DataFrame, label: str) -> str | None:
 
 
 def reduction_best(frame: pd.DataFrame, labels: dict[str, str]) -> str | None:
-    """The fastest of our kernels against gpuarray.dot, and the HBM's theoretical rate."""
-    kernels = frame[frame["group"] == "kernel"]
-    if not {"gpuarray_dot"} < set(kernels["variant"]):
+    """The fastest of our kernels (``facts.best_reduction``, as the stage says it) against gpuarray.dot, and the
+    HBM's theoretical rate."""
+    try:
+        best = facts.best_reduction(frame)
+    except ClaimError:
         return None
-    ours = kernels[kernels["variant"] != "gpuarray_dot"].sort_values("gbps").iloc[-1]
-    library = kernels[kernels["variant"] == "gpuarray_dot"].iloc[0]
-    return (f"**Best: {labels[ours['variant']]} at {ours['gbps']:,.0f} GB/s, "
-            f"{ours['gbps'] / library['gbps']:.2f}× gpuarray.dot** ({library['gbps']:,.0f} GB/s) · "
+    if best["library_gbps"] is None:
+        return None
+    return (f"**Best: {labels[best['variant']]} at {best['gbps']:,.0f} GB/s, "
+            f"{best['gbps'] / best['library_gbps']:.2f}× gpuarray.dot** ({best['library_gbps']:,.0f} GB/s) · "
             f"HBM theoretical {frame['hbm_gbps_theoretical'].iloc[0]:,.0f} GB/s")
 
 
@@ -62,9 +66,14 @@ def copy_reference(frame: pd.DataFrame, best: pd.DataFrame) -> str | None:
     if peak.empty:
         return None
     copy_f4 = best[best["variant"] == "copy_f4"]
-    return (f"**memcpy_dtod: {peak.iloc[0]:,.0f} GB/s** (read + write) · our float4 copy: "
+    line = (f"**memcpy_dtod: {peak.iloc[0]:,.0f} GB/s** (read + write) · our float4 copy: "
             f"{copy_f4['gbps'].iloc[0]:,.0f} GB/s = {copy_f4['pct_of_dtod'].iloc[0]:.0f} % of it · "
             f"HBM theoretical {frame['hbm_gbps_theoretical'].iloc[0]:,.0f} GB/s")
+    try:
+        reference = facts.contiguous_reference(facts.one_configuration(frame))
+    except ClaimError:
+        return line
+    return line + f" · strided and misaligned reads are judged against {reference['baseline']}"
 
 
 def managed(row) -> str:
@@ -86,7 +95,7 @@ def pools(table: pd.DataFrame, crossover) -> list[str]:
             size = crossover(table, kind)
             where = (f"from {format_bytes(size)} up, allocating per call costs more than the copy itself "
                      "(pooled is ≥ 2× faster at every larger size)" if size else
-                     "at no measured size from which on allocating per call costs more than the copy")
+                     "allocating per call costs more than the copy itself at no size measured")
             parts.append(f"**{kind}**: per call ÷ pooled = {ratio.min():.2f}× … {ratio.max():.2f}×; {where}")
     return parts
 
@@ -117,3 +126,40 @@ def bidirectional(frame: pd.DataFrame) -> str:
                 line += f" ({fast:.1f} GB/s in their fastest tenth of samples: the rate the pipelines' bound uses)"
         parts.append(line)
     return " · ".join(parts)
+
+
+STOPS = {"converged": "reached the noise target", "max_samples": "stopped at the sample limit",
+         "timeout": "at the time limit", "budget": "at their time budget"}
+
+
+def transfer_stops(frame: pd.DataFrame) -> str | None:
+    """How each point of a run stopped sampling, counted from its ``stop_reason`` column and said with its profile's
+    limits; of those stopped on a limit, how many were still noisier than the target and how many lacked only
+    sampled time; and why such a point still stands (its spread is kept and shown)."""
+    if frame.empty or "stop_reason" not in frame:
+        return None
+    counts = frame["stop_reason"].value_counts()
+    try:
+        profile = stats.get_profile(str(frame["profile"].iloc[0]))
+    except ValueError:
+        profile = None
+    limits = {"converged": f" (cv ≤ {text.percent(profile.max_noise, 1)} over ≥ {profile.min_time_s:g} s of "
+                           "samples)" if profile else "",
+              "max_samples": f" ({profile.max_samples:,} samples)" if profile else "",
+              "timeout": f" ({profile.timeout_s:g} s)" if profile else ""}
+    parts = [f"{counts[reason]:,} {STOPS.get(reason, reason)}{limits.get(reason, '')}" for reason in
+             [*STOPS, *sorted(set(counts.index) - set(STOPS))] if reason in counts]
+    line = f"How the {len(frame):,} points stopped: " + ", ".join(parts) + "."
+    stopped = frame[frame["stop_reason"] != "converged"]
+    if stopped.empty:
+        return line
+    if profile:
+        noisy = int((stopped["cv"] > profile.max_noise).sum())
+        share = f"All {noisy:,}" if noisy == len(stopped) else f"Of those {len(stopped):,}, {noisy:,}"
+        line += (f" {share} were still noisier than the target (mostly copies that include host work, such as "
+                 "pageable staging, allocation or a small copy's issue time: they vary more than that from sample to "
+                 "sample, and more samples do not narrow it)"
+                 + (f" and {len(stopped) - noisy:,} were within it but short of {profile.min_time_s:g} s of samples"
+                    if noisy < len(stopped) else "") + ".")
+    return line + (" Each keeps its spread (cv, min and max here, the error bars on the chart); Compare judges a "
+                   "median by how far it moves between runs, not by its own cv.")

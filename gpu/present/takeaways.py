@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import pandas as pd
 
-from gpu.core import overlap, text
+from gpu.core import text
+from gpu.core.overlap import gain_text as overlap_gain
 from gpu.core.units import format_bytes
-from gpu.experiments.reduction import LABELS as REDUCTION_LABELS
+from gpu.present import facts
 from gpu.present.claims import ClaimError, pinned_speedups
 
-
-def _ratio_text(value: float) -> str:
-    return f"{value:.1f}×" if value >= 1.95 else f"{value:.2f}×"
+_ratio_text = facts.ratio_text  # the one style of a speed ratio, as the talk's verdicts write it
 
 
 def transfers(frame: pd.DataFrame) -> str | None:
@@ -47,46 +46,39 @@ def _sentence(parts: list[str]) -> str | None:
     return joined[0].upper() + joined[1:] + "."
 
 
-def _one_configuration(frame: pd.DataFrame) -> pd.DataFrame:
-    """The rows of one vector size and block size (the largest size; block 256 where measured), so a sentence
-    never mixes configurations of a recording that holds several."""
-    if frame.empty:
-        return frame
-    frame = frame[frame["elements"] == frame["elements"].max()]
-    blocks = set(frame["block_size"].dropna())
-    block = 256 if 256 in blocks else min(blocks, default=None)
-    return frame if block is None else frame[frame["block_size"] == block]
+def _found(fact, frame: pd.DataFrame) -> dict | None:
+    """A figure of ``gpu.present.facts``, or None when the frame lacks what it needs."""
+    try:
+        return fact(frame)
+    except ClaimError:
+        return None
 
 
 def coalescing(frame: pd.DataFrame) -> str | None:
-    """How much bandwidth scattered and misaligned reads lose against contiguous ones."""
-    frame = _one_configuration(frame)
+    """What strided and misaligned reads cost against the contiguous read of the same bytes (one baseline, named)."""
     parts = []
-    strided = frame[frame["variant"] == "strided"].set_index("param_value")["gbps"]
-    if 1 in strided.index and len(strided) > 1:
-        worst = int(strided.idxmin())
-        parts.append(f"reads {text.count(worst, 'float')} apart get {strided[worst]:,.0f} GB/s; contiguous ones "
-                     f"get {strided[1]:,.0f} GB/s, {text.times(strided[1] / strided[worst])} as much")
-    offset = frame[frame["variant"] == "offset"].set_index("param_value")["gbps"]
-    if 0 in offset.index and len(offset) > 1:
-        parts.append(f"misaligned reads cost at most {text.percent(1 - offset.drop(index=0).min() / offset[0])}")
+    strides = _found(facts.stride_costs, frame)
+    if strides:
+        parts.append(f"against {strides['baseline']}, stride {strides['two']} "
+                     f"costs {strides['at_two_text']} and reads {text.count(strides['worst'], 'float')} apart cost "
+                     f"{strides['at_worst_text']} ({strides['worst_gbps']:,.0f} GB/s)")
+    offsets = _found(facts.misaligned_cost, frame)
+    if offsets:
+        parts.append(f"misaligned reads cost at most {offsets['cost_text']}"
+                     + ("" if strides else f" against {offsets['baseline']}"))
     return _sentence(parts)
 
 
 def reduction(frame: pd.DataFrame) -> str | None:
     """The best reduction's bandwidth, and what an atomicAdd per element costs against it."""
-    kernels = _one_configuration(frame[frame["group"] == "kernel"])
-    if kernels.empty:
+    best = _found(facts.best_reduction, frame)
+    if best is None:
         return None
-    best = kernels.loc[kernels["gbps"].idxmax()]
-    name = REDUCTION_LABELS.get(best["variant"], best["variant"])
-    line = f"The best reduction here ({name}) reads {best['gbps']:,.0f} GB/s"
-    ms = kernels.set_index("variant")["median_ms"]
-    if "atomic_per_element" in ms.index and best["variant"] != "atomic_per_element":
-        # The baseline is named: the talk compares against warp_shuffle, so its figure differs from this one.
-        line += (f"; one atomicAdd per element is {text.times(ms['atomic_per_element'] / best['median_ms'], 0)} "
-                 f"slower than {name} ({text.count(int(best['elements']), 'float')}, "
-                 f"block {int(best['block_size'])})")
+    line = f"The best of our reductions here ({best['label']}) reads {best['gbps']:,.0f} GB/s"
+    atomic = _found(facts.atomic_slowdown, frame)
+    if atomic:
+        line += (f"; one atomicAdd per element is {atomic['slower_text']} slower than {atomic['baseline_label']} "
+                 f"({text.count(best['elements'], 'float')}, block {best['block']})")
     return line + "."
 
 
@@ -105,20 +97,14 @@ def occupancy(frame: pd.DataFrame) -> str | None:
 
 def streams(frame: pd.DataFrame) -> str | None:
     """The best pipeline that can overlap against one stream, per host memory, or 'no measurable overlap'."""
-    table = overlap.pipeline_table(frame)
-    if table.empty:
+    try:
+        found = facts.best_pipelines(frame)
+    except ClaimError:
         return None
-    parts = []
-    summary = overlap.overlap_summary(table)
-    # One sentence per host memory, at its lightest kernel (the copy-bound case the page opens with).
-    summary = summary.sort_values("intensity", kind="stable").drop_duplicates("host_memory")
-    for best in summary.to_dict("records"):
-        if not best["configurations"]:
-            continue
-        config = overlap.config_text(best["best_streams"], best["best_chunks"], best["best_order"])
-        parts.append(f"{best['host_memory']}: {config} run {best['best_speedup']:.2f}× as fast as one stream "
-                     f"({overlap.gain_text(best)})" if best["gain_measurable"] else
-                     f"{best['host_memory']}: no measurable overlap ({config} against one stream)")
+    parts = [f"{best['host_memory']}: {best['config']} run {best['speedup_text']} as fast as one stream "
+             f"({overlap_gain(best)}; {best['searched_text']})" if best["gain_measurable"] else
+             f"{best['host_memory']}: no measurable overlap ({best['config']} against one stream)"
+             for best in found]
     return _sentence(parts)
 
 

@@ -157,6 +157,27 @@ def percent(change: float) -> str:
     return text.percent(change, signed=True)
 
 
+def band_limits(band: dict, baseline_median_ms: float) -> tuple[float, float]:
+    """The run-to-run band in the units of ``change`` (candidate speed ÷ baseline speed − 1): the band is symmetric
+    on a log scale of time, so ±49 % there reads −38.7 % … +63.2 % here. A change outside these limits is beyond
+    run-to-run noise; inside, within it."""
+    low = baseline_median_ms / math.exp(band["center"] + band["half_width"]) - 1
+    high = baseline_median_ms / math.exp(band["center"] - band["half_width"]) - 1
+    return low, high
+
+
+def band_text(low: float, high: float) -> str:
+    """'−38.7 % … +63.2 %': a run-to-run band written as the change column writes a change."""
+    if low != low or high != high:
+        return "—"
+    return f"{text.percent(low, 1, signed=True)} … {text.percent(high, 1, signed=True)}"
+
+
+def floor_text(kind: str, one_board: bool = False) -> str:
+    """A kind's floor as the band it gives around the baseline, in the units of ``change``."""
+    return band_text(*band_limits({"center": 0.0, "half_width": floor(kind, one_board)}, 1.0))
+
+
 def point_kind(experiment: str, row) -> str:
     """The kind of path a point measures, which sets how far it moves between runs: ``host clock`` (timed on
     the host: allocation, packing, pools), ``kernel`` (device memory only), ``managed migration`` (page faults or
@@ -304,6 +325,7 @@ def compare(baseline: pd.DataFrame, candidate: pd.DataFrame, earlier: list[pd.Da
                                [m for m, t in history.get(key, ()) if t == timer], one_board,
                                [m for m, t in board_history.get(key, ()) if t == timer])
         result = verdict(b["samples_ms"], c["samples_ms"], band=band)
+        low, high = band_limits(band, float(np.median(b["samples_ms"])))
         limit_b, limit_c = limit_gbps(b), limit_gbps(c)
         rows.append({**{k: b[k] for k in keys}, "point": point_label(experiment, b), "direction": b["direction"],
                      "kind": kind, "baseline_ms": b["median_ms"], "candidate_ms": c["median_ms"],
@@ -311,6 +333,7 @@ def compare(baseline: pd.DataFrame, candidate: pd.DataFrame, earlier: list[pd.Da
                      "baseline_cv": b["cv"], "candidate_cv": c["cv"],
                      "baseline_samples": int(b["samples"]), "candidate_samples": int(c["samples"]),
                      "ratio": b["median_ms"] / c["median_ms"], **result,
+                     "run_to_run_low": low, "run_to_run_high": high,
                      "baseline_pct_of_limit": b["gbps"] / limit_b * 100 if limit_b else math.nan,
                      "candidate_pct_of_limit": c["gbps"] / limit_c * 100 if limit_c else math.nan})
     table = pd.DataFrame(rows)
@@ -431,7 +454,8 @@ def _points(count: int) -> str:
 
 def band_summary(table: pd.DataFrame) -> str:
     """Where the run-to-run bands came from: 'Run-to-run noise: the history of 4 runs of this board for 40 points;
-    measured floors for 12 points (pinned ±1.5 %, small copy ±44.8 %).'"""
+    measured floors for 12 points (pinned −1.5 % … +1.5 %, small copy −30.9 % … +44.8 %)': each band in the units of
+    a point's change (speed), where the band is symmetric on a log scale.'"""
     if table.empty:
         return ""
     sources = table["run_to_run_source"].value_counts()
@@ -442,7 +466,7 @@ def band_summary(table: pd.DataFrame) -> str:
     if not floored.empty:
         bands = {(kind, source.endswith("one-board floor"))
                  for kind, source in zip(floored["kind"], floored["run_to_run_source"], strict=True)}
-        kinds = ", ".join(f"{kind}{' (one board)' if narrow else ''} ±{math.expm1(floor(kind, narrow)):.1%}"
+        kinds = ", ".join(f"{kind}{' (one board)' if narrow else ''} {floor_text(kind, narrow)}"
                           for kind, narrow in sorted(bands, key=lambda band: floor(*band)))
         parts.append(f"measured floors for {_points(len(floored))} ({kinds})")
     hint = f" {MIN_HISTORY} or more earlier runs of the board (of the device model, for runs on two boards) give a " \

@@ -16,14 +16,15 @@ from plotly import colors as px_colors
 
 from gpu.core import text
 from gpu.core.units import format_bytes
+from gpu.experiments.transfers import MODE_LABELS
 from gpu.results import compare
 
 VERDICT_COLORS = {"faster": "#00CC96", "slower": "#EF553B", "run-to-run": "#FECB52", "same": "#AAAAAA",
                   "first": "#636EFA"}
 # The table's columns, in the page's and the report's order.
 POINT_COLUMNS = ["point", "kind", "baseline_ms", "candidate_ms", "change", "verdict", "p_value", "noise", "run_to_run",
-                 "run_to_run_source", "baseline_samples", "candidate_samples", "baseline_pct_of_limit",
-                 "candidate_pct_of_limit"]
+                 "run_to_run_low", "run_to_run_high", "run_to_run_source", "baseline_samples", "candidate_samples",
+                 "baseline_pct_of_limit", "candidate_pct_of_limit"]
 
 
 def run_label(frame: pd.DataFrame) -> str:
@@ -33,6 +34,8 @@ def run_label(frame: pd.DataFrame) -> str:
 
 VERDICT_SYMBOLS = {"slower": "triangle-down", "run-to-run": "diamond-open", "same": "circle-open",
                    "faster": "triangle-up"}
+VERDICT_GLYPHS = {"slower": "▼", "run-to-run": "◇", "same": "○", "faster": "▲"}  # the shapes, written
+LEGEND_SYMBOL = "square"
 SERIES_COLORS = px_colors.qualitative.Dark24
 
 
@@ -41,7 +44,9 @@ def point_series(table: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
     size). Kernels: the series is the variant, x the rest of the point's label less what every point shares (the
     vector size of a one-size run says nothing), or the variant itself when nothing else differs."""
     if "include_alloc" in table.columns and "bytes" in table.columns:
-        series = table["variant"].astype(str) + " " + table["direction"].astype(str).str.upper() \
+        # the modes as every other page names them ("pinned write-combined", "mapped zero-copy")
+        series = table["variant"].astype(str).map(lambda v: MODE_LABELS.get(v, v)) + " " \
+            + table["direction"].astype(str).str.upper() \
             + table["include_alloc"].map(lambda a: " incl. allocation" if bool(a) else "")
         return series, table["bytes"]
     parts = table["point"].str.split(" · ")
@@ -71,26 +76,27 @@ def ratio_figure(table: pd.DataFrame, title: str, normalized: bool = False) -> g
         # On the size axis each series is nudged sideways (within ±0.3 of an octave), so the series measured at
         # one size stand side by side instead of on top of each other; the hover names the exact size.
         shown_x = x[mine] * 2 ** (0.6 * (i - (len(names) - 1) / 2) / len(names)) if by_size else x[mine]
+        # The legend draws a series with the symbol of its first point: a gap point (no x) in a plain square comes
+        # first, so the colour's entry carries no verdict shape.
         fig.add_trace(go.Scatter(
-            x=shown_x, y=part[column] * 100, mode="markers", name=name, legendgroup="series", legendrank=10 + i,
+            x=[None, *shown_x], y=[None, *(part[column] * 100)], mode="markers", name=name, legendgroup="series",
+            legendrank=10 + i,
             marker={"color": colour, "size": 11, "line": {"width": 2, "color": colour},
-                    "symbol": [VERDICT_SYMBOLS.get(v, "circle") for v in part["verdict"]]},
+                    "symbol": [LEGEND_SYMBOL, *(VERDICT_SYMBOLS.get(v, "circle") for v in part["verdict"])]},
             customdata=np.column_stack([part["point"].map(text.chart_text),
                                         [text.duration_ms(v) for v in part["baseline_ms"]],
                                         [text.duration_ms(v) for v in part["candidate_ms"]],
                                         [text.p_value(v) for v in part["p_value"]],
                                         [text.percent(v, 1) for v in part["noise"]],
                                         part["verdict"].map(compare.VERDICT_NAMES),
-                                        [text.percent(v, 1) for v in part["run_to_run"]],
+                                        [compare.band_text(lo, hi) for lo, hi in
+                                         zip(part["run_to_run_low"], part["run_to_run_high"], strict=True)],
                                         part["run_to_run_source"].fillna("—")]),
             hovertemplate="%{customdata[0]}<br>%{y:+.1f} % · %{customdata[5]}<br>baseline %{customdata[1]} · "
                           "candidate %{customdata[2]}<br>Mann-Whitney p %{customdata[3]} · noise "
-                          "%{customdata[4]} · run-to-run ±%{customdata[6]} (%{customdata[7]})<extra></extra>"))
-    for verdict, symbol in VERDICT_SYMBOLS.items():  # the shapes' key: entries with no points of their own
-        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=compare.VERDICT_NAMES[verdict],
-                                 legendgroup="verdict", legendgrouptitle={"text": "verdict (shape)"},
-                                 legendrank=1,  # key first
-                                 marker={"symbol": symbol, "color": "#555555", "size": 11, "line": {"width": 2}}))
+                          "%{customdata[4]} · run-to-run band %{customdata[6]} (%{customdata[7]})<extra></extra>"))
+        fig.data[-1].customdata = np.vstack([np.full((1, fig.data[-1].customdata.shape[1]), ""),
+                                            fig.data[-1].customdata])  # the gap point's row
     fig.add_hline(y=0, line={"color": "black", "width": 1})
     if by_size:
         sizes = sorted(set(table["bytes"].astype(int)))
@@ -98,7 +104,10 @@ def ratio_figure(table: pd.DataFrame, title: str, normalized: bool = False) -> g
     else:
         axis = {"type": "category", "categoryorder": "array", "categoryarray": list(dict.fromkeys(x)),
                 "tickangle": -35, "automargin": True, "title": "point"}
-    fig.update_layout(title={"text": text.chart_text(title)}, xaxis=axis,
+    # The shapes' key under the title, not in the legend: the legend is the series' colours alone, short enough for
+    # the stage (a key of four shapes there pushed three series out of its box).
+    key = " · ".join(f"{VERDICT_GLYPHS[v]} {compare.VERDICT_NAMES[v]}" for v in VERDICT_SYMBOLS)
+    fig.update_layout(title={"text": f"{text.chart_text(title)}<br><sup>shape: {key}</sup>"}, xaxis=axis,
                       yaxis_title=("change in % of own device's limit" if normalized else
                                    "candidate speed vs baseline (%)"),
                       height=560, legend={"groupclick": "toggleitem", "tracegroupgap": 12})
@@ -113,7 +122,9 @@ def points_table(table: pd.DataFrame) -> pd.DataFrame:
         "candidate": table["candidate_ms"].map(text.duration_ms), "change": table["change"] * 100,
         "verdict": table["verdict"].map(compare.VERDICT_NAMES), "kind": table["kind"],
         "p (Mann-Whitney)": table["p_value"].map(text.p_value), "noise (cv)": table["noise"] * 100,
-        "run-to-run ±": table["run_to_run"] * 100, "run-to-run from": table["run_to_run_source"],
+        "run-to-run band": [compare.band_text(lo, hi) for lo, hi in
+                            zip(table["run_to_run_low"], table["run_to_run_high"], strict=True)],
+        "run-to-run from": table["run_to_run_source"],
         "baseline samples": table["baseline_samples"],
         "candidate samples": table["candidate_samples"], "baseline % of limit": table["baseline_pct_of_limit"],
         "candidate % of limit": table["candidate_pct_of_limit"]})
@@ -178,7 +189,7 @@ def render(baseline: pd.DataFrame, candidates: list[pd.DataFrame], earlier=None)
             include = False  # Plotly's JavaScript once per file
         shown = points_table(table).assign(**{
             column: lambda t, c=column, d=digits: t[c].map(lambda v: text.percent(v / 100, d, signed=c == "change"))
-            for column, digits in (("change", 1), ("noise (cv)", 1), ("run-to-run ±", 1), ("baseline % of limit", 1),
+            for column, digits in (("change", 1), ("noise (cv)", 1), ("baseline % of limit", 1),
                                    ("candidate % of limit", 1))}) if not table.empty else table
         sections.append(f"""
 <section>

@@ -124,6 +124,7 @@ class ReplayBackend:
     def __init__(self, directory: Path = REPLAY_DIR, frames: list[pd.DataFrame] | None = None):
         """Recordings from ``directory``, or exactly ``frames`` (a stored run opened on its page)."""
         self.directory = Path(directory)
+        self.source = "the opened run" if frames is not None else "the bundled recordings"
         self.frames: list[pd.DataFrame] = list(frames or [])
         self.problems: list[str] = []
         self.files: dict[Path, pd.DataFrame] = {}  # each file read → its frame (the runs catalog reuses them)
@@ -186,7 +187,8 @@ class ReplayBackend:
             raise ValidationError(reasons)
         recordings = self.recordings(experiment)
         if recordings.empty:
-            raise ValidationError([f"no recorded {experiment} runs in {self.directory}"])
+            # Never the folder's path: a message is shown to visitors, who have no business with the server's files.
+            raise ValidationError([f"no recorded {experiment} runs in {self.source}"])
         module = get_experiment(experiment)
         wanted = set(module.parse_params(params).points())
         run_id = run_id or self.recording_for(experiment, wanted) or recordings.iloc[0]["run_id"]

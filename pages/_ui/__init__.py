@@ -14,6 +14,7 @@ from pages._ui.backends import (
     current_backend,
     live_backend,
     loaded_run,
+    open_run_page,
     opened_run,
     replay_backend,
     require_router,
@@ -34,6 +35,8 @@ from pages._ui.controls import (
     axis_steps,
     block_size_setting,
     download,
+    first_default,
+    select_one,
     show_reasons,
     typed_block_size,
 )
@@ -53,9 +56,10 @@ from pages._ui.url_state import UrlState, open_linked_page, parse_url_value, url
 
 __all__ = ["Page", "UrlState", "axis", "axis_choices", "axis_default", "axis_label", "axis_powers", "axis_slider",
            "axis_steps", "backends", "block_size_setting", "cached", "cached_figure", "chart", "check_present_value",
-           "controls", "current_backend", "desk", "download", "frame_key", "live_backend",
-           "loaded_run", "measure", "more_settings", "open_linked_page", "opened_run", "outcome", "parse_url_value",
-           "presenting", "replay_backend", "request", "require_router", "run_catalog", "session_id", "shortcuts",
+           "controls", "current_backend", "desk", "download", "first_default", "frame_key", "live_backend",
+           "loaded_run", "measure", "more_settings", "open_linked_page", "open_run_page", "opened_run", "outcome",
+           "parse_url_value", "presenting", "replay_backend", "request", "require_router", "run_catalog", "select_one",
+           "session_id", "shortcuts",
            "show_reasons", "source_banner", "source_sidebar", "stage_exit", "stage_style", "takeaway",
            "typed_block_size", "url_state", "url_text", "use_replay", "view_link"]
 

@@ -9,6 +9,7 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from gpu.core import devices
 from gpu.core.text import plain
+from gpu.experiments.registry import PAGE_OF
 from gpu.results.catalog import BUNDLED_DIRS, Catalog, read_bundled
 from gpu.results.store import StoreError
 from gpu.service.backends import LiveBackend, ReplayBackend, start_live
@@ -96,6 +97,18 @@ def opened_run_backend(run_id: str) -> tuple[ReplayBackend | None, str]:
     except StoreError as exc:  # unknown id or unreadable store: the page says so and falls back
         return None, str(exc)
     return ReplayBackend(frames=[frame]), ""
+
+
+def open_run_page(navigation) -> None:
+    """``/?run=ID`` on Overview (the app's root) opens the run on its experiment's page, with the address's other
+    values; an unknown run stays on Overview, where the banner names it."""
+    run_id = opened_run()
+    if not run_id or navigation.url_path:
+        return
+    backend, _ = opened_run_backend(run_id)
+    experiments = set(backend.data["experiment"]) if backend is not None else set()
+    if len(experiments) == 1 and (page := PAGE_OF.get(experiments.pop())):
+        st.switch_page(page, query_params={k: st.query_params.get_all(k) for k in st.query_params})
 
 
 def use_replay() -> bool:

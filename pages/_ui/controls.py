@@ -141,23 +141,36 @@ def axis_choices(experiment: str, name: str, key: str, options=None, default=Non
                     **kwargs)
 
 
+def select_one(label: str, options: list, key: str, value=None, format_func=str, where=st, **kwargs):
+    """``st.select_slider`` over ``options`` (in ``where``: a column or container); with one option, that option
+    written out instead (a slider of one value draws a lone dot that moves nowhere), its value kept under ``key``
+    as the slider's would be (the address keeps it)."""
+    if len(options) == 1:
+        st.session_state[key] = options[0]
+        where.markdown(f"{label}: **{format_func(options[0])}** (the only value here)")
+        return options[0]
+    return where.select_slider(label, options=options, value=value if value in options else options[0],
+                               format_func=format_func, key=key, **kwargs)
+
+
 def axis_slider(experiment: str, name: str, key: str, options: list, label: str | None = None, otherwise: int = -1,
                 **kwargs):
     """A slider over ``options`` for one value of the axis: labelled as the axis, at its declared default when
     offered (else at ``options[otherwise]``, the largest by default)."""
     declared = axis(experiment, name)
     default = first_default(declared)
-    return st.select_slider(label or axis_label(declared), options=options,
-                            value=default if default in options else options[otherwise], key=key, **kwargs)
+    return select_one(label or axis_label(declared), options, key,
+                      value=default if default in options else options[otherwise], **kwargs)
 
 
-def block_size_setting(key: str, options: list[int], label: str, placeholder: str, default: int = 256) -> list[int]:
-    """A kernel page's block size, among its More settings: a slider (``default`` when offered) or a typed size,
-    which overrides it. Widget keys: ``{key}`` and ``{key}_typed``."""
-    with more_settings():
+def block_size_setting(key: str, options: list[int], label: str, placeholder: str, default: int = 256,
+                       settings=None) -> list[int]:
+    """A kernel page's block size, among its More settings (``settings``: the page's own box of them, else a new
+    one): a slider (``default`` when offered) or a typed size, which overrides it. Widget keys: ``{key}`` and
+    ``{key}_typed``."""
+    with settings if settings is not None else more_settings():
         block_column, typed_column = st.columns(2)
-        block = block_column.select_slider(label, options=options, value=default if default in options else options[0],
-                                           key=key)
+        block = select_one(label, options, key, value=default, where=block_column)
         typed = typed_column.text_input("…or type a block size", key=f"{key}_typed", placeholder=placeholder)
     return typed_block_size(typed) or [block]
 

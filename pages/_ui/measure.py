@@ -14,7 +14,7 @@ from gpu.core.text import plain
 from gpu.present.noise import noisy_points
 from gpu.results.store import StoreError
 from gpu.service.client import JobHandle
-from pages._ui.backends import run_catalog, session_id
+from pages._ui.backends import opened_run, run_catalog, session_id
 from pages._ui.controls import profile_choice, show_reasons
 from pages._ui.stage import desk
 
@@ -127,6 +127,14 @@ def section_frame(backend, experiment: str, params: dict, key: str, run_id: str 
                   extra_reasons: list[str] | None = None, preview=None):
     """Profile choice, validation (with messages), then the measured or replayed frame; None (after saying
     why, or asking for Measure) when there is none. For pages with several experiments in sections."""
+    opened = opened_run()
+    if opened and backend.kind == "replay" and backend.recordings(experiment).empty:
+        # A run opened from the address (Runs → Open on its page) holds one experiment; a page of several shows it
+        # in its own section and says so in the others, rather than calling their settings wrong.
+        shown = ", ".join(sorted(set(backend.data["experiment"]))) or "no"
+        st.info(f"Run {plain(opened)} is a {plain(shown)} run: it holds no {experiment} points. Leave the run (drop "
+                "run= from the address) to see this section's recordings.")
+        return None
     profile_choice(backend, key, params)
     reasons = extra_reasons or backend.check(experiment, params)
     if reasons:

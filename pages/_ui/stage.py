@@ -3,8 +3,10 @@ settings", takeaways under charts, stage-sized charts and keyboard shortcuts."""
 
 from __future__ import annotations
 
+import json
+import re
+
 import streamlit as st
-from streamlit_shortcuts import add_shortcuts
 
 from gpu.core import text
 from gpu.present.charts import transfers as charts
@@ -31,29 +33,42 @@ button:focus-visible, button:focus { box-shadow: none !important; outline: none 
 .st-key-stage_title_card h1 { font-size: 4.2rem !important; }
 </style>
 """
-STAGE_CHART_HEIGHT = 540  # px: with title, controls and takeaway the stage fits 1080 px without scrolling
+STAGE_CHART_HEIGHT = 480  # px: with title, controls and takeaway the stage fits 1920×960 (a windowed browser) too
 
 
-# A shortcut clicks its button (streamlit-shortcuts), which then keeps the focus: the browser scrolls it into view
-# and draws a focus ring. Remember the scroll before the key is handled, then blur the button and restore it.
-KEEP_SCROLL_JS = """<script>
+# A shortcut clicks its button, which would then keep the focus: the browser scrolls it into view and draws a focus
+# ring. Remember the scroll before the key is handled, then blur the button and restore it. The script runs in the
+# page itself (st.html): no iframe (streamlit-shortcuts used st.components.v1.html, deprecated, whose sandboxed
+# iframe made the browser warn about allow-scripts with allow-same-origin on every stage page).
+SHORTCUTS_JS = """<script>
 (() => {
 const doc = document, win = window;
-if (!win.__pinpointKeepScroll) {
-  win.__pinpointKeepScroll = true;
-  const boxes = () => [doc.scrollingElement, doc.querySelector('[data-testid="stMain"]'),
-                       doc.querySelector('[data-testid="stAppViewContainer"]')].filter(Boolean);
-  win.addEventListener('keydown', (e) => {
-    if (['INPUT', 'TEXTAREA'].includes((e.target.tagName || '').toUpperCase())) return;
-    const kept = boxes().map(b => [b, b.scrollTop]);
-    const restore = () => {
-      if (doc.activeElement && doc.activeElement.tagName === 'BUTTON') doc.activeElement.blur();
-      kept.forEach(([b, top]) => { b.scrollTop = top; });
-    };
-    setTimeout(restore, 0);
-    setTimeout(restore, 120);
-  }, true);
-}
+win.__pinpointShortcuts = Object.assign(win.__pinpointShortcuts || {}, __KEYS__);
+if (win.__pinpointKeys) return;
+win.__pinpointKeys = true;
+const boxes = () => [doc.scrollingElement, doc.querySelector('[data-testid="stMain"]'),
+                     doc.querySelector('[data-testid="stAppViewContainer"]')].filter(Boolean);
+win.addEventListener('keydown', (e) => {
+  const typing = ['INPUT', 'TEXTAREA', 'SELECT'].includes((e.target.tagName || '').toUpperCase());
+  if (typing || e.target.isContentEditable) return;
+  if (e.ctrlKey || e.altKey || e.metaKey) return;
+  const kept = boxes().map(b => [b, b.scrollTop]);
+  const restore = () => {
+    if (doc.activeElement && doc.activeElement.tagName === 'BUTTON') doc.activeElement.blur();
+    kept.forEach(([b, top]) => { b.scrollTop = top; });
+  };
+  const pressed = e.key.toLowerCase();
+  for (const [key, shortcut] of Object.entries(win.__pinpointShortcuts)) {
+    if (shortcut !== pressed) continue;
+    const button = doc.querySelector(`.st-key-${key} button`);
+    if (!button || button.disabled) continue;
+    e.preventDefault();
+    button.click();
+    break;
+  }
+  setTimeout(restore, 0);
+  setTimeout(restore, 120);
+}, true);
 })();
 </script>"""
 
@@ -80,8 +95,8 @@ def stage_style() -> None:
 
 def shortcuts(**keys: str) -> None:
     """Keyboard shortcuts for buttons (widget key = key name), which never move the page or leave a focus ring."""
-    add_shortcuts(**keys)
-    st.html(KEEP_SCROLL_JS, unsafe_allow_javascript=True)
+    st.html(SHORTCUTS_JS.replace("__KEYS__", json.dumps({k: v.lower() for k, v in keys.items()})),
+            unsafe_allow_javascript=True)
 
 
 def leave_presentation() -> None:
@@ -108,12 +123,21 @@ def more_settings():
     return st.expander("More settings", icon=":material/tune:") if presenting() else st.container()
 
 
+# A number and its unit never break across lines in a verdict ("4 KiB", "3.4 %", "0.043 ms").
+NUMBER_UNIT = re.compile(r"(\d) (?=(?:B|KiB|MiB|GiB|TiB|KB|MB|GB|GB/s|TB/s|ms|µs|ns|s|%|floats?|threads?)\b|%)")
+
+
+def keep_units(line: str) -> str:
+    """``line`` with a no-break space between each number and its unit."""
+    return NUMBER_UNIT.sub("\\1\u00a0", line)
+
+
 def takeaway(text: str | None, heading: str = "###", always: bool = False, key: str = "stage_takeaway") -> None:
     """On stage, the one sentence under a chart that says what it shows, computed from its data (gpu.present.takeaways).
     ``always``: shown at the desk too (a talk's verdict). ``key``: one per takeaway, starting "stage_takeaway"."""
     if text and (always or presenting()):
         with st.container(key=key):
-            st.markdown(f"{heading} {text}")
+            st.markdown(f"{heading} {keep_units(text)}")
 
 
 def chart(figure, key: str) -> None:

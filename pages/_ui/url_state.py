@@ -202,10 +202,14 @@ class UrlState:
                 st.query_params[key] = shown
             elif key in st.query_params:
                 del st.query_params[key]
-        if problems and self.slot is None:
-            self.slot = st.empty()
-        if problems:
-            self.slot.warning("Not used as written in this link:\n" + "\n".join(f"- {p}" for p in problems))
+        note = "Not used as written in this link:\n" + "\n".join(f"- {p}" for p in problems)
+        if problems and presenting():  # on stage a box would push the takeaway off the screen: a toast takes no room
+            st.toast(note, icon=":material/link_off:", duration="long")
+            self.problems = []
+        elif problems:
+            if self.slot is None:
+                self.slot = st.empty()
+            self.slot.warning(note)
             self.problems = []
         if not link:
             return

@@ -9,10 +9,12 @@ from plotly.subplots import make_subplots
 
 from gpu.core.occupancy import DeviceLimits, KernelResources, occupancy
 from gpu.core.text import chart_text
+from gpu.core.units import format_bytes
+from gpu.experiments.coalescing import CONTIGUOUS_REFERENCE
 from gpu.experiments.coalescing import LABELS as COALESCING_LABELS
 from gpu.experiments.occupancy_sweep import LABELS as OCCUPANCY_LABELS
 from gpu.experiments.reduction import LABELS as REDUCTION_LABELS
-from gpu.present.charts.transfers import LOG_VALUE_AXIS, source_label
+from gpu.present.charts.transfers import LEGEND_BELOW, LOG_VALUE_AXIS, source_label
 
 PALETTE = ["#636EFA", "#EF553B", "#00CC96", "#AB63FA", "#FFA15A", "#19D3F3", "#FF6692", "#B6E880"]
 
@@ -60,9 +62,20 @@ def sweep_figure(frame: pd.DataFrame, variant: str) -> go.Figure:
         hovertemplate=axis_title + " %{x}: %{y:.0f} GB/s (%{customdata[0]:.0f} % of memcpy_dtod)<br>"
                       "median %{customdata[1]:.1f} µs, cv %{customdata[2]:.2f} %<extra></extra>"))
     if not part.empty:
-        _reference_lines(fig, data, [part["param_value"].min(), part["param_value"].max()])
+        x_range = [part["param_value"].min(), part["param_value"].max()]
+        _reference_lines(fig, data, x_range)
+        # the read the verdicts judge this sweep against (facts.contiguous_reference), drawn where they name it
+        same_block = data["block_size"] == part["block_size"].iloc[0]
+        contiguous = data[(data["variant"] == CONTIGUOUS_REFERENCE) & same_block]
+        if not contiguous.empty:
+            gbps = float(contiguous["gbps"].iloc[0])
+            label = COALESCING_LABELS[CONTIGUOUS_REFERENCE]
+            fig.add_trace(go.Scatter(x=x_range, y=[gbps] * 2, mode="lines", line={"color": "#00CC96", "dash": "dash"},
+                                     name=f"contiguous read: {label} ({gbps:.0f} GB/s)",
+                                     hovertemplate="the contiguous read the costs are judged against: %{y:.0f} GB/s"
+                                                   "<extra></extra>"))
     fig.update_layout(title=_title(title, frame), xaxis_title=axis_title, yaxis_title="effective GB/s (10⁹ B/s)",
-                      legend={"orientation": "h", "y": -0.25}, height=420)
+                      legend=LEGEND_BELOW, height=420)
     if variant == "strided":
         fig.update_xaxes(type="log", tickvals=sorted(part["param_value"].unique()))
     return fig
@@ -145,7 +158,7 @@ def occupancy_curve(device: DeviceLimits, kernel: KernelResources, block_size: i
         xs = sorted(set(list(range(0, top + 1, 2048)) + [top]))
         results = [occupancy(device, kernel, block_size, x) for x in xs]
         current = occupancy(device, kernel, block_size, dynamic)
-        x_now, title, x_title = dynamic, "Occupancy vs dynamic shared memory per block", "dynamic shared memory (bytes)"
+        x_now, title, x_title = dynamic, "Occupancy vs dynamic shared memory per block", "dynamic shared memory"
     fig = go.Figure(go.Scatter(
         x=xs, y=[r.occupancy * 100 for r in results], mode="lines", line_shape="hv", name="theoretical occupancy",
         customdata=np.column_stack([[r.blocks_per_sm for r in results], [r.limiter for r in results]]),
@@ -159,6 +172,14 @@ def occupancy_curve(device: DeviceLimits, kernel: KernelResources, block_size: i
     fig.update_layout(title={"text": f"{title}<br><sup>{subtitle}</sup>"},
                       xaxis_title=x_title, yaxis_title="occupancy (% of max warps per SM)", yaxis_range=[0, 105],
                       height=360, showlegend=False)
+    if axis == "shared":  # bytes in KiB, as every other axis writes them (Plotly's own ticks read "50k")
+        ticks = list(range(0, xs[-1] + 1, 32 * 1024))
+        fig.update_xaxes(tickvals=ticks, ticktext=[format_bytes(t) for t in ticks])
+        curve = fig.data[0]
+        curve.customdata = np.column_stack([[r.blocks_per_sm for r in results], [r.limiter for r in results],
+                                            [format_bytes(x) for x in xs]])
+        curve.hovertemplate = (x_title + " %{customdata[2]}: %{y:.0f} % (%{customdata[0]} blocks/SM, limited by "
+                               "%{customdata[1]})<extra></extra>")
     return fig
 
 
@@ -185,5 +206,5 @@ def occupancy_sweep_figure(frame: pd.DataFrame) -> go.Figure:
         fig.update_yaxes(title_text="theoretical occupancy (%)", range=[0, 105], dtick=25, row=1, col=col,
                          secondary_y=True)
     fig.update_layout(title=_title("Measured throughput beside theoretical occupancy", frame),
-                      legend={"orientation": "h", "y": -0.3}, height=480)
+                      legend=LEGEND_BELOW, height=480)
     return fig

@@ -13,7 +13,7 @@ import plotly.graph_objects as go
 
 from gpu.core.units import format_bytes
 from gpu.experiments import batching, host_latency, managed, pools
-from gpu.present.charts.transfers import LOG_VALUE_AXIS, reference_line, source_label
+from gpu.present.charts.transfers import LEGEND_BELOW, LOG_VALUE_AXIS, reference_line, source_label
 
 COLORS = {"device": "#888888", "first_touch": "#EF553B", "prefetch": "#FFA15A", "after_prefetch": "#00CC96",
           "resident": "#636EFA", "device_per_call": "#FFA15A", "device_pooled": "#19D3F3",
@@ -67,7 +67,7 @@ def managed_figure(frame: pd.DataFrame) -> go.Figure:
             reference_line(fig, float(known.iloc[0]), name, f"{known.iloc[0]:,.0f} GB/s", log=True)
     fig.update_layout(title=_title("Managed memory: a kernel reading the buffer (GB/s, log scale)", frame),
                       barmode="group", yaxis={**LOG_VALUE_AXIS, "title": "GB/s (10⁹ B/s)"}, xaxis_title="buffer size",
-                      height=460, legend={"orientation": "h", "y": -0.25})
+                      height=460, legend=LEGEND_BELOW)
     return fig
 
 
@@ -114,7 +114,7 @@ def pools_figure(frame: pd.DataFrame) -> go.Figure:
                           "%{customdata[2]} iterations<extra>%{fullData.name}</extra>"))
     fig.update_layout(title=_title("Allocate → copy → free: time per iteration", frame), xaxis=_size_axis(
         frame["bytes"]), yaxis={**LOG_VALUE_AXIS, "title": "µs per iteration (median)"}, xaxis_title="buffer size",
-        height=440, legend={"orientation": "h", "y": -0.25})
+        height=440, legend=LEGEND_BELOW)
     return fig
 
 
@@ -151,7 +151,7 @@ def batching_figure(frame: pd.DataFrame) -> go.Figure:
     fig.update_layout(title=_title("K small copies vs one copy (effective GB/s of all K pieces)", frame),
                       xaxis={**_size_axis(frame["param_value"]), "title": "piece size s"},
                       yaxis={**LOG_VALUE_AXIS, "title": "effective GB/s (K·s / time)"}, height=440,
-                      legend={"orientation": "h", "y": -0.25})
+                      legend=LEGEND_BELOW)
     return fig
 
 
@@ -179,5 +179,5 @@ def host_latency_figure(frame: pd.DataFrame) -> go.Figure:
                                    frame),
                       xaxis={**_size_axis(frame["param_value"]), "title": "chain's working set"},
                       yaxis={**LOG_VALUE_AXIS, "title": "ns per dependent load"}, height=460,
-                      legend={"orientation": "h", "y": -0.25})
+                      legend=LEGEND_BELOW)
     return fig

@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 from gpu.core import overlap, text
 from gpu.core.units import format_bytes
 from gpu.experiments.streams import LABELS, ORDER_LABELS
-from gpu.present.charts.transfers import reference_line, source_label
+from gpu.present.charts.transfers import LEGEND_BELOW, reference_line, source_label
 
 OP_COLORS = {"h2d": "#EF553B", "kernel": "#00CC96", "d2h": "#636EFA"}
 CHUNK_COLORS = ["#636EFA", "#EF553B", "#00CC96", "#AB63FA", "#FFA15A", "#19D3F3", "#FF6692", "#B6E880"]
@@ -150,7 +150,7 @@ def sweep_figure(table: pd.DataFrame, frame: pd.DataFrame) -> go.Figure:
                 hovertemplate=f"{counts} chunks {label}: %{{y:.3f}} ms<extra></extra>"))
     fig.update_layout(title=_title("Pipeline time vs streams (dotted: serial, dashed: bound)", frame),
                       xaxis={"title": "streams", "type": "log", "tickvals": sorted(table["streams"].unique())},
-                      yaxis_title="ms (median)", legend={"orientation": "h", "y": -0.25}, height=440)
+                      yaxis_title="ms (median)", legend=LEGEND_BELOW, height=440)
     return fig
 
 
@@ -163,7 +163,8 @@ def bidirectional_figure(frame: pd.DataFrame) -> go.Figure:
         part = data[data["variant"] == variant]
         fig.add_trace(go.Bar(x=part["host_memory"], y=part["gbps"], name=LABELS[variant] + (
             " (aggregate)" if variant == "bidir_both" else ""), marker={"color": color},
-            text=[f"{g:.1f}" for g in part["gbps"]], textposition="outside", cliponaxis=False,
+            # inside the bar's top: above it, a label at 55 GB/s sits on the PCIe line at 63
+            text=[f"{g:.1f}" for g in part["gbps"]], textposition="inside", insidetextanchor="end",
             customdata=np.column_stack([part["median_ms"], part["cv"] * 100, part["bytes"].map(format_bytes)]),
             hovertemplate="%{x}: %{y:.1f} GB/s<br>%{customdata[2]} in %{customdata[0]:.3f} ms · "
                           "cv %{customdata[1]:.2f} %<extra></extra>"))
@@ -173,5 +174,5 @@ def bidirectional_figure(frame: pd.DataFrame) -> go.Figure:
                             (2 * pcie.iloc[0], "PCIe theoretical,<br>both directions")):
             reference_line(fig, level, name, f"{level:.0f} GB/s", log=False)
     fig.update_layout(title=_title("Bidirectional copies: H2D and D2H at the same time on two streams", frame),
-                      barmode="group", yaxis_title="GB/s (10⁹ B/s)", height=420, legend={"orientation": "h", "y": -0.2})
+                      barmode="group", yaxis_title="GB/s (10⁹ B/s)", height=420, legend=LEGEND_BELOW)
     return fig

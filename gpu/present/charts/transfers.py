@@ -51,6 +51,11 @@ STAGE_AXIS_TITLE_PX = 22
 STAGE_TITLE_PX = 26
 
 
+# A horizontal legend under the chart, anchored to the figure's bottom edge (not to the plot area): Plotly then makes
+# room for it below the x axis' ticks and title, where a legend at y=-0.25 of the plot sat on top of long tick labels.
+LEGEND_BELOW = {"orientation": "h", "yref": "container", "y": 0, "yanchor": "bottom", "x": 0, "xanchor": "left"}
+
+
 def stage_figure(fig: go.Figure, height: int) -> go.Figure:
     """The figure at stage size: every text at least STAGE_FONT_PX, axis titles STAGE_AXIS_TITLE_PX, bar labels
     allowed past the plot area (never clipped), and the given height."""
@@ -91,7 +96,8 @@ def _hover(frame: pd.DataFrame) -> np.ndarray:
 
 
 HOVER = ("%{customdata[0]}<br>%{y:.2f} GB/s<br>median %{customdata[1]:.2f} µs "
-         "(min %{customdata[4]:.2f}, max %{customdata[5]:.2f})<br>cv %{customdata[2]:.2f} % · %{customdata[3]} samples")
+         "(min %{customdata[4]:.2f}, max %{customdata[5]:.2f})<br>cv %{customdata[2]:.2f} % · %{customdata[3]} samples"
+         "<br>error bar: the middle 90 % of samples")
 
 
 def _series_name(mode: str, include_alloc: bool) -> str:
@@ -103,6 +109,26 @@ def _dash(mode: str, include_alloc: bool) -> str:
     if include_alloc:
         return "dashdot" if mode in MODE_DASHES else "dash"
     return MODE_DASHES.get(mode, "solid")
+
+
+SPREAD_QUANTILES = (0.05, 0.95)  # the error bars: the middle 90 % of a point's samples
+
+
+def _middle_of_samples(series: pd.DataFrame) -> dict:
+    """Error bars over the middle 90 % of each point's samples, in GB/s. Not min to max: among thousands of copies
+    of 1 MiB a few are delayed by the host, and their slowest sample drew a bar down to ~0 GB/s under a point that
+    holds steady at 50. A row without its samples falls back to min and max."""
+    fast, slow = [], []
+    for row in series.itertuples():
+        samples = getattr(row, "samples_ms", None)
+        if samples is not None and len(samples):
+            low, high = np.quantile(np.asarray(samples, dtype=float), SPREAD_QUANTILES)
+        else:
+            low, high = row.min_ms, row.max_ms
+        fast.append(row.bytes / (low * 1e6))
+        slow.append(row.bytes / (high * 1e6))
+    return {"type": "data", "symmetric": False, "array": np.asarray(fast) - series["gbps"].to_numpy(),
+            "arrayminus": series["gbps"].to_numpy() - np.asarray(slow), "thickness": 1, "width": 2}
 
 
 def bandwidth_figure(frame: pd.DataFrame) -> go.Figure:
@@ -121,10 +147,7 @@ def bandwidth_figure(frame: pd.DataFrame) -> go.Figure:
                 name=_series_name(mode, alloc), legendgroup=f"{mode}-{alloc}", showlegend=col == 1,
                 line={"color": MODE_COLORS[mode], "dash": _dash(mode, alloc), "width": MODE_WIDTHS.get(mode, 2)},
                 marker={"symbol": MODE_MARKERS[mode], "size": 8},
-                error_y={"type": "data", "symmetric": False,
-                         "array": series["bytes"] / (series["min_ms"] * 1e6) - series["gbps"],
-                         "arrayminus": series["gbps"] - series["bytes"] / (series["max_ms"] * 1e6),
-                         "thickness": 1, "width": 2},
+                error_y=_middle_of_samples(series),
                 customdata=_hover(series), hovertemplate=HOVER + "<extra>%{fullData.name}</extra>",
             ), row=1, col=col)
         if not math.isnan(pcie):
@@ -136,7 +159,7 @@ def bandwidth_figure(frame: pd.DataFrame) -> go.Figure:
         fig.update_xaxes(type="log", title_text="transfer size", row=1, col=col, **_size_ticks(part["bytes"]))
     fig.update_yaxes(title_text="bandwidth (GB/s, 10⁹ B/s)", row=1, col=1)
     fig.update_layout(title={"text": "Bandwidth vs size<br><sup>" + source_label(frame) + "</sup>"},
-                      hovermode="closest", legend={"orientation": "h", "y": -0.25}, height=480)
+                      hovermode="closest", legend=LEGEND_BELOW, height=480)
     return fig
 
 
@@ -168,7 +191,7 @@ def speedup_figure(frame: pd.DataFrame) -> go.Figure:
     fig.update_yaxes(type="log", tickvals=SPEEDUP_TICKS, ticktext=[f"{t:g}×" for t in SPEEDUP_TICKS])
     fig.update_yaxes(title_text="speedup over pageable", row=1, col=1)
     fig.update_layout(title={"text": "Speedup over pageable memory<br><sup>" + source_label(frame) + "</sup>"},
-                      legend={"orientation": "h", "y": -0.25}, height=440)
+                      legend=LEGEND_BELOW, height=440)
     return fig
 
 
@@ -219,7 +242,7 @@ def model_figure(frame: pd.DataFrame) -> go.Figure:
     fig.update_yaxes(title_text="time per transfer (µs)", row=1, col=1)
     fig.update_layout(title={"text": "Latency/bandwidth model t = α + bytes/β<br><sup>"
                              + source_label(frame) + "</sup>"},
-                      legend={"orientation": "h", "y": -0.25}, height=480)
+                      legend=LEGEND_BELOW, height=480)
     return fig
 
 
