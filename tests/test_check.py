@@ -166,7 +166,7 @@ def test_a_board_with_few_runs_is_checked_against_its_one_board_floor(monkeypatc
     assert code == 0  # board 5's third repeat: two earlier runs of its board, so its one-board floor sets bands
     assert "the board's newest earlier run, run 8a4af463c978 (2026-11-23 22:28), as baseline; bands from the " \
         "measured one-board floors (fewer than 3 earlier runs of the board)" in out
-    assert "measured floors for 25 points (kernel (one board) ±0.5%)" in out
+    assert "measured floors for 25 points (kernel (one board) −0.5 % … +0.5 %)" in out
 
 
 def test_a_board_without_runs_is_checked_against_its_models_newest_run(monkeypatch, capsys, store_url):
@@ -174,7 +174,7 @@ def test_a_board_without_runs_is_checked_against_its_models_newest_run(monkeypat
     assert code == 0
     assert "(no earlier run of board GPU-sim00009-0000-4000-8000-000000000009 measured its points): the model's " \
         "newest earlier run, NVIDIA H200 · 2026-11-23 22:30 · run edc86d0d4c5c" in out
-    assert "the history of 9 runs of the device model for 25 points" in out
+    assert "the history of 8 runs of the device model for 25 points" in out
 
 
 @pytest.mark.parametrize(("args", "says"), [
