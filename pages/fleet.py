@@ -17,7 +17,7 @@ from gpu.results.store import StoreError
 from pages import _ui as ui
 
 BUNDLED = "bundled boards"
-BUNDLED_DIRS = (ASSETS / "replay", ASSETS / "runs", ASSETS / "noise")
+BUNDLED_DIRS = (ASSETS / "fleet", ASSETS / "replay", ASSETS / "runs", ASSETS / "noise")
 BUNDLED_SUITE = "health"
 STAGE_HEATMAP_PX = 720
 
@@ -120,7 +120,9 @@ intro = (f"**{len(boards)} boards** ({', '.join(f'{n} {plain(m)}' for m, n in mo
          "noise; an empty cell was not measured, and · marks a board that is the only one of its model to "
          "measure that figure (shown, not judged). Hover a cell for its value.")
 if choice == BUNDLED:
-    intro += (" **The bundled boards** are recorded real runs: the H200 replay recordings (assets/replay), the "
+    intro += (" **The bundled boards** are recorded real runs: the health suite run by `python -m gpu.bench fleet` "
+              "on an H100 80GB HBM3 and an H200 on 2026-11-25 (assets/fleet, fleet id fleet-2026-11-25), "
+              "the H200 replay recordings (assets/replay), the "
               "review runs (assets/runs: H100 80GB HBM3 and one H200 transfers run) and the runs of assets/noise "
               "(H200 boards, three of which record a gpu_uuid, and an earlier H100 transfers run). A run without a "
               "gpu_uuid cannot be matched to a board, so it is its own row, named by its run id.")

@@ -37,13 +37,15 @@ def test_replay_shows_the_bundled_boards_with_the_h200_groups():
     assert at.selectbox(key="fleet_choice").value == "bundled boards"
     shown = text(at)
     assert "The bundled boards** are recorded real runs" in shown
-    assert r"strided · stride 64 on H200 boards\: 3 at 336\.0 GB/s, 4 at 377\.9 GB/s" in shown
+    assert r"strided · stride 64 on H200 boards\: 4 at 335\.9 GB/s, 4 at 377\.9 GB/s" in shown
     figure = heatmap(at)
     rows = figure["data"][0]["y"]
     assert "vm · H200 · cedf2970" in rows and any("H100 80GB HBM3" in r for r in rows)
     assert len(figure["data"][0]["x"]) == 23  # every figure of the health suite that the bundled runs hold
     # the median board for Compare is a run Compare lists (assets/replay or assets/runs), else the page says why
-    assert "never a made\\-up median run" in shown or "there is no median board" in shown
+    # (or names the chosen board's run that Compare cannot open: the noise runs are not in Compare's catalog)
+    assert "never a made\\-up median run" in shown or "there is no median board" in shown or \
+        "is not among them" in shown
 
 
 def test_a_stored_fleet_names_its_slowed_board_and_opens_compare(fresh_store):

@@ -126,15 +126,17 @@ def test_stored_points_read_in_bulk_match_the_frames(tmp_path, suite):
     assert isinstance(store, RunStore)
 
 
-def test_the_bundled_fleet_holds_the_noise_boards_and_the_h200_groups(suite):
-    frames, _, _ = read_bundled((ASSETS / "replay", ASSETS / "runs", ASSETS / "noise"))
+def test_the_bundled_fleet_holds_the_noise_boards_the_fleet_run_and_the_h200_groups(suite):
+    frames, _, _ = read_bundled((ASSETS / "fleet", ASSETS / "replay", ASSETS / "runs", ASSETS / "noise"))
     fleet = fleet_results.build(fleet_results.points(frames.values(), suite), suite)
     named = fleet.boards.dropna(subset=["gpu_uuid"])
-    assert {u[-8:] for u in named["gpu_uuid"]} == {"36f59b94", "f8916996", "cedf2970"}
+    # three noise boards, the re-recorded coalescing board, and the fleet's H100 and H200 of 2026-11-25
+    assert {u[-8:] for u in named["gpu_uuid"]} == {"36f59b94", "f8916996", "cedf2970", "50595206", "478b878a",
+                                                   "45a10a9c"}
     assert set(fleet.boards["model"]) == {"H200", "H100 80GB HBM3"}
     sentences = fleet_results.group_sentences(fleet)
     stride = next(s for s in sentences if s.startswith("strided · stride 64"))
-    assert "at 336.0 GB/s" in stride and "at 377.9 GB/s" in stride  # the two H200 groups of the issue
+    assert "4 at 335.9 GB/s" in stride and "4 at 377.9 GB/s" in stride  # the two H200 groups of the issue
 
 
 def test_heatmap_escapes_hosts_and_labels_and_marks_a_lone_board(suite):
