@@ -102,7 +102,9 @@ def settle(page, chart: bool = False, takeaway: bool = False) -> None:
     where expected, a drawn chart and the takeaway; missing ones are reported by the checks."""
     page.wait_for_selector("h1", timeout=90_000)
     page.wait_for_selector("[data-test-script-state='notRunning']", timeout=90_000)
-    for wanted, selector in ((chart, ".js-plotly-plot .main-svg"), (takeaway, "[class*='st-key-stage_takeaway']")):
+    # A visible chart: charts of a tab not shown are in the page too, hidden (waiting on the first would time out).
+    for wanted, selector in ((chart, ".js-plotly-plot .main-svg >> visible=true"),
+                             (takeaway, "[class*='st-key-stage_takeaway']")):
         if wanted:
             try:
                 page.wait_for_selector(selector, timeout=60_000)
