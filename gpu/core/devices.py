@@ -6,9 +6,14 @@ from __future__ import annotations
 from gpu.core.errors import DeviceNotFound
 
 
+def board_tail(uuid: str, length: int = 8) -> str:
+    """The last characters of a board's UUID, enough to tell boards apart ("4b1d07e2")."""
+    return uuid[-length:]
+
+
 def uuid_tail(uuid: str | None, length: int = 8) -> str:
-    """The end of a board's UUID, enough to tell boards apart in a list ("…4b1d07e2")."""
-    return f"…{uuid[-length:]}" if isinstance(uuid, str) and uuid else "no UUID"
+    """A board's UUID tail in running text ("…4b1d07e2"), or "no UUID"."""
+    return f"…{board_tail(uuid, length)}" if isinstance(uuid, str) and uuid else "no UUID"
 
 
 def describe(gpu: dict) -> str:

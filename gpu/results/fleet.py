@@ -19,6 +19,7 @@ import pandas as pd
 import sqlalchemy as sa
 
 from gpu.core import schema
+from gpu.core.devices import board_tail
 from gpu.results import compare
 from gpu.results.store import POINTS, RunStore
 
@@ -37,10 +38,6 @@ def model_name(device_name) -> str:
     """'NVIDIA H100 80GB HBM3' → 'H100 80GB HBM3': the vendor is the same on every row."""
     name = str(device_name or "unknown GPU")
     return name[len("NVIDIA "):] if name.startswith("NVIDIA ") else name
-
-
-def uuid_tail(uuid: str) -> str:
-    return uuid.rsplit("-", 1)[-1][-8:]
 
 
 def _text(value) -> str:
@@ -189,7 +186,7 @@ def _boards(newest: pd.DataFrame) -> pd.DataFrame:
     for board, part in newest.sort_values("when").groupby("board", sort=False):
         last = part.iloc[-1]
         named = not board.startswith("run ")
-        tail = uuid_tail(board) if named else f"{board} (no UUID)"
+        tail = board_tail(board) if named else f"{board} (no UUID)"
         rows.append({"board": board, "row": f"{last['host']} · {last['model']} · {tail}", "model": last["model"],
                      "host": str(last["host"]), "gpu_uuid": board if named else None,
                      "runs": ", ".join(sorted(part["run_id"].astype(str).unique())),
@@ -247,7 +244,7 @@ def outlier_sentences(fleet: Fleet, threshold: float = OUTLIER_FLOORS, limit: in
     for board, part in far.groupby("board", sort=False):
         cell = part.iloc[0]
         info = boards.loc[board]
-        who = (f"GPU {uuid_tail(board)} on {info['host']}" if isinstance(info["gpu_uuid"], str) else
+        who = (f"GPU {board_tail(board)} on {info['host']}" if isinstance(info["gpu_uuid"], str) else
                f"The {info['model']} of {board} on {info['host']}")
         side = "slower" if cell["deviation"] < 0 else "faster"
         sentence = (f"{who}: {cell['label']} ({cell['experiment']}) {_figure_words(cell['value'])} {UNIT}, "
