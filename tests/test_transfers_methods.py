@@ -282,3 +282,38 @@ def test_the_runner_records_the_whole_pageable_streams_grid_unless_told(argv, gr
 
     [job] = bench.experiment_jobs(bench.parse_args(["streams", *argv]))
     assert job["pageable_grid"] is grid
+
+
+class _CountingDriver(_Driver):
+    """The simulated driver, counting page-locked allocations and whole-buffer host writes (pattern loads)."""
+
+    def __init__(self):
+        super().__init__()
+        self.pinned_allocations, self.host_loads = [], 0
+
+    def pagelocked_empty(self, count, dtype, mem_flags=0):
+        self.pinned_allocations.append(mem_flags)
+        return super().pagelocked_empty(count, dtype, mem_flags)
+
+    def memcpy_dtoh(self, host, device):
+        if host.size > 2:  # the check kernel's two counters are not a pattern load
+            self.host_loads += 1
+        super().memcpy_dtoh(host, device)
+
+
+def test_a_sweep_pins_pinned_and_mapped_memory_once_and_never_reloads_a_host_buffer_between_points():
+    gpu = _Gpu()
+    gpu.cuda = _CountingDriver()
+    gpu.functions = {"copy_vec4": _Function(gpu.cuda, "copy_vec4")}
+    sizes = [4 * KiB, 64 * KiB, MiB, 16 * MiB]
+    params = transfers.parse_params({"sizes": sizes})
+    rows = transfers.run(params, gpu, lambda *args: None, lambda: False)
+    assert len(rows) == len(sizes) * 4 * 2 and all(r["verified"] for r in rows)
+    # pinned and mapped share one DEVICEMAP allocation; write-combined is its own
+    assert sorted(gpu.cuda.pinned_allocations) == sorted([_Driver.host_alloc_flags.DEVICEMAP,
+                                                           _Driver.host_alloc_flags.WRITECOMBINED])
+    # one pattern load per host buffer (pageable, pinned, write-combined): D2H points leave the pattern that the
+    # H2D point of the same size sends back up, so nothing is rewritten between points
+    assert gpu.cuda.host_loads == 3
+    # D2H is measured first (the worker puts the rows back in point order)
+    assert [r["direction"] for r in rows[:2]] == ["d2h", "h2d"]
