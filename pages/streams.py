@@ -40,7 +40,7 @@ if live:
     size_options = (ui.axis_powers(streams.NAME, "size_bytes", low=2**24, high=top)
                     or [ui.axis(streams.NAME, "size_bytes").low])
     chunk_options, stream_options = ui.axis_powers(streams.NAME, "chunks"), ui.axis_steps(streams.NAME, "streams")
-    intensity_options = list(ui.axis(streams.NAME, "intensities").values)
+    intensity_options = list(ui.axis(streams.NAME, "intensities").steps)
     host_options, order_options = list(host_axis.values), list(order_axis.values)
 else:
     size_options = [4 * e for e in recorded("elements")] or [ui.axis_default(streams.NAME, "size_bytes")]

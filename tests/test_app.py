@@ -107,7 +107,7 @@ def test_narrowing_the_slider_and_modes_redraws_from_the_recording():
 
 
 @pytest.mark.parametrize("typed,message", [
-    ("0", "size 0 B is too small"),
+    ("0", "size 0 B must be at least 16 B"),
     ("1000", "size 1000 B is not a multiple of 16 B"),
     ("lots", "'lots' is not a size"),
 ])
@@ -160,8 +160,8 @@ def test_coalescing_block_size_comes_from_the_recording_and_narrows_the_view():
 
 
 @pytest.mark.parametrize("page,key,typed,message", [
-    ("pages/coalescing.py", "coalescing_block_typed", "1025", "exceeds the device's maximum of 1024"),
-    ("pages/coalescing.py", "coalescing_block_typed", "0", "block size 0 must be positive"),
+    ("pages/coalescing.py", "coalescing_block_typed", "1025", "block size 1025 must be from 32 to 1024"),
+    ("pages/coalescing.py", "coalescing_block_typed", "0", "block size 0 must be from 32 to 1024"),
     ("pages/reductions.py", "reduction_block_typed", "96", "needs a power of two"),
     ("pages/reductions.py", "reduction_block_typed", "many", "is not a whole number"),
     ("pages/occupancy.py", "occupancy_block_typed", "1025", "outside 1…1024"),

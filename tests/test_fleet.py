@@ -208,7 +208,7 @@ def test_a_suite_with_errors_is_refused_with_its_lines(tmp_path):
     suite = tmp_path / "bad.toml"
     suite.write_text('[[run]]\nexperiment = "transfers"\n[run.params]\nsizes = [0]\n[[run]]\nexperiment = "x"\n')
     code, out, err = fleet(f"sqlite:///{tmp_path}/runs.sqlite", str(suite), "--cluster", "tcp://127.0.0.1:1")
-    assert code == 2 and f"{suite}: line 4: transfers: size 0 B is too small" in err
+    assert code == 2 and f"{suite}: line 4: transfers: size 0 B must be at least 16 B" in err
     assert f"{suite}: line 6: unknown experiment 'x'" in err and "did not answer" not in err
 
 

@@ -11,17 +11,17 @@ H200 = Limits(139 * GiB, 140 * GiB, 16 * GiB, 120 * GiB, 1024, 32)
 
 
 @pytest.mark.parametrize("module,raw,message", [
-    (coalescing, {"block_sizes": [1025]}, "block size 1025 exceeds the device's maximum of 1024"),
-    (coalescing, {"block_sizes": [0]}, "block size 0 must be positive"),
-    (coalescing, {"block_sizes": [100]}, "not a multiple of the warp size (32)"),
+    (coalescing, {"block_sizes": [1025]}, "block size 1025 must be from 32 to 1024"),
+    (coalescing, {"block_sizes": [0]}, "block size 0 must be from 32 to 1024"),
+    (coalescing, {"block_sizes": [100]}, "block size 100 is not a multiple of 32 (the warp size)"),
     (coalescing, {"elements": 1000}, "elements 1000 must be a power of two"),
     (coalescing, {"strides": [3]}, "stride 3 must be a power of two from 1 to 64"),
-    (coalescing, {"offsets": [33]}, "offset 33 must be 0 … 32"),
+    (coalescing, {"offsets": [33]}, "offset 33 must be from 0 to 32"),
     (coalescing, {"groups": ["diagonal"]}, "unknown group 'diagonal'"),
     (reduction, {"sizes": [1 << 29]}, "vector size 536870912 must be a power of two from 1024 to 268435456"),
     (reduction, {"block_sizes": [96]}, "needs a power of two"),
     (reduction, {"variants": ["magic"]}, "unknown variant 'magic'"),
-    (occupancy_sweep, {"extra_registers": 7}, "register pressure must be one of 0, 32, 64, 128"),
+    (occupancy_sweep, {"extra_registers": 7}, "unknown register pressure '7' (known: 0, 32, 64, 128)"),
     (occupancy_sweep, {"dynamic_shared_bytes": 300 * 1024}, "must be 0 … 232448 B"),
     (occupancy_sweep, {"kernels": []}, "choose at least one kernel"),
 ])

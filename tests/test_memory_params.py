@@ -73,7 +73,7 @@ def test_pageable_is_measured_at_the_configuration_nearest_its_lesson(chunks, st
     ({"issue_orders": ["random"]}, "unknown issue order 'random'"),
     ({"intensities": [-1]}, "kernel intensity -1 must be from 0"),
     ({"size_bytes": 1000}, "must be from 64 KiB"),
-    ({"size_bytes": 64 * KiB + 2}, "not a whole number of floats"),
+    ({"size_bytes": 64 * KiB + 2}, "is not a multiple of 4 B (a whole number of floats)"),
     ({"profile": "turbo"}, "unknown profile 'turbo'"),
 ])
 def test_bad_streams_settings_are_refused_with_the_reason(raw, message):

@@ -51,7 +51,7 @@ def test_nothing_recorded_is_a_clear_error(replay):
 
 
 def test_bad_parameters_are_refused_in_replay_too(replay):
-    with pytest.raises(ValidationError, match="too small"):
+    with pytest.raises(ValidationError, match="must be at least 16 B"):
         replay.submit("transfers", {"sizes": [0]}).outcome()
     assert replay.check("transfers", {"sizes": [100]}) == [
         "size 100 B is not a multiple of 16 B (the zero-copy kernel moves 16-byte vectors)"]

@@ -31,7 +31,7 @@ def test_the_health_suite_lists_the_figures_a_fleet_review_needs():
     ('[[run]]\nexperiment = "transfers"\n[run.params]\nsizes = [1024]\nmodez = ["pinned"]\n',
      "x.toml: line 5: transfers: unknown parameter: modez"),
     ('[[run]]\nexperiment = "transfers"\n[run.params]\nmodes = ["pinned"]\nsizes = [0]\n',
-     "x.toml: line 5: transfers: size 0 B is too small"),
+     "x.toml: line 5: transfers: size 0 B must be at least 16 B"),
     ('profile = "fastest"\n[[run]]\nexperiment = "reduction"\n', "x.toml: line 3: reduction: unknown profile"),
     ('timeout_s = -1\n[[run]]\nexperiment = "reduction"\n', "x.toml: line 1: timeout_s must be a positive"),
     ('[[run]]\nexperiment = "reduction"\n[[run]]\nexperiment = "reduction"\n',

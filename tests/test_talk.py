@@ -57,7 +57,7 @@ def test_verdicts_follow_the_numbers_not_the_text():
     ("[[scene]]\nclaim='c'\nexperiment='transfers'\njudge='pinned_up_to_2x'\nchart='speedup'\nheadline='{oops'\n",
      "not a valid template"),
     ("[[scene]]\nclaim='c'\nexperiment='transfers'\njudge='pinned_up_to_2x'\nchart='speedup'\nheadline='h'\n"
-     "[scene.params]\nsizes=[10]\n", "too small"),
+     "[scene.params]\nsizes=[10]\n", "must be at least 16 B"),
     ("not toml [", "talk.toml"),
 ])
 def test_bad_talk_files_are_refused_with_the_reason(tmp_path, text, message):

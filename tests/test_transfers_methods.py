@@ -39,7 +39,7 @@ def test_the_default_method_is_single_as_every_recording_before_batched_copies()
 
 @pytest.mark.parametrize("raw,message", [
     ({"methods": ["bulk"]}, "unknown timing method 'bulk' (known: single, batched)"),
-    ({"methods": []}, "choose a timing method"),
+    ({"methods": []}, "choose at least one timing method"),
     ({"methods": ["batched"], "include_alloc": [True]}, "batched copies reuse one buffer"),
     ({"methods": ["x" * 500]}, "(500 characters)"),
 ])
@@ -276,8 +276,8 @@ def test_the_runner_passes_its_timing_methods(argv, methods):
     assert job["methods"] == methods
 
 
-@pytest.mark.parametrize("argv,grid", [([], True), (["--no-pageable-grid"], False)])
-def test_the_runner_records_the_whole_pageable_streams_grid_unless_told(argv, grid):
+@pytest.mark.parametrize("argv,grid", [([], False), (["--pageable-grid"], True), (["--no-pageable-grid"], False)])
+def test_the_runner_takes_the_pageable_streams_grid_default_of_its_axis(argv, grid):
     from gpu import bench
 
     [job] = bench.experiment_jobs(bench.parse_args(["streams", *argv]))

@@ -4,7 +4,7 @@ import pytest
 from gpu.core.errors import ValidationError, VerificationError
 from gpu.core.units import GiB, KiB, MiB
 from gpu.device.limits import Limits
-from gpu.experiments import transfers
+from gpu.experiments import transfers, verify
 
 H200 = Limits(free_device_bytes=139 * GiB, total_device_bytes=140 * GiB, pinned_budget_bytes=16 * GiB,
               host_available_bytes=120 * GiB, max_threads_per_block=1024, warp_size=32)
@@ -22,8 +22,8 @@ def test_defaults_are_valid_and_cover_4kib_to_1gib():
 
 def test_zero_negative_and_unaligned_sizes_are_explained():
     found = reasons(sizes=[0, -16, 1000, 4096])
-    assert any("0 B is too small" in r and "16 B" in r for r in found)
-    assert any("-16 B is too small" in r for r in found)
+    assert any("size 0 B must be at least 16 B" in r for r in found)
+    assert any("size -16 B must be at least 16 B" in r for r in found)
     assert any("1000 B is not a multiple of 16 B" in r for r in found)
     assert len(found) == 3
 
@@ -77,33 +77,33 @@ def test_slider_maximum_is_the_largest_power_of_two_that_fits_everywhere():
 
 
 def test_pattern_detects_dropped_swapped_and_repeated_chunks():
-    pattern = transfers.pattern_for(1024, seed=7)
+    pattern = verify.pattern_for(1024, seed=7)
     assert len(np.unique(pattern)) == 1024  # every word differs, so any misplacement shows
     swapped = pattern.copy()
     swapped[[10, 20]] = swapped[[20, 10]]
     with pytest.raises(VerificationError, match="2 of 1024 words wrong, first at word 10"):
-        transfers.verify_equal(pattern, swapped, "pinned H2D 4 KiB")
+        verify.verify_equal(pattern, swapped, "pinned H2D 4 KiB")
     with pytest.raises(VerificationError, match="got 512 elements"):
-        transfers.verify_equal(pattern, pattern[:512], "x")
-    transfers.verify_equal(pattern, pattern.copy(), "x")
-    assert not np.array_equal(transfers.pattern_for(1024, 7), transfers.pattern_for(1024, 8))
+        verify.verify_equal(pattern, pattern[:512], "x")
+    verify.verify_equal(pattern, pattern.copy(), "x")
+    assert not np.array_equal(verify.pattern_for(1024, 7), verify.pattern_for(1024, 8))
 
 
 @pytest.mark.parametrize("count,offset", [(3 << 20, 0), (3 << 20, 1), (3 << 20 | 1, 0)])
 def test_verification_finds_one_wrong_word_deep_in_a_large_result(count, offset):
     """Sliced, 64-bit-wide comparison: a single wrong word in a later slice, at odd positions and odd sizes, and
     in arrays not 8-byte aligned, is still found and named."""
-    backing = transfers.pattern_for(count + offset, seed=3)
+    backing = verify.pattern_for(count + offset, seed=3)
     expected = backing[offset:]
     actual = expected.copy()
     actual[count - 2] ^= np.uint32(1)
     with pytest.raises(VerificationError, match=f"1 of {count} words wrong, first at word {count - 2}"):
-        transfers.verify_equal(expected, actual, "x")
-    transfers.verify_equal(expected, expected.copy(), "x")
+        verify.verify_equal(expected, actual, "x")
+    verify.verify_equal(expected, expected.copy(), "x")
 
 
 def test_patterns_of_two_seeds_differ_in_every_word():
     """What the GPU-side check relies on: a destination prefilled with another seed's pattern cannot pass for the
     expected one in any word a copy failed to write (the kernels compute the same words as pattern_for)."""
     n = 1 << 20
-    assert np.all(transfers.pattern_for(n, 0x12345678) != transfers.pattern_for(n, 0x9E3779B9 + 0x12345678))
+    assert np.all(verify.pattern_for(n, 0x12345678) != verify.pattern_for(n, 0x9E3779B9 + 0x12345678))

@@ -6,30 +6,16 @@ import numpy as np
 
 from gpu.core import stats
 from gpu.core.units import format_bytes
+from gpu.experiments.axes import Axis
 
 DEVICE_RESERVE_BYTES = 512 * 1024**2
 
 
-def block_size_reasons(block_sizes, max_threads_per_block: int = 1024, warp_size: int = 32) -> list[str]:
-    reasons = []
-    if not block_sizes:
-        reasons.append("choose at least one block size")
-    for b in block_sizes:
-        if b <= 0:
-            reasons.append(f"block size {b} must be positive")
-        elif b > max_threads_per_block:
-            reasons.append(f"block size {b} exceeds the device's maximum of {max_threads_per_block} threads")
-        elif b % warp_size:
-            reasons.append(f"block size {b} is not a multiple of the warp size ({warp_size})")
-    return reasons
-
-
-def power_of_two_reasons(values, what: str, low: int, high: int) -> list[str]:
-    reasons = []
-    for v in values:
-        if v < low or v > high or v & (v - 1):
-            reasons.append(f"{what} {v} must be a power of two from {low} to {high}")
-    return reasons
+def block_sizes_axis(default=(256,), **overrides) -> Axis:
+    """The threads-per-block axis every kernel experiment sweeps: multiples of the warp, up to the device's limit."""
+    return Axis("block_sizes", "block sizes", list(default), kind="ints", one="block size", low=32, high=1024,
+                limit="max_threads_per_block", multiple_of=32, why="the warp size", unit="threads",
+                **{"help": "comma-separated block sizes (multiples of 32), or start:stop:step", **overrides})
 
 
 def memory_reasons(needed_bytes: int, limits, what: str) -> list[str]:

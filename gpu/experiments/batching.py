@@ -16,16 +16,14 @@ model calls α. The device buffer is poisoned before each point and compared wit
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpu.core.errors import ValidationError
 from gpu.core.units import KiB, MiB, format_bytes
 from gpu.device.timing import EventTimer
 from gpu.experiments import _kernels as k
-from gpu.experiments import harness
-from gpu.experiments.transfers import POISON, pattern_for, verify_equal
+from gpu.experiments import axes, harness
+from gpu.experiments.verify import POISON, pattern_for, verify_equal
 
 NAME = "batching"
 # Registration (gpu/experiments/registry.py): the runner's subcommand, the page, the place in lists.
@@ -41,58 +39,30 @@ DEFAULT_PIECES = [4 * 2**i for i in range(0, 21, 2)]  # 4 B … 4 MiB
 MAX_PIECE, MAX_PIECES, MAX_TOTAL = 4 * MiB, 4096, 512 * MiB
 TITLE = "Batching small copies"
 AXES = (
-    harness.Axis("piece_sizes", "piece sizes", [64, 1 * KiB, 16 * KiB, 256 * KiB, 4 * MiB], low=4, high=MAX_PIECE,
-                 unit="bytes", kind="sizes", cli_default="64,1KiB,16KiB,256KiB,4MiB",
-                 help="piece sizes (list or range)"),
-    harness.Axis("pieces", "pieces (K)", 64, low=2, high=MAX_PIECES, kind="int", cli_default="64",
-                 help="how many pieces (K)"),
-    harness.Axis("variants", "ways to copy", list(VARIANTS), values=VARIANTS, kind="words",
-                 cli_default=",".join(VARIANTS)),
+    axes.Axis("piece_sizes", "piece sizes", [64, 1 * KiB, 16 * KiB, 256 * KiB, 4 * MiB], kind="sizes", low=4,
+              high=MAX_PIECE, multiple_of=4, unit="bytes", help="piece sizes (list or range)"),
+    axes.Axis("pieces", "pieces (K)", 64, kind="int", one="piece count", low=2, high=MAX_PIECES,
+              help="how many pieces (K)"),
+    axes.Axis("variants", "ways to copy", list(VARIANTS), values=VARIANTS, one="way to copy"),
 )
 
 
-@dataclass(frozen=True)
-class Params:
-    piece_sizes: list[int] = field(default_factory=lambda: [64, 1 * KiB, 16 * KiB, 256 * KiB, 4 * MiB])
-    pieces: int = 64
-    variants: list[str] = field(default_factory=lambda: list(VARIANTS))
-    profile: str = "interactive"
-
+class Params(axes.parameters(AXES)):
     def points(self):
         for size in self.piece_sizes:
             for variant in self.variants:
                 yield variant, size, self.pieces
 
 
-def parse_params(raw: dict) -> Params:
-    harness.refuse_unknown_parameters(raw, Params)
-    defaults = Params()
-    try:
-        return Params(piece_sizes=sorted({int(s) for s in raw.get("piece_sizes", defaults.piece_sizes)}),
-                      pieces=int(raw.get("pieces", defaults.pieces)),
-                      variants=list(raw.get("variants", VARIANTS)), profile=str(raw.get("profile", "interactive")))
-    except (TypeError, ValueError):
-        raise ValidationError(["piece sizes and the piece count must be whole numbers"]) from None
+parse_params = axes.parser(Params)
 
 
 def invalid_reasons(params: Params, limits) -> list[str]:
-    reasons = []
-    if not params.piece_sizes:
-        reasons.append("choose at least one piece size")
-    if not params.variants:
-        reasons.append("choose at least one way to copy")
-    reasons += [f"unknown variant '{v}' (known: {', '.join(VARIANTS)})" for v in params.variants if v not in VARIANTS]
-    if not 2 <= params.pieces <= MAX_PIECES:
-        reasons.append(f"piece count {params.pieces} must be from 2 to {MAX_PIECES}")
+    reasons = axes.reasons(params, limits)
     for size in params.piece_sizes:
-        if not 4 <= size <= MAX_PIECE:
-            reasons.append(f"piece size {format_bytes(size)} must be from 4 B to {format_bytes(MAX_PIECE)}")
-        elif size % 4:
-            reasons.append(f"piece size {size} B is not a multiple of 4 B")
-        elif size * params.pieces > MAX_TOTAL:
+        if not reasons and size * params.pieces > MAX_TOTAL:
             reasons.append(f"{params.pieces} pieces of {format_bytes(size)} make {format_bytes(size * params.pieces)}, "
                            f"over the {format_bytes(MAX_TOTAL)} this experiment allows")
-    reasons += harness.profile_reasons(params.profile)
     if reasons:
         return reasons
     total = max(params.piece_sizes) * params.pieces
@@ -110,8 +80,6 @@ def bytes_moved(piece: int, pieces: int) -> int:
 class BatchingSweep(harness.Sweep):
     """Each piece size: the pieces, a staging buffer and the device buffer, then every variant on one stream."""
 
-    NAME, TITLE, AXES, KEY_COLUMNS = NAME, TITLE, AXES, KEY_COLUMNS
-    invalid_reasons = staticmethod(invalid_reasons)
 
     def setup(self) -> None:
         self.stream = self.cuda.Stream()

@@ -19,16 +19,14 @@ from __future__ import annotations
 
 import functools
 import time
-from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpu.core.errors import ValidationError
 from gpu.device.timing import KernelTimer
 from gpu.experiments import _kernels as k
-from gpu.experiments import harness
+from gpu.experiments import axes, harness
 from gpu.experiments.harness import values_coarse_first
-from gpu.experiments.transfers import verify_equal
+from gpu.experiments.verify import verify_equal
 
 NAME = "coalescing"
 # Registration (gpu/experiments/registry.py): the runner's subcommand, the page, the place in lists.
@@ -52,31 +50,19 @@ KEY_COLUMNS = ["variant", "block_size", "elements", "param_value"]
 # The contiguous read that the strided and misaligned reads are judged against (pages, stage, talk, report): the
 # same bytes as theirs (one float read and one written per element), one 4-byte load and one store per thread.
 CONTIGUOUS_REFERENCE = "copy_f32"
-DEFAULT_STRIDES = [1, 2, 4, 8, 16, 32, 64]
-DEFAULT_OFFSETS = [0, 1, 2, 4, 8, 16, 31, 32]
 TITLE = "Coalescing: access patterns vs bandwidth"
 AXES = (
-    harness.Axis("elements", "floats per buffer", 1 << 26, low=1 << 20, high=1 << 28, kind="first_int",
-                 cli_default="2^26", help="floats per buffer, a power of two (2^20 … 2^28)"),
-    harness.Axis("block_sizes", "block sizes", [256], low=32, high=1024, unit="threads", kind="ints",
-                 cli_default="256", help="comma-separated block sizes (multiples of 32)"),
-    harness.Axis("groups", "groups", list(GROUPS), values=GROUPS, kind="words", cli_default=",".join(GROUPS)),
-    harness.Axis("strides", "strides", list(DEFAULT_STRIDES), low=1, high=64, unit="elements", kind="ints",
-                 cli_default="1,2,4,8,16,32,64"),
-    harness.Axis("offsets", "offsets", list(DEFAULT_OFFSETS), low=0, high=32, unit="elements", kind="ints",
-                 cli_default="0,1,2,4,8,16,31,32"),
+    axes.Axis("elements", "floats per buffer", 1 << 26, kind="int", low=1 << 20, high=1 << 28, power_of_two=True,
+              one="elements", help="floats per buffer, a power of two (2^20 … 2^28)"),
+    k.block_sizes_axis(),
+    axes.Axis("groups", "groups", list(GROUPS), values=GROUPS),
+    axes.Axis("strides", "strides", [1, 2, 4, 8, 16, 32, 64], kind="ints", low=1, high=64, power_of_two=True,
+              unit="elements"),
+    axes.Axis("offsets", "offsets", [0, 1, 2, 4, 8, 16, 31, 32], kind="ints", low=0, high=32, unit="elements"),
 )
 
 
-@dataclass(frozen=True)
-class Params:
-    elements: int = 1 << 26
-    block_sizes: list[int] = field(default_factory=lambda: [256])
-    groups: list[str] = field(default_factory=lambda: list(GROUPS))
-    strides: list[int] = field(default_factory=lambda: list(DEFAULT_STRIDES))
-    offsets: list[int] = field(default_factory=lambda: list(DEFAULT_OFFSETS))
-    profile: str = "interactive"
-
+class Params(axes.parameters(AXES)):
     @property
     def matrix_side(self) -> int:
         return 1 << (self.elements.bit_length() - 1) // 2
@@ -98,17 +84,7 @@ class Params:
                         yield variant, block, self.elements, value
 
 
-def parse_params(raw: dict) -> Params:
-    harness.refuse_unknown_parameters(raw, Params)
-    try:
-        return Params(elements=int(raw.get("elements", 1 << 26)),
-                      block_sizes=sorted({int(b) for b in raw.get("block_sizes", [256])}),
-                      groups=list(raw.get("groups", GROUPS)),
-                      strides=sorted({int(s) for s in raw.get("strides", DEFAULT_STRIDES)}),
-                      offsets=sorted({int(o) for o in raw.get("offsets", DEFAULT_OFFSETS)}),
-                      profile=str(raw.get("profile", "interactive")))
-    except (TypeError, ValueError):
-        raise ValidationError(["elements, block sizes, strides and offsets must be whole numbers"]) from None
+parse_params = axes.parser(Params)
 
 
 def device_bytes_needed(params: Params) -> int:
@@ -117,14 +93,7 @@ def device_bytes_needed(params: Params) -> int:
 
 
 def invalid_reasons(params: Params, limits) -> list[str]:
-    reasons = []
-    max_threads = getattr(limits, "max_threads_per_block", 1024) if limits else 1024
-    reasons += k.block_size_reasons(params.block_sizes, max_threads)
-    reasons += k.power_of_two_reasons([params.elements], "elements", 1 << 20, 1 << 28)
-    reasons += [f"unknown group '{g}' (known: {', '.join(GROUPS)})" for g in params.groups if g not in GROUPS]
-    reasons += k.power_of_two_reasons(params.strides, "stride", 1, 64)
-    reasons += [f"offset {o} must be 0 … 32 elements" for o in params.offsets if not 0 <= o <= 32]
-    reasons += harness.profile_reasons(params.profile)
+    reasons = axes.reasons(params, limits)
     if not reasons:
         reasons += k.memory_reasons(device_bytes_needed(params), limits, "this sweep")
     return reasons
@@ -179,9 +148,7 @@ class CoalescingSweep(harness.Sweep):
     """The source, output and read-back buffers for the whole job; the layout fields at the first layout point.
     Each stride and offset sweep is measured coarse first: its curve has its shape after a few points."""
 
-    NAME, TITLE, AXES, KEY_COLUMNS = NAME, TITLE, AXES, KEY_COLUMNS
     RESTART_TELEMETRY = False
-    invalid_reasons = staticmethod(invalid_reasons)
 
     def setup(self) -> None:
         gpu, cuda, ledger, n = self.gpu, self.cuda, self.ledger, self.params.elements

@@ -16,6 +16,7 @@ Sweeps may measure in a story-first order (``coarse_first``); ``in_point_order``
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -26,29 +27,7 @@ from gpu.core import stats, text
 from gpu.core.errors import JobCancelled, ValidationError
 from gpu.core.schema import key_value
 from gpu.experiments import _kernels as k
-
-
-@dataclass(frozen=True)
-class Axis:
-    """One swept (or fixed) parameter: its ``Params`` field, what a person calls it, its unit, its default and the
-    values or range it may take; ``flag``/``cli_default``/``kind``/``help`` are how the runner takes it on the
-    command line (``kind``: one of ``registry.PARSERS``)."""
-
-    name: str
-    label: str
-    default: Any
-    values: tuple = ()
-    low: Any = None
-    high: Any = None
-    unit: str = ""
-    cli_default: str | None = None
-    kind: str = "words"
-    help: str = ""
-    cli_flag: str | None = None
-
-    @property
-    def flag(self) -> str:
-        return self.cli_flag or "--" + self.name.replace("_", "-")
+from gpu.experiments.axes import Axis
 
 
 @dataclass
@@ -64,9 +43,10 @@ class Point:
 
 
 class Sweep:
-    """An experiment's declaration. Subclasses set NAME, TITLE, AXES, KEY_COLUMNS and ``invalid_reasons``, and
-    implement ``points`` (a generator that may set up and free a group's buffers around the points it yields),
-    ``measure(point)`` (a sample function for the profile's loop, a finished ``stats.Summary``, or None for a
+    """An experiment's measurement. Its module declares NAME, TITLE, AXES, KEY_COLUMNS and ``invalid_reasons``
+    (the subclass takes them from there), and the subclass implements ``points`` (a generator that may set up and
+    free a group's buffers around the points it yields), ``measure(point)`` (a sample function for the profile's
+    loop, a finished ``stats.Summary``, or None for a
     point that cannot run: no row) and ``verify(point)`` (raise ``VerificationError`` on wrong data);
     ``prepare(point)`` does a point's untimed set-up (poisoning its output) before its telemetry starts.
     ``__init__`` runs before the job's allocation scope opens, ``setup`` inside it (``self.ledger`` and
@@ -80,6 +60,17 @@ class Sweep:
     # False: the telemetry's readings are not restarted at each point, so a row's clock and throttle columns
     # cover every reading since the last restart (the kernel experiments' rows, as they were recorded).
     RESTART_TELEMETRY: bool = True
+
+    def __init_subclass__(cls, **kwargs):
+        """A sweep takes its experiment's identity from its module (declared there once): NAME, TITLE, AXES,
+        KEY_COLUMNS and ``invalid_reasons``."""
+        super().__init_subclass__(**kwargs)
+        module = sys.modules[cls.__module__]
+        for name in ("NAME", "TITLE", "AXES", "KEY_COLUMNS"):
+            if name not in cls.__dict__ and hasattr(module, name):
+                setattr(cls, name, getattr(module, name))
+        if "invalid_reasons" not in cls.__dict__ and hasattr(module, "invalid_reasons"):
+            cls.invalid_reasons = staticmethod(module.invalid_reasons)
 
     def __init__(self, params, gpu, profile: stats.Profile):
         self.params, self.gpu, self.profile = params, gpu, profile

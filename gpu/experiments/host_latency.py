@@ -20,16 +20,13 @@ ns per load = sample ÷ steps. Rows: ``variant`` (mapped / device), ``param_valu
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import numpy as np
 
-from gpu.core import text
-from gpu.core.errors import ValidationError, VerificationError
+from gpu.core.errors import VerificationError
 from gpu.core.units import GiB, KiB, MiB, format_bytes
 from gpu.device.timing import KernelTimer
 from gpu.experiments import _kernels as k
-from gpu.experiments import harness
+from gpu.experiments import axes, harness
 
 NAME = "host_latency"
 # Registration (gpu/experiments/registry.py): the runner's subcommand, the page, the place in lists.
@@ -46,20 +43,15 @@ STEPS = {"mapped": 4096, "device": 16384}  # ~5 ms a sample over PCIe at ~1.2 µ
 DEFAULT_SIZES = [4 * KiB, 256 * KiB, 16 * MiB, 256 * MiB]
 MIN_SIZE, MAX_SIZE = 2 * NODE_BYTES, 1 * GiB
 AXES = (
-    harness.Axis("sizes", "working sets", DEFAULT_SIZES, low=MIN_SIZE, high=MAX_SIZE, unit="bytes", kind="sizes",
-                 cli_default="4KiB,256KiB,16MiB,256MiB",
-                 help="comma-separated working-set sizes, multiples of 256 B (512 B … 1 GiB)"),
-    harness.Axis("variants", "memories", list(VARIANTS), values=VARIANTS, kind="words", cli_default="mapped,device",
-                 help="comma-separated: mapped, device"),
+    axes.Axis("sizes", "working sets", DEFAULT_SIZES, kind="sizes", low=MIN_SIZE, high=MAX_SIZE,
+              multiple_of=NODE_BYTES, unit="bytes",
+              help="comma-separated working-set sizes, multiples of 256 B (512 B … 1 GiB)"),
+    axes.Axis("variants", "memories", list(VARIANTS), values=VARIANTS, one="memory",
+              help="comma-separated: mapped, device"),
 )
 
 
-@dataclass(frozen=True)
-class Params:
-    sizes: list[int] = field(default_factory=lambda: list(DEFAULT_SIZES))
-    variants: list[str] = field(default_factory=lambda: list(VARIANTS))
-    profile: str = "interactive"
-
+class Params(axes.parameters(AXES)):
     def points(self):
         """Keys in the order of KEY_COLUMNS, in the order they are measured."""
         for variant in self.variants:
@@ -67,31 +59,11 @@ class Params:
                 yield variant, size
 
 
-def parse_params(raw: dict) -> Params:
-    harness.refuse_unknown_parameters(raw, Params)
-    try:
-        sizes = sorted({int(s) for s in raw.get("sizes", DEFAULT_SIZES)})
-    except (TypeError, ValueError):
-        raise ValidationError(["sizes must be whole numbers of bytes"]) from None
-    return Params(sizes=sizes, variants=list(dict.fromkeys(raw.get("variants", VARIANTS))),
-                  profile=str(raw.get("profile", "interactive")))
+parse_params = axes.parser(Params)
 
 
 def invalid_reasons(params: Params, limits) -> list[str]:
-    reasons = []
-    if not params.sizes:
-        reasons.append("choose at least one working set")
-    if not params.variants:
-        reasons.append("choose at least one memory")
-    reasons += [f"unknown memory '{text.shorten(v)}' (known: {', '.join(VARIANTS)})"
-                for v in params.variants if v not in VARIANTS]
-    for size in params.sizes:
-        if not MIN_SIZE <= size <= MAX_SIZE:
-            reasons.append(f"working set {format_bytes(size)} must be from {format_bytes(MIN_SIZE)} to "
-                           f"{format_bytes(MAX_SIZE)}")
-        elif size % NODE_BYTES:
-            reasons.append(f"working set {size} B is not a multiple of {NODE_BYTES} B")
-    reasons += harness.profile_reasons(params.profile)
+    reasons = axes.reasons(params, limits)
     if reasons:
         return reasons
     largest = max(params.sizes)
@@ -121,8 +93,6 @@ def chain_for(size: int, seed: int) -> tuple[np.ndarray, int, np.ndarray]:
 class HostLatencySweep(harness.Sweep):
     """Each memory, each working set: the chain written there, then launches of one chasing thread."""
 
-    NAME, TITLE, AXES, KEY_COLUMNS = NAME, TITLE, AXES, KEY_COLUMNS
-    invalid_reasons = staticmethod(invalid_reasons)
 
     def setup(self) -> None:
         self.timer = KernelTimer(self.gpu, self.ledger)

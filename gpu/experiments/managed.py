@@ -19,17 +19,15 @@ equal the host's exact sum of the words; a wrong sum fails the job. Bytes: the b
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import numpy as np
 
 from gpu.core import stats
-from gpu.core.errors import ValidationError, VerificationError
+from gpu.core.errors import VerificationError
 from gpu.core.units import GiB, MiB, format_bytes
 from gpu.device.timing import KernelTimer
 from gpu.experiments import _kernels as k
-from gpu.experiments import harness
-from gpu.experiments.transfers import pattern_for
+from gpu.experiments import axes, harness
+from gpu.experiments.verify import pattern_for
 
 NAME = "managed"
 # Registration (gpu/experiments/registry.py): the runner's subcommand, the page, the place in lists.
@@ -46,50 +44,26 @@ MIN_SIZE, MAX_SIZE, ALIGN = 1 * MiB, 8 * GiB, 64 * 1024
 BLOCK = 256
 TITLE = "Managed memory: migration on first touch, prefetch, resident"
 AXES = (
-    harness.Axis("sizes", "buffer sizes", [256 * MiB], low=MIN_SIZE, high=MAX_SIZE, unit="bytes", kind="sizes",
-                 cli_default="256MiB", help="sizes, multiples of 64 KiB (a list or a 1MiB:1GiB range)"),
-    harness.Axis("variants", "cases", list(VARIANTS), values=VARIANTS, kind="words", cli_default=",".join(VARIANTS)),
+    axes.Axis("sizes", "buffer sizes", [256 * MiB], kind="sizes", one="size", low=MIN_SIZE, high=MAX_SIZE,
+              multiple_of=ALIGN, why="managed memory migrates in such pages", unit="bytes",
+              help="sizes, multiples of 64 KiB (a list or a 1MiB:1GiB range)"),
+    # Measured in this order: after_prefetch needs prefetch's samples; resident needs a migrated buffer.
+    axes.Axis("variants", "cases", list(VARIANTS), values=VARIANTS, order="declared"),
 )
 
 
-@dataclass(frozen=True)
-class Params:
-    sizes: list[int] = field(default_factory=lambda: [256 * MiB])
-    variants: list[str] = field(default_factory=lambda: list(VARIANTS))
-    profile: str = "interactive"
-
+class Params(axes.parameters(AXES)):
     def points(self):
         for size in self.sizes:
             for variant in self.variants:
                 yield variant, size
 
 
-def parse_params(raw: dict) -> Params:
-    harness.refuse_unknown_parameters(raw, Params)
-    try:
-        sizes = sorted({int(s) for s in raw.get("sizes", [256 * MiB])})
-    except (TypeError, ValueError):
-        raise ValidationError(["sizes must be whole numbers of bytes"]) from None
-    wanted = list(raw.get("variants", VARIANTS))
-    # Measured in this order: after_prefetch needs prefetch's samples; resident needs a migrated buffer.
-    return Params(sizes=sizes, variants=[v for v in VARIANTS if v in wanted] + [v for v in wanted if v not in VARIANTS],
-                  profile=str(raw.get("profile", "interactive")))
+parse_params = axes.parser(Params)
 
 
 def invalid_reasons(params: Params, limits) -> list[str]:
-    reasons = []
-    if not params.sizes:
-        reasons.append("choose at least one size")
-    if not params.variants:
-        reasons.append("choose at least one case")
-    reasons += [f"unknown case '{v}' (known: {', '.join(VARIANTS)})" for v in params.variants if v not in VARIANTS]
-    for size in params.sizes:
-        if not MIN_SIZE <= size <= MAX_SIZE:
-            reasons.append(f"size {format_bytes(size)} must be from {format_bytes(MIN_SIZE)} to "
-                           f"{format_bytes(MAX_SIZE)}")
-        elif size % ALIGN:
-            reasons.append(f"size {size} B is not a multiple of 64 KiB (managed memory migrates in such pages)")
-    reasons += harness.profile_reasons(params.profile)
+    reasons = axes.reasons(params, limits)
     if reasons:
         return reasons
     largest = max(params.sizes)
@@ -108,8 +82,6 @@ def bytes_moved(size: int) -> int:
 class ManagedSweep(harness.Sweep):
     """Each size: a device buffer and a managed buffer holding the same words, then every case in order."""
 
-    NAME, TITLE, AXES, KEY_COLUMNS = NAME, TITLE, AXES, KEY_COLUMNS
-    invalid_reasons = staticmethod(invalid_reasons)
 
     def __init__(self, params, gpu, profile):
         super().__init__(params, gpu, profile)

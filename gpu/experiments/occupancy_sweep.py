@@ -14,17 +14,15 @@ from __future__ import annotations
 
 import functools
 import threading
-from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpu.core.errors import ValidationError
 from gpu.core.occupancy import occupancy
 from gpu.device.timing import KernelTimer
 from gpu.experiments import _kernels as k
-from gpu.experiments import harness
+from gpu.experiments import axes, harness
 from gpu.experiments.harness import coarse_first
-from gpu.experiments.transfers import verify_equal
+from gpu.experiments.verify import verify_equal
 
 NAME = "occupancy"
 # Registration (gpu/experiments/registry.py): the runner's subcommand, the page, the place in lists.
@@ -41,25 +39,17 @@ CHASE_THREADS = 1 << 20
 CHASE_STEPS = 32
 TITLE = "Occupancy: calculator and measurement"
 AXES = (
-    harness.Axis("block_sizes", "block sizes", list(range(32, 1025, 32)), low=32, high=1024, unit="threads",
-                 kind="ints", cli_default="32:1024:32", help="a list, or start:stop:step"),
-    harness.Axis("kernels", "kernels", list(KERNELS), values=KERNELS, kind="words", cli_default=",".join(KERNELS)),
-    harness.Axis("extra_registers", "extra registers", 0, values=EXTRA_REGS, unit="registers", kind="ints",
-                 cli_default="0", help="comma-separated: 0, 32, 64, 128 (one run each)"),
-    harness.Axis("dynamic_shared_bytes", "dynamic shared memory", 0, low=0, high=227 * 1024, unit="bytes",
-                 kind="ints", cli_default="0", help="comma-separated bytes of spoiler shared memory",
-                 cli_flag="--dynamic-shared"),
+    k.block_sizes_axis(range(32, 1025, 32)),
+    axes.Axis("kernels", "kernels", list(KERNELS), values=KERNELS),
+    axes.Axis("extra_registers", "extra registers", 0, kind="int", one="register pressure", values=EXTRA_REGS,
+              unit="registers", help="comma-separated: 0, 32, 64, 128 (one run each)"),
+    # Its upper limit is the device's (the per-block opt-in maximum, less the kernel's static shared memory).
+    axes.Axis("dynamic_shared_bytes", "dynamic shared memory", 0, kind="int", low=0, unit="bytes",
+              help="comma-separated bytes of spoiler shared memory (one run each)", cli_flag="--dynamic-shared"),
 )
 
 
-@dataclass(frozen=True)
-class Params:
-    block_sizes: list[int] = field(default_factory=lambda: list(range(32, 1025, 32)))
-    kernels: list[str] = field(default_factory=lambda: list(KERNELS))
-    extra_registers: int = 0
-    dynamic_shared_bytes: int = 0
-    profile: str = "interactive"
-
+class Params(axes.parameters(AXES)):
     def points(self):
         for kernel in self.kernels:
             extra = self.extra_registers if kernel == "chase" else 0  # see the module docstring
@@ -67,31 +57,14 @@ class Params:
                 yield kernel, block, extra, self.dynamic_shared_bytes
 
 
-def parse_params(raw: dict) -> Params:
-    harness.refuse_unknown_parameters(raw, Params)
-    try:
-        return Params(block_sizes=sorted({int(b) for b in raw.get("block_sizes", range(32, 1025, 32))}),
-                      kernels=list(raw.get("kernels", KERNELS)),
-                      extra_registers=int(raw.get("extra_registers", 0)),
-                      dynamic_shared_bytes=int(raw.get("dynamic_shared_bytes", 0)),
-                      profile=str(raw.get("profile", "interactive")))
-    except (TypeError, ValueError):
-        raise ValidationError(["block sizes, registers and shared memory must be whole numbers"]) from None
+parse_params = axes.parser(Params)
 
 
 def invalid_reasons(params: Params, limits, max_dynamic_shared: int = 227 * 1024) -> list[str]:
-    reasons = []
-    max_threads = getattr(limits, "max_threads_per_block", 1024) if limits else 1024
-    reasons += k.block_size_reasons(params.block_sizes, max_threads)
-    if not params.kernels:
-        reasons.append("choose at least one kernel")
-    reasons += [f"unknown kernel '{x}' (known: {', '.join(KERNELS)})" for x in params.kernels if x not in KERNELS]
-    if params.extra_registers not in EXTRA_REGS:
-        reasons.append(f"register pressure must be one of {', '.join(map(str, EXTRA_REGS))} extra registers")
-    if not 0 <= params.dynamic_shared_bytes <= max_dynamic_shared:
+    reasons = axes.reasons(params, limits)
+    if params.dynamic_shared_bytes > max_dynamic_shared:
         reasons.append(f"dynamic shared memory {params.dynamic_shared_bytes} B must be 0 … {max_dynamic_shared} B "
                        "(the device's per-block opt-in maximum, less the kernel's static shared memory)")
-    reasons += harness.profile_reasons(params.profile)
     if not reasons:
         reasons += k.memory_reasons(3 * STREAM_ELEMENTS * 4 + 256 * 1024**2, limits, "this sweep")
     return reasons
@@ -132,9 +105,7 @@ class OccupancySweep(harness.Sweep):
     kernels at each: the two curves take shape together. A block size that cannot launch (e.g. too many
     registers for the block) is skipped: nothing to measure."""
 
-    NAME, TITLE, AXES, KEY_COLUMNS = NAME, TITLE, AXES, KEY_COLUMNS
     RESTART_TELEMETRY = False
-    invalid_reasons = staticmethod(invalid_reasons)
 
     @classmethod
     def reasons(cls, params, gpu, limits) -> list[str]:

@@ -18,15 +18,13 @@ verification. Bytes: the buffer's size, copied once.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpu.core.errors import ValidationError
 from gpu.core.units import KiB, MiB, format_bytes
 from gpu.experiments import _kernels as k
-from gpu.experiments import harness
-from gpu.experiments.transfers import pattern_for, verify_equal
+from gpu.experiments import axes, harness
+from gpu.experiments.verify import pattern_for, verify_equal
 
 NAME = "pools"
 # Registration (gpu/experiments/registry.py): the runner's subcommand, the page, the place in lists.
@@ -43,48 +41,24 @@ DEFAULT_SIZES = [4 * KiB, 64 * KiB, 1 * MiB, 16 * MiB, 256 * MiB]
 MAX_SIZE = 1024 * MiB
 TITLE = "Memory pools vs allocating per call"
 AXES = (
-    harness.Axis("sizes", "buffer sizes", DEFAULT_SIZES, low=4, high=MAX_SIZE, unit="bytes", kind="sizes",
-                 cli_default="4KiB,64KiB,1MiB,16MiB,256MiB"),
-    harness.Axis("variants", "ways to allocate", list(VARIANTS), values=VARIANTS, kind="words",
-                 cli_default=",".join(VARIANTS)),
+    axes.Axis("sizes", "buffer sizes", DEFAULT_SIZES, kind="sizes", one="size", low=4, high=MAX_SIZE, multiple_of=4,
+              unit="bytes"),
+    axes.Axis("variants", "ways to allocate", list(VARIANTS), values=VARIANTS, one="variant"),
 )
 
 
-@dataclass(frozen=True)
-class Params:
-    sizes: list[int] = field(default_factory=lambda: list(DEFAULT_SIZES))
-    variants: list[str] = field(default_factory=lambda: list(VARIANTS))
-    profile: str = "interactive"
-
+class Params(axes.parameters(AXES)):
     def points(self):
         for size in self.sizes:
             for variant in self.variants:
                 yield variant, size
 
 
-def parse_params(raw: dict) -> Params:
-    harness.refuse_unknown_parameters(raw, Params)
-    try:
-        sizes = sorted({int(s) for s in raw.get("sizes", DEFAULT_SIZES)})
-    except (TypeError, ValueError):
-        raise ValidationError(["sizes must be whole numbers of bytes"]) from None
-    return Params(sizes=sizes, variants=list(raw.get("variants", VARIANTS)),
-                  profile=str(raw.get("profile", "interactive")))
+parse_params = axes.parser(Params)
 
 
 def invalid_reasons(params: Params, limits) -> list[str]:
-    reasons = []
-    if not params.sizes:
-        reasons.append("choose at least one size")
-    if not params.variants:
-        reasons.append("choose at least one way to allocate")
-    reasons += [f"unknown variant '{v}' (known: {', '.join(VARIANTS)})" for v in params.variants if v not in VARIANTS]
-    for size in params.sizes:
-        if not 4 <= size <= MAX_SIZE:
-            reasons.append(f"size {format_bytes(size)} must be from 4 B to {format_bytes(MAX_SIZE)}")
-        elif size % 4:
-            reasons.append(f"size {size} B is not a multiple of 4 B")
-    reasons += harness.profile_reasons(params.profile)
+    reasons = axes.reasons(params, limits)
     if reasons:
         return reasons
     largest = max(params.sizes)
@@ -104,8 +78,6 @@ def bytes_moved(size: int) -> int:
 class PoolsSweep(harness.Sweep):
     """Each size: two pinned sources filled with alternating patterns, then every variant's iterations."""
 
-    NAME, TITLE, AXES, KEY_COLUMNS = NAME, TITLE, AXES, KEY_COLUMNS
-    invalid_reasons = staticmethod(invalid_reasons)
 
     def __init__(self, params, gpu, profile):
         super().__init__(params, gpu, profile)

@@ -15,14 +15,12 @@ uniform [-1, 1) data that is timed, the relative error against a float64 NumPy d
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import numpy as np
 
-from gpu.core.errors import ValidationError, VerificationError
+from gpu.core.errors import VerificationError
 from gpu.device.timing import KernelTimer
 from gpu.experiments import _kernels as k
-from gpu.experiments import harness
+from gpu.experiments import axes, harness
 
 NAME = "reduction"
 # Registration (gpu/experiments/registry.py): the runner's subcommand, the page, the place in lists.
@@ -39,22 +37,14 @@ LABELS = {"atomic_per_element": "atomicAdd per element (seed)", "shared_tree": "
 KEY_COLUMNS = ["variant", "block_size", "elements"]
 TITLE = "Reductions: a dot product, five ways"
 AXES = (
-    harness.Axis("sizes", "vector sizes", [1 << 24], low=1 << 10, high=1 << 28, unit="elements", kind="ints",
-                 cli_default="2^24", help="comma-separated vector sizes, powers of two (2^10 … 2^28)"),
-    harness.Axis("block_sizes", "block sizes", [256], low=32, high=1024, unit="threads", kind="ints",
-                 cli_default="256"),
-    harness.Axis("variants", "variants", list(KERNEL_VARIANTS + END_TO_END), values=KERNEL_VARIANTS + END_TO_END,
-                 kind="words", cli_default=",".join(KERNEL_VARIANTS + END_TO_END)),
+    axes.Axis("sizes", "vector sizes", [1 << 24], kind="ints", one="vector size", low=1 << 10, high=1 << 28,
+              power_of_two=True, unit="elements", help="comma-separated vector sizes, powers of two (2^10 … 2^28)"),
+    k.block_sizes_axis(),
+    axes.Axis("variants", "variants", list(KERNEL_VARIANTS + END_TO_END), values=KERNEL_VARIANTS + END_TO_END),
 )
 
 
-@dataclass(frozen=True)
-class Params:
-    sizes: list[int] = field(default_factory=lambda: [1 << 24])
-    block_sizes: list[int] = field(default_factory=lambda: [256])
-    variants: list[str] = field(default_factory=lambda: list(KERNEL_VARIANTS + END_TO_END))
-    profile: str = "interactive"
-
+class Params(axes.parameters(AXES)):
     def points(self):
         for n in self.sizes:
             for block in self.block_sizes:
@@ -62,32 +52,14 @@ class Params:
                     yield variant, block, n
 
 
-def parse_params(raw: dict) -> Params:
-    harness.refuse_unknown_parameters(raw, Params)
-    try:
-        return Params(sizes=sorted({int(n) for n in raw.get("sizes", [1 << 24])}),
-                      block_sizes=sorted({int(b) for b in raw.get("block_sizes", [256])}),
-                      variants=list(raw.get("variants", KERNEL_VARIANTS + END_TO_END)),
-                      profile=str(raw.get("profile", "interactive")))
-    except (TypeError, ValueError):
-        raise ValidationError(["sizes and block sizes must be whole numbers"]) from None
+parse_params = axes.parser(Params)
 
 
 def invalid_reasons(params: Params, limits) -> list[str]:
-    reasons = []
-    if not params.sizes:
-        reasons.append("choose at least one vector size")
-    if not params.variants:
-        reasons.append("choose at least one variant")
-    max_threads = getattr(limits, "max_threads_per_block", 1024) if limits else 1024
-    reasons += k.block_size_reasons(params.block_sizes, max_threads)
-    reasons += k.power_of_two_reasons(params.sizes, "vector size", 1 << 10, 1 << 28)
-    known = KERNEL_VARIANTS + END_TO_END
-    reasons += [f"unknown variant '{v}' (known: {', '.join(known)})" for v in params.variants if v not in known]
+    reasons = axes.reasons(params, limits)
     if "shared_tree" in params.variants:
         reasons += [f"block size {b}: the shared-memory tree halves the block each step, so it needs a power "
                     "of two" for b in params.block_sizes if b > 0 and b & (b - 1)]
-    reasons += harness.profile_reasons(params.profile)
     if params.sizes and not reasons:
         reasons += k.memory_reasons(2 * max(params.sizes) * 4 + 256 * 1024**2, limits, "these vectors")
     return reasons
@@ -102,9 +74,7 @@ class ReductionSweep(harness.Sweep):
     -1/0/1 data, then timed on the uniform data (its relative error a column). Host buffers of the end-to-end
     variants live for one size."""
 
-    NAME, TITLE, AXES, KEY_COLUMNS = NAME, TITLE, AXES, KEY_COLUMNS
     RESTART_TELEMETRY = False
-    invalid_reasons = staticmethod(invalid_reasons)
 
     def __init__(self, params, gpu, profile):
         super().__init__(params, gpu, profile)

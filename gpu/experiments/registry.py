@@ -18,7 +18,7 @@ from types import ModuleType
 
 from gpu.core.errors import ValidationError
 from gpu.core.units import parse_size_list
-from gpu.experiments.harness import Axis
+from gpu.experiments.axes import Axis
 
 NOT_EXPERIMENTS = {"harness", "registry"}
 
@@ -78,19 +78,18 @@ def experiment_pages() -> list[str]:
 
 
 def add_arguments(parser: argparse.ArgumentParser, entry: Entry) -> None:
-    """The runner's flags for ``entry``, from its axes."""
+    """The runner's flags for ``entry``, from its axes: a flag left out takes the axis' default."""
     for axis in entry.arguments:
-        extra = {"help": axis.help} if axis.help else {}
+        shown = "" if axis.kind == "off_switch" else f" (default: {axis.default_text()})"
+        extra = {"help": (axis.help or axis.label) + shown}
         if axis.kind == "off_switch":
             parser.add_argument(axis.flag, action="store_true", **extra)
         elif axis.kind == "bool":
-            parser.add_argument(axis.flag, action=argparse.BooleanOptionalAction, default=axis.cli_default, **extra)
+            parser.add_argument(axis.flag, action=argparse.BooleanOptionalAction, default=None, **extra)
         elif axis.kind == "alloc":
-            parser.add_argument(axis.flag, choices=list(axis.values), default=axis.cli_default, **extra)
-        elif axis.kind == "int":
-            parser.add_argument(axis.flag, type=int, default=int(axis.cli_default), **extra)
+            parser.add_argument(axis.flag, choices=list(ALLOC), default=None, **extra)
         else:
-            parser.add_argument(axis.flag, default=axis.cli_default, **extra)
+            parser.add_argument(axis.flag, default=None, **extra)
 
 
 def int_list(text: str) -> list[int]:
@@ -115,10 +114,12 @@ def words(text: str) -> list[str]:
     return [w.strip() for w in text.split(",") if w.strip()]
 
 
+ALLOC = {"no": [False], "yes": [True], "both": [False, True]}
+# How the runner reads a flag's text, by axis kind (a flag left out takes the axis' typed default instead).
 PARSERS = {
     "sizes": parse_size_list, "size": lambda v: parse_size_list(v)[0], "ints": int_list,
-    "first_int": lambda v: int_list(v)[0], "int": int, "words": words, "bool": bool,
-    "off_switch": lambda v: not v, "alloc": {"no": [False], "yes": [True], "both": [False, True]}.__getitem__,
+    "int": lambda v: int_list(v)[0], "words": words, "bool": bool,
+    "off_switch": lambda v: not v, "alloc": ALLOC.__getitem__,
 }
 
 
@@ -126,11 +127,21 @@ def runner_jobs(entry: Entry, args) -> list[dict]:
     """The parameter sets the runner submits for ``args`` (one per combination of the ``expand`` arguments)."""
     values = {}
     for axis in entry.arguments:
-        values[axis.name] = PARSERS[axis.kind](getattr(args, axis.flag[2:].replace("-", "_")))
+        given = getattr(args, axis.flag[2:].replace("-", "_"))
+        if axis.name in entry.expand and given is not None:
+            values[axis.name] = int_list(given)  # one run per value
+        elif axis.kind == "off_switch":
+            values[axis.name] = not given
+        elif given is None:
+            values[axis.name] = axis.default
+        else:
+            values[axis.name] = PARSERS[axis.kind](given)
     values["profile"] = args.profile
     if not entry.expand:
         return [values]
-    combos = itertools.product(*(values[name] for name in entry.expand))
+    # An expanded axis is a scalar per run: the runner takes a list of them and submits one run each.
+    lists = {name: values[name] if isinstance(values[name], list) else [values[name]] for name in entry.expand}
+    combos = itertools.product(*(lists[name] for name in entry.expand))
     return [{**values, **dict(zip(entry.expand, combo, strict=True))} for combo in combos]
 
 

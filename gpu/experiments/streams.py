@@ -30,17 +30,15 @@ the kernel counts its device reads and writes (2 × size).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 
 import numpy as np
 
 from gpu.core import overlap, text
-from gpu.core.errors import ValidationError
 from gpu.core.units import GiB, MiB, format_bytes
 from gpu.device.timing import EventTimer, StreamHold
 from gpu.experiments import _kernels as k
-from gpu.experiments import harness
-from gpu.experiments.transfers import verify_equal
+from gpu.experiments import axes, harness
+from gpu.experiments.verify import verify_equal
 
 NAME = "streams"
 # Registration (gpu/experiments/registry.py): the runner's subcommand, the page, the place in lists.
@@ -71,28 +69,27 @@ LESSON_CHUNKS, LESSON_STREAMS = 16, 4
 POISON = np.uint32(0xFFFFFFFF)  # a NaN pattern no result can have
 TITLE = "Streams: hiding copies behind compute"
 AXES = (
-    harness.Axis("size_bytes", "vector size", DEFAULT_SIZE, low=MIN_SIZE, high=MAX_SIZE, unit="bytes", kind="size",
-                 cli_default="256MiB", help="the vector's total size, e.g. 256MiB", cli_flag="--size"),
-    harness.Axis("chunks", "chunks", DEFAULT_CHUNKS, low=1, high=MAX_CHUNKS, kind="ints", cli_default="1,4,16,64",
-                 help="comma-separated chunk counts (1 … 64, dividing the size)"),
-    harness.Axis("streams", "streams", DEFAULT_STREAMS, low=1, high=MAX_STREAMS, kind="ints",
-                 cli_default="1,2,4,8,16", help="comma-separated stream counts (1 … 16)"),
-    harness.Axis("host_memory", "host memory", list(HOST_MEMORY), values=HOST_MEMORY, kind="words",
-                 cli_default="pinned,pageable", help="comma-separated: pinned, pageable"),
-    harness.Axis("issue_orders", "issue orders", ["depth_first", "staged"], values=ORDERS, kind="words",
-                 cli_default="depth_first,staged", help="comma-separated: depth_first, breadth_first, staged (one "
-                 "stream per stage; measured once per chunk count, on 3 streams)", cli_flag="--orders"),
-    harness.Axis("intensities", "kernel intensities", [0], low=0, high=MAX_INTENSITY,
-                 values=(0, 1, 4, 16, 64, 256, 1024, 2048, 4096, 8192, 16384),  # the page's choices
-                 unit="fused multiply-adds per element", kind="ints", cli_default="0",
-                 help="comma-separated fused multiply-adds per element"),
-    harness.Axis("bidirectional", "bidirectional copies", True, kind="off_switch", cli_default=True,
-                 help="skip the bidirectional-copy points", cli_flag="--no-bidirectional"),
-    harness.Axis("pageable_grid", "pageable memory at every chunk and stream count", False, kind="bool",
-                 cli_default=True,
-                 help="pageable memory at every chunk and stream count, with its bidirectional copies (default, for "
-                      "recordings), or only at the configuration nearest 16 chunks × 4 streams (--no-pageable-grid, "
-                      "as the page's default)"),
+    axes.Axis("size_bytes", "vector size", DEFAULT_SIZE, kind="size", low=MIN_SIZE, high=MAX_SIZE, unit="bytes",
+              multiple_of=4, why="a whole number of floats", help="the vector's total size, e.g. 256MiB",
+              cli_flag="--size"),
+    axes.Axis("chunks", "chunks", DEFAULT_CHUNKS, kind="ints", one="chunk count", low=1, high=MAX_CHUNKS,
+              help="comma-separated chunk counts (1 … 64, dividing the size)"),
+    axes.Axis("streams", "streams", DEFAULT_STREAMS, kind="ints", one="stream count", low=1, high=MAX_STREAMS,
+              help="comma-separated stream counts (1 … 16)"),
+    axes.Axis("host_memory", "host memory", list(HOST_MEMORY), values=HOST_MEMORY, one="host memory",
+              order="declared", help="comma-separated: pinned, pageable"),
+    axes.Axis("issue_orders", "issue orders", ["depth_first", "staged"], values=ORDERS,
+              help="comma-separated: depth_first, breadth_first, staged (one stream per stage; measured once per "
+                   "chunk count, on 3 streams)", cli_flag="--orders"),
+    axes.Axis("intensities", "kernel intensities", [0], kind="ints", one="kernel intensity", low=0, high=MAX_INTENSITY,
+              steps=(0, 1, 4, 16, 64, 256, 1024, 2048, 4096, 8192, 16384),  # the page's choices
+              unit="fused multiply-adds per element", help="comma-separated fused multiply-adds per element"),
+    axes.Axis("bidirectional", "bidirectional copies", True, kind="off_switch",
+              help="skip the bidirectional-copy points", cli_flag="--no-bidirectional"),
+    axes.Axis("pageable_grid", "pageable memory at every chunk and stream count", False, kind="bool",
+              help="pageable memory at every chunk and stream count, with its bidirectional copies (--pageable-grid, "
+                   "for recordings), or only at the configuration nearest 16 chunks × 4 streams (the page's "
+                   "default)"),
 )
 
 
@@ -102,23 +99,12 @@ def closest(values: list[int], target: int) -> int:
     return min(useful, key=lambda v: (abs(v - target), v))
 
 
-@dataclass(frozen=True)
-class Params:
+class Params(axes.parameters(AXES)):
     """``pageable_grid``: measure pageable memory at every chunk and stream count too, and its bidirectional
     copies. Off (the default), pageable is measured at one configuration that can overlap (16 chunks × 4 streams,
     or the nearest chosen), with its serial run and sums: a pageable pipeline costs ~50 ms a sample on an H200
     against ~6 ms pinned, and one configuration already shows that it does not overlap. Its bidirectional copies
     (~1 s of a default request) are then measured only when pageable is the only host memory."""
-
-    size_bytes: int = DEFAULT_SIZE
-    chunks: list[int] = field(default_factory=lambda: list(DEFAULT_CHUNKS))
-    streams: list[int] = field(default_factory=lambda: list(DEFAULT_STREAMS))
-    host_memory: list[str] = field(default_factory=lambda: list(HOST_MEMORY))
-    issue_orders: list[str] = field(default_factory=lambda: ["depth_first", "staged"])
-    intensities: list[int] = field(default_factory=lambda: [0])
-    bidirectional: bool = True
-    pageable_grid: bool = False
-    profile: str = "interactive"
 
     @property
     def elements(self) -> int:
@@ -157,22 +143,7 @@ class Params:
                 yield "bidir_both", host, n, 1, 2, "concurrent", 0
 
 
-def parse_params(raw: dict) -> Params:
-    harness.refuse_unknown_parameters(raw, Params)
-    defaults = Params()
-    try:
-        return Params(size_bytes=int(raw.get("size_bytes", defaults.size_bytes)),
-                      chunks=sorted({int(c) for c in raw.get("chunks", defaults.chunks)}),
-                      streams=sorted({int(s) for s in raw.get("streams", defaults.streams)}),
-                      host_memory=[h for h in HOST_MEMORY if h in raw.get("host_memory", HOST_MEMORY)]
-                      + [h for h in raw.get("host_memory", []) if h not in HOST_MEMORY],
-                      issue_orders=list(dict.fromkeys(raw.get("issue_orders", defaults.issue_orders))),
-                      intensities=sorted({int(i) for i in raw.get("intensities", defaults.intensities)}),
-                      bidirectional=bool(raw.get("bidirectional", True)),
-                      pageable_grid=bool(raw.get("pageable_grid", False)),
-                      profile=str(raw.get("profile", "interactive")))
-    except (TypeError, ValueError):
-        raise ValidationError(["size, chunks, streams and intensity must be whole numbers"]) from None
+parse_params = axes.parser(Params)
 
 
 def host_bytes_needed(params: Params) -> int:
@@ -182,34 +153,12 @@ def host_bytes_needed(params: Params) -> int:
 
 def invalid_reasons(params: Params, limits) -> list[str]:
     """Why these parameters cannot run on a device with ``limits`` (empty when they can)."""
-    reasons = []
+    reasons = axes.reasons(params, limits)
     size = params.size_bytes
-    if not MIN_SIZE <= size <= MAX_SIZE:
-        reasons.append(f"size {format_bytes(size)} must be from {format_bytes(MIN_SIZE)} to {format_bytes(MAX_SIZE)}")
-    elif size % 4:
-        reasons.append(f"size {size} B is not a whole number of floats (a multiple of 4 B)")
-    for name, values, high in (("chunk count", params.chunks, MAX_CHUNKS), ("stream count", params.streams,
-                                                                          MAX_STREAMS)):
-        if not values:
-            reasons.append(f"choose at least one {name}")
-        reasons += [f"{name} {v} must be from 1 to {high}" for v in values if not 1 <= v <= high]
     for chunks in params.chunks:
-        if 1 <= chunks <= MAX_CHUNKS and size % (4 * chunks):
+        if not reasons and size % (4 * chunks):
             reasons.append(f"{chunks} chunks do not divide {format_bytes(size)} into equal chunks of whole floats "
                            f"({size} B / {chunks} = {size / chunks:,.2f} B); pick a chunk count that divides the size")
-    if not params.host_memory:
-        reasons.append("choose pinned, pageable or both host memories")
-    reasons += [f"unknown host memory '{h}' (known: pinned, pageable)" for h in params.host_memory
-                if h not in HOST_MEMORY]
-    if not params.issue_orders:
-        reasons.append("choose at least one issue order")
-    reasons += [f"unknown issue order '{o}' (known: {', '.join(ORDERS)})" for o in params.issue_orders
-                if o not in ORDERS]
-    if not params.intensities:
-        reasons.append("choose at least one kernel intensity")
-    reasons += [f"kernel intensity {i} must be from 0 to {MAX_INTENSITY} fused multiply-adds per element"
-                for i in params.intensities if not 0 <= i <= MAX_INTENSITY]
-    reasons += harness.profile_reasons(params.profile)
     if reasons:
         return reasons
     n_points = sum(1 for _ in params.points())
@@ -362,9 +311,6 @@ def _columns(variant, host, size, chunks, streams, order, intensity, direction="
 class StreamsSweep(harness.Sweep):
     """Each host memory: its input and output buffers, then per intensity and chunk count the three sums (each
     stage alone), serial and the pipelines; then the bidirectional copies."""
-
-    NAME, TITLE, AXES, KEY_COLUMNS = NAME, TITLE, AXES, KEY_COLUMNS
-    invalid_reasons = staticmethod(invalid_reasons)
 
     def __init__(self, params, gpu, profile):
         super().__init__(params, gpu, profile)

@@ -21,18 +21,15 @@ sampling, in both methods.
 from __future__ import annotations
 
 import math
-import os
 import time
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpu.core.errors import ValidationError, VerificationError
-from gpu.core.text import shorten
+from gpu.core.errors import VerificationError
 from gpu.core.units import GiB, KiB, MiB, format_bytes
 from gpu.device.timing import EventTimer, StreamHold
-from gpu.experiments import harness
+from gpu.experiments import axes, harness
+from gpu.experiments.verify import PATTERN_MULTIPLIER
 
 NAME = "transfers"
 # Registration (gpu/experiments/registry.py): the runner's subcommand, the page, the place in lists.
@@ -56,18 +53,16 @@ MAX_BATCH = 512  # copies queued behind one stream hold; the Streams page queues
 BATCHED_TIMERS = ("cuda_event_batched", "cuda_event_batched_held")
 TITLE = "Host↔device transfers"
 AXES = (
-    harness.Axis("sizes", "transfer sizes", DEFAULT_SIZES, low=MIN_BYTES, unit="bytes", kind="sizes",
-                 cli_default="4KiB:1GiB",
-                 help="sizes: a list (4KiB,1MiB) and/or ranges of powers of two (4KiB:1GiB)"),
-    harness.Axis("modes", "memory modes", list(MODES), values=MODES, kind="words", cli_default=",".join(MODES),
-                 help="comma-separated: " + ", ".join(MODES)),
-    harness.Axis("directions", "directions", list(DIRECTIONS), values=DIRECTIONS, kind="words",
-                 cli_default="h2d,d2h", help="comma-separated: h2d, d2h"),
-    harness.Axis("methods", "timing methods", ["single"], values=METHODS, kind="words", cli_default="single",
-                 help="comma-separated timing methods: single (one copy per sample: the latency view), batched "
-                      "(back-to-back copies, >= 1 ms a sample: the throughput view, as bandwidthTest times them)"),
-    harness.Axis("include_alloc", "include allocation", [False], values=("no", "yes", "both"), kind="alloc",
-                 cli_default="no", help="also time allocating the host buffer (yes), or measure both ways (both)"),
+    axes.Axis("sizes", "transfer sizes", DEFAULT_SIZES, kind="sizes", one="size", low=MIN_BYTES, unit="bytes",
+              multiple_of=ALIGN_BYTES, why="the zero-copy kernel moves 16-byte vectors",
+              help="sizes: a list (4KiB,1MiB) and/or ranges of powers of two (4KiB:1GiB)"),
+    axes.Axis("modes", "memory modes", list(MODES), values=MODES, help="comma-separated: " + ", ".join(MODES)),
+    axes.Axis("directions", "directions", list(DIRECTIONS), values=DIRECTIONS, help="comma-separated: h2d, d2h"),
+    axes.Axis("include_alloc", "include allocation", [False], kind="alloc", one="copy-only or including allocation",
+              help="also time allocating the host buffer (yes), or measure both ways (both)"),
+    axes.Axis("methods", "timing methods", ["single"], values=METHODS,
+              help="comma-separated timing methods: single (one copy per sample: the latency view), batched "
+                   "(back-to-back copies, >= 1 ms a sample: the throughput view, as bandwidthTest times them)"),
 )
 
 
@@ -77,18 +72,8 @@ def timer_for(method: str, mode: str, include_alloc: bool) -> str:
         return "cuda_event_batched" if mode == "pageable" else "cuda_event_batched_held"
     return "host_clock_alloc+cuda_event_copy" if include_alloc else "cuda_event"
 
-POISON = np.uint32(0xDEADBEEF)
 
-
-@dataclass(frozen=True)
-class Params:
-    sizes: list[int] = field(default_factory=lambda: list(DEFAULT_SIZES))
-    modes: list[str] = field(default_factory=lambda: list(MODES))
-    directions: list[str] = field(default_factory=lambda: list(DIRECTIONS))
-    include_alloc: list[bool] = field(default_factory=lambda: [False])
-    methods: list[str] = field(default_factory=lambda: ["single"])
-    profile: str = "interactive"
-
+class Params(axes.parameters(AXES)):
     def points(self):
         for size in self.sizes:
             for mode in self.modes:
@@ -102,55 +87,15 @@ class Params:
                 if not (method == "batched" and alloc)]
 
 
-def parse_params(raw: dict) -> Params:
-    """Params from plain values (page widgets, CLI, job messages); types are checked, limits are not."""
-    reasons = []
-    reasons += harness.unknown_parameter_reasons(raw, Params)
-    try:
-        sizes = [int(s) for s in raw.get("sizes", DEFAULT_SIZES)]
-    except (TypeError, ValueError):
-        reasons.append("sizes must be whole numbers of bytes")
-        sizes = []
-    params = Params(
-        sizes=sorted(set(sizes)),
-        modes=list(raw.get("modes", MODES)),
-        directions=list(raw.get("directions", DIRECTIONS)),
-        include_alloc=sorted({bool(v) for v in raw.get("include_alloc", [False])}),
-        methods=list(dict.fromkeys(raw.get("methods", ["single"]))),
-        profile=str(raw.get("profile", "interactive")),
-    )
-    if reasons:
-        raise ValidationError(reasons)
-    return params
+parse_params = axes.parser(Params)
 
 
 def invalid_reasons(params: Params, limits) -> list[str]:
     """Why these parameters cannot run on a device with ``limits`` (empty when they can)."""
-    reasons = []
-    if not params.sizes:
-        reasons.append("choose at least one size")
-    if not params.modes:
-        reasons.append("choose at least one memory mode")
-    if not params.directions:
-        reasons.append("choose at least one direction")
-    if not params.include_alloc:
-        reasons.append("choose copy-only, including allocation, or both")
-    reasons += [f"unknown memory mode '{m}' (known: {', '.join(MODES)})" for m in params.modes if m not in MODES]
-    reasons += [f"unknown direction '{d}' (known: h2d, d2h)" for d in params.directions if d not in DIRECTIONS]
-    if not params.methods:
-        reasons.append("choose a timing method: single, batched or both")
-    reasons += [f"unknown timing method '{shorten(m)}' (known: {', '.join(METHODS)})" for m in params.methods
-                if m not in METHODS]
+    reasons = axes.reasons(params, limits)
     if params.methods == ["batched"] and params.include_alloc == [True]:
         reasons.append("batched copies reuse one buffer, so they cannot include its allocation: time allocation "
                        "with the single method")
-    reasons += harness.profile_reasons(params.profile)
-    for size in params.sizes:
-        if size < MIN_BYTES:
-            reasons.append(f"size {size} B is too small: the smallest transfer is {MIN_BYTES} B")
-        elif size % ALIGN_BYTES:
-            reasons.append(f"size {size} B is not a multiple of {ALIGN_BYTES} B "
-                           "(the zero-copy kernel moves 16-byte vectors)")
     largest = max(params.sizes, default=0)
     if limits is not None and largest >= MIN_BYTES:
         device_room = limits.free_device_bytes - DEVICE_RESERVE_BYTES
@@ -184,61 +129,6 @@ def max_size(limits) -> int:
     while size * 2 <= room:
         size *= 2
     return size
-
-
-PATTERN_MULTIPLIER = 2654435761  # the same constant as pattern_word() in kernels/transfers.cu
-
-
-def pattern_for(count: int, seed: int) -> np.ndarray:
-    """A cheap, position-dependent pattern: a dropped, repeated or swapped chunk never verifies."""
-    return (np.arange(count, dtype=np.uint32) * np.uint32(PATTERN_MULTIPLIER)) ^ np.uint32(seed & 0xFFFFFFFF)
-
-
-_POOL: list[ThreadPoolExecutor] = []
-
-
-def _verify_pool() -> ThreadPoolExecutor:
-    """One small thread pool per process for verify_equal (created on first use; NumPy work only, no CUDA)."""
-    if not _POOL:
-        _POOL.append(ThreadPoolExecutor(max_workers=max(1, min(8, os.cpu_count() or 1)),
-                                        thread_name_prefix="verify"))
-    return _POOL[0]
-
-
-def verify_equal(expected: np.ndarray, actual: np.ndarray, what: str) -> None:
-    """Bit-exact comparison; raises VerificationError naming the first wrong element.
-
-    Compared in 4 MiB slices (as 64-bit words where both arrays allow it), so the comparison stays in cache
-    and a correct 256 MiB result costs tens of milliseconds; only a wrong slice is searched word by word."""
-    if expected.shape != actual.shape:
-        raise VerificationError(f"{what}: got {actual.size} elements, expected {expected.size}")
-    flat_e, flat_a = expected.reshape(-1), actual.reshape(-1)
-    wide = (flat_e.dtype.itemsize == 4 and flat_e.size % 2 == 0 and flat_e.flags.c_contiguous
-            and flat_a.flags.c_contiguous and flat_e.ctypes.data % 8 == 0 and flat_a.ctypes.data % 8 == 0)
-    fast_e, fast_a = (flat_e.view(np.uint64), flat_a.view(np.uint64)) if wide else (flat_e, flat_a)
-    step = (4 << 20) // fast_e.itemsize
-    starts = range(0, fast_e.size, step)
-
-    def slice_equal(start: int) -> bool:
-        return bool(np.array_equal(fast_e[start:start + step], fast_a[start:start + step]))
-
-    # NumPy releases the GIL while it compares, so large results are compared on several cores: a 256 MiB check
-    # is then bound by host memory bandwidth, not one core (it runs after every Streams point).
-    if len(starts) >= 8:
-        equal = list(_verify_pool().map(slice_equal, starts))
-    else:
-        equal = [slice_equal(start) for start in starts]
-    for start, same in zip(starts, equal, strict=True):
-        if same:
-            continue
-        scale = 2 if wide else 1
-        base = start * scale
-        part_e, part_a = flat_e[base:base + step * scale], flat_a[base:base + step * scale]
-        wrong = np.flatnonzero(part_e != part_a)
-        total = int(np.count_nonzero(flat_e != flat_a))
-        first = base + int(wrong[0])
-        raise VerificationError(f"{what}: {total} of {expected.size} words wrong, first at word {first} "
-                                f"(expected 0x{int(flat_e[first]):08x}, got 0x{int(flat_a[first]):08x})")
 
 
 class _TransferBench:
