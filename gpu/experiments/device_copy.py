@@ -1,0 +1,309 @@
+"""Device-to-device copies: the driver's copy engine against an SM copy kernel, from 4 KiB to 4 GiB.
+
+Variants: ``copy_engine`` – ``cuMemcpyDtoDAsync`` (PyCUDA's ``memcpy_dtod_async``), the driver's device copy, which
+runs on a copy engine; ``sm_copy`` – ``copy_bytes`` in kernels/device_copy.cu, a grid-stride copy of 16-byte vectors
+(four loads in flight per thread) whose last ``size % 16`` bytes go one per thread, on the SMs.
+
+Two timing methods (``methods``; the ``timer`` column names the one a row used, and is part of the point key), as
+the Transfers experiment has them:
+
+* ``single`` (the latency view) – CUDA events around one copy issued from Python (timer ``cuda_event``): a small
+  copy's time is PyCUDA's and the driver's issue cost, not the memory's.
+* ``batched`` (the throughput view) – N back-to-back copies between two events, the stream held by the blocking
+  kernel while Python queues them (``StreamHold``, timer ``cuda_event_batched_held``), as bandwidthTest ``--dtod``
+  times 100 back-to-back copies (cuda-samples 12.8 ``testDeviceToDeviceTransfer``). N is chosen per point so that
+  one sample lasts at least ``transfers.BATCH_MS`` (at most ``transfers.MAX_BATCH`` copies); a sample is the batch's
+  time ÷ N, and N is kept in ``param_value`` (``param`` = "copies per sample").
+
+Caches: nothing is flushed between copies. A batched copy whose working set (source + destination, 2 × size) fits in
+the L2 cache copies within L2 after the first one: those points measure the **L2 ceiling**, not HBM (``roofs`` names
+it). From 256 MiB on, the working set is far larger than any L2 and the copies measure HBM.
+
+Byte convention: ``bytes`` = 2 × size, the read plus the write, as bandwidthTest's device-to-device mode and
+coalescing's ``memcpy_dtod`` count it (nvbandwidth's ``device_local_copy`` counts each byte once: half these GB/s).
+The copy's own size is in ``elements`` (one element = one byte).
+
+Every point is verified on the GPU: the source holds a position-dependent pattern (transfers.cu ``pattern_fill``);
+before each point the destination and a guard after it are poisoned with another seed's pattern, which differs in
+every word; after sampling, ``pattern_mismatches`` counts the destination's wrong words (all of them, even at 4 GiB)
+and the guard's, so a short, long, shifted or partial copy raises ``VerificationError``. Sizes are whole 4-byte
+words, as the pattern is.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from gpu.core.errors import ValidationError, VerificationError
+from gpu.core.roofline import MEMORY, Roof
+from gpu.core.text import shorten
+from gpu.core.units import GiB, KiB, MiB, format_bytes
+from gpu.device.timing import EventTimer, StreamHold
+from gpu.experiments import _kernels as k
+from gpu.experiments import harness
+from gpu.experiments.transfers import BATCH_MS, MAX_BATCH, PATTERN_MULTIPLIER
+
+NAME = "device_copy"
+# Registration (gpu/experiments/registry.py): the runner's subcommand, the page, the place in lists (after the
+# kernel experiments: coalescing 2, reduction 3, occupancy 4).
+COMMAND, ORDER, PAGE = "device-copy", 4.5, "pages/roofline.py"
+HELP = "device-to-device copies: the copy engine (cuMemcpyDtoDAsync) vs an SM copy kernel, 4 KiB to 4 GiB"
+TITLE = "Device-to-device copies: copy engine vs SM copy"
+VARIANTS = ("copy_engine", "sm_copy")
+LABELS = {"copy_engine": "copy engine (cuMemcpyDtoDAsync)", "sm_copy": "SM copy kernel (16-byte vectors)"}
+METHODS = ("single", "batched")
+METHOD_LABELS = {"single": "single copy", "batched": "batched"}
+TIMERS = {"single": "cuda_event", "batched": "cuda_event_batched_held"}
+METHOD_OF_TIMER = {timer: method for method, timer in TIMERS.items()}
+KEY_COLUMNS = ["variant", "elements", "timer"]  # the order of Params.points()
+SHOW_COLUMNS = ["variant", "elements", "timer", "param_value"]  # elements: the copy's size in bytes
+MIN_BYTES, MAX_BYTES, WORD_BYTES = 4, 4 * GiB, 4
+DEFAULT_SIZES = [4 * KiB * 4**i for i in range(10)]  # 4 KiB … 1 GiB in ×4 steps: the live page's quick sweep
+FULL_RANGE = "4KiB:4GiB"  # the recording's sizes: every power of two (python -m gpu.bench device-copy --sizes …)
+MAX_POINTS = 2000
+GUARD_BYTES = 256  # poisoned bytes after the destination: a copy that writes past its end fails
+BLOCK = 256
+SHORT_COPY_MS = 0.02  # below ~20 µs a copy's time is its issue and launch cost, not the memory's
+HBM_MIN_BYTES = 256 * MiB  # the HBM roof: a copy far larger than any L2
+AXES = (
+    harness.Axis("sizes", "copy sizes", DEFAULT_SIZES, low=MIN_BYTES, high=MAX_BYTES, unit="bytes", kind="sizes",
+                 cli_default=",".join(format_bytes(s).replace(" ", "") for s in DEFAULT_SIZES),
+                 help=f"sizes: a list (4KiB,1MiB) and/or ranges of powers of two ({FULL_RANGE}); whole 4-byte words, "
+                      "at most 4 GiB"),
+    harness.Axis("variants", "copies", list(VARIANTS), values=VARIANTS, kind="words", cli_default=",".join(VARIANTS),
+                 help="comma-separated: " + ", ".join(VARIANTS)),
+    harness.Axis("methods", "timing methods", list(METHODS), values=METHODS, kind="words",
+                 cli_default=",".join(METHODS),
+                 help="comma-separated timing methods: single (one copy per sample), batched (back-to-back copies, "
+                      ">= 1 ms a sample, as bandwidthTest --dtod times them)"),
+)
+
+
+@dataclass(frozen=True)
+class Params:
+    sizes: list[int] = field(default_factory=lambda: list(DEFAULT_SIZES))
+    variants: list[str] = field(default_factory=lambda: list(VARIANTS))
+    methods: list[str] = field(default_factory=lambda: list(METHODS))
+    profile: str = "interactive"
+
+    def points(self):
+        for size in self.sizes:
+            for variant in self.variants:
+                for method in self.methods:
+                    yield variant, size, TIMERS.get(method, method)
+
+
+def parse_params(raw: dict) -> Params:
+    """Params from plain values (page widgets, CLI, job messages); types are checked, limits are not."""
+    harness.refuse_unknown_parameters(raw, Params)
+    try:
+        sizes = sorted({int(s) for s in raw.get("sizes", DEFAULT_SIZES)})
+    except (TypeError, ValueError):
+        raise ValidationError(["sizes must be whole numbers of bytes"]) from None
+    return Params(sizes=sizes, variants=list(dict.fromkeys(raw.get("variants", VARIANTS))),
+                  methods=list(dict.fromkeys(raw.get("methods", METHODS))),
+                  profile=str(raw.get("profile", "interactive")))
+
+
+def device_bytes_needed(params: Params) -> int:
+    """Source and destination of the largest size, and the guard after the destination."""
+    return 2 * max(params.sizes, default=0) + GUARD_BYTES
+
+
+def invalid_reasons(params: Params, limits) -> list[str]:
+    """Why these parameters cannot run on a device with ``limits`` (empty when they can)."""
+    reasons = [] if params.sizes else ["choose at least one size"]
+    for chosen, known, noun in ((params.variants, VARIANTS, "copy"), (params.methods, METHODS, "timing method")):
+        if not chosen:
+            reasons.append(f"choose at least one {noun} ({', '.join(known)})")
+        reasons += [f"unknown {noun} '{shorten(v)}' (known: {', '.join(known)})" for v in chosen if v not in known]
+    for size in params.sizes:
+        if not MIN_BYTES <= size <= MAX_BYTES:
+            reasons.append(f"size {size} B must be {MIN_BYTES} B … {format_bytes(MAX_BYTES)}")
+        elif size % WORD_BYTES:
+            reasons.append(f"size {size} B is not a whole number of {WORD_BYTES}-byte words (the check pattern "
+                           "is made of words; the copy itself takes any size)")
+    reasons += harness.profile_reasons(params.profile)
+    n_points = len(params.sizes) * len(params.variants) * len(params.methods)
+    if n_points > MAX_POINTS:
+        reasons.append(f"{n_points} points requested; at most {MAX_POINTS} per run")
+    if not reasons:
+        reasons += k.memory_reasons(device_bytes_needed(params), limits, "these copies (source and destination)")
+    return reasons
+
+
+def bytes_moved(size: int) -> int:
+    """A copy reads ``size`` bytes and writes ``size`` bytes: both counted, as bandwidthTest --dtod does."""
+    return 2 * int(size)
+
+
+def noise_kind(row) -> str | None:
+    """Compare's kind for a point: under ``SHORT_COPY_MS`` a copy is its issue and launch cost (``small copy``, as
+    any copy whose issue time dominates), longer ones are device-only memory work (``kernel``)."""
+    return "small copy" if float(row.get("median_ms") or 0) < SHORT_COPY_MS else "kernel"
+
+
+def _batched(frame: pd.DataFrame, variant: str) -> pd.DataFrame:
+    return frame[(frame["variant"] == variant) & (frame["timer"] == TIMERS["batched"])]
+
+
+def roofs(frame: pd.DataFrame) -> list[Roof]:
+    """The ceilings this run measured (bytes/s, read + write counted: 2 × size): ``HBM`` – the batched copy-engine
+    copy at the largest size of at least 256 MiB; ``L2`` – the best batched SM copy whose working set (source +
+    destination = 2 × size) fits in half the L2 (``l2_bytes``). A roof the run has no point for is left out."""
+    found = []
+    if frame.empty or not {"variant", "timer", "elements", "gbps"} <= set(frame.columns):
+        return found
+    frame = frame[frame["gbps"] > 0]
+    hbm = _batched(frame, "copy_engine")
+    hbm = hbm[hbm["elements"] >= HBM_MIN_BYTES]
+    if not hbm.empty:
+        row = hbm.sort_values("elements").iloc[-1]
+        found.append(Roof("HBM", MEMORY, float(row["gbps"]) * 1e9, _roof_source(row, "copy engine (cuMemcpyDtoDAsync)"),
+                          str(row.get("run_id") or "")))
+    sm = _batched(frame, "sm_copy")
+    if "l2_bytes" in sm.columns and not sm.empty:
+        fits = sm[2 * sm["elements"] <= pd.to_numeric(sm["l2_bytes"], errors="coerce") / 2]  # NaN: never fits
+        if not fits.empty:
+            row = fits.loc[fits["gbps"].idxmax()]
+            found.append(Roof("L2", MEMORY, float(row["gbps"]) * 1e9,
+                              _roof_source(row, "SM copy kernel") + f"; its working set of "
+                              f"{format_bytes(2 * row['elements'])} fits in half the "
+                              f"{format_bytes(row['l2_bytes'])} L2, so the copies stay in L2",
+                              str(row.get("run_id") or "")))
+    return found
+
+
+def _roof_source(row, what: str) -> str:
+    return (f"{what}, {format_bytes(row['elements'])} batched, median {row['gbps']:,.0f} GB/s; bytes counted as "
+            "read + write (2 × size), as bandwidthTest --dtod counts them (nvbandwidth counts them once)")
+
+
+class DeviceCopySweep(harness.Sweep):
+    """One source and one destination of the largest size for the whole job; sizes coarse first (4 KiB, 1 GiB,
+    16 MiB, …), so the page shows the whole curve early. Each point copies the first ``size`` bytes."""
+
+    NAME, TITLE, AXES, KEY_COLUMNS = NAME, TITLE, AXES, KEY_COLUMNS
+    invalid_reasons = staticmethod(invalid_reasons)
+
+    def setup(self) -> None:
+        gpu, ledger, largest = self.gpu, self.ledger, max(self.params.sizes)
+        self.stream = self.cuda.Stream()
+        self.timer = EventTimer(self.cuda, self.stream)
+        self.holder = None  # made at the first batched point
+        self.copy_kernel = gpu.kernel("device_copy", "copy_bytes")
+        self.copy_kernel.prepare("PPQ")
+        self.fill_kernel = gpu.kernel("transfers", "pattern_fill")
+        self.fill_kernel.prepare("PQI")
+        self.check_kernel = gpu.kernel("transfers", "pattern_mismatches")
+        self.check_kernel.prepare("PQIP")
+        self.src = ledger.device_buffer(largest)
+        self.dst = ledger.device_buffer(largest + GUARD_BYTES)
+        self.found = ledger.device_buffer(16)
+        self.seed = int(time.time_ns()) & 0xFFFFFFFF
+        self.poison_seed = self.seed ^ 0x9E3779B9  # differs from the source's pattern in every word
+        self.fill(int(self.src), largest // WORD_BYTES, self.seed)
+        self.cuda.Context.synchronize()
+
+    def points(self):
+        params = self.params
+        for size in harness.coarse_first(params.sizes):
+            for variant in params.variants:
+                for method in params.methods:
+                    yield harness.Point(
+                        {"variant": variant, "direction": "device", "elements": int(size),
+                         "block_size": BLOCK if variant == "sm_copy" else None},
+                        f"{LABELS[variant]} {format_bytes(size)} {METHOD_LABELS[method]}",
+                        bytes_moved(size), TIMERS[method], {"variant": variant, "size": int(size), "method": method})
+
+    # --- the check pattern, on the GPU ------------------------------------------------------------------------------
+    def _grid(self, count: int) -> tuple[int, int]:
+        return (max(1, min(-(-count // BLOCK), self.gpu.sm_count * 16)), 1)
+
+    def fill(self, pointer: int, words: int, seed: int) -> None:
+        self.fill_kernel.prepared_call(self._grid(words), (BLOCK, 1, 1), pointer, np.uint64(words), np.uint32(seed))
+
+    def mismatches(self, pointer: int, words: int, seed: int) -> tuple[int, int]:
+        """(wrong words, the first of them) of ``words`` words at ``pointer`` against the pattern of ``seed``."""
+        self.cuda.memcpy_htod(self.found, np.array([0, np.iinfo(np.uint64).max], dtype=np.uint64))
+        self.check_kernel.prepared_call(self._grid(words), (BLOCK, 1, 1), pointer, np.uint64(words),
+                                        np.uint32(seed), self.found)
+        found = np.empty(2, dtype=np.uint64)
+        self.cuda.memcpy_dtoh(found, self.found)
+        return int(found[0]), int(found[1])
+
+    def prepare(self, point) -> None:
+        """Poison the destination and the guard after it: another seed's pattern, which differs in every word."""
+        size = point.state["size"]
+        self.fill(int(self.dst), size // WORD_BYTES, self.poison_seed)
+        self.fill(int(self.dst) + size, GUARD_BYTES // WORD_BYTES, self.poison_seed)
+        self.cuda.Context.synchronize()
+
+    # --- timing -------------------------------------------------------------------------------------------------------
+    def issue(self, variant: str, size: int) -> None:
+        """Queue one copy of ``size`` bytes, source → destination, on the sweep's stream."""
+        if variant == "copy_engine":
+            self.cuda.memcpy_dtod_async(self.dst, self.src, size, self.stream)
+        else:
+            vectors = size // 16
+            grid = max(1, min(-(-vectors // BLOCK), self.gpu.sm_count * (2048 // BLOCK) * 2))
+            self.copy_kernel.prepared_async_call((grid, 1), (BLOCK, 1, 1), self.stream, int(self.src), int(self.dst),
+                                                 np.uint64(size))
+
+    def batch_ms(self, variant: str, size: int, copies: int) -> float:
+        """``copies`` back-to-back copies between two events, the stream held while Python queues them."""
+        if self.holder is None:
+            self.holder = StreamHold(self.gpu, self.ledger)
+
+        def enqueue() -> None:
+            for _ in range(copies):
+                self.issue(variant, size)
+
+        return self.timer.time(enqueue, self.holder)
+
+    def measure(self, point):
+        state = point.state
+        variant, size = state["variant"], state["size"]
+        if state["method"] == "single":
+            return lambda: self.timer.time(lambda: self.issue(variant, size))
+        copies = copies_per_sample(lambda n: self.batch_ms(variant, size, n))
+        point.columns.update({"param": "copies per sample", "param_value": copies})
+        return lambda: self.batch_ms(variant, size, copies) / copies
+
+    def verify(self, point) -> None:
+        state = point.state
+        size, words = state["size"], state["size"] // WORD_BYTES
+        label = f"{LABELS[state['variant']]} {format_bytes(size)} {METHOD_LABELS[state['method']]}"
+        wrong, first = self.mismatches(int(self.dst), words, self.seed)
+        if wrong:
+            got = np.empty(1, dtype=np.uint32)
+            self.cuda.memcpy_dtoh(got, int(self.dst) + WORD_BYTES * first)
+            expected = ((first * PATTERN_MULTIPLIER) & 0xFFFFFFFF) ^ self.seed
+            raise VerificationError(f"{label}: {wrong} of {words} words wrong, first at word {first} "
+                                    f"(expected 0x{expected:08x}, got 0x{int(got[0]):08x})")
+        wrong, first = self.mismatches(int(self.dst) + size, GUARD_BYTES // WORD_BYTES, self.poison_seed)
+        if wrong:
+            raise VerificationError(f"{label}: the copy wrote past its end ({wrong} of the "
+                                    f"{GUARD_BYTES // WORD_BYTES} words after it changed, first at word "
+                                    f"{words + first})")
+
+
+def copies_per_sample(timed_batch) -> int:
+    """Copies per batched sample: from one copy, scaled by the time measured (at least doubled) until a batch lasts
+    ``BATCH_MS``, at most ``MAX_BATCH``. These batches are the point's warm-up."""
+    copies = 1
+    while copies < MAX_BATCH:
+        ms = timed_batch(copies)
+        if ms >= BATCH_MS:
+            break
+        wanted = math.ceil(copies * BATCH_MS * 1.1 / ms) if ms > 0 else 2 * copies
+        copies = min(MAX_BATCH, max(2 * copies, wanted))
+    return copies
+
+
+run = harness.runner(DeviceCopySweep)

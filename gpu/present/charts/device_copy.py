@@ -1,0 +1,65 @@
+"""The device-to-device copy chart: GB/s against copy size, the copy engine against the SM copy kernel, in both
+timing methods, with the HBM and L2 ceilings the run measured (``device_copy.roofs``). No Streamlit here."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from gpu.core.text import chart_text
+from gpu.core.units import format_bytes
+from gpu.experiments import device_copy
+from gpu.present.charts.transfers import LEGEND_BELOW, LOG_VALUE_AXIS, source_label, stage_figure
+
+COLORS = {"copy_engine": "#EF553B", "sm_copy": "#636EFA"}
+DASHES = {"single": "dot", "batched": "solid"}
+ROOF_COLORS = {"HBM": "black", "L2": "#00CC96"}
+STAGE_HEIGHT = 480  # px, as the stage view's other charts
+HOVER = ("%{customdata[0]}: %{y:,.0f} GB/s<br>median %{customdata[1]:.2f} µs a copy, cv %{customdata[2]:.2f} %"
+         "<br>%{customdata[3]}")
+
+
+def _size_ticks(sizes) -> dict:
+    values = sorted({int(s) for s in sizes})
+    shown = values[::max(1, -(-len(values) // 11))]
+    return {"tickvals": shown, "ticktext": [format_bytes(v) for v in shown]}
+
+
+def _samples_note(series: pd.DataFrame) -> list[str]:
+    if "param_value" not in series:
+        return ["one copy a sample"] * len(series)
+    return [f"{int(n)} back-to-back copies a sample" if pd.notna(n) else "one copy a sample"
+            for n in series["param_value"]]
+
+
+def figure(frame: pd.DataFrame, *, stage: bool = False) -> go.Figure:
+    """GB/s (read + write counted: 2 × size) against copy size on a log axis, one line per copy and timing method
+    (solid: batched, dotted: single copy), and the HBM and L2 roofs of this run as dashed lines."""
+    fig = go.Figure()
+    for (variant, timer), series in frame.groupby(["variant", "timer"], sort=False):
+        method = device_copy.METHOD_OF_TIMER.get(timer, timer)
+        series = series.sort_values("elements")
+        name = f"{device_copy.LABELS.get(variant, variant)}, {device_copy.METHOD_LABELS.get(method, method)}"
+        fig.add_trace(go.Scatter(
+            x=series["elements"], y=series["gbps"], mode="lines+markers", name=chart_text(name),
+            line={"color": COLORS.get(variant, "gray"), "dash": DASHES.get(method, "solid")},
+            customdata=np.column_stack([series["elements"].map(format_bytes), series["median_ms"] * 1e3,
+                                        series["cv"] * 100, _samples_note(series)]),
+            hovertemplate=HOVER + "<extra>%{fullData.name}</extra>"))
+    if not frame.empty:
+        x_range = [frame["elements"].min(), frame["elements"].max()]
+        for roof in device_copy.roofs(frame):
+            gbps = roof.per_second / 1e9
+            fig.add_trace(go.Scatter(
+                x=x_range, y=[gbps, gbps], mode="lines", name=f"{roof.name} roof ({gbps:,.0f} GB/s)",
+                line={"color": ROOF_COLORS.get(roof.name, "gray"), "dash": "dash", "width": 1.5},
+                customdata=[chart_text(roof.source)] * 2,
+                hovertemplate=f"{roof.name} roof: %{{y:,.0f}} GB/s<br>%{{customdata}}<extra></extra>"))
+        fig.update_xaxes(**_size_ticks(frame["elements"]))
+    fig.update_xaxes(type="log", title_text="copy size")
+    fig.update_yaxes(**LOG_VALUE_AXIS, title_text="GB/s (10⁹ B/s), read + write counted")
+    title = "Device-to-device copies: copy engine vs SM copy"
+    fig.update_layout(title={"text": f"{title}<br><sup>{source_label(frame)}</sup>"}, hovermode="closest",
+                      legend=LEGEND_BELOW, height=480)
+    return stage_figure(fig, STAGE_HEIGHT) if stage else fig
