@@ -204,3 +204,99 @@ def test_chart_of_several_blocks_an_unknown_capability_and_a_hostile_device_name
     assert names == ["FP32 FMA, block 256", "FP32 FMA, block 1024",
                      "FP32 FMA: no theoretical figure for compute capability 12.0"]
     assert "&lt;b&gt;GPU&lt;/b&gt;" in fig.layout.title.text and "<b>GPU" not in fig.layout.title.text
+
+
+# --- the sweep's bookkeeping, on a stand-in runtime -------------------------------------------------------------
+class _StandInRuntime:
+    """Just enough of GpuRuntime for the sweep: each "launch" records its arguments, and reading the output back
+    gives what a kernel running ``trips × 256 + short`` FMAs per thread would have written."""
+
+    sm_count, attributes = 132, {"MAX_THREADS_PER_MULTIPROCESSOR": 2048}
+
+    def __init__(self, short: int = 0):
+        import contextlib
+
+        from gpu.device.limits import Limits
+
+        runtime = self
+        self.launches, self.poisoned, self.short = [], [], short
+
+        class Ledger:
+            def device_buffer(self, nbytes):
+                return 0xD000
+
+            def host_buffer(self, nbytes, mode):
+                return np.zeros(nbytes // 4, np.uint32)  # as AllocationLedger: uint32 words
+
+        class Cuda:
+            @staticmethod
+            def memset_d32(pointer, value, words):
+                runtime.poisoned.append((value, words))
+
+            @staticmethod
+            def memcpy_dtoh(destination, source):
+                name, trips, threads = runtime.launches[-1]
+                _, precision, chains = name.split("_")
+                sums = fma.expected_sums(threads, int(chains[1:]), trips * fma.FMAS_PER_TRIP + runtime.short,
+                                         precision)
+                destination[:] = sums[:destination.size]
+
+        class Telemetry:
+            def sample(self, force=False):
+                pass
+
+            def start_point(self):
+                pass
+
+            def point_summary(self):
+                return {"sm_clock_mhz": 1980.0, "throttled": False}
+
+        self.cuda, self.telemetry, self.Ledger = Cuda, Telemetry(), Ledger
+        self.job_scope = lambda: contextlib.nullcontext(Ledger())
+        self.limits = lambda: Limits(1 << 36, 1 << 37, 1 << 34, 1 << 36, 1024, 32)
+
+    def kernel(self, stem, name):
+        assert stem == "fma"
+
+        def launch(out, a, b, trips, block, grid, stream):
+            assert (type(a), type(b)) == ((np.float32,) * 2 if "fp32" in name else (np.float64,) * 2)
+            assert (float(a), float(b), type(trips)) == (fma.A, fma.B, np.uint32)
+            self.launches.append((name, int(trips), block[0] * grid[0]))
+
+        return launch
+
+
+class _Timer:
+    def __init__(self, gpu, ledger, flush_l2=True, hold=True):
+        assert not flush_l2 and hold  # nothing is read: no flush; the stream is held while the launch is queued
+
+    def timer_name(self, hold=None):
+        return "cuda_event_held"
+
+    def once(self, launch):
+        launch("stream")
+        return 2.0
+
+
+def test_each_point_launches_its_kernel_over_the_whole_grid_and_verifies_every_thread(monkeypatch):
+    monkeypatch.setattr(fma, "KernelTimer", _Timer)
+    runtime = _StandInRuntime()
+    params = fma.parse_params({"block_sizes": [96, 256], "chains": [1, 16], "fmas_per_thread": 1 << 12})
+    rows = pd.DataFrame(fma.run(params, runtime, lambda *a: None, lambda: False))
+    assert list(zip(rows["variant"], rows["block_size"], rows["param_value"], rows["intensity"], strict=True)) == \
+        list(params.points())
+    threads_96 = 132 * 21 * 16 * 96
+    assert list(rows["elements"][:2]) == [threads_96] * 2 and rows["elements"].iloc[2] == H200_THREADS
+    assert list(rows["bytes"]) == [n * (4 if v == "fp32" else 8) for n, v in zip(rows["elements"], rows["variant"],
+                                                                                   strict=True)]
+    assert rows["verified"].all() and set(rows["param"]) == {"chains"} and set(rows["timer"]) == {"cuda_event_held"}
+    launched = {(name, trips, threads) for name, trips, threads in runtime.launches}
+    assert ("fma_fp32_x16", 16, H200_THREADS) in launched and ("fma_fp64_x1", 16, threads_96) in launched
+    assert (0xFFFFFFFF, 2 * H200_THREADS) in runtime.poisoned  # FP64 output poisoned (NaN) before its point
+
+
+def test_a_kernel_one_fma_short_fails_the_job(monkeypatch):
+    monkeypatch.setattr(fma, "KernelTimer", _Timer)
+    params = fma.parse_params({"precisions": ["fp64"], "chains": [8], "fmas_per_thread": 1 << 10})
+    with pytest.raises(VerificationError, match=r"FP64 FMA \(8 chains, block 256\): 4,325,376 of 4,325,376 threads"):
+        fma.run(params, _StandInRuntime(short=-1), lambda *a: None, lambda: False)

@@ -186,7 +186,7 @@ class FmaSweep(harness.Sweep):
         self.threads_per_sm = int(gpu.attributes.get("MAX_THREADS_PER_MULTIPROCESSOR", 2048))
         most_threads = max(grid_blocks(gpu.sm_count, self.threads_per_sm, b) * b for b in self.params.block_sizes)
         self.out = ledger.device_buffer(most_threads * 8)
-        self.readback = ledger.host_buffer(most_threads * 8, "pinned")
+        self.readback = ledger.host_buffer(most_threads * 8, "pinned").view(np.uint8)  # sliced by bytes
         self.fn = {(p, c): gpu.kernel("fma", f"fma_{p}_x{c}") for p in self.params.precisions
                    for c in self.params.chains}
 
