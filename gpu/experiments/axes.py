@@ -79,7 +79,8 @@ class Axis:
     def show(self, value) -> str:
         """A value as messages and help write it: byte sizes as KiB/MiB, numbers with separators."""
         if self.unit == "bytes" and isinstance(value, int) and not isinstance(value, bool):
-            return format_bytes(value)
+            # KiB/MiB only where exact: "4098 B is not a multiple of 4 B" must not read "4 KiB is not …"
+            return format_bytes(value) if value % 1024 == 0 or abs(value) < 1024 else f"{value} B"
         return text.shorten(str(value))
 
     def default_text(self) -> str:

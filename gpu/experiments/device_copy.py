@@ -12,7 +12,7 @@ the Transfers experiment has them:
 * ``batched`` (the throughput view) – N back-to-back copies between two events, the stream held by the blocking
   kernel while Python queues them (``StreamHold``, timer ``cuda_event_batched_held``), as bandwidthTest ``--dtod``
   times 100 back-to-back copies (cuda-samples 12.8 ``testDeviceToDeviceTransfer``). N is chosen per point so that
-  one sample lasts at least ``transfers.BATCH_MS`` (at most ``transfers.MAX_BATCH`` copies); a sample is the batch's
+  one sample lasts at least ``harness.BATCH_MS`` (at most ``harness.MAX_BATCH`` copies); a sample is the batch's
   time ÷ N, and N is kept in ``param_value`` (``param`` = "copies per sample").
 
 Caches: nothing is flushed between copies. A batched copy whose working set (source + destination, 2 × size) fits in
@@ -32,21 +32,18 @@ words, as the pattern is.
 
 from __future__ import annotations
 
-import math
 import time
-from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
-from gpu.core.errors import ValidationError, VerificationError
+from gpu.core.errors import VerificationError
 from gpu.core.roofline import MEMORY, Roof
-from gpu.core.text import shorten
 from gpu.core.units import GiB, KiB, MiB, format_bytes
 from gpu.device.timing import EventTimer, StreamHold
 from gpu.experiments import _kernels as k
-from gpu.experiments import harness
-from gpu.experiments.transfers import BATCH_MS, MAX_BATCH, PATTERN_MULTIPLIER
+from gpu.experiments import axes, harness
+from gpu.experiments.verify import PATTERN_MULTIPLIER
 
 NAME = "device_copy"
 # Registration (gpu/experiments/registry.py): the runner's subcommand, the page, the place in lists (after the
@@ -71,26 +68,19 @@ BLOCK = 256
 SHORT_COPY_MS = 0.02  # below ~20 µs a copy's time is its issue and launch cost, not the memory's
 HBM_MIN_BYTES = 256 * MiB  # the HBM roof: a copy far larger than any L2
 AXES = (
-    harness.Axis("sizes", "copy sizes", DEFAULT_SIZES, low=MIN_BYTES, high=MAX_BYTES, unit="bytes", kind="sizes",
-                 cli_default=",".join(format_bytes(s).replace(" ", "") for s in DEFAULT_SIZES),
-                 help=f"sizes: a list (4KiB,1MiB) and/or ranges of powers of two ({FULL_RANGE}); whole 4-byte words, "
-                      "at most 4 GiB"),
-    harness.Axis("variants", "copies", list(VARIANTS), values=VARIANTS, kind="words", cli_default=",".join(VARIANTS),
-                 help="comma-separated: " + ", ".join(VARIANTS)),
-    harness.Axis("methods", "timing methods", list(METHODS), values=METHODS, kind="words",
-                 cli_default=",".join(METHODS),
-                 help="comma-separated timing methods: single (one copy per sample), batched (back-to-back copies, "
-                      ">= 1 ms a sample, as bandwidthTest --dtod times them)"),
+    axes.Axis("sizes", "copy sizes", DEFAULT_SIZES, kind="sizes", one="size", low=MIN_BYTES, high=MAX_BYTES,
+              multiple_of=WORD_BYTES, why="the check pattern is made of 4-byte words; the copy itself takes any size",
+              unit="bytes", help=f"sizes: a list (4KiB,1MiB) and/or ranges of powers of two ({FULL_RANGE}); whole "
+                                 "4-byte words, at most 4 GiB"),
+    axes.Axis("variants", "copies", list(VARIANTS), values=VARIANTS, one="copy",
+              help="comma-separated: " + ", ".join(VARIANTS)),
+    axes.Axis("methods", "timing methods", list(METHODS), values=METHODS,
+              help="comma-separated timing methods: single (one copy per sample), batched (back-to-back copies, "
+                   ">= 1 ms a sample, as bandwidthTest --dtod times them)"),
 )
 
 
-@dataclass(frozen=True)
-class Params:
-    sizes: list[int] = field(default_factory=lambda: list(DEFAULT_SIZES))
-    variants: list[str] = field(default_factory=lambda: list(VARIANTS))
-    methods: list[str] = field(default_factory=lambda: list(METHODS))
-    profile: str = "interactive"
-
+class Params(axes.parameters(AXES)):
     def points(self):
         for size in self.sizes:
             for variant in self.variants:
@@ -98,16 +88,7 @@ class Params:
                     yield variant, size, TIMERS.get(method, method)
 
 
-def parse_params(raw: dict) -> Params:
-    """Params from plain values (page widgets, CLI, job messages); types are checked, limits are not."""
-    harness.refuse_unknown_parameters(raw, Params)
-    try:
-        sizes = sorted({int(s) for s in raw.get("sizes", DEFAULT_SIZES)})
-    except (TypeError, ValueError):
-        raise ValidationError(["sizes must be whole numbers of bytes"]) from None
-    return Params(sizes=sizes, variants=list(dict.fromkeys(raw.get("variants", VARIANTS))),
-                  methods=list(dict.fromkeys(raw.get("methods", METHODS))),
-                  profile=str(raw.get("profile", "interactive")))
+parse_params = axes.parser(Params)
 
 
 def device_bytes_needed(params: Params) -> int:
@@ -117,18 +98,7 @@ def device_bytes_needed(params: Params) -> int:
 
 def invalid_reasons(params: Params, limits) -> list[str]:
     """Why these parameters cannot run on a device with ``limits`` (empty when they can)."""
-    reasons = [] if params.sizes else ["choose at least one size"]
-    for chosen, known, noun in ((params.variants, VARIANTS, "copy"), (params.methods, METHODS, "timing method")):
-        if not chosen:
-            reasons.append(f"choose at least one {noun} ({', '.join(known)})")
-        reasons += [f"unknown {noun} '{shorten(v)}' (known: {', '.join(known)})" for v in chosen if v not in known]
-    for size in params.sizes:
-        if not MIN_BYTES <= size <= MAX_BYTES:
-            reasons.append(f"size {size} B must be {MIN_BYTES} B … {format_bytes(MAX_BYTES)}")
-        elif size % WORD_BYTES:
-            reasons.append(f"size {size} B is not a whole number of {WORD_BYTES}-byte words (the check pattern "
-                           "is made of words; the copy itself takes any size)")
-    reasons += harness.profile_reasons(params.profile)
+    reasons = axes.reasons(params, limits)
     n_points = len(params.sizes) * len(params.variants) * len(params.methods)
     if n_points > MAX_POINTS:
         reasons.append(f"{n_points} points requested; at most {MAX_POINTS} per run")
@@ -188,8 +158,6 @@ class DeviceCopySweep(harness.Sweep):
     """One source and one destination of the largest size for the whole job; sizes coarse first (4 KiB, 1 GiB,
     16 MiB, …), so the page shows the whole curve early. Each point copies the first ``size`` bytes."""
 
-    NAME, TITLE, AXES, KEY_COLUMNS = NAME, TITLE, AXES, KEY_COLUMNS
-    invalid_reasons = staticmethod(invalid_reasons)
 
     def setup(self) -> None:
         gpu, ledger, largest = self.gpu, self.ledger, max(self.params.sizes)
@@ -271,7 +239,7 @@ class DeviceCopySweep(harness.Sweep):
         variant, size = state["variant"], state["size"]
         if state["method"] == "single":
             return lambda: self.timer.time(lambda: self.issue(variant, size))
-        copies = copies_per_sample(lambda n: self.batch_ms(variant, size, n))
+        copies = harness.copies_per_sample(lambda n: self.batch_ms(variant, size, n))
         point.columns.update({"param": "copies per sample", "param_value": copies})
         return lambda: self.batch_ms(variant, size, copies) / copies
 
@@ -291,19 +259,6 @@ class DeviceCopySweep(harness.Sweep):
             raise VerificationError(f"{label}: the copy wrote past its end ({wrong} of the "
                                     f"{GUARD_BYTES // WORD_BYTES} words after it changed, first at word "
                                     f"{words + first})")
-
-
-def copies_per_sample(timed_batch) -> int:
-    """Copies per batched sample: from one copy, scaled by the time measured (at least doubled) until a batch lasts
-    ``BATCH_MS``, at most ``MAX_BATCH``. These batches are the point's warm-up."""
-    copies = 1
-    while copies < MAX_BATCH:
-        ms = timed_batch(copies)
-        if ms >= BATCH_MS:
-            break
-        wanted = math.ceil(copies * BATCH_MS * 1.1 / ms) if ms > 0 else 2 * copies
-        copies = min(MAX_BATCH, max(2 * copies, wanted))
-    return copies
 
 
 run = harness.runner(DeviceCopySweep)

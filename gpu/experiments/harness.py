@@ -16,6 +16,7 @@ Sweeps may measure in a story-first order (``coarse_first``); ``in_point_order``
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -115,6 +116,24 @@ class Sweep:
             return sample_once()
 
         return stats.sample_until_stable(sample, self.profile)
+
+
+BATCH_MS = 1.0  # one batched sample lasts at least this long (bandwidthTest's and nvbandwidth's regime)
+MAX_BATCH = 512  # operations queued behind one stream hold; the Streams page queues up to 576 operations held
+
+
+def copies_per_sample(timed_batch: Callable[[int], float]) -> int:
+    """Copies per batched sample: from one copy, scaled by the time measured (at least doubled) until a batch lasts
+    ``BATCH_MS``, at most ``MAX_BATCH``. ``timed_batch(n)`` times n copies in ms; these batches are the point's
+    warm-up."""
+    copies = 1
+    while copies < MAX_BATCH:
+        ms = timed_batch(copies)
+        if ms >= BATCH_MS:
+            break
+        wanted = math.ceil(copies * BATCH_MS * 1.1 / ms) if ms > 0 else 2 * copies
+        copies = min(MAX_BATCH, max(2 * copies, wanted))
+    return copies
 
 
 def unknown_parameter_reasons(raw: dict, params_class) -> list[str]:

@@ -20,7 +20,6 @@ sampling, in both methods.
 
 from __future__ import annotations
 
-import math
 import time
 
 import numpy as np
@@ -48,8 +47,7 @@ DEFAULT_SIZES = [4 * KiB * 2**i for i in range(19)]  # 4 KiB … 1 GiB
 KEY_COLUMNS = ["bytes", "variant", "direction", "include_alloc", "timer"]  # the order of Params.points()
 METHODS = ("single", "batched")
 METHOD_LABELS = {"single": "latency view (single)", "batched": "throughput view (batched)"}
-BATCH_MS = 1.0  # one batched sample lasts at least this long (bandwidthTest's and nvbandwidth's regime)
-MAX_BATCH = 512  # copies queued behind one stream hold; the Streams page queues up to 576 operations held
+BATCH_MS, MAX_BATCH = harness.BATCH_MS, harness.MAX_BATCH
 BATCHED_TIMERS = ("cuda_event_batched", "cuda_event_batched_held")
 TITLE = "Host↔device transfers"
 AXES = (
@@ -280,18 +278,6 @@ class _TransferBench:
 
         return self.timer.time(enqueue, holder)
 
-    def batch_size(self, timed_batch) -> int:
-        """Copies per batched sample: doubled (or scaled by the time measured) from 1 until a batch lasts
-        ``BATCH_MS``, at most ``MAX_BATCH``. These batches are the point's warm-up."""
-        copies = 1
-        while copies < MAX_BATCH:
-            ms = timed_batch(copies)
-            if ms >= BATCH_MS:
-                break
-            scaled = math.ceil(copies * BATCH_MS * 1.1 / ms) if ms > 0 else 2 * copies
-            copies = min(MAX_BATCH, max(2 * copies, scaled))
-        return copies
-
     def prepare(self, direction: str, count: int, seed: int) -> None:
         """Source holds the pattern of ``seed``; the destination that of another seed (every word differs)."""
         if direction == "h2d":
@@ -361,7 +347,7 @@ class TransfersSweep(harness.Sweep):
         bench.prepare(direction, size // 4, seed)
         state.update(host=host, seed=seed)
         if state["method"] == "batched":
-            copies = bench.batch_size(lambda n: bench.batch_ms(mode, direction, host, host_ptr, size, n))
+            copies = harness.copies_per_sample(lambda n: bench.batch_ms(mode, direction, host, host_ptr, size, n))
             point.columns.update({"param": "copies per sample", "param_value": copies})
             return lambda: bench.batch_ms(mode, direction, host, host_ptr, size, copies) / copies
         return lambda: bench.copy_ms(mode, direction, host, host_ptr, size)
