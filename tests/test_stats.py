@@ -194,3 +194,22 @@ def test_model_fit_refuses_what_it_cannot_fit():
         fit_latency_bandwidth([4096, 4096], [1, 1])
     with pytest.raises(ValueError, match="does not grow"):
         fit_latency_bandwidth([4096, 8192, 16384], [3.0, 2.0, 1.0])
+
+
+def test_a_long_warm_up_is_kept_as_the_first_sample_and_a_short_one_is_not():
+    def run(sample_ms, profile):
+        calls = []
+
+        def sample():
+            calls.append(sample_ms)
+            return sample_ms
+
+        summary = stats.sample_until_stable(sample, profile, clock=iter(range(10**6)).__next__)
+        return summary, len(calls)
+
+    long, calls = run(25.0, stats.INTERACTIVE)
+    assert calls == long.samples  # the warm-up of 25 ms is one of the samples
+    short, calls = run(1.0, stats.INTERACTIVE)
+    assert calls == short.samples + stats.INTERACTIVE.warmup  # a 1 ms warm-up is dropped
+    precise, calls = run(25.0, stats.PRECISE)
+    assert stats.PRECISE.warmup_kept_ms == 0 and calls == precise.samples + stats.PRECISE.warmup
