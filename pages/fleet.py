@@ -10,7 +10,7 @@ import streamlit as st
 from gpu.core.text import plain
 from gpu.experiments import suites
 from gpu.present.charts import fleet as fleet_charts
-from gpu.present.charts.transfers import STAGE_FONT_PX, stage_figure
+from gpu.present.charts._common import STAGE_FONT_PX, stage_figure
 from gpu.results import fleet as fleet_results
 from gpu.results.catalog import ASSETS, read_bundled
 from gpu.results.store import StoreError

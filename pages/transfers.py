@@ -9,6 +9,7 @@ from gpu.core.units import format_bytes, parse_size_list
 from gpu.experiments import transfers
 from gpu.present import headlines, takeaways
 from gpu.present.charts import transfers as charts
+from gpu.present.charts._common import source_title
 from pages import _ui as ui
 
 page = ui.Page()
@@ -132,11 +133,11 @@ if not with_alloc.empty:
                       "once and reused it wins; allocated per transfer it can lose.")
     col_a, col_b = st.columns(2)
     with col_a:
-        ui.chart(bandwidth_figure(copy_only).update_layout(title_text="Copy only<br><sup>"
-                        + charts.source_label(copy_only) + "</sup>"), key="chart_bw_copy")
+        ui.chart(bandwidth_figure(copy_only).update_layout(title=source_title("Copy only", copy_only)),
+                 key="chart_bw_copy")
     with col_b:
-        ui.chart(bandwidth_figure(with_alloc).update_layout(title_text="Including allocation<br><sup>"
-                        + charts.source_label(with_alloc) + "</sup>"), key="chart_bw_alloc")
+        ui.chart(bandwidth_figure(with_alloc).update_layout(title=source_title("Including allocation", with_alloc)),
+                 key="chart_bw_alloc")
 else:
     line = verdict(copy_only, "Copy only")
     if line:
