@@ -109,3 +109,26 @@ def test_bidirectional_bar_labels_sit_inside_their_bars_clear_of_the_pcie_lines(
     fig = stream_charts.bidirectional_figure(data[data["experiment"] == "streams"])
     bars = [t for t in fig.data if t.type == "bar"]
     assert bars and all(t.textposition == "inside" for t in bars)
+
+
+def test_every_chart_module_titles_with_the_source_of_its_numbers(frame):
+    title = chart_common.source_title("Bandwidth", frame)["text"]
+    assert title.startswith("Bandwidth<br><sup>Replay of a run recorded on NVIDIA H200")
+    assert title.endswith(f"profile {frame['profile'].iloc[0]}</sup>")
+    assert chart_common.source_title("Empty", frame.iloc[:0])["text"] == "Empty<br><sup></sup>"
+
+
+def test_variant_parts_follow_the_declared_order_and_skip_what_the_run_lacks(frame):
+    parts = list(chart_common.variant_parts(frame, ["pinned", "no_such_mode", "pageable"], "bytes"))
+    assert [variant for variant, _ in parts] == ["pinned", "pageable"]
+    assert all(part["bytes"].is_monotonic_increasing and set(part["variant"]) == {variant} for variant, part in parts)
+
+
+def test_theoretical_lines_draw_only_the_limits_the_run_recorded(frame):
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    chart_common.theoretical_lines(fig, frame.assign(hbm_gbps_theoretical=float("nan")),
+                                   {"hbm_gbps_theoretical": "HBM", "pcie_gbps_theoretical": "PCIe"}, log=False)
+    assert [a.text.split("<br>")[0] for a in fig.layout.annotations] == ["PCIe"]
+    assert fig.layout.shapes[0].y0 == pytest.approx(frame["pcie_gbps_theoretical"].iloc[0])
