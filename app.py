@@ -13,28 +13,15 @@ from pages import _ui as ui
 st.set_page_config(page_title="PinPoint", page_icon=shared.FAVICON, layout="wide")
 
 
-def page(file: str) -> st.Page:
-    """The page in ``file``, with the title, icon and address that ``shared.PAGES`` (which Overview's links read
-    too) gives it."""
-    entry = next(p for p in shared.PAGES if p.file == file)
-    return st.Page(file, title=entry.title, icon=entry.icon, default=not entry.url_path,
+def page(entry: shared.PageEntry) -> st.Page:
+    """A page of ``shared.PAGES`` (which Overview's links and serve.py's routes read too), with its title, icon and
+    address; the one without an address is the default page."""
+    return st.Page(entry.file, title=entry.title, icon=entry.icon, default=not entry.url_path,
                    url_path=entry.url_path or None)
 
 
-# Every page, listed (tests/test_registry.py checks that each registered experiment's page is among them).
-navigation = st.navigation([
-    page("pages/overview.py"),
-    page("pages/transfers.py"),
-    page("pages/coalescing.py"),
-    page("pages/reductions.py"),
-    page("pages/occupancy.py"),
-    page("pages/streams.py"),
-    page("pages/memory_modes.py"),
-    page("pages/runs.py"),
-    page("pages/compare.py"),
-    page("pages/fleet.py"),
-    page("pages/talk.py"),
-])
+# Every page, in the table's order (tests/test_app.py opens each one through it).
+navigation = st.navigation([page(entry) for entry in shared.PAGES])
 ui.open_linked_page(navigation)  # PinPoint's links read /?page=transfers&… (no 404 probe on load)
 ui.open_run_page(navigation)  # /?run=ID opens the run on its page
 ui.source_sidebar()

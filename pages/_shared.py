@@ -40,5 +40,10 @@ PAGES = [
               "Talk: tutorial claims about GPU memory, each judged by a measurement (a talk's scenes, on stage)"),
 ]
 ICON = PAGES[0].icon  # PinPoint's own
+
+
+def entry(file: str) -> PageEntry:
+    """The table's entry of the page in ``file`` (pages/runs.py …)."""
+    return next(p for p in PAGES if p.file == file)
 # The browser tab's icon: a file, since a Material icon there is fetched from Google's font server (offline venues).
 FAVICON = str(Path(__file__).resolve().parent.parent / "assets" / "pinpoint-icon.png")

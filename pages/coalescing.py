@@ -10,17 +10,12 @@ from gpu.present import headlines, takeaways
 from gpu.present.charts import kernels as kernel_charts
 from pages import _ui as ui
 
-page = ui.Page()
-backend = page.backend
-
-st.title("Coalescing: access patterns vs bandwidth")
-if ui.desk():
-    st.markdown(
-        "The same bytes, moved by kernels whose warps touch memory in different patterns: strided, misaligned, "
-        "array-of-structures vs structure-of-arrays, and three matrix transposes. Kernel time only (CUDA events), "
-        "**L2 flushed before every sample** and working sets far above the L2, so the cache never flatters a "
-        "result. Each figure is compared with the driver's device copy (`memcpy_dtod`) **measured in the same run**, "
-        "and every output is checked exactly against NumPy.")
+page = ui.Page("Coalescing: access patterns vs bandwidth", intro=(
+    "The same bytes, moved by kernels whose warps touch memory in different patterns: strided, misaligned, "
+    "array-of-structures vs structure-of-arrays, and three matrix transposes. Kernel time only (CUDA events), "
+    "**L2 flushed before every sample** and working sets far above the L2, so the cache never flatters a "
+    "result. Each figure is compared with the driver's device copy (`memcpy_dtod`) **measured in the same run**, "
+    "and every output is checked exactly against NumPy."))
 
 run_id = page.recording(coalescing.NAME, "coalescing")
 elements_options = page.axis_options(coalescing.NAME, "elements", run_id, ui.axis_powers(coalescing.NAME, "elements"))
@@ -28,19 +23,15 @@ block_options = page.axis_options(coalescing.NAME, "block_size", run_id,
                                   ui.axis_steps(coalescing.NAME, "block_sizes", 32), axis_name="block_sizes")
 group_options = [g for g in ui.axis(coalescing.NAME, "groups").values if g != "copy"]  # copy always runs
 page.link_notes()
-page.restore("coalescing_elements", "int", elements_options)
-page.restore("coalescing_block", "int", block_options)
-page.restore("coalescing_groups", "strs", group_options)
-page.restore("coalescing_block_typed", "str")
+controls = ui.Section(page)
 left, right = st.columns(2)
-with left:
-    elements = ui.axis_slider(coalescing.NAME, "elements", "coalescing_elements", elements_options,
-                              format_func=lambda n: f"{n:,} ({format_bytes(4 * n)})")
-with right:
-    groups = ui.axis_choices(coalescing.NAME, "groups", "coalescing_groups", group_options, label="Experiments",
-                             help="The copy group (the memcpy_dtod reference and our copy kernels) always runs.")
-block_sizes = ui.block_size_setting("coalescing_block", block_options, "Threads per block (1-D kernels)",
-                                    placeholder="e.g. 192", default=ui.axis_default(coalescing.NAME, "block_sizes"))
+elements = controls.axis_slider(coalescing.NAME, "elements", "coalescing_elements", elements_options, where=left,
+                                format_func=lambda n: f"{n:,} ({format_bytes(4 * n)})")
+groups = controls.axis_choices(coalescing.NAME, "groups", "coalescing_groups", group_options, where=right,
+                               label="Experiments",
+                               help="The copy group (the memcpy_dtod reference and our copy kernels) always runs.")
+block_sizes = controls.block_size("coalescing_block", block_options, "Threads per block (1-D kernels)",
+                                  placeholder="e.g. 192", default=ui.axis_default(coalescing.NAME, "block_sizes"))
 
 params = {"elements": elements, "block_sizes": block_sizes, "groups": ["copy", *(groups or [])]}
 page.sync()

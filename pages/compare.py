@@ -13,13 +13,8 @@ from gpu.results import compare, report
 from gpu.results.store import StoreError
 from pages import _ui as ui
 
-page = ui.Page()
-
-st.title("Compare runs")
-catalog, reason = ui.run_catalog()
-if catalog is None:
-    ui.show_reasons([reason], "The runs store cannot be opened")
-    st.stop()
+page = ui.Page("Compare runs")
+catalog = page.catalog()
 try:
     runs = catalog.runs()
 except StoreError as exc:  # a server that went away or stopped answering: one line, not a traceback
@@ -42,8 +37,8 @@ if ui.desk():
         "beside it shows what else changed.")
 
 page.link_notes()
-settings = ui.more_settings()  # on stage the choice of runs folds away: the headline and chart stay
-page.restore("compare_experiment", "str", experiments)
+# on stage the choice of runs folds away: the headline and chart stay
+controls = ui.Section(page, ui.more_settings())
 
 
 def forget_runs() -> None:
@@ -52,29 +47,26 @@ def forget_runs() -> None:
         st.session_state.pop(key, None)
 
 
-experiment = settings.selectbox("Experiment", experiments, key="compare_experiment", on_change=forget_runs,
-                          index=experiments.index("transfers") if "transfers" in experiments else 0)
+experiment = controls.selectbox("Experiment", experiments, "compare_experiment", on_change=forget_runs,
+                                index=experiments.index("transfers") if "transfers" in experiments else 0)
 mine = runs[runs["experiment"] == experiment].reset_index(drop=True)
 labels = {r.run_id: f"{r.device_name} · {str(r.timestamp)[:16].replace('T', ' ')} · {r.points} points · "
           f"{r.label if isinstance(r.label, str) and r.label else r.origin} · {r.run_id}" for r in mine.itertuples()}
 ids = list(labels)
 # Default: the oldest run as baseline, every other device's newest run as candidate.
 default_base = ids[-1]
-page.restore("compare_baseline", "str", ids)
-baseline_id = settings.selectbox("Baseline", ids, index=ids.index(default_base), format_func=labels.get,
-                           key="compare_baseline")
+baseline_id = controls.selectbox("Baseline", ids, "compare_baseline", index=ids.index(default_base),
+                                 format_func=labels.get)
 others = [i for i in ids if i != baseline_id]
 # Default candidate: the newest run that measured some of the baseline's points (a batched-copies recording
 # and a single-copy sweep share none).
 baseline_points = compare.point_keys(ui.loaded_run(baseline_id))
 default_candidates = next(([i] for i in others
                            if not baseline_points.isdisjoint(compare.point_keys(ui.loaded_run(i)))), others[:1])
-page.restore("compare_candidates", "strs", others)
-candidate_ids = settings.multiselect("Candidates", others, default=default_candidates, format_func=labels.get,
-                               key="compare_candidates")
-page.restore("compare_normalized", "bool")
-normalized = settings.toggle("Normalize to each device's theoretical limit (for unlike devices)",
-                             key="compare_normalized",
+candidate_ids = controls.multiselect("Candidates", others, "compare_candidates", default=default_candidates,
+                                     format_func=labels.get)
+normalized = controls.toggle("Normalize to each device's theoretical limit (for unlike devices)",
+                             "compare_normalized",
                              help="Each point as % of its own device's limit: PCIe per direction for host↔device "
                                   "copies, HBM for kernels.")
 page.sync()

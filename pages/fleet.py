@@ -10,7 +10,7 @@ import streamlit as st
 from gpu.core.text import plain
 from gpu.experiments import suites
 from gpu.present.charts import fleet as fleet_charts
-from gpu.present.charts.transfers import STAGE_FONT_PX, stage_figure
+from gpu.present.charts._common import STAGE_FONT_PX, stage_figure
 from gpu.results import fleet as fleet_results
 from gpu.results.catalog import ASSETS, read_bundled
 from gpu.results.store import StoreError
@@ -21,12 +21,8 @@ BUNDLED_DIRS = (ASSETS / "fleet", ASSETS / "replay", ASSETS / "runs", ASSETS / "
 BUNDLED_SUITE = "health"
 STAGE_HEATMAP_PX = 720
 
-page = ui.Page()
-st.title("Fleet: which boards are off")
-catalog, reason = ui.run_catalog()
-if catalog is None:
-    ui.show_reasons([reason], "The runs store cannot be opened")
-    st.stop()
+page = ui.Page("Fleet: which boards are off")
+catalog = page.catalog()
 try:
     stored = catalog.store.runs()
 except StoreError as exc:
@@ -61,9 +57,9 @@ fleets = (stored.dropna(subset=["fleet_id"]).groupby("fleet_id").agg(suite=("sui
           .sort_values("newest", ascending=False))
 choices = [*fleets.index, BUNDLED]
 page.link_notes()
-page.restore("fleet_choice", "str", choices)
-choice = st.selectbox("Fleet", choices, key="fleet_choice",
-                      format_func=lambda c: c if c == BUNDLED else f"{c} (suite {fleets.loc[c, 'suite']})")
+controls = ui.Section(page)
+choice = controls.selectbox("Fleet", choices, "fleet_choice",
+                            format_func=lambda c: c if c == BUNDLED else f"{c} (suite {fleets.loc[c, 'suite']})")
 
 files: dict[str, str] = {}
 try:
@@ -146,18 +142,17 @@ st.caption(f"Two groups: a model's values of a figure, sorted, split at their wi
 
 st.subheader("One board: drift, and Compare against the median board")
 rows = list(boards["row"])
-page.restore("fleet_board", "str", rows)
 default_board = (rows.index(boards.set_index("board").loc[fleet_results.outliers(fleet)["board"].iloc[0], "row"])
                  if sentences else 0)
-row = st.selectbox("Board", rows, index=default_board, key="fleet_board")
+row = controls.selectbox("Board", rows, "fleet_board", index=default_board)
 board = boards.loc[boards["row"] == row, "board"].iloc[0]
 measured = list(dict.fromkeys(fleet.cells.loc[fleet.cells["board"] == board, "experiment"]))
-page.restore("fleet_compare_experiment", "str", measured)
 mine_cells = fleet.cells[fleet.cells["board"] == board]
 furthest = mine_cells.loc[mine_cells["deviation"].abs().idxmax(), "experiment"] \
     if mine_cells["deviation"].notna().any() else measured[0]
-experiment = st.selectbox("Experiment to compare", measured, index=measured.index(furthest),
-                          key="fleet_compare_experiment")  # by default, the experiment of its furthest figure
+# by default, the experiment of its furthest figure
+experiment = controls.selectbox("Experiment to compare", measured, "fleet_compare_experiment",
+                                index=measured.index(furthest))
 page.sync()
 
 earlier = None

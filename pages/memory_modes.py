@@ -11,22 +11,44 @@ from gpu.present import headlines, takeaways
 from gpu.present.charts import memory as memory_charts
 from pages import _ui as ui
 
-page = ui.Page()
+page = ui.Page("Memory modes: managed memory, pools, batching, host latency", intro=(
+    "Four pieces of memory machinery that real GPU code leans on, each measured and verified: **managed "
+    "memory** (the driver migrates pages on demand, or when asked to prefetch), **memory pools** (reuse "
+    "allocations instead of paying for them on every call), **batching** (one large copy instead of many "
+    "small ones) and **host-memory latency** (how long the GPU waits for one read of pinned host memory, "
+    "against its own memory). They live apart from the Transfers page because each asks a different question than "
+    "\"which host memory copies fastest\", and each has its own axes."))
 backend = page.backend
 live = backend.kind == "live"
 
-st.title("Memory modes: managed memory, pools, batching, host latency")
-if ui.desk():
-    st.markdown(
-        "Four pieces of memory machinery that real GPU code leans on, each measured and verified: **managed "
-        "memory** (the driver migrates pages on demand, or when asked to prefetch), **memory pools** (reuse "
-        "allocations instead of paying for them on every call), **batching** (one large copy instead of many "
-        "small ones) and **host-memory latency** (how long the GPU waits for one read of pinned host memory, "
-        "against its own memory). They live apart from the Transfers page because each asks a different question than "
-        "\"which host memory copies fastest\", and each has its own axes.")
+
+def tab_start(experiment: str, intro: str) -> str | None:
+    """A tab's intro (at the desk) and, in replay, the recording it shows (its choice keyed by the experiment)."""
+    if ui.desk():
+        st.markdown(intro)
+    return page.recording(experiment, experiment)
+
+
+def measured(experiment: str, params: dict, run_id: str | None, figure, extra_reasons: list[str] | None = None):
+    """A tab's experiment, measured (its chart drawn as points arrive) or replayed; None after saying why not."""
+    return page.section(experiment, params, experiment, run_id, extra_reasons,
+                        preview=lambda part, suffix: ui.chart(figure(part), key=f"chart_{experiment}{suffix}"))
+
+
+def chart(experiment: str, figure, frame) -> None:
+    """The tab's chart of the whole run."""
+    ui.chart(ui.cached_figure(figure)(frame), key=f"chart_{experiment}")
+
+
+def numbers(experiment: str, table, frame) -> None:
+    """At the desk: the tab's numbers, and its run to download."""
+    if ui.desk():
+        st.dataframe(table, hide_index=True)
+        ui.download(frame, experiment)
 
 
 page.link_notes()
+controls = ui.Section(page)
 # The latency tab runs only while it is open (the tab's state reruns the page), so the page's other three sections
 # cost what they did before it came.
 TABS = {managed.NAME: "Managed memory", pools.NAME: "Pools vs per-call allocation",
@@ -38,47 +60,37 @@ tab_managed, tab_pools, tab_batching, tab_latency = st.tabs(
     default=next((label for name, label in TABS.items() if name in opened), None))
 
 with tab_managed:
-    if ui.desk():
-        st.markdown(
-            "A kernel reads a buffer once and sums it. From **device memory** it runs at HBM speed. From a **managed** "
-            "buffer the host has just written, every page first migrates to the GPU on a page fault (**first "
-            "touch**); an explicit **prefetch** (`cuMemPrefetchAsync`) moves the pages in bulk before the kernel; "
-            "once **resident**, managed memory is as fast as device memory.")
-    run_id = page.recording(managed.NAME, "managed")
+    run_id = tab_start(managed.NAME, (
+        "A kernel reads a buffer once and sums it. From **device memory** it runs at HBM speed. From a **managed** "
+        "buffer the host has just written, every page first migrates to the GPU on a page fault (**first "
+        "touch**); an explicit **prefetch** (`cuMemPrefetchAsync`) moves the pages in bulk before the kernel; "
+        "once **resident**, managed memory is as fast as device memory."))
     size_options = page.axis_options(managed.NAME, "bytes", run_id, ui.axis_powers(managed.NAME, "sizes"),
                                      axis_name="sizes")
-    page.restore("managed_size", "int", size_options)
-    size = ui.axis_slider(managed.NAME, "sizes", "managed_size", size_options, label="Buffer size",
-                          format_func=format_bytes)
-    frame = page.section(managed.NAME, {"sizes": [int(size)]}, "managed", run_id,
-                                 preview=lambda part, suffix: ui.chart(memory_charts.managed_figure(part),
-                                                                           key=f"chart_managed{suffix}"))
+    size = controls.axis_slider(managed.NAME, "sizes", "managed_size", size_options, label="Buffer size",
+                                format_func=format_bytes)
+    frame = measured(managed.NAME, {"sizes": [int(size)]}, run_id, memory_charts.managed_figure)
     if frame is not None:
         table = ui.cached(memory_charts.managed_table)(frame)
         row = table.iloc[0]
         if ui.desk():  # on stage the takeaway under the chart says it
             st.markdown(headlines.managed(row))
-        ui.chart(ui.cached_figure(memory_charts.managed_figure)(frame), key="chart_managed")
+        chart(managed.NAME, memory_charts.managed_figure, frame)
         ui.takeaway(ui.cached(takeaways.managed)(frame))
-        if ui.desk():
-            st.dataframe(frame[["variant", "bytes", "median_ms", "min_ms", "max_ms", "cv", "samples", "gbps",
-                                "stop_reason", "timer"]].assign(variant=lambda f: f["variant"].map(managed.LABELS),
-                                                                bytes=lambda f: f["bytes"].map(format_bytes)),
-                         hide_index=True)
-            ui.download(frame, "managed")
+        numbers(managed.NAME, frame[["variant", "bytes", "median_ms", "min_ms", "max_ms", "cv", "samples", "gbps",
+                                     "stop_reason", "timer"]].assign(variant=lambda f: f["variant"].map(managed.LABELS),
+                                                                     bytes=lambda f: f["bytes"].map(format_bytes)),
+                frame)
 
 with tab_pools:
-    if ui.desk():
-        st.markdown(
-            "Allocate → copy → free, once per iteration, against the same through PyCUDA's `DeviceMemoryPool` and "
-            "`PageLockedMemoryPool`. Allocating device memory costs microseconds; pinning host memory costs far more "
-            "(the driver locks every page), which is why pooled staging buffers matter.")
-    run_id = page.recording(pools.NAME, "pools")
+    run_id = tab_start(pools.NAME, (
+        "Allocate → copy → free, once per iteration, against the same through PyCUDA's `DeviceMemoryPool` and "
+        "`PageLockedMemoryPool`. Allocating device memory costs microseconds; pinning host memory costs far more "
+        "(the driver locks every page), which is why pooled staging buffers matter."))
     size_options = page.axis_options(pools.NAME, "bytes", run_id, [4 * KiB * 16**i for i in range(6)],
                                      axis_name="sizes")
-    page.restore("pools_sizes", "ints", size_options)
-    chosen = ui.axis_choices(pools.NAME, "sizes", "pools_sizes", size_options, default=size_options,
-                             format_func=format_bytes)
+    chosen = controls.axis_choices(pools.NAME, "sizes", "pools_sizes", size_options, default=size_options,
+                                   format_func=format_bytes)
     typed = st.text_input("…or type sizes", key="pools_typed", placeholder="e.g. 4KiB, 1MiB:256MiB") if live else ""
     sizes, errors = sorted(chosen or []), []
     if typed.strip():
@@ -86,68 +98,51 @@ with tab_pools:
             sizes = parse_size_list(typed)
         except SizeError as exc:
             sizes, errors = [], [str(exc)]
-    frame = page.section(pools.NAME, {"sizes": sizes}, "pools", run_id, extra_reasons=errors,
-                                 preview=lambda part, suffix: ui.chart(memory_charts.pools_figure(part),
-                                                                           key=f"chart_pools{suffix}"))
+    frame = measured(pools.NAME, {"sizes": sizes}, run_id, memory_charts.pools_figure, extra_reasons=errors)
     if frame is not None:
         table = ui.cached(memory_charts.pool_table)(frame)
         parts = headlines.pools(table, memory_charts.pool_crossover)
         st.markdown("\n".join(f"- {p}" for p in parts))
-        ui.chart(ui.cached_figure(memory_charts.pools_figure)(frame), key="chart_pools")
-        if ui.desk():  # the table and download stay at the desk
-            st.dataframe(table.assign(bytes=table["bytes"].map(format_bytes)), hide_index=True)
-            ui.download(frame, "pools")
+        chart(pools.NAME, memory_charts.pools_figure, frame)
+        numbers(pools.NAME, table.assign(bytes=table["bytes"].map(format_bytes)), frame)
 
 with tab_batching:
-    if ui.desk():
-        st.markdown(
-            "K pieces of s bytes, scattered in pinned host memory, copied to one contiguous device buffer: as K "
-            "separate copies, packed by the host into one pinned staging buffer first, or (the floor) as one copy "
-            "of K·s bytes. Each copy pays a fixed cost α, the latency the Transfers page's model fits.")
-    run_id = page.recording(batching.NAME, "batching")
+    run_id = tab_start(batching.NAME, (
+        "K pieces of s bytes, scattered in pinned host memory, copied to one contiguous device buffer: as K "
+        "separate copies, packed by the host into one pinned staging buffer first, or (the floor) as one copy "
+        "of K·s bytes. Each copy pays a fixed cost α, the latency the Transfers page's model fits."))
     piece_options = page.axis_options(batching.NAME, "param_value", run_id, [4 * 4**i for i in range(11)],
                                       axis_name="piece_sizes")
     count_options = page.axis_options(batching.NAME, "chunks", run_id, ui.axis_powers(batching.NAME, "pieces"),
                                       axis_name="pieces")
-    page.restore("batching_count", "int", count_options)
-    count = ui.axis_slider(batching.NAME, "pieces", "batching_count", count_options, label="Pieces K")
+    count = controls.axis_slider(batching.NAME, "pieces", "batching_count", count_options, label="Pieces K")
     fitting = [s for s in piece_options if s * count <= batching.MAX_TOTAL]  # K·s must fit the experiment's cap
-    page.restore(f"batching_pieces_{count}", "ints", fitting)
-    pieces_chosen = st.pills("Piece sizes s", fitting, selection_mode="multi", default=fitting,
-                             format_func=format_bytes, key=f"batching_pieces_{count}")
-    frame = page.section(batching.NAME, {"piece_sizes": sorted(pieces_chosen or []),
-                                                          "pieces": int(count)}, "batching", run_id,
-                                 preview=lambda part, suffix: ui.chart(memory_charts.batching_figure(part),
-                                                                           key=f"chart_batching{suffix}"))
+    pieces_chosen = controls.pills("Piece sizes s", fitting, f"batching_pieces_{count}", default=fitting,
+                                   format_func=format_bytes)
+    frame = measured(batching.NAME, {"piece_sizes": sorted(pieces_chosen or []), "pieces": int(count)}, run_id,
+                     memory_charts.batching_figure)
     if frame is not None:
         table = ui.cached(memory_charts.batching_table)(frame)
         overhead = headlines.batching(table)
         if overhead:
             st.markdown(overhead)
-        ui.chart(ui.cached_figure(memory_charts.batching_figure)(frame), key="chart_batching")
-        if ui.desk():
-            st.dataframe(table.assign(**{"piece bytes": table["piece bytes"].map(format_bytes)}), hide_index=True)
-            ui.download(frame, "batching")
+        chart(batching.NAME, memory_charts.batching_figure, frame)
+        numbers(batching.NAME, table.assign(**{"piece bytes": table["piece bytes"].map(format_bytes)}), frame)
 
 with tab_latency:
     if tab_latency.open:
-        if ui.desk():
-            st.markdown(
-                "One GPU thread follows a chain of indices, each load waiting for the one before: through **pinned "
-                "host memory mapped into the GPU** (zero-copy, so every load crosses PCIe) or through **device "
-                "memory**, at a few working-set sizes. The time per load is the memory's latency (or the cache's, "
-                "when the chain fits one). It is nvbandwidth's `host_device_latency_sm` pointer chase; where a "
-                "kernel reads host memory a few bytes at a time, this is what each read costs.")
-        run_id = page.recording(host_latency.NAME, "host_latency")
+        run_id = tab_start(host_latency.NAME, (
+            "One GPU thread follows a chain of indices, each load waiting for the one before: through **pinned "
+            "host memory mapped into the GPU** (zero-copy, so every load crosses PCIe) or through **device "
+            "memory**, at a few working-set sizes. The time per load is the memory's latency (or the cache's, "
+            "when the chain fits one). It is nvbandwidth's `host_device_latency_sm` pointer chase; where a "
+            "kernel reads host memory a few bytes at a time, this is what each read costs."))
         sizes_axis = ui.axis(host_latency.NAME, "sizes")
         size_options = page.axis_options(host_latency.NAME, "param_value", run_id, list(sizes_axis.default),
                                          max(sizes_axis.default))
-        page.restore("host_latency_sizes", "ints", size_options)
-        sizes = ui.axis_choices(host_latency.NAME, "sizes", "host_latency_sizes", size_options, default=size_options,
-                                format_func=format_bytes)
-        frame = page.section(host_latency.NAME, {"sizes": sorted(sizes or [])}, "host_latency", run_id,
-                             preview=lambda part, suffix: ui.chart(memory_charts.host_latency_figure(part),
-                                                                   key=f"chart_host_latency{suffix}"))
+        sizes = controls.axis_choices(host_latency.NAME, "sizes", "host_latency_sizes", size_options,
+                                      default=size_options, format_func=format_bytes)
+        frame = measured(host_latency.NAME, {"sizes": sorted(sizes or [])}, run_id, memory_charts.host_latency_figure)
         if frame is not None:
             largest = frame[frame["param_value"] == frame["param_value"].max()]
             ns = (largest["median_ms"] * 1e6 / largest["elements"]).groupby(largest["variant"]).first()
@@ -155,12 +150,10 @@ with tab_latency:
                 st.markdown(f"With a {format_bytes(int(largest['param_value'].iloc[0]))} chain, a dependent load "
                             f"takes **{ns['mapped']:,.0f} ns** over PCIe and **{ns['device']:,.0f} ns** in device "
                             f"memory ({ns['mapped'] / ns['device']:.1f}× longer).")
-            ui.chart(ui.cached_figure(memory_charts.host_latency_figure)(frame), key="chart_host_latency")
-            if ui.desk():
-                st.dataframe(frame[["variant", "param_value", "elements", "median_ms", "cv", "samples",
-                                    "timer"]].assign(variant=lambda f: f["variant"].map(host_latency.LABELS),
-                                                     param_value=lambda f: f["param_value"].map(format_bytes)),
-                             hide_index=True)
-                ui.download(frame, "host_latency")
+            chart(host_latency.NAME, memory_charts.host_latency_figure, frame)
+            numbers(host_latency.NAME,
+                    frame[["variant", "param_value", "elements", "median_ms", "cv", "samples", "timer"]].assign(
+                        variant=lambda f: f["variant"].map(host_latency.LABELS),
+                        param_value=lambda f: f["param_value"].map(format_bytes)), frame)
 
 page.sync()

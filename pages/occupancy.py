@@ -13,25 +13,21 @@ from gpu.present import takeaways
 from gpu.present.charts import kernels as kernel_charts
 from pages import _ui as ui
 
-page = ui.Page()
-backend = page.backend
-live = backend.kind == "live"
-
 
 @st.cache_resource(show_spinner=False)
 def device_profiles() -> dict:
     return recorded_profiles()
 
 
-st.title("Occupancy: calculator and measurement")
-if ui.desk():
-    st.markdown(
-        "How many blocks of a kernel fit on one SM, and which resource stops the next one: warps, the block cap, "
-        "registers or shared memory. The calculator follows the driver's own rules (register allocation per warp "
-        "and sub-partition, shared-memory granularity, carveouts and the driver's reserved 1 KiB per block); it is "
-        "checked against `cuOccupancyMaxActiveBlocksPerMultiprocessor` on the committed answers below. Below it, "
-        "two measured kernels (a streaming copy and a dependent-load chase), each plotted beside its theoretical "
-        "occupancy, show how much of their speed occupancy buys on this GPU.")
+page = ui.Page("Occupancy: calculator and measurement", intro=(
+    "How many blocks of a kernel fit on one SM, and which resource stops the next one: warps, the block cap, "
+    "registers or shared memory. The calculator follows the driver's own rules (register allocation per warp "
+    "and sub-partition, shared-memory granularity, carveouts and the driver's reserved 1 KiB per block); it is "
+    "checked against `cuOccupancyMaxActiveBlocksPerMultiprocessor` on the committed answers below. Below it, "
+    "two measured kernels (a streaming copy and a dependent-load chase), each plotted beside its theoretical "
+    "occupancy, show how much of their speed occupancy buys on this GPU."))
+backend = page.backend
+live = backend.kind == "live"
 
 # --- calculator ---------------------------------------------------------------------------------------------
 profiles = dict(device_profiles())
@@ -52,27 +48,24 @@ if ui.presenting():  # folded under the takeaway, so the stage does not scroll
 with calculator_slot:
     st.subheader("Theoretical occupancy")
     page.link_notes()
-    page.restore("occupancy_device", "str", names)
-    name = st.selectbox("Device profile", names, key="occupancy_device", format_func=lambda n: n + (
+    controls = ui.Section(page)
+    name = controls.selectbox("Device profile", names, "occupancy_device", format_func=lambda n: n + (
         "" if profiles[n][1].get("checked") is None else
         f" · matches the driver on {profiles[n][1]['checked']:,} configurations"
         f" (driver {profiles[n][1]['driver_version']})"))
     device, _meta = profiles[name]
-    page.restore("occupancy_block", "int", list(range(32, device.max_threads_per_block + 1, 32)))
-    page.restore("occupancy_registers", "int", (1, 255))
-    page.restore("occupancy_static", "int", list(range(0, 48 * 1024 + 1, 256)))
-    page.restore("occupancy_dynamic", "int", list(range(0, device.shared_per_block_optin + 1, 256)))
-    page.restore("occupancy_block_typed", "str")
     c1, c2 = st.columns(2)
-    block = c1.select_slider("Threads per block", options=list(range(32, device.max_threads_per_block + 1, 32)),
-                             value=256, key="occupancy_block")
-    registers = c2.slider("Registers per thread", 1, 255, 32, key="occupancy_registers")
+    block = controls.select_slider("Threads per block", list(range(32, device.max_threads_per_block + 1, 32)),
+                                   "occupancy_block", where=c1, value=256)
+    registers = controls.slider("Registers per thread", 1, 255, 32, "occupancy_registers", where=c2)
     with ui.more_settings():
         c3, c4, c5 = st.columns(3)
-        static = c3.slider("Static shared memory (bytes)", 0, 48 * 1024, 0, step=256, key="occupancy_static")
-        dynamic = c4.slider("Dynamic shared memory (bytes)", 0, device.shared_per_block_optin - static, 0, step=256,
-                            key="occupancy_dynamic")
-        typed_block = c5.text_input("…or type a block size", key="occupancy_block_typed", placeholder="e.g. 1025")
+        static = controls.slider("Static shared memory (bytes)", 0, 48 * 1024, 0, "occupancy_static", step=256,
+                                 where=c3)
+        dynamic = controls.slider("Dynamic shared memory (bytes)", 0, device.shared_per_block_optin - static, 0,
+                                  "occupancy_dynamic", step=256, where=c4)
+        typed_block = controls.text_input("…or type a block size", "occupancy_block_typed", where=c5,
+                                          placeholder="e.g. 1025")
     block = (ui.typed_block_size(typed_block) or [block])[0]
     kernel = KernelResources(registers, static, device.shared_per_block_optin - static)
     result = occupancy(device, kernel, block, dynamic)
@@ -108,23 +101,19 @@ with measured_slot:
                          or [ui.axis_default(occupancy_sweep.NAME, "extra_registers")])
         shared_options = (page.recorded_values(occupancy_sweep.NAME, "shared_bytes_per_block", run_id)
                           or [ui.axis_default(occupancy_sweep.NAME, "dynamic_shared_bytes")])
-    page.restore("occupancy_kernels", "strs", list(ui.axis(occupancy_sweep.NAME, "kernels").values))
-    page.restore("occupancy_extra", "int", extra_options)
-    page.restore("occupancy_spoiler", "int", shared_options)
     if ui.desk():
         s1, s2, s3 = st.columns(3)
     else:  # on stage: the kernels and the spoiler; register pressure folds away
         s1, s3 = st.columns(2)
         s2 = ui.more_settings()
-    with s1:
-        kernels = ui.axis_choices(occupancy_sweep.NAME, "kernels", "occupancy_kernels",
-                                  format_func=occupancy_sweep.LABELS.get)
-    extra = ui.select_one("Register pressure (extra live registers, latency-bound kernel)", extra_options,
-                          "occupancy_extra", where=s2,
-                          help="Only the latency-bound kernel gets it: in a one-float-per-thread copy, the "
-                               "instructions that fill extra registers would cost more than the copy.")
-    spoiler = ui.select_one("Shared-memory spoiler per block", shared_options, "occupancy_spoiler",
-                            format_func=format_bytes, where=s3)
+    kernels = controls.axis_choices(occupancy_sweep.NAME, "kernels", "occupancy_kernels", where=s1,
+                                    format_func=occupancy_sweep.LABELS.get)
+    extra = controls.select_one("Register pressure (extra live registers, latency-bound kernel)", extra_options,
+                                "occupancy_extra", where=s2,
+                                help="Only the latency-bound kernel gets it: in a one-float-per-thread copy, the "
+                                     "instructions that fill extra registers would cost more than the copy.")
+    spoiler = controls.select_one("Shared-memory spoiler per block", shared_options, "occupancy_spoiler",
+                                  format_func=format_bytes, where=s3)
     params = {"block_sizes": block_sizes, "kernels": list(kernels or []), "extra_registers": extra,
               "dynamic_shared_bytes": spoiler}
     page.sync()

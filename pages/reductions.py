@@ -10,17 +10,12 @@ from gpu.present import headlines, takeaways
 from gpu.present.charts import kernels as kernel_charts
 from pages import _ui as ui
 
-page = ui.Page()
-backend = page.backend
-
-st.title("Reductions: a dot product, five ways")
-if ui.desk():
-    st.markdown(
-        "Naive GPU code computes a dot product with one `atomicAdd` per element into a single float, and times it "
-        "together with the copies from pinned memory. Here each question gets its own number: **how fast is the "
-        "kernel** (kernel only, L2 flushed, CUDA events) and **what does the whole job cost** (host data → GPU → "
-        "result, from pageable or pinned memory). Every variant is checked exactly on −1/0/1 data and its relative "
-        "error against a float64 NumPy dot is shown.")
+page = ui.Page("Reductions: a dot product, five ways", intro=(
+    "Naive GPU code computes a dot product with one `atomicAdd` per element into a single float, and times it "
+    "together with the copies from pinned memory. Here each question gets its own number: **how fast is the "
+    "kernel** (kernel only, L2 flushed, CUDA events) and **what does the whole job cost** (host data → GPU → "
+    "result, from pageable or pinned memory). Every variant is checked exactly on −1/0/1 data and its relative "
+    "error against a float64 NumPy dot is shown."))
 
 run_id = page.recording(reduction.NAME, "reduction")
 size_options = page.axis_options(reduction.NAME, "elements", run_id, ui.axis_powers(reduction.NAME, "sizes"),
@@ -28,19 +23,15 @@ size_options = page.axis_options(reduction.NAME, "elements", run_id, ui.axis_pow
 block_options = page.axis_options(reduction.NAME, "block_size", run_id,
                                   ui.axis_steps(reduction.NAME, "block_sizes", 32), axis_name="block_sizes")
 page.link_notes()
-page.restore("reduction_size", "int", size_options)
-page.restore("reduction_block", "int", block_options)
-page.restore("reduction_variants", "strs", list(ui.axis(reduction.NAME, "variants").values))
-page.restore("reduction_block_typed", "str")
+controls = ui.Section(page)
 left, right = st.columns(2)
-with left:
-    size = ui.axis_slider(reduction.NAME, "sizes", "reduction_size", size_options, label="Vector size (floats)",
-                          format_func=lambda n: f"{n:,} ({format_bytes(4 * n)} each)")
+size = controls.axis_slider(reduction.NAME, "sizes", "reduction_size", size_options, where=left,
+                            label="Vector size (floats)", format_func=lambda n: f"{n:,} ({format_bytes(4 * n)} each)")
 settings = ui.more_settings()
-with right if ui.desk() else settings:  # on stage the variants fold away with the block size
-    variants = ui.axis_choices(reduction.NAME, "variants", "reduction_variants", format_func=reduction.LABELS.get)
-block_sizes = ui.block_size_setting("reduction_block", block_options, "Threads per block", placeholder="e.g. 1024",
-                                    default=ui.axis_default(reduction.NAME, "block_sizes"), settings=settings)
+variants = controls.axis_choices(reduction.NAME, "variants", "reduction_variants", format_func=reduction.LABELS.get,
+                                 where=right if ui.desk() else settings)  # on stage they fold away with the block
+block_sizes = controls.block_size("reduction_block", block_options, "Threads per block", placeholder="e.g. 1024",
+                                  default=ui.axis_default(reduction.NAME, "block_sizes"), settings=settings)
 
 params = {"sizes": [size], "block_sizes": block_sizes, "variants": list(variants or [])}
 page.sync()

@@ -13,17 +13,12 @@ from gpu.results import imports
 from gpu.results.store import StoreError
 from pages import _ui as ui
 
-page = ui.Page()
-
 PAGE_OF = registry.PAGE_OF  # each experiment's page, from the registry
 
-st.title("Runs")
+page = ui.Page("Runs")
 page.link_notes()
 page.sync(link=False)  # names what the link holds that this page does not read (?run= opens a run)
-catalog, reason = ui.run_catalog()
-if catalog is None:
-    ui.show_reasons([reason], "The runs store cannot be opened")
-    st.stop()
+catalog = page.catalog()
 if ui.desk():  # on stage: the runs themselves
     st.markdown(f"Every live measurement and runner run is kept here with every sample, in "
                 f"**{plain(catalog.store.describe(), None)}** "

@@ -11,21 +11,17 @@ from gpu.present import headlines, takeaways
 from gpu.present.charts import streams as stream_charts
 from pages import _ui as ui
 
-page = ui.Page()
+page = ui.Page("Streams: hiding copies behind compute", intro=(
+    "A vector is cut into **chunks**; each chunk goes host → device, through a kernel, and back, on one of "
+    "several **streams** (chunk *c* on stream *c mod S*), so one chunk's copy can run while another's kernel "
+    "does. The GPU has separate copy engines for each direction, so at best the whole job takes as long as its "
+    "slowest stage alone, or as long as the link needs to carry both directions at once: that is the **bound**. "
+    "**Overlap efficiency** = (serial − pipeline) / (serial − bound): "
+    "0 % when the streams won nothing, 100 % when the pipeline reached the bound. Every output is checked "
+    "exactly. With **pageable** host memory the driver must stage each copy and a device → host copy blocks "
+    "the host until it is done: watch the overlap disappear."))
 backend = page.backend
 live = backend.kind == "live"
-
-st.title("Streams: hiding copies behind compute")
-if ui.desk():
-    st.markdown(
-        "A vector is cut into **chunks**; each chunk goes host → device, through a kernel, and back, on one of "
-        "several **streams** (chunk *c* on stream *c mod S*), so one chunk's copy can run while another's kernel "
-        "does. The GPU has separate copy engines for each direction, so at best the whole job takes as long as its "
-        "slowest stage alone, or as long as the link needs to carry both directions at once: that is the **bound**. "
-        "**Overlap efficiency** = (serial − pipeline) / (serial − bound): "
-        "0 % when the streams won nothing, 100 % when the pipeline reached the bound. Every output is checked "
-        "exactly. With **pageable** host memory the driver must stage each copy and a device → host copy blocks "
-        "the host until it is done: watch the overlap disappear.")
 
 run_id = page.recording(streams.NAME, "streams")
 
@@ -53,46 +49,40 @@ else:
     order_options = [o for o in order_axis.values if o in set(data["issue_order"])] or [ui.first_default(order_axis)]
 
 page.link_notes()
-page.restore("streams_size", "int", size_options)
-page.restore("streams_chunks", "ints", chunk_options)
-page.restore("streams_chunks_typed", "str")
-page.restore("streams_streams", "ints", stream_options)
-page.restore("streams_host", "strs", host_options)
-page.restore("streams_intensity", "int", intensity_options)
-page.restore("streams_orders", "strs", order_options)
-page.restore("streams_pageable_grid", "bool")
+controls = ui.Section(page)
 # On stage the measured grid's controls fold away (with their notes, which describe the grid, not the configuration
 # on screen); the chunks and streams of the one configuration shown are the stage's two controls.
 settings = ui.more_settings()
 with settings:
     left, right = st.columns(2)
 with left:
-    size = ui.axis_slider(streams.NAME, "size_bytes", "streams_size", size_options, label="Total size",
-                          format_func=format_bytes)
-    chunks = ui.axis_choices(streams.NAME, "chunks", "streams_chunks", chunk_options)
+    size = controls.axis_slider(streams.NAME, "size_bytes", "streams_size", size_options, label="Total size",
+                                format_func=format_bytes)
+    chunks = controls.axis_choices(streams.NAME, "chunks", "streams_chunks", chunk_options)
     chunk_axis = ui.axis(streams.NAME, "chunks")
-    typed_chunks = st.text_input(f"…or type chunk counts ({chunk_axis.low} … {chunk_axis.high})",
-                                 key="streams_chunks_typed", placeholder="e.g. 3, 12")
-    stream_counts = ui.axis_choices(streams.NAME, "streams", "streams_streams", stream_options)
+    typed_chunks = controls.text_input(f"…or type chunk counts ({chunk_axis.low} … {chunk_axis.high})",
+                                       "streams_chunks_typed", placeholder="e.g. 3, 12")
+    stream_counts = controls.axis_choices(streams.NAME, "streams", "streams_streams", stream_options)
 with right:
-    host_memory = ui.axis_choices(streams.NAME, "host_memory", "streams_host", host_options)
-    pageable_grid = st.toggle("Pageable at every chunk and stream count", key="streams_pageable_grid",
-                              disabled="pageable" not in (host_memory or []),
-                              help="Off: pageable memory is measured at one configuration that can overlap (16 chunks "
-                                   "× 4 streams, or the nearest chosen) with its serial run, which shows that it does "
-                                   "not; its pipelines take ~50 ms a sample on an H200. On: the whole grid, as pinned.")
-    intensity = ui.axis_slider(streams.NAME, "intensities", "streams_intensity", intensity_options, otherwise=0,
-                               label="Kernel intensity (fused multiply-adds per element)",
-                               help="0: the kernel just copies (copy-bound). Each step adds 2 FLOP per element; "
-                                    "around 2048 the kernel takes as long as the copies on an H200.")
-    orders = ui.axis_choices(streams.NAME, "issue_orders", "streams_orders", order_options, label="Issue order",
-                             format_func=streams.ORDER_LABELS.get,
-                             help="Depth-first enqueues each chunk's H2D, kernel and D2H before the next chunk; "
-                                  "breadth-first enqueues every H2D, then every kernel, then every D2H (both "
-                                  "round-robin chunks over the streams). One stream per stage puts every H2D on "
-                                  "one stream, every kernel on a second and every D2H on a third, each chunk's "
-                                  "stages chained by events, so each copy engine works through its direction in "
-                                  "order; it is measured once per chunk count, on 3 streams.")
+    host_memory = controls.axis_choices(streams.NAME, "host_memory", "streams_host", host_options)
+    pageable_grid = controls.toggle("Pageable at every chunk and stream count", "streams_pageable_grid",
+                                    disabled="pageable" not in (host_memory or []),
+                                    help="Off: pageable memory is measured at one configuration that can overlap "
+                                         "(16 chunks × 4 streams, or the nearest chosen) with its serial run, which "
+                                         "shows that it does not; its pipelines take ~50 ms a sample on an H200. On: "
+                                         "the whole grid, as pinned.")
+    intensity = controls.axis_slider(streams.NAME, "intensities", "streams_intensity", intensity_options, otherwise=0,
+                                     label="Kernel intensity (fused multiply-adds per element)",
+                                     help="0: the kernel just copies (copy-bound). Each step adds 2 FLOP per element; "
+                                          "around 2048 the kernel takes as long as the copies on an H200.")
+    orders = controls.axis_choices(streams.NAME, "issue_orders", "streams_orders", order_options, label="Issue order",
+                                   format_func=streams.ORDER_LABELS.get,
+                                   help="Depth-first enqueues each chunk's H2D, kernel and D2H before the next chunk; "
+                                        "breadth-first enqueues every H2D, then every kernel, then every D2H (both "
+                                        "round-robin chunks over the streams). One stream per stage puts every H2D on "
+                                        "one stream, every kernel on a second and every D2H on a third, each chunk's "
+                                        "stages chained by events, so each copy engine works through its direction in "
+                                        "order; it is measured once per chunk count, on 3 streams.")
 
 typed_errors: list[str] = []
 if typed_chunks.strip():
@@ -145,33 +135,28 @@ else:
     c2, c3 = st.columns(2)
     with settings:
         c1, c4, c5 = st.columns(3)
-page.restore("streams_focus_host", "str", list(dict.fromkeys(table["host_memory"])))
-focus_host = c1.radio("Host memory", list(dict.fromkeys(table["host_memory"])), key="streams_focus_host")
+focus_host = controls.radio("Host memory", list(dict.fromkeys(table["host_memory"])), "streams_focus_host", where=c1)
 mine = table[table["host_memory"] == focus_host]
 chunk_values = sorted(mine["chunks"].unique())
-page.restore("streams_focus_chunks", "int", [int(c) for c in chunk_values])
 # On stage the timeline opens on the best pipeline, the one the takeaway names.
 best = overlap.best_pipeline(mine)
-focus_chunks = ui.select_one("Chunks", chunk_values, "streams_focus_chunks", where=c2,
-                             value=best["chunks"] if ui.presenting() else
-                             16 if 16 in chunk_values else chunk_values[-1])
+focus_chunks = controls.select_one("Chunks", chunk_values, "streams_focus_chunks", where=c2,
+                                   value=best["chunks"] if ui.presenting() else
+                                   16 if 16 in chunk_values else chunk_values[-1])
 stream_values = sorted(mine[mine["chunks"] == focus_chunks]["streams"].unique())
-if len(stream_values) > 1:
-    page.restore("streams_focus_streams", "int", [int(v) for v in stream_values])
-focus_streams = c3.select_slider("Streams", stream_values, key="streams_focus_streams",
-                                 value=best["streams"] if ui.presenting() and best["streams"] in stream_values else
-                                 4 if 4 in stream_values else stream_values[-1]) \
+focus_streams = controls.select_slider("Streams", stream_values, "streams_focus_streams", where=c3,
+                                       value=best["streams"] if ui.presenting() and best["streams"] in stream_values
+                                       else 4 if 4 in stream_values else stream_values[-1]) \
     if len(stream_values) > 1 else stream_values[0]
 # The orders measured at this chunk and stream count (a staged pipeline runs on its own three streams).
 order_values = list(dict.fromkeys(mine[(mine["chunks"] == focus_chunks) & (mine["streams"] == focus_streams)]
                                   ["issue_order"]))
-page.restore("streams_focus_order", "str", order_values)
-page.restore("streams_lanes", "str", ["stream", "engine"])
-focus_order = c4.radio("Issue order", order_values, format_func=streams.ORDER_LABELS.get, key="streams_focus_order",
-                       index=order_values.index(best["issue_order"])
-                       if ui.presenting() and best["issue_order"] in order_values else 0)
-lanes = c5.radio("Lanes", ["stream", "engine"], key="streams_lanes",
-                 format_func=lambda x: "one per stream" if x == "stream" else "one per engine")
+focus_order = controls.radio("Issue order", order_values, "streams_focus_order", where=c4,
+                             format_func=streams.ORDER_LABELS.get,
+                             index=order_values.index(best["issue_order"])
+                             if ui.presenting() and best["issue_order"] in order_values else 0)
+lanes = controls.radio("Lanes", ["stream", "engine"], "streams_lanes", where=c5,
+                       format_func=lambda x: "one per stream" if x == "stream" else "one per engine")
 page.sync()
 chosen = mine[(mine["chunks"] == focus_chunks) & (mine["streams"] == focus_streams)
               & (mine["issue_order"] == focus_order)]

@@ -9,25 +9,21 @@ from gpu.core.units import format_bytes, parse_size_list
 from gpu.experiments import transfers
 from gpu.present import headlines, takeaways
 from gpu.present.charts import transfers as charts
+from gpu.present.charts._common import source_title
 from pages import _ui as ui
 
-page = ui.Page()
-
-backend = ui.current_backend()
+page = ui.Page("Transfers: pinned vs pageable memory", intro=(
+    "Copies between host and device through four kinds of host memory: **pageable** (a NumPy array; the "
+    "driver stages it through its own pinned buffer), **pinned** (page-locked, DMA straight from it), "
+    "**pinned write-combined** (uncached for the CPU) and **mapped zero-copy** (a kernel reads or writes host "
+    "memory across PCIe itself). Each point is timed with CUDA events, repeated until its noise is small or "
+    "until a sample or time limit (the table's **stop** column says which, and the line under it why), and "
+    "its data is checked bit-exact; GB/s are 10⁹ bytes per second. The **latency view** times each copy alone "
+    "(what one copy costs a program, issue included); the **throughput view** times back-to-back copies, "
+    "as bandwidthTest and nvbandwidth do."))
+backend = page.backend
 live = backend.kind == "live"
 page.link_notes()
-
-st.title("Transfers: pinned vs pageable memory")
-if ui.desk():
-    st.markdown(
-        "Copies between host and device through four kinds of host memory: **pageable** (a NumPy array; the "
-        "driver stages it through its own pinned buffer), **pinned** (page-locked, DMA straight from it), "
-        "**pinned write-combined** (uncached for the CPU) and **mapped zero-copy** (a kernel reads or writes host "
-        "memory across PCIe itself). Each point is timed with CUDA events, repeated until its noise is small or "
-        "until a sample or time limit (the table's **stop** column says which, and the line under it why), and "
-        "its data is checked bit-exact; GB/s are 10⁹ bytes per second. The **latency view** times each copy alone "
-        "(what one copy costs a program, issue included); the **throughput view** times back-to-back copies, "
-        "as bandwidthTest and nvbandwidth do.")
 
 # --- widgets ----------------------------------------------------------------------------------------
 sizes_axis = ui.axis(transfers.NAME, "sizes")
@@ -50,43 +46,39 @@ def exact_sizes(typed: str) -> list[int]:
     return sizes
 
 
-page.restore("transfers_size_range", "int_range", options)
-page.restore("transfers_custom_sizes", "str", check=lambda typed: exact_sizes(typed) if typed.strip() else None)
+controls = ui.Section(page)
 methods = list(ui.axis(transfers.NAME, "methods").values)
-page.restore("transfers_modes", "strs", list(ui.axis(transfers.NAME, "modes").values))
-page.restore("transfers_directions", "strs", list(ui.axis(transfers.NAME, "directions").values))
-page.restore("transfers_include_alloc", "bool")
-page.restore("transfers_method", "str", methods)
 # A run opened from the address (Runs → Open on its page) that was timed only in the throughput view opens there.
 if ui.opened_run() and not live and "transfers_method" not in st.session_state \
         and backend.data["timer"].isin(transfers.BATCHED_TIMERS).all():
     st.session_state["transfers_method"] = "batched"
 left, right = st.columns([3, 2])
-with left:
-    low, high = st.select_slider("Transfer sizes (powers of two)", options=options, format_func=format_bytes,
-                                 value=(options[0], min(max(sizes_axis.default), options[-1])),
-                                 key="transfers_size_range")
+low, high = controls.range_slider("Transfer sizes (powers of two)", options, "transfers_size_range", where=left,
+                                  format_func=format_bytes,
+                                  value=(options[0], min(max(sizes_axis.default), options[-1])))
 with right:
-    method = st.radio("Timing", methods, format_func=transfers.METHOD_LABELS.get, key="transfers_method",
-                      horizontal=True,
-                      help="Latency view: CUDA events around each copy, issue cost included, as one copy in a "
-                           "program pays it. Throughput view: back-to-back copies of one buffer between two events, "
-                           "at least 1 ms a sample, as bandwidthTest and nvbandwidth time them.")
-    include_alloc = st.toggle(ui.axis_label(ui.axis(transfers.NAME, "include_alloc")), key="transfers_include_alloc",
-                              disabled=method == "batched",
-                              help="Also time allocating the host buffer before each copy, as code that "
-                                   "allocates per transfer does. Shown beside the copy-only view (latency view "
-                                   "only: batched copies reuse one buffer).")
+    method = controls.radio("Timing", methods, "transfers_method", format_func=transfers.METHOD_LABELS.get,
+                            horizontal=True,
+                            help="Latency view: CUDA events around each copy, issue cost included, as one copy in a "
+                                 "program pays it. Throughput view: back-to-back copies of one buffer between two "
+                                 "events, at least 1 ms a sample, as bandwidthTest and nvbandwidth time them.")
+    include_alloc = controls.toggle(ui.axis_label(ui.axis(transfers.NAME, "include_alloc")),
+                                    "transfers_include_alloc", disabled=method == "batched",
+                                    help="Also time allocating the host buffer before each copy, as code that "
+                                         "allocates per transfer does. Shown beside the copy-only view (latency view "
+                                         "only: batched copies reuse one buffer).")
 with ui.more_settings():
     custom_column, mode_column = st.columns([3, 2])
-    custom = custom_column.text_input("…or exact sizes (overrides the slider)", key="transfers_custom_sizes",
-                                      placeholder="e.g. 64KiB, 3MiB, 1GB or 1MiB:256MiB",
-                                      help="Any multiple of 16 bytes. Units: B, KiB, MiB, GiB (2¹⁰ⁿ) or KB, MB, GB "
-                                           "(10³ⁿ).")
+    custom = controls.text_input("…or exact sizes (overrides the slider)", "transfers_custom_sizes",
+                                 check=lambda typed: exact_sizes(typed) if typed.strip() else None,
+                                 where=custom_column, placeholder="e.g. 64KiB, 3MiB, 1GB or 1MiB:256MiB",
+                                 help="Any multiple of 16 bytes. Units: B, KiB, MiB, GiB (2¹⁰ⁿ) or KB, MB, GB "
+                                      "(10³ⁿ).")
     with mode_column:
-        modes = ui.axis_choices(transfers.NAME, "modes", "transfers_modes", format_func=transfers.MODE_LABELS.get)
-        directions = ui.axis_choices(transfers.NAME, "directions", "transfers_directions",
-                                     format_func=lambda d: d.upper())
+        modes = controls.axis_choices(transfers.NAME, "modes", "transfers_modes",
+                                      format_func=transfers.MODE_LABELS.get)
+        directions = controls.axis_choices(transfers.NAME, "directions", "transfers_directions",
+                                           format_func=lambda d: d.upper())
 
 sizes = [s for s in options if low <= s <= high]
 if custom.strip():
@@ -101,7 +93,7 @@ params = {"sizes": sizes, "modes": list(modes or []), "directions": list(directi
 
 batched = method == "batched"
 run_id = page.recording(transfers.NAME, "transfers",
-                                 holds=lambda rows: rows["timer"].isin(transfers.BATCHED_TIMERS) == batched)
+                        holds=lambda rows: rows["timer"].isin(transfers.BATCHED_TIMERS) == batched)
 page.sync()
 if not live and run_id is None:
     st.info(f"No recording here was measured with the {transfers.METHOD_LABELS[method]} method, so it has nothing "
@@ -132,11 +124,11 @@ if not with_alloc.empty:
                       "once and reused it wins; allocated per transfer it can lose.")
     col_a, col_b = st.columns(2)
     with col_a:
-        ui.chart(bandwidth_figure(copy_only).update_layout(title_text="Copy only<br><sup>"
-                        + charts.source_label(copy_only) + "</sup>"), key="chart_bw_copy")
+        ui.chart(bandwidth_figure(copy_only).update_layout(title=source_title("Copy only", copy_only)),
+                 key="chart_bw_copy")
     with col_b:
-        ui.chart(bandwidth_figure(with_alloc).update_layout(title_text="Including allocation<br><sup>"
-                        + charts.source_label(with_alloc) + "</sup>"), key="chart_bw_alloc")
+        ui.chart(bandwidth_figure(with_alloc).update_layout(title=source_title("Including allocation", with_alloc)),
+                 key="chart_bw_alloc")
 else:
     line = verdict(copy_only, "Copy only")
     if line:

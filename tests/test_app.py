@@ -10,6 +10,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from gpu.experiments import registry
+from pages import _shared as shared
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 
@@ -224,15 +225,23 @@ def test_the_committed_streamlit_config_fetches_nothing_from_the_internet():
     assert config["browser"]["gatherUsageStats"] is False  # else every page load fetches a config online
 
 
-def test_app_routes_every_page_of_the_shared_table_explicitly_and_nothing_else():
-    import re
-
-    from pages import _shared as shared
-
-    routed = re.findall(r'page\("(pages/[a-z_]+\.py)"\)', Path(APP).read_text())
-    assert routed == [p.file for p in shared.PAGES]  # same pages, same order as Overview's links
+def test_every_page_script_is_an_entry_of_the_one_table_of_pages():
     on_disk = {f"pages/{p.name}" for p in (Path(APP).parent / "pages").glob("*.py") if not p.name.startswith("_")}
-    assert set(routed) == on_disk
+    assert on_disk == {entry.file for entry in shared.PAGES}
+    assert len({entry.url_path for entry in shared.PAGES}) == len(shared.PAGES)
+
+
+@pytest.mark.parametrize("entry", shared.PAGES, ids=lambda entry: entry.url_path or "overview")
+def test_every_page_of_the_table_is_reachable_at_its_address(entry):
+    """A PinPoint link (/?page=NAME) opens each page of the table through app.py's navigation: a page missing
+    there could not be switched to, and the router would report another address."""
+    at = AppTest.from_file(APP, default_timeout=60)
+    if entry.url_path:
+        at.query_params["page"] = entry.url_path
+    at.run()
+    assert not at.exception, at.exception
+    assert at.session_state["_url_state"].page_path == entry.url_path
+    assert "page" not in at.query_params and not at.warning.values  # no "not a page of PinPoint"
 
 
 def test_streams_without_a_recording_says_so_instead_of_crashing(monkeypatch):

@@ -3,6 +3,7 @@
 import pytest
 
 from gpu.core.units import GiB, KiB
+from gpu.present.charts import _common as chart_common
 from gpu.present.charts import transfers as charts
 from gpu.service.backends import ReplayBackend
 
@@ -65,7 +66,7 @@ def test_pinned_and_write_combined_lines_differ_in_dash_and_marker(frame):
 
 
 def test_stage_figure_sizes_every_text_for_the_back_of_the_room(frame):
-    fig = charts.stage_figure(charts.bandwidth_figure(frame), 540)
+    fig = chart_common.stage_figure(charts.bandwidth_figure(frame), 540)
     assert fig.layout.height == 540 and fig.layout.legend.font.size >= 20
     for axis in (fig.layout.xaxis, fig.layout.xaxis2, fig.layout.yaxis):
         assert axis.tickfont.size >= 20 and axis.title.font.size >= 22
@@ -82,8 +83,8 @@ def test_a_reference_line_on_a_log_axis_is_labelled_in_log10_units():
     import plotly.graph_objects as go
 
     fig = go.Figure(go.Bar(x=["a"], y=[10.0])).update_yaxes(type="log")
-    charts.reference_line(fig, 4800.0, "HBM", "4,800 GB/s", log=True)
-    charts.reference_line(fig, 63.0, "PCIe", "63 GB/s", log=False)
+    chart_common.reference_line(fig, 4800.0, "HBM", "4,800 GB/s", log=True)
+    chart_common.reference_line(fig, 63.0, "PCIe", "63 GB/s", log=False)
     assert fig.layout.shapes[0].y0 == 4800.0  # the line itself is in data units
     hbm, pcie = fig.layout.annotations
     assert hbm.y == pytest.approx(3.681, abs=1e-3) and pcie.y == 63.0
@@ -108,3 +109,26 @@ def test_bidirectional_bar_labels_sit_inside_their_bars_clear_of_the_pcie_lines(
     fig = stream_charts.bidirectional_figure(data[data["experiment"] == "streams"])
     bars = [t for t in fig.data if t.type == "bar"]
     assert bars and all(t.textposition == "inside" for t in bars)
+
+
+def test_every_chart_module_titles_with_the_source_of_its_numbers(frame):
+    title = chart_common.source_title("Bandwidth", frame)["text"]
+    assert title.startswith("Bandwidth<br><sup>Replay of a run recorded on NVIDIA H200")
+    assert title.endswith(f"profile {frame['profile'].iloc[0]}</sup>")
+    assert chart_common.source_title("Empty", frame.iloc[:0])["text"] == "Empty<br><sup></sup>"
+
+
+def test_variant_parts_follow_the_declared_order_and_skip_what_the_run_lacks(frame):
+    parts = list(chart_common.variant_parts(frame, ["pinned", "no_such_mode", "pageable"], "bytes"))
+    assert [variant for variant, _ in parts] == ["pinned", "pageable"]
+    assert all(part["bytes"].is_monotonic_increasing and set(part["variant"]) == {variant} for variant, part in parts)
+
+
+def test_theoretical_lines_draw_only_the_limits_the_run_recorded(frame):
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    chart_common.theoretical_lines(fig, frame.assign(hbm_gbps_theoretical=float("nan")),
+                                   {"hbm_gbps_theoretical": "HBM", "pcie_gbps_theoretical": "PCIe"}, log=False)
+    assert [a.text.split("<br>")[0] for a in fig.layout.annotations] == ["PCIe"]
+    assert fig.layout.shapes[0].y0 == pytest.approx(frame["pcie_gbps_theoretical"].iloc[0])

@@ -18,7 +18,6 @@ def test_every_experiment_has_a_page_a_runner_subcommand_labels_and_a_recording(
     module = entry.module
     assert get_experiment(entry.name) is module and EXPERIMENTS[entry.name] is module
     assert (ROOT / entry.page).is_file() and entry.page in [p.file for p in shared.PAGES]
-    assert f'page("{entry.page}")' in (ROOT / "app.py").read_text()  # routed by app.py's explicit navigation
     # The runner takes the subcommand with every default, and its defaults are a valid request.
     jobs = bench.experiment_jobs(bench.parse_args([entry.command, "--profile", "interactive"]))
     assert jobs and all(module.invalid_reasons(module.parse_params(job), None) == [] for job in jobs)

@@ -212,3 +212,44 @@ def test_unknown_link_keys_are_named_on_every_page(page):
 
 def test_a_scene_key_on_another_page_is_unknown_there():
     assert "scene is not a setting of this page" in warnings(open_with("pages/transfers.py", scene="2"))
+
+
+def open_link(path: str, params: dict) -> AppTest:
+    """A PinPoint link: /?page=PATH&… opened in a fresh session."""
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params["page"] = path
+    for key, value in params.items():
+        at.query_params[key] = value
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+@pytest.mark.parametrize("path", ["transfers", "coalescing", "reductions", "occupancy", "streams", "memory-modes",
+                                  "compare", "fleet"])
+def test_the_link_a_page_writes_reopens_it_with_every_control_as_written(path):
+    """Each control a ui.Section creates writes its value into the address; that address, opened anew, restores
+    every one of them (none named as unusable) and writes the same address back."""
+    written = dict(open_link(path, {}).query_params)
+    assert len(written) >= 3, written
+    reopened = open_link(path, written)
+    assert "Not used as written" not in warnings(reopened)
+    assert dict(reopened.query_params) == written
+
+
+def test_an_occupancy_link_sets_the_calculator_and_refuses_values_off_its_sliders():
+    at = open_link("occupancy", {"occupancy_block": "512", "occupancy_registers": "64", "occupancy_static": "1024",
+                                 "occupancy_dynamic": "100"})
+    assert at.select_slider(key="occupancy_block").value == 512
+    assert at.slider(key="occupancy_registers").value == 64 and at.slider(key="occupancy_static").value == 1024
+    assert at.slider(key="occupancy_dynamic").value == 0  # not a step of 256 bytes: the default, and a note
+    assert "occupancy_dynamic=100" in warnings(at)
+
+
+def test_a_memory_modes_link_restores_the_batching_pieces_it_names():
+    written = dict(open_link("memory-modes", {}).query_params)
+    count = written["batching_count"]
+    pieces = written[f"batching_pieces_{count}"].split(",")[:2]
+    at = open_link("memory-modes", {f"batching_pieces_{count}": ",".join(pieces)})
+    assert [str(p) for p in at.button_group(key=f"batching_pieces_{count}").value] == pieces
+    assert at.query_params[f"batching_pieces_{count}"] == ",".join(pieces)

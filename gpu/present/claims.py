@@ -63,28 +63,32 @@ def pinned_allocated_per_call(frame: pd.DataFrame) -> dict:
             "copy_only_text": facts.ratio_text(copy_ratio), "size": format_bytes(size), "alloc_s": alloc_ms / 1e3}
 
 
-def misaligned_is_expensive(frame: pd.DataFrame) -> dict:
+def _beyond(name: str, fact, figure: str, limit: float, beyond: str, within: str, doc: str):
+    """A claim judged on one figure of a fact that a page also states (``gpu.present.facts``): the verdict is
+    ``beyond`` when the figure exceeds ``limit``, else ``within``; the fact's numbers come with it."""
+    def judge(frame: pd.DataFrame) -> dict:
+        found = fact(frame)
+        return {"verdict": beyond if found[figure] > limit else within, **found}
+
+    judge.__name__ = judge.__qualname__ = name
+    judge.__doc__ = doc
+    return judge
+
+
+misaligned_is_expensive = _beyond(
+    "misaligned_is_expensive", facts.misaligned_cost, "cost", 0.2, "True", "Mostly false on this GPU",
     """'Misaligned access is expensive': the worst misaligned read against the contiguous read of the same bytes
-    (``facts.misaligned_cost``, as the Coalescing page says it)."""
-    found = facts.misaligned_cost(frame)
-    verdict = "True" if found["cost"] > 0.2 else "Mostly false on this GPU"
-    return {"verdict": verdict, **found}
+    (``facts.misaligned_cost``, as the Coalescing page says it).""")
 
-
-def non_coalesced_costs_1_2x(frame: pd.DataFrame) -> dict:
+non_coalesced_costs_1_2x = _beyond(
+    "non_coalesced_costs_1_2x", facts.stride_costs, "at_worst", 1.5, "Depends on the stride", "True",
     """'Non-coalesced access costs about 1.2×': the contiguous read over stride 2 and over the largest stride
-    measured (``facts.stride_costs``, as the Coalescing page says it)."""
-    found = facts.stride_costs(frame)
-    verdict = "Depends on the stride" if found["at_worst"] > 1.5 else "True"
-    return {"verdict": verdict, **found}
+    measured (``facts.stride_costs``, as the Coalescing page says it).""")
 
-
-def atomic_dot_is_fine(frame: pd.DataFrame) -> dict:
+atomic_dot_is_fine = _beyond(
+    "atomic_dot_is_fine", facts.atomic_slowdown, "slower", 2, "False", "True",
     """'One atomicAdd per element is a fine dot product': against the fastest reduction measured beside it
-    (``facts.atomic_slowdown``, as the Reductions page says it)."""
-    found = facts.atomic_slowdown(frame)
-    verdict = "False" if found["slower"] > 2 else "True"
-    return {"verdict": verdict, **found}
+    (``facts.atomic_slowdown``, as the Reductions page says it).""")
 
 
 def streams_double_throughput(frame: pd.DataFrame) -> dict:

@@ -26,33 +26,36 @@ class InitFailed:
 
 
 @dataclass(frozen=True)
-class Progress:
+class JobEvent:
+    """What every message of a job carries: the job it belongs to."""
+
     job_id: int
+
+
+@dataclass(frozen=True)
+class Progress(JobEvent):
     done: int
     total: int
     text: str = ""
 
 
 @dataclass(frozen=True)
-class Row:
+class Row(JobEvent):
     """One measured point, a complete schema row, sent as soon as it is verified."""
 
-    job_id: int
     row: dict
 
 
 @dataclass(frozen=True)
-class Result:
-    job_id: int
+class Result(JobEvent):
     payload: object
 
 
 @dataclass(frozen=True)
-class Failure:
+class Failure(JobEvent):
     """The job failed. ``kind``: cancelled, validation, verification, cuda or internal; ``fatal``: the worker
     exits after sending this (its context is unusable) and the client starts a fresh one."""
 
-    job_id: int
     kind: str
     message: str
     reasons: list[str] = field(default_factory=list)

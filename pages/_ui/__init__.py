@@ -2,12 +2,15 @@
 store saving), ``url_state`` (links that reproduce a view), ``stage`` (presentation mode, defined once), ``controls``
 (widget helpers) and ``cache`` (work done once per recording for every session).
 
-A page starts with ``page = ui.Page()``, which runs the steps that must come first (routed through app.py, the
-backend chosen, the URL state started), then: controls (``page.restore`` before each widget, ``page.sync`` after
-them) → ``page.measure`` → charts (``ui.chart``) → ``ui.takeaway``. ``page.measure`` refuses to run while a control
-restored from the URL has not been synced into it."""
+A page starts with ``page = ui.Page(title, intro)``, which runs the steps that must come first (routed through app.py,
+the backend chosen, the URL state started) and writes the title (and, at the desk, the intro), then: controls (each
+written once, through a ``ui.Section``, which restores it from the URL; ``page.sync`` after them) → ``page.measure``
+→ charts (``ui.chart``) → ``ui.takeaway``. ``page.measure`` refuses to run while a control restored from the URL has
+not been synced into it."""
 
 from __future__ import annotations
+
+import streamlit as st
 
 from pages._ui import backends, controls, measure, url_state
 from pages._ui.backends import (
@@ -41,6 +44,7 @@ from pages._ui.controls import (
     typed_block_size,
 )
 from pages._ui.measure import outcome, request
+from pages._ui.section import Section
 from pages._ui.stage import (
     chart,
     check_present_value,
@@ -54,24 +58,28 @@ from pages._ui.stage import (
 )
 from pages._ui.url_state import UrlState, open_linked_page, parse_url_value, url_text, view_link
 
-__all__ = ["Page", "UrlState", "axis", "axis_choices", "axis_default", "axis_label", "axis_powers", "axis_slider",
-           "axis_steps", "backends", "block_size_setting", "cached", "cached_figure", "chart", "check_present_value",
-           "controls", "current_backend", "desk", "download", "first_default", "frame_key", "live_backend",
-           "loaded_run", "measure", "more_settings", "open_linked_page", "open_run_page", "opened_run", "outcome",
-           "parse_url_value", "presenting", "replay_backend", "request", "require_router", "run_catalog", "select_one",
-           "session_id", "shortcuts",
-           "show_reasons", "source_banner", "source_sidebar", "stage_exit", "stage_style", "takeaway",
-           "typed_block_size", "url_state", "url_text", "use_replay", "view_link"]
+__all__ = ["Page", "Section", "UrlState", "axis", "axis_choices", "axis_default", "axis_label", "axis_powers",
+           "axis_slider", "axis_steps", "backends", "block_size_setting", "cached", "cached_figure", "chart",
+           "check_present_value", "controls", "current_backend", "desk", "download", "first_default", "frame_key",
+           "live_backend", "loaded_run", "measure", "more_settings", "open_linked_page", "open_run_page", "opened_run",
+           "outcome", "parse_url_value", "presenting", "replay_backend", "request", "require_router", "run_catalog",
+           "select_one", "session_id", "shortcuts", "show_reasons", "source_banner", "source_sidebar", "stage_exit",
+           "stage_style", "takeaway", "typed_block_size", "url_state", "url_text", "use_replay", "view_link"]
 
 
 class Page:
     """One run of a page script, its steps in order. Creating it routes the page through app.py (never on its own)
     and starts this run's URL state; ``backend`` is the live worker, the replay, or a run opened from the URL."""
 
-    def __init__(self) -> None:
+    def __init__(self, title: str | None = None, intro: str | None = None) -> None:
+        """``title``: the page's heading; ``intro``: what the page measures and how, shown at the desk only."""
         require_router()
         self.url = UrlState.start()
         self._backend = None
+        if title is not None:
+            st.title(title)
+        if intro and desk():
+            st.markdown(intro)
 
     @property
     def backend(self):
@@ -87,10 +95,6 @@ class Page:
     def link_notes(self) -> None:
         """Where the warning about a link's unusable values goes (else: where ``sync`` is first called)."""
         self.url.notes_here()
-
-    def restore(self, key: str, kind: str, options=None, check=None) -> None:
-        """Before creating the widget ``key``: its value from the URL (see ``UrlState.restore``)."""
-        self.url.restore(key, kind, options, check)
 
     def sync(self, final: bool = True, link: bool = True, own: tuple[str, ...] = ()) -> None:
         """After the controls: the URL follows them (see ``UrlState.sync``)."""
@@ -108,6 +112,14 @@ class Page:
 
     def recorded_values(self, experiment: str, column: str, run_id: str | None = None) -> list:
         return controls.recorded_values(self.backend, experiment, column, run_id)
+
+    def catalog(self):
+        """The runs store and the bundled runs; when the store cannot be opened the page says why and stops."""
+        catalog, reason = run_catalog()
+        if catalog is None:
+            controls.show_reasons([reason], "The runs store cannot be opened")
+            st.stop()
+        return catalog
 
     # --- measure ------------------------------------------------------------------------------------------------
     def measure(self, experiment: str, params: dict, key: str, run_id: str | None = None,

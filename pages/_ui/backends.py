@@ -13,7 +13,7 @@ from gpu.experiments.registry import PAGE_OF
 from gpu.results.catalog import BUNDLED_DIRS, Catalog, read_bundled
 from gpu.results.store import StoreError
 from gpu.service.backends import LiveBackend, ReplayBackend, start_live
-from pages._shared import PAGES
+from pages._shared import entry as page_entry
 
 
 @st.cache_resource(show_spinner="Starting the GPU worker…")
@@ -169,7 +169,7 @@ def source_banner() -> None:
             st.info(f"**Stored run** {plain(run_id)} · recorded on {plain(first['device_name'])} "
                     f"({plain(str(first['timestamp'])[:16])}) by PinPoint, not measured now; experiment: "
                     f"{plain(first['experiment'])}. Remove ?run= from the address to measure or replay.",
-                    icon=PAGES[7].icon)
+                    icon=page_entry("pages/runs.py").icon)
             return
         st.warning(f"Run {plain(run_id)} from the address cannot be shown: {plain(reason, None)}")
     live, reason = live_backend()

@@ -9,7 +9,7 @@ import re
 import streamlit as st
 
 from gpu.core import text
-from gpu.present.charts import transfers as charts
+from gpu.present.charts._common import stage_figure
 
 # --- presentation mode ---------------------------------------------------------------------------------------
 # The stage is a 1920×1080 projector: title, one or two controls, the main chart whole and its takeaway, no
@@ -143,5 +143,5 @@ def takeaway(text: str | None, heading: str = "###", always: bool = False, key: 
 def chart(figure, key: str) -> None:
     """A chart at stage size when presenting (fonts for the back of the room, a height that fits), else as is."""
     if presenting():
-        charts.stage_figure(figure, STAGE_CHART_HEIGHT)
+        stage_figure(figure, STAGE_CHART_HEIGHT)
     st.plotly_chart(figure, key=key)

@@ -14,13 +14,7 @@ from gpu.experiments.coalescing import CONTIGUOUS_REFERENCE
 from gpu.experiments.coalescing import LABELS as COALESCING_LABELS
 from gpu.experiments.occupancy_sweep import LABELS as OCCUPANCY_LABELS
 from gpu.experiments.reduction import LABELS as REDUCTION_LABELS
-from gpu.present.charts.transfers import LEGEND_BELOW, LOG_VALUE_AXIS, source_label
-
-PALETTE = ["#636EFA", "#EF553B", "#00CC96", "#AB63FA", "#FFA15A", "#19D3F3", "#FF6692", "#B6E880"]
-
-
-def _title(text: str, frame: pd.DataFrame) -> dict:
-    return {"text": f"{text}<br><sup>{source_label(frame)}</sup>"}
+from gpu.present.charts._common import LEGEND_BELOW, LOG_VALUE_AXIS, series_color, source_title
 
 
 def with_peak_share(frame: pd.DataFrame) -> pd.DataFrame:
@@ -74,7 +68,7 @@ def sweep_figure(frame: pd.DataFrame, variant: str) -> go.Figure:
                                      name=f"contiguous read: {label} ({gbps:.0f} GB/s)",
                                      hovertemplate="the contiguous read the costs are judged against: %{y:.0f} GB/s"
                                                    "<extra></extra>"))
-    fig.update_layout(title=_title(title, frame), xaxis_title=axis_title, yaxis_title="effective GB/s (10⁹ B/s)",
+    fig.update_layout(title=source_title(title, frame), xaxis_title=axis_title, yaxis_title="effective GB/s (10⁹ B/s)",
                       legend=LEGEND_BELOW, height=420)
     if variant == "strided":
         fig.update_xaxes(type="log", tickvals=sorted(part["param_value"].unique()))
@@ -91,14 +85,14 @@ def variants_figure(frame: pd.DataFrame, variants, title: str) -> go.Figure:
         x=[COALESCING_LABELS[v] for v in part["variant"]], y=part["gbps"],
         text=[f"{p:.0f} %" for p in part["pct_of_dtod"]], textposition="outside", cliponaxis=False,
         name="effective GB/s",
-        marker_color=[PALETTE[i % len(PALETTE)] for i in range(len(part))],
+        marker_color=[series_color(i) for i in range(len(part))],
         error_y={"type": "data", "symmetric": False,
                  "array": part["bytes"] / (part["min_ms"] * 1e6) - part["gbps"],
                  "arrayminus": part["gbps"] - part["bytes"] / (part["max_ms"] * 1e6)},
         customdata=np.column_stack([part["median_ms"] * 1e3, part["samples"]]),
         hovertemplate="%{x}: %{y:.0f} GB/s (%{text} of memcpy_dtod)<br>median %{customdata[0]:.1f} µs, "
                       "%{customdata[1]} samples<extra></extra>"))
-    fig.update_layout(title=_title(title + " · labels: % of memcpy_dtod in this run", frame),
+    fig.update_layout(title=source_title(title + " · labels: % of memcpy_dtod in this run", frame),
                       yaxis_title="effective GB/s (10⁹ B/s)", height=420, showlegend=False)
     return fig
 
@@ -117,7 +111,7 @@ def reduction_figure(frame: pd.DataFrame) -> go.Figure:
                       " · %{customdata[2]} samples<extra></extra>"))
     fig.update_yaxes(**LOG_VALUE_AXIS, title_text="GB/s read (both vectors, 10⁹ B/s)")
     title = "Dot product, kernel only" + (" (grey: PyCUDA's gpuarray.dot)" if "gpuarray_dot" in order else "")
-    fig.update_layout(title=_title(title, frame), height=440, showlegend=False)
+    fig.update_layout(title=source_title(title, frame), height=440, showlegend=False)
     return fig
 
 
@@ -133,7 +127,7 @@ def end_to_end_figure(frame: pd.DataFrame) -> go.Figure:
         text=[f"{part.loc[v, 'median_ms']:.2f} ms" for v in order], textposition="outside", cliponaxis=False,
         marker_color=["#636EFA", "#EF553B", "#00CC96"][:len(order)],
         hovertemplate="%{y}: %{x:.3f} ms<extra></extra>"))
-    fig.update_layout(title=_title("Where the time goes: transfers swamp the kernel", frame),
+    fig.update_layout(title=source_title("Where the time goes: transfers swamp the kernel", frame),
                       xaxis={"title": "median time (ms)", "range": [0, 1.25 * max(part["median_ms"], default=1)]},
                       height=320, showlegend=False)
     return fig
@@ -190,10 +184,9 @@ def occupancy_sweep_figure(frame: pd.DataFrame) -> go.Figure:
                         specs=[[{"secondary_y": True}] * len(kernels)], horizontal_spacing=0.2)
     for col, kernel in enumerate(kernels, start=1):
         part = frame[frame["variant"] == kernel].sort_values("block_size")
-        color = PALETTE[col - 1]
         fig.add_trace(go.Scatter(
             x=part["block_size"], y=part["gbps"], mode="lines+markers", name=f"{OCCUPANCY_LABELS[kernel]}: GB/s",
-            line={"color": color}, customdata=np.column_stack([part["registers_per_thread"],
+            line={"color": series_color(col - 1)}, customdata=np.column_stack([part["registers_per_thread"],
                                                                part["theoretical_occupancy"] * 100]),
             hovertemplate="block %{x}: %{y:.0f} GB/s · %{customdata[0]} registers · occupancy "
                           "%{customdata[1]:.0f} %<extra></extra>"), row=1, col=col, secondary_y=False)
@@ -205,6 +198,6 @@ def occupancy_sweep_figure(frame: pd.DataFrame) -> go.Figure:
         fig.update_yaxes(title_text="measured GB/s (10⁹ B/s)", rangemode="tozero", row=1, col=col, secondary_y=False)
         fig.update_yaxes(title_text="theoretical occupancy (%)", range=[0, 105], dtick=25, row=1, col=col,
                          secondary_y=True)
-    fig.update_layout(title=_title("Measured throughput beside theoretical occupancy", frame),
+    fig.update_layout(title=source_title("Measured throughput beside theoretical occupancy", frame),
                       legend=LEGEND_BELOW, height=480)
     return fig

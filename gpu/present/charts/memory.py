@@ -13,7 +13,7 @@ import plotly.graph_objects as go
 
 from gpu.core.units import format_bytes
 from gpu.experiments import batching, host_latency, managed, pools
-from gpu.present.charts.transfers import LEGEND_BELOW, LOG_VALUE_AXIS, reference_line, source_label
+from gpu.present.charts._common import LEGEND_BELOW, LOG_VALUE_AXIS, source_title, theoretical_lines, variant_parts
 
 COLORS = {"device": "#888888", "first_touch": "#EF553B", "prefetch": "#FFA15A", "after_prefetch": "#00CC96",
           "resident": "#636EFA", "device_per_call": "#FFA15A", "device_pooled": "#19D3F3",
@@ -21,13 +21,14 @@ COLORS = {"device": "#888888", "first_touch": "#EF553B", "prefetch": "#FFA15A", 
           "one_copy": "#636EFA"}
 
 
-def _title(text: str, frame: pd.DataFrame) -> dict:
-    return {"text": f"{text}<br><sup>{source_label(frame)}</sup>"}
-
-
 def _size_axis(values) -> dict:
     values = sorted({int(v) for v in values})
     return {"type": "log", "tickvals": values, "ticktext": [format_bytes(v) for v in values]}
+
+
+def _per_variant(part: pd.DataFrame, column: str) -> pd.Series:
+    """``column`` of one point's rows, by variant."""
+    return part.set_index("variant")[column]
 
 
 # --- managed memory -------------------------------------------------------------------------------------------
@@ -35,8 +36,7 @@ def managed_table(frame: pd.DataFrame) -> pd.DataFrame:
     """Per size: GB/s of each case, and the migration cost (first touch and prefetch+kernel over resident)."""
     rows = []
     for size, part in frame.groupby("bytes"):
-        ms = part.set_index("variant")["median_ms"]
-        gbps = part.set_index("variant")["gbps"]
+        ms, gbps = _per_variant(part, "median_ms"), _per_variant(part, "gbps")
         resident = ms.get("resident", math.nan)
         rows.append({
             "bytes": int(size), **{f"{v} GB/s": gbps.get(v, math.nan) for v in managed.VARIANTS},
@@ -50,10 +50,7 @@ def managed_table(frame: pd.DataFrame) -> pd.DataFrame:
 def managed_figure(frame: pd.DataFrame) -> go.Figure:
     """GB/s of the checksum kernel in each managed-memory case (log scale), per size."""
     fig = go.Figure()
-    for variant in managed.VARIANTS:
-        part = frame[frame["variant"] == variant].sort_values("bytes")
-        if part.empty:
-            continue
+    for variant, part in variant_parts(frame, managed.VARIANTS, "bytes"):
         fig.add_trace(go.Bar(
             x=part["bytes"].map(format_bytes), y=part["gbps"], name=managed.LABELS[variant],
             marker={"color": COLORS[variant]}, text=[f"{g:,.1f}" for g in part["gbps"]], cliponaxis=False,
@@ -61,11 +58,9 @@ def managed_figure(frame: pd.DataFrame) -> go.Figure:
             customdata=np.column_stack([part["median_ms"], part["cv"] * 100, part["samples"]]),
             hovertemplate="%{y:,.1f} GB/s · median %{customdata[0]:.3f} ms · cv %{customdata[1]:.2f} % · "
                           "%{customdata[2]} samples<extra>%{fullData.name}</extra>"))
-    for column, name in (("hbm_gbps_theoretical", "HBM theoretical"), ("pcie_gbps_theoretical", "PCIe theoretical")):
-        known = frame[column].dropna()
-        if not known.empty:
-            reference_line(fig, float(known.iloc[0]), name, f"{known.iloc[0]:,.0f} GB/s", log=True)
-    fig.update_layout(title=_title("Managed memory: a kernel reading the buffer (GB/s, log scale)", frame),
+    theoretical_lines(fig, frame, {"hbm_gbps_theoretical": "HBM theoretical",
+                                   "pcie_gbps_theoretical": "PCIe theoretical"}, log=True)
+    fig.update_layout(title=source_title("Managed memory: a kernel reading the buffer (GB/s, log scale)", frame),
                       barmode="group", yaxis={**LOG_VALUE_AXIS, "title": "GB/s (10⁹ B/s)"}, xaxis_title="buffer size",
                       height=460, legend=LEGEND_BELOW)
     return fig
@@ -102,17 +97,14 @@ def pool_crossover(table: pd.DataFrame, kind: str, factor: float = 2.0) -> int |
 
 def pools_figure(frame: pd.DataFrame) -> go.Figure:
     fig = go.Figure()
-    for variant in pools.VARIANTS:
-        part = frame[frame["variant"] == variant].sort_values("bytes")
-        if part.empty:
-            continue
+    for variant, part in variant_parts(frame, pools.VARIANTS, "bytes"):
         fig.add_trace(go.Scatter(
             x=part["bytes"], y=part["median_ms"] * 1e3, mode="lines+markers", name=pools.LABELS[variant],
             line={"color": COLORS[variant], "dash": "solid" if variant.endswith("pooled") else "dash"},
             customdata=np.column_stack([part["bytes"].map(format_bytes), part["cv"] * 100, part["samples"]]),
             hovertemplate="%{customdata[0]}: %{y:,.1f} µs per iteration · cv %{customdata[1]:.1f} % · "
                           "%{customdata[2]} iterations<extra>%{fullData.name}</extra>"))
-    fig.update_layout(title=_title("Allocate → copy → free: time per iteration", frame), xaxis=_size_axis(
+    fig.update_layout(title=source_title("Allocate → copy → free: time per iteration", frame), xaxis=_size_axis(
         frame["bytes"]), yaxis={**LOG_VALUE_AXIS, "title": "µs per iteration (median)"}, xaxis_title="buffer size",
         height=440, legend=LEGEND_BELOW)
     return fig
@@ -123,8 +115,7 @@ def batching_table(frame: pd.DataFrame) -> pd.DataFrame:
     """Per piece size: effective GB/s of each way and the per-copy overhead (separate − one copy) / K in µs."""
     rows = []
     for (piece, count), part in frame.groupby(["param_value", "chunks"]):
-        ms = part.set_index("variant")["median_ms"]
-        gbps = part.set_index("variant")["gbps"]
+        ms, gbps = _per_variant(part, "median_ms"), _per_variant(part, "gbps")
         rows.append({"piece bytes": int(piece), "pieces": int(count),
                      **{f"{v} GB/s": gbps.get(v, math.nan) for v in batching.VARIANTS},
                      "per-copy overhead µs": (ms.get("separate", math.nan) - ms.get("one_copy", math.nan))
@@ -134,10 +125,7 @@ def batching_table(frame: pd.DataFrame) -> pd.DataFrame:
 
 def batching_figure(frame: pd.DataFrame) -> go.Figure:
     fig = go.Figure()
-    for variant in batching.VARIANTS:
-        part = frame[frame["variant"] == variant].sort_values("param_value")
-        if part.empty:
-            continue
+    for variant, part in variant_parts(frame, batching.VARIANTS, "param_value"):
         fig.add_trace(go.Scatter(
             x=part["param_value"], y=part["gbps"], mode="lines+markers", name=batching.LABELS[variant],
             line={"color": COLORS[variant]},
@@ -145,10 +133,8 @@ def batching_figure(frame: pd.DataFrame) -> go.Figure:
                                         part["median_ms"] * 1e3, part["cv"] * 100]),
             hovertemplate="%{customdata[1]} × %{customdata[0]}: %{y:.2f} GB/s · %{customdata[2]:,.1f} µs in all · "
                           "cv %{customdata[3]:.1f} %<extra>%{fullData.name}</extra>"))
-    pcie = frame["pcie_gbps_theoretical"].dropna()
-    if not pcie.empty:
-        reference_line(fig, float(pcie.iloc[0]), "PCIe theoretical", f"{pcie.iloc[0]:.0f} GB/s", log=True)
-    fig.update_layout(title=_title("K small copies vs one copy (effective GB/s of all K pieces)", frame),
+    theoretical_lines(fig, frame, {"pcie_gbps_theoretical": "PCIe theoretical"}, log=True)
+    fig.update_layout(title=source_title("K small copies vs one copy (effective GB/s of all K pieces)", frame),
                       xaxis={**_size_axis(frame["param_value"]), "title": "piece size s"},
                       yaxis={**LOG_VALUE_AXIS, "title": "effective GB/s (K·s / time)"}, height=440,
                       legend=LEGEND_BELOW)
@@ -163,10 +149,8 @@ def host_latency_figure(frame: pd.DataFrame) -> go.Figure:
     # Labels above the host line and below the device line: at small working sets the two nearly meet.
     styles = {"mapped": ("#AB63FA", "square", "solid", "top center"),
               "device": ("#636EFA", "circle", "dot", "bottom center")}
-    for variant, (color, marker, dash, place) in styles.items():
-        part = frame[frame["variant"] == variant].sort_values("param_value")
-        if part.empty:
-            continue
+    for variant, part in variant_parts(frame, styles, "param_value"):
+        color, marker, dash, place = styles[variant]
         ns = part["median_ms"] * 1e6 / part["elements"]  # elements: the dependent loads of one sample
         fig.add_trace(go.Scatter(
             x=part["param_value"], y=ns, mode="lines+markers+text", name=host_latency.LABELS[variant],
@@ -175,8 +159,8 @@ def host_latency_figure(frame: pd.DataFrame) -> go.Figure:
             customdata=np.column_stack([part["param_value"].map(format_bytes), part["elements"], part["cv"] * 100]),
             hovertemplate="%{customdata[0]} chain · %{y:,.1f} ns per load · %{customdata[1]:,} loads a sample · "
                           "cv %{customdata[2]:.2f} %<extra>%{fullData.name}</extra>"))
-    fig.update_layout(title=_title("Host-memory latency: one GPU thread chasing pointers (ns per load, log scale)",
-                                   frame),
+    fig.update_layout(title=source_title(
+                          "Host-memory latency: one GPU thread chasing pointers (ns per load, log scale)", frame),
                       xaxis={**_size_axis(frame["param_value"]), "title": "chain's working set"},
                       yaxis={**LOG_VALUE_AXIS, "title": "ns per dependent load"}, height=460,
                       legend=LEGEND_BELOW)

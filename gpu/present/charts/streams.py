@@ -14,14 +14,9 @@ import plotly.graph_objects as go
 from gpu.core import overlap, text
 from gpu.core.units import format_bytes
 from gpu.experiments.streams import LABELS, ORDER_LABELS
-from gpu.present.charts.transfers import LEGEND_BELOW, reference_line, source_label
+from gpu.present.charts._common import LEGEND_BELOW, reference_line, series_color, source_title
 
 OP_COLORS = {"h2d": "#EF553B", "kernel": "#00CC96", "d2h": "#636EFA"}
-CHUNK_COLORS = ["#636EFA", "#EF553B", "#00CC96", "#AB63FA", "#FFA15A", "#19D3F3", "#FF6692", "#B6E880"]
-
-
-def _title(text: str, frame: pd.DataFrame) -> dict:
-    return {"text": f"{text}<br><sup>{source_label(frame)}</sup>"}
 
 
 def config_label(row) -> str:
@@ -68,7 +63,8 @@ def gantt_figure(intervals, frame: pd.DataFrame, lanes: str = "stream", title: s
                            "start %{customdata[2]:.1f} µs · ran %{customdata[3]:.1f} µs · "
                            "waited %{customdata[4]:.1f} µs<br>stream %{customdata[5]}<extra></extra>")))
     span = float(schedule["end_ms"].max()) * 1e3
-    fig.update_layout(title=_title(title, frame), barmode="overlay", xaxis_title="µs from the pipeline's start event",
+    fig.update_layout(title=source_title(title, frame), barmode="overlay",
+                      xaxis_title="µs from the pipeline's start event",
                       yaxis={"categoryorder": "array", "categoryarray": order[::-1], "title": None},
                       # above the lanes, right: below them a short chart's legend would cover the time axis
                       legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "xanchor": "right", "x": 1},
@@ -91,7 +87,7 @@ def breakdown_figure(row, frame: pd.DataFrame) -> go.Figure:
                            hovertemplate="%{y}: %{x:.3f} ms<extra></extra>"))
     finite = [v for v in values if math.isfinite(v)]
     # Room right of the longest bar for its label ("10.17 ms"), which would otherwise be cut at the plot's edge.
-    fig.update_layout(title=_title(f"Where the time goes: {config_label(row)}", frame),
+    fig.update_layout(title=source_title(f"Where the time goes: {config_label(row)}", frame),
                       xaxis={"title": "ms", "range": [0, 1.25 * max(finite, default=1)]},
                       yaxis={"autorange": "reversed"}, height=320)
     return fig
@@ -106,7 +102,7 @@ def sweep_figure(table: pd.DataFrame, frame: pd.DataFrame) -> go.Figure:
     values = values[np.isfinite(values)]
     tolerance = 0.015 * (values.max() - values.min()) if values.size else 0.0
     levels: dict[str, list[dict]] = {"serial_ms": [], "bound_ms": []}
-    colors = {c: CHUNK_COLORS[i % len(CHUNK_COLORS)] for i, c in enumerate(sorted(table["chunks"].unique()))}
+    colors = {c: series_color(i) for i, c in enumerate(sorted(table["chunks"].unique()))}
     is_staged = table["issue_order"] == "staged" if "issue_order" in table else pd.Series(False, index=table.index)
     staged = table[is_staged]
     for chunks, part in staged.groupby("chunks"):  # one point each: a staged pipeline has its own 3 streams
@@ -148,7 +144,7 @@ def sweep_figure(table: pd.DataFrame, frame: pd.DataFrame) -> go.Figure:
                 line={"color": line["color"], "dash": dash, "width": 1}, name=f"{counts} chunks: {label}",
                 legendgroup=str(line["chunks"][0]),
                 hovertemplate=f"{counts} chunks {label}: %{{y:.3f}} ms<extra></extra>"))
-    fig.update_layout(title=_title("Pipeline time vs streams (dotted: serial, dashed: bound)", frame),
+    fig.update_layout(title=source_title("Pipeline time vs streams (dotted: serial, dashed: bound)", frame),
                       xaxis={"title": "streams", "type": "log", "tickvals": sorted(table["streams"].unique())},
                       yaxis_title="ms (median)", legend=LEGEND_BELOW, height=440)
     return fig
@@ -173,6 +169,6 @@ def bidirectional_figure(frame: pd.DataFrame) -> go.Figure:
         for level, name in ((pcie.iloc[0], "PCIe theoretical,<br>one direction"),
                             (2 * pcie.iloc[0], "PCIe theoretical,<br>both directions")):
             reference_line(fig, level, name, f"{level:.0f} GB/s", log=False)
-    fig.update_layout(title=_title("Bidirectional copies: H2D and D2H at the same time on two streams", frame),
+    fig.update_layout(title=source_title("Bidirectional copies: H2D and D2H at the same time on two streams", frame),
                       barmode="group", yaxis_title="GB/s (10⁹ B/s)", height=420, legend=LEGEND_BELOW)
     return fig

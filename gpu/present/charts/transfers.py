@@ -1,7 +1,7 @@
-"""Plotly figures drawn from results DataFrames (the schema of ``gpu.core.schema``).
+"""Plotly figures for the Transfers page, drawn from results DataFrames (the schema of ``gpu.core.schema``).
 
 Shared by the pages and the runner; no Streamlit here. Every figure carries a source line (live device,
-or the device and date of a recording) so a chart never loses where its numbers came from.
+or the device and date of a recording: ``_common.source_title``) so a chart never loses where its numbers came from.
 """
 
 from __future__ import annotations
@@ -13,12 +13,11 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from gpu.core.devices import uuid_tail
 from gpu.core.stats import fit_latency_bandwidth
-from gpu.core.text import chart_text
 from gpu.core.units import format_bytes
 from gpu.experiments.transfers import MODE_LABELS
 from gpu.present import headlines
+from gpu.present.charts._common import LEGEND_BELOW, LOG_VALUE_AXIS, size_ticks, source_title
 
 MODE_COLORS = {"pageable": "#636EFA", "pinned": "#EF553B", "pinned_wc": "#00CC96", "mapped": "#AB63FA"}
 # Pinned and write-combined often measure the same: distinct markers keep both visible.
@@ -29,63 +28,6 @@ MODE_DASHES = {"pinned_wc": "dot"}
 MODE_WIDTHS = {"pinned": 4.5}
 SPEEDUP_TICKS = [0.125, 0.25, 0.5, 1, 2, 4, 8, 16, 32]
 DIRECTION_TITLES = {"h2d": "Host → device (H2D)", "d2h": "Device → host (D2H)"}
-
-
-def source_label(frame: pd.DataFrame) -> str:
-    """'Live · NVIDIA H200 · 2026-11-21 22:10 UTC' or 'Replay of a run recorded on … · date', for a chart title:
-    the run's own text (device, profile) escaped for Plotly."""
-    if frame.empty:
-        return ""
-    first = frame.iloc[0]
-    when = str(first["timestamp"]).replace("T", " ")[:16] + " UTC"
-    prefix = "Live" if first["backend"] == "live" else "Replay of a run recorded on"
-    board = first.get("gpu_uuid")  # the board that measured, where the run names it (boards of a model differ)
-    device = f"{first['device_name']} {uuid_tail(board)}" if isinstance(board, str) and board else first["device_name"]
-    return f"{prefix} {chart_text(device)} · {chart_text(when)} · profile {chart_text(first['profile'])}"
-
-
-# Log axes of values: one plain tick per decade (1, 10, 100, 1,000), never "5, 2, 1000" or "10B".
-LOG_VALUE_AXIS = {"type": "log", "dtick": 1, "tickformat": ",~g", "exponentformat": "none"}
-STAGE_FONT_PX = 20  # ticks, legends, annotations and bar labels on stage: readable from the back of a room
-STAGE_AXIS_TITLE_PX = 22
-STAGE_TITLE_PX = 26
-
-
-# A horizontal legend under the chart, anchored to the figure's bottom edge (not to the plot area): Plotly then makes
-# room for it below the x axis' ticks and title, where a legend at y=-0.25 of the plot sat on top of long tick labels.
-LEGEND_BELOW = {"orientation": "h", "yref": "container", "y": 0, "yanchor": "bottom", "x": 0, "xanchor": "left"}
-
-
-def stage_figure(fig: go.Figure, height: int) -> go.Figure:
-    """The figure at stage size: every text at least STAGE_FONT_PX, axis titles STAGE_AXIS_TITLE_PX, bar labels
-    allowed past the plot area (never clipped), and the given height."""
-    fig.update_layout(font={"size": STAGE_FONT_PX}, title_font={"size": STAGE_TITLE_PX},
-                      legend_font={"size": STAGE_FONT_PX}, height=height,
-                      hoverlabel={"font_size": STAGE_FONT_PX})
-    for update in (fig.update_xaxes, fig.update_yaxes):
-        update(tickfont={"size": STAGE_FONT_PX}, title_font={"size": STAGE_AXIS_TITLE_PX})
-    for annotation in fig.layout.annotations:
-        annotation.font.size = max(annotation.font.size or 0, STAGE_FONT_PX)
-    fig.update_traces(textfont={"size": STAGE_FONT_PX}, cliponaxis=False, selector={"type": "bar"})
-    fig.update_traces(textfont={"size": STAGE_FONT_PX}, cliponaxis=False, selector={"type": "scatter"})
-    return fig
-
-
-def reference_line(fig: go.Figure, value: float, name: str, level: str, log: bool) -> None:
-    """A dotted horizontal line at ``value``, labelled "name<br>level" in the right margin, clear of bars and their
-    labels. Plotly places an annotation on a log axis in log10 units (a value of 4,800 would stretch the axis to
-    10^4800), so the label goes at log10(value) there."""
-    fig.add_hline(y=value, line={"dash": "dot", "color": "gray"}, layer="below")
-    fig.add_annotation(text=f"{name}<br>{level}", xref="paper", x=1.01, xanchor="left", align="left",
-                       y=math.log10(value) if log else value, yref="y", showarrow=False, font={"color": "gray"})
-    fig.update_layout(margin={"r": 190})
-
-
-def _size_ticks(sizes) -> dict:
-    values = sorted(set(int(s) for s in sizes))
-    step = max(1, math.ceil(len(values) / 10))
-    shown = values[::step]
-    return {"tickvals": shown, "ticktext": [format_bytes(v) for v in shown]}
 
 
 def _hover(frame: pd.DataFrame) -> np.ndarray:
@@ -131,23 +73,42 @@ def _middle_of_samples(series: pd.DataFrame) -> dict:
             "arrayminus": series["gbps"].to_numpy() - np.asarray(slow), "thickness": 1, "width": 2}
 
 
-def bandwidth_figure(frame: pd.DataFrame) -> go.Figure:
-    """GB/s vs size, one panel per direction, one line per memory mode, with the PCIe line."""
-    directions = [d for d in ("h2d", "d2h") if d in set(frame["direction"])]
+def _direction_panels(frame: pd.DataFrame, otherwise=()) -> tuple[go.Figure, list[tuple[int, pd.DataFrame]]]:
+    """A figure with one panel per direction the frame holds (else ``otherwise``'s), sharing the y axis; and each
+    panel's column with its rows."""
+    directions = [d for d in ("h2d", "d2h") if d in set(frame["direction"])] or list(otherwise)
     fig = make_subplots(rows=1, cols=len(directions), shared_yaxes=True,
                         subplot_titles=[DIRECTION_TITLES[d] for d in directions])
+    return fig, [(col, frame[frame["direction"] == d]) for col, d in enumerate(directions, start=1)]
+
+
+def _mode_series(part: pd.DataFrame):
+    """(mode, include_alloc, its rows by size): the lines of one direction's panel."""
+    for (mode, alloc), series in part.groupby(["variant", "include_alloc"], sort=False):
+        yield mode, alloc, series.sort_values("bytes")
+
+
+def _mode_style(mode: str, alloc: bool, col: int) -> dict:
+    """A mode's line and markers, named in the legend once (from the first panel)."""
+    return {"legendgroup": f"{mode}-{alloc}", "showlegend": col == 1,
+            "marker": {"symbol": MODE_MARKERS[mode], "size": 8},
+            "line": {"color": MODE_COLORS[mode], "dash": _dash(mode, alloc), "width": MODE_WIDTHS.get(mode, 2)}}
+
+
+def _size_axis(fig: go.Figure, part: pd.DataFrame, col: int) -> None:
+    fig.update_xaxes(type="log", title_text="transfer size", row=1, col=col, **size_ticks(part["bytes"]))
+
+
+def bandwidth_figure(frame: pd.DataFrame) -> go.Figure:
+    """GB/s vs size, one panel per direction, one line per memory mode, with the PCIe line."""
+    fig, panels = _direction_panels(frame)
     known = frame["pcie_gbps_theoretical"].dropna()
     pcie = float(known.iloc[0]) if not known.empty else math.nan
-    for col, direction in enumerate(directions, start=1):
-        part = frame[frame["direction"] == direction]
-        for (mode, alloc), series in part.groupby(["variant", "include_alloc"], sort=False):
-            series = series.sort_values("bytes")
+    for col, part in panels:
+        for mode, alloc, series in _mode_series(part):
             fig.add_trace(go.Scatter(
-                x=series["bytes"], y=series["gbps"], mode="lines+markers",
-                name=_series_name(mode, alloc), legendgroup=f"{mode}-{alloc}", showlegend=col == 1,
-                line={"color": MODE_COLORS[mode], "dash": _dash(mode, alloc), "width": MODE_WIDTHS.get(mode, 2)},
-                marker={"symbol": MODE_MARKERS[mode], "size": 8},
-                error_y=_middle_of_samples(series),
+                x=series["bytes"], y=series["gbps"], mode="lines+markers", name=_series_name(mode, alloc),
+                error_y=_middle_of_samples(series), **_mode_style(mode, alloc, col),
                 customdata=_hover(series), hovertemplate=HOVER + "<extra>%{fullData.name}</extra>",
             ), row=1, col=col)
         if not math.isnan(pcie):
@@ -156,10 +117,10 @@ def bandwidth_figure(frame: pd.DataFrame) -> go.Figure:
                 name=f"PCIe theoretical ({pcie:.1f} GB/s)", legendgroup="pcie", showlegend=col == 1,
                 line={"color": "gray", "dash": "dot"},
                 hovertemplate="theoretical PCIe per direction: %{y:.1f} GB/s<extra></extra>"), row=1, col=col)
-        fig.update_xaxes(type="log", title_text="transfer size", row=1, col=col, **_size_ticks(part["bytes"]))
+        _size_axis(fig, part, col)
     fig.update_yaxes(title_text="bandwidth (GB/s, 10⁹ B/s)", row=1, col=1)
-    fig.update_layout(title={"text": "Bandwidth vs size<br><sup>" + source_label(frame) + "</sup>"},
-                      hovermode="closest", legend=LEGEND_BELOW, height=480)
+    fig.update_layout(title=source_title("Bandwidth vs size", frame), hovermode="closest", legend=LEGEND_BELOW,
+                      height=480)
     return fig
 
 
@@ -170,28 +131,20 @@ def speedup_table(frame: pd.DataFrame, baseline: str = "pageable") -> pd.DataFra
 
 def speedup_figure(frame: pd.DataFrame) -> go.Figure:
     """Each mode's bandwidth ÷ pageable's: above 1 the mode wins, below 1 it loses."""
-    table = speedup_table(frame)
-    directions = [d for d in ("h2d", "d2h") if d in set(table["direction"])] or ["h2d"]
-    fig = make_subplots(rows=1, cols=len(directions), shared_yaxes=True,
-                        subplot_titles=[DIRECTION_TITLES[d] for d in directions])
-    for col, direction in enumerate(directions, start=1):
-        part = table[table["direction"] == direction]
-        for (mode, alloc), series in part.groupby(["variant", "include_alloc"], sort=False):
-            series = series.sort_values("bytes")
+    fig, panels = _direction_panels(speedup_table(frame), otherwise=["h2d"])
+    for col, part in panels:
+        for mode, alloc, series in _mode_series(part):
             fig.add_trace(go.Scatter(
                 x=series["bytes"], y=series["speedup"], mode="lines+markers",
-                name=_series_name(mode, alloc) + " ÷ pageable", legendgroup=f"{mode}-{alloc}",
-                showlegend=col == 1, line={"color": MODE_COLORS[mode], "dash": _dash(mode, alloc),
-                                           "width": MODE_WIDTHS.get(mode, 2)},
-                marker={"symbol": MODE_MARKERS[mode], "size": 8}, customdata=series["bytes"].map(format_bytes),
+                name=_series_name(mode, alloc) + " ÷ pageable", **_mode_style(mode, alloc, col),
+                customdata=series["bytes"].map(format_bytes),
                 hovertemplate="%{customdata}: %{y:.2f}× pageable<extra>%{fullData.name}</extra>"), row=1, col=col)
         if not part.empty:
             fig.add_hline(y=1.0, line={"color": "gray", "dash": "dot"}, row=1, col=col)
-            fig.update_xaxes(type="log", title_text="transfer size", row=1, col=col, **_size_ticks(part["bytes"]))
+            _size_axis(fig, part, col)
     fig.update_yaxes(type="log", tickvals=SPEEDUP_TICKS, ticktext=[f"{t:g}×" for t in SPEEDUP_TICKS])
     fig.update_yaxes(title_text="speedup over pageable", row=1, col=1)
-    fig.update_layout(title={"text": "Speedup over pageable memory<br><sup>" + source_label(frame) + "</sup>"},
-                      legend=LEGEND_BELOW, height=440)
+    fig.update_layout(title=source_title("Speedup over pageable memory", frame), legend=LEGEND_BELOW, height=440)
     return fig
 
 
@@ -213,13 +166,10 @@ def model_table(frame: pd.DataFrame) -> pd.DataFrame:
 def model_figure(frame: pd.DataFrame) -> go.Figure:
     """Measured time vs size (markers) and the fitted t = α + bytes/β (lines), log-log."""
     fits = model_table(frame)
-    directions = [d for d in ("h2d", "d2h") if d in set(frame["direction"])]
-    fig = make_subplots(rows=1, cols=len(directions), shared_yaxes=True,
-                        subplot_titles=[DIRECTION_TITLES[d] for d in directions])
-    for col, direction in enumerate(directions, start=1):
-        part = frame[frame["direction"] == direction]
-        for (mode, alloc), series in part.groupby(["variant", "include_alloc"], sort=False):
-            series = series.sort_values("bytes")
+    fig, panels = _direction_panels(frame)
+    for col, part in panels:
+        direction = part["direction"].iloc[0]
+        for mode, alloc, series in _mode_series(part):
             name = _series_name(mode, alloc)
             style = {"color": MODE_COLORS[mode], "dash": _dash(mode, alloc)}
             fig.add_trace(go.Scatter(x=series["bytes"], y=series["median_ms"] * 1e3, mode="markers",
@@ -237,12 +187,11 @@ def model_figure(frame: pd.DataFrame) -> go.Figure:
                     name=f"{name} fit: α={f['alpha_us']:.1f} µs, β={f['beta_gbps']:.1f} GB/s",
                     legendgroup=name, showlegend=col == 1, line=style,
                     hovertemplate="model: %{y:.2f} µs<extra>%{fullData.name}</extra>"), row=1, col=col)
-        fig.update_xaxes(type="log", title_text="transfer size", row=1, col=col, **_size_ticks(part["bytes"]))
+        _size_axis(fig, part, col)
     fig.update_yaxes(**LOG_VALUE_AXIS)
     fig.update_yaxes(title_text="time per transfer (µs)", row=1, col=1)
-    fig.update_layout(title={"text": "Latency/bandwidth model t = α + bytes/β<br><sup>"
-                             + source_label(frame) + "</sup>"},
-                      legend=LEGEND_BELOW, height=480)
+    fig.update_layout(title=source_title("Latency/bandwidth model t = α + bytes/β", frame), legend=LEGEND_BELOW,
+                      height=480)
     return fig
 
 

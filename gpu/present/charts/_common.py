@@ -1,0 +1,98 @@
+"""What every chart module shares: the source line under a title, the palette, the log axes, the legend under the
+chart, reference lines, byte-size ticks and the stage sizing. No Streamlit here."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from gpu.core.devices import uuid_tail
+from gpu.core.text import chart_text
+from gpu.core.units import format_bytes
+
+# Plotly's default qualitative colours, in its order: a series keeps its colour from chart to chart.
+PALETTE = ["#636EFA", "#EF553B", "#00CC96", "#AB63FA", "#FFA15A", "#19D3F3", "#FF6692", "#B6E880"]
+
+# Log axes of values: one plain tick per decade (1, 10, 100, 1,000), never "5, 2, 1000" or "10B".
+LOG_VALUE_AXIS = {"type": "log", "dtick": 1, "tickformat": ",~g", "exponentformat": "none"}
+STAGE_FONT_PX = 20  # ticks, legends, annotations and bar labels on stage: readable from the back of a room
+STAGE_AXIS_TITLE_PX = 22
+STAGE_TITLE_PX = 26
+
+# A horizontal legend under the chart, anchored to the figure's bottom edge (not to the plot area): Plotly then makes
+# room for it below the x axis' ticks and title, where a legend at y=-0.25 of the plot sat on top of long tick labels.
+LEGEND_BELOW = {"orientation": "h", "yref": "container", "y": 0, "yanchor": "bottom", "x": 0, "xanchor": "left"}
+
+
+def source_label(frame: pd.DataFrame) -> str:
+    """'Live · NVIDIA H200 · 2026-11-21 22:10 UTC' or 'Replay of a run recorded on … · date', for a chart title:
+    the run's own text (device, profile) escaped for Plotly."""
+    if frame.empty:
+        return ""
+    first = frame.iloc[0]
+    when = str(first["timestamp"]).replace("T", " ")[:16] + " UTC"
+    prefix = "Live" if first["backend"] == "live" else "Replay of a run recorded on"
+    board = first.get("gpu_uuid")  # the board that measured, where the run names it (boards of a model differ)
+    device = f"{first['device_name']} {uuid_tail(board)}" if isinstance(board, str) and board else first["device_name"]
+    return f"{prefix} {chart_text(device)} · {chart_text(when)} · profile {chart_text(first['profile'])}"
+
+
+def source_title(text: str, frame: pd.DataFrame) -> dict:
+    """A chart's title with the source of its numbers under it (``source_label``)."""
+    return {"text": f"{text}<br><sup>{source_label(frame)}</sup>"}
+
+
+def series_color(index: int) -> str:
+    """The ``index``-th colour of the palette (it wraps around)."""
+    return PALETTE[index % len(PALETTE)]
+
+
+def size_ticks(sizes, most: int = 10) -> dict:
+    """Ticks for a byte-size axis: at most ``most`` of the measured sizes, written as sizes (4 KiB, 1 MiB)."""
+    values = sorted({int(s) for s in sizes})
+    shown = values[::max(1, math.ceil(len(values) / most))]
+    return {"tickvals": shown, "ticktext": [format_bytes(v) for v in shown]}
+
+
+def stage_figure(fig: go.Figure, height: int) -> go.Figure:
+    """The figure at stage size: every text at least STAGE_FONT_PX, axis titles STAGE_AXIS_TITLE_PX, bar labels
+    allowed past the plot area (never clipped), and the given height."""
+    fig.update_layout(font={"size": STAGE_FONT_PX}, title_font={"size": STAGE_TITLE_PX},
+                      legend_font={"size": STAGE_FONT_PX}, height=height,
+                      hoverlabel={"font_size": STAGE_FONT_PX})
+    for update in (fig.update_xaxes, fig.update_yaxes):
+        update(tickfont={"size": STAGE_FONT_PX}, title_font={"size": STAGE_AXIS_TITLE_PX})
+    for annotation in fig.layout.annotations:
+        annotation.font.size = max(annotation.font.size or 0, STAGE_FONT_PX)
+    for kind in ("bar", "scatter"):
+        fig.update_traces(textfont={"size": STAGE_FONT_PX}, cliponaxis=False, selector={"type": kind})
+    return fig
+
+
+def reference_line(fig: go.Figure, value: float, name: str, level: str, log: bool) -> None:
+    """A dotted horizontal line at ``value``, labelled "name<br>level" in the right margin, clear of bars and their
+    labels. Plotly places an annotation on a log axis in log10 units (a value of 4,800 would stretch the axis to
+    10^4800), so the label goes at log10(value) there."""
+    fig.add_hline(y=value, line={"dash": "dot", "color": "gray"}, layer="below")
+    fig.add_annotation(text=f"{name}<br>{level}", xref="paper", x=1.01, xanchor="left", align="left",
+                       y=math.log10(value) if log else value, yref="y", showarrow=False, font={"color": "gray"})
+    fig.update_layout(margin={"r": 190})
+
+
+def theoretical_lines(fig: go.Figure, frame: pd.DataFrame, columns: dict[str, str], log: bool) -> None:
+    """A ``reference_line`` for each device limit the run recorded: ``columns`` maps a column of the schema (e.g.
+    ``hbm_gbps_theoretical``) to its name on the chart."""
+    for column, name in columns.items():
+        known = frame[column].dropna()
+        if not known.empty:
+            reference_line(fig, float(known.iloc[0]), name, f"{known.iloc[0]:,.0f} GB/s", log=log)
+
+
+def variant_parts(frame: pd.DataFrame, variants, by: str):
+    """(variant, its rows sorted by ``by``) for each of ``variants`` (in that order) that ``frame`` holds."""
+    for variant in variants:
+        part = frame[frame["variant"] == variant].sort_values(by)
+        if not part.empty:
+            yield variant, part
