@@ -29,6 +29,7 @@ navigation = st.navigation([
     page("pages/reductions.py"),
     page("pages/occupancy.py"),
     page("pages/streams.py"),
+    page("pages/roofline.py"),
     page("pages/memory_modes.py"),
     page("pages/runs.py"),
     page("pages/compare.py"),
