@@ -79,8 +79,8 @@ def test_a_kernel_below_the_ridge_is_memory_bound_at_its_fraction_of_the_hbm_roo
     assert point["flop_per_byte"] == pytest.approx(0.25)
     assert point["bound"] == MEMORY and point["roof"] == "HBM"
     assert point["fraction"] == pytest.approx(0.5)
-    assert point["sentence"] == "kern · dot product (1,000,000,000 elements; block 256): memory-bound at 0.25 FLOP/B; " \
-                                "2,000 GB/s, 50 % of the HBM roof"
+    assert point["sentence"] == "kern · dot product (1,000,000,000 elements; block 256): memory-bound at " \
+                                "0.25 FLOP/B; 2,000 GB/s, 50 % of the HBM roof"
 
 
 def test_a_kernel_above_the_ridge_is_compute_bound_at_its_fraction_of_the_fp32_roof():
@@ -208,9 +208,9 @@ def test_the_chart_is_log_log_with_every_roof_the_ridge_and_the_path_in_intensit
                      "FP64 FMA roof: 20.0 TFLOP/s", "ridge: 10 FLOP/B (FP32)", "ridge: 5 FLOP/B (FP64)"):
         assert expected in names
     hbm = next(t for t in figure.data if t.name.startswith("HBM roof"))
-    assert hbm.y[0] / hbm.x[0] == pytest.approx(HBM)  # the memory roof is a slope: bytes/s × FLOP/byte
+    assert hbm.y[0] / hbm.x[0] == pytest.approx(HBM / 1e12)  # the memory roof is a slope: bytes/s × FLOP/byte
     fp32 = next(t for t in figure.data if t.name.startswith("FP32 FMA roof"))
-    assert fp32.y[0] == fp32.y[-1] == FP32 and fp32.x[0] == pytest.approx(10)  # flat from the ridge on
+    assert fp32.y[0] == fp32.y[-1] == FP32 / 1e12 and fp32.x[0] == pytest.approx(10)  # flat from the ridge on
     path = next(t for t in figure.data if t.name == "chain · FMA chain")
     assert list(path.x) == sorted(path.x) and len(path.x) == 4
     strip = [t for t in figure.data if t.xaxis == "x2" and t.mode == "markers"]

@@ -19,7 +19,7 @@ from plotly.subplots import make_subplots
 
 from gpu.core.roofline import COMPUTE, MEMORY, Roof
 from gpu.core.text import chart_text
-from gpu.present.charts.transfers import LEGEND_BELOW, stage_figure
+from gpu.present.charts.transfers import LEGEND_BELOW, LOG_VALUE_AXIS, stage_figure
 from gpu.results import roofline as rl
 
 PALETTE = ["#636EFA", "#EF553B", "#00CC96", "#AB63FA", "#FFA15A", "#19D3F3", "#FF6692", "#B6E880"]
@@ -27,7 +27,7 @@ ROOF_COLOURS = {MEMORY: "#444444", COMPUTE: "#B22222"}
 ROOF_DASHES = ["solid", "dash", "dot", "dashdot"]
 STAGE_HEIGHT = 480
 DESK_HEIGHT = 620
-LOG_AXIS = {"type": "log", "exponentformat": "SI", "tickformat": "~s"}
+TERA = 1e12  # the left panel's FLOP/s are drawn in TFLOP/s: plain ticks (0.01 … 100), never "500G"
 TITLE = "Roofline: every kernel under the measured ceilings"
 
 
@@ -51,21 +51,23 @@ def _roofs_left(fig: go.Figure, roofs: list[Roof], x_range: tuple[float, float],
         end = min(x_range[1], top / roof.per_second) if top else x_range[1]
         xs = np.geomspace(x_range[0], max(end, x_range[0] * 1.01), 2)
         fig.add_trace(go.Scatter(
-            x=xs, y=xs * roof.per_second, mode="lines", name=chart_text(f"{roof.name} roof: {rl.roof_rate(roof)}"),
+            x=xs, y=xs * roof.per_second / TERA, mode="lines",
+            name=chart_text(f"{roof.name} roof: {rl.roof_rate(roof)}"),
             line={"color": ROOF_COLOURS[MEMORY], "dash": ROOF_DASHES[i % 4], "width": 2},
             hovertext=chart_text(f"{roof.name}: {rl.roof_rate(roof)}, measured by {roof.source}"),
             hoverinfo="text"), row=1, col=1)
     for i, roof in enumerate(compute):
         start = max(x_range[0], roof.per_second / lowest[0].per_second) if lowest else x_range[0]
         fig.add_trace(go.Scatter(
-            x=[start, x_range[1]], y=[roof.per_second] * 2, mode="lines",
+            x=[start, x_range[1]], y=[roof.per_second / TERA] * 2, mode="lines",
             name=chart_text(f"{roof.name} roof: {rl.roof_rate(roof)}"),
             line={"color": ROOF_COLOURS[COMPUTE], "dash": ROOF_DASHES[i % 4], "width": 2},
             hovertext=chart_text(f"{roof.name}: {rl.roof_rate(roof)}, measured by {roof.source}"),
             hoverinfo="text"), row=1, col=1)
     for ridge in rl.ridges(roofs)[:1 if stage else None]:
         fig.add_trace(go.Scatter(
-            x=[ridge.intensity, ridge.intensity], y=[ridge.compute.per_second / 1e3, ridge.compute.per_second],
+            x=[ridge.intensity, ridge.intensity], y=[ridge.compute.per_second / TERA / 1e3,
+                                                     ridge.compute.per_second / TERA],
             mode="lines+markers", marker={"size": [0, 12], "symbol": "diamond", "color": ROOF_COLOURS[COMPUTE]},
             line={"color": "gray", "dash": "dot", "width": 1},
             name=chart_text(f"ridge: {rl.number(ridge.intensity)} FLOP/B ({ridge.compute.precision.upper()})"),
@@ -108,7 +110,7 @@ def figure(points: pd.DataFrame, roofs: list[Roof], subtitle: str = "", stage: b
     for path, part in with_flops[with_flops["path"] != ""].groupby("path", sort=False):
         part = part.sort_values("flop_per_byte")
         fig.add_trace(go.Scatter(
-            x=part["flop_per_byte"], y=part["flops_per_s"], mode="lines+markers", name=chart_text(path),
+            x=part["flop_per_byte"], y=part["flops_per_s"] / TERA, mode="lines+markers", name=chart_text(path),
             line={"color": colours[part["experiment"].iloc[0]], "width": 3},
             marker={"size": 11 if stage else 9, "symbol": "circle-open"},
             hovertext=_hover(part), hoverinfo="text"), row=1, col=1)
@@ -117,7 +119,7 @@ def figure(points: pd.DataFrame, roofs: list[Roof], subtitle: str = "", stage: b
         part = with_flops[(with_flops["experiment"] == experiment) & (with_flops["path"] == "")]
         if not part.empty:
             fig.add_trace(go.Scatter(
-                x=part["flop_per_byte"], y=part["flops_per_s"], mode="markers", name=chart_text(experiment),
+                x=part["flop_per_byte"], y=part["flops_per_s"] / TERA, mode="markers", name=chart_text(experiment),
                 legendgroup=experiment, marker=_marker(False, colour, stage), hovertext=_hover(part),
                 hoverinfo="text", showlegend=not stage), row=1, col=1)
         strip = memory_only[memory_only["experiment"] == experiment]
@@ -132,16 +134,19 @@ def figure(points: pd.DataFrame, roofs: list[Roof], subtitle: str = "", stage: b
         chosen = points[points["kernel"] == highlight].iloc[0]
         on_left = not chosen["memory_only"]
         column = 0 if on_left else columns.index(chosen["experiment"])
-        x, y = (chosen["flop_per_byte"], chosen["flops_per_s"]) if on_left else (column, chosen["bytes_per_s"] / 1e9)
+        x, y = ((chosen["flop_per_byte"], chosen["flops_per_s"] / TERA) if on_left
+                else (column, chosen["bytes_per_s"] / 1e9))
         fig.add_trace(go.Scatter(
             x=[x], y=[y], mode="markers", name="highlighted", showlegend=not stage,
             marker=_marker(True, colours[chosen["experiment"]], stage),
             hovertext=[chart_text(chosen["sentence"])], hoverinfo="text"), row=1, col=1 if on_left else 2)
-    y_values = list(with_flops["flops_per_s"]) + [r.per_second for r in roofs if r.kind == COMPUTE]
+    y_values = [v / TERA for v in with_flops["flops_per_s"]] + [r.per_second / TERA for r in roofs
+                                                                 if r.kind == COMPUTE]
     y_range = _span(y_values, 3)
     fig.update_xaxes(title_text="arithmetic intensity (FLOP/byte)", range=[math.log10(v) for v in x_range],
-                     **LOG_AXIS, row=1, col=1)
-    fig.update_yaxes(title_text="FLOP/s", range=[math.log10(v) for v in y_range], **LOG_AXIS, row=1, col=1)
+                     **LOG_VALUE_AXIS, row=1, col=1)
+    fig.update_yaxes(title_text="TFLOP/s (10¹² FLOP/s)", range=[math.log10(v) for v in y_range], **LOG_VALUE_AXIS,
+                     row=1, col=1)
     fig.update_xaxes(tickvals=list(range(len(columns))), ticktext=[chart_text(e) for e in columns],
                      range=[-0.6, max(len(columns), 1) - 0.4], row=1, col=2)
     fig.update_yaxes(title_text="GB/s (10⁹ B/s)", rangemode="tozero", row=1, col=2)
