@@ -95,3 +95,32 @@ def test_the_stage_view_shows_one_chart_and_its_takeaway(bundled):
     takeaway = " ".join(m.value for m in at.markdown if m.value.startswith("###"))
     ridge = rl.ridge_sentence(bundled["device"], rl.ridges(bundled["roofs"]))
     assert ("ridge" in takeaway) if ridge else ("No ceilings are recorded" in takeaway)
+
+
+def test_live_measure_runs_the_suite_one_experiment_after_another_and_places_what_answered(monkeypatch):
+    """Through a real worker process that serves recorded numbers (tests.fake_service): no GPU here."""
+    import streamlit as st
+
+    from gpu.experiments import suites
+
+    monkeypatch.setenv("PINPOINT_BACKEND", "auto")
+    monkeypatch.setenv("PINPOINT_WORKER_SERVICE", "tests.fake_service:RecordedService")
+    st.cache_resource.clear()
+    try:
+        at = AppTest.from_file(APP, default_timeout=180).run()
+        at.switch_page(PAGE).run()
+        assert not at.exception, at.exception
+        assert not at.get("plotly_chart") and any("Press **Measure**" in i.value for i in at.info)
+        at.button(key="roofline_measure").click().run()
+        assert not at.exception, at.exception
+        suite = suites.load("roofline")
+        steps = [c.value for c in at.caption if "measuring" in c.value]
+        assert steps == [f"{i}/{len(suite.runs)}: measuring {r.experiment}…" for i, r in enumerate(suite.runs, 1)]
+        spec = roofline_chart(at)
+        assert "Live on NVIDIA H200" in spec["layout"]["title"]["text"]
+        table = at.dataframe[0].value
+        # the worker's recorded numbers hold the suite's coalescing and reduction points: those are placed
+        assert {"coalescing", "reduction"} <= set(table["experiment"]) <= set(suite.experiments)
+        assert len(table) >= 12 and table["sentence"].str.contains(" · ").all()
+    finally:
+        st.cache_resource.clear()
