@@ -86,14 +86,16 @@ def draw(runs: pd.DataFrame, key: str, highlight: str | None = None) -> None:
 
 
 def source(runs: pd.DataFrame) -> str:
-    """"Replay of recordings made on NVIDIA H200, 2026-11-23 to 2026-11-25 (4 experiments)"."""
+    """"Replay of a run recorded on NVIDIA H200 for each of 4 experiments, 2026-11-23 to 2026-11-25"."""
     if runs.empty:
         return ""
     dates = sorted(str(t)[:10] for t in runs["timestamp"])
     when = dates[0] if dates[0] == dates[-1] else f"{dates[0]} to {dates[-1]}"
-    prefix = "Live on" if backend.kind == "live" else "Replay of recordings made on"
     devices = ", ".join(sorted(set(str(d) for d in runs["device_name"])))
-    return f"{prefix} {devices}, {when} ({text.count(runs['experiment'].nunique(), 'experiment')})"
+    experiments = runs["experiment"].nunique()
+    each = f" for each of {experiments} experiments" if experiments > 1 else ""
+    prefix = "Live on" if backend.kind == "live" else "Replay of a run recorded on"
+    return f"{prefix} {devices}{each}, {when}"
 
 
 runs = live_runs() if backend.kind == "live" else replay_runs()

@@ -59,7 +59,7 @@ def test_replay_places_at_least_twelve_kernels_each_with_its_sentence(bundled):
     placed = {h for h in hovers if " · " in h and ": " in h}
     assert len(placed) >= len(table)  # every kernel is a marker whose hover is its sentence
     assert spec["layout"]["xaxis"]["type"] == "log" and spec["layout"]["yaxis"]["type"] == "log"
-    assert "Replay of recordings made on" in spec["layout"]["title"]["text"]
+    assert "Replay of a run recorded on" in spec["layout"]["title"]["text"]
     assert any(c.value.startswith(f"{len(table)} kernels placed") for c in at.caption)
 
 
