@@ -45,7 +45,7 @@ def live_runs() -> pd.DataFrame | None:
 
             follow(handle, preview)
             frame = ui.outcome(handle)
-            if frame is not None:
+            if frame is not None and not frame.empty:  # an experiment that answered no point adds nothing
                 frames.append(frame)
                 if state.get("save_to_store", True):
                     save_run(frame)
@@ -54,9 +54,8 @@ def live_runs() -> pd.DataFrame | None:
         shown.empty()
         state["roofline_live"] = pd.concat(frames, ignore_index=True) if frames else None
     if state.get("roofline_live") is None:
-        st.info("Press **Measure**: the kernels of Coalescing, Reductions, Occupancy and Streams run one experiment "
-                f"after another ({text.count(len(suite.runs), 'experiment')}, quick settings), each drawn as it "
-                "answers.")
+        st.info(f"Press **Measure**: {text.plain(', '.join(suite.experiments), None)} run one after another (quick "
+                "settings, assets/suites/roofline.toml), each drawn as it answers.")
     return state.get("roofline_live")
 
 

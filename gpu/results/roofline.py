@@ -62,7 +62,9 @@ def kernel_experiments(experiments: dict[str, ModuleType] | None = None) -> list
 
 
 def _runs(data: pd.DataFrame, names: list[str]):
-    """(experiment, run frame) for each run of ``names`` in ``data``."""
+    """(experiment, run frame) for each run of ``names`` in ``data`` (none in a frame without rows)."""
+    if data.empty:
+        return
     for (experiment, _), frame in data[data["experiment"].isin(names)].groupby(["experiment", "run_id"], sort=False):
         yield experiment, frame
 
@@ -261,6 +263,8 @@ def kernel_points(data: pd.DataFrame, roofs: list[Roof],
     roof that binds it, the fraction of that roof it reaches and its sentence (plain text: run content inside)."""
     modules = _experiments(experiments)
     names = kernel_experiments(modules)
+    if data.empty:
+        return pd.DataFrame(columns=POINT_COLUMNS)
     rows = data[data["experiment"].isin(names) & (data["direction"] == "device")]
     if rows.empty:
         return pd.DataFrame(columns=POINT_COLUMNS)
