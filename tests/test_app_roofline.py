@@ -101,6 +101,7 @@ def test_live_measure_runs_the_suite_one_experiment_after_another_and_places_wha
     """Through a real worker process that serves recorded numbers (tests.fake_service): no GPU here."""
     import streamlit as st
 
+    from gpu.core import text
     from gpu.experiments import suites
 
     monkeypatch.setenv("PINPOINT_BACKEND", "auto")
@@ -115,7 +116,8 @@ def test_live_measure_runs_the_suite_one_experiment_after_another_and_places_wha
         assert not at.exception, at.exception
         suite = suites.load("roofline")
         steps = [c.value for c in at.caption if "measuring" in c.value]
-        assert steps == [f"{i}/{len(suite.runs)}: measuring {r.experiment}…" for i, r in enumerate(suite.runs, 1)]
+        runs = len(suite.runs)
+        assert steps == [f"{i}/{runs}: measuring {text.plain(r.experiment)}…" for i, r in enumerate(suite.runs, 1)]
         spec = roofline_chart(at)
         assert "Live on NVIDIA H200" in spec["layout"]["title"]["text"]
         table = at.dataframe[0].value
