@@ -28,6 +28,8 @@ PAGES = [
               "Occupancy: calculator and measurement"),
     PageEntry("pages/streams.py", "Streams: overlap", "streams", ":material/view_timeline:",
               "Streams: hiding copies behind compute, with a timeline"),
+    PageEntry("pages/roofline.py", "Roofline", "roofline", ":material/roofing:",
+              "Roofline: every kernel under the measured memory and compute ceilings"),
     PageEntry("pages/memory_modes.py", "Memory modes", "memory-modes", ":material/memory:",
               "Memory modes: managed memory, pools, batching and host-memory latency"),
     PageEntry("pages/runs.py", "Runs", "runs", ":material/folder_open:",

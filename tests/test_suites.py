@@ -46,7 +46,7 @@ def test_a_bad_suite_is_refused_with_its_line(text, expected):
 
 
 def test_an_unknown_suite_name_lists_the_built_in_ones(tmp_path):
-    with pytest.raises(suites.SuiteError, match=r"no suite 'nightly'.*\(health\)"):
+    with pytest.raises(suites.SuiteError, match=r"no suite 'nightly'.*\(health, roofline\)"):
         suites.load("nightly")
     with pytest.raises(suites.SuiteError, match="cannot read the suite"):
         suites.load(str(tmp_path / "missing.toml"))

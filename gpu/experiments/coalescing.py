@@ -272,3 +272,13 @@ class CoalescingSweep(harness.Sweep):
 
 
 run = harness.runner(CoalescingSweep)
+
+
+def flops(row) -> float:
+    """FLOPs of one execution of the point (``gpu.core.roofline``), counted from gpu/kernels/coalescing.cu: the
+    AoS and SoA sums add the four fields of each element (3 FLOP per element), the one-field reads double the field
+    (``2.0f * x``: 1 FLOP per element). The copies (``memcpy_dtod``, ``copy_f32``, ``copy_f4``), the strided and
+    misaligned reads and the transposes move data without arithmetic on it (their index arithmetic is integer
+    work, not FLOPs): 0."""
+    per_element = {"aos_sum": 3, "soa_sum": 3, "aos_x": 1, "soa_x": 1}.get(row["variant"], 0)
+    return float(per_element * row["elements"]) if per_element else 0.0

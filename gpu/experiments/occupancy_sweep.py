@@ -195,3 +195,14 @@ class OccupancySweep(harness.Sweep):
 
 
 run = harness.runner(OccupancySweep)
+
+
+def flops(row) -> float:
+    """FLOPs of one execution of the point (``gpu.core.roofline``), counted from gpu/kernels/occupancy.cu.
+    ``stream`` copies one float per thread: 0. ``chase`` follows dependent loads (integer indices: no FLOPs); built
+    with register pressure it also sums its ``EXTRA_REGS`` held values once per thread after the chain (the
+    row's ``param_value``): that many float additions per thread (``elements`` threads)."""
+    if row["variant"] != "chase":
+        return 0.0
+    extra = row["param_value"]
+    return float(extra) * float(row["elements"]) if extra == extra and extra else 0.0

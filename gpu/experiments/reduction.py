@@ -198,3 +198,15 @@ class ReductionSweep(harness.Sweep):
 
 
 run = harness.runner(ReductionSweep)
+
+
+def flops(row) -> float:
+    """FLOPs of one execution of the point (``gpu.core.roofline``), counted from gpu/kernels/reduction.cu: every
+    dot-product kernel multiplies each pair once and adds the product into a sum, 2 FLOP per element (the
+    per-element atomic adds it into one float; the tree and the shuffles add in double per block; the grid-stride
+    kernel sums float partials per thread first: each still one multiply and about one add per element; PyCUDA's
+    ``gpuarray.dot`` is the same multiply-and-sum). The end-to-end variants time host copies with the kernel, so
+    their rate is no kernel's: NaN (not a kernel alone, not placed on a roofline)."""
+    if row["variant"] in END_TO_END:
+        return float("nan")
+    return 2.0 * float(row["elements"])

@@ -434,3 +434,14 @@ class StreamsSweep(harness.Sweep):
 
 
 run = harness.runner(StreamsSweep)
+
+
+def flops(row) -> float:
+    """FLOPs of one execution of the point (``gpu.core.roofline``), counted from gpu/kernels/streams.cu: the
+    ``fma_chain`` kernel does ``intensity`` dependent fused multiply-adds per element, 2 FLOP each, over the whole
+    vector (all chunks), so 2 × intensity × elements for every point that runs it (``kernel_alone``, ``serial``,
+    ``pipeline``); the copies alone and the bidirectional copies do no arithmetic: 0. With ``bytes`` = 8 per
+    element (a float read and one written), a kernel sits at intensity / 4 FLOP per byte."""
+    if row["variant"] not in ("kernel_alone", "serial", "pipeline"):
+        return 0.0
+    return 2.0 * float(row["intensity"]) * float(row["elements"])

@@ -1,0 +1,161 @@
+"""Roofline: is each kernel bound by memory or by compute, and how far is it from the roof? Every kernel PinPoint
+measures, placed under the ceilings measured on the same GPU (gpu.results.roofline)."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from gpu.core import text
+from gpu.experiments import suites
+from gpu.present.charts import compute as compute_chart
+from gpu.present.charts import device_copy as device_copy_chart
+from gpu.present.charts import roofline as roofline_chart
+from gpu.results import roofline as rl
+from pages import _ui as ui
+from pages._ui.measure import follow, save_run
+
+SUITE = "roofline"  # assets/suites/roofline.toml: the experiments and quick parameters measured live
+page = ui.Page(
+    "Roofline: memory or compute?",
+    "Each kernel that PinPoint measures, placed under the ceilings measured on the same GPU: the **memory roofs** "
+    "(bytes/s: a slope on the left) and the **compute roofs** (FLOP/s: flat). Below the ridge a kernel is bound "
+    "by memory, above it by compute; each point says which roof binds it and what fraction of that roof it "
+    "reaches. Kernels without arithmetic (copies, strided reads, transposes) have no place on a FLOP axis: they "
+    "stand on the right, by bytes/s against the memory roofs. Hover a point for its sentence. Bytes count what a "
+    "kernel reads plus what it writes, as the HBM roof (a device-to-device copy) does; a kernel that only reads "
+    "(a reduction) can therefore stand a little above that roof.")
+backend = page.backend
+controls = ui.Section(page)
+
+
+def live_runs() -> pd.DataFrame | None:
+    """Live: the suite's experiments one after another on Measure, the chart redrawn as each answers."""
+    suite = suites.load(SUITE)
+    st.button("Measure", type="primary", key="roofline_measure", on_click=ui.request,
+              args=("roofline_measure_requested",))
+    state = st.session_state
+    if state.pop("roofline_measure_requested", False):
+        frames: list[pd.DataFrame] = []
+        shown = st.empty()
+        for number, run in enumerate(suite.runs, start=1):
+            st.caption(f"{number}/{len(suite.runs)}: measuring {text.plain(run.experiment)}…")
+            handle = backend.submit(run.experiment, run.params, session=ui.session_id())
+
+            def preview(partial, suffix, done=tuple(frames)):
+                draw(pd.concat([*done, partial], ignore_index=True), f"roofline_chart{suffix}")
+
+            follow(handle, preview)
+            frame = ui.outcome(handle)
+            if frame is not None and not frame.empty:  # an experiment that answered no point adds nothing
+                frames.append(frame)
+                if state.get("save_to_store", True):
+                    save_run(frame)
+                with shown.container():
+                    draw(pd.concat(frames, ignore_index=True), f"roofline_chart_after{number}")
+        shown.empty()
+        state["roofline_live"] = pd.concat(frames, ignore_index=True) if frames else None
+    if state.get("roofline_live") is None:
+        st.info(f"Press **Measure**: {text.plain(', '.join(suite.experiments), None)} run one after another (quick "
+                "settings, assets/suites/roofline.toml), each drawn as it answers.")
+    return state.get("roofline_live")
+
+
+def replay_runs() -> pd.DataFrame:
+    """Replay: the newest recording of each experiment on the chosen device model."""
+    devices = sorted(str(d) for d in backend.data["device_name"].dropna().unique())
+    if not devices:
+        st.info("No recordings to place.")
+        st.stop()
+    device = devices[0]
+    if len(devices) > 1:
+        device = controls.selectbox("GPU (recordings)", devices, "roofline_device",
+                                    help="The newest recording of each experiment made on this GPU model")
+    return rl.newest_runs(backend.data, device)
+
+
+def placed(runs: pd.DataFrame):
+    roofs = rl.measured_roofs(runs)
+    return roofs, rl.kernel_points(runs, roofs)
+
+
+def draw(runs: pd.DataFrame, key: str, highlight: str | None = None) -> None:
+    roofs, points = placed(runs)
+    subtitle = source(runs)
+    ui.chart(roofline_chart.figure(points, roofs, subtitle, stage=ui.presenting(), highlight=highlight), key=key)
+
+
+def source(runs: pd.DataFrame) -> str:
+    """"Replay of a run recorded on NVIDIA H200 for each of 4 experiments, 2026-11-23 to 2026-11-25"."""
+    if runs.empty:
+        return ""
+    dates = sorted(str(t)[:10] for t in runs["timestamp"])
+    when = dates[0] if dates[0] == dates[-1] else f"{dates[0]} to {dates[-1]}"
+    devices = ", ".join(sorted(set(str(d) for d in runs["device_name"])))
+    experiments = runs["experiment"].nunique()
+    each = f" for each of {experiments} experiments" if experiments > 1 else ""
+    prefix = "Live on" if backend.kind == "live" else "Replay of a run recorded on"
+    return f"{prefix} {devices}{each}, {when}"
+
+
+runs = live_runs() if backend.kind == "live" else replay_runs()
+if runs is None or runs.empty:
+    page.sync()
+    st.stop()
+roofs, points = placed(runs)
+device = str(runs["device_name"].iloc[0])
+ridge = rl.ridge_sentence(device, rl.ridges(roofs))
+for line in rl.missing_ceilings(runs, roofs):
+    st.warning(text.plain(line, None) + " Kernels are placed by their own figures; no fraction of a missing roof is "
+               "shown.")
+
+highlight = None
+if ui.desk() and not points.empty:
+    kernels = ["(none)", *points["kernel"]]
+    highlight = controls.selectbox("Highlight a kernel", kernels, "roofline_kernel")
+    highlight = None if highlight == "(none)" else highlight
+page.sync()
+
+ui.chart(roofline_chart.figure(points, roofs, source(runs), stage=ui.presenting(), highlight=highlight),
+         key="chart_roofline")
+counts = rl.placed_counts(points)
+takeaway = ridge or "No ceilings are recorded for this GPU yet: kernels stand by their own figures."
+ui.takeaway(text.plain(takeaway, None))
+if not ui.desk():
+    st.stop()  # on stage: the chart and the ridge
+
+if ridge:
+    st.markdown(f"**{text.plain(ridge, None)}**")
+if highlight:
+    chosen = points[points["kernel"] == highlight].iloc[0]
+    st.markdown(text.plain(chosen["sentence"], None))
+st.caption(f"{text.count(len(points), 'kernel')} placed: {counts['roofline']} on the roofline (with arithmetic), "
+           f"{counts['memory']} by bytes/s (without). A kernel measured at several configurations is placed at its "
+           "fastest, which its sentence names.")
+
+st.subheader("Every placed kernel")
+st.dataframe(points.assign(fraction=points["fraction"] * 100)[
+    ["experiment", "kernel", "bound", "roof", "fraction", "sentence"]], hide_index=True,
+    column_config={"fraction": st.column_config.NumberColumn("% of roof", format="%.1f"),
+                   "sentence": st.column_config.TextColumn("in one sentence", width="large")})
+
+st.subheader("Ceilings")
+if roofs:
+    st.dataframe(pd.DataFrame([{"roof": r.name, "kind": r.kind, "rate": rl.roof_rate(r),
+                                "precision": r.precision or "", "measured where": r.source, "run": r.run_id}
+                               for r in roofs]), hide_index=True)
+else:
+    st.caption("None measured for this GPU: the roofs appear when a ceiling experiment has a run here.")
+
+
+def ceiling_section(title: str, chart, declares: str) -> None:
+    """A ceiling experiment's own chart: the run of ``runs`` whose experiment declares ``declares`` (a roof name)."""
+    for experiment, frame in runs.groupby("experiment"):
+        if any(r.name == declares for r in rl.measured_roofs(frame)):
+            st.subheader(title)
+            ui.chart(chart.figure(frame, stage=ui.presenting()), key=f"chart_ceiling_{experiment}")
+            return
+
+
+ceiling_section("Device copies: the memory ceilings", device_copy_chart, "HBM")
+ceiling_section("Compute: the FMA ceilings", compute_chart, "FP32 FMA")

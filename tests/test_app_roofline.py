@@ -1,0 +1,128 @@
+"""The Roofline page through AppTest, in replay mode, on whatever recordings are bundled: today kernels without
+ceiling recordings (the page says which it needs and places kernels by their own figures); once device copies and
+FMA are recorded, the same tests check the roofs, the ridge and a fraction in every sentence."""
+
+import json
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from gpu.results import roofline as rl
+from gpu.service.backends import ReplayBackend
+
+APP = str(Path(__file__).resolve().parent.parent / "app.py")
+PAGE = "pages/roofline.py"
+
+
+@pytest.fixture(autouse=True)
+def replay_mode(monkeypatch):
+    monkeypatch.setenv("PINPOINT_BACKEND", "replay")
+
+
+@pytest.fixture(scope="module")
+def bundled():
+    """What the page must show, worked out from the bundled recordings (its first device model)."""
+    data = ReplayBackend().data
+    device = sorted(set(data["device_name"]))[0]
+    runs = rl.newest_runs(data, device)
+    roofs = rl.measured_roofs(runs)
+    return {"device": device, "runs": runs, "roofs": roofs, "points": rl.kernel_points(runs, roofs)}
+
+
+def open_page(**params):
+    at = AppTest.from_file(APP, default_timeout=120)
+    for key, value in params.items():
+        at.query_params[key] = value
+    at.run()
+    at.switch_page(PAGE).run()
+    assert not at.exception, at.exception
+    return at
+
+
+def roofline_chart(at) -> dict:
+    specs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    found = [s for s in specs if s["layout"]["title"]["text"].startswith("Roofline")]
+    assert len(found) == 1
+    return found[0]
+
+
+def test_replay_places_at_least_twelve_kernels_each_with_its_sentence(bundled):
+    at = open_page()
+    table = at.dataframe[0].value
+    assert len(table) >= 12 and len(table) == len(bundled["points"])
+    assert table["sentence"].str.len().gt(20).all() and table["sentence"].is_unique
+    assert set(table["sentence"]) == set(bundled["points"]["sentence"])
+    spec = roofline_chart(at)
+    hovers = [h for trace in spec["data"] if trace.get("mode") in ("markers", "lines+markers")
+              for h in (trace.get("hovertext") or []) if isinstance(trace.get("hovertext"), list)]
+    placed = {h for h in hovers if " · " in h and ": " in h}
+    assert len(placed) >= len(table)  # every kernel is a marker whose hover is its sentence
+    assert spec["layout"]["xaxis"]["type"] == "log" and spec["layout"]["yaxis"]["type"] == "log"
+    assert "Replay of a run recorded on" in spec["layout"]["title"]["text"]
+    assert any(c.value.startswith(f"{len(table)} kernels placed") for c in at.caption)
+
+
+def test_the_ceilings_are_shown_or_the_recordings_they_need_are_named(bundled):
+    at = open_page()
+    warnings = " ".join(w.value for w in at.warning)
+    ridge = rl.ridge_sentence(bundled["device"], rl.ridges(bundled["roofs"]))
+    if ridge is None:  # no ceiling recordings bundled: the page says what it needs; no fraction of a missing roof
+        assert "Not measured for this GPU" in warnings
+        if not rl.memory_roofs(bundled["roofs"]):
+            assert bundled["points"]["fraction"].isna().all()
+    else:
+        assert any(ridge.split(":")[0] in m.value and "ridge" in m.value for m in at.markdown)
+        assert bundled["points"]["fraction"].notna().all()
+        assert len(at.dataframe) >= 2 and len(at.dataframe[1].value) == len(bundled["roofs"])
+
+
+def test_a_link_highlights_a_kernel_and_a_bad_value_is_named_not_a_traceback(bundled):
+    kernel = bundled["points"]["kernel"].iloc[0]
+    at = open_page(roofline_kernel=kernel)
+    assert at.selectbox(key="roofline_kernel").value == kernel
+    assert any(trace.get("name") == "highlighted" for trace in roofline_chart(at)["data"])
+    at = open_page(roofline_kernel="no such kernel <b>x</b>")
+    assert at.selectbox(key="roofline_kernel").value == "(none)"
+    assert any("roofline\\_kernel" in w.value for w in at.warning)
+
+
+def test_the_stage_view_shows_one_chart_and_its_takeaway(bundled):
+    at = open_page(present="1")
+    spec = roofline_chart(at)
+    assert spec["layout"]["height"] <= 480 and len(at.get("plotly_chart")) == 1
+    assert not at.dataframe  # tables are for the desk
+    takeaway = " ".join(m.value for m in at.markdown if m.value.startswith("###"))
+    ridge = rl.ridge_sentence(bundled["device"], rl.ridges(bundled["roofs"]))
+    assert ("ridge" in takeaway) if ridge else ("No ceilings are recorded" in takeaway)
+
+
+def test_live_measure_runs_the_suite_one_experiment_after_another_and_places_what_answered(monkeypatch):
+    """Through a real worker process that serves recorded numbers (tests.fake_service): no GPU here."""
+    import streamlit as st
+
+    from gpu.core import text
+    from gpu.experiments import suites
+
+    monkeypatch.setenv("PINPOINT_BACKEND", "auto")
+    monkeypatch.setenv("PINPOINT_WORKER_SERVICE", "tests.fake_service:RecordedService")
+    st.cache_resource.clear()
+    try:
+        at = AppTest.from_file(APP, default_timeout=180).run()
+        at.switch_page(PAGE).run()
+        assert not at.exception, at.exception
+        assert not at.get("plotly_chart") and any("Press **Measure**" in i.value for i in at.info)
+        at.button(key="roofline_measure").click().run()
+        assert not at.exception, at.exception
+        suite = suites.load("roofline")
+        steps = [c.value for c in at.caption if "measuring" in c.value]
+        runs = len(suite.runs)
+        assert steps == [f"{i}/{runs}: measuring {text.plain(r.experiment)}…" for i, r in enumerate(suite.runs, 1)]
+        spec = roofline_chart(at)
+        assert "Live on NVIDIA H200" in spec["layout"]["title"]["text"]
+        table = at.dataframe[0].value
+        # the worker's recorded numbers hold the suite's coalescing and reduction points: those are placed
+        assert {"coalescing", "reduction"} <= set(table["experiment"]) <= set(suite.experiments)
+        assert len(table) >= 12 and table["sentence"].str.contains(" · ").all()
+    finally:
+        st.cache_resource.clear()
