@@ -71,7 +71,7 @@ def replay_runs() -> pd.DataFrame:
     if len(devices) > 1:
         device = controls.selectbox("GPU (recordings)", devices, "roofline_device",
                                     help="The newest recording of each experiment made on this GPU model")
-    return rl.newest_runs(backend.data, device)
+    return rl.newest_runs(backend.data, device).assign(backend="replay")  # the rows say this view is a replay
 
 
 def placed(runs: pd.DataFrame):

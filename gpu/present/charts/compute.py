@@ -13,7 +13,7 @@ import plotly.graph_objects as go
 from gpu.core import compute
 from gpu.core.text import chart_text
 from gpu.experiments import fma
-from gpu.present.charts.transfers import LEGEND_BELOW, source_label
+from gpu.present.charts._common import LEGEND_BELOW, source_label
 
 COLORS = {compute.FP32: "#636EFA", compute.FP64: "#EF553B"}
 DASHES = ["solid", "dot", "dashdot", "longdash"]  # one per block size, when a run has several
