@@ -126,11 +126,8 @@ def experiment_jobs(args) -> list[dict]:
 
 def summary_table(experiment: str, frame):
     """The runner's printed table: each experiment's own parameter columns, then the measurement."""
-    if experiment == "transfers":
-        columns = ["variant", "direction", "bytes", "include_alloc", "timer"]
-    else:
-        columns = getattr(get_experiment(experiment), "SHOW_COLUMNS", None) or \
-            ["variant", "block_size", "elements", "param_value", "theoretical_occupancy", "rel_error"]
+    columns = getattr(get_experiment(experiment), "SHOW_COLUMNS", None) or \
+        ["variant", "block_size", "elements", "param_value", "theoretical_occupancy", "rel_error"]
     show = frame[columns + ["median_ms", "cv", "samples", "gbps"]].copy()
     if "bytes" in columns:
         show["bytes"] = show["bytes"].map(format_bytes)

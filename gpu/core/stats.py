@@ -59,6 +59,11 @@ class Profile:
         return asdict(self)
 
 
+# Below this a host↔device copy is latency-bound: on the H200 a copy's ~5 µs of issue time is what 256 KiB takes
+# at 55 GB/s, and smaller copies move 5–45 % between runs where larger ones move ≤ 1 % (pinned). Compare's floors
+# call such a point a "small copy".
+SMALL_COPY_BYTES = 256 << 10
+
 # nvbench's defaults: >= 10 samples, stop at <= 0.5 % noise after >= 0.5 s of samples, give up at 15 s.
 PRECISE = Profile("precise", warmup=3, min_samples=10, max_noise=0.005, min_time_s=0.5, timeout_s=15.0,
                   max_samples=5000)

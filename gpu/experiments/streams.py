@@ -445,3 +445,19 @@ def flops(row) -> float:
     if row["variant"] not in ("kernel_alone", "serial", "pipeline"):
         return 0.0
     return 2.0 * float(row["intensity"]) * float(row["elements"])
+
+
+def short_point_label(row) -> str:
+    """A point in a few words, for the line that names noisy points (Compare's label carries all seven key
+    columns)."""
+    variant, where = str(row["variant"]), f"{row['host_memory']}, {format_bytes(int(row['elements']) * 4)}"
+    if int(row.get("intensity") or 0):
+        where += f", intensity {int(row['intensity'])}"
+    if variant == "pipeline":
+        if row["issue_order"] == "staged":
+            return f"pipeline {int(row['chunks'])} chunks, one stream per stage ({where})"
+        order = str(row["issue_order"]).replace("_", "-")
+        return f"pipeline {int(row['chunks'])} chunks × {text.count(int(row['streams']), 'stream')} {order} ({where})"
+    if variant.startswith("bidir"):
+        return f"{LABELS.get(variant, variant)} ({where})"
+    return f"{LABELS.get(variant, variant)}, {text.count(int(row['chunks']), 'chunk')} ({where})"

@@ -8,8 +8,7 @@ from __future__ import annotations
 import pandas as pd
 
 from gpu.core import stats, text
-from gpu.core.units import format_bytes
-from gpu.experiments.streams import LABELS as STREAMS_LABELS
+from gpu.experiments import registry
 from gpu.results.compare import point_kind, point_label
 
 # Paths whose spread is their own (README, "Quiet points"): staged through the driver, timed on the host, or single
@@ -30,20 +29,10 @@ def _targets(profiles: pd.Series) -> pd.Series:
 
 
 def _label(row) -> str:
-    """A point in a few words: Compare's label, shortened for Streams, whose rows carry seven key columns."""
-    if row["experiment"] != "streams":
-        return point_label(row["experiment"], row)
-    variant, where = str(row["variant"]), f"{row['host_memory']}, {format_bytes(int(row['elements']) * 4)}"
-    if int(row.get("intensity") or 0):
-        where += f", intensity {int(row['intensity'])}"
-    if variant == "pipeline":
-        if row["issue_order"] == "staged":
-            return f"pipeline {int(row['chunks'])} chunks, one stream per stage ({where})"
-        order = str(row["issue_order"]).replace("_", "-")
-        return f"pipeline {int(row['chunks'])} chunks × {text.count(int(row['streams']), 'stream')} {order} ({where})"
-    if variant.startswith("bidir"):
-        return f"{STREAMS_LABELS.get(variant, variant)} ({where})"
-    return f"{STREAMS_LABELS.get(variant, variant)}, {text.count(int(row['chunks']), 'chunk')} ({where})"
+    """A point in a few words: its experiment's ``short_point_label`` where it declares one (Streams, whose rows carry
+    seven key columns), else Compare's label."""
+    short = getattr(registry.EXPERIMENTS.get(row["experiment"]), "short_point_label", None)
+    return short(row) if short else point_label(row["experiment"], row)
 
 
 def _shares_the_link(row) -> bool:

@@ -95,7 +95,10 @@ def headline(scene: Scene, frame) -> str:
                         f"(it gives: {', '.join(values)})") from None
 
 
-BYTE_PARAMS = ("sizes", "size_bytes", "piece_sizes")  # in bytes, except the reduction's sizes (floats)
+def _axis_unit(experiment: str, name: str) -> str:
+    """The unit its experiment declares for parameter ``name`` (bytes are written as sizes), or ''."""
+    module = EXPERIMENTS.get(experiment)
+    return next((a.unit for a in getattr(module, "AXES", ()) if a.name == name), "")
 
 
 def describe_params(params: dict, experiment: str) -> str:
@@ -104,7 +107,7 @@ def describe_params(params: dict, experiment: str) -> str:
     parts = []
     for name, value in params.items():
         values = value if isinstance(value, list) else [value]
-        sized = name in BYTE_PARAMS and experiment != "reduction"
+        sized = _axis_unit(experiment, name) == "bytes"
         shown = [format_bytes(v) if sized and isinstance(v, int) else
                  ("yes" if v is True else "no" if v is False else f"{v:,}" if isinstance(v, int) else str(v))
                  for v in values]

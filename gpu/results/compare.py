@@ -74,7 +74,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from gpu.core import schema, text
+from gpu.core import schema, stats, text
 from gpu.core.stats import (  # noqa: F401 (ALPHA, MIN_EFFECT, robust_spread: Compare's rules, read by tests)
     ALPHA,
     FASTER,
@@ -90,13 +90,7 @@ from gpu.core.units import format_bytes
 from gpu.experiments import get_experiment, registry
 
 MIN_HISTORY = 3
-# Below this a host↔device copy is latency-bound: on the H200 a copy's ~5 µs of issue time is what 256 KiB takes
-# at 55 GB/s, and smaller copies move 5–45 % between runs where larger ones move ≤ 1 % (pinned).
-SMALL_COPY_BYTES = 256 << 10
-# Single copies (one event pair each) of 256 KiB up to this size still carry a share of issue time: between H100
-# runs a day apart, 256–512 KiB pinned copies moved ±10 %, while 4 MiB and more moved ≤ 1.5 %. Batched copies
-# (the throughput view) keep their host memory's kind at every size of 256 KiB and more.
-MEDIUM_COPY_BYTES = 4 << 20
+SMALL_COPY_BYTES = stats.SMALL_COPY_BYTES
 # Kernels that take 100 µs and more moved ≤ 0.19 % between runs of one day (50 points); shorter ones 0.3–18 %.
 SHORT_KERNEL_MS = 0.1
 HISTORY_LEVEL = 0.99
@@ -124,11 +118,11 @@ def key_columns(experiment: str) -> list[str]:
 
 
 def point_label(experiment: str, row) -> str:
-    """A point in words: '64 KiB pageable D2H' for transfers, the variant and its parameters elsewhere."""
-    if experiment == "transfers":
-        return (f"{format_bytes(row['bytes'])} {row['variant']} {str(row['direction']).upper()}"
-                + (" incl. allocation" if bool(row.get("include_alloc")) else "")
-                + (" batched" if str(row.get("timer", "")).startswith("cuda_event_batched") else ""))
+    """A point in words: the experiment's own ``point_label(row)`` where it declares one ('64 KiB pageable D2H'),
+    else the variant and its key parameters."""
+    declared = getattr(get_experiment(experiment), "point_label", None)
+    if declared is not None:
+        return declared(row)
     parts = [str(row["variant"])]
     for column in key_columns(experiment):
         value = schema.key_value(row.get(column))
@@ -136,8 +130,8 @@ def point_label(experiment: str, row) -> str:
             continue
         if column in ("bytes", "param_value") and registry.BY_NAME[experiment].byte_labels:
             parts.append(format_bytes(value))
-        elif column in ("chunks", "streams"):
-            parts.append(text.count(int(value), column[:-1]))
+        elif column in COUNT_COLUMNS:
+            parts.append(text.count(int(value), COUNT_COLUMNS[column]))
         elif column == "param_value":
             if row.get("param") == "none":  # a kernel without a swept parameter (a plain copy)
                 continue
@@ -147,6 +141,7 @@ def point_label(experiment: str, row) -> str:
     return " · ".join(parts)
 
 
+COUNT_COLUMNS = {"chunks": "chunk", "streams": "stream"}  # key columns that count things: '16 chunks', '4 streams'
 LABEL_FORMATS = {"block_size": "block {}", "elements": "{:,} elements", "host_memory": "{}", "issue_order": "{}",
                  "intensity": "intensity {}",
                  "shared_bytes_per_block": "{} B shared"}
@@ -188,8 +183,10 @@ def point_kind(experiment: str, row) -> str:
     variant = str(row.get("variant"))
     if str(row.get("timer") or "").startswith("host_clock") or bool(_key(row.get("include_alloc"))):
         return "host clock"
-    if experiment == "managed" and variant in ("first_touch", "prefetch"):
-        return "managed migration"
+    declared = getattr(get_experiment(experiment), "noise_kind", None)
+    kind = declared(row) if declared is not None else None
+    if kind is not None:
+        return kind  # the experiment knows its kind of point (managed migration, a medium single copy, …)
     pageable = "pageable" in variant or row.get("host_memory") == "pageable"
     if row.get("direction") not in ("h2d", "d2h", "both", "round_trip") and not pageable and "pinned" not in variant:
         return "short kernel" if float(row.get("median_ms") or 0) < SHORT_KERNEL_MS else "kernel"
@@ -199,8 +196,6 @@ def point_kind(experiment: str, row) -> str:
         return "small copy"
     if pageable:
         return "pageable"
-    if per_copy < MEDIUM_COPY_BYTES and experiment == "transfers" and "batched" not in str(row.get("timer") or ""):
-        return "medium copy"
     return "mapped" if variant == "mapped" else "pinned"
 
 

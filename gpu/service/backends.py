@@ -157,15 +157,18 @@ class ReplayBackend:
                 .reset_index().sort_values("timestamp", ascending=False))
 
     def recording_for(self, experiment: str, wanted: set) -> str | None:
-        """The newest recording holding any of the ``wanted`` point keys (a recording may hold one timing method
-        only, e.g. batched transfers recorded apart from the single-copy sweep), or None."""
+        """The recording holding the most of the ``wanted`` point keys, the newest among equals (a recording may
+        hold one timing method only, e.g. batched transfers recorded apart from the single-copy sweep, or one
+        corner of a grid, e.g. the Roofline's one-chunk Streams sweep), or None when none holds any."""
         module = get_experiment(experiment)
         rows = self.data[self.data["experiment"] == experiment]
-        for run_id in self.recordings(experiment)["run_id"]:
+        best, best_count = None, 0
+        for run_id in self.recordings(experiment)["run_id"]:  # newest first
             recorded = rows[rows["run_id"] == run_id]
-            if not wanted.isdisjoint(zip(*(recorded[c] for c in module.KEY_COLUMNS), strict=True)):
-                return run_id
-        return None
+            count = len(wanted.intersection(zip(*(recorded[c] for c in module.KEY_COLUMNS), strict=True)))
+            if count > best_count:
+                best, best_count = run_id, count
+        return best
 
     def check(self, experiment: str, params: dict) -> list[str]:
         """Reasons the request is invalid on any device (replay knows no device limits)."""
@@ -202,8 +205,10 @@ class ReplayBackend:
         if selected.empty:
             raise ValidationError([f"none of the requested points were recorded; {describe_recording(recorded)}"])
         if missing:
-            if experiment == "transfers":
-                sizes = sorted({key[0] for key in missing})
+            size_column = getattr(module, "SIZE_COLUMN", None)  # the key column that tells its points apart by size
+            if size_column in module.KEY_COLUMNS:
+                at = module.KEY_COLUMNS.index(size_column)
+                sizes = sorted({key[at] for key in missing})
                 what = ", ".join(format_bytes(s) for s in sizes[:8]) + (" …" if len(sizes) > 8 else "")
             else:
                 what = f"{len(missing)} of {len(wanted)} requested points"
@@ -213,14 +218,16 @@ class ReplayBackend:
 
 
 def describe_recording(recorded: pd.DataFrame) -> str:
-    """What a recording holds, for messages about what it does not: transfers by size, kernels by vector
-    and block size (their ``bytes`` column counts traffic, not a setting)."""
-    axes = [("bytes", "sizes")] if set(recorded["experiment"]) == {"transfers"} else \
+    """What a recording holds, for messages about what it does not: by size where its experiment declares a
+    ``SIZE_COLUMN`` (copies), else by vector and block size (a kernel's ``bytes`` counts traffic, not a setting)."""
+    modules = {get_experiment(e) for e in set(recorded["experiment"])}
+    size_columns = {getattr(m, "SIZE_COLUMN", None) for m in modules}
+    axes = [(size_columns.pop(), "sizes")] if len(size_columns) == 1 and None not in size_columns else \
         [("elements", "vector sizes"), ("block_size", "block sizes")]
     parts = []
     for column, label in axes:
         values = sorted(v for v in recorded[column].dropna().unique() if v)
-        shown = [format_bytes(v) if column == "bytes" else f"{int(v):,}" for v in values]
+        shown = [format_bytes(v) if label == "sizes" else f"{int(v):,}" for v in values]
         if shown:
             parts.append(f"{label} {', '.join(shown[:10])}" + (" …" if len(shown) > 10 else ""))
     parts.append("variants " + ", ".join(sorted(recorded["variant"].unique())))
