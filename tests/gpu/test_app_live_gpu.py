@@ -101,3 +101,25 @@ def test_moving_back_to_measured_points_reuses_them_at_once(monkeypatch):
     again = at.dataframe[-1].value
     assert len(again) == 16 and set(again["size"]) <= set(first["size"])
     print(f"\nreused answer in {elapsed:.2f} s (the page's rerun included)")
+
+
+def test_roofline_page_measures_its_suite_live_and_places_every_kernel_under_measured_roofs(monkeypatch):
+    """Measure runs assets/suites/roofline.toml on the GPU (ceilings first), then places every kernel: the four
+    roofs are measured in this sitting and at least 12 kernels stand under them, each with its sentence."""
+    from gpu.experiments import suites
+
+    monkeypatch.setenv("PINPOINT_BACKEND", "auto")
+    at = AppTest.from_file(APP, default_timeout=600).run()
+    at.switch_page("pages/roofline.py").run()
+    at.button(key="roofline_measure").click().run()
+    assert not at.exception, at.exception
+    assert not at.error, [e.value for e in at.error]
+    charts = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    assert any("Live" in c["layout"]["title"]["text"] for c in charts)
+    placed = at.dataframe[0].value  # every placed kernel, with its sentence
+    assert len(placed) >= 12 and placed["sentence"].str.len().gt(20).all()
+    ceilings = at.dataframe[1].value
+    assert {"HBM", "L2", "FP32 FMA", "FP64 FMA"} <= set(ceilings["roof"])
+    assert any("ridge" in t.value for t in at.markdown), "the ridge is named"
+    print(f"Roofline live: {len(placed)} kernels placed under {sorted(ceilings['roof'])} "
+          f"({len(suites.load('roofline').runs)} experiments); e.g. {placed['sentence'].iloc[0]}")
