@@ -42,8 +42,9 @@ def live_runs() -> pd.DataFrame | None:
             st.caption(f"{number}/{len(suite.runs)}: measuring {text.plain(run.experiment)}…")
             handle = backend.submit(run.experiment, run.params, session=ui.session_id())
 
-            def preview(partial, suffix, done=tuple(frames)):
-                draw(pd.concat([*done, partial], ignore_index=True), f"roofline_chart{suffix}")
+            def preview(partial, suffix, done=tuple(frames), number=number):
+                # one preview per experiment of the suite: its keys must not repeat those of the one before
+                draw(pd.concat([*done, partial], ignore_index=True), f"roofline_chart{number}{suffix}")
 
             follow(handle, preview)
             frame = ui.outcome(handle)
