@@ -284,12 +284,22 @@ def test_the_runner_takes_the_pageable_streams_grid_default_of_its_axis(argv, gr
     assert job["pageable_grid"] is grid
 
 
+class _DeviceAllocation(int):
+    """A device allocation as PyCUDA's: usable as its address, and freed by the ledger."""
+
+    def free(self):
+        pass
+
+
 class _CountingDriver(_Driver):
     """The simulated driver, counting page-locked allocations and whole-buffer host writes (pattern loads)."""
 
     def __init__(self):
         super().__init__()
         self.pinned_allocations, self.host_loads = [], 0
+
+    def mem_alloc(self, nbytes):
+        return _DeviceAllocation(0x2000)
 
     def pagelocked_empty(self, count, dtype, mem_flags=0):
         self.pinned_allocations.append(mem_flags)
@@ -317,3 +327,55 @@ def test_a_sweep_pins_pinned_and_mapped_memory_once_and_never_reloads_a_host_buf
     assert gpu.cuda.host_loads == 3
     # D2H is measured first (the worker puts the rows back in point order)
     assert [r["direction"] for r in rows[:2]] == ["d2h", "h2d"]
+
+
+class _PooledGpu(_Gpu):
+    """The simulated GPU with the runtime's host pool: a job's ledger gives pooled buffers back when it ends."""
+
+    def __init__(self, capacity=2 * GiB):
+        super().__init__()
+        self.cuda = _CountingDriver()
+        self.functions = {"copy_vec4": _Function(self.cuda, "copy_vec4")}
+        from gpu.device.memory import HostPool
+
+        self.host_pool = HostPool(self.cuda, capacity)
+
+    @contextmanager
+    def job_scope(self):
+        ledger = AllocationLedger(self.cuda, self.host_pool)
+        yield ledger
+        ledger.free_all()
+
+
+def test_a_second_sweep_pins_nothing_its_buffers_wait_in_the_pool_and_every_point_still_verifies():
+    gpu = _PooledGpu()
+    params = transfers.parse_params({"sizes": [4 * KiB, MiB]})
+    first = harness_run(params, gpu)
+    assert len(gpu.cuda.pinned_allocations) == 2 and gpu.host_pool.held_bytes == 2 * MiB
+    second = harness_run(params, gpu)
+    assert len(gpu.cuda.pinned_allocations) == 2  # nothing pinned again
+    assert all(r["verified"] for r in first + second) and len(second) == len(first) == 16
+    # what a pooled buffer holds from the last sweep is never trusted: each is loaded with a new pattern
+    assert gpu.cuda.host_loads == 3 + 3
+
+
+def test_the_pool_keeps_no_more_than_its_capacity_and_a_failed_job_frees_what_it_borrowed():
+    from gpu.device.memory import HostPool
+
+    driver = _Driver()
+    pool = HostPool(driver, capacity_bytes=MiB)
+    ledger = AllocationLedger(driver, pool)
+    kept = ledger.host_buffer(MiB, "mapped", pooled=True)
+    ledger.host_buffer(MiB, "pinned_wc", pooled=True)
+    ledger.free_all()
+    assert pool.held_bytes == MiB and pool.take(MiB, "mapped") is kept  # the second did not fit: freed
+    ledger = AllocationLedger(driver, pool)
+    ledger.host_buffer(MiB, "mapped", pooled=True)
+    ledger.free_all(keep_pooled=False)  # after a failed job
+    assert pool.held_bytes == 0
+
+
+def harness_run(params, gpu):
+    from gpu.experiments import harness
+
+    return harness.run(transfers.TransfersSweep, params, gpu, lambda *args: None, lambda: False)

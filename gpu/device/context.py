@@ -22,7 +22,7 @@ from gpu.core.errors import VerificationError
 from gpu.core.occupancy import DeviceLimits, KernelResources
 from gpu.device import libcuda
 from gpu.device.limits import Limits, git_commit, host_memory_available
-from gpu.device.memory import AllocationLedger
+from gpu.device.memory import AllocationLedger, HostPool
 from gpu.device.telemetry import Telemetry
 
 KERNEL_DIR = Path(__file__).resolve().parents[1] / "kernels"
@@ -57,6 +57,9 @@ class GpuRuntime:
         self.context.push()
         self._thread = threading.get_ident()
         self._released_after_reply: list[AllocationLedger] = []
+        # Page-locked buffers kept between jobs (the Transfers sweep's 1 GiB buffers: pinning them is most of what
+        # a sweep spends outside its samples). PINPOINT_HOST_POOL_BYTES=0 turns it off.
+        self.host_pool = HostPool(self.cuda, int(os.environ.get("PINPOINT_HOST_POOL_BYTES", 2 * 1024**3)))
         self.pycuda_version = pycuda.VERSION_TEXT
         attrs = self.device.get_attributes()
         a = cuda.device_attribute
@@ -166,8 +169,22 @@ class GpuRuntime:
         host_available = host_memory_available()
         default_budget = min(16 * 1024**3, host_available // 2) if host_available else 4 * 1024**3
         budget = int(os.environ.get("PINPOINT_PINNED_BUDGET_BYTES", default_budget))
+        # The pool's idle buffers are pinned memory too: a job gets the budget less what the pool holds (a pooled
+        # sweep takes its buffers back from it).
+        budget = max(0, budget - self.host_pool.held_bytes)
         return Limits(int(free), int(total), budget, host_available, int(self.max_threads_per_block),
                       int(self.warp_size))
+
+    def warm_host_pool(self, buffers: list[tuple[int, str]]) -> None:
+        """Pin ``buffers`` ((bytes, mode) each) into the pool now, while nobody waits (the app's worker, at its
+        start: the Transfers page's first Measure then pins nothing). Stops at the pool's capacity."""
+        self._check_thread()
+        with self.job_scope() as ledger:
+            for nbytes, mode in buffers:
+                if self.host_pool.held_bytes + nbytes > self.host_pool.capacity_bytes:
+                    break
+                ledger.host_buffer(nbytes, mode, pooled=True)
+        self.release_after_reply()
 
     @contextmanager
     def job_scope(self):
@@ -178,7 +195,7 @@ class GpuRuntime:
         Either way nothing of it is held when the next job starts."""
         self._check_thread()
         self.release_after_reply()
-        ledger = AllocationLedger(self.cuda)
+        ledger = AllocationLedger(self.cuda, self.host_pool)
         succeeded = False
         try:
             yield ledger
@@ -190,7 +207,7 @@ class GpuRuntime:
                 if succeeded:
                     self._released_after_reply.append(ledger)
                 else:
-                    ledger.free_all()
+                    ledger.free_all(keep_pooled=False)
 
     def release_after_reply(self) -> None:
         """Free the buffers of finished jobs (see ``job_scope``)."""
@@ -224,6 +241,7 @@ class GpuRuntime:
     def close(self) -> None:
         self._check_thread()
         self.release_after_reply()
+        self.host_pool.free_all()
         self.functions.clear()
         self.modules.clear()
         self.context.pop()

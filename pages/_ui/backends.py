@@ -19,8 +19,12 @@ from pages._shared import entry as page_entry
 @st.cache_resource(show_spinner="Starting the GPU worker…")
 def default_live_backend() -> tuple[LiveBackend | None, str]:
     """The worker of PINPOINT_DEVICE's GPU (else the first), shared by all sessions; None (with the reason) where no
-    GPU works. Its hello lists every GPU of the machine, for the sidebar."""
-    return start_live()
+    GPU works. Its hello lists every GPU of the machine, for the sidebar. Its first job pins the host buffers that
+    sweeps keep between jobs, while nobody waits (``LiveBackend.warm``)."""
+    live, reason = start_live()
+    if live is not None:
+        live.warm()
+    return live, reason
 
 
 @st.cache_resource(show_spinner="Starting a worker for that GPU…", max_entries=64)

@@ -89,6 +89,8 @@ def main() -> None:
     parser.add_argument("--profile", default="interactive")
     parser.add_argument("--precise", default="precise/timeout_s=2")
     parser.add_argument("--no-precise", action="store_true")
+    parser.add_argument("--no-warm", action="store_true",
+                        help="do not pin the pooled host buffers first (the app's worker does when it starts)")
     parser.add_argument("--pages", default=",".join(DEFAULTS))
     parser.add_argument("--save", metavar="DIR", help="also write each frame (samples included) as CSV into DIR")
     args = parser.parse_args()
@@ -98,6 +100,8 @@ def main() -> None:
     if backend is None:
         sys.exit(f"needs a GPU: {reason}")
     try:
+        if not args.no_warm:
+            backend.warm()  # as the app's worker does when it starts: pin the pooled host buffers first
         backend.submit("reduction", {"sizes": [1 << 20], "variants": ["grid_stride"]}).outcome()  # warm the worker
         for page in args.pages.split(","):
             frame, first, total = timed(backend, page, args.profile)
