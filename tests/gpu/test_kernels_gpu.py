@@ -78,7 +78,7 @@ def test_calculator_agrees_exactly_with_the_driver(live_backend):
 @pytest.mark.parametrize("experiment,params,message", [
     ("coalescing", {"block_sizes": [1025]}, "block size 1025 must be from 32 to 1024"),
     ("reduction", {"block_sizes": [0]}, "block size 0 must be from 32 to 1024"),
-    ("occupancy", {"block_sizes": [100]}, "block size 100 is not a multiple of 32 (the warp size)"),
+    ("occupancy", {"block_sizes": [100]}, "block size 100 is not a multiple of 32"),
 ])
 def test_bad_block_sizes_are_refused_by_the_worker(live_backend, experiment, params, message):
     with pytest.raises(ValidationError, match=message):
