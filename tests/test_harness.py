@@ -236,3 +236,24 @@ def test_unknown_parameters_and_profiles_are_named_in_one_place():
         harness.refuse_unknown_parameters({"size": 1}, Params)
     assert harness.profile_reasons("precise/timeout_s=2") == []
     assert harness.profile_reasons("quick") == ["unknown profile 'quick': choose one of precise, interactive"]
+
+
+class DriftingSweep(FakeSweep):
+    """A sweep whose own walk measures one size its Params never declared."""
+
+    def points(self):
+        yield from super().points()
+        buffer = self.ledger.device_buffer(32)
+        yield harness.Point({"variant": "a", "group": "fake", "direction": "h2d"}, "a · 32 B", 32, "host_clock",
+                            ("a", 32))
+        self.ledger.free_device(buffer)
+
+
+def test_a_sweep_that_measures_outside_its_declared_grid_is_refused_without_that_row():
+    log, rows = [], []
+    progress = Progress(log)
+    progress.row = rows.append
+    with pytest.raises(VerificationError, match=r"fake: measured a point outside its declared grid \(variant=a, "
+                                                r"bytes=32\)"):
+        harness.run(DriftingSweep, Params(), _device(log), progress, lambda: False)
+    assert len(rows) == 6 and {r["bytes"] for r in rows} == {4, 8, 16}

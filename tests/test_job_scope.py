@@ -6,6 +6,7 @@ import threading
 import pytest
 
 from gpu.device.context import GpuRuntime
+from gpu.device.memory import HostPool
 
 
 class _Allocation:
@@ -40,6 +41,7 @@ def _runtime(log):
     runtime.cuda, runtime.context = _RecordingDriver(log), _Context(log)
     runtime._thread = threading.get_ident()
     runtime._released_after_reply = []
+    runtime.host_pool = HostPool(runtime.cuda, 0)
     return runtime
 
 

@@ -25,7 +25,7 @@ from typing import Any
 import pandas as pd
 
 from gpu.core import stats, text
-from gpu.core.errors import JobCancelled, ValidationError
+from gpu.core.errors import JobCancelled, ValidationError, VerificationError
 from gpu.core.schema import key_value
 from gpu.experiments import _kernels as k
 from gpu.experiments.axes import Axis
@@ -165,7 +165,10 @@ def run(declaration: type[Sweep], params, gpu, progress, should_cancel) -> list[
     if reasons:
         raise ValidationError(reasons)
     profile = stats.get_profile(params.profile)
-    total = len(list(params.points()))
+    # The one point grid is Params.points(): a sweep walks it in its own order, with its own set-up around groups,
+    # but a row whose key is not in it is a sweep that drifted from its declaration (refused, never stored).
+    grid = {tuple(key_value(v) for v in key) for key in params.points()}
+    total = len(grid)
     rows = SweepRows(progress)  # each row reaches the page as soon as it is measured
     sweep = declaration(params, gpu, profile)
     sweep.limits = limits
@@ -185,8 +188,12 @@ def run(declaration: type[Sweep], params, gpu, progress, should_cancel) -> list[
                     continue  # the point cannot run (the experiment says why in its docs): no row
                 summary = measured if isinstance(measured, stats.Summary) else sweep.sample(measured)
                 sweep.verify(point)
-                rows.append(k.measured_row(summary, profile, sweep.telemetry, point.nbytes, point.timer,
-                                           **point.columns))
+                row = k.measured_row(summary, profile, sweep.telemetry, point.nbytes, point.timer, **point.columns)
+                key = tuple(key_value(row.get(column)) for column in declaration.KEY_COLUMNS)
+                if key not in grid:
+                    named = ", ".join(f"{c}={v}" for c, v in zip(declaration.KEY_COLUMNS, key, strict=True))
+                    raise VerificationError(f"{declaration.NAME}: measured a point outside its declared grid ({named})")
+                rows.append(row)
     finally:
         sweep.close()
     progress(total, total, "done")
