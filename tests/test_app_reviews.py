@@ -157,12 +157,13 @@ def test_a_bundled_run_cannot_be_deleted_and_a_filter_narrows_the_table():
     at = open_page("pages/runs.py")
     at.multiselect(key="runs_filter_device_name").set_value(["NVIDIA H100 80GB HBM3"]).run()
     table = at.dataframe[0].value
-    assert set(table["device_name"]) == {"NVIDIA H100 80GB HBM3"} and len(table) == 9
+    # the review runs of 2026-11-23, with coalescing re-recorded and device copies and FMA added on 2026-11-25
+    assert set(table["device_name"]) == {"NVIDIA H100 80GB HBM3"} and len(table) == 11
     assert any("cannot be deleted" in c.value for c in at.caption)
     import datetime as dt
 
     at.date_input(key="runs_filter_dates").set_value((dt.date(2026, 11, 21), dt.date(2026, 11, 21))).run()
-    assert len(at.dataframe[0].value) == 0  # the H100 runs were measured on the 23rd
+    assert len(at.dataframe[0].value) == 0  # the H100 runs were measured on the 23rd and the 25th
 
 
 def test_a_page_opened_with_a_run_id_shows_that_run_like_a_replay(fresh_store):

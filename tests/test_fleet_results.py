@@ -130,9 +130,10 @@ def test_the_bundled_fleet_holds_the_noise_boards_the_fleet_run_and_the_h200_gro
     frames, _, _ = read_bundled((ASSETS / "fleet", ASSETS / "replay", ASSETS / "runs", ASSETS / "noise"))
     fleet = fleet_results.build(fleet_results.points(frames.values(), suite), suite)
     named = fleet.boards.dropna(subset=["gpu_uuid"])
-    # three noise boards, the re-recorded coalescing board, and the fleet's H100 and H200 of 2026-11-25
+    # three noise boards, the re-recorded coalescing boards (an H200 and an H100), and the fleet's H100 and H200 of
+    # 2026-11-25
     assert {u[-8:] for u in named["gpu_uuid"]} == {"36f59b94", "f8916996", "cedf2970", "50595206", "478b878a",
-                                                   "45a10a9c"}
+                                                   "45a10a9c", "88e9785d"}
     assert set(fleet.boards["model"]) == {"H200", "H100 80GB HBM3"}
     sentences = fleet_results.group_sentences(fleet)
     stride = next(s for s in sentences if s.startswith("strided · stride 64"))
