@@ -35,6 +35,10 @@ def fake_frame(points, provenance=None):
                "profile": "precise", "timer": dc.TIMERS[method], "verified": True, "samples_ms": [median_ms] * 10}
         if method == "batched":
             row.update(param="copies per sample", param_value=8)
+        if variant == "l2_copy":
+            passes = dc.l2_passes(size, L2)
+            row.update(param="passes per launch", param_value=passes, bytes=dc.bytes_moved(size, passes),
+                       median_ms=median_ms * passes)
         rows.append(row)
     return schema.make_frame(rows, {**PROVENANCE, **(provenance or {})})
 
@@ -44,16 +48,17 @@ SWEEP = [("copy_engine", 4 * KiB, "batched", 3.0), ("sm_copy", 4 * KiB, "batched
          ("sm_copy", 8 * MiB, "batched", 6100.0), ("sm_copy", 16 * MiB, "batched", 7000.0),  # 32 MiB: > half of L2
          ("copy_engine", 256 * MiB, "batched", 4160.0), ("copy_engine", 1 * GiB, "batched", 4240.0),
          ("sm_copy", 1 * GiB, "batched", 3900.0), ("copy_engine", 1 * GiB, "single", 4200.0),
-         ("copy_engine", 4 * KiB, "single", 1.1)]
+         ("copy_engine", 4 * KiB, "single", 1.1),
+         ("l2_copy", 1 * MiB, "single", 9500.0), ("l2_copy", 4 * MiB, "single", 10400.0)]
 
 
 # --- parameters ------------------------------------------------------------------------------------------------------
-def test_the_defaults_are_4_kib_to_1_gib_in_x4_steps_both_copies_both_methods_and_valid():
+def test_the_defaults_are_4_kib_to_1_gib_in_x4_steps_every_copy_both_methods_and_valid():
     params = dc.parse_params({})
     assert params.sizes == [4 * KiB * 4**i for i in range(10)] and params.sizes[-1] == GiB
     assert dc.invalid_reasons(params, None) == []
     points = list(params.points())
-    assert len(points) == 10 * 2 * 2
+    assert len(points) == 10 * 3 * 2  # the L2 copy answers only at L2-resident sizes, single method (others: no row)
     assert points[:4] == [("copy_engine", 4 * KiB, "cuda_event"), ("copy_engine", 4 * KiB, "cuda_event_batched_held"),
                           ("sm_copy", 4 * KiB, "cuda_event"), ("sm_copy", 4 * KiB, "cuda_event_batched_held")]
 
@@ -71,7 +76,7 @@ def test_the_runner_takes_the_full_range_to_4_gib():
     ({"sizes": [8 * GiB]}, "size 8 GiB must be from 4 B to 4 GiB"),
     ({"sizes": [0]}, "size 0 B must be"),
     ({"sizes": []}, "choose at least one size"),
-    ({"variants": ["dma"]}, "unknown copy 'dma' (known: copy_engine, sm_copy)"),
+    ({"variants": ["dma"]}, "unknown copy 'dma' (known: copy_engine, sm_copy, l2_copy)"),
     ({"variants": []}, "choose at least one copy"),
     ({"methods": ["twice"]}, "unknown timing method 'twice' (known: single, batched)"),
     ({"methods": []}, "choose at least one timing method"),
@@ -108,23 +113,32 @@ def test_bytes_count_the_read_and_the_write():
 
 
 # --- declarations ----------------------------------------------------------------------------------------------------
-def test_roofs_hbm_is_the_largest_batched_copy_engine_point_and_l2_the_best_sm_copy_that_fits_half_the_l2():
+def test_roofs_hbm_is_the_largest_batched_copy_engine_point_and_l2_the_best_many_pass_copy():
     roofs = {r.name: r for r in dc.roofs(fake_frame(SWEEP))}
     assert set(roofs) == {"HBM", "L2"}
     assert roofs["HBM"].kind == roofs["L2"].kind == MEMORY
     assert roofs["HBM"].per_second == pytest.approx(4240e9)  # 1 GiB batched, not the faster single or 256 MiB
-    assert roofs["L2"].per_second == pytest.approx(6100e9)  # 8 MiB: 16 MiB of working set <= 30 MiB; 16 MiB is not
+    # the L2 copy of 4 MiB, not the back-to-back launches of small SM copies (launch-bound, 6,100-7,000 here)
+    assert roofs["L2"].per_second == pytest.approx(10400e9)
     assert "1 GiB batched" in roofs["HBM"].source and "read + write" in roofs["HBM"].source
-    assert "8 MiB batched" in roofs["L2"].source and "60 MiB L2" in roofs["L2"].source
+    assert "4 MiB kept in the L2" in roofs["L2"].source and "passes in one launch" in roofs["L2"].source
     assert roofs["HBM"].run_id == "run1"
+
+
+def test_the_l2_copy_runs_only_where_its_working_set_fits_and_fills_the_gpu():
+    assert dc.l2_passes(512 * KiB, L2) is None  # too small to keep every SM busy
+    assert dc.l2_passes(4 * MiB, L2) == dc.L2_LAUNCH_BYTES // (8 * MiB)
+    assert dc.l2_passes(15 * MiB, L2) is not None and dc.l2_passes(16 * MiB, L2) is None  # 4 × 16 MiB > 60 MiB
+    assert dc.bytes_moved(4 * MiB, 512) == 2 * 4 * MiB * 512
 
 
 def test_a_roof_the_run_cannot_give_is_left_out():
     small = [p for p in SWEEP if p[1] < 256 * MiB]
     assert [r.name for r in dc.roofs(fake_frame(small))] == ["L2"]
-    assert [r.name for r in dc.roofs(fake_frame(SWEEP, {"l2_bytes": None}))] == ["HBM"]  # no L2 size recorded
-    singles = [p for p in SWEEP if p[2] == "single"]
-    assert dc.roofs(fake_frame(singles)) == []  # roofs come from batched copies only
+    without_l2_copy = [p for p in SWEEP if p[0] != "l2_copy"]
+    assert [r.name for r in dc.roofs(fake_frame(without_l2_copy))] == ["HBM"]
+    singles = [p for p in SWEEP if p[2] == "single" and p[0] != "l2_copy"]
+    assert dc.roofs(fake_frame(singles)) == []  # HBM comes from batched copies only
     assert dc.roofs(fake_frame(SWEEP).iloc[0:0]) == []
 
 
@@ -162,7 +176,7 @@ def test_the_chart_draws_a_line_per_copy_and_method_and_both_roofs_on_log_axes()
     names = [t.name for t in fig.data]
     assert "copy engine (cuMemcpyDtoDAsync), batched" in names and "SM copy kernel (16-byte vectors), batched" in names
     assert "copy engine (cuMemcpyDtoDAsync), single copy" in names
-    assert "HBM roof (4,240 GB/s)" in names and "L2 roof (6,100 GB/s)" in names
+    assert "HBM roof (4,240 GB/s)" in names and "L2 roof (10,400 GB/s)" in names
     assert fig.layout.xaxis.type == "log" and fig.layout.yaxis.type == "log"
     assert "4 KiB" in fig.layout.xaxis.ticktext and "1 GiB" in fig.layout.xaxis.ticktext
     assert "NVIDIA H200" in fig.layout.title.text and "4567" in fig.layout.title.text  # device and board

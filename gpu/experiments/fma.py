@@ -103,6 +103,11 @@ def check_sums(expected: np.ndarray, got: np.ndarray, what: str) -> None:
                             f"{first:,} (expected {expected[first]:g}, got {got[first]:g})")
 
 
+def precision(row) -> str:
+    """The precision a point computes in ("fp32", "fp64"): the Roofline page judges it against that compute roof."""
+    return str(row["variant"])
+
+
 def flops(row) -> float:
     """FLOPs of one execution of the point: 2 × the FMAs run (threads × FMAs per thread). The chains' final sum
     (chains − 1 adds per thread, under 0.1 % of the work) is not counted."""

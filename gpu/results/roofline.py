@@ -19,8 +19,9 @@ Points of one kernel that differ only in ``intensity`` (the Streams FMA chain) f
 
 Which roof binds a point: the memory roof is the lowest one measured (HBM: every kernel here reads data that
 starts in DRAM, most with L2 flushed first), unless the point runs more than ``CACHE_MARGIN`` above it, when it
-is the lowest one it stays under (its data came from a cache). The compute roof is the ``KERNEL_PRECISION`` one
-(PinPoint's kernels compute in FP32). A point below the ridge is memory-bound, above it compute-bound.
+is the lowest one it stays under (its data came from a cache). The compute roof is that of the precision the kernel
+computes in: its experiment's ``precision(row)`` ("fp32", "fp64"), else ``KERNEL_PRECISION`` (FP32). A point below
+the ridge is memory-bound, above it compute-bound.
 """
 
 from __future__ import annotations
@@ -274,11 +275,14 @@ def kernel_points(data: pd.DataFrame, roofs: list[Roof],
     rows = rows[rows["flops"].notna() & (rows["flops"] >= 0)]
     rows["seconds"] = rows["median_ms"] / 1e3
     rows["bytes_per_s"] = rows["bytes"] / rows["seconds"]
-    compute = compute_roof(roofs)
     placed = []
     for _, alternatives in rows.groupby(KERNEL_KEY, dropna=False, sort=False):
         best = alternatives.loc[alternatives["bytes_per_s"].idxmax()]
         labels = getattr(modules[best["experiment"]], "LABELS", {})
+        # A kernel sits under the compute roof of the precision it computes in (its experiment's ``precision(row)``,
+        # else FP32): an FP64 FMA is judged against the FP64 roof.
+        precision = getattr(modules[best["experiment"]], "precision", None)
+        compute = compute_roof(roofs, precision(best) if precision else KERNEL_PRECISION)
         flops = float(best["flops"])
         point = {
             "kernel": kernel_label(best, labels, _configuration(best, len(alternatives))),

@@ -25,8 +25,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
-PAGES = ["", "transfers", "coalescing", "reductions", "occupancy", "streams", "memory-modes", "runs", "compare",
-         "talk"]
+PAGES = ["", "transfers", "coalescing", "reductions", "occupancy", "streams", "roofline", "memory-modes", "runs",
+         "compare", "talk"]
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
