@@ -145,7 +145,7 @@ def roofs(frame: pd.DataFrame) -> list[Roof]:
                               _roof_source(row, "SM copy kernel") + f"; its working set of "
                               f"{format_bytes(2 * row['elements'])} fits in half the "
                               f"{format_bytes(row['l2_bytes'])} L2, so the copies stay in L2",
-                              str(row.get("run_id") or "")))
+                              str(row.get("run_id") or ""), cache=True))
     return found
 
 

@@ -109,6 +109,11 @@ def flops(row) -> float:
     return compute.FLOP_PER_FMA * float(row["elements"]) * float(row["intensity"])
 
 
+def precision(row) -> str:
+    """The precision of the point's arithmetic: the roofline judges an FP64 point against the FP64 roof."""
+    return str(row["variant"])
+
+
 def flops_per_second(row) -> float:
     return flops(row) / (float(row["median_ms"]) / 1e3)
 
