@@ -75,6 +75,16 @@ def replay_runs() -> pd.DataFrame:
     return rl.newest_runs(backend.data, device).assign(backend="replay")  # the rows say this view is a replay
 
 
+def show(figure, key: str) -> None:
+    """The roofline figure, already at stage size when presenting (``stage=True``): taller than the stage's other
+    charts (two panels over six decades; the page has no controls on stage), which ``ui.chart`` would set to its
+    one height."""
+    if ui.presenting():
+        st.plotly_chart(figure, key=key)
+    else:
+        ui.chart(figure, key=key)
+
+
 def placed(runs: pd.DataFrame):
     roofs = rl.measured_roofs(runs)
     return roofs, rl.kernel_points(runs, roofs)
@@ -83,7 +93,7 @@ def placed(runs: pd.DataFrame):
 def draw(runs: pd.DataFrame, key: str, highlight: str | None = None) -> None:
     roofs, points = placed(runs)
     subtitle = source(runs)
-    ui.chart(roofline_chart.figure(points, roofs, subtitle, stage=ui.presenting(), highlight=highlight), key=key)
+    show(roofline_chart.figure(points, roofs, subtitle, stage=ui.presenting(), highlight=highlight), key)
 
 
 def source(runs: pd.DataFrame) -> str:
@@ -109,6 +119,8 @@ ridge = rl.ridge_sentence(device, rl.ridges(roofs))
 for line in rl.missing_ceilings(runs, roofs):
     st.warning(text.plain(line, None) + " Kernels are placed by their own figures; no fraction of a missing roof is "
                "shown.")
+for cache, dram in rl.unused_roofs(roofs) if ui.desk() else ():  # on stage the chart alone: it draws no such roof
+    st.warning(text.plain(rl.unused_roof_sentence(cache, dram), None))
 
 highlight = None
 if ui.desk() and not points.empty:
@@ -117,8 +129,7 @@ if ui.desk() and not points.empty:
     highlight = None if highlight == "(none)" else highlight
 page.sync()
 
-ui.chart(roofline_chart.figure(points, roofs, source(runs), stage=ui.presenting(), highlight=highlight),
-         key="chart_roofline")
+show(roofline_chart.figure(points, roofs, source(runs), stage=ui.presenting(), highlight=highlight), "chart_roofline")
 counts = rl.placed_counts(points)
 takeaway = ridge or "No ceilings are recorded for this GPU yet: kernels stand by their own figures."
 ui.takeaway(text.plain(takeaway, None))
@@ -135,14 +146,20 @@ st.caption(f"{text.count(len(points), 'kernel')} placed: {counts['roofline']} on
            "fastest, which its sentence names.")
 
 st.subheader("Every placed kernel")
-st.dataframe(points.assign(fraction=points["fraction"] * 100)[
-    ["experiment", "kernel", "bound", "roof", "fraction", "sentence"]], hide_index=True,
+# The sentence's verdict beside the kernel's name (the sentence opens with "experiment · kernel: "), so the roof
+# and the fraction are read in the table's width, not cut off.
+verdicts = [s[len(f"{e} · {k}: "):] for e, k, s in zip(points["experiment"], points["kernel"], points["sentence"],
+                                                      strict=True)]
+st.dataframe(points.assign(fraction=points["fraction"] * 100, verdict=verdicts)[
+    ["experiment", "kernel", "verdict", "bound", "roof", "fraction"]], hide_index=True,
     column_config={"fraction": st.column_config.NumberColumn("% of roof", format="%.1f"),
-                   "sentence": st.column_config.TextColumn("in one sentence", width="large")})
+                   "verdict": st.column_config.TextColumn("which roof binds it, and how close", width="large")})
 
 st.subheader("Ceilings")
 if roofs:
+    unused = {cache.name for cache, _ in rl.unused_roofs(roofs)}
     st.dataframe(pd.DataFrame([{"roof": r.name, "kind": r.kind, "rate": rl.roof_rate(r),
+                                "used": "no: below the DRAM roof" if r.name in unused else "yes",
                                 "precision": r.precision or "", "measured where": r.source, "run": r.run_id}
                                for r in roofs]), hide_index=True)
 else:

@@ -51,8 +51,14 @@ def test_replay_places_at_least_twelve_kernels_each_with_its_sentence(bundled):
     at = open_page()
     table = at.dataframe[0].value
     assert len(table) >= 12 and len(table) == len(bundled["points"])
-    assert table["sentence"].str.len().gt(20).all() and table["sentence"].is_unique
-    assert set(table["sentence"]) == set(bundled["points"]["sentence"])
+    # the table shows each sentence's verdict beside its kernel: together, the sentence
+    sentences = table["experiment"] + " · " + table["kernel"] + ": " + table["verdict"]
+    assert set(sentences) == set(bundled["points"]["sentence"]) and sentences.is_unique
+    if rl.ridges(bundled["roofs"]):  # with ceilings recorded, each verdict names its roof and the fraction reached
+        drawn = "|".join(r.name for r in rl.memory_roofs(bundled["roofs"]) + [
+            r for r in bundled["roofs"] if r.kind == "compute"])
+        assert table["verdict"].str.match(rf"^(memory only|memory-bound|compute-bound).*[\d.,]+ % of the "
+                                          rf"({drawn}) roof$").all(), table["verdict"].tolist()
     spec = roofline_chart(at)
     hovers = [h for trace in spec["data"] if trace.get("mode") in ("markers", "lines+markers")
               for h in (trace.get("hovertext") or []) if isinstance(trace.get("hovertext"), list)]
@@ -77,6 +83,35 @@ def test_the_ceilings_are_shown_or_the_recordings_they_need_are_named(bundled):
         assert len(at.dataframe) >= 2 and len(at.dataframe[1].value) == len(bundled["roofs"])
 
 
+def test_each_roof_is_named_on_the_chart_and_a_cache_figure_below_dram_is_named_not_drawn(bundled):
+    at = open_page()
+    spec = roofline_chart(at)
+    labels = [a["text"] for a in spec["layout"].get("annotations", [])]
+    for roof in rl.memory_roofs(bundled["roofs"]) + [r for r in bundled["roofs"] if r.kind == "compute"]:
+        assert any(label.startswith(f"{roof.name} {rl.roof_rate(roof)}") for label in labels), (roof.name, labels)
+    for ridge in rl.ridges(bundled["roofs"]):
+        assert any(label.startswith(f"ridge {rl.number(ridge.intensity)} FLOP/B") for label in labels), labels
+    warnings = " ".join(w.value for w in at.warning)
+    for cache, dram in rl.unused_roofs(bundled["roofs"]):  # the bundled H200 L2 figure (8 MiB copies) is one
+        assert f"The {cache.name} figure" in warnings and f"below the {dram.name} roof" in warnings
+        assert not any(t.get("name", "").startswith(f"{cache.name} roof") for t in spec["data"])
+        assert not any(f"of the {cache.name} roof" in v for v in at.dataframe[0].value["verdict"])
+    ceilings = at.dataframe[1].value
+    assert set(ceilings["used"]) <= {"yes", "no: below the DRAM roof"}
+    assert (ceilings["used"] == "yes").sum() == len(rl.memory_roofs(bundled["roofs"])) + sum(
+        r.kind == "compute" for r in bundled["roofs"])
+
+
+@pytest.mark.parametrize("key", ["roofline_device", "roofline_kernel"])
+@pytest.mark.parametrize("value", ["<script>alert(1)</script>" * 40, "NVIDIA H999", "**bold** `x`"])
+def test_a_hostile_link_value_is_named_in_one_short_line_never_a_traceback(key, value):
+    at = open_page(**{key: value})
+    notes = [w.value for w in at.warning if "Not used as written" in w.value]
+    assert len(notes) == 1 and key.replace("_", "\\_") in notes[0]
+    assert len(notes[0]) < 400 and "<script>" not in notes[0]  # plain text, cut short
+    assert roofline_chart(at)  # the page goes on with its default
+
+
 def test_a_link_highlights_a_kernel_and_a_bad_value_is_named_not_a_traceback(bundled):
     kernel = bundled["points"]["kernel"].iloc[0]
     at = open_page(roofline_kernel=kernel)
@@ -90,7 +125,8 @@ def test_a_link_highlights_a_kernel_and_a_bad_value_is_named_not_a_traceback(bun
 def test_the_stage_view_shows_one_chart_and_its_takeaway(bundled):
     at = open_page(present="1")
     spec = roofline_chart(at)
-    assert spec["layout"]["height"] <= 480 and len(at.get("plotly_chart")) == 1
+    assert 480 < spec["layout"]["height"] <= 640 and len(at.get("plotly_chart")) == 1
+    assert not any("is below the" in w.value for w in at.warning)  # an unused cache figure is named at the desk
     assert not at.dataframe  # tables are for the desk
     takeaway = " ".join(m.value for m in at.markdown if m.value.startswith("###"))
     ridge = rl.ridge_sentence(bundled["device"], rl.ridges(bundled["roofs"]))
@@ -123,6 +159,6 @@ def test_live_measure_runs_the_suite_one_experiment_after_another_and_places_wha
         table = at.dataframe[0].value
         # the worker's recorded numbers hold the suite's coalescing and reduction points: those are placed
         assert {"coalescing", "reduction"} <= set(table["experiment"]) <= set(suite.experiments)
-        assert len(table) >= 12 and table["sentence"].str.contains(" · ").all()
+        assert len(table) >= 12 and table["verdict"].str.len().gt(10).all()
     finally:
         st.cache_resource.clear()

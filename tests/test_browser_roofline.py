@@ -6,7 +6,18 @@ import pytest
 
 from tests.browser_helper import CHROMIUM
 from tests.test_browser import server  # noqa: F401  (one streamlit server per module)
-from tests.test_stage_browser import SHOTS, browser, check_charts, check_stage, link, open_page, settle  # noqa: F401
+from tests.test_stage_browser import (  # noqa: F401
+    BOTTOMS,
+    NO_SCROLL,
+    SHOTS,
+    WIDTH,
+    browser,
+    check_charts,
+    check_stage,
+    link,
+    open_page,
+    settle,
+)
 
 pytestmark = [pytest.mark.browser,
               pytest.mark.skipif(not __import__("pathlib").Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is missing")]
@@ -49,5 +60,75 @@ def test_the_roofline_draws_every_kernel_on_log_axes_at_the_desk_and_fits_the_st
             problems += check_stage(page, where, needs_chart=True)
         page.screenshot(path=str(SHOTS / f"{'stage' if present else 'desk'}-roofline.png"), full_page=not present)
     page.close()
+    problems += [f"console: {e}" for e in errors]
+    assert not problems, "\n".join(problems)
+
+
+# Every roof and ridge label on the roofline figure, and the kernel markers any of them covers (boxes that overlap).
+LABELS = """() => {
+  const gd = Array.from(document.querySelectorAll('.js-plotly-plot'))
+    .find(g => /Roofline: every kernel/.test(g._fullLayout.title.text || ''));
+  if (!gd) return null;
+  const rect = e => e.getBoundingClientRect();
+  const labels = Array.from(gd.querySelectorAll('.annotation')).filter(a => /roof|GB\\/s|FLOP/.test(a.textContent))
+    .map(a => ({text: a.textContent, box: rect(a.querySelector('.annotation-text') || a)}))
+    .filter(l => !/^Kernels with|^Kernels without/.test(l.text));
+  const points = Array.from(gd.querySelectorAll('.scatterlayer .point')).map(rect).filter(b => b.width > 0);
+  const cover = (a, b) => a.left < b.right - 1 && b.left < a.right - 1 && a.top < b.bottom - 1 && b.top < a.bottom - 1;
+  return labels.map(l => ({text: l.text, covers: points.filter(p => cover(l.box, p)).length}));
+}"""
+
+
+def test_each_roof_is_labelled_clear_of_the_kernels_a_hover_reads_its_sentence_and_the_stage_fits_960(
+        server, browser):  # noqa: F811
+    from gpu.results import roofline as rl
+    from gpu.service.backends import ReplayBackend
+
+    data = ReplayBackend().data
+    runs = rl.newest_runs(data, sorted(set(data["device_name"]))[0])
+    roofs = rl.measured_roofs(runs)
+    problems, errors = [], []
+    page = open_page(browser, errors)
+    page.goto(link(server, "roofline"))
+    settle(page, chart=True)
+    labels = page.evaluate(LABELS) or []
+    texts = " | ".join(label["text"] for label in labels)
+    for roof in rl.memory_roofs(roofs) + [r for r in roofs if r.kind == "compute"]:
+        if f"{roof.name} {rl.roof_rate(roof)}" not in texts:
+            problems.append(f"desk: no label for the {roof.name} roof among {texts}")
+    if rl.ridges(roofs) and "ridge" not in texts:
+        problems.append(f"desk: the ridge is not named on the chart: {texts}")
+    problems += [f"desk: the label '{label['text']}' covers {label['covers']} kernel markers" for label in labels
+                 if label["covers"]]
+    # Hover a kernel marker of the left panel: its sentence shows, naming a roof and a fraction, inside the chart.
+    page.locator(".js-plotly-plot").first.scroll_into_view_if_needed()
+    said, hover = "", page.locator(".hoverlayer .hovertext").first
+    for point in page.locator(".js-plotly-plot .scatterlayer .point").all()[:40]:
+        box = point.bounding_box()
+        if not box or box["width"] < 4:  # the ridge's foot is a marker of size 0
+            continue
+        page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+        page.wait_for_timeout(300)
+        said = hover.text_content() if hover.count() else ""
+        if " · " in said:  # a kernel's marker (not a roof's or the ridge's)
+            break
+    if " · " not in said or (rl.ridges(roofs) and " % of the " not in said.replace("\n", " ")):
+        problems.append(f"desk: hovering a kernel shows '{said}', not its sentence with a roof and a fraction")
+    elif hover.bounding_box()["x"] < 0 or hover.bounding_box()["x"] + hover.bounding_box()["width"] > WIDTH:
+        problems.append(f"desk: the hover sentence runs off the screen: {hover.bounding_box()}")
+    page.screenshot(path=str(SHOTS / "desk-roofline-hover.png"))
+    page.close()
+    small = browser.new_page(viewport={"width": WIDTH, "height": 960})
+    small.on("pageerror", lambda e: errors.append(str(e)))
+    small.goto(link(server, "roofline", "present=1"))
+    settle(small, chart=True, takeaway=True)
+    box = small.evaluate(BOTTOMS)
+    if box["takeaway"] is None or box["takeaway"] > 960 or small.evaluate(NO_SCROLL) > 2:
+        problems.append(f"stage at 1920×960: takeaway ends at {box['takeaway']} px, scrolls by "
+                        f"{small.evaluate(NO_SCROLL)} px")
+    problems += [f"stage at 1920×960: the label '{label['text']}' covers {label['covers']} kernel markers"
+                 for label in small.evaluate(LABELS) or [] if label["covers"]]
+    small.screenshot(path=str(SHOTS / "stage-roofline-960.png"))
+    small.close()
     problems += [f"console: {e}" for e in errors]
     assert not problems, "\n".join(problems)

@@ -1,6 +1,7 @@
 """The device-to-device copy experiment without a GPU: parameters and their reasons, points, roofs, noise kinds,
 the chart's axes and escaping, and the SM copy kernel's PTX (16-byte accesses)."""
 
+import math
 import shutil
 import subprocess
 from pathlib import Path
@@ -123,6 +124,7 @@ def test_roofs_hbm_is_the_largest_batched_copy_engine_point_and_l2_the_best_many
     assert "1 GiB batched" in roofs["HBM"].source and "read + write" in roofs["HBM"].source
     assert "4 MiB kept in the L2" in roofs["L2"].source and "passes in one launch" in roofs["L2"].source
     assert roofs["HBM"].run_id == "run1"
+    assert roofs["L2"].cache and not roofs["HBM"].cache  # the roofline judges kernels against HBM first
 
 
 def test_the_l2_copy_runs_only_where_its_working_set_fits_and_fills_the_gpu():
@@ -183,6 +185,26 @@ def test_the_chart_draws_a_line_per_copy_and_method_and_both_roofs_on_log_axes()
     batched = next(t for t in fig.data if t.name == "copy engine (cuMemcpyDtoDAsync), batched")
     assert list(batched.x) == sorted(batched.x) and batched.customdata[0][0] == "4 KiB"
     assert "8 back-to-back copies a sample" in batched.customdata[0][3]
+
+
+def test_the_chart_marks_where_each_roof_was_read_and_the_sizes_that_fit_in_l2():
+    fig = chart.figure(fake_frame(SWEEP))
+    rings = {(t.x[0], t.y[0]) for t in fig.data if t.mode == "markers"}
+    assert rings == {(1 * GiB, 4240.0), (4 * MiB, 10400.0)}  # the HBM and the L2 point (the many-pass L2 copy)
+    band = fig.layout.shapes[0]
+    assert (band.x0, band.x1) == (4 * KiB, 15 * MiB)  # sizes whose source + destination fit in half the 60 MiB L2
+    label = next(a for a in fig.layout.annotations if "L2" in a.text)
+    assert "half the 60 MiB L2" in label.text and label.x == pytest.approx(math.log10(15 * MiB))  # log axis: log10
+
+
+def test_an_l2_figure_below_the_hbm_roof_is_not_drawn_as_a_roof():
+    """An L2 measurement that did not reach the cache's rate (as back-to-back launches of an L2-sized copy did: a
+    launch lasts ~2 µs) is below HBM: named for what it is, never drawn as a roof."""
+    slow = [(v, size, m, 3000.0 if (v, size) == ("l2_copy", 4 * MiB) else g) for v, size, m, g in SWEEP
+            if (v, size) != ("l2_copy", 1 * MiB)]
+    names = [t.name for t in chart.figure(fake_frame(slow)).data]
+    assert "L2 figure (3,000 GB/s): below HBM, not a roof" in names and not any("L2 roof" in (n or "") for n in names)
+    assert "HBM roof (4,240 GB/s)" in names
 
 
 def test_the_chart_escapes_run_content_and_sizes_for_the_stage():

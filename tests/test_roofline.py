@@ -36,8 +36,8 @@ def ceiling_rows(run_id="c1", timestamp="2026-11-25T09:00:00", device="NVIDIA H2
 
 def fake_roofs(frame: pd.DataFrame) -> list[Roof]:
     kinds = {"HBM": (MEMORY, ""), "L2": (MEMORY, ""), "FP32 FMA": (COMPUTE, "fp32"), "FP64 FMA": (COMPUTE, "fp64")}
-    return [Roof(r.variant, kinds[r.variant][0], r.rate, f"fake {r.variant}", r.run_id, kinds[r.variant][1])
-            for r in frame.itertuples()]
+    return [Roof(r.variant, kinds[r.variant][0], r.rate, f"fake {r.variant}", r.run_id, kinds[r.variant][1],
+                 cache=r.variant == "L2") for r in frame.itertuples()]
 
 
 def per_element(count: float):
@@ -49,6 +49,8 @@ EXPERIMENTS = {
     "kern": SimpleNamespace(flops=per_element(2), LABELS={"v": "dot product"}),
     "copy": SimpleNamespace(flops=lambda r: 0.0, LABELS={}),
     "chain": SimpleNamespace(flops=lambda r: 2.0 * r["intensity"] * r["elements"], LABELS={"k": "FMA chain"}),
+    "dchain": SimpleNamespace(flops=lambda r: 2.0 * r["intensity"] * r["elements"], precision=lambda r: r["variant"],
+                              LABELS={"fp64": "FP64 chain", "fp32": "FP32 chain"}),
     "latency": SimpleNamespace(LABELS={}),  # declares no flops: its device rows are not kernels on the roofline
 }
 
@@ -69,7 +71,7 @@ def test_roofs_come_from_the_experiments_that_declare_them_highest_rate_per_name
     assert [r.name for r in roofs] == ["HBM", "L2", "FP64 FMA", "FP32 FMA"]  # memory first, each from the lowest
     assert next(r for r in roofs if r.name == "HBM").per_second == HBM  # the higher of the two runs' HBM
     assert rl.ceiling_experiments(EXPERIMENTS) == ["ceil"]
-    assert rl.kernel_experiments(EXPERIMENTS) == ["kern", "copy", "chain"]
+    assert rl.kernel_experiments(EXPERIMENTS) == ["kern", "copy", "chain", "dchain"]
 
 
 def test_a_kernel_below_the_ridge_is_memory_bound_at_its_fraction_of_the_hbm_roof():
@@ -91,6 +93,37 @@ def test_a_kernel_above_the_ridge_is_compute_bound_at_its_fraction_of_the_fp32_r
     assert point["bound"] == COMPUTE and point["roof"] == "FP32 FMA"
     assert point["fraction"] == pytest.approx(16e12 / FP32)
     assert "compute-bound at 16 FLOP/B; 16.0 TFLOP/s, 40 % of the FP32 FMA roof" in point["sentence"]
+
+
+def test_a_kernel_is_judged_against_the_compute_roof_of_the_precision_its_experiment_declares():
+    # 16,384 FMA per element over 8 bytes: far above both ridges; 2 × 16,384 × 1e9 FLOP in 1.8 s = 18.2 TFLOP/s
+    _, points = placed(ceiling_rows() + [row("dchain", p, ms=1800.0, intensity=16384) for p in ("fp64", "fp32")])
+    points = points.set_index("variant")
+    assert points.loc["fp64", "roof"] == "FP64 FMA" and points.loc["fp64", "fraction"] == pytest.approx(18.2e12 / FP64,
+                                                                                                     rel=1e-3)
+    assert "91 % of the FP64 FMA roof" in points.loc["fp64", "sentence"]
+    assert points.loc["fp32", "roof"] == "FP32 FMA" and "46 % of the FP32 FMA roof" in points.loc["fp32", "sentence"]
+    # an experiment that declares no precision computes in FP32
+    _, points = placed(ceiling_rows() + [row("chain", "k", ms=8.0, intensity=64)])
+    assert points.iloc[0]["precision"] == "fp32" and points.iloc[0]["roof"] == "FP32 FMA"
+
+
+def test_a_cache_roof_measured_below_the_dram_roof_bounds_nothing_and_is_named():
+    """An L2 figure under HBM (copies too short to show the cache's rate) would make HBM-bound kernels read as
+    "110 % of the L2 roof" and move the ridge: kernels are judged against HBM, and the page names the figure."""
+    rows = [r if r["variant"] != "L2" else {**r, "rate": 3.5e12} for r in ceiling_rows()]
+    roofs, points = placed(rows + [row("copy", "c", ms=2.0), row(ms=4.0)])
+    assert [r.name for r in rl.memory_roofs(roofs)] == ["HBM"]
+    assert [(c.name, d.name) for c, d in rl.unused_roofs(roofs)] == [("L2", "HBM")]
+    assert rl.ridges(roofs)[0].memory.name == "HBM" and rl.ridges(roofs)[0].intensity == pytest.approx(10)
+    assert set(points["roof"]) == {"HBM"}
+    assert "4,000 GB/s, 100 % of the HBM roof" in points.set_index("variant").loc["c", "sentence"]
+    said = rl.unused_roof_sentence(*rl.unused_roofs(roofs)[0])
+    assert said.startswith("The L2 figure (fake L2) is below the HBM roof (4,000 GB/s)") and "not drawn" in said
+    figure = chart.figure(points, roofs, "test")
+    assert not any("L2" in (t.name or "") for t in figure.data) and not any("L2" in a.text
+                                                                             for a in figure.layout.annotations)
+    assert rl.unused_roofs(rl.measured_roofs(frame(ceiling_rows()), EXPERIMENTS)) == []  # an L2 above HBM is used
 
 
 def test_the_ridge_is_named_for_the_gpu_per_precision_fp32_first():
@@ -216,7 +249,20 @@ def test_the_chart_is_log_log_with_every_roof_the_ridge_and_the_path_in_intensit
     strip = [t for t in figure.data if t.xaxis == "x2" and t.mode == "markers"]
     assert [list(t.y) for t in strip] == [[4000.0]]  # the copy, by GB/s, on the right panel
     assert sorted(t.y[0] for t in figure.data if t.xaxis == "x2" and t.mode == "lines") == [4000.0, 10000.0]
+    # each roof named where it is drawn, in log10 units on the log axes, and each ridge under its dotted line
+    labels = {a.text: a for a in figure.layout.annotations if a.xref in ("x", "x2")}
+    for text in ("HBM 4,000 GB/s", "L2 10,000 GB/s", "FP32 FMA 40.0 TFLOP/s", "FP64 FMA 20.0 TFLOP/s",
+                 "ridge 10 FLOP/B (FP32)", "ridge 5 FLOP/B (FP64)"):
+        assert text in labels, text
+    assert labels["FP32 FMA 40.0 TFLOP/s"].y == pytest.approx(math.log10(FP32 / 1e12))
+    assert labels["ridge 10 FLOP/B (FP32)"].x == pytest.approx(1)
+    right = [a for a in figure.layout.annotations if a.xref == "x2"]
+    assert sorted(a.y for a in right) == [4000.0, 10000.0]  # the memory roofs, named on the right panel too
+    assert figure.layout.yaxis2.range[1] > 10000  # above the highest roof: its label stays inside the panel
     stage = chart.figure(points, roofs, "test", stage=True)
+    assert {a.text for a in stage.layout.annotations if a.xref == "x"} == {
+        "HBM 4,000 GB/s", "FP32 FMA 40.0 TFLOP/s", "ridge 10 FLOP/B (FP32)"}  # the stage's roofs: DRAM and FP32
+    assert all(a.font.size >= 20 for a in stage.layout.annotations)
     assert stage.layout.height == chart.STAGE_HEIGHT and stage.layout.font.size >= 20
     assert sum(bool(t.showlegend is not False) for t in stage.data) < sum(
         bool(t.showlegend is not False) for t in figure.data)  # fewer labels on stage

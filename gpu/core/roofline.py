@@ -25,6 +25,8 @@ class Roof:
     source: str
     run_id: str = ""
     precision: str = ""  # compute roofs: "fp32" or "fp64"; a kernel sits under the roof of its precision
+    cache: bool = False  # memory roofs: a cache's (L2), measured from a working set that fits it; a ceiling above
+    # the DRAM roof's, so one measured at or below it bounds nothing
 
     def __post_init__(self):
         if self.kind not in (MEMORY, COMPUTE):

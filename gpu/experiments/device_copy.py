@@ -158,7 +158,7 @@ def roofs(frame: pd.DataFrame) -> list[Roof]:
                           f"SM copy of {format_bytes(row['elements'])} kept in the L2, {int(row['param_value']):,} "
                           f"passes in one launch, median {row['gbps']:,.0f} GB/s; bytes counted as read + write "
                           "(2 × size per pass), as bandwidthTest --dtod counts them",
-                          str(row.get("run_id") or "")))
+                          str(row.get("run_id") or ""), cache=True))
     return found
 
 

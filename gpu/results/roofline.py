@@ -17,11 +17,13 @@ A kernel measured at several configurations (block sizes, chunk counts, host mem
 and problem (variant, swept parameter, size, intensity), at its fastest configuration, which its sentence names.
 Points of one kernel that differ only in ``intensity`` (the Streams FMA chain) form a path in intensity order.
 
-Which roof binds a point: the memory roof is the lowest one measured (HBM: every kernel here reads data that
-starts in DRAM, most with L2 flushed first), unless the point runs more than ``CACHE_MARGIN`` above it, when it
-is the lowest one it stays under (its data came from a cache). The compute roof is that of the precision the kernel
-computes in: its experiment's ``precision(row)`` ("fp32", "fp64"), else ``KERNEL_PRECISION`` (FP32). A point below
-the ridge is memory-bound, above it compute-bound.
+Which roof binds a point: the memory roof is the DRAM one (HBM: every kernel here reads data that starts in
+DRAM, most with L2 flushed first), unless the point runs more than ``CACHE_MARGIN`` above it, when it is the first
+cache roof it stays under (its data came from a cache). A cache roof (``Roof.cache``) measured at or below the DRAM
+roof bounds nothing (its measurement did not reach the cache's rate): it is named (``unused_roofs``), not used. The
+compute roof is the one of the point's precision: an experiment may declare ``precision(row)``, else
+``KERNEL_PRECISION`` (PinPoint's kernels compute in FP32). A point below the ridge is memory-bound, above it
+compute-bound.
 """
 
 from __future__ import annotations
@@ -38,13 +40,13 @@ from gpu.core.schema import key_value
 from gpu.experiments.registry import EXPERIMENTS
 
 KERNEL_PRECISION = "fp32"
-CACHE_MARGIN = 1.10  # above the lowest memory roof by more than this: judged against the next memory roof
+CACHE_MARGIN = 1.10  # above the DRAM roof by more than this: judged against the next memory roof
 # What makes one kernel and problem; the configurations that differ only in other columns are alternatives of it.
 KERNEL_KEY = ["run_id", "experiment", "variant", "group", "param", "param_value", "elements", "intensity"]
 POINT_COLUMNS = ["kernel", "experiment", "variant", "run_id", "device_name", "block_size", "elements",
                  "param", "param_value", "intensity", "configurations", "bytes", "flops", "median_ms",
                  "bytes_per_s", "flops_per_s", "flop_per_byte", "memory_only", "roof", "bound", "fraction",
-                 "sentence", "path"]
+                 "sentence", "path", "precision"]
 
 
 def _experiments(experiments: dict[str, ModuleType] | None) -> dict[str, ModuleType]:
@@ -96,7 +98,29 @@ def newest_runs(data: pd.DataFrame, device_name: str,
 
 
 def memory_roofs(roofs: list[Roof]) -> list[Roof]:
-    return sorted((r for r in roofs if r.kind == MEMORY), key=lambda r: r.per_second)
+    """The memory roofs in the order a kernel is judged against them: the DRAM roofs from the lowest up, then the
+    cache roofs measured above them (the others bound nothing: ``unused_roofs``)."""
+    dram = sorted((r for r in roofs if r.kind == MEMORY and not r.cache), key=lambda r: r.per_second)
+    top = dram[-1].per_second if dram else 0.0
+    return dram + sorted((r for r in roofs if r.kind == MEMORY and r.cache and r.per_second > top),
+                         key=lambda r: r.per_second)
+
+
+def unused_roofs(roofs: list[Roof]) -> list[tuple[Roof, Roof]]:
+    """(cache roof, DRAM roof) for each cache roof measured at or below the highest DRAM roof: a cache serves
+    faster than DRAM, so such a figure did not reach the cache's rate and bounds no kernel."""
+    dram = [r for r in roofs if r.kind == MEMORY and not r.cache]
+    if not dram:
+        return []
+    top = max(dram, key=lambda r: r.per_second)
+    return [(r, top) for r in roofs if r.kind == MEMORY and r.cache and r.per_second <= top.per_second]
+
+
+def unused_roof_sentence(cache: Roof, dram: Roof) -> str:
+    """"The L2 figure (SM copy kernel, 8 MiB batched, median 3,812 GB/s) is below the HBM roof (4,299 GB/s): …"."""
+    return (f"The {cache.name} figure ({cache.source.split(';')[0]}) is below the {dram.name} roof "
+            f"({roof_rate(dram)}): a cache serves faster than DRAM, so this measurement did not reach the "
+            f"{cache.name}'s rate. It is not drawn, and no kernel is judged against it.")
 
 
 def compute_roof(roofs: list[Roof], precision: str = KERNEL_PRECISION) -> Roof | None:
@@ -124,7 +148,7 @@ class Ridge:
 
 
 def ridges(roofs: list[Roof]) -> list[Ridge]:
-    """One ridge per compute roof, against the lowest memory roof (HBM), FP32 first."""
+    """One ridge per compute roof, against the first memory roof (DRAM: HBM), FP32 first."""
     memory = memory_roofs(roofs)
     if not memory:
         return []
@@ -243,7 +267,8 @@ def sentence(point: dict, memory: Roof | None, compute: Roof | None) -> tuple[st
     if compute is None:
         fraction = point["bytes_per_s"] / memory.per_second
         return (f"{head}: {where}, {share(fraction)} of the {memory.name} roof; no "
-                f"{KERNEL_PRECISION.upper()} compute roof recorded, so which roof binds is not known",
+                f"{point.get('precision', KERNEL_PRECISION).upper()} compute roof recorded, so which roof binds is "
+                "not known",
                 memory.name, "", fraction)
     if memory is None:
         fraction = point["flops_per_s"] / compute.per_second
@@ -256,6 +281,12 @@ def sentence(point: dict, memory: Roof | None, compute: Roof | None) -> tuple[st
                 f"{memory.name} roof", memory.name, MEMORY, fraction)
     return (f"{head}: compute-bound at {number(intensity)} FLOP/B; {flop_rate(point['flops_per_s'])}, "
             f"{share(fraction)} of the {compute.name} roof", compute.name, COMPUTE, fraction)
+
+
+def _precision(module: ModuleType, row: dict) -> str:
+    """The precision of a point's arithmetic: the experiment's ``precision(row)`` where it declares one."""
+    declared = getattr(module, "precision", None)
+    return str(declared(row)) if callable(declared) else KERNEL_PRECISION
 
 
 def kernel_points(data: pd.DataFrame, roofs: list[Roof],
@@ -279,10 +310,6 @@ def kernel_points(data: pd.DataFrame, roofs: list[Roof],
     for _, alternatives in rows.groupby(KERNEL_KEY, dropna=False, sort=False):
         best = alternatives.loc[alternatives["bytes_per_s"].idxmax()]
         labels = getattr(modules[best["experiment"]], "LABELS", {})
-        # A kernel sits under the compute roof of the precision it computes in (its experiment's ``precision(row)``,
-        # else FP32): an FP64 FMA is judged against the FP64 roof.
-        precision = getattr(modules[best["experiment"]], "precision", None)
-        compute = compute_roof(roofs, precision(best) if precision else KERNEL_PRECISION)
         flops = float(best["flops"])
         point = {
             "kernel": kernel_label(best, labels, _configuration(best, len(alternatives))),
@@ -294,9 +321,10 @@ def kernel_points(data: pd.DataFrame, roofs: list[Roof],
             "flops": flops, "median_ms": float(best["median_ms"]), "bytes_per_s": float(best["bytes_per_s"]),
             "flops_per_s": flops / float(best["seconds"]),
             "flop_per_byte": flops / float(best["bytes"]) if flops > 0 else math.nan, "memory_only": flops == 0,
+            "precision": _precision(modules[best["experiment"]], best.to_dict()),
         }
         point["sentence"], point["roof"], point["bound"], point["fraction"] = sentence(
-            point, binding_memory_roof(point["bytes_per_s"], roofs), compute)
+            point, binding_memory_roof(point["bytes_per_s"], roofs), compute_roof(roofs, point["precision"]))
         placed.append(point)
     points = pd.DataFrame(placed)
     points["path"] = _paths(points)

@@ -1,7 +1,7 @@
 """The Roofline page's figure: the measured roofs, the ridge, every kernel placed, the intensity path. No Streamlit.
 
 Two panels of one figure. Left, the classic roofline (log-log): FLOP/s against FLOP/byte, each memory roof a
-slope (bytes/s × intensity), each compute roof flat, the ridge where the lowest memory roof meets the FP32 roof,
+slope (bytes/s × intensity), each compute roof flat, the ridge where the DRAM (HBM) roof meets the FP32 roof,
 kernels with arithmetic as markers, and the points of one kernel that differ only in intensity joined in
 intensity order (the Streams FMA chain climbing from the memory roof to the compute roof). Right, the kernels
 without arithmetic (copies, strided and offset reads, transposes), which have no place on a FLOP axis: their
@@ -25,7 +25,7 @@ from gpu.results import roofline as rl
 PALETTE = ["#636EFA", "#EF553B", "#00CC96", "#AB63FA", "#FFA15A", "#19D3F3", "#FF6692", "#B6E880"]
 ROOF_COLOURS = {MEMORY: "#444444", COMPUTE: "#B22222"}
 ROOF_DASHES = ["solid", "dash", "dot", "dashdot"]
-STAGE_HEIGHT = 480
+STAGE_HEIGHT = 640  # two panels over six decades: taller than the stage's one-panel charts; fits 1920×960
 DESK_HEIGHT = 620
 TERA = 1e12  # the left panel's FLOP/s are drawn in TFLOP/s: plain ticks (0.01 … 100), never "500G"
 TITLE = "Roofline: every kernel under the measured ceilings"
@@ -73,6 +73,41 @@ def _roofs_left(fig: go.Figure, roofs: list[Roof], x_range: tuple[float, float],
             name=chart_text(f"ridge: {rl.number(ridge.intensity)} FLOP/B ({ridge.compute.precision.upper()})"),
             hovertext=chart_text(f"ridge: {rl.number(ridge.intensity)} FLOP/B, where the {ridge.memory.name} roof "
                                  f"meets the {ridge.compute.name} roof"), hoverinfo="text"), row=1, col=1)
+
+
+def _roof_labels(fig: go.Figure, roofs: list[Roof], x_range: tuple[float, float], columns: int,
+                 stage: bool) -> None:
+    """Each roof named on the chart where it is drawn ("HBM 4,299 GB/s"), clear of the kernels: a memory roof's
+    label above its slope (ending where the slope has climbed 1.3 decades) and above its line on the right panel,
+    a compute roof's above its flat line just right of the FP32 ridge, each ridge's under its dotted line. On
+    stage only the DRAM roof, the FP32 roof and its ridge (as the stage draws one ridge). Plotly places annotations
+    on a log axis in log10 units."""
+    memory = rl.memory_roofs(roofs)
+    found = rl.ridges(roofs)
+    compute = sorted((r for r in roofs if r.kind == COMPUTE), key=lambda r: -r.per_second)
+    if stage:
+        memory, found = memory[:1], found[:1]
+        compute = [r for r in compute if found and r == found[0].compute]
+    left = {"xref": "x", "yref": "y", "showarrow": False, "yanchor": "bottom"}
+    x_label = x_range[0] * 10 ** 1.3
+    for roof in memory:
+        y = x_label * roof.per_second / TERA
+        fig.add_annotation(text=chart_text(f"{roof.name} {rl.roof_rate(roof)}"), x=math.log10(x_label),
+                           y=math.log10(y), xanchor="right", font={"color": ROOF_COLOURS[MEMORY]}, **left)
+        fig.add_annotation(text=chart_text(f"{roof.name} {rl.roof_rate(roof)}"), xref="x2", yref="y2",
+                           x=columns - 0.5, y=roof.per_second / 1e9, xanchor="right", yanchor="bottom",
+                           showarrow=False, font={"color": ROOF_COLOURS[MEMORY]})
+    start = found[0].intensity * 1.6 if found else x_range[0] * 10 ** 2
+    for roof in compute:
+        fig.add_annotation(text=chart_text(f"{roof.name} {rl.roof_rate(roof)}"), x=math.log10(start),
+                           y=math.log10(roof.per_second / TERA), xanchor="left",
+                           font={"color": ROOF_COLOURS[COMPUTE]}, **left)
+    for i, ridge in enumerate(found):
+        fig.add_annotation(text=chart_text(f"ridge {rl.number(ridge.intensity)} FLOP/B "
+                                           f"({ridge.compute.precision.upper() or ridge.compute.name})"),
+                           x=math.log10(ridge.intensity), y=math.log10(ridge.compute.per_second / TERA / 1e3),
+                           xanchor="left" if i == 0 else "right", **{**left, "yanchor": "top"},
+                           font={"color": "gray"})
 
 
 def _roofs_right(fig: go.Figure, roofs: list[Roof], columns: int) -> None:
@@ -149,7 +184,9 @@ def figure(points: pd.DataFrame, roofs: list[Roof], subtitle: str = "", stage: b
                      row=1, col=1)
     fig.update_xaxes(tickvals=list(range(len(columns))), ticktext=[chart_text(e) for e in columns],
                      range=[-0.6, max(len(columns), 1) - 0.4], row=1, col=2)
-    fig.update_yaxes(title_text="GB/s (10⁹ B/s)", rangemode="tozero", row=1, col=2)
+    highest = max([*memory_only["bytes_per_s"], *(r.per_second for r in rl.memory_roofs(roofs)), 1e9]) / 1e9
+    fig.update_yaxes(title_text="GB/s (10⁹ B/s)", range=[0, highest * 1.15], row=1, col=2)  # room for the labels
+    _roof_labels(fig, roofs, x_range, max(len(columns), 1), stage)
     title = f"{TITLE}<br><sup>{chart_text(subtitle)}</sup>" if subtitle else TITLE
     fig.update_layout(title={"text": title}, legend={**LEGEND_BELOW, "traceorder": "normal"}, height=DESK_HEIGHT,
                       hovermode="closest", margin={"b": 140})
