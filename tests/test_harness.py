@@ -223,19 +223,19 @@ def test_unknown_parameters_and_profiles_are_named_in_one_place():
     from dataclasses import dataclass
 
     from gpu.core.errors import ValidationError
-    from gpu.experiments import harness
+    from gpu.experiments import axes
 
     @dataclass(frozen=True)
     class Params:
         sizes: tuple = ()
         profile: str = "interactive"
 
-    assert harness.unknown_parameter_reasons({"sizes": [1], "profile": "precise"}, Params) == []
-    assert harness.unknown_parameter_reasons({"size": 1, "blocks": 2}, Params) == ["unknown parameters: blocks, size"]
+    assert axes.unknown_parameter_reasons({"sizes": [1], "profile": "precise"}, Params) == []
+    assert axes.unknown_parameter_reasons({"size": 1, "blocks": 2}, Params) == ["unknown parameters: blocks, size"]
     with pytest.raises(ValidationError, match="unknown parameter: size"):
-        harness.refuse_unknown_parameters({"size": 1}, Params)
-    assert harness.profile_reasons("precise/timeout_s=2") == []
-    assert harness.profile_reasons("quick") == ["unknown profile 'quick': choose one of precise, interactive"]
+        axes.parser(Params)({"size": 1})
+    assert axes.profile_reasons("precise/timeout_s=2") == []
+    assert axes.profile_reasons("quick") == ["unknown profile 'quick': choose one of precise, interactive"]
 
 
 class DriftingSweep(FakeSweep):

@@ -32,8 +32,8 @@ class Profile:
 
     With ``warmup_kept_ms`` > 0 a warm-up that lasts at least that long is kept as the first sample: a warm-up
     is there to pay one-time costs (the first launch, cold caches and TLBs), which are microseconds, and a
-    20 ms copy's first run shows none of them (its first sample is within noise of its median), while dropping it
-    costs the Transfers sweep about half a second of its largest copies.
+    20 ms copy's first run shows none of them (its first sample is within noise of its median), while the dropped
+    warm-ups of the Transfers sweep's largest copies add up to about half a second of copying.
     """
 
     name: str

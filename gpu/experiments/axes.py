@@ -187,10 +187,9 @@ def parser(params_class: type) -> Callable[[dict], Any]:
     limits are ``reasons``' business."""
 
     def parse_params(raw: dict):
-        known = {f.name for f in dataclasses.fields(params_class)}
-        unknown = sorted(set(raw) - known)
+        unknown = unknown_parameter_reasons(raw, params_class)
         if unknown:
-            raise ValidationError([f"unknown {text.plural('parameter', len(unknown))}: {', '.join(unknown)}"])
+            raise ValidationError(unknown)
         values, problems = {}, []
         for axis in params_class.AXES:
             if axis.name not in raw:
@@ -212,16 +211,28 @@ def parser(params_class: type) -> Callable[[dict], Any]:
     return parse_params
 
 
+def unknown_parameter_reasons(raw: dict, params_class) -> list[str]:
+    """The one reason naming the keys of ``raw`` that are not fields of ``params_class``, or none (a typo must not
+    pass as a default)."""
+    unknown = set(raw) - {f.name for f in dataclasses.fields(params_class)}
+    return [f"unknown {text.plural('parameter', len(unknown))}: {', '.join(sorted(unknown))}"] if unknown else []
+
+
+def profile_reasons(spec: str) -> list[str]:
+    """Why ``spec`` is not a measurement profile (``stats.get_profile``), or nothing when it is."""
+    try:
+        stats.get_profile(spec)
+    except ValueError as exc:
+        return [str(exc)]
+    return []
+
+
 def reasons(params, limits=None) -> list[str]:
     """Every generic reason ``params`` cannot run: each axis' checks, then the profile's."""
     found = []
     for axis in params.AXES:
         found += axis.reasons(getattr(params, axis.name), limits)
-    try:
-        stats.get_profile(params.profile)
-    except ValueError as exc:
-        found.append(str(exc))
-    return found
+    return found + profile_reasons(params.profile)
 
 
 def by_name(axes: tuple[Axis, ...], name: str) -> Axis:

@@ -24,7 +24,7 @@ from typing import Any
 
 import pandas as pd
 
-from gpu.core import stats, text
+from gpu.core import stats
 from gpu.core.errors import JobCancelled, ValidationError, VerificationError
 from gpu.core.schema import key_value
 from gpu.experiments import _kernels as k
@@ -134,28 +134,6 @@ def copies_per_sample(timed_batch: Callable[[int], float]) -> int:
         wanted = math.ceil(copies * BATCH_MS * 1.1 / ms) if ms > 0 else 2 * copies
         copies = min(MAX_BATCH, max(2 * copies, wanted))
     return copies
-
-
-def unknown_parameter_reasons(raw: dict, params_class) -> list[str]:
-    """The one reason naming the keys of ``raw`` that are not fields of an experiment's ``Params``, or none."""
-    unknown = set(raw) - set(params_class.__dataclass_fields__)
-    return [f"unknown {text.plural('parameter', len(unknown))}: {', '.join(sorted(unknown))}"] if unknown else []
-
-
-def refuse_unknown_parameters(raw: dict, params_class) -> None:
-    """ValidationError when ``raw`` has a key that ``params_class`` does not (a typo must not pass as a default)."""
-    reasons = unknown_parameter_reasons(raw, params_class)
-    if reasons:
-        raise ValidationError(reasons)
-
-
-def profile_reasons(spec: str) -> list[str]:
-    """Why ``spec`` is not a measurement profile (``stats.get_profile``), or nothing when it is."""
-    try:
-        stats.get_profile(spec)
-    except ValueError as exc:
-        return [str(exc)]
-    return []
 
 
 def run(declaration: type[Sweep], params, gpu, progress, should_cancel) -> list[dict]:
