@@ -6,8 +6,9 @@ import pandas as pd
 import pytest
 
 from gpu import bench
-from gpu.experiments import EXPERIMENTS, REGISTRY, get_experiment, harness, registry
+from gpu.experiments import EXPERIMENTS, REGISTRY, get_experiment, registry
 from gpu.results import compare
+from gpu.sweeps import harness
 from pages import _shared as shared
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -39,9 +40,9 @@ def test_pages_runs_and_names_derive_from_the_registry():
 
 def test_declared_experiments_state_their_axes_and_key_columns():
     for entry in REGISTRY:
-        sweeps = [v for v in vars(entry.module).values() if isinstance(v, type) and issubclass(v, harness.Sweep)
+        sweeps = [v for v in vars(entry.sweep_module()).values() if isinstance(v, type) and issubclass(v, harness.Sweep)
                   and v is not harness.Sweep]
-        assert len(sweeps) == 1, (entry.name, sweeps)  # every experiment is declared over the one harness
+        assert len(sweeps) == 1, (entry.name, sweeps)  # every experiment is measured over the one harness
         sweep = sweeps[0]
         assert sweep.NAME == entry.name and sweep.TITLE and sweep.KEY_COLUMNS == entry.module.KEY_COLUMNS
         params = entry.module.Params()

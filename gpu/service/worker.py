@@ -27,7 +27,7 @@ from gpu.core.errors import DeviceNotFound, JobCancelled, ValidationError, Verif
 from gpu.device import libcuda
 from gpu.device.context import GpuRuntime, visible_gpus
 from gpu.device.driver_occupancy import driver_occupancy_table
-from gpu.experiments import REGISTRY, get_experiment, in_point_order, occupancy_sweep
+from gpu.experiments import REGISTRY, get_experiment, in_point_order, occupancy_sweep, sweep_of
 from gpu.service.messages import Failure, Hello, InitFailed, Progress, Result, Row
 
 EXIT_AFTER_FATAL = 70
@@ -95,12 +95,14 @@ class GpuService:
                 raise ValidationError(reasons)
             provenance = self.runtime.provenance()  # the timestamp says when the run started
             point = {"run_id": uuid.uuid4().hex[:12], "experiment": module.NAME}
-            rows = module.run(params, self.runtime, _RunRowProgress(progress, {**provenance, **point}), should_cancel)
+            measure = sweep_of(module.NAME)
+            rows = measure(params, self.runtime, _RunRowProgress(progress, {**provenance, **point}), should_cancel)
             frame = schema.make_frame([{**point, **row} for row in rows], provenance)
             return in_point_order(frame, module, params)  # measured story-first, returned in point order
         if kind == "warm_host_pool":
-            wanted = [buffer for entry in REGISTRY if hasattr(entry.module, "pooled_host_buffers")
-                      for buffer in entry.module.pooled_host_buffers(entry.module.parse_params({}))]
+            sweeps = [(entry, entry.sweep_module()) for entry in REGISTRY]
+            wanted = [buffer for entry, sweep in sweeps if hasattr(sweep, "pooled_host_buffers")
+                      for buffer in sweep.pooled_host_buffers(entry.module.parse_params({}))]
             # Only where the pinned budget leaves room for a job's own pinned memory beside them.
             if sum(nbytes for nbytes, _ in wanted) <= self.runtime.limits().pinned_budget_bytes // 2:
                 self.runtime.warm_host_pool(wanted)

@@ -1,7 +1,8 @@
 """The one sweep every experiment runs through.
 
-An experiment declares what it measures (a ``Sweep`` subclass: its name, title, typed axes, key columns, and
-``points`` / ``measure`` / ``verify``); ``run`` does the rest, the same way for all of them:
+An experiment declares what it measures in ``gpu/experiments/<name>.py`` (its name, title, typed axes, key columns),
+and how in ``gpu/sweeps/<name>.py`` (a ``Sweep`` subclass: ``points`` / ``measure`` / ``verify``); ``run`` does the
+rest, the same way for all of them:
 
 * refuses invalid parameters (``ValidationError``) before anything is allocated;
 * opens the job's allocation scope (``gpu.job_scope``: freed after the answer, or at once on an error);
@@ -16,19 +17,21 @@ Sweeps may measure in a story-first order (``coarse_first``); ``in_point_order``
 
 from __future__ import annotations
 
+import importlib
 import math
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import pandas as pd
-
 from gpu.core import stats
 from gpu.core.errors import JobCancelled, ValidationError, VerificationError
 from gpu.core.schema import key_value
-from gpu.experiments import _kernels as k
 from gpu.experiments.axes import Axis
+from gpu.experiments.order import coarse_first, in_point_order, values_coarse_first
+from gpu.sweeps import _kernels as k
+
+SWEEPS_PACKAGE, DECLARATIONS_PACKAGE = "gpu.sweeps", "gpu.experiments"
 
 
 @dataclass
@@ -63,10 +66,13 @@ class Sweep:
     RESTART_TELEMETRY: bool = True
 
     def __init_subclass__(cls, **kwargs):
-        """A sweep takes its experiment's identity from its module (declared there once): NAME, TITLE, AXES,
-        KEY_COLUMNS and ``invalid_reasons``."""
+        """A sweep takes its experiment's identity from its declaration (declared there once): NAME, TITLE, AXES,
+        KEY_COLUMNS and ``invalid_reasons``. The sweep of ``gpu.sweeps.<name>`` is declared by
+        ``gpu.experiments.<name>``; a sweep defined elsewhere is declared by its own module."""
         super().__init_subclass__(**kwargs)
         module = sys.modules[cls.__module__]
+        if cls.__module__.startswith(SWEEPS_PACKAGE + "."):
+            module = importlib.import_module(DECLARATIONS_PACKAGE + cls.__module__[len(SWEEPS_PACKAGE):])
         for name in ("NAME", "TITLE", "AXES", "KEY_COLUMNS"):
             if name not in cls.__dict__ and hasattr(module, name):
                 setattr(cls, name, getattr(module, name))
@@ -208,48 +214,6 @@ class SweepRows(list):
     def __iadd__(self, rows):
         self.extend(rows)
         return self
-
-
-def coarse_first(values) -> list:
-    """The values of an axis in the order that shows its shape soonest: both ends, the middle, then the middles
-    of the gaps (4 KiB, 1 GiB, 2 MiB, 64 KiB, 32 MiB, …). Every value once."""
-    values = list(values)
-    if len(values) <= 2:
-        return values
-    order = [0, len(values) - 1]
-    gaps = [(0, len(values) - 1)]
-    while gaps:
-        narrower = []
-        for low, high in gaps:
-            if high - low >= 2:
-                middle = (low + high) // 2
-                order.append(middle)
-                narrower += [(low, middle), (middle, high)]
-        gaps = narrower
-    return [values[i] for i in order]
-
-
-def values_coarse_first(points: list[tuple], series, value) -> list[tuple]:
-    """Points with each series' values in coarse-first order; series keep their first-seen order.
-    ``series(point)`` names the curve a point belongs to, ``value(point)`` its place along the axis."""
-    first: dict = {}
-    values: dict = {}
-    for i, point in enumerate(points):
-        first.setdefault(series(point), i)
-        values.setdefault(series(point), []).append(value(point))
-    rank = {name: {v: r for r, v in enumerate(coarse_first(vals))} for name, vals in values.items()}
-    return sorted(points, key=lambda p: (first[series(p)], rank[series(p)][value(p)]))
-
-
-def in_point_order(frame: pd.DataFrame, module, params) -> pd.DataFrame:
-    """The rows of ``frame`` in ``params.points()`` order (the order before progressive delivery), matched by
-    the experiment's KEY_COLUMNS; rows that match no point keep their order, at the end."""
-    if frame.empty:
-        return frame
-    rank = {tuple(key_value(v) for v in point): i for i, point in enumerate(params.points())}
-    keys = zip(*(frame[c] for c in module.KEY_COLUMNS), strict=True)
-    position = [rank.get(tuple(key_value(v) for v in key), len(rank)) for key in keys]
-    return frame.iloc[sorted(range(len(frame)), key=position.__getitem__)].reset_index(drop=True)
 
 
 __all__ = ["Axis", "Point", "Sweep", "SweepRows", "coarse_first", "in_point_order", "run", "runner",
