@@ -10,11 +10,11 @@ import pytest
 from gpu import bench
 from gpu.core import compute
 from gpu.core.errors import ValidationError, VerificationError
+from gpu.core.limits import Limits
 from gpu.core.roofline import COMPUTE
-from gpu.device.limits import Limits
 from gpu.experiments import fma, sweep_of
-from gpu.sweeps import fma as fma_sweep
 from gpu.present.charts import compute as compute_chart
+from gpu.sweeps import fma as fma_sweep
 
 GiB = 1024**3
 H200_LIMITS = Limits(139 * GiB, 140 * GiB, 16 * GiB, 120 * GiB, 1024, 32)
@@ -217,7 +217,7 @@ class _StandInRuntime:
     def __init__(self, short: int = 0):
         import contextlib
 
-        from gpu.device.limits import Limits
+        from gpu.core.limits import Limits
 
         runtime = self
         self.launches, self.poisoned, self.short = [], [], short

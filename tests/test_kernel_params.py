@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from gpu.device.limits import Limits
+from gpu.core.limits import Limits
 from gpu.experiments import coalescing, occupancy_sweep, reduction
 
 GiB = 1024**3

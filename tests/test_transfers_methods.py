@@ -11,8 +11,8 @@ from streamlit.testing.v1 import AppTest
 
 from gpu.core import stats
 from gpu.core.errors import ValidationError
+from gpu.core.limits import Limits
 from gpu.core.units import GiB, KiB, MiB
-from gpu.device.limits import Limits
 from gpu.device.memory import AllocationLedger
 from gpu.experiments import sweep_of, transfers
 from gpu.sweeps import harness

@@ -2,8 +2,8 @@ import numpy as np
 import pytest
 
 from gpu.core.errors import ValidationError, VerificationError
+from gpu.core.limits import Limits
 from gpu.core.units import GiB, KiB, MiB
-from gpu.device.limits import Limits
 from gpu.experiments import transfers
 from gpu.sweeps import verify
 

@@ -19,9 +19,10 @@ import numpy as np
 
 from gpu.core import schema
 from gpu.core.errors import VerificationError
+from gpu.core.limits import Limits
 from gpu.core.occupancy import DeviceLimits, KernelResources
 from gpu.device import libcuda
-from gpu.device.limits import Limits, git_commit, host_memory_available
+from gpu.device.limits import git_commit, host_memory_available
 from gpu.device.memory import AllocationLedger, HostPool
 from gpu.device.telemetry import Telemetry
 

@@ -14,7 +14,6 @@ verified) until one ``Result`` or ``Failure``.
 
 from __future__ import annotations
 
-import importlib
 import os
 import threading
 import time
@@ -28,6 +27,7 @@ from gpu.device import libcuda
 from gpu.device.context import GpuRuntime, visible_gpus
 from gpu.device.driver_occupancy import driver_occupancy_table
 from gpu.experiments import REGISTRY, get_experiment, in_point_order, occupancy_sweep, sweep_of
+from gpu.service.client import load_service_class
 from gpu.service.messages import Failure, Hello, InitFailed, Progress, Result, Row
 
 EXIT_AFTER_FATAL = 70
@@ -137,12 +137,6 @@ class GpuService:
 
     def close(self) -> None:
         self.runtime.close()
-
-
-def load_service_class(spec: str):
-    """The service class that ``module:Class`` names (GpuService, or a test's stand-in)."""
-    module_name, _, attr = spec.partition(":")
-    return getattr(importlib.import_module(module_name), attr)
 
 
 def load_service(spec: str, options: dict):
