@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 
 from gpu import bench
+from gpu.core.errors import ValidationError
 from gpu.experiments import EXPERIMENTS, REGISTRY, get_experiment, registry
 from gpu.results import compare
 from gpu.sweeps import harness
@@ -49,3 +50,13 @@ def test_declared_experiments_state_their_axes_and_key_columns():
         for axis in sweep.AXES:
             assert getattr(params, axis.name) == axis.default, (entry.name, axis.name)
             assert axis in entry.arguments
+
+
+def test_each_experiment_declares_its_labels_and_the_registry_finds_its_sweep_by_name():
+    for entry in REGISTRY:
+        assert entry.labels and all(isinstance(label, str) and label for label in entry.labels.values()), entry.name
+        sweep = entry.sweep_module()
+        assert sweep.__name__ == "gpu.sweeps." + entry.module.__name__.rsplit(".", 1)[-1]
+        assert registry.sweep_of(entry.name) is sweep.run is entry.sweep()
+    with pytest.raises(ValidationError, match="unknown experiment 'nope'"):
+        registry.sweep_of("nope")

@@ -2,7 +2,8 @@
 declares a ``COMMAND`` registers, with its runner subcommand and help (``COMMAND``, ``HELP``), the page that shows
 it (``PAGE``), its arguments (``AXES``: ``harness.Axis`` values with the flag, default text and parse kind) and its
 place in lists (``ORDER``); ``EXPAND`` names arguments that run once per value (occupancy: one run per register
-and shared-memory setting) and ``BYTE_LABELS`` makes Compare write ``bytes`` and ``param_value`` as sizes. The
+and shared-memory setting), ``BYTE_LABELS`` makes Compare write ``bytes`` and ``param_value`` as sizes, and
+``LABELS`` gives each variant its words (the report's series, the Roofline's kernels). The
 runner (``gpu.bench``), the talks, Overview, Runs, Compare and app.py's navigation read this registry, so adding an
 experiment is adding its declaration and its sweep.
 
@@ -16,7 +17,7 @@ import argparse
 import importlib
 import itertools
 import pkgutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import ModuleType
 
 from gpu.core.errors import ValidationError
@@ -38,6 +39,7 @@ class Entry:
     arguments: tuple[Axis, ...]
     expand: tuple[str, ...] = ()
     byte_labels: bool = False
+    labels: dict[str, str] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -55,7 +57,8 @@ class Entry:
     @classmethod
     def of(cls, module: ModuleType) -> Entry:
         return cls(module, module.COMMAND, module.HELP, module.PAGE, tuple(module.AXES),
-                   tuple(getattr(module, "EXPAND", ())), bool(getattr(module, "BYTE_LABELS", False)))
+                   tuple(getattr(module, "EXPAND", ())), bool(getattr(module, "BYTE_LABELS", False)),
+                   dict(module.LABELS))
 
 
 def _declarations() -> list[ModuleType]:
@@ -90,6 +93,12 @@ def entry_of(name: str) -> Entry:
         return BY_NAME[name]
     except KeyError:
         raise ValidationError([f"unknown experiment '{name}' (known: {', '.join(BY_NAME)})"]) from None
+
+
+def labels_of(name: str) -> dict[str, str]:
+    """The experiment ``name``'s words for its variants ({variant: label}); none for an unknown experiment."""
+    entry = BY_NAME.get(name)
+    return entry.labels if entry else {}
 
 
 def sweep_of(name: str):

@@ -40,6 +40,7 @@ MAX_POINTS = 2000
 DEFAULT_SIZES = [4 * KiB * 2**i for i in range(19)]  # 4 KiB … 1 GiB
 KEY_COLUMNS = ["bytes", "variant", "direction", "include_alloc", "timer"]  # the order of Params.points()
 METHODS = ("single", "batched")
+LABELS = MODE_LABELS  # a point's variant is its memory mode
 METHOD_LABELS = {"single": "latency view (single)", "batched": "throughput view (batched)"}
 BATCHED_TIMERS = ("cuda_event_batched", "cuda_event_batched_held")
 TITLE = "Host↔device transfers"
