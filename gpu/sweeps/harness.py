@@ -47,15 +47,14 @@ class Point:
 
 
 class Sweep:
-    """An experiment's measurement. Its module declares NAME, TITLE, AXES, KEY_COLUMNS and ``invalid_reasons``
-    (the subclass takes them from there), and the subclass implements ``points`` (a generator that may set up and
-    free a group's buffers around the points it yields), ``measure(point)`` (a sample function for the profile's
-    loop, a finished ``stats.Summary``, or None for a
-    point that cannot run: no row) and ``verify(point)`` (raise ``VerificationError`` on wrong data);
-    ``prepare(point)`` does a point's untimed set-up (poisoning its output) before its telemetry starts.
-    ``__init__`` runs before the job's allocation scope opens, ``setup`` inside it (``self.ledger`` and
-    ``self.progress`` set) and ``close`` after it has closed, even on an error. ``limits`` are the device limits
-    the parameters were checked against (read once per job)."""
+    """An experiment's measurement. Its declaration (``gpu/experiments/<name>.py``) declares NAME, TITLE, AXES,
+    KEY_COLUMNS and ``invalid_reasons`` (the subclass takes them from there), and the subclass implements ``points``
+    (a generator that may set up and free a group's buffers around the points it yields), ``measure(point)`` (a
+    sample function for the profile's loop, a finished ``stats.Summary``, or None for a point that cannot run: no
+    row) and ``verify(point)`` (raise ``VerificationError`` on wrong data); ``prepare(point)`` does a point's
+    untimed set-up (poisoning its output) before its telemetry starts. ``__init__`` runs before the job's allocation
+    scope opens, ``setup`` inside it (``self.ledger`` and ``self.progress`` set) and ``close`` after it has closed,
+    even on an error. ``limits`` are the device limits the parameters were checked against (read once per job)."""
 
     NAME: str = ""
     TITLE: str = ""
