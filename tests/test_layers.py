@@ -20,7 +20,10 @@ LAZY_ALLOWED = {
     "pyarrow": "Parquet I/O only, ~0.3 s to import",
     "pynvml": "NVML only exists beside a driver",
     "gpu.fleet": "Dask costs ~1 s of CPU to import; only the runner's fleet command needs it",
+    "gpu.sweeps": "a declaration loads its GPU sweep only when it runs, so reading a declaration loads no GPU code",
 }
+# gpu/sweeps/ holds the GPU side of experiments whose declarations import no GPU code: the experiments layer.
+SAME_LAYER = {"sweeps": "experiments"}
 
 
 def modules() -> dict[str, Path]:
@@ -36,8 +39,8 @@ def layer_of(module: str) -> int | None:
     if module in TOP:
         return TOP[module]
     parts = module.split(".")
-    if len(parts) >= 2 and parts[0] == "gpu" and parts[1] in LAYERS:
-        return LAYERS.index(parts[1])
+    if len(parts) >= 2 and parts[0] == "gpu" and SAME_LAYER.get(parts[1], parts[1]) in LAYERS:
+        return LAYERS.index(SAME_LAYER.get(parts[1], parts[1]))
     return None
 
 
