@@ -21,7 +21,6 @@ import itertools
 from contextlib import ExitStack, contextmanager, nullcontext
 
 from gpu.core.devices import uuid_tail
-from gpu.core.units import format_bytes
 from gpu.device.context import GpuRuntime
 
 NVLINK_MAX_LINKS = 18  # NVML_NVLINK_MAX_LINKS
@@ -30,6 +29,9 @@ PCIE_PATHS = {0: "PCIe on one board", 10: "PCIe via one switch", 20: "PCIe via s
               30: "PCIe via host bridge", 40: "PCIe via host bridges of one NUMA node",
               50: "PCIe across CPU sockets"}
 THROUGH_HOST = "through host (no peer access)"
+# nvmlDeviceGetNvLinkVersion answers an nvmlNvlinkVersion_t: 6 is NVLink 4.0 (an H100 answers 6), 7 NVLink 5.0.
+NVLINK_GENERATION = {1: 1, 2: 2, 3: 2, 4: 3, 5: 3, 6: 4, 7: 5}
+NVLINK_TO_SWITCH = 2  # nvmlDeviceGetNvLinkRemoteDeviceType: NVML_NVLINK_DEVICE_TYPE_SWITCH
 
 
 def gpu_name(ordinal: int, name: str | None, uuid: str | None) -> str:
@@ -40,20 +42,6 @@ def gpu_name(ordinal: int, name: str | None, uuid: str | None) -> str:
 def ordered_pairs(ordinals) -> list[tuple[int, int]]:
     """Every ordered pair of two different GPUs (source, destination), sources in the given order."""
     return [(a, b) for a, b in itertools.permutations(list(dict.fromkeys(ordinals)), 2)]
-
-
-def memory_reasons(needed: dict[int, int], limits: dict, names: dict[int, str], reserve: int, what: str) -> list[str]:
-    """Why ``needed`` bytes (by ordinal) do not fit each GPU's free memory less ``reserve``: one line per GPU short of
-    room, naming it."""
-    reasons = []
-    for ordinal, nbytes in needed.items():
-        free = limits[ordinal].free_device_bytes
-        room = free - reserve
-        if nbytes > room:
-            reasons.append(f"{names[ordinal]}: {what} need {format_bytes(nbytes)} of device memory; "
-                           f"{format_bytes(free)} is free and {format_bytes(reserve)} is kept in reserve, so at most "
-                           f"{format_bytes(max(room, 0))}")
-    return reasons
 
 
 # --- links from NVML -------------------------------------------------------------------------------------------------
@@ -73,42 +61,76 @@ def _pci_key(bus_id) -> tuple | None:
 
 def nvml_link(nvml, handle, peer_handle, peer_bus_id: str) -> dict:
     """What joins two GPUs, read from NVML (``nvml`` the pynvml module or a stand-in): ``{"nvlinks": n, "version": v}``
-    when the source has active NVLinks whose far end is the peer, else ``{"pcie_level": level}`` (an
-    nvmlGpuTopologyLevel_t), else ``{}`` when NVML cannot tell."""
+    when the source has active NVLinks to the peer, else ``{"pcie_level": level}`` (an nvmlGpuTopologyLevel_t), else
+    ``{}`` when NVML cannot tell.
+
+    A link leads to the peer when its far end's PCI address is the peer's. In a virtual machine the far ends carry the
+    host's addresses, not the guest's (or none: FFFFFFFF:FF:FF.0): there, when NVML reports NVLink peer-to-peer between
+    the two GPUs and all of the source's active links lead to one far end, those links are the peer's; several far
+    ends give every active link counted. ``"switched"``: the links end at an NVSwitch (an HGX board), which every pair
+    of its GPUs shares. ``version`` is the NVLink generation (NVML answers an nvmlNvlinkVersion_t)."""
     if nvml is None or handle is None or peer_handle is None:
         return {}
     wanted = _pci_key(peer_bus_id)
-    count, versions = 0, set()
+    to_peer, far_ends, switched = [], {}, False
     for link in range(NVLINK_MAX_LINKS):
         try:
             if not nvml.nvmlDeviceGetNvLinkState(handle, link):
                 continue
-            remote = nvml.nvmlDeviceGetNvLinkRemotePciInfo(handle, link)
+            remote = _remote_pci(nvml, handle, link)
         except Exception:  # a link index past the board's last link, or NVLink not supported at all
             continue
-        remote_id = getattr(remote, "busId", None) or getattr(remote, "busIdLegacy", None)
-        if wanted is not None and _pci_key(remote_id) == wanted:
-            count += 1
-            try:
-                versions.add(int(nvml.nvmlDeviceGetNvLinkVersion(handle, link)))
-            except Exception:
-                pass
-    if count:
-        return {"nvlinks": count, "version": max(versions) if versions else None}
+        try:
+            version = NVLINK_GENERATION.get(int(nvml.nvmlDeviceGetNvLinkVersion(handle, link)))
+        except Exception:
+            version = None
+        try:
+            switched |= int(nvml.nvmlDeviceGetNvLinkRemoteDeviceType(handle, link)) == NVLINK_TO_SWITCH
+        except Exception:
+            pass
+        key = _pci_key(getattr(remote, "busId", None) or getattr(remote, "busIdLegacy", None))
+        if wanted is not None and key == wanted:
+            to_peer.append(version)
+        else:
+            far_ends.setdefault(key, []).append(version)
+    if not to_peer and far_ends and _nvlink_peer(nvml, handle, peer_handle):
+        if len(far_ends) == 1:
+            to_peer = next(iter(far_ends.values()))
+        else:
+            versions = [v for vs in far_ends.values() for v in vs if v]
+            return {"nvlinks": sum(map(len, far_ends.values())), "version": max(versions, default=None),
+                    "switched": True}
+    if to_peer:
+        versions = [v for v in to_peer if v]
+        return {"nvlinks": len(to_peer), "version": max(versions, default=None), "switched": switched}
     try:
         return {"pcie_level": int(nvml.nvmlDeviceGetTopologyCommonAncestor(handle, peer_handle))}
     except Exception:
         return {}
 
 
+def _remote_pci(nvml, handle, link):
+    reader = getattr(nvml, "nvmlDeviceGetNvLinkRemotePciInfo_v2", None) or nvml.nvmlDeviceGetNvLinkRemotePciInfo
+    return reader(handle, link)
+
+
+def _nvlink_peer(nvml, handle, peer_handle) -> bool:
+    """NVML's word that the two GPUs do peer-to-peer over NVLink (nvmlDeviceGetP2PStatus, NVLink capability)."""
+    try:
+        index = getattr(nvml, "NVML_P2P_CAPS_INDEX_NVLINK", 2)
+        return nvml.nvmlDeviceGetP2PStatus(handle, peer_handle, index) == getattr(nvml, "NVML_P2P_STATUS_OK", 0)
+    except Exception:
+        return False
+
+
 def link_text(link: dict, peer_access: bool) -> str:
-    """A pair's link in words: "NVLink 4 ×18", "PCIe via host bridge", "through host (no peer access)"; empty when
+    """A pair's link in words: "NVLink 4 ×18", "NVLink 4 ×18 via NVSwitch", "PCIe via host bridge", "through host (no peer access)"; empty when
     NVML could not tell and peer access works."""
     if not peer_access:
         return THROUGH_HOST
     if link.get("nvlinks"):
         version = f" {link['version']}" if link.get("version") else ""
-        return f"NVLink{version} ×{link['nvlinks']}"
+        return f"NVLink{version} ×{link['nvlinks']}" + (" via NVSwitch" if link.get("switched") else "")
     if "pcie_level" in link:
         return PCIE_PATHS.get(link["pcie_level"], f"PCIe (topology level {link['pcie_level']})")
     return ""

@@ -97,6 +97,13 @@ class PatternChecker:
         self.fill_kernel.prepared_call(self._grid(words), (self.BLOCK, 1, 1), int(pointer), np.uint64(words),
                                        np.uint32(seed))
 
+    def poison(self, pointer: int, words: int, guard_words: int, seed: int) -> None:
+        """A destination of ``words`` words and the ``guard_words`` after it := the pattern of ``seed``, each from its
+        own start (as ``check`` reads them)."""
+        self.fill(pointer, words, seed)
+        if guard_words:
+            self.fill(int(pointer) + 4 * words, guard_words, seed)
+
     def mismatches(self, pointer: int, words: int, seed: int) -> tuple[int, int]:
         """(wrong words, the first of them) of ``words`` words at ``pointer`` against the pattern of ``seed``."""
         self.cuda.memcpy_htod(self.found, np.array([0, np.iinfo(np.uint64).max], dtype=np.uint64))
@@ -109,7 +116,7 @@ class PatternChecker:
     def check(self, pointer: int, words: int, seed: int, label: str, guard_words: int = 0,
               guard_seed: int | None = None) -> None:
         """Raise ``VerificationError`` unless the ``words`` words at ``pointer`` are the pattern of ``seed`` and the
-        ``guard_words`` after them still hold the poison of ``guard_seed``."""
+        ``guard_words`` after them still hold the poison of ``guard_seed`` (as ``poison`` wrote it)."""
         wrong, first = self.mismatches(pointer, words, seed)
         if wrong:
             got = np.empty(1, dtype=np.uint32)

@@ -165,7 +165,7 @@ class PeersSweep(harness.Sweep):
         for gpu, kind in self._writes(state):
             device = self.devices[gpu]
             with self.gpus.activate(gpu):
-                device.checker.fill(self._pointer(gpu, kind), words + guard, self.poison_seed)
+                device.checker.poison(self._pointer(gpu, kind), words, guard, self.poison_seed)
                 if state["variant"] in declared.HOST_VARIANTS and declared.DIRECTIONS[state["variant"]] == "h2d":
                     device.checker.fill(device.host_buffer()[1], words, device.host_seed)
                 self.cuda.Context.synchronize()

@@ -138,7 +138,9 @@ def main() -> int:
             if a == b:
                 continue
             read, write, latency, write_sm = matrix("read"), matrix("write"), matrix("latency"), matrix("write_sm")
-            cell = lambda m: m[a][b] if len(m) > a and len(m[a]) > b else None  # noqa: E731
+
+            def cell(m, a=a, b=b):
+                return m[a][b] if len(m) > a and len(m[a]) > b else None
             add(f"CE read GPU {a}→{b} (GB/s)", cell(read), pinpoint_value(frame, "ce_read", a, b), "read")
             add(f"CE write GPU {a}→{b} (GB/s)", cell(write), pinpoint_value(frame, "ce_write", a, b), "write")
             add(f"SM write GPU {a}→{b} (GB/s)", cell(write_sm), pinpoint_value(frame, "sm_write", a, b), None)
@@ -164,7 +166,7 @@ def main() -> int:
 
     print(f"\nPeer accuracy bar at {SIZE_MIB} MiB (PinPoint batched, profile {PROFILE}; GB/s = 10^9 B/s, bytes "
           "counted once)")
-    print(f"| figure | nvbandwidth 0.8 | PinPoint | difference | target | met |\n|---|---|---|---|---|---|")
+    print("| figure | nvbandwidth 0.8 | PinPoint | difference | target | met |\n|---|---|---|---|---|---|")
     met_all = True
     for figure, theirs, ours, difference, target, met in table:
         shown = [f"{v:,.1f}" if v is not None else "—" for v in (theirs, ours)]
