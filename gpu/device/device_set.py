@@ -124,8 +124,8 @@ def _nvlink_peer(nvml, handle, peer_handle) -> bool:
 
 
 def link_text(link: dict, peer_access: bool) -> str:
-    """A pair's link in words: "NVLink 4 ×18", "NVLink 4 ×18 via NVSwitch", "PCIe via host bridge", "through host (no peer access)"; empty when
-    NVML could not tell and peer access works."""
+    """A pair's link in words: "NVLink 4 ×18", "NVLink 4 ×18 via NVSwitch", "PCIe via host bridge", "through host
+    (no peer access)"; empty when NVML could not tell and peer access works."""
     if not peer_access:
         return THROUGH_HOST
     if link.get("nvlinks"):
