@@ -39,6 +39,11 @@ def test_pages_runs_and_names_derive_from_the_registry():
     assert len({e.command for e in REGISTRY}) == len(REGISTRY)
 
 
+def _sweeps(module) -> list:
+    return [v for v in vars(module).values() if isinstance(v, type) and issubclass(v, harness.Sweep)
+            and v is not harness.Sweep]
+
+
 def test_declared_experiments_state_their_axes_and_key_columns():
     for entry in REGISTRY:
         sweeps = [v for v in vars(entry.sweep_module()).values() if isinstance(v, type) and issubclass(v, harness.Sweep)

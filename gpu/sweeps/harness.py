@@ -5,7 +5,8 @@ and how in ``gpu/sweeps/<name>.py`` (a ``Sweep`` subclass: ``points`` / ``measur
 rest, the same way for all of them:
 
 * refuses invalid parameters (``ValidationError``) before anything is allocated;
-* opens the job's allocation scope (``gpu.job_scope``: freed after the answer, or at once on an error);
+* opens the job's allocation scope on every GPU of the worker's set (``DeviceSet.job_scope``: freed after the
+  answer, or at once on an error);
 * walks the declared points, checking for cancellation (``JobCancelled``) and reporting progress before each;
 * samples each point with the profile's loop (``stats.sample_until_stable``), NVML telemetry read around it;
 * verifies the point (a wrong result raises ``VerificationError``: never a row);
@@ -27,6 +28,7 @@ from typing import Any
 from gpu.core import stats
 from gpu.core.errors import JobCancelled, ValidationError, VerificationError
 from gpu.core.schema import key_value
+from gpu.device.device_set import DeviceSet
 from gpu.experiments.axes import Axis
 from gpu.experiments.order import coarse_first, in_point_order, values_coarse_first
 from gpu.sweeps import _kernels as k
@@ -54,7 +56,13 @@ class Sweep:
     row) and ``verify(point)`` (raise ``VerificationError`` on wrong data); ``prepare(point)`` does a point's
     untimed set-up (poisoning its output) before its telemetry starts. ``__init__`` runs before the job's allocation
     scope opens, ``setup`` inside it (``self.ledger`` and ``self.progress`` set) and ``close`` after it has closed,
-    even on an error. ``limits`` are the device limits the parameters were checked against (read once per job)."""
+    even on an error. ``limits`` are the device limits the parameters were checked against (read once per job).
+
+    ``self.gpu`` is the set's first GPU, the one a one-GPU sweep measures on; ``self.gpus`` the whole ``DeviceSet``
+    (``activate(i)``, per-device runtimes and limits), ``self.ledgers`` each device's ledger by ordinal (set with
+    ``self.ledger``, the first device's) and ``self.set_limits`` each device's limits. A sweep over several GPUs
+    declares ``set_reasons`` and names the GPU a row measured in its point's columns (``gpu_index``, ``gpu_uuid``);
+    it may point ``self.telemetry`` at that GPU's telemetry in ``prepare``."""
 
     NAME: str = ""
     TITLE: str = ""
@@ -83,6 +91,9 @@ class Sweep:
         self.cuda, self.telemetry = gpu.cuda, gpu.telemetry
         self.ledger = self.progress = None
         self.limits = None
+        self.gpus: DeviceSet | None = None
+        self.ledgers: dict = {}
+        self.set_limits: dict = {}
 
     @staticmethod
     def invalid_reasons(params, limits) -> list[str]:
@@ -93,6 +104,18 @@ class Sweep:
         """Why ``params`` cannot run on ``gpu`` (before anything is allocated): ``invalid_reasons`` against the
         device's ``limits``, unless the experiment needs more of the device to decide."""
         return cls.invalid_reasons(params, limits)
+
+    @classmethod
+    def for_devices(cls, params, ordinals: list[int]):
+        """``params`` with what they leave to the device set filled in (a sweep over "every GPU of the set" names
+        them, so its point grid is known); a one-GPU sweep's are complete."""
+        return params
+
+    @classmethod
+    def set_reasons(cls, params, gpus: DeviceSet, limits: dict) -> list[str]:
+        """Why ``params`` cannot run on the device set ``gpus`` (``limits``: each device's, by ordinal), each reason
+        naming its GPU; a one-GPU sweep needs nothing of the set."""
+        return []
 
     def setup(self) -> None:
         """Job-wide set-up, inside the allocation scope (``self.ledger`` is set)."""
@@ -141,10 +164,22 @@ def copies_per_sample(timed_batch: Callable[[int], float]) -> int:
     return copies
 
 
+def device_set(gpu) -> DeviceSet:
+    """The device set a job runs on: ``gpu`` itself when it is one, else a set of that one runtime."""
+    return gpu if isinstance(gpu, DeviceSet) else DeviceSet.of(gpu)
+
+
 def run(declaration: type[Sweep], params, gpu, progress, should_cancel) -> list[dict]:
-    """Measure every point of ``params`` with the experiment ``declaration``; returns its rows as measured."""
+    """Measure every point of ``params`` with the experiment ``declaration`` on ``gpu`` (a runtime, or a
+    ``DeviceSet`` whose first GPU one-GPU sweeps measure on); returns its rows as measured."""
+    gpus = device_set(gpu)
+    gpu = gpus.first
     limits = gpu.limits()
-    reasons = declaration.reasons(params, gpu, limits)
+    set_limits = {gpus.ordinals[0]: limits}
+    if len(gpus) > 1:
+        set_limits.update({o: lim for o, lim in gpus.limits().items() if o != gpus.ordinals[0]})
+    params = declaration.for_devices(params, gpus.ordinals)
+    reasons = declaration.reasons(params, gpu, limits) or declaration.set_reasons(params, gpus, set_limits)
     if reasons:
         raise ValidationError(reasons)
     profile = stats.get_profile(params.profile)
@@ -154,10 +189,10 @@ def run(declaration: type[Sweep], params, gpu, progress, should_cancel) -> list[
     total = len(grid)
     rows = SweepRows(progress)  # each row reaches the page as soon as it is measured
     sweep = declaration(params, gpu, profile)
-    sweep.limits = limits
+    sweep.limits, sweep.gpus, sweep.set_limits = limits, gpus, set_limits
     try:
-        with gpu.job_scope() as ledger:
-            sweep.ledger, sweep.progress = ledger, progress
+        with gpus.job_scope() as ledgers:
+            sweep.ledgers, sweep.ledger, sweep.progress = ledgers, ledgers[gpus.ordinals[0]], progress
             sweep.setup()
             for index, point in enumerate(sweep.points()):
                 if should_cancel():

@@ -67,3 +67,65 @@ def verify_equal(expected: np.ndarray, actual: np.ndarray, what: str) -> None:
                                 f"(expected 0x{int(flat_e[first]):08x}, got 0x{int(flat_a[first]):08x})")
 
 
+
+
+class PatternChecker:
+    """The check pattern on one GPU, written and counted by kernels there (transfers.cu ``pattern_fill`` and
+    ``pattern_mismatches``: the words of ``pattern_for``), so a 1 GiB destination is checked whole in milliseconds.
+
+    A sweep fills its source with one seed's pattern, poisons the destination (and a guard after it) with another
+    seed's before each copy (two seeds differ in every word, so a word the copy did not write never passes), then
+    ``check``s the destination whole and the guard: a short, long, shifted or partial copy raises
+    ``VerificationError`` naming the first wrong word. Pointers are device addresses of memory this GPU can read:
+    its own, a peer's over peer access, or mapped pinned host memory. Runs with this GPU's context current."""
+
+    BLOCK = 256
+
+    def __init__(self, gpu, ledger):
+        self.gpu, self.cuda = gpu, gpu.cuda
+        self.fill_kernel = gpu.kernel("transfers", "pattern_fill")
+        self.fill_kernel.prepare("PQI")
+        self.count_kernel = gpu.kernel("transfers", "pattern_mismatches")
+        self.count_kernel.prepare("PQIP")
+        self.found = ledger.device_buffer(16)
+
+    def _grid(self, words: int) -> tuple[int, int]:
+        return (max(1, min(-(-words // self.BLOCK), self.gpu.sm_count * 16)), 1)
+
+    def fill(self, pointer: int, words: int, seed: int) -> None:
+        """``words`` words at ``pointer`` := the pattern of ``seed`` (queued on the default stream)."""
+        self.fill_kernel.prepared_call(self._grid(words), (self.BLOCK, 1, 1), int(pointer), np.uint64(words),
+                                       np.uint32(seed))
+
+    def poison(self, pointer: int, words: int, guard_words: int, seed: int) -> None:
+        """A destination of ``words`` words and the ``guard_words`` after it := the pattern of ``seed``, each from its
+        own start (as ``check`` reads them)."""
+        self.fill(pointer, words, seed)
+        if guard_words:
+            self.fill(int(pointer) + 4 * words, guard_words, seed)
+
+    def mismatches(self, pointer: int, words: int, seed: int) -> tuple[int, int]:
+        """(wrong words, the first of them) of ``words`` words at ``pointer`` against the pattern of ``seed``."""
+        self.cuda.memcpy_htod(self.found, np.array([0, np.iinfo(np.uint64).max], dtype=np.uint64))
+        self.count_kernel.prepared_call(self._grid(words), (self.BLOCK, 1, 1), int(pointer), np.uint64(words),
+                                        np.uint32(seed), self.found)
+        found = np.empty(2, dtype=np.uint64)
+        self.cuda.memcpy_dtoh(found, self.found)
+        return int(found[0]), int(found[1])
+
+    def check(self, pointer: int, words: int, seed: int, label: str, guard_words: int = 0,
+              guard_seed: int | None = None) -> None:
+        """Raise ``VerificationError`` unless the ``words`` words at ``pointer`` are the pattern of ``seed`` and the
+        ``guard_words`` after them still hold the poison of ``guard_seed`` (as ``poison`` wrote it)."""
+        wrong, first = self.mismatches(pointer, words, seed)
+        if wrong:
+            got = np.empty(1, dtype=np.uint32)
+            self.cuda.memcpy_dtoh(got, int(pointer) + 4 * first)
+            expected = ((first * PATTERN_MULTIPLIER) & 0xFFFFFFFF) ^ (seed & 0xFFFFFFFF)
+            raise VerificationError(f"{label}: {wrong} of {words} words wrong, first at word {first} "
+                                    f"(expected 0x{expected:08x}, got 0x{int(got[0]):08x})")
+        if guard_words:
+            wrong, first = self.mismatches(int(pointer) + 4 * words, guard_words, guard_seed)
+            if wrong:
+                raise VerificationError(f"{label}: the copy wrote past its end ({wrong} of the {guard_words} words "
+                                        f"after it changed, first at word {words + first})")
