@@ -7,7 +7,6 @@ import time
 
 import numpy as np
 
-from gpu.core.errors import VerificationError
 from gpu.core.units import format_bytes
 from gpu.device.timing import EventTimer, StreamHold
 from gpu.experiments.device_copy import (
@@ -21,7 +20,7 @@ from gpu.experiments.device_copy import (
     l2_passes,
 )
 from gpu.sweeps import harness
-from gpu.sweeps.verify import PATTERN_MULTIPLIER
+from gpu.sweeps.verify import PatternChecker
 
 
 class DeviceCopySweep(harness.Sweep):
@@ -38,16 +37,12 @@ class DeviceCopySweep(harness.Sweep):
         self.copy_kernel.prepare("PPQ")
         self.passes_kernel = gpu.kernel("device_copy", "copy_bytes_passes")
         self.passes_kernel.prepare("PPQi")
-        self.fill_kernel = gpu.kernel("transfers", "pattern_fill")
-        self.fill_kernel.prepare("PQI")
-        self.check_kernel = gpu.kernel("transfers", "pattern_mismatches")
-        self.check_kernel.prepare("PQIP")
+        self.checker = PatternChecker(gpu, ledger)
         self.src = ledger.device_buffer(largest)
         self.dst = ledger.device_buffer(largest + GUARD_BYTES)
-        self.found = ledger.device_buffer(16)
         self.seed = int(time.time_ns()) & 0xFFFFFFFF
         self.poison_seed = self.seed ^ 0x9E3779B9  # differs from the source's pattern in every word
-        self.fill(int(self.src), largest // WORD_BYTES, self.seed)
+        self.checker.fill(int(self.src), largest // WORD_BYTES, self.seed)
         self.cuda.Context.synchronize()
 
     def points(self):
@@ -61,27 +56,10 @@ class DeviceCopySweep(harness.Sweep):
                         f"{LABELS[variant]} {format_bytes(size)} {METHOD_LABELS[method]}",
                         bytes_moved(size), TIMERS[method], {"variant": variant, "size": int(size), "method": method})
 
-    # --- the check pattern, on the GPU ------------------------------------------------------------------------------
-    def _grid(self, count: int) -> tuple[int, int]:
-        return (max(1, min(-(-count // BLOCK), self.gpu.sm_count * 16)), 1)
-
-    def fill(self, pointer: int, words: int, seed: int) -> None:
-        self.fill_kernel.prepared_call(self._grid(words), (BLOCK, 1, 1), pointer, np.uint64(words), np.uint32(seed))
-
-    def mismatches(self, pointer: int, words: int, seed: int) -> tuple[int, int]:
-        """(wrong words, the first of them) of ``words`` words at ``pointer`` against the pattern of ``seed``."""
-        self.cuda.memcpy_htod(self.found, np.array([0, np.iinfo(np.uint64).max], dtype=np.uint64))
-        self.check_kernel.prepared_call(self._grid(words), (BLOCK, 1, 1), pointer, np.uint64(words),
-                                        np.uint32(seed), self.found)
-        found = np.empty(2, dtype=np.uint64)
-        self.cuda.memcpy_dtoh(found, self.found)
-        return int(found[0]), int(found[1])
-
     def prepare(self, point) -> None:
         """Poison the destination and the guard after it: another seed's pattern, which differs in every word."""
         size = point.state["size"]
-        self.fill(int(self.dst), size // WORD_BYTES, self.poison_seed)
-        self.fill(int(self.dst) + size, GUARD_BYTES // WORD_BYTES, self.poison_seed)
+        self.checker.poison(int(self.dst), size // WORD_BYTES, GUARD_BYTES // WORD_BYTES, self.poison_seed)
         self.cuda.Context.synchronize()
 
     # --- timing -------------------------------------------------------------------------------------------------------
@@ -129,20 +107,9 @@ class DeviceCopySweep(harness.Sweep):
 
     def verify(self, point) -> None:
         state = point.state
-        size, words = state["size"], state["size"] // WORD_BYTES
-        label = f"{LABELS[state['variant']]} {format_bytes(size)} {METHOD_LABELS[state['method']]}"
-        wrong, first = self.mismatches(int(self.dst), words, self.seed)
-        if wrong:
-            got = np.empty(1, dtype=np.uint32)
-            self.cuda.memcpy_dtoh(got, int(self.dst) + WORD_BYTES * first)
-            expected = ((first * PATTERN_MULTIPLIER) & 0xFFFFFFFF) ^ self.seed
-            raise VerificationError(f"{label}: {wrong} of {words} words wrong, first at word {first} "
-                                    f"(expected 0x{expected:08x}, got 0x{int(got[0]):08x})")
-        wrong, first = self.mismatches(int(self.dst) + size, GUARD_BYTES // WORD_BYTES, self.poison_seed)
-        if wrong:
-            raise VerificationError(f"{label}: the copy wrote past its end ({wrong} of the "
-                                    f"{GUARD_BYTES // WORD_BYTES} words after it changed, first at word "
-                                    f"{words + first})")
+        label = f"{LABELS[state['variant']]} {format_bytes(state['size'])} {METHOD_LABELS[state['method']]}"
+        self.checker.check(int(self.dst), state["size"] // WORD_BYTES, self.seed, label, GUARD_BYTES // WORD_BYTES,
+                           self.poison_seed)
 
 
 run = harness.runner(DeviceCopySweep)

@@ -7,7 +7,6 @@ import time
 
 import numpy as np
 
-from gpu.core.errors import VerificationError
 from gpu.core.units import format_bytes
 from gpu.device.timing import EventTimer, StreamHold
 from gpu.experiments.transfers import (
@@ -17,7 +16,7 @@ from gpu.experiments.transfers import (
     timer_for,
 )
 from gpu.sweeps import harness
-from gpu.sweeps.verify import PATTERN_MULTIPLIER
+from gpu.sweeps.verify import PatternChecker
 
 BATCH_MS, MAX_BATCH = harness.BATCH_MS, harness.MAX_BATCH
 
@@ -28,14 +27,13 @@ class _TransferBench:
 
     One device buffer and one host buffer per memory mode, each of the sweep's largest size, serve every size (a
     point copies their first ``size`` bytes), so a sweep allocates pinned memory once per mode, not once per size.
-    The check pattern is written and checked by kernels on the GPU (``pattern_fill``, ``pattern_mismatches``):
+    The check pattern is written and checked by kernels on the GPU (``verify.PatternChecker``):
     a 1 GiB point spends its time copying, not preparing. Before every copy the destination holds the pattern of
     another seed, which differs from the expected one in every word, so a word the copy did not write never
     passes. A host buffer's leading words hold one seed's pattern (``uniform``): a verified D2H copy leaves its own
     pattern there, which the H2D copy of the same size then sends back up, so no buffer is ever re-written between
     points (D2H points of a size are measured before its H2D points for that reason)."""
 
-    BLOCK = 256
 
     def __init__(self, gpu, ledger, largest: int, seed: int, keep_hosts: bool):
         self.gpu = gpu
@@ -47,12 +45,8 @@ class _TransferBench:
         self.timer = EventTimer(self.cuda, self.stream)
         self.copy_kernel = gpu.functions["copy_vec4"]
         self.copy_kernel.prepare("PPQ")
-        self.fill_kernel = gpu.kernel("transfers", "pattern_fill")
-        self.fill_kernel.prepare("PQI")
-        self.check_kernel = gpu.kernel("transfers", "pattern_mismatches")
-        self.check_kernel.prepare("PQIP")
+        self.checker = PatternChecker(gpu, ledger)
         self.device = ledger.device_buffer(largest)
-        self.found = ledger.device_buffer(16)
         self._holder = None
         self.hosts: dict[str, np.ndarray] = {}  # by buffer_of(mode)
         self.uniform: dict[str, tuple[int, int]] = {}  # by buffer: (words from the start holding one pattern, seed)
@@ -65,28 +59,13 @@ class _TransferBench:
         self._seeds += 1
         return (self._base_seed + 0x9E3779B9 * self._seeds) & 0xFFFFFFFF
 
-    def _grid(self, count: int) -> tuple[int, int]:
-        return (max(1, min(-(-count // self.BLOCK), self.gpu.sm_count * 16)), 1)
-
     def fill(self, count: int, seed: int) -> None:
         """The device buffer's first ``count`` words := the pattern of ``seed``."""
-        self.fill_kernel.prepared_call(self._grid(count), (self.BLOCK, 1, 1), int(self.device), np.uint64(count),
-                                       np.uint32(seed))
+        self.checker.fill(int(self.device), count, seed)
 
     def check(self, count: int, seed: int, label: str) -> None:
         """Raise VerificationError unless the device buffer's first ``count`` words are the pattern of ``seed``."""
-        self.cuda.memcpy_htod(self.found, np.array([0, np.iinfo(np.uint64).max], dtype=np.uint64))
-        self.check_kernel.prepared_call(self._grid(count), (self.BLOCK, 1, 1), int(self.device), np.uint64(count),
-                                        np.uint32(seed), self.found)
-        found = np.empty(2, dtype=np.uint64)
-        self.cuda.memcpy_dtoh(found, self.found)
-        if found[0]:
-            first = int(found[1])
-            word = np.empty(1, dtype=np.uint32)
-            self.cuda.memcpy_dtoh(word, int(self.device) + 4 * first)
-            expected = ((first * PATTERN_MULTIPLIER) & 0xFFFFFFFF) ^ seed
-            raise VerificationError(f"{label}: {int(found[0])} of {count} words wrong, first at word {first} "
-                                    f"(expected 0x{expected:08x}, got 0x{int(word[0]):08x})")
+        self.checker.check(int(self.device), count, seed, label)
 
     def load_host(self, host: np.ndarray, seed: int) -> None:
         """``host`` := the pattern of ``seed`` (written on the GPU, then copied down)."""

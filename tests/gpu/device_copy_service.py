@@ -22,7 +22,7 @@ class DamagedCopyService(GpuService):
                     if damage == "one_word":
                         self.cuda.memset_d32(dst + 4 * 1000, 0, 1)
                     elif damage == "last_word_unwritten":  # the poison back in the last word: a copy one word short
-                        self.fill(dst + size - 4, 1, self.poison_seed)
+                        self.checker.fill(dst + size - 4, 1, self.poison_seed)
                     elif damage == "past_the_end":  # a word after the destination changed: a copy that ran over
                         self.cuda.memset_d32(dst + size, 0, 1)
                     super().verify(point)
