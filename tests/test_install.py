@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import site
 import socket
 import subprocess
@@ -29,8 +30,12 @@ def installed(tmp_path_factory):
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
     [purelib] = (venv / "lib").glob("python3*/site-packages")
     (purelib / "_test_environment.pth").write_text("\n".join(site.getsitepackages()) + "\n")
+    # Built from a copy: setuptools builds in the source folder and keeps what an earlier build left in build/.
+    source = base / "source"
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(
+        ".git", ".venv", "out", "build", "*.egg-info", "__pycache__", ".*_cache", "tests", "docs"))
     subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "-q",
-                    "--no-deps", "--no-build-isolation", "--no-index", str(ROOT)],
+                    "--no-deps", "--no-build-isolation", "--no-index", str(source)],
                    check=True, timeout=300, capture_output=True, text=True)
     outside = base / "elsewhere"
     outside.mkdir()
