@@ -10,7 +10,7 @@ the ``gpu`` extra is requirements-gpu.txt's.
 
 from pathlib import Path
 
-from setuptools import find_packages, setup
+from setuptools import find_namespace_packages, setup
 from setuptools.command.build_py import build_py
 
 HERE = Path(__file__).resolve().parent
@@ -36,8 +36,8 @@ class BuildWithPath(build_py):
         pth.write_text(f"{FOLDER}\n")  # a relative line: site-packages/pinpoint
 
 
-# pages/ holds page scripts beside its _ui package, without an __init__.py of its own.
-names = [*find_packages(include=["gpu", "gpu.*"]), "pages", *(f"pages.{name}" for name in find_packages("pages"))]
+# Every folder of Python modules under gpu/ and pages/, with or without an __init__.py (pages/ has none).
+names = find_namespace_packages(include=["gpu", "gpu.*", "pages", "pages.*"], exclude=["*.__pycache__", "gpu.kernels"])
 packages = [f"{FOLDER}.{name}" for name in names]
 setup(
     packages=[FOLDER, *packages],

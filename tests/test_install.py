@@ -64,6 +64,10 @@ def test_the_installed_copy_is_imported_without_a_checkout(installed):
     assert Path(gpu_file).is_relative_to(site_packages) and not Path(gpu_file).is_relative_to(ROOT)
     assert (Path(assets) / "replay").is_dir() and Path(assets).is_relative_to(site_packages)
     assert checkout == "False" and "PYTHONPATH" not in environment
+    installed_root = Path(gpu_file).parent.parent
+    modules = sorted(str(path.relative_to(ROOT)) for folder in ("gpu", "pages")
+                     for path in (ROOT / folder).rglob("*.py"))
+    assert [m for m in modules if not (installed_root / m).is_file()] == []  # every module of the checkout
     kernels = Path(gpu_file).parent / "kernels"
     in_checkout = (ROOT / "gpu" / "kernels").glob("*.cu")
     assert sorted(p.name for p in kernels.glob("*.cu")) == sorted(p.name for p in in_checkout)
