@@ -46,8 +46,9 @@ def _progress_bar(handle, stream=sys.stderr, width=30) -> None:
     stream.write("\n")
 
 
-def parse_args(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m gpu.bench", description=__doc__.splitlines()[0])
+def parse_args(argv=None, prog: str = "python -m gpu.bench"):
+    """The runner's arguments; ``prog`` is how the help names the command (``pinpoint`` for the installed one)."""
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="experiment", required=True)
     experiments = []
     for entry in registry.REGISTRY:
@@ -252,8 +253,8 @@ def _review(args) -> int:
     return 0
 
 
-def main(argv=None) -> int:
-    args = parse_args(argv)
+def main(argv=None, prog: str = "python -m gpu.bench") -> int:
+    args = parse_args(argv, prog)
     if args.experiment == "occupancy-driver":
         return record_driver_occupancy(args.out, args.device)
     if args.experiment in REVIEW_COMMANDS:

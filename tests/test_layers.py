@@ -24,7 +24,7 @@ SITS_ON = {
 }
 LAYERS = list(SITS_ON)
 TOP = "runner"  # gpu/bench.py (the runner) and gpu/__init__.py sit on all of them; pages/, app.py, serve.py above that
-TOP_MODULES = {"gpu.bench", "gpu"}
+TOP_MODULES = {"gpu.bench", "gpu.cli", "gpu"}
 # Layers whose modules pages, charts and the store load: they never reach the GPU's code.
 DECLARATION_SIDE = ("experiments", "results", "present")
 WORKER_ONLY = ("gpu.device", "gpu.sweeps", "gpu.service")

@@ -13,11 +13,10 @@ import os
 import socket
 import threading
 from contextlib import contextmanager
-from pathlib import Path
 
 import numpy as np
 
-from gpu.core import schema
+from gpu.core import paths, schema
 from gpu.core.errors import VerificationError
 from gpu.core.limits import Limits
 from gpu.core.occupancy import DeviceLimits, KernelResources
@@ -26,7 +25,7 @@ from gpu.device.limits import git_commit, host_memory_available
 from gpu.device.memory import AllocationLedger, HostPool
 from gpu.device.telemetry import Telemetry
 
-KERNEL_DIR = Path(__file__).resolve().parents[1] / "kernels"
+KERNEL_DIR = paths.KERNELS
 
 
 def visible_gpus() -> list[dict]:

@@ -6,17 +6,20 @@ import os
 import subprocess
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from gpu.core import paths
 
 
 def git_commit() -> str:
-    """The commit measured; PINPOINT_GIT_COMMIT names it where the tree travels without .git."""
+    """The commit measured; PINPOINT_GIT_COMMIT names it where the tree travels without .git. An installed copy is
+    not a checkout (git would answer for whatever repository holds the environment), so it is "unknown" there."""
     if os.environ.get("PINPOINT_GIT_COMMIT"):
         return os.environ["PINPOINT_GIT_COMMIT"]
+    if not paths.CHECKOUT:
+        return "unknown"
     try:
-        sha = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=REPO_ROOT, capture_output=True,
+        sha = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=paths.ROOT, capture_output=True,
                              text=True, timeout=5).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO_ROOT,
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=paths.ROOT,
                                capture_output=True, text=True, timeout=5).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return "unknown"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from gpu.core import schema, stats
+from gpu.core import paths, schema, stats
 from gpu.core.devices import uuid_tail
 from gpu.core.errors import DeviceNotFound, ValidationError, WorkerUnavailable
 from gpu.core.limits import Limits
@@ -23,7 +23,7 @@ from gpu.experiments import get_experiment
 from gpu.experiments.registry import check_params
 from gpu.service.client import DEFAULT_SERVICE, JobHandle, WorkerClient
 
-REPLAY_DIR = Path(__file__).resolve().parents[2] / "assets" / "replay"
+REPLAY_DIR = paths.asset("replay")
 
 
 class PointCache:
