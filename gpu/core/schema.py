@@ -49,7 +49,7 @@ POINT_COLUMNS = ["run_id", "experiment", "variant", "direction", "bytes"]
 PARAMETER_COLUMNS = [
     "include_alloc", "group", "block_size", "elements", "param", "param_value", "registers_per_thread",
     "shared_bytes_per_block", "theoretical_occupancy", "rel_error", "host_memory", "chunks", "streams",
-    "issue_order", "intensity", "intervals",
+    "issue_order", "intensity", "intervals", "peer_index", "peer_uuid", "link",
 ]
 MEASUREMENT_COLUMNS = [
     "median_ms", "min_ms", "max_ms", "cv", "samples", "gbps", "stop_reason", "profile", "timer",
@@ -59,16 +59,16 @@ PROVENANCE_COLUMNS = [
     "device_name", "compute_capability", "sm_count", "memory_total_bytes", "driver_version",
     "cuda_version", "pycuda_version", "pcie_gen", "pcie_width", "pcie_gbps_theoretical",
     "hbm_gbps_theoretical", "sm_clock_max_mhz", "mem_clock_max_mhz", "host", "timestamp",
-    "git_commit", "backend", "l2_bytes", "async_engine_count", "gpu_uuid",
+    "git_commit", "backend", "l2_bytes", "async_engine_count", "gpu_uuid", "gpu_index",
 ]
 COLUMNS = POINT_COLUMNS + PARAMETER_COLUMNS + MEASUREMENT_COLUMNS + PROVENANCE_COLUMNS
-OPTIONAL_COLUMNS = PARAMETER_COLUMNS + ["l2_bytes", "async_engine_count", "gpu_uuid"]
+OPTIONAL_COLUMNS = PARAMETER_COLUMNS + ["l2_bytes", "async_engine_count", "gpu_uuid", "gpu_index"]
 # Columns added after runs carried a content hash: hashed only where a run has them, so older runs keep theirs.
-HASHED_WHEN_SET = ("gpu_uuid",)
+HASHED_WHEN_SET = ("gpu_uuid", "gpu_index", "peer_index", "peer_uuid", "link")
 NUMERIC_COLUMNS = ["bytes", "median_ms", "min_ms", "max_ms", "cv", "samples", "gbps"]
 OPTIONAL_NUMERIC_COLUMNS = ["block_size", "elements", "param_value", "registers_per_thread", "shared_bytes_per_block",
                             "theoretical_occupancy", "rel_error", "l2_bytes", "chunks", "streams", "intensity",
-                            "async_engine_count"]
+                            "async_engine_count", "gpu_index", "peer_index"]
 
 # PCIe transfer rate per lane (GT/s) and line-encoding efficiency, by generation (PCI-SIG specifications).
 _PCIE_RATE = {1: (2.5, 8 / 10), 2: (5.0, 8 / 10), 3: (8.0, 128 / 130), 4: (16.0, 128 / 130),
