@@ -43,10 +43,11 @@ NVLINK = "NVLink 4 ×18"
 
 
 def peer_frame(boards: list[int], params, slow_links: dict | None = None, run_id: str | None = None,
-               when: str | None = None, link: str = NVLINK) -> pd.DataFrame:
+               when: str | None = None, link: str = NVLINK, host: str | None = None) -> pd.DataFrame:
     """A made-up node run of the peer experiment over ``boards`` (simulated board numbers, in the node's order):
     every ordered pair for each pair variant, every board for each host-link variant. ``slow_links``: {(source
-    board, destination board): factor} multiplies a pair's times (0.5 halves its GB/s... a factor of 2)."""
+    board, destination board): factor} multiplies a pair's times (2 halves its GB/s). ``host``: the node's name
+    (else each board's ``board_host``)."""
     import datetime as dt
 
     from tests.peers_standin import HOST_VARIANTS, TIMERS
@@ -72,7 +73,8 @@ def peer_frame(boards: list[int], params, slow_links: dict | None = None, run_id
                                  "verified": True, "samples_ms": [ms] * 5, "gpu_uuid": board_uuid(boards[source]),
                                  "gpu_index": source, "peer_index": peer,
                                  "peer_uuid": board_uuid(boards[peer]) if peer is not None else None,
-                                 "link": (link if peer is not None else "host"), "host": board_host(boards[source]),
+                                 "link": (link if peer is not None else "host"),
+                                 "host": host or board_host(boards[source]),
                                  "backend": "simulated", "timestamp": when})
     frame = schema.make_frame(rows, {})
     frame["run_id"] = run_id or frame["run_id"].iloc[0]
