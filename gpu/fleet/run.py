@@ -244,7 +244,7 @@ def run_fleet(client: Client, suite: Suite, catalog, fleet_id: str, service: str
             elif now - unit.started > unit.current.timeout_s + TASK_GRACE_S:
                 _lose(client, unit, f"hung: {unit.current.experiment} was still running {unit.current.timeout_s:.0f}"
                                     " s after its time limit", progress,
-                      "the other GPUs go on" if unit in gpus else "the other nodes go on")
+                      "the other GPUs go on" if isinstance(unit, FleetGpu) else "the other nodes go on")
         progress.bar(gpus, total, nodes)
     result.wall_s = time.perf_counter() - started
     return result
