@@ -14,6 +14,7 @@ from gpu.present.charts._common import STAGE_FONT_PX, stage_figure
 from gpu.results import fleet as fleet_results
 from gpu.results.catalog import ASSETS, read_bundled
 from gpu.results.store import StoreError
+from pages import _fleet_links as fleet_links_section
 from pages import _ui as ui
 
 BUNDLED = "bundled boards"
@@ -139,6 +140,8 @@ else:
 st.caption(f"Two groups: a model's values of a figure, sorted, split at their widest gap when it is wider than "
            f"{fleet_results.GROUP_GAP_FLOORS:g} run-to-run floors of the median and leaves at least two boards on "
            "each side.")
+
+fleet_links_section.show(controls, catalog, stored, choice, suite, choice == BUNDLED, BUNDLED_DIRS)
 
 st.subheader("One board: drift, and Compare against the median board")
 rows = list(boards["row"])
