@@ -8,7 +8,9 @@ is also saved in the runs store (``--no-store`` skips it, ``--label`` names it).
 Review commands print one line per problem, never a traceback.
 
 Runs the experiment through the same worker process the app uses and writes exactly the DataFrame the
-page draws (Parquet, or CSV when FILE ends in .csv). Recordings for replay are made with it:
+page draws (Parquet, or CSV when FILE ends in .csv). ``--device 1`` measures on one GPU; ``--devices 0,1`` (or
+``--gpus``, or ``--devices all``) has the run's worker hold a device set, on which no other job measures meanwhile
+(an experiment that needs several GPUs takes all of them unless told). Recordings for replay are made with it:
 ``python -m gpu.bench transfers --profile precise --include-alloc both --out assets/replay/…parquet``.
 ``python -m gpu.bench occupancy-driver --out assets/occupancy/<device>.json`` records the driver's
 occupancy answers that the occupancy calculator is checked against.
