@@ -59,7 +59,7 @@ class Node:
         """A job that measures until released (``hold``), else for a moment."""
         release = self.tmp_path / f"release-{tag}"
         return client.submit("measure", {"tag": tag, "log": str(self.log), "release": str(release),
-                                         "seconds": 30 if hold else 0.05, **job}, session=tag)
+                                         "seconds": 120 if hold else 0.05, **job}, session=tag)
 
     def release(self, tag: str) -> None:
         (self.tmp_path / f"release-{tag}").write_text("go")
