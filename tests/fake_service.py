@@ -193,6 +193,7 @@ class GpuSetService(FakeService):
                 f.write(json.dumps(line) + "\n")
 
         log("start")
+        self.freeing = (job.get("free_seconds", 0), log)
         if job.get("crash"):
             os._exit(9)
         deadline = time.monotonic() + job.get("seconds", 30)
@@ -203,3 +204,11 @@ class GpuSetService(FakeService):
             time.sleep(0.01)
         log("end")
         return {"tag": job["tag"], "gpus": [g["index"] for g in self.set]}
+
+    def after_reply(self) -> None:
+        """Free what the last job allocated (``free_seconds`` long), after its answer is sent, as GpuService does."""
+        seconds, log = getattr(self, "freeing", (0, None))
+        if log is not None:
+            time.sleep(seconds)
+            log("freed")
+            self.freeing = (0, None)

@@ -129,6 +129,19 @@ def test_a_job_on_one_gpu_of_a_measuring_pair_waits_and_says_for_what(node):
     assert second.waiting == "" and second.queued_ahead == 0
 
 
+def test_the_next_job_on_a_gpu_starts_only_once_the_last_one_freed_its_buffers(node):
+    """The page draws a finished job at once, but its worker frees what it allocated afterwards: the GPU stays held
+    until then, so a job of another worker never measures beside the freeing."""
+    pair, one = node.workers([0, 1], [1])
+    first = node.measure(pair, "pair", free_seconds=0.5)
+    until(lambda: node.started("pair"))
+    second = node.measure(one, "one")
+    first.outcome()
+    second.outcome()
+    freed = next(e["t"] for e in node.events() if e["tag"] == "pair" and e["event"] == "freed")
+    assert node.intervals()["one"][0] >= freed
+
+
 def test_jobs_on_disjoint_gpus_measure_at_the_same_time(node):
     zero, one = node.workers([0], [1])
     long = node.measure(zero, "zero", hold=True)
