@@ -48,8 +48,9 @@ def _progress_bar(handle, stream=sys.stderr, width=30) -> None:
     stream.write("\n")
 
 
-def parse_args(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m gpu.bench", description=__doc__.splitlines()[0])
+def parse_args(argv=None, prog: str = "python -m gpu.bench"):
+    """The runner's arguments; ``prog`` is how the help names the command (``pinpoint`` for the installed one)."""
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="experiment", required=True)
     experiments = []
     for entry in registry.REGISTRY:
@@ -62,7 +63,9 @@ def parse_args(argv=None):
         p.add_argument("--device", help="the GPU to measure on: its index or board UUID (GPU-…, or a unique start of "
                                         "it); default PINPOINT_DEVICE, else the first GPU")
     for p in experiments:
-        p.add_argument("--devices", "--gpus", dest="devices", metavar="SET",
+        # --gpus is the same, except where an experiment has its own --gpus (the GPUs of the set that it measures)
+        flags = ["--devices"] + ([] if "--gpus" in p._option_string_actions else ["--gpus"])
+        p.add_argument(*flags, dest="devices", metavar="SET",
                        help="the GPUs the run holds, e.g. 0,1, all, or board UUIDs (or unique starts of them) joined "
                             "by commas; no other job measures on them meanwhile. Default for an experiment that "
                             "needs several GPUs: all of them")
@@ -268,8 +271,8 @@ def _review(args) -> int:
     return 0
 
 
-def main(argv=None) -> int:
-    args = parse_args(argv)
+def main(argv=None, prog: str = "python -m gpu.bench") -> int:
+    args = parse_args(argv, prog)
     if args.experiment == "occupancy-driver":
         return record_driver_occupancy(args.out, args.device)
     if args.experiment in REVIEW_COMMANDS:

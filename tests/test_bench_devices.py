@@ -85,3 +85,10 @@ def test_the_runner_exits_2_on_a_bad_set_from_the_command_line():
                                "PINPOINT_FAKE_GPUS": "2"})
     assert done.returncode == 2
     assert done.stderr == f"error: '1,1' names GPU 1 twice; name each GPU once; the GPUs are: {LISTING}\n"
+
+
+def test_the_peers_experiment_takes_every_gpu_and_names_the_one_a_machine_has(two_gpus, capsys, monkeypatch):
+    monkeypatch.setenv("PINPOINT_FAKE_GPUS", "1")
+    assert bench.main(["peers", "--no-store"]) == 2
+    assert capsys.readouterr().err == ("error: peers needs two GPUs; this machine has 1: "
+                                       "0 · NVIDIA H100 80GB HBM3 · …000000a0 · node-0\n")

@@ -73,7 +73,7 @@ class Cluster:
         raise AssertionError(f"the Dask scheduler did not start: {self.log.read_text()[-2000:]}")
 
     def add_worker(self, board: int, **env) -> None:
-        """One worker for simulated board ``board`` (its CUDA_VISIBLE_DEVICES), as README's tcp:// commands start
+        """One worker for simulated board ``board`` (its CUDA_VISIBLE_DEVICES), as the docs' tcp:// commands start
         them: one process per GPU, holding GPU=1."""
         self.workers[board] = self._start(
             [*DASK, "worker", self.address, "--nthreads", "1", "--resources", "GPU=1", "--no-nanny",

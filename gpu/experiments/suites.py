@@ -24,10 +24,11 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gpu.core import paths
 from gpu.core.errors import ValidationError
 from gpu.experiments import registry
 
-SUITES_DIR = Path(__file__).resolve().parents[2] / "assets" / "suites"
+SUITES_DIR = paths.asset("suites")
 DEFAULT_PROFILE = "precise/timeout_s=1"
 DEFAULT_TIMEOUT_S = 300.0
 SUITE_KEYS = {"title", "profile", "timeout_s", "run"}

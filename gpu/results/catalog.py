@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from gpu.core import schema
+from gpu.core import paths, schema
 from gpu.core.text import shorten
 from gpu.results import runfiles
 from gpu.results.store import RunStore, SaveResult, StoreError
 
-ASSETS = Path(__file__).resolve().parents[2] / "assets"
+ASSETS = paths.ASSETS
 BUNDLED_DIRS = (ASSETS / "replay", ASSETS / "runs")
 CATALOG_COLUMNS = ["run_id", "experiment", "device_name", "driver_version", "host", "timestamp", "points", "label",
                    "notes", "origin", "profile", "git_commit", "source", "gpu_uuid", "fleet_id", "suite"]

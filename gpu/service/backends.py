@@ -16,16 +16,16 @@ from pathlib import Path
 import pandas as pd
 
 from gpu.core import devices as device_sets
-from gpu.core import schema, stats
+from gpu.core import paths, schema, stats
 from gpu.core.devices import uuid_tail
 from gpu.core.errors import DeviceNotFound, ValidationError, WorkerUnavailable
+from gpu.core.limits import Limits
 from gpu.core.units import format_bytes
-from gpu.device.limits import Limits
 from gpu.experiments import get_experiment
 from gpu.experiments.registry import check_params
 from gpu.service.client import DEFAULT_SERVICE, JobHandle, WorkerClient, visible_gpus
 
-REPLAY_DIR = Path(__file__).resolve().parents[2] / "assets" / "replay"
+REPLAY_DIR = paths.asset("replay")
 NO_NVIDIA_GPU = "no NVIDIA GPU on this machine"
 # Where the NVIDIA driver shows its GPUs (device nodes, and the driver's own list); none of them: no GPU here.
 NVIDIA_GPU_SIGNS = ("/dev/nvidia[0-9]*", "/proc/driver/nvidia/gpus/*")
@@ -298,8 +298,10 @@ def worker_service() -> str:
 
 def gpus_needed(experiment: str) -> tuple[int, int | None]:
     """(fewest, most) GPUs a job of ``experiment`` measures on: an experiment declares ``MIN_GPUS`` (2 for a peer
-    measurement, which then takes any set of two or more); one that declares nothing measures one GPU."""
-    need = int(getattr(get_experiment(experiment), "MIN_GPUS", 1))
+    measurement, which then takes any set of two or more); one that takes the worker's device set (``with_devices``)
+    and declares no number needs two; any other measures one GPU."""
+    module = get_experiment(experiment)
+    need = int(getattr(module, "MIN_GPUS", 2 if hasattr(module, "with_devices") else 1))
     return need, (1 if need <= 1 else None)
 
 
