@@ -16,7 +16,7 @@ from gpu.results.imports import ImportProblem
 from gpu.results.store import StoreError
 from gpu.service import worker
 from gpu.service.client import JobHandle
-from gpu.service.messages import Failure, Hello, InitFailed, Progress, Result, Row
+from gpu.service.messages import Failure, Freed, Hello, InitFailed, Progress, Result, Row
 
 
 def test_every_pinpoint_error_has_one_root_and_keeps_its_builtin_base():
@@ -155,7 +155,8 @@ def test_the_worker_sends_dataclass_messages(fake_pycuda):
     while not events.empty():
         messages.append(events.get())
     assert messages[0] == Hello({"pid": 0})
-    assert messages[1:4] == [Progress(1, 1, 2, "half"), Row(1, {"point": 1}), Result(1, {"answer": 42})]
+    assert messages[1:5] == [Progress(1, 1, 2, "half"), Row(1, {"point": 1}), Result(1, {"answer": 42}), Freed(1)]
+    assert not any(isinstance(m, Freed) and m.job_id != 1 for m in messages)  # only after an answer
     failures = {m.job_id: m for m in messages if isinstance(m, Failure)}
     assert (failures[2].kind, failures[2].fatal) == ("cuda", False)
     assert failures[3].kind == "cancelled"

@@ -11,9 +11,7 @@ line each (``FleetError``): an unreachable scheduler within ``CONNECT_TIMEOUT_S`
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
-import multiprocessing
 import os
 import re
 import shutil
@@ -24,8 +22,9 @@ from dask_jobqueue import SLURMCluster
 from distributed import Client, LocalCluster
 
 from gpu.core import paths
-from gpu.core.errors import FleetError, PinPointError
-from gpu.service.client import load_service_class, main_module_hidden
+from gpu.core.errors import FleetError, WorkerUnavailable
+from gpu.service.client import main_module_hidden
+from gpu.service.client import visible_gpus as gpus_of_service
 
 CONNECT_TIMEOUT_S = 10
 WORKERS_TIMEOUT_S = 300
@@ -34,18 +33,10 @@ NOT_DAEMONIC = {"distributed.worker.daemon": False}
 
 def visible_gpus(service: str) -> list[dict]:
     """The GPUs this machine shows, asked in a spawned process (this one never initialises CUDA)."""
-    with main_module_hidden(), \
-            concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
-        try:
-            return pool.submit(_list_gpus, service).result(timeout=120)
-        except PinPointError:
-            raise
-        except Exception as exc:  # no driver, no PyCUDA: say so in one line
-            raise FleetError(f"cannot list this machine's GPUs: {type(exc).__name__}: {exc}") from None
-
-
-def _list_gpus(service: str) -> list[dict]:
-    return list(load_service_class(service).visible_gpus())
+    try:
+        return gpus_of_service(service)
+    except WorkerUnavailable as exc:  # no driver, no PyCUDA: one line, as every fleet failure
+        raise FleetError(str(exc)) from None
 
 
 def worker_environment(service: str) -> dict[str, str]:

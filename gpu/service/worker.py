@@ -9,7 +9,7 @@ client starts a fresh process for the next job.
 
 Messages to the client are the dataclasses of ``gpu.service.messages`` on the event queue: ``Hello`` or ``InitFailed``
 once, then per job ``Progress`` and ``Row`` (one measured point, a complete schema row, sent as soon as it is
-verified) until one ``Result`` or ``Failure``.
+verified) until one ``Result`` (then ``Freed`` once its buffers are freed) or ``Failure``.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from gpu.device.device_set import DeviceSet
 from gpu.device.driver_occupancy import driver_occupancy_table
 from gpu.experiments import REGISTRY, get_experiment, in_point_order, occupancy_sweep, sweep_of
 from gpu.service.client import load_service_class
-from gpu.service.messages import Failure, Hello, InitFailed, Progress, Result, Row
+from gpu.service.messages import Failure, Freed, Hello, InitFailed, Progress, Result, Row
 
 EXIT_AFTER_FATAL = 70
 EXIT_PARENT_GONE = 71
@@ -203,6 +203,7 @@ def serve(job_queue, event_queue, cancel_value, service_spec: str, service_optio
         try:
             event_queue.put(Result(job_id, service.handle(job, progress, should_cancel)))
             getattr(service, "after_reply", lambda: None)()  # the page draws while buffers are freed
+            event_queue.put(Freed(job_id))  # now another worker's job may measure on these GPUs
             continue
         except JobCancelled:
             event_queue.put(Failure(job_id, "cancelled", "cancelled: a newer request replaced this job"))
