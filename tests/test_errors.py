@@ -1,5 +1,6 @@
 """One error hierarchy, CUDA errors classified by CUresult code, and the worker's messages (no GPU needed)."""
 
+import contextlib
 import pickle
 import queue
 import sys
@@ -97,9 +98,23 @@ class _Runtime:
         return {"ok": True}
 
 
+class _OneGpuSet:
+    """A device set of one runtime, as the worker holds it (``DeviceSet``): ordinals, activate, by ordinal."""
+
+    def __init__(self, runtime):
+        self.ordinals, self._runtime = [0], runtime
+
+    def activate(self, ordinal):
+        return contextlib.nullcontext()
+
+    def __getitem__(self, ordinal):
+        return self._runtime
+
+
 def _service(healthy: bool) -> worker.GpuService:
     service = worker.GpuService.__new__(worker.GpuService)  # its constructor would open a CUDA context
     service.runtime = _Runtime(healthy)
+    service.devices = _OneGpuSet(service.runtime)
     return service
 
 

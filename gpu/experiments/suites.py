@@ -98,9 +98,8 @@ class Suite:
 
 
 def min_gpus(module) -> int:
-    """The fewest GPUs an experiment measures on: its ``MIN_GPUS`` where it declares one, else two when its points
-    are keyed by a peer GPU (``peer_index``), else one."""
-    return int(getattr(module, "MIN_GPUS", 2 if "peer_index" in module.KEY_COLUMNS else 1))
+    """The fewest GPUs an experiment measures on: its ``MIN_GPUS`` where it declares one, else one."""
+    return int(getattr(module, "MIN_GPUS", 1))
 
 
 def built_in() -> list[str]:

@@ -298,10 +298,9 @@ def worker_service() -> str:
 
 def gpus_needed(experiment: str) -> tuple[int, int | None]:
     """(fewest, most) GPUs a job of ``experiment`` measures on: an experiment declares ``MIN_GPUS`` (2 for a peer
-    measurement, which then takes any set of two or more); one that takes the worker's device set (``with_devices``)
-    and declares no number needs two; any other measures one GPU."""
+    measurement, which then takes any set of two or more); one that declares none measures one GPU."""
     module = get_experiment(experiment)
-    need = int(getattr(module, "MIN_GPUS", 2 if hasattr(module, "with_devices") else 1))
+    need = int(getattr(module, "MIN_GPUS", 1))
     return need, (1 if need <= 1 else None)
 
 
