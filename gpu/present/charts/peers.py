@@ -83,7 +83,9 @@ def _heatmap(frame: pd.DataFrame, view: pm.View, values: pd.Series, cell, hover,
     fig = go.Figure(go.Heatmap(
         z=z, x=labels, y=labels, text=cells, texttemplate="%{text}", textfont={"size": DESK_CELL_FONT_PX},
         customdata=hovers, hovertemplate="%{customdata}<extra></extra>", hoverongaps=False, xgap=2, ygap=2,
-        colorscale="Viridis", reversescale=better_low, zmin=0, colorbar={"title": {"text": unit}}))
+        colorscale="Viridis", reversescale=better_low, colorbar={"title": {"text": unit}},
+        # From zero: a pair at half the others' rate reads as half the colour, not as the bottom of the scale.
+        zmin=0, zmax=float(np.nanmax(z)) if np.isfinite(z).any() else None))
     fig.update_xaxes(title_text="destination GPU", type="category", side="bottom", showgrid=False)
     fig.update_yaxes(title_text="source GPU", type="category", autorange="reversed", showgrid=False)
     fig.update_layout(title=_title(title, frame), height=MATRIX_HEIGHT,
