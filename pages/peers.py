@@ -44,17 +44,27 @@ def preview(partial, suffix: str) -> None:
         show(charts.matrix_figure(partial.assign(backend="live"), view), f"chart_matrix{suffix}")
 
 
-def live_frame():
-    """The peer run measured now, on every GPU of this machine; a machine of one GPU is told why not."""
+def peer_backend():
+    """The live backend that holds every GPU of this machine, or None and the reason in one line. The one place the
+    page asks for its device set: a worker of one GPU (the sidebar's) serves here while this machine has two GPUs or
+    more; where the service keeps a worker per device set, this asks for the set of every GPU."""
     gpus = backend.gpus
     if len(gpus) < 2:
+        return None, (f"The peer matrix needs two GPUs; this machine has {text.count(max(len(gpus), 1), 'GPU')} "
+                      f"({text.plain(backend.gpu_name(), 80)}).")
+    return backend, ""
+
+
+def live_frame():
+    """The peer run measured now, on every GPU of this machine; a machine of one GPU is told why not."""
+    live, reason = peer_backend()
+    if live is None:
         page.sync()
-        st.info(f"The peer matrix needs two GPUs; this machine has {text.count(max(len(gpus), 1), 'GPU')} "
-                f"({text.plain(backend.gpu_name(), 80)}). Switch on **Replay recorded runs** in the sidebar to see "
-                "a recorded node.", icon=":material/hub:")
+        st.info(f"{reason} Switch on **Replay recorded runs** in the sidebar to see a recorded node.",
+                icon=":material/hub:")
         st.stop()
     page.sync(final=False)
-    return page.measure(NAME, peer_request(), "peers", preview=preview)
+    return ui.measure.checked_frame(live, NAME, peer_request(), "peers", preview=preview)
 
 
 def recorded_frame():

@@ -1,7 +1,8 @@
 """Peer runs of a made-up node, for the Peers page's tests only (never bundled, never shown by the app): every
-variant of the peer experiment's frame contract for 2 or 8 GPUs, shaped like the two-H100 NV18 machine's figures in
-nvbandwidth (391 GB/s pulled, 396 pushed, 369 by an SM kernel, 200 GB/s at 1 MiB, 830 ns, host links 55 GB/s
-alone). Options make one pair slow, one pair go through the host, and one GPU lose host bandwidth when all copy."""
+variant of the peer experiment's rows (gpu/experiments/peers.py) for 2 or 8 GPUs, shaped like the two-H100 NV18
+machine's figures in nvbandwidth (391 GB/s pulled, 396 pushed, 369 by an SM kernel, 200 GB/s at 1 MiB, 830 ns, host
+links 55 GB/s alone). Options make one pair slow, one pair go through the host, and one GPU lose host bandwidth
+when all copy."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ SIZES = [4 * KiB * 4**i for i in range(10)]  # 4 KiB … 1 GiB in ×4 steps
 PEAKS = {"ce_read": 391.2, "ce_write": 396.0, "sm_read": 352.0, "sm_write": 369.0, "ce_bidir": 391.7}
 HALF_BYTES = {"cuda_event_batched_held": 1 * MiB, "cuda_event": 4 * MiB}  # the size reaching half the peak
 LATENCY_NS = 830.0
-LOADS_PER_SAMPLE = 100_000
+LOADS_PER_SAMPLE = 8192
 HOST_ALONE = {"h2d": 54.9, "d2h": 55.1}
 NVLINK = "NVLink 4 ×18"
 THROUGH_HOST = "through host (no peer access)"
@@ -61,10 +62,9 @@ def peer_frame(gpus: int = 2, slow: tuple[int, int] | None = None, slowdown: flo
                         rows.append(_row(variant, source, destination, size, rate, timer, link))
             for working_set in (64 * MiB, 1 * GiB):
                 ns = LATENCY_NS * (4 if hosted else 1) * (1 if working_set == GiB else 0.9)
-                moved = 8 * LOADS_PER_SAMPLE  # one 8-byte pointer per load
-                rows.append(_row("latency", source, destination, working_set, moved / (ns * LOADS_PER_SAMPLE),
-                                 "cuda_event", link, moved=moved, param="loads per sample",
-                                 param_value=LOADS_PER_SAMPLE))
+                # median_ms per load (a sample's time ÷ its loads), bytes one 8-byte pointer
+                rows.append(_row("latency", source, destination, working_set, 8 / ns, "cuda_event_held", link,
+                                 moved=8, param="loads per sample", param_value=LOADS_PER_SAMPLE))
     for gpu in range(gpus):
         for direction, alone in HOST_ALONE.items():
             loses = host_loss if gpu == host_loser and direction == "d2h" else 0.02

@@ -39,8 +39,8 @@ def z_values(trace) -> np.ndarray:
     return np.array([[math.nan if v is None else v for v in row] for row in z], dtype=float)
 
 
-def test_latency_is_the_median_sample_over_its_loads_in_ns():
-    rows = pd.DataFrame({"median_ms": [0.083, 1.0], "param_value": [100, 1_000_000]})
+def test_latency_rows_hold_the_time_of_one_load_read_in_ns():
+    rows = pd.DataFrame({"median_ms": [0.00083, 1e-6], "param_value": [8192, 8192]})
     assert pm.ns_per_access(rows).tolist() == pytest.approx([830.0, 1.0])
 
 
@@ -66,6 +66,7 @@ def test_the_matrix_is_source_by_destination_over_every_gpu_with_an_empty_diagon
 @pytest.mark.parametrize(("link", "short", "words", "kind"), [
     ("NVLink 4 ×18", "NV18", "18 NVLinks (NVLink 4)", "NVLink 4"),
     ("NVLink x2", "NV2", "2 NVLinks", "NVLink"),
+    ("NVLink 4 ×18 via NVSwitch", "NV18", "18 NVLinks (NVLink 4) via NVSwitch", "NVLink 4"),
     ("PCIe via host bridge", "PCIe", "PCIe via host bridge", "PCIe via host bridge"),
     ("through host (no peer access)", "host", "through host (no peer access)", "through host (no peer access)"),
     (None, "?", "link not named", "link not named"),
@@ -155,7 +156,7 @@ def test_bidirectional_and_latency_matrices(two):
     heatmap = spec(charts.bidirectional_figure(two, both))["data"][0]
     assert "the pair both ways: 782.6 GB/s" in heatmap["customdata"][0][1]
     latency = pm.latency_view(two)
-    assert latency == pm.View("latency", pm.SINGLE, 1 * GiB)  # the largest working set
+    assert latency == pm.View("latency", "cuda_event_held", 1 * GiB)  # the largest working set
     heatmap = spec(charts.latency_figure(two, latency))["data"][0]
     assert z_values(heatmap)[0][1] == pytest.approx(LATENCY_NS)
     assert heatmap["reversescale"] is True and heatmap["colorbar"]["title"]["text"] == "ns"

@@ -11,8 +11,9 @@ back-to-back copies). Variants:
 * one direction at a time: ``ce_read`` (copy engine, the destination pulls), ``ce_write`` (copy engine, the source
   pushes), ``sm_read``, ``sm_write`` (an SM copy kernel over peer access);
 * ``ce_bidir``: both directions of a pair at once, one row per direction with its own rate;
-* ``latency``: a pointer chase in the peer's memory; ``elements`` the working set, ``param_value`` the loads per
-  sample (``ns_per_access`` reads it);
+* ``latency``: a pointer chase in the peer's memory; ``elements`` the working set (the chain's buffer),
+  ``median_ms`` the time of one dependent load (a sample's time ÷ its loads, ``param_value``), ``bytes`` one 8-byte
+  pointer; ``ns_per_access`` reads it;
 * ``h2d_all``, ``d2h_all``: every GPU copying with the host at once, one row per GPU; ``h2d_alone``, ``d2h_alone``:
   each GPU alone, in the same sitting.
 """
@@ -40,7 +41,8 @@ LABELS = {"ce_read": "copy engine, destination pulls", "ce_write": "copy engine,
           "d2h_alone": "GPU → host, alone", "d2h_all": "GPU → host, every GPU at once"}
 HOST_WORDS = {"h2d": "copying from the host", "d2h": "copying to the host"}
 SINGLE, BATCHED = "cuda_event", "cuda_event_batched_held"
-METHODS = {BATCHED: "batched", SINGLE: "single copy"}  # timer → method, the preferred first
+CHASE = "cuda_event_held"  # the latency chase: one held launch a sample
+METHODS = {BATCHED: "batched", SINGLE: "single copy", CHASE: "one launch a sample"}  # timer → words, preferred first
 TIMER_OF = {"batched": BATCHED, "single": SINGLE}  # a method's short name (as links write it) → its timer
 SLOW = 0.90  # a pair below this fraction of its link type's median is named as slow
 HOST_LOSS = 0.05  # a GPU that loses more than this with every GPU copying at once is named
@@ -49,8 +51,10 @@ NVLINK = re.compile(r"NVLink\s*(?P<generation>\d+)?\s*[×x]\s*(?P<count>\d+)", r
 
 # --- what the rows hold ---------------------------------------------------------------------------------------
 def ns_per_access(rows: pd.DataFrame) -> pd.Series:
-    """The latency rows' reading: ns per dependent load = a sample's median time ÷ the loads in it."""
-    return rows["median_ms"] * 1e6 / rows["param_value"]
+    """The latency rows' reading, in ns per dependent load: their ``median_ms`` is already per load (the experiment
+    divides each sample by its loads, as nvbandwidth reports its chase), so ns = median_ms × 10⁶. The one place
+    that reads the convention."""
+    return rows["median_ms"] * 1e6
 
 
 def gpus(frame: pd.DataFrame) -> list[int]:
@@ -167,10 +171,11 @@ class Link:
 
     @property
     def words(self) -> str:
-        """"18 NVLinks (NVLink 4)", or the link's own text."""
+        """"18 NVLinks (NVLink 4)", "18 NVLinks (NVLink 4) via NVSwitch", or the link's own text."""
         if self.count:
             generation = f" ({self.kind})" if self.kind != "NVLink" else ""
-            return text.count(self.count, "NVLink") + generation
+            switch = " via NVSwitch" if "nvswitch" in self.text.lower() else ""
+            return text.count(self.count, "NVLink") + generation + switch
         return self.text or "link not named"
 
 
