@@ -146,6 +146,7 @@ def test_an_unmeasured_pair_is_marked_not_invented(two):
     one_way = two[~((two["gpu_index"] == 1) & (two["peer_index"] == 0))]
     heatmap = spec(charts.matrix_figure(one_way, view))["data"][0]
     assert heatmap["text"][1][0] == "—" and math.isnan(z_values(heatmap)[1][0])
+    assert spec(charts.matrix_figure(two, view))["layout"]["xaxis"]["domain"][1] < 0.5  # two GPUs: compact cells
     assert pm.topology_sentences(one_way, view)[0].endswith("(measured in one direction only), the only measured pair")
 
 
@@ -160,6 +161,8 @@ def test_bidirectional_and_latency_matrices(two):
     heatmap = spec(charts.latency_figure(two, latency))["data"][0]
     assert z_values(heatmap)[0][1] == pytest.approx(LATENCY_NS)
     assert heatmap["reversescale"] is True and heatmap["colorbar"]["title"]["text"] == "ns"
+    # lower is better: pairs that all answer alike sit mid-scale, not at the worst colour
+    assert (heatmap["zmin"], heatmap["zmax"]) == (0, pytest.approx(2 * LATENCY_NS))
 
 
 def test_one_pair_sweep_draws_every_variant_with_both_methods_told_apart(two):

@@ -61,6 +61,13 @@ def _hover(row, value_text: str) -> str:
             f"cv {row.cv * 100:.2f} % · {int(row.samples)} samples")
 
 
+def _top(z: np.ndarray, better_low: bool) -> float | None:
+    """The top of a matrix's colour scale: its largest value, and at least twice its smallest where lower is better."""
+    if not np.isfinite(z).any():
+        return None
+    return float(max(np.nanmax(z), 2 * np.nanmin(z))) if better_low else float(np.nanmax(z))
+
+
 def _heatmap(frame: pd.DataFrame, view: pm.View, values: pd.Series, cell, hover, unit: str, title: str,
              better_low: bool = False) -> go.Figure:
     """A source × destination heatmap over every GPU of the run: ``values`` (aligned with the view's rows) colour
@@ -80,13 +87,20 @@ def _heatmap(frame: pd.DataFrame, view: pm.View, values: pd.Series, cell, hover,
         cells[i][j] = f"{cell(row, value)}<br>{chart_text(link.short)}"
         hovers[i][j] = f"{hover(row, value)}<br>link: {chart_text(link.text or 'not named')}"
     labels = [f"GPU {g}" for g in every]
+    # A few GPUs take part of the width (cells of a two-GPU matrix as wide as half the page read as banners), many
+    # the whole of it; the colour bar stands beside the cells.
+    width = min(0.92, 0.2 + 0.12 * len(every))
     fig = go.Figure(go.Heatmap(
-        z=z, x=labels, y=labels, text=cells, texttemplate="%{text}", textfont={"size": DESK_CELL_FONT_PX},
+        z=z, x=labels, y=labels, text=cells, texttemplate="%{text}",
+        textfont={"size": DESK_CELL_FONT_PX + (5 if len(every) <= 4 else 0)},
         customdata=hovers, hovertemplate="%{customdata}<extra></extra>", hoverongaps=False, xgap=2, ygap=2,
-        colorscale="Viridis", reversescale=better_low, colorbar={"title": {"text": unit}},
-        # From zero: a pair at half the others' rate reads as half the colour, not as the bottom of the scale.
-        zmin=0, zmax=float(np.nanmax(z)) if np.isfinite(z).any() else None))
-    fig.update_xaxes(title_text="destination GPU", type="category", side="bottom", showgrid=False)
+        colorscale="Viridis", reversescale=better_low,
+        colorbar={"title": {"text": unit}, "x": width + 0.02, "xanchor": "left"},
+        # From zero: a pair at half the others' rate reads as half the colour, not as the bottom of the scale. Where
+        # lower is better, the scale reaches twice the best pair at least: a node whose pairs all answer alike sits
+        # mid-scale, not at the worst colour.
+        zmin=0, zmax=_top(z, better_low)))
+    fig.update_xaxes(title_text="destination GPU", type="category", side="bottom", showgrid=False, domain=[0, width])
     fig.update_yaxes(title_text="source GPU", type="category", autorange="reversed", showgrid=False)
     fig.update_layout(title=_title(title, frame), height=MATRIX_HEIGHT,
                       plot_bgcolor="white")
