@@ -20,8 +20,9 @@ def page(entry: shared.PageEntry) -> st.Page:
                    url_path=entry.url_path or None)
 
 
-# Every page, in the table's order (tests/test_app.py opens each one through it).
-navigation = st.navigation([page(entry) for entry in shared.PAGES])
+# Every page, in the table's order (tests/test_app.py opens each one through it), every one listed: past ten pages
+# Streamlit would fold the rest behind "View more".
+navigation = st.navigation([page(entry) for entry in shared.PAGES], expanded=True)
 ui.open_linked_page(navigation)  # PinPoint's links read /?page=transfers&… (no 404 probe on load)
 ui.open_run_page(navigation)  # /?run=ID opens the run on its page
 ui.source_sidebar()

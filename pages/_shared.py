@@ -33,6 +33,8 @@ PAGES = [
               "Roofline: every kernel under the measured memory and compute ceilings"),
     PageEntry("pages/memory_modes.py", "Memory modes", "memory-modes", ":material/memory:",
               "Memory modes: managed memory, pools, batching and host-memory latency"),
+    PageEntry("pages/peers.py", "Peers: GPU to GPU", "peers", ":material/hub:",
+              "Peers: every GPU of a node against the others, over NVLink or PCIe, and each GPU's host link"),
     PageEntry("pages/runs.py", "Runs", "runs", ":material/folder_open:",
               "Runs: every stored and bundled run; import from other machines"),
     PageEntry("pages/compare.py", "Compare runs", "compare", ":material/compare_arrows:",

@@ -125,4 +125,6 @@ def test_every_registered_experiment_is_declared_through_the_axes():
         assert issubclass(module.Params, axes.Parameters), entry.name
         assert module.Params.AXES == module.AXES, entry.name
         assert axes.reasons(module.parse_params({}), None) == [], entry.name  # the defaults are valid
-        assert list(module.parse_params({}).points()), entry.name
+        # the default grid, on the fewest GPUs the experiment measures (a peer grid names the worker's device set)
+        on_set = getattr(module, "with_devices", lambda params, _ordinals: params)
+        assert list(on_set(module.parse_params({}), list(range(getattr(module, "MIN_GPUS", 1)))).points()), entry.name

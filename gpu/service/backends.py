@@ -149,9 +149,10 @@ class ReplayBackend:
 
     kind = "replay"
 
-    def __init__(self, directory: Path = REPLAY_DIR, frames: list[pd.DataFrame] | None = None):
-        """Recordings from ``directory``, or exactly ``frames`` (a stored run opened on its page)."""
-        self.directory = Path(directory)
+    def __init__(self, directory: Path | None = None, frames: list[pd.DataFrame] | None = None):
+        """Recordings from ``directory`` (by default ``replay_directory()``), or exactly ``frames`` (a stored run
+        opened on its page)."""
+        self.directory = Path(directory) if directory is not None else replay_directory()
         self.source = "the opened run" if frames is not None else "the bundled recordings"
         self.frames: list[pd.DataFrame] = list(frames or [])
         self.problems: list[str] = []
@@ -281,6 +282,13 @@ def requested_mode() -> str:
     """PINPOINT_BACKEND: 'auto' (live when a GPU works, else replay), 'live' or 'replay'."""
     mode = os.environ.get("PINPOINT_BACKEND", "auto").strip().lower()
     return mode if mode in ("auto", "live", "replay") else "auto"
+
+
+def replay_directory() -> Path:
+    """PINPOINT_REPLAY_DIR: a folder of recordings to replay instead of the bundled ones (assets/replay), e.g. the
+    runs recorded on a venue's own machine."""
+    chosen = os.environ.get("PINPOINT_REPLAY_DIR", "").strip()
+    return Path(chosen) if chosen else REPLAY_DIR
 
 
 def chosen_device(device: str | None = None) -> str | None:
