@@ -186,13 +186,24 @@ def _version_one_store(url: str, frame: pd.DataFrame) -> None:
         store.META.create(connection)
         store._create_v1(connection)
         connection.execute(store.META.insert().values(key="schema_version", value="1"))
-        run, points, _ = store.RunStore._prepare(str(frame["run_id"].iloc[0]), frame, "runner", None, None)
-        for name in store.ADDED_IN_V2:
-            run.pop(name)
+        run, points = _old_run(frame)
         connection.execute(sa.text(f"INSERT INTO runs ({', '.join(run)}) VALUES ({', '.join(':' + k for k in run)})"),
                            run)
         connection.execute(store.POINTS.insert(), points)
     engine.dispose()
+
+
+def _old_run(frame: pd.DataFrame) -> tuple[dict, list[dict]]:
+    """A run's ``runs`` row (version 1's columns) and ``points`` rows as versions 1 and 2 wrote them: every row's
+    whole JSON, its board UUID included."""
+    run, _, _, _ = store.RunStore._prepare(str(frame["run_id"].iloc[0]), frame, "runner", None, None)
+    for name in store.ADDED_IN_V2:
+        run.pop(name, None)
+    rows = schema.frame_rows(frame)
+    points = [{"run_id": run["run_id"], "idx": i, "variant": row["variant"], "direction": row["direction"],
+               "bytes": row["bytes"], "median_ms": row["median_ms"], "gbps": row["gbps"],
+               "row_json": json.dumps(row, separators=(",", ":"), allow_nan=False)} for i, row in enumerate(rows)]
+    return run, points
 
 
 def test_a_version_one_store_is_read_as_it_is_then_migrated_with_each_runs_board(url):
@@ -205,7 +216,7 @@ def test_a_version_one_store_is_read_as_it_is_then_migrated_with_each_runs_board
     listed = old.runs()  # opening never writes: the old columns are read, the new ones are empty
     assert listed.loc[0, "run_id"] == frame["run_id"].iloc[0] and pd.isna(listed.loc[0, "gpu_uuid"])
     assert old.runs(fleet_id="any").empty
-    assert old.migrate() == store.SCHEMA_VERSION == 2
+    assert old.migrate() == store.SCHEMA_VERSION == 3
     migrated = old.runs()
     assert migrated.loc[0, "gpu_uuid"] == board and pd.isna(migrated.loc[0, "fleet_id"])
     assert old.load(frame["run_id"].iloc[0])["median_ms"].tolist() == frame["median_ms"].tolist()
