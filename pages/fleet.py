@@ -156,8 +156,8 @@ experiment = controls.selectbox("Experiment to compare", measured, "fleet_compar
 page.sync()
 
 earlier = None
-if choice != BUNDLED and not board.startswith("run "):  # a board's other stored runs of the suite's experiments
-    others = stored[(stored["gpu_uuid"] == board) & stored["experiment"].isin(suite.experiments)
+if choice != BUNDLED and board.named:  # a board's other stored runs of the suite's experiments
+    others = stored[(stored["gpu_uuid"] == board.uuid) & stored["experiment"].isin(suite.experiments)
                     & (stored["fleet_id"] != choice)]
     earlier = board_history(board, str(fleets.loc[choice, "suite"]), tuple(others["run_id"]), fingerprint)
 drift = fleet_results.drift(fleet, board, earlier)

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from gpu.core import schema
-from gpu.results import compare
+from gpu.results import bands, compare
 from gpu.results.catalog import BUNDLED_DIRS
 from tests import run_to_run
 
@@ -236,7 +236,7 @@ class FakeCatalog:
 
 
 def test_earlier_runs_come_from_the_catalog_newest_first_up_to_the_limit(monkeypatch):
-    monkeypatch.setattr(compare, "HISTORY_RUNS", 3)
+    monkeypatch.setattr(bands, "HISTORY_RUNS", 3)
     runs = history_runs([20.0] * 6) + history_runs([20.0], device="GPU B")
     runs[-1]["run_id"] = "otherdevice"
     runs[1]["profile"] = "interactive"  # quick runs saved from the app do not judge precise ones

@@ -6,6 +6,7 @@ import math
 import pandas as pd
 import pytest
 
+from gpu.core.boards import Board
 from gpu.experiments import suites
 from gpu.present.charts import fleet as fleet_charts
 from gpu.results import compare
@@ -31,8 +32,8 @@ def sim(suite):
 
 def test_deviation_is_the_ratio_to_the_model_median_in_floors(sim):
     cells = sim.cells
-    slow = cells[cells["board"] == simulated_fleet.board_uuid(helper.SLOW_BOARD)]
-    healthy = cells[cells["board"] == simulated_fleet.board_uuid(0)]
+    slow = cells[cells["board"] == Board(simulated_fleet.board_uuid(helper.SLOW_BOARD))]
+    healthy = cells[cells["board"] == Board(simulated_fleet.board_uuid(0))]
     assert len(sim.boards) == 8 and set(sim.boards["host"]) == {"node-0"}
     for row in slow.itertuples():
         assert row.value == pytest.approx(healthy.set_index("figure").loc[row.figure, "value"] / helper.SLOWDOWN)
@@ -74,7 +75,7 @@ def test_outlier_sentence_says_when_provenance_is_the_same(suite):
 
 def test_provenance_differences_flag_the_downtrained_board(sim):
     table = fleet_results.provenance_differences(sim).set_index("board")
-    slow_row = sim.boards.set_index("board").loc[simulated_fleet.board_uuid(helper.SLOW_BOARD), "row"]
+    slow_row = sim.boards.set_index("board").loc[Board(simulated_fleet.board_uuid(helper.SLOW_BOARD)), "row"]
     assert table.loc[slow_row, "PCIe"] == "Gen4 ×8" and table.loc[slow_row, "differs"] == "PCIe"
     assert (table.drop(index=slow_row)["differs"] == "").all()
 
@@ -96,7 +97,7 @@ def test_groups_split_at_the_widest_gap_with_two_boards_a_side(suite):
 
 
 def test_drift_of_a_board_over_its_runs(sim):
-    slow = simulated_fleet.board_uuid(helper.SLOW_BOARD)
+    slow = Board(simulated_fleet.board_uuid(helper.SLOW_BOARD))
     table = fleet_results.drift(sim, slow)
     assert table["run_id"].nunique() == 3 * 5  # three runs of each of the suite's five experiments
     newest = table[table["when"] == table["when"].max()]
@@ -105,11 +106,11 @@ def test_drift_of_a_board_over_its_runs(sim):
     assert newest["change"].to_numpy() == pytest.approx(1 / helper.SLOWDOWN - 1)
     summary = fleet_results.drift_summary(sim).set_index("board")
     assert summary.loc[slow, "change"] == pytest.approx(1 / helper.SLOWDOWN - 1)
-    assert summary.loc[simulated_fleet.board_uuid(0), "change"] == 0
+    assert summary.loc[Board(simulated_fleet.board_uuid(0)), "change"] == 0
 
 
 def test_median_board_is_a_real_run_of_another_board(sim):
-    slow = simulated_fleet.board_uuid(helper.SLOW_BOARD)
+    slow = Board(simulated_fleet.board_uuid(helper.SLOW_BOARD))
     run_id, board = fleet_results.median_board(sim, slow, "transfers")
     assert board != slow and run_id in set(sim.cells["run_id"])
     assert fleet_results.median_board(sim, slow, "transfers", listed=set()) is None

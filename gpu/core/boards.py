@@ -10,26 +10,20 @@ Pure Python and pandas.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
+
+import pandas as pd
 
 from gpu.core.devices import board_tail
 
 
 def _uuid(value) -> str | None:
     """A UUID cell as text, None when empty (None, NaN, pd.NA, "")."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
+    if isinstance(value, str):
+        return value or None
+    if value is None or pd.isna(value):
         return None
-    if not isinstance(value, str):
-        try:
-            import pandas as pd
-
-            if pd.isna(value):
-                return None
-        except (TypeError, ValueError):
-            pass
-        value = str(value)
-    return value or None
+    return str(value)
 
 
 @dataclass(frozen=True)
