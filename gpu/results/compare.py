@@ -206,6 +206,8 @@ def _provenance(frame: pd.DataFrame) -> dict:
     out["throttled points"] = f"{int(throttled.fillna(False).sum())} of {len(frame)}"
     # What the clock covered: a change of method (e.g. the stream hold) is a reason for a difference too.
     out["timers"] = ", ".join(sorted(frame["timer"].dropna().astype(str).unique())) if "timer" in frame else None
+    # Every board the run names (a peer run spans a node's GPUs), not its first row's.
+    out["gpu_uuid"] = ", ".join(sorted(boards_of(frame))) or None
     return {field: out.get(field) for field in PROVENANCE_FIELDS}
 
 
