@@ -2,6 +2,7 @@
 provenance that differs, groups, drift, the median board, and the bundled fleet."""
 
 import math
+import types
 
 import pandas as pd
 import pytest
@@ -14,7 +15,7 @@ from gpu.results import fleet as fleet_results
 from gpu.results.catalog import ASSETS, read_bundled
 from gpu.results.store import RunStore
 from tests import fleet_page_helper as helper
-from tests import simulated_fleet
+from tests import peer_frames, simulated_fleet
 
 
 @pytest.fixture(scope="module")
@@ -153,3 +154,33 @@ def test_heatmap_escapes_hosts_and_labels_and_marks_a_lone_board(suite):
     assert list(trace.x) == ["warp_shuffle (reduction)"]  # a lone figure of its experiment names it
     lone = list(trace.y).index(next(r for r in trace.y if "H100" in r))
     assert trace.text[lone][0] == "·" and "not judged" in trace.customdata[lone][0]
+
+
+# --- nodes of eight GPUs: points matched by their GPU pair (made-up frames, tests.peer_frames) ------------------
+def test_a_slowed_pair_of_one_node_is_named_against_the_same_pair_of_the_other_nodes(monkeypatch):
+    peer_frames.register(monkeypatch)
+    nodes = [peer_frames.peer_run(f"node-{n}", 8, node=n, seed=n, slow={(2, 5): 0.5} if n == 3 else None)
+             for n in range(4)]
+    keys = sorted({(v, s, d, peer_frames.ELEMENTS, "cuda_event") for v in peer_frames.VARIANTS
+                   for s in range(8) for d in range(8) if s != d})
+    suite = types.SimpleNamespace(runs=[types.SimpleNamespace(experiment=peer_frames.NAME, points=lambda: keys)])
+    table = fleet_results.points(nodes, suite)
+    assert len(table) == 4 * len(keys)  # no pair dropped or merged
+    assert table["board"].nunique() == 32 and all(isinstance(b, Board) and b.named for b in table["board"])
+    fleet = fleet_results.build(table, suite)
+    far = fleet_results.outliers(fleet)
+    assert set(far["full_label"]) == {f"{v} · GPU 2 → GPU 5 · 67,108,864 elements · cuda_event"
+                                      for v in peer_frames.VARIANTS}
+    assert set(far["board"]) == {Board(peer_frames.uuid(3, 2))}  # the source GPU of the slowed pair, on node-3
+    [sentence] = fleet_results.outlier_sentences(fleet)
+    assert sentence.startswith(f"GPU {peer_frames.uuid(3, 2)[-8:]} on node-3: ") and "GPU 2 → GPU 5" in sentence
+    assert "0.50× the H100 80GB HBM3 median" in sentence
+
+
+def test_a_board_without_uuid_is_its_run_and_never_a_string_to_parse(suite):
+    frame = simulated_fleet.as_board(helper.suite_recordings()["reduction"], 0).assign(gpu_uuid=None)
+    fleet = fleet_results.build(fleet_results.points([frame], suite), suite)
+    [board] = fleet.boards["board"]
+    assert board == Board(None, frame["run_id"].iloc[0]) and not board.named
+    assert fleet.boards["row"].iloc[0].endswith(f"run {frame['run_id'].iloc[0]} (no UUID)")
+    assert pd.isna(fleet.boards["gpu_uuid"].iloc[0])
