@@ -11,6 +11,10 @@ numbers within range, samples a list of finite positive times whose count, media
 timestamps. A run has one experiment, device and timestamp, and each point once. A file with a manifest
 (``gpu.results.runfiles``: what PinPoint exports) must hold every point of each run, unchanged. What passes can be
 stored in SQLite and PostgreSQL alike. Nothing is stored from a file that fails any check. No Streamlit, no CUDA.
+
+Column types are the schema's (``gpu.core.schema``: text, true/false, whole, signed, the rest numbers); this module
+adds the limits and the checks. It holds one concern, over 400 lines: the import contract, from reading a file within
+its limits to the checked frame (the limits are module constants, read when a file is read).
 """
 
 from __future__ import annotations
