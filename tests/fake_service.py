@@ -94,7 +94,7 @@ class RecordedService(FakeService):
 
     def handle(self, job, progress, should_cancel):
         from gpu.core.errors import JobCancelled
-        from gpu.device.limits import Limits
+        from gpu.core.limits import Limits
         from gpu.experiments import get_experiment
 
         if job["kind"] == "limits":

@@ -11,10 +11,10 @@ One row per measured point. Columns come in three groups:
   pageable), ``chunks``, ``streams``, ``issue_order`` (depth_first | breadth_first | staged | serial | concurrent),
   ``intensity`` (fused multiply-adds per element) and ``intervals``, the timeline of one run of the point
   as JSON: ``[[stream, op, chunk, ready_ms, end_ms, bytes], …]`` with op in h2d | kernel | d2h and times
-  from one origin event (``gpu.core.overlap`` reads it); for a measurement between two GPUs (a peer copy)
-  ``peer_index`` and ``peer_uuid`` (the ordinal and NVML UUID of the other GPU, the copy's destination; the
-  row's own device, ``gpu_index``/``gpu_uuid``, is its source) and ``link`` (how the pair is joined, in words:
-  "NVLink 4 ×18", "PCIe via host bridge", "through host (no peer access)"). For kernels ``direction`` is
+  from one origin event (``gpu.core.overlap`` reads it); for a measurement between two GPUs ``peer_index`` and
+  ``peer_uuid`` (the ordinal and NVML UUID of the other GPU: a copy's destination, or the GPU whose memory a latency
+  chase walks; the row's own device, ``gpu_index``/``gpu_uuid``, is the source) and ``link`` (what joins them, in
+  words: "NVLink 4 ×18", "PCIe via host bridge", "through host (no peer access)"). For kernels ``direction`` is
   ``device`` and ``bytes`` counts the useful bytes read plus written once.
 * **measurement** – ``median_ms, min_ms, max_ms, cv, samples, gbps`` (GB/s = 10^9 bytes/s of
   ``bytes`` over ``median_ms``), ``stop_reason`` (converged | budget | timeout | max_samples; budget: the
@@ -26,13 +26,13 @@ One row per measured point. Columns come in three groups:
 * **provenance** – where and when: ``device_name, compute_capability, sm_count, memory_total_bytes,
   driver_version, cuda_version, pycuda_version, pcie_gen, pcie_width, pcie_gbps_theoretical,
   hbm_gbps_theoretical, sm_clock_max_mhz, mem_clock_max_mhz, host, timestamp, git_commit, backend``,
-  ``l2_bytes``, ``async_engine_count`` (the device's copy engines that run beside kernels), ``gpu_index`` (the
-  ordinal of the row's device on its host, as CUDA numbers it) and ``gpu_uuid`` (the board's UUID from NVML,
-  ``GPU-…``: boards of one model differ by up to 12 % on some kernels, and host name, driver and clocks do not
-  tell them apart). A row names its own device: one run may span several boards of a node (a peer matrix), so a
-  run's boards are those of its rows (``gpu.core.boards``), never its first row's.
+  ``l2_bytes``, ``async_engine_count`` (the device's copy engines that run beside kernels), ``gpu_uuid`` (the
+  board's UUID from NVML, ``GPU-…``: boards of one model differ by up to 12 % on some kernels, and host name,
+  driver and clocks do not tell them apart) and ``gpu_index`` (its CUDA ordinal in the measuring process: which GPU
+  of a multi-GPU node the row measured). A row names its own device: one run may span several boards of a node (a
+  peer matrix), so a run's boards are those of its rows (``gpu.core.boards``), never its first row's.
 
-Parameter columns, ``l2_bytes``, ``async_engine_count``, ``gpu_index`` and ``gpu_uuid`` are optional when reading:
+Parameter columns, ``l2_bytes``, ``async_engine_count``, ``gpu_uuid`` and ``gpu_index`` are optional when reading:
 files recorded before a column existed load with it empty.
 
 Column types (``TEXT_COLUMNS``, ``BOOL_COLUMNS``, ``WHOLE_COLUMNS``, ``SIGNED_COLUMNS``, the rest numbers) are
@@ -67,10 +67,10 @@ PROVENANCE_COLUMNS = [
     "device_name", "compute_capability", "sm_count", "memory_total_bytes", "driver_version",
     "cuda_version", "pycuda_version", "pcie_gen", "pcie_width", "pcie_gbps_theoretical",
     "hbm_gbps_theoretical", "sm_clock_max_mhz", "mem_clock_max_mhz", "host", "timestamp",
-    "git_commit", "backend", "l2_bytes", "async_engine_count", "gpu_index", "gpu_uuid",
+    "git_commit", "backend", "l2_bytes", "async_engine_count", "gpu_uuid", "gpu_index",
 ]
 COLUMNS = POINT_COLUMNS + PARAMETER_COLUMNS + MEASUREMENT_COLUMNS + PROVENANCE_COLUMNS
-OPTIONAL_COLUMNS = PARAMETER_COLUMNS + ["l2_bytes", "async_engine_count", "gpu_index", "gpu_uuid"]
+OPTIONAL_COLUMNS = PARAMETER_COLUMNS + ["l2_bytes", "async_engine_count", "gpu_uuid", "gpu_index"]
 # Columns added after runs carried a content hash: hashed only where a run has them, so older runs keep theirs.
 HASHED_WHEN_SET = ("gpu_uuid", "gpu_index", "peer_index", "peer_uuid", "link")
 NUMERIC_COLUMNS = ["bytes", "median_ms", "min_ms", "max_ms", "cv", "samples", "gbps"]

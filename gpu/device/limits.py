@@ -1,13 +1,9 @@
-"""What a job may ask for on this device, and the host facts behind it: available host memory, the measured commit.
-
-No CUDA here: ``Limits`` travels from the worker to the app (and the tests build their own).
-"""
+"""The host facts behind a job's limits (``gpu.core.limits.Limits``): available host memory, the measured commit."""
 
 from __future__ import annotations
 
 import os
 import subprocess
-from dataclasses import asdict, dataclass
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -35,18 +31,3 @@ def host_memory_available() -> int:
     except OSError:
         pass
     return 0
-
-
-@dataclass(frozen=True)
-class Limits:
-    """What a job may ask for on this device, read just before it runs."""
-
-    free_device_bytes: int
-    total_device_bytes: int
-    pinned_budget_bytes: int
-    host_available_bytes: int
-    max_threads_per_block: int
-    warp_size: int
-
-    def as_dict(self) -> dict:
-        return asdict(self)

@@ -25,8 +25,7 @@ from dask_jobqueue import SLURMCluster
 from distributed import Client, LocalCluster
 
 from gpu.core.errors import FleetError, PinPointError
-from gpu.service.client import main_module_hidden
-from gpu.service.worker import load_service_class
+from gpu.service.client import load_service_class, main_module_hidden
 
 ROOT = Path(__file__).resolve().parents[2]
 CONNECT_TIMEOUT_S = 10

@@ -17,8 +17,8 @@ import pandas as pd
 from gpu.core import schema, stats
 from gpu.core.devices import uuid_tail
 from gpu.core.errors import DeviceNotFound, ValidationError, WorkerUnavailable
+from gpu.core.limits import Limits
 from gpu.core.units import format_bytes
-from gpu.device.limits import Limits
 from gpu.experiments import get_experiment
 from gpu.experiments.registry import check_params
 from gpu.service.client import DEFAULT_SERVICE, JobHandle, WorkerClient

@@ -8,6 +8,7 @@ new job cancels its previous one (pending jobs are dropped, a running one stops 
 from __future__ import annotations
 
 import atexit
+import importlib
 import itertools
 import multiprocessing as mp
 import queue
@@ -21,9 +22,22 @@ from dataclasses import dataclass, field
 from gpu.core import schema
 from gpu.core.errors import DeviceNotFound, ValidationError, WorkerError, WorkerUnavailable
 from gpu.service.messages import Failure, Hello, InitFailed, Progress, Result, Row
-from gpu.service.worker import serve
 
 DEFAULT_SERVICE = "gpu.service.worker:GpuService"
+WORKER_MODULE = "gpu.service.worker"  # it loads the device layer: imported only in the worker's own process
+
+
+def serve_in_worker(*args) -> None:
+    """The worker process' entry point, ``gpu.service.worker.serve``, imported there and never in the app's process
+    (the spawned child imports this module, then the worker's)."""
+    importlib.import_module(WORKER_MODULE).serve(*args)
+
+
+def load_service_class(spec: str):
+    """The service class that ``module:Class`` names (GpuService, or a test's stand-in), imported by name: the app's
+    process names it, the worker's process loads it."""
+    module_name, _, attr = spec.partition(":")
+    return getattr(importlib.import_module(module_name), attr)
 
 
 @dataclass
@@ -125,7 +139,7 @@ class WorkerClient:
         self._events = self._context.Queue()
         self._cancel = self._context.Value("q", 0)
         self._process = self._context.Process(
-            target=serve, args=(self._jobs, self._events, self._cancel, self._service, self._options),
+            target=serve_in_worker, args=(self._jobs, self._events, self._cancel, self._service, self._options),
             name="pinpoint-gpu-worker", daemon=True)
         with main_module_hidden():
             self._process.start()
