@@ -159,9 +159,9 @@ experiment = controls.selectbox("Experiment to compare", measured, "fleet_compar
 page.sync()
 
 earlier = None
-if choice != BUNDLED and not board.startswith("run "):  # a board's other stored runs of the suite's experiments
-    others = stored[(stored["gpu_uuid"] == board) & stored["experiment"].isin(suite.experiments)
-                    & (stored["fleet_id"] != choice)]
+if choice != BUNDLED and board.named:  # a board's other stored runs of the suite's experiments
+    others = stored[stored["boards"].map(lambda named: board.uuid in named)
+                    & stored["experiment"].isin(suite.experiments) & (stored["fleet_id"] != choice)]
     earlier = board_history(board, str(fleets.loc[choice, "suite"]), tuple(others["run_id"]), fingerprint)
 drift = fleet_results.drift(fleet, board, earlier)
 counted = drift.groupby("figure")["run_id"].transform("count") >= 2 if not drift.empty else pd.Series(dtype=bool)

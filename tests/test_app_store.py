@@ -123,11 +123,11 @@ def test_an_unreadable_stored_run_is_left_out_of_the_history_by_name(fresh_store
 def test_a_server_that_goes_silent_mid_session_is_named_and_the_bundled_runs_stay(monkeypatch, postgres_url):
     import sqlalchemy as sa
 
-    from gpu.results import store
+    from gpu.results import database
     from tests.conftest import new_postgres_database
     from tests.test_store_attacks import SilencingProxy
 
-    monkeypatch.setattr(store, "ANSWER_TIMEOUT_S", 2)  # the mechanism, quickly (the default: 25 s, then 5 s)
+    monkeypatch.setattr(database, "ANSWER_TIMEOUT_S", 2)  # the mechanism, quickly (the default: 25 s, then 5 s)
     address = sa.engine.make_url(new_postgres_database(postgres_url))
     proxy = SilencingProxy((address.host, address.port))
     try:

@@ -13,7 +13,7 @@ import pytest
 from gpu import bench
 from gpu.results import check, compare
 from gpu.results.store import RunStore
-from tests import run_to_run
+from tests import pair_frames, run_to_run
 from tests.simulated_fleet import as_board
 
 LATER = "2026-11-24T10:00:00+00:00"
@@ -264,3 +264,39 @@ def test_a_teams_postgresql_store_gates_the_same_way(monkeypatch, capsys, postgr
     assert code == 1 and err == "" and "the history of 3 runs of this board for 25 points" in out
     assert ET.parse(junit).getroot().find("testsuite").get("failures") == "25"
     assert gate(monkeypatch, capsys, url, "--candidate", "board5-unchanged", "--against", "history")[0] == 0
+
+
+# --- peer runs: check judges each GPU pair as a point (made-up eight-GPU frames, tests.peer_frames) -------------
+@pytest.fixture
+def peer_store(monkeypatch, tmp_path):
+    pair_frames.register(monkeypatch)
+    store = RunStore(f"sqlite:///{tmp_path}/peers.sqlite")
+    days = [f"2026-11-2{d}T10:00:00+00:00" for d in range(1, 6)]
+    for i, day in enumerate(days[:3]):  # three earlier runs of the node: its boards' own history
+        store.save(pair_frames.peer_run(f"node-earlier-{i}", 8, seed=i, timestamp=day), "import")
+    store.save(pair_frames.peer_run("node-slow-pair", 8, seed=7, slow={(2, 5): 0.5}, timestamp=days[3]), "import")
+    store.save(pair_frames.peer_run("node-unchanged", 8, seed=8, timestamp=days[4]), "import")
+    store.close()
+    return store.url
+
+
+def test_a_slowed_gpu_pair_fails_the_gate_and_is_named(monkeypatch, capsys, peer_store, tmp_path):
+    junit = tmp_path / "junit.xml"
+    code, out, err = gate(monkeypatch, capsys, peer_store, "--candidate", "node-slow-pair", "--against", "history",
+                          "--junit", str(junit))
+    assert code == 1 and err == ""
+    assert out.startswith("FAILED: 2 of 112 points slower beyond noise, worst −50 % at ")
+    slower = [line for line in out.splitlines() if line.strip().startswith("slower:")]
+    assert len(slower) == 2 and all("GPU 2 → GPU 5" in line for line in slower)
+    assert "boards GPU-00000000-0000-4000-8000-000000000000, " in out  # the run names the node's eight boards
+    assert "the history of 3 runs of this board for 112 points" in out  # the node's own runs, pair by pair
+    failures = [case.get("name") for case in ET.parse(junit).getroot().iter("testcase")
+                if case.find("failure") is not None]
+    assert sorted(failures) == ["copy_ce_read · GPU 2 → GPU 5 · 67,108,864 elements · cuda_event",
+                                "copy_sm · GPU 2 → GPU 5 · 67,108,864 elements · cuda_event"]
+
+
+def test_an_unchanged_eight_gpu_node_passes(monkeypatch, capsys, peer_store):
+    code, out, err = gate(monkeypatch, capsys, peer_store, "--candidate", "node-unchanged", "--against",
+                          "node-earlier-2")
+    assert code == 0 and err == "" and out.startswith("passed: none of 112 points slower beyond noise")

@@ -1,16 +1,27 @@
 """Verdicts on synthetic sample sets whose answer is known, run-to-run bands (a device's history, the measured floors),
 the headline, the provenance diff and history; the floors and bars on the recorded runs of unchanged code."""
 
+import sys
+
 import numpy as np
 import pandas as pd
 import pytest
 
 from gpu.core import schema
-from gpu.results import compare
+from gpu.results import bands, compare
 from gpu.results.catalog import BUNDLED_DIRS
-from tests import run_to_run
+from tests import pair_frames, run_to_run
 
-RNG = np.random.default_rng(7)
+RNG: np.random.Generator | None = None  # set for each test by the ``rng`` fixture
+
+
+@pytest.fixture(autouse=True)
+def rng(monkeypatch) -> np.random.Generator:
+    """Each test draws its samples from its own generator, seeded alike: a test's samples do not depend on which
+    tests ran before it (its order, -k or -x)."""
+    generator = np.random.default_rng(7)
+    monkeypatch.setattr(sys.modules[__name__], "RNG", generator)
+    return generator
 
 
 def samples(median, cv, n=50):
@@ -236,7 +247,7 @@ class FakeCatalog:
 
 
 def test_earlier_runs_come_from_the_catalog_newest_first_up_to_the_limit(monkeypatch):
-    monkeypatch.setattr(compare, "HISTORY_RUNS", 3)
+    monkeypatch.setattr(bands, "HISTORY_RUNS", 3)
     runs = history_runs([20.0] * 6) + history_runs([20.0], device="GPU B")
     runs[-1]["run_id"] = "otherdevice"
     runs[1]["profile"] = "interactive"  # quick runs saved from the app do not judge precise ones
@@ -440,3 +451,58 @@ def test_no_row_reads_as_its_own_contradiction(slower_by):
 ])
 def test_each_point_gets_the_kind_of_path_it_measures(experiment, row, kind):
     assert compare.point_kind(experiment, row) == kind
+
+
+# --- peer runs: points keyed by their GPU pair (made-up two- and eight-GPU frames, tests.peer_frames) ------------
+@pytest.fixture
+def peer_experiment(monkeypatch):
+    return pair_frames.register(monkeypatch)
+
+
+
+@pytest.mark.parametrize("gpus", [2, 8])
+def test_peer_runs_are_compared_pair_by_pair(peer_experiment, gpus):
+    baseline = pair_frames.peer_run("base", gpus, seed=1)
+    unchanged = pair_frames.peer_run("again", gpus, seed=2, timestamp="2026-11-25T11:00:00+00:00")
+    table = compare.compare(baseline, unchanged)
+    pairs = gpus * (gpus - 1)
+    assert len(table) == 2 * pairs  # every (method, pair) matched once: no pair dropped or merged
+    assert set(zip(table["gpu_index"], table["peer_index"], strict=True)) == {
+        (s, d) for s in range(gpus) for d in range(gpus) if s != d}
+    assert (table["verdict"] != compare.SLOWER).all()
+    assert "copy_ce_read · GPU 0 → GPU 1 · 67,108,864 elements · cuda_event" in set(table["point"])
+    # both runs name the node's boards: the one-board band, not the model's
+    assert compare.same_board(baseline, unchanged) and compare.board_of(baseline) is None
+    assert compare.boards_of(baseline) == {pair_frames.uuid(0, g) for g in range(gpus)}
+    assert table["run_to_run_source"].str.endswith("one-board floor").all()
+
+
+def test_a_slowed_pair_of_an_eight_gpu_node_is_the_only_slower_point_and_is_named(peer_experiment):
+    baseline = pair_frames.peer_run("base", 8, seed=1)
+    candidate = pair_frames.peer_run("cand", 8, seed=2, slow={(2, 5): 0.5}, timestamp="2026-11-25T11:00:00+00:00")
+    table = compare.compare(baseline, candidate)
+    slower = table[table["verdict"] == compare.SLOWER]
+    assert set(slower["point"]) == {"copy_ce_read · GPU 2 → GPU 5 · 67,108,864 elements · cuda_event",
+                                    "copy_sm · GPU 2 → GPU 5 · 67,108,864 elements · cuda_event"}
+    assert slower["change"].to_numpy() == pytest.approx(-0.5, abs=0.01)
+    assert compare.headline(table).startswith("2 of 112 points slower beyond noise, worst −50 % at ")
+    reverse = table[(table["gpu_index"] == 5) & (table["peer_index"] == 2)]
+    assert (reverse["verdict"] != compare.SLOWER).all()  # the other direction of the pair is its own point
+    # the provenance names every board of the run, not its first row's
+    boards = compare.provenance_diff(baseline, candidate).set_index("field").loc["gpu_uuid", "candidate"]
+    assert boards == ", ".join(sorted(pair_frames.uuid(0, g) for g in range(8)))
+
+
+def test_peer_runs_of_two_nodes_are_not_one_board_and_share_no_board_history(peer_experiment):
+    node0 = pair_frames.peer_run("n0", 2, node=0, seed=1)
+    node1 = pair_frames.peer_run("n1", 2, node=1, seed=2, timestamp="2026-11-25T11:00:00+00:00")
+    assert not compare.same_board(node0, node1)
+    table = compare.compare(node0, node1)
+    assert not table["run_to_run_source"].str.contains("one-board").any()
+    missing = pair_frames.peer_run("n2", 2, node=1, seed=3).assign(peer_index=7)
+    assert "different peer GPUs (baseline 0, 1; candidate 7)" in compare.disjoint_reason(node0, missing)
+
+
+def test_each_test_draws_its_samples_from_a_freshly_seeded_generator():
+    expected = (1.0 + 0.02 * np.random.default_rng(7).standard_normal(5)).clip(min=0.01)
+    assert samples(1.0, 0.02, 5) == pytest.approx(expected)  # the first draws, whatever ran before this test

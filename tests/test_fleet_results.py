@@ -2,10 +2,12 @@
 provenance that differs, groups, drift, the median board, and the bundled fleet."""
 
 import math
+import types
 
 import pandas as pd
 import pytest
 
+from gpu.core.boards import Board
 from gpu.experiments import suites
 from gpu.present.charts import fleet as fleet_charts
 from gpu.results import compare
@@ -13,7 +15,7 @@ from gpu.results import fleet as fleet_results
 from gpu.results.catalog import ASSETS, read_bundled
 from gpu.results.store import RunStore
 from tests import fleet_page_helper as helper
-from tests import peers_standin, simulated_fleet
+from tests import pair_frames, peers_standin, simulated_fleet
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -38,8 +40,8 @@ def sim(suite):
 
 def test_deviation_is_the_ratio_to_the_model_median_in_floors(sim):
     cells = sim.cells
-    slow = cells[cells["board"] == simulated_fleet.board_uuid(helper.SLOW_BOARD)]
-    healthy = cells[cells["board"] == simulated_fleet.board_uuid(0)]
+    slow = cells[cells["board"] == Board(simulated_fleet.board_uuid(helper.SLOW_BOARD))]
+    healthy = cells[cells["board"] == Board(simulated_fleet.board_uuid(0))]
     assert len(sim.boards) == 8 and set(sim.boards["host"]) == {"node-0"}
     for row in slow.itertuples():
         assert row.value == pytest.approx(healthy.set_index("figure").loc[row.figure, "value"] / helper.SLOWDOWN)
@@ -81,7 +83,7 @@ def test_outlier_sentence_says_when_provenance_is_the_same(suite):
 
 def test_provenance_differences_flag_the_downtrained_board(sim):
     table = fleet_results.provenance_differences(sim).set_index("board")
-    slow_row = sim.boards.set_index("board").loc[simulated_fleet.board_uuid(helper.SLOW_BOARD), "row"]
+    slow_row = sim.boards.set_index("board").loc[Board(simulated_fleet.board_uuid(helper.SLOW_BOARD)), "row"]
     assert table.loc[slow_row, "PCIe"] == "Gen4 ×8" and table.loc[slow_row, "differs"] == "PCIe"
     assert (table.drop(index=slow_row)["differs"] == "").all()
 
@@ -103,7 +105,7 @@ def test_groups_split_at_the_widest_gap_with_two_boards_a_side(suite):
 
 
 def test_drift_of_a_board_over_its_runs(sim):
-    slow = simulated_fleet.board_uuid(helper.SLOW_BOARD)
+    slow = Board(simulated_fleet.board_uuid(helper.SLOW_BOARD))
     table = fleet_results.drift(sim, slow)
     assert table["run_id"].nunique() == 3 * 5  # three runs of each of the suite's five experiments
     newest = table[table["when"] == table["when"].max()]
@@ -112,11 +114,11 @@ def test_drift_of_a_board_over_its_runs(sim):
     assert newest["change"].to_numpy() == pytest.approx(1 / helper.SLOWDOWN - 1)
     summary = fleet_results.drift_summary(sim).set_index("board")
     assert summary.loc[slow, "change"] == pytest.approx(1 / helper.SLOWDOWN - 1)
-    assert summary.loc[simulated_fleet.board_uuid(0), "change"] == 0
+    assert summary.loc[Board(simulated_fleet.board_uuid(0)), "change"] == 0
 
 
 def test_median_board_is_a_real_run_of_another_board(sim):
-    slow = simulated_fleet.board_uuid(helper.SLOW_BOARD)
+    slow = Board(simulated_fleet.board_uuid(helper.SLOW_BOARD))
     run_id, board = fleet_results.median_board(sim, slow, "transfers")
     assert board != slow and run_id in set(sim.cells["run_id"])
     assert fleet_results.median_board(sim, slow, "transfers", listed=set()) is None
@@ -159,3 +161,33 @@ def test_heatmap_escapes_hosts_and_labels_and_marks_a_lone_board(suite):
     assert list(trace.x) == ["warp_shuffle (reduction)"]  # a lone figure of its experiment names it
     lone = list(trace.y).index(next(r for r in trace.y if "H100" in r))
     assert trace.text[lone][0] == "·" and "not judged" in trace.customdata[lone][0]
+
+
+# --- nodes of eight GPUs: points matched by their GPU pair (made-up frames, tests.pair_frames) ------------------
+def test_a_slowed_pair_of_one_node_is_named_against_the_same_pair_of_the_other_nodes(monkeypatch):
+    pair_frames.register(monkeypatch)
+    nodes = [pair_frames.peer_run(f"node-{n}", 8, node=n, seed=n, slow={(2, 5): 0.5} if n == 3 else None)
+             for n in range(4)]
+    keys = sorted({(v, s, d, pair_frames.ELEMENTS, "cuda_event") for v in pair_frames.VARIANTS
+                   for s in range(8) for d in range(8) if s != d})
+    suite = types.SimpleNamespace(runs=[types.SimpleNamespace(experiment=pair_frames.NAME, points=lambda: keys)])
+    table = fleet_results.points(nodes, suite)
+    assert len(table) == 4 * len(keys)  # no pair dropped or merged
+    assert table["board"].nunique() == 32 and all(isinstance(b, Board) and b.named for b in table["board"])
+    fleet = fleet_results.build(table, suite)
+    far = fleet_results.outliers(fleet)
+    assert set(far["full_label"]) == {f"{v} · GPU 2 → GPU 5 · 67,108,864 elements · cuda_event"
+                                      for v in pair_frames.VARIANTS}
+    assert set(far["board"]) == {Board(pair_frames.uuid(3, 2))}  # the source GPU of the slowed pair, on node-3
+    [sentence] = fleet_results.outlier_sentences(fleet)
+    assert sentence.startswith(f"GPU {pair_frames.uuid(3, 2)[-8:]} on node-3: ") and "GPU 2 → GPU 5" in sentence
+    assert "0.50× the H100 80GB HBM3 median" in sentence
+
+
+def test_a_board_without_uuid_is_its_run_and_never_a_string_to_parse(suite):
+    frame = simulated_fleet.as_board(helper.suite_recordings()["reduction"], 0).assign(gpu_uuid=None)
+    fleet = fleet_results.build(fleet_results.points([frame], suite), suite)
+    [board] = fleet.boards["board"]
+    assert board == Board(None, frame["run_id"].iloc[0]) and not board.named
+    assert fleet.boards["row"].iloc[0].endswith(f"run {frame['run_id'].iloc[0]} (no UUID)")
+    assert pd.isna(fleet.boards["gpu_uuid"].iloc[0])

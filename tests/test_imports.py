@@ -12,6 +12,7 @@ from gpu.core import schema
 from gpu.results import imports, runfiles
 from gpu.results.catalog import BUNDLED_DIRS
 from gpu.results.store import RunStore
+from tests import pair_frames
 
 ROOT = Path(__file__).resolve().parent.parent
 MANAGED = next(BUNDLED_DIRS[1].glob("managed_*.parquet"))
@@ -140,3 +141,20 @@ def test_the_gpu_board_uuid_is_text_and_a_hostile_one_is_named(tmp_path, good):
     frame.to_parquet(tmp_path / "long.parquet")
     text = problem(tmp_path, "long.parquet", (tmp_path / "long.parquet").read_bytes())
     assert "row 3" in text and "column gpu_uuid" in text and "longer than" in text and len(text) < 300
+
+
+def test_a_peer_run_imports_with_its_pair_columns_typed_by_the_schema(tmp_path, monkeypatch):
+    pair_frames.register(monkeypatch)
+    node = pair_frames.peer_run("node-8", 8)
+    csv = imports.read_upload("node.csv", data=runfiles.to_csv_bytes(node))
+    runfiles.write_parquet(node, tmp_path / "node.parquet")
+    parquet = imports.read_upload("node.parquet", path=tmp_path / "node.parquet")
+    for frame in (csv, parquet):
+        assert frame["gpu_index"].tolist() == node["gpu_index"].tolist()
+        assert frame["peer_uuid"].tolist() == node["peer_uuid"].tolist() and set(frame["link"]) == {"NVLink 4 ×18"}
+    bad = node.assign(peer_index=node["peer_index"].astype(float))
+    bad.loc[4, "peer_index"] = 2.5
+    runfiles.write_parquet(bad, tmp_path / "bad.parquet")
+    text = problem(tmp_path, "bad.parquet", (tmp_path / "bad.parquet").read_bytes())
+    assert "row 5 (run node-8), column peer_index: value 2.5 is not a whole number" in text
+    assert imports.WHOLE_COLUMNS is schema.WHOLE_COLUMNS and imports.TEXT_COLUMNS is schema.TEXT_COLUMNS

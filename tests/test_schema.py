@@ -86,3 +86,19 @@ def test_the_board_uuid_is_provenance_and_older_runs_keep_their_content_hash(tmp
     assert schema.read_results(old_file)["gpu_uuid"].isna().all()
     (tmp_path / "board.csv").write_bytes(runfiles.to_csv_bytes(board_a))
     assert schema.read_results(tmp_path / "board.csv")["gpu_uuid"].iloc[0] == board_a["gpu_uuid"].iloc[0]
+
+
+def test_a_peer_row_names_its_device_and_its_peer_and_older_runs_keep_their_hash():
+    """gpu_index, peer_index, peer_uuid and link joined after runs were hashed: a run without them hashes as before,
+    and each is part of a peer row's content; read back typed (ordinals as numbers, the link as text)."""
+    plain = schema.make_frame([row()], PROVENANCE)
+    peer = schema.make_frame([row(gpu_index=2, peer_index=5, peer_uuid="GPU-5", link="NVLink 4 ×18")],
+                             {**PROVENANCE, "gpu_uuid": "GPU-2"})
+    assert peer.loc[0, "gpu_index"] == 2 and peer.loc[0, "peer_index"] == 5 and peer.loc[0, "link"] == "NVLink 4 ×18"
+    without = {c: runfiles._canonical(v) for c, v in schema.frame_rows(plain)[0].items()}
+    assert all(without[c] is None for c in ("gpu_index", "peer_index", "peer_uuid", "link"))
+    hashes = {runfiles.content_hash(schema.frame_rows(f)) for f in
+              (plain, peer, peer.assign(peer_index=6), peer.assign(link="PCIe via host bridge"))}
+    assert len(hashes) == 4
+    assert {"gpu_index", "peer_index"} <= set(schema.WHOLE_COLUMNS) and {"peer_uuid", "link"} <= set(
+        schema.TEXT_COLUMNS)

@@ -13,8 +13,9 @@ import pytest
 import sqlalchemy as sa
 
 from gpu.core import schema
-from gpu.results import store
+from gpu.results import runfiles, store
 from gpu.results.catalog import BUNDLED_DIRS
+from tests import pair_frames
 from tests.conftest import new_postgres_database
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -186,13 +187,24 @@ def _version_one_store(url: str, frame: pd.DataFrame) -> None:
         store.META.create(connection)
         store._create_v1(connection)
         connection.execute(store.META.insert().values(key="schema_version", value="1"))
-        run, points, _ = store.RunStore._prepare(str(frame["run_id"].iloc[0]), frame, "runner", None, None)
-        for name in store.ADDED_IN_V2:
-            run.pop(name)
+        run, points = _old_run(frame)
         connection.execute(sa.text(f"INSERT INTO runs ({', '.join(run)}) VALUES ({', '.join(':' + k for k in run)})"),
                            run)
         connection.execute(store.POINTS.insert(), points)
     engine.dispose()
+
+
+def _old_run(frame: pd.DataFrame) -> tuple[dict, list[dict]]:
+    """A run's ``runs`` row (version 1's columns) and ``points`` rows as versions 1 and 2 wrote them: every row's
+    whole JSON, its board UUID included."""
+    run, _, _, _ = store.RunStore._prepare(str(frame["run_id"].iloc[0]), frame, "runner", None, None)
+    for name in store.ADDED_IN_V2:
+        run.pop(name, None)
+    rows = schema.frame_rows(frame)
+    points = [{"run_id": run["run_id"], "idx": i, "variant": row["variant"], "direction": row["direction"],
+               "bytes": row["bytes"], "median_ms": row["median_ms"], "gbps": row["gbps"],
+               "row_json": json.dumps(row, separators=(",", ":"), allow_nan=False)} for i, row in enumerate(rows)]
+    return run, points
 
 
 def test_a_version_one_store_is_read_as_it_is_then_migrated_with_each_runs_board(url):
@@ -205,7 +217,7 @@ def test_a_version_one_store_is_read_as_it_is_then_migrated_with_each_runs_board
     listed = old.runs()  # opening never writes: the old columns are read, the new ones are empty
     assert listed.loc[0, "run_id"] == frame["run_id"].iloc[0] and pd.isna(listed.loc[0, "gpu_uuid"])
     assert old.runs(fleet_id="any").empty
-    assert old.migrate() == store.SCHEMA_VERSION == 2
+    assert old.migrate() == store.SCHEMA_VERSION == 3
     migrated = old.runs()
     assert migrated.loc[0, "gpu_uuid"] == board and pd.isna(migrated.loc[0, "fleet_id"])
     assert old.load(frame["run_id"].iloc[0])["median_ms"].tolist() == frame["median_ms"].tolist()
@@ -225,3 +237,96 @@ def test_fleet_runs_are_stored_with_their_fleet_suite_and_board_and_listed_by_fl
     assert len(runs.runs()) == 2
     with pytest.raises(store.StoreError, match="fleet id"):
         runs.save(other, "fleet", fleet=("x" * 65, "health"))
+
+
+def _version_two_store(url: str, frames: list[pd.DataFrame]) -> None:
+    """A store as PinPoint wrote it at schema version 2: ``runs.gpu_uuid`` from each run's first row, every row's
+    whole JSON with its UUIDs."""
+    engine = sa.create_engine(url)
+    with engine.begin() as connection:
+        store.META.create(connection)
+        store._create_v1(connection)
+        store.MIGRATIONS[1][1](connection)  # version 2's columns
+        connection.execute(store.META.insert().values(key="schema_version", value="2"))
+        for frame in frames:
+            run, points = _old_run(frame)
+            first = frame["gpu_uuid"].iloc[0]
+            run["gpu_uuid"] = first if isinstance(first, str) and first else None
+            connection.execute(sa.text(f"INSERT INTO runs ({', '.join(run)}) VALUES "
+                                       f"({', '.join(':' + k for k in run)})"), run)
+            connection.execute(store.POINTS.insert(), points)
+    engine.dispose()
+
+
+@pytest.fixture
+def peer_experiment(monkeypatch):
+    return pair_frames.register(monkeypatch)
+
+
+def test_a_version_two_store_migrates_keeping_every_run_and_every_board_of_a_peer_run(url, peer_experiment):
+    one_board = schema.read_results(POOLS)
+    no_board = schema.read_results(MANAGED).assign(gpu_uuid=None)
+    node = pair_frames.peer_run("node-8", 8)
+    _version_two_store(url, [one_board, no_board, node])
+    old = store.RunStore(url)
+    assert old.version == 2
+    listed = old.runs().set_index("run_id")  # read as it is: version 2 knew one board per run, its first row's
+    assert listed.loc["node-8", "gpu_uuid"] == pair_frames.uuid(0, 0)
+    assert old.migrate() == store.SCHEMA_VERSION == 3
+    migrated = old.runs().set_index("run_id")
+    assert len(migrated) == 3
+    eight = tuple(pair_frames.uuid(0, g) for g in range(8))
+    assert migrated.loc["node-8", "boards"] == eight and pd.isna(migrated.loc["node-8", "gpu_uuid"])
+    board = one_board["gpu_uuid"].iloc[0]
+    assert migrated.loc[one_board["run_id"].iloc[0], "boards"] == ((board,) if isinstance(board, str) else ())
+    assert migrated.loc[no_board["run_id"].iloc[0], "boards"] == ()
+    for frame in (one_board, no_board, node):  # every run reads back as it was, UUIDs included
+        loaded = old.load(frame["run_id"].iloc[0])
+        assert runfiles.content_hash(schema.frame_rows(loaded)) == runfiles.content_hash(schema.frame_rows(frame))
+    with old.engine.connect() as connection:  # each board once per run: no row's JSON holds a UUID any more
+        texts = connection.execute(sa.text("SELECT row_json FROM points WHERE run_id = 'node-8'")).scalars().all()
+        assert texts and not any("GPU-" in t for t in texts)
+        assert connection.execute(sa.text("SELECT count(*) FROM run_boards WHERE run_id = 'node-8'")).scalar() == 8
+        assert "gpu_uuid" not in {c["name"] for c in sa.inspect(connection).get_columns("runs")}
+    # saving the same run again is recognised as the same content
+    assert not old.save(node, "import")[0].stored
+
+
+@pytest.mark.parametrize("gpus", [2, 8])
+def test_a_peer_run_stores_each_board_once_and_reads_back_whole(url, peer_experiment, gpus):
+    runs = store.RunStore(url)
+    node = pair_frames.peer_run("node", gpus)
+    [result] = runs.save(node, "runner")
+    assert result.stored and result.points == 2 * gpus * (gpus - 1)
+    listed = runs.runs()
+    assert listed.loc[0, "boards"] == tuple(pair_frames.uuid(0, g) for g in range(gpus))
+    assert pd.isna(listed.loc[0, "gpu_uuid"])  # several boards: no one board
+    loaded = runs.load("node")
+    for column in ("gpu_index", "gpu_uuid", "peer_index", "peer_uuid", "link"):
+        assert loaded[column].tolist() == node[column].tolist(), column
+    # a row unlike the others of its ordinal keeps its own UUID
+    odd = node.copy()
+    odd.loc[0, "peer_uuid"] = "GPU-another-board"
+    runs.save(odd.assign(run_id="odd"), "runner")
+    assert runs.load("odd")["peer_uuid"].tolist() == odd["peer_uuid"].tolist()
+    assert runs.delete("node") and runs.runs()["run_id"].tolist() == ["odd"]
+
+
+def test_the_bulk_points_read_gives_many_runs_without_samples(url, peer_experiment):
+    runs = store.RunStore(url)
+    assert runs.points(["none"]).empty  # a new store: nothing, and nothing written
+    frames = [pair_frames.peer_run(f"node-{n}", 2, node=n) for n in range(3)]
+    for frame in frames:
+        runs.save(frame, "fleet", fleet=("f1", "health"))
+    runs.save(schema.read_results(MANAGED), "runner")
+    fields = ["run_id", "gpu_uuid", "peer_uuid", "gbps", "samples_ms"]
+    bulk = runs.points(["node-0", "node-2", "missing"], fields, samples=False)
+    assert list(bulk.columns) == fields and len(bulk) == 2 * len(frames[0])
+    assert bulk["samples_ms"].isna().all()
+    expected = pd.concat([frames[0], frames[2]], ignore_index=True)
+    assert bulk["gpu_uuid"].tolist() == expected["gpu_uuid"].tolist()
+    assert bulk["peer_uuid"].tolist() == expected["peer_uuid"].tolist()
+    assert bulk["gbps"].tolist() == pytest.approx(expected["gbps"].tolist())
+    whole = runs.points(["node-1"])
+    assert list(whole.columns) == schema.COLUMNS and [list(s) for s in whole["samples_ms"]] == \
+        [list(s) for s in frames[1]["samples_ms"]]

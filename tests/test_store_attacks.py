@@ -18,7 +18,7 @@ import pytest
 import sqlalchemy as sa
 
 from gpu.core import schema
-from gpu.results import catalog, compare, imports, runfiles, store
+from gpu.results import catalog, compare, database, imports, runfiles, store
 from tests.conftest import new_postgres_database
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -597,7 +597,7 @@ class SilencingProxy:
 
 def test_a_server_that_goes_silent_mid_session_gives_one_line_within_the_answer_timeout(postgres_url, monkeypatch):
     assert store.ANSWER_TIMEOUT_S + store.CONNECT_TIMEOUT_S <= 30 and store.STATEMENT_TIMEOUT_S < store.ANSWER_TIMEOUT_S
-    monkeypatch.setattr(store, "ANSWER_TIMEOUT_S", 3)  # the mechanism, quickly; the default's figure: benchmark
+    monkeypatch.setattr(database, "ANSWER_TIMEOUT_S", 3)  # the mechanism, quickly; the default's figure: benchmark
     address = sa.engine.make_url(new_postgres_database(postgres_url))
     proxy = SilencingProxy((address.host, address.port))
     try:

@@ -11,11 +11,11 @@ One row per measured point. Columns come in three groups:
   pageable), ``chunks``, ``streams``, ``issue_order`` (depth_first | breadth_first | staged | serial | concurrent),
   ``intensity`` (fused multiply-adds per element) and ``intervals``, the timeline of one run of the point
   as JSON: ``[[stream, op, chunk, ready_ms, end_ms, bytes], …]`` with op in h2d | kernel | d2h and times
-  from one origin event (``gpu.core.overlap`` reads it); for copies between two GPUs ``peer_index`` and
-  ``peer_uuid`` (the destination, or the GPU whose memory a latency chase walks; the row's own GPU is the source)
-  and ``link`` (what joins them, in words: "NVLink 4 ×18", "PCIe via host bridge", "through host (no peer
-  access)"). For kernels ``direction`` is ``device`` and
-  ``bytes`` counts the useful bytes read plus written once.
+  from one origin event (``gpu.core.overlap`` reads it); for a measurement between two GPUs ``peer_index`` and
+  ``peer_uuid`` (the ordinal and NVML UUID of the other GPU: a copy's destination, or the GPU whose memory a latency
+  chase walks; the row's own device, ``gpu_index``/``gpu_uuid``, is the source) and ``link`` (what joins them, in
+  words: "NVLink 4 ×18", "PCIe via host bridge", "through host (no peer access)"). For kernels ``direction`` is
+  ``device`` and ``bytes`` counts the useful bytes read plus written once.
 * **measurement** – ``median_ms, min_ms, max_ms, cv, samples, gbps`` (GB/s = 10^9 bytes/s of
   ``bytes`` over ``median_ms``), ``stop_reason`` (converged | budget | timeout | max_samples; budget: the
   profile's per-point time budget, scaled by the cost of one sample, was spent or one more sample would
@@ -26,13 +26,17 @@ One row per measured point. Columns come in three groups:
 * **provenance** – where and when: ``device_name, compute_capability, sm_count, memory_total_bytes,
   driver_version, cuda_version, pycuda_version, pcie_gen, pcie_width, pcie_gbps_theoretical,
   hbm_gbps_theoretical, sm_clock_max_mhz, mem_clock_max_mhz, host, timestamp, git_commit, backend``,
-  ``l2_bytes``, ``async_engine_count`` (the device's copy engines that run beside kernels) and ``gpu_uuid`` (the
+  ``l2_bytes``, ``async_engine_count`` (the device's copy engines that run beside kernels), ``gpu_uuid`` (the
   board's UUID from NVML, ``GPU-…``: boards of one model differ by up to 12 % on some kernels, and host name,
   driver and clocks do not tell them apart) and ``gpu_index`` (its CUDA ordinal in the measuring process: which GPU
-  of a multi-GPU node the row measured).
+  of a multi-GPU node the row measured). A row names its own device: one run may span several boards of a node (a
+  peer matrix), so a run's boards are those of its rows (``gpu.core.boards``), never its first row's.
 
 Parameter columns, ``l2_bytes``, ``async_engine_count``, ``gpu_uuid`` and ``gpu_index`` are optional when reading:
 files recorded before a column existed load with it empty.
+
+Column types (``TEXT_COLUMNS``, ``BOOL_COLUMNS``, ``WHOLE_COLUMNS``, ``SIGNED_COLUMNS``, the rest numbers) are
+declared here once: validation, imports and the store read them from this module.
 
 Theoretical figures come from the device itself: PCIe per direction from link generation × width
 (after line encoding); HBM from memory clock × bus width × 2 (double data rate).
@@ -73,6 +77,21 @@ NUMERIC_COLUMNS = ["bytes", "median_ms", "min_ms", "max_ms", "cv", "samples", "g
 OPTIONAL_NUMERIC_COLUMNS = ["block_size", "elements", "param_value", "registers_per_thread", "shared_bytes_per_block",
                             "theoretical_occupancy", "rel_error", "l2_bytes", "chunks", "streams", "intensity",
                             "async_engine_count", "gpu_index", "peer_index"]
+# Column types: text, true/false, JSON text (``intervals``), samples (a list of times); every other column is a
+# number. Whole numbers are counts, sizes and ordinals; signed ones may be negative (every other number is a size,
+# count, time or rate).
+TEXT_COLUMNS = ["run_id", "experiment", "variant", "direction", "group", "param", "host_memory", "issue_order",
+                "stop_reason", "profile", "timer", "device_name", "compute_capability", "driver_version",
+                "cuda_version", "pycuda_version", "host", "timestamp", "git_commit", "backend", "gpu_uuid",
+                "peer_uuid", "link"]
+BOOL_COLUMNS = ["include_alloc", "verified", "throttled"]
+JSON_TEXT_COLUMNS = ["intervals"]
+SAMPLE_COLUMNS = ["samples_ms"]
+NUMBER_COLUMNS = [c for c in COLUMNS if c not in TEXT_COLUMNS + BOOL_COLUMNS + JSON_TEXT_COLUMNS + SAMPLE_COLUMNS]
+WHOLE_COLUMNS = ["bytes", "samples", "block_size", "elements", "registers_per_thread", "shared_bytes_per_block",
+                 "chunks", "streams", "sm_count", "memory_total_bytes", "pcie_gen", "pcie_width", "sm_clock_max_mhz",
+                 "mem_clock_max_mhz", "l2_bytes", "async_engine_count", "gpu_index", "peer_index"]
+SIGNED_COLUMNS = ["param_value", "rel_error"]
 
 # PCIe transfer rate per lane (GT/s) and line-encoding efficiency, by generation (PCI-SIG specifications).
 _PCIE_RATE = {1: (2.5, 8 / 10), 2: (5.0, 8 / 10), 3: (8.0, 128 / 130), 4: (16.0, 128 / 130),

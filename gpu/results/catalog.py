@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from gpu.core import paths, schema
+from gpu.core import boards, paths, schema
 from gpu.core.text import shorten
 from gpu.results import runfiles
 from gpu.results.store import RunStore, SaveResult, StoreError
@@ -17,7 +17,7 @@ from gpu.results.store import RunStore, SaveResult, StoreError
 ASSETS = paths.ASSETS
 BUNDLED_DIRS = (ASSETS / "replay", ASSETS / "runs")
 CATALOG_COLUMNS = ["run_id", "experiment", "device_name", "driver_version", "host", "timestamp", "points", "label",
-                   "notes", "origin", "profile", "git_commit", "source", "gpu_uuid", "fleet_id", "suite"]
+                   "notes", "origin", "profile", "git_commit", "source", "gpu_uuid", "boards", "fleet_id", "suite"]
 
 
 def read_bundled(directories=BUNDLED_DIRS, already_read: dict[Path, pd.DataFrame] | None = None) \
@@ -61,8 +61,8 @@ class Catalog:
                          "label": f"bundled: {self.files[run_id]}",
                          "notes": None, "origin": "bundled", "profile": first["profile"],
                          "git_commit": first["git_commit"], "source": "bundled",
-                         "gpu_uuid": first["gpu_uuid"] if isinstance(first["gpu_uuid"], str) and first["gpu_uuid"]
-                         else None, "fleet_id": None, "suite": None})
+                         "gpu_uuid": boards.one_board(frame), "boards": tuple(boards.run_boards(frame)),
+                         "fleet_id": None, "suite": None})
         bundled = pd.DataFrame(rows, columns=CATALOG_COLUMNS)
         # A bundled run imported into the store is listed once, as stored (it keeps the store's label).
         bundled = bundled[~bundled["run_id"].isin(set(stored["run_id"]))]

@@ -94,9 +94,8 @@ def history_baseline(catalog, candidate: pd.DataFrame) -> pd.DataFrame:
     (same experiment and profile family, measured before it); CheckError when there is none."""
     device, profile = str(_first(candidate, "device_name")), str(_first(candidate, "profile"))
     mine = compare.listed_history(catalog.runs(str(_first(candidate, "experiment"))), candidate)
-    board = compare.board_of(candidate)
-    on_board = mine["gpu_uuid"] == board if board is not None and "gpu_uuid" in mine.columns else \
-        pd.Series(False, index=mine.index)
+    board = compare.boards_of(candidate)
+    on_board = compare.listed_boards(mine) == board if board else pd.Series(False, index=mine.index)
     # Board first, then newest first: the run the candidate is most like.
     ordered = mine.assign(on_board=on_board).sort_values(["on_board", "when"], ascending=False, kind="stable")
     points = compare.point_keys(candidate)
@@ -104,7 +103,7 @@ def history_baseline(catalog, candidate: pd.DataFrame) -> pd.DataFrame:
         frame = catalog.load(run_id)
         if not points.isdisjoint(compare.point_keys(frame)):
             return frame
-    where = f"board {board} or its model" if board else "this device model"
+    where = f"{boards_words(candidate)} or its model" if board else "this device model"
     raise CheckError(f"no history to check run {shorten(str(_first(candidate, 'run_id')))} against: no earlier "
                      f"{_first(candidate, 'experiment')} run of {where} ({device}, profile "
                      f"{profile.split('/')[0]}) that measured its points, stored or bundled")
@@ -129,16 +128,22 @@ def run_check(catalog, candidate_id: str, against: str) -> Check:
         raise CheckError(reason)
     earlier = compare.earlier_runs(catalog, baseline, candidate)
     table = compare.compare(baseline, candidate, earlier)
-    board = compare.board_of(candidate)
+    board = compare.boards_of(candidate)
     # as compare counts them: the newest HISTORY_RUNS of the board's runs, the baseline among them
-    board_runs = min(compare.HISTORY_RUNS, sum(compare.board_of(f) == board for f in [baseline, *earlier])) \
-        if board is not None else 0
+    board_runs = min(compare.HISTORY_RUNS, sum(compare.boards_of(f) == board for f in [baseline, *earlier])) \
+        if board else 0
     return Check(candidate, baseline, table, "history" if against == HISTORY else "run", len(earlier), board_runs)
 
 
+def boards_words(frame: pd.DataFrame) -> str:
+    """'board GPU-…' for a run of one board, 'boards GPU-…, GPU-…' for a run that spans several; '' for none."""
+    named = sorted(compare.boards_of(frame))
+    return "" if not named else f"board {named[0]}" if len(named) == 1 else f"boards {', '.join(named)}"
+
+
 def _run_words(frame: pd.DataFrame) -> str:
-    board = compare.board_of(frame)
-    return report.run_label(frame) + (f" · board {board}" if board else "") + f" · host {_first(frame, 'host')}"
+    board = boards_words(frame)
+    return report.run_label(frame) + (f" · {board}" if board else "") + f" · host {_first(frame, 'host')}"
 
 
 def _short_run(frame: pd.DataFrame) -> str:
@@ -149,7 +154,7 @@ def against_words(check: Check) -> str:
     """What the candidate was judged against, in a sentence."""
     if check.against == "run":
         return f"baseline {_run_words(check.baseline)}"
-    board = compare.board_of(check.candidate)
+    board = boards_words(check.candidate)
     model_runs = min(compare.HISTORY_RUNS, 1 + check.history_runs)  # the baseline and the newest earlier runs
     one_board = compare.same_board(check.baseline, check.candidate)
     runs, whose = (check.board_runs, "the board") if one_board else (model_runs, "the device model")
@@ -159,9 +164,9 @@ def against_words(check: Check) -> str:
         bands = (f"bands from the measured {'one-board ' if one_board else ''}floors (fewer than {compare.MIN_HISTORY} "
                  f"earlier runs of {whose})")
     if one_board:
-        return (f"its history on board {board}: the board's newest earlier run, {_short_run(check.baseline)}, as "
+        return (f"its history on {board}: the board's newest earlier run, {_short_run(check.baseline)}, as "
                 f"baseline; {bands}")
-    why = f"no earlier run of board {board} measured its points" if board else "the run names no board"
+    why = f"no earlier run of {board} measured its points" if board else "the run names no board"
     return (f"its history on {_first(check.candidate, 'device_name')} ({why}): the model's newest earlier run, "
             f"{_run_words(check.baseline)}, as baseline; {bands}")
 

@@ -10,18 +10,16 @@ is faster everywhere.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-import sqlalchemy as sa
 
 from gpu.core import schema
-from gpu.core.devices import board_tail
+from gpu.core.boards import Board
 from gpu.results import compare
-from gpu.results.store import POINTS, RunStore
+from gpu.results.store import RunStore
 
 UNIT = "GB/s"
 OUTLIER_FLOORS = 1.0  # a cell further than one run-to-run floor from its model's median is named
@@ -30,8 +28,8 @@ MIN_BOARDS = 2  # a model's median needs two boards; a lone board of its model i
 PROVENANCE = {"driver": "driver_version", "PCIe": "pcie", "SM clock max (MHz)": "sm_clock_max_mhz",
               "memory clock max (MHz)": "mem_clock_max_mhz"}
 ROW_FIELDS = ["run_id", "experiment", "gbps", "median_ms", "timer", "variant", "direction", "param", "host_memory",
-              "include_alloc", "chunks", "device_name", "gpu_uuid", "host", "timestamp", "driver_version", "pcie_gen",
-              "pcie_width", "sm_clock_max_mhz", "mem_clock_max_mhz"]
+              "include_alloc", "chunks", "device_name", "gpu_index", "gpu_uuid", "peer_index", "peer_uuid", "link",
+              "host", "timestamp", "driver_version", "pcie_gen", "pcie_width", "sm_clock_max_mhz", "mem_clock_max_mhz"]
 
 
 def model_name(device_name) -> str:
@@ -84,8 +82,8 @@ def points(frames: Iterable[pd.DataFrame], suite) -> pd.DataFrame:
     table["full_label"] = table["figure"].map(labels)
     table["kind"] = table["figure"].map(kinds)
     table["floor"] = table["kind"].map(compare.floor)  # between boards: the floor that counts boards
-    named = table["gpu_uuid"].map(lambda u: isinstance(u, str) and bool(u))
-    table["board"] = np.where(named, table["gpu_uuid"], "run " + table["run_id"].astype(str))
+    # A row's board is its own device's (a peer row's source GPU), never its run's first row's.
+    table["board"] = [Board.of(u, r) for u, r in zip(table["gpu_uuid"], table["run_id"], strict=True)]
     table["model"] = table["device_name"].map(model_name)
     table["pcie"] = [f"Gen{_text(g)} ×{_text(w)}" for g, w in zip(table["pcie_gen"], table["pcie_width"], strict=True)]
     table["when"] = pd.to_datetime(table["timestamp"], utc=True, errors="coerce", format="mixed")
@@ -109,32 +107,9 @@ def _short_labels(labels: dict[str, str], records: dict[str, dict]) -> dict[str,
 
 
 def stored_points(store: RunStore, run_ids: list[str], suite) -> pd.DataFrame:
-    """``points`` of stored runs read in bulk (one query per 500 runs, only the fields the Fleet page needs, not
-    the samples): a fleet's history is hundreds of runs, and ``RunStore.load`` of each would take seconds."""
-    rows, fields = [], _fields(suite)
-    for start in range(0, len(run_ids), 500):
-        chunk = run_ids[start:start + 500]
-        query = sa.select(POINTS.c.row_json).where(POINTS.c.run_id.in_(chunk))
-        with store.engine.connect() as connection:
-            for text in connection.execute(query).scalars():
-                row = json.loads(_without_samples(text))
-                rows.append({f: row.get(f) for f in fields})
-    if not rows:
-        return points([], suite)
-    return points([pd.DataFrame(rows)], suite)
-
-
-SAMPLES_KEY = '"samples_ms":['
-
-
-def _without_samples(text: str) -> str:
-    """A stored row's JSON without its samples (most of its length, and of the time to parse it): the array holds
-    numbers only, so it ends at the first ']' after its start."""
-    start = text.find(SAMPLES_KEY)
-    if start < 0:
-        return text
-    end = text.find("]", start)
-    return text[:start] + '"samples_ms":null' + text[end + 1:]
+    """``points`` of stored runs, through the store's bulk read (only the fields the Fleet page needs, not the
+    samples): a fleet's history is hundreds of runs, and ``RunStore.load`` of each would take seconds."""
+    return points([store.points(run_ids, _fields(suite), samples=False)], suite)
 
 
 def _fields(suite) -> list[str]:
@@ -188,10 +163,8 @@ def _boards(newest: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for board, part in newest.sort_values("when").groupby("board", sort=False):
         last = part.iloc[-1]
-        named = not board.startswith("run ")
-        tail = board_tail(board) if named else f"{board} (no UUID)"
-        rows.append({"board": board, "row": f"{last['host']} · {last['model']} · {tail}", "model": last["model"],
-                     "host": str(last["host"]), "gpu_uuid": board if named else None,
+        rows.append({"board": board, "row": f"{last['host']} · {last['model']} · {board.tail}", "model": last["model"],
+                     "host": str(last["host"]), "gpu_uuid": board.uuid,
                      "runs": ", ".join(sorted(part["run_id"].astype(str).unique())),
                      "driver": _text(last["driver_version"]), "PCIe": last["pcie"],
                      "SM clock max (MHz)": _text(last["sm_clock_max_mhz"]),
@@ -247,8 +220,8 @@ def outlier_sentences(fleet: Fleet, threshold: float = OUTLIER_FLOORS, limit: in
     for board, part in far.groupby("board", sort=False):
         cell = part.iloc[0]
         info = boards.loc[board]
-        who = (f"GPU {board_tail(board)} on {info['host']}" if isinstance(info["gpu_uuid"], str) else
-               f"The {info['model']} of {board} on {info['host']}")
+        who = board.words(info["host"]) if board.named else \
+            f"The {info['model']} of run {board.run_id} on {info['host']}"
         side = "slower" if cell["deviation"] < 0 else "faster"
         sentence = (f"{who}: {cell['label']} ({cell['experiment']}) {_figure_words(cell['value'])} {UNIT}, "
                     f"{cell['ratio']:.2f}× the {info['model']} median of {_figure_words(cell['median'])} "

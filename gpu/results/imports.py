@@ -11,6 +11,10 @@ numbers within range, samples a list of finite positive times whose count, media
 timestamps. A run has one experiment, device and timestamp, and each point once. A file with a manifest
 (``gpu.results.runfiles``: what PinPoint exports) must hold every point of each run, unchanged. What passes can be
 stored in SQLite and PostgreSQL alike. Nothing is stored from a file that fails any check. No Streamlit, no CUDA.
+
+Column types are the schema's (``gpu.core.schema``: text, true/false, whole, signed, the rest numbers); this module
+adds the limits and the checks. It holds one concern, over 400 lines: the import contract, from reading a file within
+its limits to the checked frame (the limits are module constants, read when a file is read).
 """
 
 from __future__ import annotations
@@ -48,17 +52,10 @@ MAX_NUMBER = 1e18  # fits a 64-bit integer column and any JSON reader
 MAX_POINT_BYTES = 1 << 40  # 1 TiB: no PinPoint point moves more
 SAMPLE_TOLERANCE = 1e-6
 
-TEXT_COLUMNS = ["run_id", "experiment", "variant", "direction", "group", "param", "host_memory", "issue_order",
-                "stop_reason", "profile", "timer", "device_name", "compute_capability", "driver_version",
-                "cuda_version", "pycuda_version", "host", "timestamp", "git_commit", "backend", "gpu_uuid"]
+# Column types come from the schema; only what the contract adds is named here.
+TEXT_COLUMNS, BOOL_COLUMNS, NUMBER_COLUMNS = schema.TEXT_COLUMNS, schema.BOOL_COLUMNS, schema.NUMBER_COLUMNS
+WHOLE_COLUMNS, SIGNED_COLUMNS = schema.WHOLE_COLUMNS, schema.SIGNED_COLUMNS
 REQUIRED_TEXT = ["run_id", "experiment", "variant", "direction"]
-BOOL_COLUMNS = ["include_alloc", "verified", "throttled"]
-NUMBER_COLUMNS = [c for c in schema.COLUMNS
-                  if c not in TEXT_COLUMNS + BOOL_COLUMNS + ["intervals", "samples_ms"]]
-WHOLE_COLUMNS = ["bytes", "samples", "block_size", "elements", "registers_per_thread", "shared_bytes_per_block",
-                 "chunks", "streams", "sm_count", "memory_total_bytes", "pcie_gen", "pcie_width", "sm_clock_max_mhz",
-                 "mem_clock_max_mhz", "l2_bytes", "async_engine_count"]
-SIGNED_COLUMNS = ["param_value", "rel_error"]  # every other number is a size, count, time or rate: not negative
 TRUE_TEXT, FALSE_TEXT = {"true", "1"}, {"false", "0"}
 
 
@@ -458,7 +455,7 @@ def check(frame: pd.DataFrame, name: str, manifest: dict | None = None) -> pd.Da
         if column not in frame.columns:
             frame[column] = None
     where = _Where(name, frame)
-    for column in TEXT_COLUMNS + ["intervals"]:
+    for column in TEXT_COLUMNS + schema.JSON_TEXT_COLUMNS:
         _text_column(frame, column, where)
     for column in NUMBER_COLUMNS:
         _number_column(frame, column, where)

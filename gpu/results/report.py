@@ -227,7 +227,8 @@ the two runs' kept samples gives p &lt; {compare.ALPHA} and the medians differ b
 {text.percent(compare.MIN_EFFECT)}.
 A point that differs is <b>within run-to-run noise</b> when the candidate's median stays inside the band that
 unchanged software reaches between runs: with {compare.MIN_HISTORY} or more earlier runs of the point on the
-candidate's board (when both runs name the same <code>gpu_uuid</code>), else on its device model, the
+candidate's board (when both runs name the same <code>gpu_uuid</code>; for runs across several GPUs, the same
+boards), else on its device model, the
 {text.percent(compare.HISTORY_LEVEL)} prediction interval of their medians (Conbench's approach; the table's
 "run-to-run from" says which history); otherwise the
 baseline's median ± a floor per kind of point, the 95th percentile of the change measured between repeated runs and

@@ -1,0 +1,241 @@
+"""The runs store's tables, their schema version and the steps that migrate a store from one version to the next;
+and how a point's row is kept in them. No Streamlit and no CUDA here.
+
+Tables (schema version ``SCHEMA_VERSION``, in ``pinpoint_meta``):
+
+* ``runs`` – one row per run: ``run_id`` (primary key), ``experiment``, device, driver, CUDA and PyCUDA
+  versions, host, ``timestamp`` (when it was measured), git commit, profile, ``label`` and ``notes`` (stored
+  verbatim, always passed as bound parameters), ``source`` (live | runner | import), ``stored_at``, ``points``,
+  and for fleet runs ``fleet_id`` and ``suite``;
+* ``run_boards`` – every GPU board a run's rows name (since version 3), once per run: ``run_id``, ``position``,
+  ``gpu_index`` (the board's ordinal in the run, empty for rows recorded before rows named one) and ``gpu_uuid``.
+  A one-GPU run has one; a peer run of a node every GPU of its pairs;
+* ``points`` – one row per measured point: ``run_id``, ``idx``, the point's ``variant``, ``direction``,
+  ``bytes``, ``median_ms``, ``gbps`` for queries, and ``row_json``: the whole row of the results schema
+  (``gpu.core.schema``), every sample included, less the board UUIDs that ``run_boards`` holds (``stored_row``
+  takes them out, ``restored_row`` puts them back, so a stored run reads back as it was saved).
+
+Versions: 1, the first tables; 2, runs name their board (``runs.gpu_uuid``, from the first point), fleet and suite;
+3, a run's boards are ``run_boards``, filled from every point of every stored run (a run that spans several boards
+records all of them), taken out of each point's JSON, and ``runs.gpu_uuid`` is dropped: a board is stored once.
+
+Migrations are a short list of versioned steps (``MIGRATIONS``), applied in one transaction, one migrator at a time
+(PostgreSQL: an advisory lock; SQLite: ``BEGIN IMMEDIATE``): three tables need no migration framework, and an
+embedded store must upgrade itself on a user's machine without tooling. A step appends, never edits an old one.
+A store written by a newer PinPoint (a version this code does not know) is refused, never altered; a database that
+holds tables of our names without ``pinpoint_meta`` is another application's, refused untouched.
+"""
+
+from __future__ import annotations
+
+import json
+
+import sqlalchemy as sa
+
+from gpu.core.boards import Board
+from gpu.core.errors import StoreError
+from gpu.core.schema import key_value
+from gpu.core.text import shorten
+
+SCHEMA_VERSION = 3
+METADATA = sa.MetaData()
+
+META = sa.Table("pinpoint_meta", METADATA, sa.Column("key", sa.String(64), primary_key=True),
+                sa.Column("value", sa.Text, nullable=False))
+RUNS = sa.Table(
+    "runs", METADATA,
+    sa.Column("run_id", sa.String(64), primary_key=True),
+    sa.Column("experiment", sa.String(64), nullable=False, index=True),
+    sa.Column("device_name", sa.Text), sa.Column("driver_version", sa.Text), sa.Column("cuda_version", sa.Text),
+    sa.Column("pycuda_version", sa.Text), sa.Column("host", sa.Text), sa.Column("timestamp", sa.Text, index=True),
+    sa.Column("git_commit", sa.Text), sa.Column("profile", sa.Text), sa.Column("label", sa.Text),
+    sa.Column("notes", sa.Text), sa.Column("source", sa.String(16), nullable=False),
+    sa.Column("stored_at", sa.Text, nullable=False), sa.Column("points", sa.Integer, nullable=False),
+    # Added by step 2: for fleet runs the fleet and its suite.
+    sa.Column("fleet_id", sa.String(64)), sa.Column("suite", sa.Text),
+)
+POINTS = sa.Table(
+    "points", METADATA,
+    sa.Column("run_id", sa.String(64), sa.ForeignKey("runs.run_id", ondelete="CASCADE"), primary_key=True),
+    sa.Column("idx", sa.Integer, primary_key=True),
+    sa.Column("variant", sa.Text), sa.Column("direction", sa.Text), sa.Column("bytes", sa.BigInteger),
+    sa.Column("median_ms", sa.Float), sa.Column("gbps", sa.Float), sa.Column("row_json", sa.Text, nullable=False),
+)
+BOARDS = sa.Table(
+    "run_boards", METADATA,
+    sa.Column("run_id", sa.String(64), sa.ForeignKey("runs.run_id", ondelete="CASCADE"), primary_key=True),
+    sa.Column("position", sa.Integer, primary_key=True),
+    sa.Column("gpu_index", sa.Integer), sa.Column("gpu_uuid", sa.Text, nullable=False, index=True),
+)
+FLEET_INDEX = sa.Index("ix_runs_fleet_id", RUNS.c.fleet_id)
+# Columns of ``runs`` as steps added them (step 3 drops gpu_uuid again: ``run_boards`` holds a run's boards).
+ADDED_IN_V2 = {"gpu_uuid": sa.Text(), "fleet_id": sa.String(64), "suite": sa.Text()}
+
+
+# --- a point's row as stored: its board UUIDs live once per run, in run_boards ---------------------------------
+def _board_map(rows: list[dict]) -> dict:
+    """gpu ordinal (or None) → the UUID that every row naming that ordinal, as device or as peer, gives it; ordinals
+    given two UUIDs, or a UUID and none, are left out (their rows keep their UUIDs)."""
+    seen: dict = {}
+    for row in rows:
+        uses = [(row.get("gpu_index"), row.get("gpu_uuid"))]
+        if key_value(row.get("peer_index")) is not None or Board.of(row.get("peer_uuid")).named:
+            uses.append((row.get("peer_index"), row.get("peer_uuid")))
+        for index, uuid in uses:
+            seen.setdefault(key_value(index), set()).add(Board.of(uuid).uuid)
+    return {index: next(iter(uuids)) for index, uuids in seen.items()
+            if len(uuids) == 1 and None not in uuids and (index is None or _ordinal(index))}
+
+
+def _ordinal(index) -> bool:
+    """An ordinal ``run_boards.gpu_index`` can hold (a row's own number stays in its row otherwise)."""
+    return isinstance(index, int) and not isinstance(index, bool) and 0 <= index < 2**31
+
+
+def _restore(row: dict, boards: dict) -> dict:
+    """``row`` with the UUIDs taken out of it put back from its run's boards (ordinal → UUID)."""
+    if "gpu_uuid" not in row:
+        row["gpu_uuid"] = boards.get(key_value(row.get("gpu_index")))
+    if "peer_uuid" not in row:
+        peer = key_value(row.get("peer_index"))
+        row["peer_uuid"] = boards.get(peer) if peer is not None else None
+    return row
+
+
+def stored_rows(rows: list[dict]) -> tuple[list[tuple[int | None, str]], list[dict]]:
+    """A run's boards as ``run_boards`` keeps them ((ordinal, UUID) in first-seen order) and its rows without the
+    UUIDs those give back; a UUID that does not come back alike (a row unlike the others of its ordinal) stays."""
+    boards = _board_map(rows)
+    kept = []
+    for row in rows:
+        row = dict(row)
+        for column in ("gpu_uuid", "peer_uuid"):
+            value = row.pop(column, None)
+            if _restore(dict(row), boards)[column] != Board.of(value).uuid:
+                row[column] = value
+        kept.append(row)
+    return list(boards.items()), kept
+
+
+def restored_row(row_json: str, boards: dict) -> dict:
+    """A stored row as the results schema has it: its JSON, with its board UUIDs from the run's ``boards``."""
+    return _restore(json.loads(row_json), boards)
+
+
+# --- the steps ---------------------------------------------------------------------------------------------------
+def _create_v1(connection) -> None:
+    """The tables as version 1 had them (``runs`` without the columns later steps add)."""
+    v1 = sa.MetaData()
+    sa.Table(RUNS.name, v1, *(c._copy() for c in RUNS.columns if c.name not in ADDED_IN_V2))
+    POINTS.to_metadata(v1)
+    v1.create_all(connection)
+
+
+def _add_boards_and_fleets_v2(connection) -> None:
+    """Runs name their board and, when a fleet measured them, the fleet and suite; stored runs get their board
+    from their first point (the runs-level column lets a board's history be found without reading points)."""
+    dialect = connection.dialect
+    for name, kind in ADDED_IN_V2.items():
+        connection.execute(sa.text(f"ALTER TABLE {RUNS.name} ADD COLUMN {name} {kind.compile(dialect)}"))
+    FLEET_INDEX.create(connection)
+    first_points = connection.execute(sa.select(POINTS.c.run_id, POINTS.c.row_json).where(POINTS.c.idx == 0)).all()
+    for run_id, row_json in first_points:
+        board = json.loads(row_json).get("gpu_uuid")
+        if isinstance(board, str) and board:
+            connection.execute(sa.text(f"UPDATE {RUNS.name} SET gpu_uuid = :board WHERE run_id = :run_id"),
+                               {"board": board, "run_id": run_id})
+
+
+def _boards_once_v3(connection) -> None:
+    """Every board of every stored run, from all of its points (not the first), into ``run_boards``; the points'
+    JSON loses the UUIDs it now gives back; ``runs.gpu_uuid`` goes. Runs are read one at a time."""
+    BOARDS.create(connection)
+    run_ids = connection.execute(sa.select(RUNS.c.run_id)).scalars().all()
+    for run_id in run_ids:
+        stored = connection.execute(sa.select(POINTS.c.idx, POINTS.c.row_json).where(POINTS.c.run_id == run_id)
+                                    .order_by(POINTS.c.idx)).all()
+        rows = [json.loads(text) for _, text in stored]
+        boards, kept = stored_rows(rows)
+        if boards:
+            connection.execute(BOARDS.insert(), [{"run_id": run_id, "position": i, "gpu_index": index,
+                                                  "gpu_uuid": uuid} for i, (index, uuid) in enumerate(boards)])
+        for (idx, text), row in zip(stored, kept, strict=True):
+            new = json.dumps(row, separators=(",", ":"), allow_nan=False)
+            if new != text:
+                connection.execute(POINTS.update().where((POINTS.c.run_id == run_id) & (POINTS.c.idx == idx))
+                                   .values(row_json=new))
+    connection.execute(sa.text(f"ALTER TABLE {RUNS.name} DROP COLUMN gpu_uuid"))
+
+
+MIGRATIONS = [(1, _create_v1), (2, _add_boards_and_fleets_v2), (3, _boards_once_v3)]
+
+
+# --- reading the version, applying the steps -----------------------------------------------------------------
+def refuse_foreign(database, connection) -> None:
+    """A database without ``pinpoint_meta`` that already holds tables of our names (or, for SQLite, any table:
+    a file of another application) is not a PinPoint store: refused before anything is written to it."""
+    tables = set(sa.inspect(connection).get_table_names())
+    if META.name in tables:
+        return
+    ours = sorted(tables & {t.name for t in METADATA.sorted_tables})
+    foreign = ours or (sorted(tables) if database.dialect == "sqlite" else [])
+    if foreign:
+        raise StoreError(f"{database.describe()} is not a PinPoint runs store: it holds "
+                         f"{', '.join(shorten(t) for t in foreign[:5])}{' …' if len(foreign) > 5 else ''} "
+                         f"and no {META.name} table; left untouched (point PINPOINT_DB_URL at a new database "
+                         "or file)")
+
+
+def _newer(database, version: int) -> StoreError:
+    return StoreError(f"the runs store at {database.describe()} has schema version {version}, made by a newer "
+                      f"PinPoint; this one knows versions up to {SCHEMA_VERSION} and leaves it untouched")
+
+
+def read_version(database) -> int:
+    """The store's schema version without writing anything (0: a new, empty store)."""
+    with database.engine.connect() as connection:
+        if not sa.inspect(connection).has_table(META.name):
+            refuse_foreign(database, connection)
+            return 0
+        found = connection.execute(sa.select(META.c.value).where(META.c.key == "schema_version")).scalar()
+    version = int(found) if found is not None else 0
+    if version > SCHEMA_VERSION:
+        raise _newer(database, version)
+    return version
+
+
+def migrate(database) -> int:
+    """Bring the store to SCHEMA_VERSION in one transaction, one migrator at a time across processes; the version
+    reached."""
+    try:
+        if database._sqlite_file() is not None:
+            database._sqlite_file().parent.mkdir(parents=True, exist_ok=True)
+        with database.engine.connect() as connection:
+            if database.dialect == "sqlite":
+                # pysqlite opens no transaction before DDL: take the write lock now, so a second
+                # process waits here and then sees the first one's tables.
+                connection.exec_driver_sql("BEGIN IMMEDIATE")
+            elif database.dialect == "postgresql":
+                connection.execute(sa.text("SELECT pg_advisory_xact_lock(7318)"))
+            refuse_foreign(database, connection)  # under the lock, before the first write
+            METADATA.create_all(connection, tables=[META])
+            found = connection.execute(sa.select(META.c.value).where(META.c.key == "schema_version")).scalar()
+            version = int(found) if found is not None else 0
+            if version > SCHEMA_VERSION:
+                raise _newer(database, version)
+            for target, step in MIGRATIONS:
+                if target > version:
+                    step(connection)
+                    version = target
+            if found is None:
+                connection.execute(META.insert().values(key="schema_version", value=str(version)))
+            else:
+                connection.execute(META.update().where(META.c.key == "schema_version").values(value=str(version)))
+            connection.commit()
+        if database.dialect == "sqlite" and not database.in_memory:
+            database.use_wal()
+    except StoreError:
+        raise
+    except sa.exc.SQLAlchemyError as exc:
+        raise database.failure(exc, "migrating it") from None
+    return version
