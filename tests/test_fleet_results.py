@@ -170,7 +170,8 @@ def test_a_slowed_pair_of_one_node_is_named_against_the_same_pair_of_the_other_n
              for n in range(4)]
     keys = sorted({(v, s, d, pair_frames.ELEMENTS, "cuda_event") for v in pair_frames.VARIANTS
                    for s in range(8) for d in range(8) if s != d})
-    suite = types.SimpleNamespace(runs=[types.SimpleNamespace(experiment=pair_frames.NAME, points=lambda: keys)])
+    run = types.SimpleNamespace(experiment=pair_frames.NAME, on_node=False, points=lambda: keys)
+    suite = types.SimpleNamespace(runs=[run])
     table = fleet_results.points(nodes, suite)
     assert len(table) == 4 * len(keys)  # no pair dropped or merged
     assert table["board"].nunique() == 32 and all(isinstance(b, Board) and b.named for b in table["board"])
