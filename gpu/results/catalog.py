@@ -1,6 +1,7 @@
 """Every run PinPoint can show or compare: the runs store's, and the recordings bundled with the app
-(``assets/replay`` for the pages' replay, ``assets/runs`` for reviews), which stay files in git and are marked
-as bundled. A bundled run id belongs to its file: a stored run with that id and other content is refused, so
+(``assets/replay`` for the pages' replay, ``assets/runs`` for reviews, ``assets/fleet`` and ``assets/noise`` for
+the Fleet page's bundled boards, so each of them opens in Compare), which stay files in git and are marked as
+bundled. A bundled run id belongs to its file: a stored run with that id and other content is refused, so
 what the catalog lists and what it loads are always the same run. No Streamlit, no CUDA."""
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from gpu.results import runfiles
 from gpu.results.store import RunStore, SaveResult, StoreError
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
-BUNDLED_DIRS = (ASSETS / "replay", ASSETS / "runs")
+BUNDLED_DIRS = (ASSETS / "replay", ASSETS / "runs", ASSETS / "fleet", ASSETS / "noise")
 CATALOG_COLUMNS = ["run_id", "experiment", "device_name", "driver_version", "host", "timestamp", "points", "label",
                    "notes", "origin", "profile", "git_commit", "source", "gpu_uuid", "fleet_id", "suite"]
 
