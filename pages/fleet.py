@@ -104,10 +104,12 @@ if ui.presenting():  # the heatmap takes what the title and the takeaway leave o
     st.plotly_chart(fleet_charts.heatmap_figure(fleet, f"{name}{where}{part}: floors from the median",
                                                 STAGE_HEATMAP_PX, rows_shown, stage=True), key="fleet_heatmap")
     more = f" {len(sentences) - 1} more boards are beyond a floor." if len(sentences) > 1 else ""
-    floors = f" A floor: {fleet_results.floor_words(fleet)}."
+    sizes = sorted(fleet.figures["floor"].unique())
+    floors = fleet_results.percent(sizes[0]) + (f" to {fleet_results.percent(sizes[-1])}" if len(sizes) > 1 else "")
     ui.takeaway(plain(sentences[0] + more, None) if sentences
-                else plain(f"{counted}: every one within one run-to-run floor of its model's median"
-                           f"{' (or its group' + chr(39) + 's)' if grouped else ''}.{floors}", None))
+                else plain(f"{named_boards} boards with a UUID and {unnamed} runs without one: each within one "
+                           f"run-to-run floor ({floors}) of its model's median"
+                           f"{' or its group' + chr(39) + 's' if grouped else ''}.", None))
     page.sync()
     st.stop()
 

@@ -18,7 +18,8 @@ MAX_TEXT_ROWS = 32  # more boards than this: the numbers leave the cells (too sm
 SCALE_CAP_FLOORS = 10.0  # the colour scale ends at the largest deviation, at least the outlier line, at most this
 STAGE_NAME_PX = STAGE_FONT_PX  # on stage: board names and column labels readable from the back of a room
 STAGE_ROW_PX = 30  # a 20 px name and the gap to the next
-STAGE_TOP_PX = 170  # on stage: the title and the column labels (horizontal, wrapped to at most four lines)
+STAGE_COLUMN_PX = 13  # on stage: up to 23 columns share the width, so their labels are wrapped at this size
+STAGE_TOP_PX = 200  # on stage: the title and the column labels under the rows (horizontal, up to five lines)
 
 
 def tick_labels(figures) -> list[str]:
@@ -30,13 +31,13 @@ def tick_labels(figures) -> list[str]:
             for label, experiment, again in zip(figures["label"], figures["experiment"], repeated, strict=True)]
 
 
-def wrapped(label: str, width: int = 9) -> str:
-    """A label broken into lines of about ``width`` characters at spaces (Plotly's <br>), for horizontal column
-    labels on stage: rotated ones took 300 px of a 1080 px screen."""
+def wrapped(label: str, width: int = 8) -> str:
+    """A label broken into lines of about ``width`` characters at spaces and after underscores (Plotly's <br>), for
+    horizontal column labels on stage: rotated ones took 300 px of a 1080 px screen."""
     lines: list[str] = []
-    for word in label.split(" "):
+    for word in label.replace("_", "_ ").split(" "):
         if lines and len(lines[-1]) + 1 + len(word) <= width:
-            lines[-1] += " " + word
+            lines[-1] += ("" if lines[-1].endswith("_") else " ") + word
         else:
             lines.append(word)
     return "<br>".join(lines)
@@ -117,8 +118,8 @@ def heatmap_figure(fleet, title: str, height: int | None = None, rows: list[str]
         prefix = chart_text(f"{next(iter(hosts))} · ") if len(hosts) == 1 else ""
         names = [r[len(prefix):] if prefix and r.startswith(prefix) else r for r in rows]
         fig.update_yaxes(tickmode="array", tickvals=rows, ticktext=names, tickfont={"size": STAGE_NAME_PX})
-        fig.update_xaxes(tickangle=0, side="top", tickmode="array", tickvals=columns,
-                         ticktext=[wrapped(c) for c in columns], tickfont={"size": STAGE_NAME_PX - 6})
+        fig.update_xaxes(tickangle=0, tickmode="array", tickvals=columns, ticktext=[wrapped(c) for c in columns],
+                         tickfont={"size": STAGE_COLUMN_PX})
         fig.update_traces(textfont={"size": STAGE_NAME_PX - 4}, colorbar={"title": {"font": {"size": 16}},
                                                                          "tickfont": {"size": 16}})
         fig.update_layout(margin={"l": 10, "r": 10, "t": 40, "b": 10}, font={"size": STAGE_FONT_PX},
