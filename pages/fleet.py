@@ -86,7 +86,7 @@ boards = fleet.boards
 models = boards.groupby("model").size()
 
 name = {BUNDLED: "Bundled boards", STORED: "Stored boards"}.get(choice, choice)
-title = f"{name}: deviation from the median of each model"
+title = f"{name}: deviation from the median of each model (or group)"
 sentences = fleet_results.outlier_sentences(fleet)
 grouped = fleet_results.group_sentences(fleet)
 named_boards = int(boards["named"].sum())
