@@ -27,6 +27,7 @@ page = ui.Page(
     "(a reduction) can therefore stand a little above that roof.")
 backend = page.backend
 controls = ui.Section(page)
+more = ui.more_settings()  # the GPU and the highlighted kernel: folded on stage, where links can still set them
 
 
 def live_runs() -> pd.DataFrame | None:
@@ -68,10 +69,9 @@ def replay_runs() -> pd.DataFrame:
     if not devices:
         st.info("No recordings to place.")
         st.stop()
-    device = devices[0]
-    if len(devices) > 1:
-        device = controls.selectbox("GPU (recordings)", devices, "roofline_device",
-                                    help="The newest recording of each experiment made on this GPU model")
+    # one GPU model or several: the choice is there, so a link's roofline_device is always a setting of this page
+    device = controls.selectbox("GPU (recordings)", devices, "roofline_device", where=more,
+                                help="The newest recording of each experiment made on this GPU model")
     return rl.newest_runs(backend.data, device).assign(backend="replay")  # the rows say this view is a replay
 
 
@@ -123,15 +123,17 @@ for cache, dram in rl.unused_roofs(roofs) if ui.desk() else ():  # on stage the 
     st.warning(text.plain(rl.unused_roof_sentence(cache, dram), None))
 
 highlight = None
-if ui.desk() and not points.empty:
+if not points.empty:  # on stage too (folded in More settings): a presenter's link can show a highlighted kernel
     kernels = ["(none)", *points["kernel"]]
-    highlight = controls.selectbox("Highlight a kernel", kernels, "roofline_kernel")
+    highlight = controls.selectbox("Highlight a kernel", kernels, "roofline_kernel", where=more)
     highlight = None if highlight == "(none)" else highlight
 page.sync()
 
 show(roofline_chart.figure(points, roofs, source(runs), stage=ui.presenting(), highlight=highlight), "chart_roofline")
 counts = rl.placed_counts(points)
 takeaway = ridge or "No ceilings are recorded for this GPU yet: kernels stand by their own figures."
+if highlight:  # on stage the highlighted kernel's sentence is the takeaway
+    takeaway = points.loc[points["kernel"] == highlight, "sentence"].iloc[0]
 ui.takeaway(text.plain(takeaway, None))
 if not ui.desk():
     st.stop()  # on stage: the chart and the ridge

@@ -1,6 +1,7 @@
 """The Fleet page in a real browser at 1920×1080 on a stored simulated fleet (one board slowed, its PCIe link
 recorded downtrained): at the desk the heatmap comes first and the slowed board is named; on stage (?present=1) the
-heatmap, its board names (20 px or more) and the sentence naming the board fit 1920×960 without scrolling. Screenshots go to out/screenshots/."""
+heatmap, its board names (20 px or more) and the sentence naming the board fit 1920×960 without scrolling.
+Screenshots go to out/screenshots/."""
 
 from pathlib import Path
 
