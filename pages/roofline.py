@@ -39,9 +39,9 @@ def live_runs() -> pd.DataFrame | None:
     if state.pop("roofline_measure_requested", False):
         frames: list[pd.DataFrame] = []
         shown = st.empty()
+        handle = backend.submit(suite.runs[0].experiment, suite.runs[0].params, session=ui.session_id())
         for number, run in enumerate(suite.runs, start=1):
             st.caption(f"{number}/{len(suite.runs)}: measuring {text.plain(run.experiment)}…")
-            handle = backend.submit(run.experiment, run.params, session=ui.session_id())
 
             def preview(partial, suffix, done=tuple(frames), number=number):
                 # one preview per experiment of the suite: its keys must not repeat those of the one before
@@ -49,6 +49,11 @@ def live_runs() -> pd.DataFrame | None:
 
             follow(handle, preview)
             frame = ui.outcome(handle)
+            # The next experiment is submitted before this one is saved and drawn: the GPU measures while the page
+            # works (the finished job is done, so the session's new job cancels nothing).
+            if number < len(suite.runs):
+                following = suite.runs[number]
+                handle = backend.submit(following.experiment, following.params, session=ui.session_id())
             if frame is not None and not frame.empty:  # an experiment that answered no point adds nothing
                 frames.append(frame)
                 if state.get("save_to_store", True):
