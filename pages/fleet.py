@@ -11,13 +11,11 @@ from gpu.core.text import plain
 from gpu.experiments import suites
 from gpu.present.charts import fleet as fleet_charts
 from gpu.results import fleet as fleet_results
-from gpu.results.catalog import ASSETS, read_bundled
 from gpu.results.store import StoreError
 from pages import _ui as ui
 
 BUNDLED = "bundled boards"
 STORED = "stored runs: every board's newest"
-BUNDLED_DIRS = (ASSETS / "fleet", ASSETS / "replay", ASSETS / "runs", ASSETS / "noise")
 BUNDLED_SUITE = "health"
 STAGE_HEATMAP_PX = 600  # with the title and a two-line takeaway, the stage fits 1920×960
 
@@ -32,11 +30,11 @@ except StoreError as exc:
 
 @st.cache_resource(show_spinner="Reading the bundled boards…")
 def bundled_fleet():
-    """The runs bundled with PinPoint as one fleet (replay recordings, review runs, and the noise runs of more H200
-    boards), judged on the health suite's figures they hold; and each run's file."""
+    """The runs bundled with PinPoint as one fleet (the catalog's bundled runs: assets/fleet, the replay recordings,
+    review runs and the noise runs of more H200 boards, read once for Compare and this page), judged on the health
+    suite's figures they hold; and each run's file."""
     suite = suites.load(BUNDLED_SUITE)
-    frames, files, _ = read_bundled(BUNDLED_DIRS)
-    return fleet_results.build(fleet_results.points(frames.values(), suite), suite), files, suite
+    return fleet_results.build(fleet_results.points(catalog.bundled.values(), suite), suite), catalog.files, suite
 
 
 @st.cache_resource(show_spinner="Reading the fleet's runs…", max_entries=8, ttl=600)
