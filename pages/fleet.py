@@ -200,7 +200,7 @@ else:
                f"{drift[repeated]['experiment'].nunique()} experiments); its largest move from its own median: "
                f"{plain(worst['label'], None)} {worst['change']:+.1%} ({worst['floors']:+.1f} one-board floors).")
 
-listed = set(catalog.runs()["run_id"])
+listed = set(catalog.runs(with_reference=True)["run_id"])
 mine = fleet.cells[(fleet.cells["board"] == board) & (fleet.cells["experiment"] == experiment)]
 candidate = str(mine["run_id"].iloc[0]) if not mine.empty else None
 nearest = fleet_results.median_board(fleet, board, experiment, listed)

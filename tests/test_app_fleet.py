@@ -85,7 +85,7 @@ def test_every_bundled_board_and_experiment_opens_in_compare_or_says_why():
     suite = suites.load("health")
     frames, _, _ = read_bundled((ASSETS / "fleet", ASSETS / "replay", ASSETS / "runs", ASSETS / "noise"))
     fleet = fleet_results.build(fleet_results.points(frames.values(), suite), suite)
-    listed = set(Catalog(RunStore("sqlite://")).runs()["run_id"])
+    listed = set(Catalog(RunStore("sqlite://")).runs(with_reference=True)["run_id"])
     linked, alone = 0, []
     for board in fleet.boards["board"]:
         cells = fleet.cells[fleet.cells["board"] == board]
