@@ -153,6 +153,20 @@ def test_the_stage_shows_the_heatmap_and_names_the_slowed_board(fresh_store):
     assert len(at.get("plotly_chart")) == 1 and not at.dataframe
     [takeaway] = [m.value for m in at.markdown if m.value.startswith("### ")]
     assert f"GPU {SLOW_TAIL} on node\\-0" in takeaway
+    [spec] = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    assert spec["layout"]["yaxis"]["tickfont"]["size"] >= 20  # board names readable from the back of the room
+    assert spec["layout"]["xaxis"]["tickangle"] == 0  # column labels wrapped, not rotated into 300 px
+    assert spec["layout"]["height"] <= 600  # with the title and the takeaway, 1920×960
+
+
+def test_the_stage_shows_the_bundled_boards_furthest_from_their_medians_at_20_px():
+    at = open_with("pages/fleet.py", present="1")
+    [spec] = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    rows = spec["data"][0]["y"]
+    assert 8 <= len(rows) < 30 and "of 30)" in spec["layout"]["title"]["text"]  # the rows that fit, named
+    assert spec["layout"]["yaxis"]["tickfont"]["size"] >= 20 and spec["layout"]["xaxis"]["tickangle"] == 0
+    [takeaway] = [m.value for m in at.markdown if m.value.startswith("### ")]
+    assert "7 boards with a UUID and 23 runs without one" in takeaway and "3\\.5\u00a0% to 54\\.5\u00a0%" in takeaway
 
 
 def test_a_fleet_whose_suite_is_gone_is_refused_in_one_line(fresh_store):
