@@ -38,11 +38,12 @@ test: $(VENV)/.dev
 	  echo "installing slurm-wlm and munge for the fleet's one-node Slurm test"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm munge >/dev/null; fi
 	$(BIN)/ruff check .
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet  # the docs site, into out/site (git-ignored)
 	$(BIN)/python -m pytest
 
-# On the GPU machine (see README): the GPU tests only.
+# On the GPU machine (docs/contributing/testing.md): the GPU tests only.
 gpu-test:
 	python3 -m pytest -m gpu -v -s
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .ruff_cache out/site build *.egg-info

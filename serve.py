@@ -47,11 +47,12 @@ from streamlit.proto.ClientState_pb2 import ClientState
 from streamlit.runtime import Runtime
 from streamlit.runtime.session_manager import SessionClient
 
+from gpu.core import paths
 from gpu.experiments.registry import EXPERIMENTS
 from pages import _ui
 from pages._shared import PAGES
 
-ROOT = Path(__file__).resolve().parent
+ROOT = paths.ROOT  # the folder of app.py and pages/, a checkout or the installed copy
 STATIC = Path(file_util.get_static_dir())
 LOG = get_logger("pinpoint.serve")
 

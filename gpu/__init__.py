@@ -1,19 +1,23 @@
-"""PinPoint's GPU side, in layers; a module imports only from its own layer or the ones below it
-(tests/test_layers.py checks it):
+"""PinPoint's GPU side, in layers; a module imports only from its own layer or the ones it sits on
+(tests/test_layers.py checks it): core ← device; core ← experiments; device + experiments ← sweeps ← service ←
+fleet; experiments ← results ← present, service, fleet; bench on top.
 
 =============  ====================================================================================
 layer          what
 =============  ====================================================================================
 core           stats, units, text, errors, schema, overlap and occupancy arithmetic
 device         CUDA context and compilation, memory ledger, timing, telemetry, limits, libcuda binding
-experiments    one declaration per experiment over one sweep harness; the registry of them all
+experiments    one declaration per experiment (axes, labels, checks; no device code); the registry of them all
+sweeps         how each experiment is measured, over one sweep harness (worker only, found through the registry)
 results        store, catalog, imports, compare, report (CPU only)
 service        worker process, client, messages, backends (live and replay)
+fleet          one suite over several GPUs (Dask)
 present        charts, headlines, takeaways, claims, talks (CPU only)
 bench          the headless runner, ``python -m gpu.bench``
 =============  ====================================================================================
 
 Nothing in this package imports Streamlit. PyCUDA is imported only inside the worker process (``gpu.device``
-builds the context), so every other module works on a machine without a GPU; ``results`` and ``present`` never
-import ``device`` or ``service``.
+builds the context), so every other module works on a machine without a GPU; ``experiments``, ``results`` and
+``present`` never import ``device``, ``sweeps`` or ``service`` (tests/test_import_purity.py loads them in a fresh
+interpreter and checks that nothing of ``device``, ``sweeps`` or PyCUDA came with them).
 """

@@ -8,7 +8,9 @@ is also saved in the runs store (``--no-store`` skips it, ``--label`` names it).
 Review commands print one line per problem, never a traceback.
 
 Runs the experiment through the same worker process the app uses and writes exactly the DataFrame the
-page draws (Parquet, or CSV when FILE ends in .csv). Recordings for replay are made with it:
+page draws (Parquet, or CSV when FILE ends in .csv). ``--device 1`` measures on one GPU; ``--devices 0,1`` (or
+``--gpus``, or ``--devices all``) has the run's worker hold a device set, on which no other job measures meanwhile
+(an experiment that needs several GPUs takes all of them unless told). Recordings for replay are made with it:
 ``python -m gpu.bench transfers --profile precise --include-alloc both --out assets/replay/…parquet``.
 ``python -m gpu.bench occupancy-driver --out assets/occupancy/<device>.json`` records the driver's
 occupancy answers that the occupancy calculator is checked against.
@@ -31,13 +33,13 @@ from gpu.core.units import SizeError, format_bytes
 from gpu.experiments import get_experiment, registry
 from gpu.results import catalog, check, compare, imports, report, runfiles
 from gpu.results.store import RunStore, StoreError
-from gpu.service.backends import check_params, open_live, start_live
+from gpu.service.backends import check_params, gpus_needed, open_live, start_live
 
 
 def _progress_bar(handle, stream=sys.stderr, width=30) -> None:
     while not handle.wait(0.2):
         if handle.state == "queued":
-            stream.write(f"\rqueued behind {text.count(handle.queued_ahead, 'job')}")
+            stream.write(f"\r{handle.queue_text()[:100]:<100}")
         elif handle.total:
             filled = int(width * handle.done / handle.total)
             stream.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {handle.done}/{handle.total} "
@@ -46,8 +48,9 @@ def _progress_bar(handle, stream=sys.stderr, width=30) -> None:
     stream.write("\n")
 
 
-def parse_args(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m gpu.bench", description=__doc__.splitlines()[0])
+def parse_args(argv=None, prog: str = "python -m gpu.bench"):
+    """The runner's arguments; ``prog`` is how the help names the command (``pinpoint`` for the installed one)."""
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="experiment", required=True)
     experiments = []
     for entry in registry.REGISTRY:
@@ -59,6 +62,13 @@ def parse_args(argv=None):
     for p in [*experiments, d]:
         p.add_argument("--device", help="the GPU to measure on: its index or board UUID (GPU-…, or a unique start of "
                                         "it); default PINPOINT_DEVICE, else the first GPU")
+    for p in experiments:
+        # --gpus is the same, except where an experiment has its own --gpus (the GPUs of the set that it measures)
+        flags = ["--devices"] + ([] if "--gpus" in p._option_string_actions else ["--gpus"])
+        p.add_argument(*flags, dest="devices", metavar="SET",
+                       help="the GPUs the run holds, e.g. 0,1, all, or board UUIDs (or unique starts of them) joined "
+                            "by commas; no other job measures on them meanwhile. Default for an experiment that "
+                            "needs several GPUs: all of them")
     for p in experiments:
         p.add_argument("--profile", default="precise",
                        help="precise (nvbench's defaults) or interactive, optionally with overrides, "
@@ -109,6 +119,15 @@ def parse_args(argv=None):
     sub.add_parser("runs", help="list the stored and bundled runs")
     sub.add_parser("migrate", help="bring the runs store to this PinPoint's schema version")
     return parser.parse_args(argv)
+
+
+def open_runner_backend(experiment: str, args):
+    """The live backend that ``--device``/``--devices`` ask for: one GPU as before, or a device set that the run's
+    worker holds whole (an experiment that needs several GPUs takes ``--device`` as a set of one, to refuse it)."""
+    if args.devices is not None and args.device is not None:
+        raise DeviceNotFound("give --device (one GPU) or --devices (a set), not both")
+    need, most = gpus_needed(experiment)
+    return open_live(args.device, args.devices, need=need, most=most, job=experiment)
 
 
 def transfer_params(args) -> dict:
@@ -252,8 +271,8 @@ def _review(args) -> int:
     return 0
 
 
-def main(argv=None) -> int:
-    args = parse_args(argv)
+def main(argv=None, prog: str = "python -m gpu.bench") -> int:
+    args = parse_args(argv, prog)
     if args.experiment == "occupancy-driver":
         return record_driver_occupancy(args.out, args.device)
     if args.experiment in REVIEW_COMMANDS:
@@ -276,9 +295,9 @@ def main(argv=None) -> int:
             print("error: invalid parameters:\n  - " + "\n  - ".join(reasons), file=sys.stderr)
             return 2
     try:
-        backend = open_live(args.device)
+        backend = open_runner_backend(experiment, args)
     except DeviceNotFound as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(printable(f"error: {exc}"), file=sys.stderr)
         return 2
     except WorkerUnavailable as exc:
         print(f"error: the runner measures live and needs a GPU: {exc}", file=sys.stderr)

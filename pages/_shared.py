@@ -4,7 +4,8 @@ What the pages share at run time lives in pages/_ui/."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
+
+from gpu.core import paths
 
 
 @dataclass(frozen=True)
@@ -48,4 +49,4 @@ def entry(file: str) -> PageEntry:
     """The table's entry of the page in ``file`` (pages/runs.py …)."""
     return next(p for p in PAGES if p.file == file)
 # The browser tab's icon: a file, since a Material icon there is fetched from Google's font server (offline venues).
-FAVICON = str(Path(__file__).resolve().parent.parent / "assets" / "pinpoint-icon.png")
+FAVICON = str(paths.asset("pinpoint-icon.png"))

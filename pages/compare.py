@@ -9,6 +9,7 @@ import streamlit as st
 
 from gpu.core import text
 from gpu.core.text import plain
+from gpu.experiments import registry
 from gpu.results import compare, report
 from gpu.results.store import StoreError
 from pages import _ui as ui
@@ -115,7 +116,8 @@ for candidate_id, candidate in zip(candidate_ids, candidates, strict=True):
             column.metric(name.capitalize(), count)
         st.caption(compare.band_summary(table))
     ui.chart(report.ratio_figure(table, "Normalized: each point as % of its own device's limit" if normalized
-                                        else "Candidate speed vs baseline, per point", normalized=normalized),
+                                        else "Candidate speed vs baseline, per point", normalized=normalized,
+                                    labels=registry.labels_of(experiment)),
                     key=f"chart_ratio_{candidate_id}")
     # on stage the headline sits under the chart
     ui.takeaway(plain(line, None), key=f"stage_takeaway_{candidate_id}")

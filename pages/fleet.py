@@ -11,7 +11,9 @@ from gpu.core.text import plain
 from gpu.experiments import suites
 from gpu.present.charts import fleet as fleet_charts
 from gpu.results import fleet as fleet_results
+from gpu.results.catalog import BUNDLED_DIRS
 from gpu.results.store import StoreError
+from pages import _fleet_links as fleet_links_section
 from pages import _ui as ui
 
 BUNDLED = "bundled boards"
@@ -162,6 +164,8 @@ else:
 st.caption(f"Two groups: a model's values of a figure, sorted, split at their widest gap when it is wider than "
            f"{fleet_results.GROUP_GAP_FLOORS:g} run-to-run floors of the median and leaves at least two boards on "
            "each side. Each board of a group is judged against its group's median.")
+
+fleet_links_section.show(controls, catalog, stored, choice, suite, choice == BUNDLED, BUNDLED_DIRS)
 
 st.subheader("One board: drift, and Compare against the median board")
 rows = list(boards["row"])

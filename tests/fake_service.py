@@ -5,6 +5,7 @@ It runs in a real spawned worker process through ``gpu.service.worker.serve``, e
 
 from __future__ import annotations
 
+import json
 import os
 import time
 
@@ -94,7 +95,7 @@ class RecordedService(FakeService):
 
     def handle(self, job, progress, should_cancel):
         from gpu.core.errors import JobCancelled
-        from gpu.device.limits import Limits
+        from gpu.core.limits import Limits
         from gpu.experiments import get_experiment
 
         if job["kind"] == "limits":
@@ -122,18 +123,26 @@ class RecordedService(FakeService):
         return rows
 
 
+def chosen_gpus(gpus: list[dict], device=None, devices=None) -> list[dict]:
+    """The GPUs a service is started for, as GpuService takes them: one (``device``) or a set (``devices``)."""
+    from gpu.core import devices as device_sets
+
+    indices = device_sets.choose_set(devices, gpus) if devices is not None else [device_sets.choose(device, gpus)]
+    return [g for g in gpus if int(g["index"]) in indices]
+
+
 class TwoGpuRecordedService(RecordedService):
     """RecordedService on a machine of two GPUs: it is started for one of them (``device``: index or UUID, as
-    GpuService is), names that board in its facts and lists both, so the app's choice of GPU can be tested."""
+    GpuService is) or for both (``devices``), names the first board in its facts and lists both, so the app's choice
+    of GPU can be tested."""
 
     GPUS = [{"index": 0, "name": "NVIDIA H200", "uuid": "GPU-aaaa0000-0000-4000-8000-00000000a0a0", "host": "desk-1"},
             {"index": 1, "name": "NVIDIA H200", "uuid": "GPU-bbbb1111-1111-4111-8111-00000000b1b1", "host": "desk-1"}]
 
-    def __init__(self, device=None, seconds_per_point: float | None = None):
-        from gpu.core import devices
-
+    def __init__(self, device=None, devices=None, seconds_per_point: float | None = None):
         super().__init__(seconds_per_point)
-        self.gpu = self.GPUS[devices.choose(device, self.GPUS)]
+        self.set = chosen_gpus(self.GPUS, device, devices)
+        self.gpu = self.set[0]
 
     @classmethod
     def visible_gpus(cls) -> list[dict]:
@@ -142,4 +151,64 @@ class TwoGpuRecordedService(RecordedService):
     def hello(self) -> dict:
         info = super().hello()
         info["facts"] = {**info["facts"], "gpu_uuid": self.gpu["uuid"], "host": self.gpu["host"]}
-        return {**info, "gpus": self.visible_gpus(), "gpu_index": self.gpu["index"]}
+        return {**info, "gpus": self.visible_gpus(), "gpu_index": self.gpu["index"],
+                "gpu_indices": [g["index"] for g in self.set]}
+
+
+class GpuSetService(FakeService):
+    """FakeService on a node of several GPUs (PINPOINT_FAKE_GPUS of them, 2 unless set), started as GpuService is:
+    for one GPU (``device``) or a device set (``devices``: indices or board UUIDs); ``gpu_count`` pretends a node of
+    that many instead. Its hello names its set as
+    GpuService's does (``gpu_index``, ``gpu_indices``, every GPU in ``gpus``). Its ``measure`` job writes a line when
+    it starts and one when it ends (``time.monotonic``, one clock for every process of the machine) to a log file, so
+    tests can tell which jobs measured at the same time."""
+
+    MODEL = "NVIDIA H100 80GB HBM3"
+
+    def __init__(self, device=None, devices=None, gpu_count: int | None = None, fail_start: bool = False):
+        super().__init__(fail_start)
+        self.gpus = self.visible_gpus(gpu_count)
+        self.set = chosen_gpus(self.gpus, device, devices)
+
+    @classmethod
+    def visible_gpus(cls, count: int | None = None) -> list[dict]:
+        count = count or int(os.environ.get("PINPOINT_FAKE_GPUS", "2"))
+        return [{"index": i, "name": cls.MODEL, "uuid": f"GPU-{i:08x}-1111-4222-8333-4444{0xa0 + i:08x}",
+                 "host": "node-0"} for i in range(count)]
+
+    def hello(self) -> dict:
+        first = self.set[0]
+        return {"facts": {"device_name": self.MODEL, "gpu_uuid": first["uuid"], "host": first["host"]}, "limits": {},
+                "pid": os.getpid(), "gpus": self.gpus, "gpu_index": first["index"],
+                "gpu_indices": [g["index"] for g in self.set]}
+
+    def handle(self, job, progress, should_cancel):
+        if job["kind"] != "measure":
+            return super().handle(job, progress, should_cancel)
+        from gpu.core.errors import JobCancelled
+
+        def log(event: str) -> None:
+            line = {"tag": job["tag"], "event": event, "t": time.monotonic(), "gpus": [g["index"] for g in self.set]}
+            with open(job["log"], "a") as f:
+                f.write(json.dumps(line) + "\n")
+
+        log("start")
+        self.freeing = (job.get("free_seconds", 0), log)
+        if job.get("crash"):
+            os._exit(9)
+        deadline = time.monotonic() + job.get("seconds", 30)
+        while time.monotonic() < deadline and not (job.get("release") and os.path.exists(job["release"])):
+            if should_cancel():
+                log("end")
+                raise JobCancelled()
+            time.sleep(0.01)
+        log("end")
+        return {"tag": job["tag"], "gpus": [g["index"] for g in self.set]}
+
+    def after_reply(self) -> None:
+        """Free what the last job allocated (``free_seconds`` long), after its answer is sent, as GpuService does."""
+        seconds, log = getattr(self, "freeing", (0, None))
+        if log is not None:
+            time.sleep(seconds)
+            log("freed")
+            self.freeing = (0, None)

@@ -11,7 +11,7 @@ import pandas as pd
 from gpu.core import schema
 from gpu.experiments import registry, suites
 from gpu.results.store import RunStore
-from tests import simulated_fleet
+from tests import peers_standin, simulated_fleet
 
 SLOW_BOARD = 3
 SLOWDOWN = 1.3
@@ -19,9 +19,10 @@ SLOWDOWN = 1.3
 
 def suite_recordings(suite_name: str = "health") -> dict[str, pd.DataFrame]:
     """experiment → the committed H200 recording's rows of the suite's points (one recording per experiment)."""
-    suite = suites.load(suite_name)
+    with peers_standin.declared():
+        suite = suites.load(suite_name)
     out = {}
-    for run in suite.runs:
+    for run in suite.gpu_runs:
         frame = simulated_fleet.recorded(run.experiment)
         frame = frame[frame["experiment"] == run.experiment]
         keys = {tuple(schema.key_value(v) for v in key) for key in run.points()}

@@ -23,7 +23,62 @@ def board_uuid(index: int) -> str:
 
 
 def board_host(index: int, gpus_per_node: int = 8) -> str:
+    """The node of board ``index``: ``PINPOINT_SIM_NODES`` ("2,8": boards 0–1 on node-0, 2–9 on node-1) where it is
+    set, else ``gpus_per_node`` boards a node."""
+    import os
+
+    sizes = [int(n) for n in os.environ.get("PINPOINT_SIM_NODES", "").split(",") if n.strip()]
+    first = 0
+    for node, size in enumerate(sizes):
+        if index < first + size:
+            return f"node-{node}"
+        first += size
     return f"node-{index // gpus_per_node}"
+
+
+# Made-up peer figures (GB/s) of a healthy NVLink pair and host link, for the simulated node runs and tests only.
+PEER_GBPS = {"ce_read": 391.0, "ce_write": 396.0, "sm_read": 369.0, "sm_write": 369.0, "ce_bidir": 391.0,
+             "latency": 0.0096, "h2d_all": 53.0, "d2h_all": 50.0, "h2d_alone": 55.0, "d2h_alone": 55.0}
+NVLINK = "NVLink 4 ×18"
+
+
+def peer_frame(boards: list[int], params, slow_links: dict | None = None, run_id: str | None = None,
+               when: str | None = None, link: str = NVLINK, host: str | None = None) -> pd.DataFrame:
+    """A made-up node run of the peer experiment over ``boards`` (simulated board numbers, in the node's order):
+    every ordered pair for each pair variant, every board for each host-link variant. ``slow_links``: {(source
+    board, destination board): factor} multiplies a pair's times (2 halves its GB/s). ``host``: the node's name
+    (else each board's ``board_host``)."""
+    import datetime as dt
+
+    from tests.peers_standin import HOST_VARIANTS, TIMERS
+
+    slow_links = slow_links or {}
+    base = ReplayBackend().data
+    provenance = base[base["experiment"] == "reduction"].iloc[0][schema.PROVENANCE_COLUMNS].to_dict()
+    when = when or dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    rows = []
+    for variant in params.variants:
+        pairs = [(a, None) for a in range(len(boards))] if variant in HOST_VARIANTS else \
+            [(a, b) for a in range(len(boards)) for b in range(len(boards)) if a != b]
+        for size in params.sizes:
+            for method in params.methods:
+                for source, peer in pairs:
+                    factor = slow_links.get((boards[source], boards[peer]), 1.0) if peer is not None else 1.0
+                    ms = size / (PEER_GBPS[variant] * 1e9) * 1e3 * factor
+                    rows.append({**provenance, "run_id": run_id or uuid.uuid4().hex[:12], "experiment": "peers",
+                                 "variant": variant, "direction": "peer" if peer is not None else variant[:3],
+                                 "bytes": size, "elements": size, "median_ms": ms, "min_ms": ms * 0.99,
+                                 "max_ms": ms * 1.01, "cv": 0.003, "samples": 5, "gbps": size / ms / 1e6,
+                                 "stop_reason": "converged", "profile": params.profile, "timer": TIMERS[method],
+                                 "verified": True, "samples_ms": [ms] * 5, "gpu_uuid": board_uuid(boards[source]),
+                                 "gpu_index": source, "peer_index": peer,
+                                 "peer_uuid": board_uuid(boards[peer]) if peer is not None else None,
+                                 "link": (link if peer is not None else "host"),
+                                 "host": host or board_host(boards[source]),
+                                 "backend": "simulated", "timestamp": when})
+    frame = schema.make_frame(rows, {})
+    frame["run_id"] = run_id or frame["run_id"].iloc[0]
+    return frame
 
 
 def recorded(experiment: str) -> pd.DataFrame:
@@ -57,17 +112,26 @@ class SimulatedBoard:
     jobs with the recorded H200 points as one simulated board would: the board is the one CUDA_VISIBLE_DEVICES
     names (an index, or a ``GPU-sim…`` UUID), slowed where ``PINPOINT_SIM_SLOW`` says (``"3:1.3,5:1.1"``: board 3
     takes 1.3× as long), each point after ``PINPOINT_SIM_SECONDS_PER_POINT``; ``PINPOINT_SIM_HANG`` (``"2:reduction"``)
-    makes a board's experiment run until it is cancelled. ``PINPOINT_SIM_BOARDS`` boards are visible."""
+    makes a board's experiment run until it is cancelled. ``PINPOINT_SIM_BOARDS`` boards are visible.
 
-    def __init__(self, device=None):
+    With ``devices`` (a node run: every GPU that CUDA_VISIBLE_DEVICES names, by position) it holds those boards
+    together and answers the peer experiment with ``peer_frame`` (``PINPOINT_SIM_SLOW_LINK``: "3>5:2" makes the
+    copies from board 3 to board 5 take twice as long). ``PINPOINT_SIM_LOG``: a file where each job appends its
+    boards, experiment, start and end (one JSON line), to check which jobs ran at once."""
+
+    def __init__(self, device=None, devices=None):
         import os
 
-        from gpu.core import devices
+        from gpu.core import devices as gpu_devices
+        from tests import peers_standin
 
+        peers_standin.register()  # this process (a fleet test's GPU worker) knows the peer experiment
         if device is not None:  # the runner's --device: refused with the list, as on a GPU machine
-            devices.choose(device, self.visible_gpus())
-        visible = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0].strip() or "0"
-        self.index = int(visible[7:12]) if visible.startswith("GPU-sim") else int(visible)
+            gpu_devices.choose(device, self.visible_gpus())
+        listed = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",") if v.strip()] or ["0"]
+        boards = [int(v[7:12]) if v.startswith("GPU-sim") else int(v) for v in listed]
+        self.boards = [boards[i] for i in devices] if devices is not None else boards[:1]
+        self.index = self.boards[0]
         self.slowdown = _board_table(os.environ.get("PINPOINT_SIM_SLOW", "")).get(self.index, 1.0)
         self.hang = _board_table(os.environ.get("PINPOINT_SIM_HANG", ""), str).get(self.index)
         self.seconds = float(os.environ.get("PINPOINT_SIM_SECONDS_PER_POINT", "0"))
@@ -87,19 +151,57 @@ class SimulatedBoard:
                    "pcie_width"]
         facts = self.recorded("reduction").iloc[0][columns].to_dict()
         facts.update(gpu_uuid=board_uuid(self.index), host=board_host(self.index))
-        return {"facts": facts, "limits": {}, "pid": os.getpid(), "gpus": self.visible_gpus()}
+        return {"facts": facts, "limits": {}, "pid": os.getpid(), "gpus": self.visible_gpus(),
+                "gpu_indices": list(range(len(self.boards)))}
 
     def handle(self, job, progress, should_cancel):
+        import time
+
+        from gpu.core.errors import ValidationError
+
+        if job["kind"] != "experiment":
+            raise ValidationError([f"unknown job kind '{job['kind']}'"])
+        started = time.time()
+        try:
+            return self._measure(job, progress, should_cancel)
+        finally:
+            self._log(job["experiment"], started, time.time())
+
+    def _log(self, experiment: str, started: float, ended: float) -> None:
+        import json
+        import os
+
+        path = os.environ.get("PINPOINT_SIM_LOG")
+        if path:
+            line = json.dumps({"boards": self.boards, "experiment": experiment, "start": started, "end": ended})
+            with open(path, "a", encoding="utf-8") as log:
+                log.write(line + "\n")
+
+    def _measure(self, job, progress, should_cancel):
         import datetime as dt
+        import os
         import time
 
         from gpu.core.errors import JobCancelled, ValidationError
         from gpu.experiments import get_experiment
 
-        if job["kind"] != "experiment":
-            raise ValidationError([f"unknown job kind '{job['kind']}'"])
         module = get_experiment(job["experiment"])
         params = module.parse_params(job["params"])
+        if "peer_index" in module.KEY_COLUMNS:
+            if len(self.boards) < 2:
+                raise ValidationError([f"{module.NAME} needs two GPUs; this worker holds one"])
+            time.sleep(self.seconds * 4)
+            while self.hang == module.NAME and not should_cancel():
+                time.sleep(0.05)
+            if should_cancel():
+                raise JobCancelled()
+            slow = {}
+            for item in os.environ.get("PINPOINT_SIM_SLOW_LINK", "").split(","):
+                if ">" in item and ":" in item:
+                    pair, factor = item.split(":")
+                    source, peer = pair.split(">")
+                    slow[(int(source), int(peer))] = float(factor)
+            return peer_frame(self.boards, params, slow)
         wanted = set(params.points())
         rows = self.recorded(module.NAME)
         keys = list(zip(*(rows[c] for c in module.KEY_COLUMNS), strict=True))

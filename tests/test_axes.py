@@ -7,8 +7,8 @@ import dataclasses
 import pytest
 
 from gpu.core.errors import ValidationError
+from gpu.core.limits import Limits
 from gpu.core.units import KiB, MiB
-from gpu.device.limits import Limits
 from gpu.experiments import axes, registry
 
 AXES = (

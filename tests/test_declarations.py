@@ -14,7 +14,7 @@ SHARED = [*sorted((ROOT / "gpu").glob("results/*.py")), *sorted((ROOT / "gpu").g
           *sorted((ROOT / "gpu").glob("present/*.py")), *sorted((ROOT / "gpu").glob("present/charts/*.py")),
           *sorted((ROOT / "gpu").glob("fleet/*.py")), ROOT / "gpu" / "bench.py",
           *sorted((ROOT / "pages" / "_ui").glob("*.py")),
-          ROOT / "pages" / "_shared.py", ROOT / "app.py", ROOT / "gpu" / "experiments" / "harness.py",
+          ROOT / "pages" / "_shared.py", ROOT / "app.py", ROOT / "gpu" / "sweeps" / "harness.py",
           ROOT / "gpu" / "experiments" / "registry.py", ROOT / "gpu" / "experiments" / "axes.py"]
 NAMES = {entry.name for entry in registry.REGISTRY} | {entry.command for entry in registry.REGISTRY}
 

@@ -14,8 +14,8 @@ from gpu.core.errors import ValidationError
 from gpu.core.roofline import MEMORY
 from gpu.core.units import GiB, KiB, MiB
 from gpu.experiments import device_copy as dc
-from gpu.experiments import harness
 from gpu.present.charts import device_copy as chart
+from gpu.sweeps import harness
 
 L2 = 60 * MiB
 PROVENANCE = {"device_name": "NVIDIA H200", "compute_capability": "9.0", "sm_count": 132, "memory_total_bytes": 1,

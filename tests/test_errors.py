@@ -1,5 +1,6 @@
 """One error hierarchy, CUDA errors classified by CUresult code, and the worker's messages (no GPU needed)."""
 
+import contextlib
 import pickle
 import queue
 import sys
@@ -16,7 +17,7 @@ from gpu.results.imports import ImportProblem
 from gpu.results.store import StoreError
 from gpu.service import worker
 from gpu.service.client import JobHandle
-from gpu.service.messages import Failure, Hello, InitFailed, Progress, Result, Row
+from gpu.service.messages import Failure, Freed, Hello, InitFailed, Progress, Result, Row
 
 
 def test_every_pinpoint_error_has_one_root_and_keeps_its_builtin_base():
@@ -97,9 +98,23 @@ class _Runtime:
         return {"ok": True}
 
 
+class _OneGpuSet:
+    """A device set of one runtime, as the worker holds it (``DeviceSet``): ordinals, activate, by ordinal."""
+
+    def __init__(self, runtime):
+        self.ordinals, self._runtime = [0], runtime
+
+    def activate(self, ordinal):
+        return contextlib.nullcontext()
+
+    def __getitem__(self, ordinal):
+        return self._runtime
+
+
 def _service(healthy: bool) -> worker.GpuService:
     service = worker.GpuService.__new__(worker.GpuService)  # its constructor would open a CUDA context
     service.runtime = _Runtime(healthy)
+    service.devices = _OneGpuSet(service.runtime)
     return service
 
 
@@ -155,7 +170,8 @@ def test_the_worker_sends_dataclass_messages(fake_pycuda):
     while not events.empty():
         messages.append(events.get())
     assert messages[0] == Hello({"pid": 0})
-    assert messages[1:4] == [Progress(1, 1, 2, "half"), Row(1, {"point": 1}), Result(1, {"answer": 42})]
+    assert messages[1:5] == [Progress(1, 1, 2, "half"), Row(1, {"point": 1}), Result(1, {"answer": 42}), Freed(1)]
+    assert not any(isinstance(m, Freed) and m.job_id != 1 for m in messages)  # only after an answer
     failures = {m.job_id: m for m in messages if isinstance(m, Failure)}
     assert (failures[2].kind, failures[2].fatal) == ("cuda", False)
     assert failures[3].kind == "cancelled"

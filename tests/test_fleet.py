@@ -21,14 +21,21 @@ from gpu.experiments import suites
 from gpu.fleet import run as fleet_run
 from gpu.fleet.task import TaskFailed, gpu_for_worker
 from gpu.results.store import RunStore
+from tests import peers_standin
 from tests.conftest import new_postgres_database
 from tests.simulated_fleet import board_uuid
 
 ROOT = Path(__file__).resolve().parent.parent
 DASK = [sys.executable, "-m", "dask"]  # the `dask` command, wherever Dask is installed
 SIMULATED = "tests.simulated_fleet:SimulatedBoard"
-HEALTH = suites.load("health")
-POINTS = {run.experiment: len(run.points()) for run in HEALTH.runs}
+# The runner's `fleet` command, in a process that knows the peer experiment (tests/peers_standin.py where
+# gpu/experiments/peers.py is not there).
+FLEET = [sys.executable, "-c", "import sys; from tests import peers_standin; peers_standin.register(); "
+         "from gpu import bench; sys.exit(bench.main(sys.argv[1:]))", "fleet"]
+with peers_standin.declared():
+    HEALTH = suites.load("health")
+    POINTS = {run.experiment: len(run.points()) for run in HEALTH.gpu_runs}
+ONE_GPU_RUNS = len(HEALTH.gpu_runs)
 
 
 def free_port() -> int:
@@ -73,7 +80,7 @@ class Cluster:
         raise AssertionError(f"the Dask scheduler did not start: {self.log.read_text()[-2000:]}")
 
     def add_worker(self, board: int, **env) -> None:
-        """One worker for simulated board ``board`` (its CUDA_VISIBLE_DEVICES), as README's tcp:// commands start
+        """One worker for simulated board ``board`` (its CUDA_VISIBLE_DEVICES), as the docs' tcp:// commands start
         them: one process per GPU, holding GPU=1."""
         self.workers[board] = self._start(
             [*DASK, "worker", self.address, "--nthreads", "1", "--resources", "GPU=1", "--no-nanny",
@@ -108,7 +115,7 @@ def cluster(tmp_path):
 
 
 def fleet(store_url: str, *args, env=None, timeout=180, wait=True):
-    command = [sys.executable, "-m", "gpu.bench", "fleet", *args]
+    command = [*FLEET, *args]
     process = subprocess.Popen(command, cwd=ROOT, env=environment(PINPOINT_DB_URL=store_url, **(env or {})),
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if not wait:
@@ -132,7 +139,7 @@ def test_a_killed_worker_fails_its_gpu_the_others_finish_nothing_partial_is_stor
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:  # boards 0 and 1 finish their suites while board 2 is still in transfers
         runs = stored(url, "review-1") if Path(f"{tmp_path}/runs.sqlite").exists() else None
-        if runs is not None and len(runs) >= 2 * len(HEALTH.runs):
+        if runs is not None and len(runs) >= 2 * ONE_GPU_RUNS:
             break
         time.sleep(0.2)
     assert board_uuid(2) not in set(stored(url, "review-1")["gpu_uuid"])
@@ -140,6 +147,7 @@ def test_a_killed_worker_fails_its_gpu_the_others_finish_nothing_partial_is_stor
     out, err = process.communicate(timeout=60)
     assert process.returncode == 1, err
     assert "left the cluster" in err and "the other GPUs go on" in err
+    assert "node-0 (3 GPUs): node runs not run: NVIDIA H200" in err  # its peer matrix needs every GPU of the node
     assert f"…{board_uuid(2)[-8:]}" in out and "failed: NVIDIA H200" in out
     runs = stored(url, "review-1")
     assert sorted(runs["gpu_uuid"].value_counts().items()) == [(board_uuid(0), 5), (board_uuid(1), 5)]
@@ -153,9 +161,10 @@ def test_a_killed_worker_fails_its_gpu_the_others_finish_nothing_partial_is_stor
     assert code == 0, err
     assert err.count("already stored in fleet review-1: not measured again") == 2
     runs = stored(url, "review-1")
-    assert len(runs) == 3 * len(HEALTH.runs) and first_ids < set(runs["run_id"])
+    # and the node's peer matrix, which waited for its three GPUs: 6 pairs × 4 variants, 3 GPUs × 4 host links
+    assert len(runs) == 3 * ONE_GPU_RUNS + 1 and first_ids < set(runs["run_id"])
     assert set(runs["gpu_uuid"]) == {board_uuid(i) for i in range(3)}
-    assert "15 runs stored" not in out and "5 runs stored (23 of 23 points sent)" in out
+    assert "16 runs stored" not in out and "6 runs stored (59 of 59 points sent)" in out
 
 
 def test_a_task_past_its_time_limit_fails_that_pair_and_its_gpu_goes_on(cluster, tmp_path):
@@ -181,7 +190,7 @@ def test_a_local_cluster_has_one_worker_per_gpu_and_stores_into_postgresql(postg
                            env={"PINPOINT_SIM_BOARDS": 2, "PINPOINT_SIM_SLOW": "1:1.25"})
     assert code == 0, err
     runs = stored(url, "local-1")
-    assert len(runs) == 2 * len(HEALTH.runs) and set(runs["gpu_uuid"]) == {board_uuid(0), board_uuid(1)}
+    assert len(runs) == 2 * ONE_GPU_RUNS + 1 and set(runs["gpu_uuid"]) == {board_uuid(0), board_uuid(1)}
     slow = RunStore(url).load(runs[(runs["gpu_uuid"] == board_uuid(1)) & (runs["experiment"] == "reduction")]
                               ["run_id"].iloc[0])
     fast = RunStore(url).load(runs[(runs["gpu_uuid"] == board_uuid(0)) & (runs["experiment"] == "reduction")]

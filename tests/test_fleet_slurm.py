@@ -5,14 +5,13 @@ per (simulated) GPU, each taking the GPU at its place among the job's workers.""
 from __future__ import annotations
 
 import subprocess
-import sys
 
 import pytest
 
 from gpu.results.store import RunStore
 from tests.simulated_fleet import board_uuid
 from tests.slurm_cluster import OneNodeSlurm, unavailable_reason
-from tests.test_fleet import environment
+from tests.test_fleet import FLEET, environment
 
 pytestmark = pytest.mark.slurm
 
@@ -33,11 +32,12 @@ def test_a_fleet_runs_through_slurm_one_job_per_node_one_worker_per_gpu(slurm, t
     # submitting environment carries them to the job (sbatch --export=ALL), as this node has no GPU to give.
     env = environment(PINPOINT_DB_URL=url, CUDA_VISIBLE_DEVICES="0,1", SLURM_CONF=slurm.conf,
                       PINPOINT_SIM_SLOW="1:1.2")
-    result = subprocess.run([sys.executable, "-m", "gpu.bench", "fleet", "health", "--cluster", "slurm",
+    result = subprocess.run([*FLEET, "health", "--cluster", "slurm",
                              "--gpus-per-node", "2", "--no-gres", "--walltime", "00:10:00", "--fleet-id", "slurm-1"],
                             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)  # job logs land here
     assert result.returncode == 0, result.stderr
-    assert "worker SLURMCluster-" in result.stderr and "10 runs stored" in result.stdout
+    # five runs on each GPU, then the node's peer matrix on both
+    assert "worker SLURMCluster-" in result.stderr and "11 runs stored" in result.stdout
     runs = RunStore(url).runs(fleet_id="slurm-1")
-    assert set(runs["gpu_uuid"]) == {board_uuid(0), board_uuid(1)} and len(runs) == 10
+    assert set(runs["gpu_uuid"]) == {board_uuid(0), board_uuid(1)} and len(runs) == 11
     assert (runs["source"] == "fleet").all() and (runs["suite"] == "health").all()

@@ -10,10 +10,11 @@ import pytest
 from gpu import bench
 from gpu.core import compute
 from gpu.core.errors import ValidationError, VerificationError
+from gpu.core.limits import Limits
 from gpu.core.roofline import COMPUTE
-from gpu.device.limits import Limits
-from gpu.experiments import fma
+from gpu.experiments import fma, sweep_of
 from gpu.present.charts import compute as compute_chart
+from gpu.sweeps import fma as fma_sweep
 
 GiB = 1024**3
 H200_LIMITS = Limits(139 * GiB, 140 * GiB, 16 * GiB, 120 * GiB, 1024, 32)
@@ -216,7 +217,7 @@ class _StandInRuntime:
     def __init__(self, short: int = 0):
         import contextlib
 
-        from gpu.device.limits import Limits
+        from gpu.core.limits import Limits
 
         runtime = self
         self.launches, self.poisoned, self.short = [], [], short
@@ -279,10 +280,10 @@ class _Timer:
 
 
 def test_each_point_launches_its_kernel_over_the_whole_grid_and_verifies_every_thread(monkeypatch):
-    monkeypatch.setattr(fma, "KernelTimer", _Timer)
+    monkeypatch.setattr(fma_sweep, "KernelTimer", _Timer)
     runtime = _StandInRuntime()
     params = fma.parse_params({"block_sizes": [96, 256], "chains": [1, 16], "fmas_per_thread": 1 << 12})
-    rows = pd.DataFrame(fma.run(params, runtime, lambda *a: None, lambda: False))
+    rows = pd.DataFrame(sweep_of(fma.NAME)(params, runtime, lambda *a: None, lambda: False))
     assert list(zip(rows["variant"], rows["block_size"], rows["param_value"], rows["intensity"], strict=True)) == \
         list(params.points())
     threads_96 = 132 * 21 * 16 * 96
@@ -296,7 +297,7 @@ def test_each_point_launches_its_kernel_over_the_whole_grid_and_verifies_every_t
 
 
 def test_a_kernel_one_fma_short_fails_the_job(monkeypatch):
-    monkeypatch.setattr(fma, "KernelTimer", _Timer)
+    monkeypatch.setattr(fma_sweep, "KernelTimer", _Timer)
     params = fma.parse_params({"precisions": ["fp64"], "chains": [8], "fmas_per_thread": 1 << 10})
     with pytest.raises(VerificationError, match=r"FP64 FMA \(8 chains, block 256\): 4,325,376 of 4,325,376 threads"):
-        fma.run(params, _StandInRuntime(short=-1), lambda *a: None, lambda: False)
+        sweep_of(fma.NAME)(params, _StandInRuntime(short=-1), lambda *a: None, lambda: False)

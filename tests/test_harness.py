@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from gpu.core.errors import JobCancelled, ValidationError, VerificationError
-from gpu.experiments import harness
+from gpu.sweeps import harness
 from tests.test_job_scope import _runtime
 
 

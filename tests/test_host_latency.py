@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from gpu.core.errors import ValidationError
+from gpu.core.limits import Limits
 from gpu.core.schema import read_results
 from gpu.core.units import GiB, KiB, MiB
-from gpu.device.limits import Limits
 from gpu.experiments import host_latency
 from gpu.present.charts import memory as memory_charts
 from tests.test_app_streams import open_page, replay_mode  # noqa: F401 (the fixture: pages in replay mode)

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from gpu.device.limits import Limits
+from gpu.core.limits import Limits
 from gpu.experiments import coalescing, occupancy_sweep, reduction
 
 GiB = 1024**3
@@ -87,7 +87,8 @@ def test_chase_cycle_visits_every_node():
 @pytest.mark.parametrize("stride", [1, 2, 8, 64])
 def test_strided_check_matches_the_gather_without_an_index_array_and_names_a_wrong_word(stride):
     from gpu.core.errors import VerificationError
-    from gpu.experiments.coalescing import strided_permutation, verify_strided
+    from gpu.experiments.coalescing import strided_permutation
+    from gpu.sweeps.coalescing import verify_strided
 
     n = 1 << 20
     source = np.random.default_rng(stride).integers(0, 4096, n).astype(np.float32)
@@ -100,7 +101,7 @@ def test_strided_check_matches_the_gather_without_an_index_array_and_names_a_wro
 
 def test_transpose_check_compares_tile_by_tile_and_names_a_wrong_word():
     from gpu.core.errors import VerificationError
-    from gpu.experiments.coalescing import verify_transpose
+    from gpu.sweeps.coalescing import verify_transpose
 
     side = 1024
     matrix = np.arange(side * side, dtype=np.float32).reshape(side, side)

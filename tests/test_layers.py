@@ -1,6 +1,6 @@
-"""The layers of gpu/ (see gpu/__init__.py): each module imports only from its own layer or the ones below it,
-PyCUDA only in gpu/device/ and the worker, results and present never touch device or service, and imports sit at
-the top of a module except the lazy ones named here (each with its reason)."""
+"""The layers of gpu/ (see gpu/__init__.py): each module imports only from its own layer or the ones it sits on,
+PyCUDA only in gpu/device/ and the worker, experiments, results and present never touch device, sweeps or service,
+and imports sit at the top of a module except the lazy ones named here (each with its reason)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,37 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-LAYERS = ["core", "device", "experiments", "results", "service", "fleet", "present"]  # bottom to top
-# gpu/bench.py (the runner) sits on top of all of them; pages/, app.py and serve.py above that.
-TOP = {"gpu.bench": len(LAYERS), "gpu": len(LAYERS)}
+# The layers each layer sits on directly: core ← device; core ← experiments; device + experiments ← sweeps ← service
+# ← fleet; experiments ← results ← present, service, fleet. A layer may import what these sit on, too.
+SITS_ON = {
+    "core": set(),
+    "device": {"core"},
+    "experiments": {"core"},
+    "sweeps": {"device", "experiments"},
+    "results": {"experiments"},
+    "service": {"sweeps", "results"},
+    "fleet": {"service"},
+    "present": {"results"},
+}
+LAYERS = list(SITS_ON)
+TOP = "runner"  # gpu/bench.py (the runner) and gpu/__init__.py sit on all of them; pages/, app.py, serve.py above that
+TOP_MODULES = {"gpu.bench", "gpu.cli", "gpu"}
+# Layers whose modules pages, charts and the store load: they never reach the GPU's code.
+DECLARATION_SIDE = ("experiments", "results", "present")
+WORKER_ONLY = ("gpu.device", "gpu.sweeps", "gpu.service")
+
+
+def below(layer: str) -> set[str]:
+    """Every layer ``layer`` may import besides its own."""
+    found, todo = set(), list(SITS_ON[layer])
+    while todo:
+        lower = todo.pop()
+        if lower not in found:
+            found.add(lower)
+            todo += SITS_ON[lower]
+    return found
+
+
 # Imports that stay inside functions, and why:
 LAZY_ALLOWED = {
     "pycuda": "PyCUDA creates a CUDA context on import paths; only the worker's process may load it",
@@ -32,13 +60,17 @@ def modules() -> dict[str, Path]:
     return found
 
 
-def layer_of(module: str) -> int | None:
-    if module in TOP:
-        return TOP[module]
+def layer_of(module: str) -> str | None:
+    if module in TOP_MODULES:
+        return TOP
     parts = module.split(".")
     if len(parts) >= 2 and parts[0] == "gpu" and parts[1] in LAYERS:
-        return LAYERS.index(parts[1])
+        return parts[1]
     return None
+
+
+def may_import(own: str, target: str) -> bool:
+    return own == TOP or target == own or target in below(own)
 
 
 def imports_of(path: Path):
@@ -74,16 +106,24 @@ def test_every_gpu_module_belongs_to_a_layer():
 def test_imports_point_down_or_sideways(module):
     own = layer_of(module)
     upward = [f"line {line}: {target}" for target, line, _ in imports_of(modules()[module])
-              if target.startswith("gpu.") and layer_of(target) is not None and layer_of(target) > own]
-    assert not upward, f"{module} ({LAYERS[own] if own < len(LAYERS) else 'runner'}) imports upward: {upward}"
+              if target.startswith("gpu.") and layer_of(target) is not None and not may_import(own, layer_of(target))]
+    assert not upward, f"{module} ({own}) imports a layer it does not sit on: {upward}"
+
+
+def test_the_layers_sit_as_drawn():
+    assert below("sweeps") == {"core", "device", "experiments"}
+    assert not below("experiments") & {"device", "sweeps"} and "sweeps" in below("service") & below("fleet")
+    assert all(not below(layer) & {"device", "sweeps", "service"} for layer in DECLARATION_SIDE)
+    assert may_import("sweeps", "device") and not may_import("experiments", "sweeps")
+    assert not may_import("results", "device") and may_import(TOP, "fleet")
 
 
 @pytest.mark.parametrize("module", sorted(modules()), ids=lambda m: str(modules()[m].relative_to(ROOT)))
-def test_results_and_present_never_touch_device_or_service(module):
-    if layer_of(module) not in (LAYERS.index("results"), LAYERS.index("present")):
+def test_experiments_results_and_present_never_touch_device_sweeps_or_service(module):
+    if layer_of(module) not in DECLARATION_SIDE:
         return
     touched = [f"line {line}: {target}" for target, line, _ in imports_of(modules()[module])
-               if target.startswith(("gpu.device", "gpu.service"))]
+               if target.startswith(WORKER_ONLY)]
     assert not touched, touched
 
 

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from gpu.core.errors import ValidationError
+from gpu.core.limits import Limits
 from gpu.core.units import GiB, KiB, MiB
-from gpu.device.limits import Limits
 from gpu.experiments import batching, managed, pools, streams
 
 H200 = Limits(free_device_bytes=140 * GiB, total_device_bytes=141 * GiB, pinned_budget_bytes=16 * GiB,

@@ -6,8 +6,10 @@ import pandas as pd
 import pytest
 
 from gpu import bench
-from gpu.experiments import EXPERIMENTS, REGISTRY, get_experiment, harness, registry
+from gpu.core.errors import ValidationError
+from gpu.experiments import EXPERIMENTS, REGISTRY, get_experiment, registry
 from gpu.results import compare
+from gpu.sweeps import harness
 from pages import _shared as shared
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -37,14 +39,29 @@ def test_pages_runs_and_names_derive_from_the_registry():
     assert len({e.command for e in REGISTRY}) == len(REGISTRY)
 
 
+def _sweeps(module) -> list:
+    return [v for v in vars(module).values() if isinstance(v, type) and issubclass(v, harness.Sweep)
+            and v is not harness.Sweep]
+
+
 def test_declared_experiments_state_their_axes_and_key_columns():
     for entry in REGISTRY:
-        sweeps = [v for v in vars(entry.module).values() if isinstance(v, type) and issubclass(v, harness.Sweep)
+        sweeps = [v for v in vars(entry.sweep_module()).values() if isinstance(v, type) and issubclass(v, harness.Sweep)
                   and v is not harness.Sweep]
-        assert len(sweeps) == 1, (entry.name, sweeps)  # every experiment is declared over the one harness
+        assert len(sweeps) == 1, (entry.name, sweeps)  # every experiment is measured over the one harness
         sweep = sweeps[0]
         assert sweep.NAME == entry.name and sweep.TITLE and sweep.KEY_COLUMNS == entry.module.KEY_COLUMNS
         params = entry.module.Params()
         for axis in sweep.AXES:
             assert getattr(params, axis.name) == axis.default, (entry.name, axis.name)
             assert axis in entry.arguments
+
+
+def test_each_experiment_declares_its_labels_and_the_registry_finds_its_sweep_by_name():
+    for entry in REGISTRY:
+        assert entry.labels and all(isinstance(label, str) and label for label in entry.labels.values()), entry.name
+        sweep = entry.sweep_module()
+        assert sweep.__name__ == "gpu.sweeps." + entry.module.__name__.rsplit(".", 1)[-1]
+        assert registry.sweep_of(entry.name) is sweep.run is entry.sweep()
+    with pytest.raises(ValidationError, match="unknown experiment 'nope'"):
+        registry.sweep_of("nope")

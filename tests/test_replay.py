@@ -108,10 +108,11 @@ def test_the_point_cache_answers_only_when_every_point_is_known():
     assert cache.lookup("transfers", {"sizes": [65536], "modes": ["pinned"], "profile": "interactive"}) is None
 
 
-def test_the_readme_counts_the_transfers_recordings_converged_points_as_the_data_does(replay):
+def test_the_replay_docs_count_the_transfers_recordings_converged_points_as_the_data_does(replay):
     data = replay.data
     frame = data[(data["experiment"] == "transfers") & (data["profile"] == "precise/timeout_s=3")]  # the 304 points
-    readme = " ".join((Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8").split())
+    docs = Path(__file__).resolve().parent.parent / "docs" / "methodology" / "replay.md"
+    readme = " ".join(docs.read_text(encoding="utf-8").split())
     converged, total = map(int, re.search(r"\*\*(\d+) of the (\d+) points converged\*\*", readme).groups())
     counts = frame["stop_reason"].value_counts()
     assert (converged, total) == (counts["converged"], len(frame))

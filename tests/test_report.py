@@ -5,6 +5,7 @@ import html
 import pytest
 
 from gpu.core import schema
+from gpu.experiments import registry
 from gpu.results import compare, report
 from gpu.results.catalog import BUNDLED_DIRS
 
@@ -40,3 +41,14 @@ def test_kernel_points_are_placed_by_what_differs_between_them(coalescing_pair):
     series, x = report.point_series(compare.compare(*coalescing_pair))
     assert set(series) >= {"strided", "offset", "copy_f4", "transpose_padded"}
     assert "block 256 · stride 16" in set(x) and not any("67,108,864 elements" in label for label in x)
+
+
+def test_transfer_points_are_named_in_the_experiments_own_words_from_the_registry():
+    h200, h100 = (bundled("transfers_nvidia-h200_*.parquet", 0), bundled("transfers_nvidia-h100*.parquet", 1))
+    labels = registry.labels_of("transfers")
+    assert labels["pinned_wc"] == "pinned write-combined" and labels is registry.BY_NAME["transfers"].labels
+    series, x = report.point_series(compare.compare(h200, h100), labels)
+    assert "pinned write-combined H2D" in set(series) and not any(s.startswith("pinned_wc") for s in series)
+    assert "pinned_wc H2D" in set(report.point_series(compare.compare(h200, h100))[0])  # no labels: as recorded
+    page = html.unescape(report.render(h200, [h100]))
+    assert "pinned write-combined H2D" in page

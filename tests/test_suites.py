@@ -4,12 +4,14 @@ work with the file and line of the problem."""
 import pytest
 
 from gpu.experiments import registry, suites
+from tests import peers_standin
 
 
 def test_the_health_suite_lists_the_figures_a_fleet_review_needs():
-    suite = suites.load("health")
+    with peers_standin.declared():
+        suite = suites.load("health")
     assert suite.title == "Fleet health" and suite.name == "health"
-    assert set(suite.experiments) == {"transfers", "coalescing", "host_latency", "reduction", "occupancy"}
+    assert set(suite.experiments) == {"transfers", "coalescing", "host_latency", "reduction", "occupancy", "peers"}
     transfers = suite.run_for("transfers").points()
     # pinned and pageable, both directions, 1 MiB and 256 MiB, both timing methods
     assert {(p[0], p[1], p[2]) for p in transfers} == {
@@ -20,7 +22,7 @@ def test_the_health_suite_lists_the_figures_a_fleet_review_needs():
         ("memcpy_dtod", 256, 1 << 26, 0), ("copy_f32", 256, 1 << 26, 0), ("copy_f4", 256, 1 << 26, 0),
         ("strided", 256, 1 << 26, 64)}
     assert len(suite.run_for("reduction").points()) == 1 and len(suite.run_for("occupancy").points()) == 1
-    for run in suite.runs:  # every run passes the registry's own checks, with the suite's profile
+    for run in suite.gpu_runs:  # every run passes the registry's own checks, with the suite's profile
         assert registry.check_params(run.experiment, run.params, None) == []
         assert run.params["profile"] == "precise/timeout_s=1" and run.timeout_s == 120
 

@@ -4,7 +4,8 @@ import pandas as pd
 
 from gpu.core import schema
 from gpu.core.units import GiB, KiB, MiB
-from gpu.experiments import SweepRows, coarse_first, get_experiment, in_point_order
+from gpu.experiments import coarse_first, get_experiment, in_point_order
+from gpu.sweeps.harness import SweepRows
 
 
 def test_coarse_first_shows_both_ends_then_the_middle_and_keeps_every_value_once():

@@ -11,10 +11,12 @@ from streamlit.testing.v1 import AppTest
 
 from gpu.core import stats
 from gpu.core.errors import ValidationError
+from gpu.core.limits import Limits
 from gpu.core.units import GiB, KiB, MiB
-from gpu.device.limits import Limits
 from gpu.device.memory import AllocationLedger
-from gpu.experiments import transfers
+from gpu.experiments import sweep_of, transfers
+from gpu.sweeps import harness
+from gpu.sweeps import transfers as transfers_sweep
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 LATENCY_MS, RATE_GBPS = 0.002, 50.0  # the simulated copy: 2 µs + bytes at 50 GB/s
@@ -171,7 +173,7 @@ def measure(size, mode, direction, method):
     """One point measured through the sweep harness on the simulated GPU: its row, the driver, and the copies."""
     gpu = _Gpu()
     params = transfers.Params(sizes=[size], modes=[mode], directions=[direction], methods=[method])
-    [row] = transfers.run(params, gpu, lambda *args: None, lambda: False)
+    [row] = sweep_of(transfers.NAME)(params, gpu, lambda *args: None, lambda: False)
     return row, gpu.cuda, gpu.cuda.copies
 
 
@@ -182,7 +184,7 @@ def test_a_batched_sample_is_a_batch_of_at_least_1_ms_divided_by_its_copies(mode
     row, driver, copies = measure(size, mode, direction, "batched")
     per_copy = LATENCY_MS + size / (RATE_GBPS * 1e9) * 1e3
     n = row["param_value"]
-    assert row["param"] == "copies per sample" and n * per_copy >= transfers.BATCH_MS > (n / 2) * per_copy
+    assert row["param"] == "copies per sample" and n * per_copy >= harness.BATCH_MS > (n / 2) * per_copy
     assert row["bytes"] == size  # one copy's bytes: median_ms and GB/s are per copy
     assert row["samples_ms"] == pytest.approx([per_copy] * row["samples"])
     assert row["gbps"] == pytest.approx(size / (per_copy * 1e-3) / 1e9)
@@ -195,7 +197,7 @@ def test_a_batched_sample_is_a_batch_of_at_least_1_ms_divided_by_its_copies(mode
 
 def test_a_small_batched_copy_stops_at_the_largest_batch():
     row, _, _ = measure(4 * KiB, "pinned", "h2d", "batched")
-    assert row["param_value"] == transfers.MAX_BATCH
+    assert row["param_value"] == harness.MAX_BATCH
 
 
 def test_a_single_sample_is_one_copy():
@@ -317,7 +319,7 @@ def test_a_sweep_pins_pinned_and_mapped_memory_once_and_never_reloads_a_host_buf
     gpu.functions = {"copy_vec4": _Function(gpu.cuda, "copy_vec4")}
     sizes = [4 * KiB, 64 * KiB, MiB, 16 * MiB]
     params = transfers.parse_params({"sizes": sizes})
-    rows = transfers.run(params, gpu, lambda *args: None, lambda: False)
+    rows = sweep_of(transfers.NAME)(params, gpu, lambda *args: None, lambda: False)
     assert len(rows) == len(sizes) * 4 * 2 and all(r["verified"] for r in rows)
     # pinned and mapped share one DEVICEMAP allocation; write-combined is its own
     assert sorted(gpu.cuda.pinned_allocations) == sorted([_Driver.host_alloc_flags.DEVICEMAP,
@@ -376,6 +378,4 @@ def test_the_pool_keeps_no_more_than_its_capacity_and_a_failed_job_frees_what_it
 
 
 def harness_run(params, gpu):
-    from gpu.experiments import harness
-
-    return harness.run(transfers.TransfersSweep, params, gpu, lambda *args: None, lambda: False)
+    return harness.run(transfers_sweep.TransfersSweep, params, gpu, lambda *args: None, lambda: False)

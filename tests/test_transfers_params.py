@@ -2,9 +2,10 @@ import numpy as np
 import pytest
 
 from gpu.core.errors import ValidationError, VerificationError
+from gpu.core.limits import Limits
 from gpu.core.units import GiB, KiB, MiB
-from gpu.device.limits import Limits
-from gpu.experiments import transfers, verify
+from gpu.experiments import transfers
+from gpu.sweeps import verify
 
 H200 = Limits(free_device_bytes=139 * GiB, total_device_bytes=140 * GiB, pinned_budget_bytes=16 * GiB,
               host_available_bytes=120 * GiB, max_threads_per_block=1024, warp_size=32)

@@ -14,7 +14,9 @@ import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-PROFILE_DIR = Path(__file__).resolve().parents[2] / "assets" / "occupancy"
+from gpu.core import paths
+
+PROFILE_DIR = paths.asset("occupancy")
 
 # Shared-memory carveouts a kernel's SM can be configured to, in KiB, by architecture (cuda_occupancy.h).
 _CARVEOUTS_KIB = {

@@ -148,7 +148,7 @@ DUPLEX_QUANTILE = 0.1  # the duplex rate is read at this quantile of the bidirec
 def duplex_ms(row) -> float:
     """The time of both directions at once that the bound uses: the fastest tenth of its samples (interpolated),
     not their median. The link's combined rate comes and goes for seconds at a time (5.28 ms in one spell, up to
-    6.3 ms in the next, on the same H200 and buffers; README, "Quiet points"), while a pipeline's chunked copies
+    6.3 ms in the next, on the same H200 and buffers; docs, "Live answers"), while a pipeline's chunked copies
     are hit less: against the median of a slow spell a staged pipeline "beat" its bound (0.955× on an H200,
     0.932× on an H100). What the link can carry is what it carried in its fast spells. Without samples: the
     fastest sample (``min_ms``), else the median."""

@@ -11,7 +11,10 @@ One row per measured point. Columns come in three groups:
   pageable), ``chunks``, ``streams``, ``issue_order`` (depth_first | breadth_first | staged | serial | concurrent),
   ``intensity`` (fused multiply-adds per element) and ``intervals``, the timeline of one run of the point
   as JSON: ``[[stream, op, chunk, ready_ms, end_ms, bytes], …]`` with op in h2d | kernel | d2h and times
-  from one origin event (``gpu.core.overlap`` reads it). For kernels ``direction`` is ``device`` and
+  from one origin event (``gpu.core.overlap`` reads it); for copies between two GPUs ``peer_index`` and
+  ``peer_uuid`` (the destination, or the GPU whose memory a latency chase walks; the row's own GPU is the source)
+  and ``link`` (what joins them, in words: "NVLink 4 ×18", "PCIe via host bridge", "through host (no peer
+  access)"). For kernels ``direction`` is ``device`` and
   ``bytes`` counts the useful bytes read plus written once.
 * **measurement** – ``median_ms, min_ms, max_ms, cv, samples, gbps`` (GB/s = 10^9 bytes/s of
   ``bytes`` over ``median_ms``), ``stop_reason`` (converged | budget | timeout | max_samples; budget: the
@@ -25,10 +28,11 @@ One row per measured point. Columns come in three groups:
   hbm_gbps_theoretical, sm_clock_max_mhz, mem_clock_max_mhz, host, timestamp, git_commit, backend``,
   ``l2_bytes``, ``async_engine_count`` (the device's copy engines that run beside kernels) and ``gpu_uuid`` (the
   board's UUID from NVML, ``GPU-…``: boards of one model differ by up to 12 % on some kernels, and host name,
-  driver and clocks do not tell them apart).
+  driver and clocks do not tell them apart) and ``gpu_index`` (its CUDA ordinal in the measuring process: which GPU
+  of a multi-GPU node the row measured).
 
-Parameter columns, ``l2_bytes``, ``async_engine_count`` and ``gpu_uuid`` are optional when reading: files recorded
-before a column existed load with it empty.
+Parameter columns, ``l2_bytes``, ``async_engine_count``, ``gpu_uuid`` and ``gpu_index`` are optional when reading:
+files recorded before a column existed load with it empty.
 
 Theoretical figures come from the device itself: PCIe per direction from link generation × width
 (after line encoding); HBM from memory clock × bus width × 2 (double data rate).
@@ -49,7 +53,7 @@ POINT_COLUMNS = ["run_id", "experiment", "variant", "direction", "bytes"]
 PARAMETER_COLUMNS = [
     "include_alloc", "group", "block_size", "elements", "param", "param_value", "registers_per_thread",
     "shared_bytes_per_block", "theoretical_occupancy", "rel_error", "host_memory", "chunks", "streams",
-    "issue_order", "intensity", "intervals",
+    "issue_order", "intensity", "intervals", "peer_index", "peer_uuid", "link",
 ]
 MEASUREMENT_COLUMNS = [
     "median_ms", "min_ms", "max_ms", "cv", "samples", "gbps", "stop_reason", "profile", "timer",
@@ -59,16 +63,16 @@ PROVENANCE_COLUMNS = [
     "device_name", "compute_capability", "sm_count", "memory_total_bytes", "driver_version",
     "cuda_version", "pycuda_version", "pcie_gen", "pcie_width", "pcie_gbps_theoretical",
     "hbm_gbps_theoretical", "sm_clock_max_mhz", "mem_clock_max_mhz", "host", "timestamp",
-    "git_commit", "backend", "l2_bytes", "async_engine_count", "gpu_uuid",
+    "git_commit", "backend", "l2_bytes", "async_engine_count", "gpu_uuid", "gpu_index",
 ]
 COLUMNS = POINT_COLUMNS + PARAMETER_COLUMNS + MEASUREMENT_COLUMNS + PROVENANCE_COLUMNS
-OPTIONAL_COLUMNS = PARAMETER_COLUMNS + ["l2_bytes", "async_engine_count", "gpu_uuid"]
+OPTIONAL_COLUMNS = PARAMETER_COLUMNS + ["l2_bytes", "async_engine_count", "gpu_uuid", "gpu_index"]
 # Columns added after runs carried a content hash: hashed only where a run has them, so older runs keep theirs.
-HASHED_WHEN_SET = ("gpu_uuid",)
+HASHED_WHEN_SET = ("gpu_uuid", "gpu_index", "peer_index", "peer_uuid", "link")
 NUMERIC_COLUMNS = ["bytes", "median_ms", "min_ms", "max_ms", "cv", "samples", "gbps"]
 OPTIONAL_NUMERIC_COLUMNS = ["block_size", "elements", "param_value", "registers_per_thread", "shared_bytes_per_block",
                             "theoretical_occupancy", "rel_error", "l2_bytes", "chunks", "streams", "intensity",
-                            "async_engine_count"]
+                            "async_engine_count", "gpu_index", "peer_index"]
 
 # PCIe transfer rate per lane (GT/s) and line-encoding efficiency, by generation (PCI-SIG specifications).
 _PCIE_RATE = {1: (2.5, 8 / 10), 2: (5.0, 8 / 10), 3: (8.0, 128 / 130), 4: (16.0, 128 / 130),

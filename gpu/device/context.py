@@ -13,19 +13,19 @@ import os
 import socket
 import threading
 from contextlib import contextmanager
-from pathlib import Path
 
 import numpy as np
 
-from gpu.core import schema
+from gpu.core import paths, schema
 from gpu.core.errors import VerificationError
+from gpu.core.limits import Limits
 from gpu.core.occupancy import DeviceLimits, KernelResources
 from gpu.device import libcuda
-from gpu.device.limits import Limits, git_commit, host_memory_available
+from gpu.device.limits import git_commit, host_memory_available
 from gpu.device.memory import AllocationLedger, HostPool
 from gpu.device.telemetry import Telemetry
 
-KERNEL_DIR = Path(__file__).resolve().parents[1] / "kernels"
+KERNEL_DIR = paths.KERNELS
 
 
 def visible_gpus() -> list[dict]:
@@ -43,9 +43,11 @@ def visible_gpus() -> list[dict]:
 
 
 class GpuRuntime:
-    """Owns the primary context of one device on the calling thread, and the compiled kernels."""
+    """Owns the primary context of one device on the calling thread, and the compiled kernels. ``stay_current``:
+    leave the context current when built (a lone runtime, or a device set's first); False pops it once the kernels
+    are compiled (a set's other devices, made current by ``activate``)."""
 
-    def __init__(self, device_ordinal: int = 0):
+    def __init__(self, device_ordinal: int = 0, stay_current: bool = True):
         import pycuda
         import pycuda.driver as cuda
 
@@ -75,6 +77,18 @@ class GpuRuntime:
         self.cubins: dict[str, bytes] = {}
         self.functions = {}
         self._compile_kernels()
+        if not stay_current:
+            cuda.Context.pop()
+
+    @contextmanager
+    def activate(self):
+        """This device's context current for the body of a ``with`` (pushed, then popped), on the owning thread."""
+        self._check_thread()
+        self.context.push()
+        try:
+            yield self
+        finally:
+            self.cuda.Context.pop()
 
     # --- set-up ---------------------------------------------------------------------------------
     def _compile_kernels(self) -> None:
@@ -161,8 +175,9 @@ class GpuRuntime:
 
     # --- per job ----------------------------------------------------------------------------------
     def provenance(self) -> dict:
-        return {**self.facts, "timestamp": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-                "git_commit": git_commit(), "backend": "live"}
+        return {**self.facts, "gpu_index": self.device_ordinal,
+                "timestamp": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "git_commit": git_commit(),
+                "backend": "live"}
 
     def limits(self) -> Limits:
         free, total = self.cuda.mem_get_info()
@@ -238,13 +253,16 @@ class GpuRuntime:
             self.functions["fault_illegal_address"](out, block=(32, 1, 1), grid=(1, 1))
             self.context.synchronize()
 
-    def close(self) -> None:
+    def close(self, pop: bool = True) -> None:
+        """Free what the runtime holds (its context current); ``pop`` its context last (a set's other devices are
+        closed inside ``activate``, which pops)."""
         self._check_thread()
         self.release_after_reply()
         self.host_pool.free_all()
         self.functions.clear()
         self.modules.clear()
-        self.context.pop()
+        if pop:
+            self.context.pop()
 
     def _check_thread(self) -> None:
         if threading.get_ident() != self._thread:

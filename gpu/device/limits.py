@@ -1,26 +1,25 @@
-"""What a job may ask for on this device, and the host facts behind it: available host memory, the measured commit.
-
-No CUDA here: ``Limits`` travels from the worker to the app (and the tests build their own).
-"""
+"""The host facts behind a job's limits (``gpu.core.limits.Limits``): available host memory, the measured commit."""
 
 from __future__ import annotations
 
 import os
 import subprocess
-from dataclasses import asdict, dataclass
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from gpu.core import paths
 
 
 def git_commit() -> str:
-    """The commit measured; PINPOINT_GIT_COMMIT names it where the tree travels without .git."""
+    """The commit measured; PINPOINT_GIT_COMMIT names it where the tree travels without .git. An installed copy is
+    not a checkout (git would answer for whatever repository holds the environment), so it is "unknown" there."""
     if os.environ.get("PINPOINT_GIT_COMMIT"):
         return os.environ["PINPOINT_GIT_COMMIT"]
+    if not paths.CHECKOUT:
+        return "unknown"
     try:
-        sha = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=REPO_ROOT, capture_output=True,
+        sha = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=paths.ROOT, capture_output=True,
                              text=True, timeout=5).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO_ROOT,
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=paths.ROOT,
                                capture_output=True, text=True, timeout=5).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return "unknown"
@@ -35,18 +34,3 @@ def host_memory_available() -> int:
     except OSError:
         pass
     return 0
-
-
-@dataclass(frozen=True)
-class Limits:
-    """What a job may ask for on this device, read just before it runs."""
-
-    free_device_bytes: int
-    total_device_bytes: int
-    pinned_budget_bytes: int
-    host_available_bytes: int
-    max_threads_per_block: int
-    warp_size: int
-
-    def as_dict(self) -> dict:
-        return asdict(self)

@@ -32,18 +32,12 @@ words, as the pattern is.
 
 from __future__ import annotations
 
-import time
-
-import numpy as np
 import pandas as pd
 
-from gpu.core.errors import VerificationError
 from gpu.core.roofline import MEMORY, Roof
 from gpu.core.units import GiB, KiB, MiB, format_bytes
-from gpu.device.timing import EventTimer, StreamHold
 from gpu.experiments import _kernels as k
-from gpu.experiments import axes, harness
-from gpu.experiments.verify import PATTERN_MULTIPLIER
+from gpu.experiments import axes
 
 NAME = "device_copy"
 # Registration (gpu/experiments/registry.py): the runner's subcommand, the page, the place in lists (after the
@@ -165,127 +159,3 @@ def roofs(frame: pd.DataFrame) -> list[Roof]:
 def _roof_source(row, what: str) -> str:
     return (f"{what}, {format_bytes(row['elements'])} batched, median {row['gbps']:,.0f} GB/s; bytes counted as "
             "read + write (2 × size), as bandwidthTest --dtod counts them (nvbandwidth counts them once)")
-
-
-class DeviceCopySweep(harness.Sweep):
-    """One source and one destination of the largest size for the whole job; sizes coarse first (4 KiB, 1 GiB,
-    16 MiB, …), so the page shows the whole curve early. Each point copies the first ``size`` bytes."""
-
-
-    def setup(self) -> None:
-        gpu, ledger, largest = self.gpu, self.ledger, max(self.params.sizes)
-        self.stream = self.cuda.Stream()
-        self.timer = EventTimer(self.cuda, self.stream)
-        self.holder = None  # made at the first batched point
-        self.copy_kernel = gpu.kernel("device_copy", "copy_bytes")
-        self.copy_kernel.prepare("PPQ")
-        self.passes_kernel = gpu.kernel("device_copy", "copy_bytes_passes")
-        self.passes_kernel.prepare("PPQi")
-        self.fill_kernel = gpu.kernel("transfers", "pattern_fill")
-        self.fill_kernel.prepare("PQI")
-        self.check_kernel = gpu.kernel("transfers", "pattern_mismatches")
-        self.check_kernel.prepare("PQIP")
-        self.src = ledger.device_buffer(largest)
-        self.dst = ledger.device_buffer(largest + GUARD_BYTES)
-        self.found = ledger.device_buffer(16)
-        self.seed = int(time.time_ns()) & 0xFFFFFFFF
-        self.poison_seed = self.seed ^ 0x9E3779B9  # differs from the source's pattern in every word
-        self.fill(int(self.src), largest // WORD_BYTES, self.seed)
-        self.cuda.Context.synchronize()
-
-    def points(self):
-        params = self.params
-        for size in harness.coarse_first(params.sizes):
-            for variant in params.variants:
-                for method in params.methods:
-                    yield harness.Point(
-                        {"variant": variant, "direction": "device", "elements": int(size),
-                         "block_size": BLOCK if variant != "copy_engine" else None},
-                        f"{LABELS[variant]} {format_bytes(size)} {METHOD_LABELS[method]}",
-                        bytes_moved(size), TIMERS[method], {"variant": variant, "size": int(size), "method": method})
-
-    # --- the check pattern, on the GPU ------------------------------------------------------------------------------
-    def _grid(self, count: int) -> tuple[int, int]:
-        return (max(1, min(-(-count // BLOCK), self.gpu.sm_count * 16)), 1)
-
-    def fill(self, pointer: int, words: int, seed: int) -> None:
-        self.fill_kernel.prepared_call(self._grid(words), (BLOCK, 1, 1), pointer, np.uint64(words), np.uint32(seed))
-
-    def mismatches(self, pointer: int, words: int, seed: int) -> tuple[int, int]:
-        """(wrong words, the first of them) of ``words`` words at ``pointer`` against the pattern of ``seed``."""
-        self.cuda.memcpy_htod(self.found, np.array([0, np.iinfo(np.uint64).max], dtype=np.uint64))
-        self.check_kernel.prepared_call(self._grid(words), (BLOCK, 1, 1), pointer, np.uint64(words),
-                                        np.uint32(seed), self.found)
-        found = np.empty(2, dtype=np.uint64)
-        self.cuda.memcpy_dtoh(found, self.found)
-        return int(found[0]), int(found[1])
-
-    def prepare(self, point) -> None:
-        """Poison the destination and the guard after it: another seed's pattern, which differs in every word."""
-        size = point.state["size"]
-        self.fill(int(self.dst), size // WORD_BYTES, self.poison_seed)
-        self.fill(int(self.dst) + size, GUARD_BYTES // WORD_BYTES, self.poison_seed)
-        self.cuda.Context.synchronize()
-
-    # --- timing -------------------------------------------------------------------------------------------------------
-    def issue(self, variant: str, size: int, passes: int = 1) -> None:
-        """Queue one copy of ``size`` bytes, source → destination, on the sweep's stream (``passes`` of them in one
-        launch for l2_copy)."""
-        if variant == "copy_engine":
-            self.cuda.memcpy_dtod_async(self.dst, self.src, size, self.stream)
-            return
-        vectors = size // 16
-        grid = max(1, min(-(-vectors // BLOCK), self.gpu.sm_count * (2048 // BLOCK) * 2))
-        if variant == "l2_copy":
-            self.passes_kernel.prepared_async_call((grid, 1), (BLOCK, 1, 1), self.stream, int(self.src),
-                                                   int(self.dst), np.uint64(size), np.int32(passes))
-        else:
-            self.copy_kernel.prepared_async_call((grid, 1), (BLOCK, 1, 1), self.stream, int(self.src), int(self.dst),
-                                                 np.uint64(size))
-
-    def batch_ms(self, variant: str, size: int, copies: int) -> float:
-        """``copies`` back-to-back copies between two events, the stream held while Python queues them."""
-        if self.holder is None:
-            self.holder = StreamHold(self.gpu, self.ledger)
-
-        def enqueue() -> None:
-            for _ in range(copies):
-                self.issue(variant, size)
-
-        return self.timer.time(enqueue, self.holder)
-
-    def measure(self, point):
-        state = point.state
-        variant, size = state["variant"], state["size"]
-        if variant == "l2_copy":
-            passes = l2_passes(size, self.gpu.l2_bytes)
-            if passes is None or state["method"] != "single":
-                return None  # not an L2-resident size, or batched (one launch is its own batch): no row
-            point.columns.update({"param": "passes per launch", "param_value": passes})
-            point.nbytes = bytes_moved(size, passes)
-            return lambda: self.timer.time(lambda: self.issue(variant, size, passes))
-        if state["method"] == "single":
-            return lambda: self.timer.time(lambda: self.issue(variant, size))
-        copies = harness.copies_per_sample(lambda n: self.batch_ms(variant, size, n))
-        point.columns.update({"param": "copies per sample", "param_value": copies})
-        return lambda: self.batch_ms(variant, size, copies) / copies
-
-    def verify(self, point) -> None:
-        state = point.state
-        size, words = state["size"], state["size"] // WORD_BYTES
-        label = f"{LABELS[state['variant']]} {format_bytes(size)} {METHOD_LABELS[state['method']]}"
-        wrong, first = self.mismatches(int(self.dst), words, self.seed)
-        if wrong:
-            got = np.empty(1, dtype=np.uint32)
-            self.cuda.memcpy_dtoh(got, int(self.dst) + WORD_BYTES * first)
-            expected = ((first * PATTERN_MULTIPLIER) & 0xFFFFFFFF) ^ self.seed
-            raise VerificationError(f"{label}: {wrong} of {words} words wrong, first at word {first} "
-                                    f"(expected 0x{expected:08x}, got 0x{int(got[0]):08x})")
-        wrong, first = self.mismatches(int(self.dst) + size, GUARD_BYTES // WORD_BYTES, self.poison_seed)
-        if wrong:
-            raise VerificationError(f"{label}: the copy wrote past its end ({wrong} of the "
-                                    f"{GUARD_BYTES // WORD_BYTES} words after it changed, first at word "
-                                    f"{words + first})")
-
-
-run = harness.runner(DeviceCopySweep)

@@ -2,9 +2,13 @@
 declares a ``COMMAND`` registers, with its runner subcommand and help (``COMMAND``, ``HELP``), the page that shows
 it (``PAGE``), its arguments (``AXES``: ``harness.Axis`` values with the flag, default text and parse kind) and its
 place in lists (``ORDER``); ``EXPAND`` names arguments that run once per value (occupancy: one run per register
-and shared-memory setting) and ``BYTE_LABELS`` makes Compare write ``bytes`` and ``param_value`` as sizes. The
+and shared-memory setting), ``BYTE_LABELS`` makes Compare write ``bytes`` and ``param_value`` as sizes, and
+``LABELS`` gives each variant its words (the report's series, the Roofline's kernels). The
 runner (``gpu.bench``), the talks, Overview, Runs, Compare and app.py's navigation read this registry, so adding an
-experiment is adding its module.
+experiment is adding its declaration and its sweep.
+
+How an experiment is measured is its sweep, ``gpu/sweeps/<module>.py`` (same module name as its declaration): only the
+worker measures, so the registry imports a sweep on first use (``Entry.sweep``, ``sweep_of``), never at import.
 """
 
 from __future__ import annotations
@@ -13,14 +17,15 @@ import argparse
 import importlib
 import itertools
 import pkgutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import ModuleType
 
 from gpu.core.errors import ValidationError
 from gpu.core.units import parse_size_list
 from gpu.experiments.axes import Axis
 
-NOT_EXPERIMENTS = {"harness", "registry"}
+NOT_EXPERIMENTS = {"registry"}
+SWEEPS_PACKAGE = "gpu.sweeps"  # worker-only: imported by name, on first use
 
 
 @dataclass(frozen=True)
@@ -34,15 +39,26 @@ class Entry:
     arguments: tuple[Axis, ...]
     expand: tuple[str, ...] = ()
     byte_labels: bool = False
+    labels: dict[str, str] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
         return self.module.NAME
 
+    def sweep_module(self) -> ModuleType:
+        """The experiment's worker-only sweep module, ``gpu.sweeps.<module>``, imported on first use (it loads the
+        device layer: only the worker calls this)."""
+        return importlib.import_module(f"{SWEEPS_PACKAGE}.{self.module.__name__.rsplit('.', 1)[-1]}")
+
+    def sweep(self):
+        """The experiment's measurement, ``run(params, gpu, progress, should_cancel)`` → rows (see ``sweep_module``)."""
+        return self.sweep_module().run
+
     @classmethod
     def of(cls, module: ModuleType) -> Entry:
         return cls(module, module.COMMAND, module.HELP, module.PAGE, tuple(module.AXES),
-                   tuple(getattr(module, "EXPAND", ())), bool(getattr(module, "BYTE_LABELS", False)))
+                   tuple(getattr(module, "EXPAND", ())), bool(getattr(module, "BYTE_LABELS", False)),
+                   dict(module.LABELS))
 
 
 def _declarations() -> list[ModuleType]:
@@ -70,6 +86,24 @@ def get_experiment(name: str):
         return EXPERIMENTS[name]
     except KeyError:
         raise ValidationError([f"unknown experiment '{name}' (known: {', '.join(EXPERIMENTS)})"]) from None
+
+
+def entry_of(name: str) -> Entry:
+    try:
+        return BY_NAME[name]
+    except KeyError:
+        raise ValidationError([f"unknown experiment '{name}' (known: {', '.join(BY_NAME)})"]) from None
+
+
+def labels_of(name: str) -> dict[str, str]:
+    """The experiment ``name``'s words for its variants ({variant: label}); none for an unknown experiment."""
+    entry = BY_NAME.get(name)
+    return entry.labels if entry else {}
+
+
+def sweep_of(name: str):
+    """The experiment ``name``'s measurement (``Entry.sweep``): the worker's only way to its sweep."""
+    return entry_of(name).sweep()
 
 
 def experiment_pages() -> list[str]:

@@ -11,6 +11,14 @@ A suite is a TOML file like a talk (``assets/suites/health.toml`` is the built-i
     [run.params]                      # the experiment's parameters, as its parse_params takes them
     sizes = [1048576, 268435456]
 
+    [[run]]
+    experiment = "peers"
+    gpus = "node"                     # a node's GPUs together (default "one": each GPU on its own)
+
+``gpus = "node"`` runs the experiment once per node, on all of that node's GPUs at once, after the node's one-GPU
+runs (``gpu.fleet.run``). An experiment that needs more than one GPU (``min_gpus``: its ``MIN_GPUS``, else two
+when its points are keyed by a peer) must be a node run; a node with fewer GPUs reports "no peer" for it.
+
 Everything is checked against the registry before any GPU work: an unknown experiment, an unknown or bad
 parameter, a bad profile or a TOML error is refused with the file and line it is on. A suite's points (each run's
 ``Params.points()``) are the figures a fleet review reads: one column each on the Fleet page.
@@ -24,14 +32,16 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gpu.core import paths
 from gpu.core.errors import ValidationError
 from gpu.experiments import registry
 
-SUITES_DIR = Path(__file__).resolve().parents[2] / "assets" / "suites"
+SUITES_DIR = paths.asset("suites")
 DEFAULT_PROFILE = "precise/timeout_s=1"
 DEFAULT_TIMEOUT_S = 300.0
 SUITE_KEYS = {"title", "profile", "timeout_s", "run"}
-RUN_KEYS = {"experiment", "params", "profile", "timeout_s"}
+RUN_KEYS = {"experiment", "gpus", "params", "profile", "timeout_s"}
+ONE_GPU, NODE = "one", "node"  # a run's ``gpus``: each GPU on its own, or all GPUs of a node together
 
 
 class SuiteError(ValidationError):
@@ -46,6 +56,15 @@ class SuiteRun:
     params: dict
     timeout_s: float
     line: int
+    gpus: str = ONE_GPU
+
+    @property
+    def on_node(self) -> bool:
+        return self.gpus == NODE
+
+    @property
+    def min_gpus(self) -> int:
+        return min_gpus(registry.get_experiment(self.experiment))
 
     def points(self) -> list[tuple]:
         """The point keys this run measures, in the order of the experiment's KEY_COLUMNS."""
@@ -66,6 +85,21 @@ class Suite:
 
     def run_for(self, experiment: str) -> SuiteRun:
         return next(r for r in self.runs if r.experiment == experiment)
+
+    @property
+    def gpu_runs(self) -> tuple[SuiteRun, ...]:
+        """The runs measured on each GPU on its own."""
+        return tuple(r for r in self.runs if not r.on_node)
+
+    @property
+    def node_runs(self) -> tuple[SuiteRun, ...]:
+        """The runs measured once per node, on all its GPUs together."""
+        return tuple(r for r in self.runs if r.on_node)
+
+
+def min_gpus(module) -> int:
+    """The fewest GPUs an experiment measures on: its ``MIN_GPUS`` where it declares one, else one."""
+    return int(getattr(module, "MIN_GPUS", 1))
 
 
 def built_in() -> list[str]:
@@ -124,7 +158,7 @@ def parse(text: str, where: str = "<suite>", name: str = "suite") -> Suite:
         if run is not None:
             if run.experiment in {r.experiment for r in runs}:
                 reasons.append(f"{where}: line {run.line}: {run.experiment} is listed twice: one run per experiment "
-                               "(a fleet resumes by GPU and experiment)")
+                               "(a fleet resumes by GPU, or node, and experiment)")
             runs.append(run)
     if reasons:
         raise SuiteError(reasons)
@@ -155,6 +189,14 @@ def _run(entry, index: int, profile: str, timeout: float, lines: _Lines) -> tupl
     run_timeout = entry.get("timeout_s", timeout)
     if not _positive(run_timeout):
         problems.append((lines.key(index, "timeout_s"), "timeout_s must be a positive number of seconds"))
+    gpus = entry.get("gpus", ONE_GPU)
+    if gpus not in (ONE_GPU, NODE):
+        shown = repr(gpus)[:40]
+        problems.append((lines.key(index, "gpus"), f"gpus must be \"{ONE_GPU}\" (each GPU on its own, the default) or "
+                                                   f"\"{NODE}\" (all GPUs of a node together), not {shown}"))
+    elif gpus == ONE_GPU and min_gpus(entry_for.module) > 1:
+        problems.append((lines.key(index, "experiment"), f"{entry_for.name} measures {min_gpus(entry_for.module)} "
+                                                         "or more GPUs together: give gpus = \"node\""))
     if "profile" in params:
         problems.append((lines.key(index, "profile", in_params=True),
                          "the profile is the suite's or the run's (profile = …), not a parameter"))
@@ -165,7 +207,7 @@ def _run(entry, index: int, profile: str, timeout: float, lines: _Lines) -> tupl
                          f"{entry_for.name}: {reason}"))
     if problems:
         return None, problems
-    return SuiteRun(entry_for.name, params, float(run_timeout), header), []
+    return SuiteRun(entry_for.name, params, float(run_timeout), header, gpus), []
 
 
 class _Lines:

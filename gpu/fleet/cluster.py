@@ -11,24 +11,21 @@ line each (``FleetError``): an unreachable scheduler within ``CONNECT_TIMEOUT_S`
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
-import multiprocessing
 import os
 import re
 import shutil
 import sys
-from pathlib import Path
 
 import dask
 from dask_jobqueue import SLURMCluster
 from distributed import Client, LocalCluster
 
-from gpu.core.errors import FleetError, PinPointError
+from gpu.core import paths
+from gpu.core.errors import FleetError, WorkerUnavailable
 from gpu.service.client import main_module_hidden
-from gpu.service.worker import load_service_class
+from gpu.service.client import visible_gpus as gpus_of_service
 
-ROOT = Path(__file__).resolve().parents[2]
 CONNECT_TIMEOUT_S = 10
 WORKERS_TIMEOUT_S = 300
 NOT_DAEMONIC = {"distributed.worker.daemon": False}
@@ -36,24 +33,19 @@ NOT_DAEMONIC = {"distributed.worker.daemon": False}
 
 def visible_gpus(service: str) -> list[dict]:
     """The GPUs this machine shows, asked in a spawned process (this one never initialises CUDA)."""
-    with main_module_hidden(), \
-            concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
-        try:
-            return pool.submit(_list_gpus, service).result(timeout=120)
-        except PinPointError:
-            raise
-        except Exception as exc:  # no driver, no PyCUDA: say so in one line
-            raise FleetError(f"cannot list this machine's GPUs: {type(exc).__name__}: {exc}") from None
-
-
-def _list_gpus(service: str) -> list[dict]:
-    return list(load_service_class(service).visible_gpus())
+    try:
+        return gpus_of_service(service)
+    except WorkerUnavailable as exc:  # no driver, no PyCUDA: one line, as every fleet failure
+        raise FleetError(str(exc)) from None
 
 
 def worker_environment(service: str) -> dict[str, str]:
-    """What every fleet worker's process needs: PinPoint importable, the same service, not daemonic."""
-    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
-    return {"PYTHONPATH": path, "PINPOINT_WORKER_SERVICE": service, "DASK_DISTRIBUTED__WORKER__DAEMON": "False"}
+    """What every fleet worker's process needs: PinPoint importable, the same service, not daemonic. An installed
+    PinPoint is importable by every Python of its environment (pinpoint.pth); a checkout is put on PYTHONPATH."""
+    environment = {"PINPOINT_WORKER_SERVICE": service, "DASK_DISTRIBUTED__WORKER__DAEMON": "False"}
+    if paths.CHECKOUT:
+        environment["PYTHONPATH"] = os.pathsep.join(p for p in (str(paths.ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    return environment
 
 
 @contextlib.contextmanager
@@ -98,7 +90,9 @@ def _slurm(service: str, nodes: int, gpus_per_node: int | None, partition: str |
                          "through dask-jobqueue; use --cluster local, or a scheduler's tcp:// address")
     per_node = gpus_per_node or 1
     environment = worker_environment(service)
-    prologue = [f"export {k}={_shell_word(v)}" for k, v in environment.items()] + [f"cd {_shell_word(str(ROOT))}"]
+    prologue = [f"export {k}={_shell_word(v)}" for k, v in environment.items()]
+    if paths.CHECKOUT:
+        prologue.append(f"cd {_shell_word(str(paths.ROOT))}")
     try:
         cluster = SLURMCluster(
             cores=per_node, processes=per_node, memory=f"{4 * per_node}GB", queue=partition, walltime=walltime,

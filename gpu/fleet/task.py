@@ -5,6 +5,12 @@ Which GPU: the one ``CUDA_VISIBLE_DEVICES`` leaves visible. Where a worker sees 
 node's GPUs with one Dask worker per GPU, or a LocalCluster), it takes the one at its own place among its job's
 workers: worker ``name-2`` (or ``2``) takes the third. The GPU worker process is spawned from the Dask worker, so
 Dask's workers must not be daemonic processes (``DASK_DISTRIBUTED__WORKER__DAEMON=False``; ``cluster`` sets it).
+
+A node run (``gpus = "node"``) is a second GPU worker process, started by one Dask worker of the node for the
+node's GPUs together: the fleet gives it the node's board UUIDs (what every worker of the node reported), and the
+process is spawned with ``CUDA_VISIBLE_DEVICES`` set to them all and ``devices`` 0…n-1, so it holds every GPU of
+the node whatever the Dask worker's own one is. ``release`` closes a Dask worker's GPU worker processes: the fleet
+releases the node's one-GPU processes before its node run, so their contexts and pools are not on the GPUs then.
 """
 
 from __future__ import annotations
@@ -69,6 +75,41 @@ def backend(service: str) -> LiveBackend:
         return _BACKENDS[service]
 
 
+def node_backend(service: str, gpus: list[str]) -> LiveBackend:
+    """This Dask worker's GPU worker process on ``gpus`` (a node's board UUIDs, in the fleet's order) together,
+    started at the node's first node run and kept."""
+    key = _node_key(service, gpus)
+    with _LOCK:
+        if key in _BACKENDS and _BACKENDS[key].client.worker_pid is not None:
+            return _BACKENDS[key]
+        if multiprocessing.current_process().daemon:
+            raise TaskFailed("this Dask worker is a daemonic process and cannot start PinPoint's GPU worker: start "
+                             "Dask workers with DASK_DISTRIBUTED__WORKER__DAEMON=False")
+        own = os.environ.get("CUDA_VISIBLE_DEVICES")
+        os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)  # the spawned process inherits it at its start
+        try:
+            _BACKENDS[key] = LiveBackend(WorkerClient(service=service,
+                                                      service_options={"devices": list(range(len(gpus)))}))
+        except WorkerUnavailable as exc:
+            raise TaskFailed(f"no GPU worker for the {len(gpus)} GPUs of {socket.gethostname()}: {exc}") from None
+        finally:  # this Dask worker's own one-GPU process keeps its one GPU
+            if own is None:
+                os.environ.pop("CUDA_VISIBLE_DEVICES", None)
+            else:
+                os.environ["CUDA_VISIBLE_DEVICES"] = own
+        return _BACKENDS[key]
+
+
+def release(service: str) -> int:
+    """Close this Dask worker's GPU worker processes (its own GPU's and any node's); how many were closed."""
+    with _LOCK:
+        keys = [k for k in _BACKENDS if k == service or k.startswith(f"{service}|node|")]
+        closing = [_BACKENDS.pop(k) for k in keys]
+    for live in closing:
+        live.client.close()
+    return len(closing)
+
+
 def identify(service: str) -> dict:
     """The GPU this Dask worker measures on: host, model, board UUID (and the worker's name and visible devices)."""
     facts = backend(service).facts
@@ -80,13 +121,26 @@ def identify(service: str) -> dict:
 def measure(service: str, experiment: str, params: dict, timeout_s: float):
     """One experiment on this worker's GPU: the whole run's DataFrame, or TaskFailed (nothing partial comes back).
     A job past ``timeout_s`` is cancelled; one that does not stop then has its GPU worker process replaced."""
-    live = backend(service)
+    return _run(backend(service), service, experiment, params, timeout_s)
+
+
+def measure_node(service: str, experiment: str, params: dict, timeout_s: float, gpus: list[str], *released):
+    """One experiment on all of a node's GPUs together (``gpus``: their board UUIDs), as ``measure``. ``released``:
+    the node's ``release`` tasks, which Dask finishes before this one starts."""
+    return _run(node_backend(service, gpus), _node_key(service, gpus), experiment, params, timeout_s)
+
+
+def _node_key(service: str, gpus: list[str]) -> str:
+    return f"{service}|node|{','.join(gpus)}"
+
+
+def _run(live: LiveBackend, key: str, experiment: str, params: dict, timeout_s: float):
     handle = live.submit(experiment, params)
     if not handle.wait(timeout_s):
         live.client.cancel(handle)
         if not handle.wait(CANCEL_GRACE_S):
             with _LOCK:
-                _BACKENDS.pop(service, None)
+                _BACKENDS.pop(key, None)
             live.client.close()  # a GPU stuck in one job: the next task starts a fresh worker process
         raise TaskFailed(f"timed out: {experiment} did not finish within {timeout_s:.0f} s")
     try:

@@ -11,7 +11,7 @@ from gpu.core import stats, text
 from gpu.experiments import registry
 from gpu.results.compare import point_kind, point_label
 
-# Paths whose spread is their own (README, "Quiet points"): staged through the driver, timed on the host, or single
+# Paths whose spread is their own (docs, "Live answers"): staged through the driver, timed on the host, or single
 # copies short enough that issue cost sets their time. They are counted, not listed.
 HOST_SIDE_KINDS = frozenset({"pageable", "host clock", "small copy", "medium copy", "managed migration"})
 SHOWN = 3  # the noisiest points named; the rest are counted

@@ -22,13 +22,13 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpu.core import text
+from gpu.core import paths, text
 from gpu.core.errors import TalkError
 from gpu.core.units import format_bytes
 from gpu.experiments.registry import EXPERIMENTS, check_params
 from gpu.present.claims import CLAIMS
 
-TALK_DIR = Path(__file__).resolve().parents[2] / "assets" / "talks"
+TALK_DIR = paths.asset("talks")
 BUILT_IN = TALK_DIR / "claims-about-gpu-memory.toml"
 CHARTS = ("speedup", "bandwidth", "offset", "strided", "reduction", "timeline")
 

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from gpu.core import schema
+from gpu.core import paths, schema
 from gpu.core.text import shorten
 from gpu.results import runfiles
 from gpu.results.store import RunStore, SaveResult, StoreError
 
-ASSETS = Path(__file__).resolve().parents[2] / "assets"
+ASSETS = paths.ASSETS
 BUNDLED_DIRS = (ASSETS / "replay", ASSETS / "runs", ASSETS / "fleet", ASSETS / "noise")
 # The Fleet page's bundled boards: loaded like the others (so Compare opens the runs the Fleet page links to), listed
 # only where asked (``runs(with_reference=True)``), so the Runs page, Compare's lists and a run's history stay the

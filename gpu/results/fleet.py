@@ -47,8 +47,10 @@ def _text(value) -> str:
 
 # --- the points of a fleet -----------------------------------------------------------------------------------
 def suite_keys(suite) -> dict[str, set[tuple]]:
-    """experiment → the point keys a suite measures (each a heatmap column)."""
-    return {run.experiment: {tuple(schema.key_value(v) for v in key) for key in run.points()} for run in suite.runs}
+    """experiment → the point keys a suite measures (each a heatmap column). Node runs (a node's GPUs together)
+    are not a board's figures: ``fleet_links`` shows them."""
+    return {run.experiment: {tuple(schema.key_value(v) for v in key) for key in run.points()}
+            for run in suite.runs if not run.on_node}
 
 
 def points(frames: Iterable[pd.DataFrame], suite) -> pd.DataFrame:
@@ -159,7 +161,8 @@ def build(table: pd.DataFrame, suite, history: pd.DataFrame | None = None) -> Fl
     history = table if history is None else pd.concat([table, history], ignore_index=True).drop_duplicates(
         subset=["run_id", "figure"])
     order = {f"{run.experiment}|{tuple(schema.key_value(v) for v in key)!r}": i
-             for i, (run, key) in enumerate((run, key) for run in suite.runs for key in run.points())}
+             for i, (run, key) in enumerate((run, key) for run in suite.runs if not run.on_node
+                                            for key in run.points())}
     if table.empty:
         empty = pd.DataFrame()
         return Fleet(empty, empty, empty, history)

@@ -16,7 +16,7 @@ from plotly import colors as px_colors
 
 from gpu.core import text
 from gpu.core.units import format_bytes
-from gpu.experiments.transfers import MODE_LABELS
+from gpu.experiments import registry
 from gpu.results import compare
 
 VERDICT_COLORS = {"faster": "#00CC96", "slower": "#EF553B", "run-to-run": "#FECB52", "same": "#AAAAAA",
@@ -39,13 +39,15 @@ LEGEND_SYMBOL = "square"
 SERIES_COLORS = px_colors.qualitative.Dark24
 
 
-def point_series(table: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
+def point_series(table: pd.DataFrame, labels: dict | None = None) -> tuple[pd.Series, pd.Series]:
     """Each point's series and its x label on the ratio chart. Transfers: the series is mode × direction (x is the
     size). Kernels: the series is the variant, x the rest of the point's label less what every point shares (the
-    vector size of a one-size run says nothing), or the variant itself when nothing else differs."""
+    vector size of a one-size run says nothing), or the variant itself when nothing else differs. ``labels``: the
+    experiment's words for its variants (``registry.labels_of``)."""
+    labels = labels or {}
     if "include_alloc" in table.columns and "bytes" in table.columns:
         # the modes as every other page names them ("pinned write-combined", "mapped zero-copy")
-        series = table["variant"].astype(str).map(lambda v: MODE_LABELS.get(v, v)) + " " \
+        series = table["variant"].astype(str).map(lambda v: labels.get(v, v)) + " " \
             + table["direction"].astype(str).str.upper() \
             + table["include_alloc"].map(lambda a: " incl. allocation" if bool(a) else "")
         return series, table["bytes"]
@@ -57,13 +59,13 @@ def point_series(table: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
     return series, x.where(x != "", series)
 
 
-def ratio_figure(table: pd.DataFrame, title: str, normalized: bool = False) -> go.Figure:
+def ratio_figure(table: pd.DataFrame, title: str, normalized: bool = False, labels: dict | None = None) -> go.Figure:
     """Change per point (candidate vs baseline): one colour per series (mode × direction, or kernel variant), the
     verdict as the marker's shape (▼ slower, ○ same, ▲ faster beyond noise); transfers on a size axis."""
     column = "normalized_change" if normalized else "change"
     fig = go.Figure()
     by_size = "include_alloc" in table.columns and "bytes" in table.columns
-    series, x = point_series(table) if not table.empty else (pd.Series(dtype=str), pd.Series(dtype=str))
+    series, x = point_series(table, labels) if not table.empty else (pd.Series(dtype=str), pd.Series(dtype=str))
     # Series names, category ticks and the hovered point label hold run content (variants): escaped for Plotly.
     series = series.map(text.chart_text)
     if not by_size:
@@ -160,6 +162,7 @@ def render(baseline: pd.DataFrame, candidates: list[pd.DataFrame], earlier=None)
     """The review report: one self-contained HTML page. ``earlier(candidate)`` gives the runs that make a
     candidate's history (``compare.earlier_runs``); without it every point is judged by its kind's floor."""
     experiment = baseline["experiment"].iloc[0]
+    labels = registry.labels_of(experiment)  # the experiment's words for its variants
     sections = []
     include = "inline"
     for candidate in candidates:
@@ -175,14 +178,14 @@ def render(baseline: pd.DataFrame, candidates: list[pd.DataFrame], earlier=None)
 </section>""")
             continue
         counts = " · ".join(f"{name}: {count}" for name, count in compare.verdict_counts(table).items())
-        figures = [ratio_figure(table, f"{run_label(candidate)} vs {run_label(baseline)}")]
+        figures = [ratio_figure(table, f"{run_label(candidate)} vs {run_label(baseline)}", labels=labels)]
         normalized_line = ""
         if not table.empty and table["normalized_change"].notna().any():
             normalized = compare.compare_normalized(baseline, candidate)  # its verdicts, not the raw ones
             normalized_line = "Normalized to each device's limit: " + compare.headline(
                 normalized, len(baseline) - len(normalized), len(candidate) - len(normalized))
             figures.append(ratio_figure(normalized, "Normalized: each point as % of its own device's theoretical "
-                                        "limit", normalized=True))
+                                        "limit", normalized=True, labels=labels))
         charts = []
         for fig in figures:
             charts.append(pio.to_html(fig, include_plotlyjs=include, full_html=False))

@@ -7,6 +7,7 @@ says which requested points were not recorded.
 
 from __future__ import annotations
 
+import glob
 import importlib.util
 import os
 import threading
@@ -14,16 +15,20 @@ from pathlib import Path
 
 import pandas as pd
 
-from gpu.core import schema, stats
+from gpu.core import devices as device_sets
+from gpu.core import paths, schema, stats
 from gpu.core.devices import uuid_tail
 from gpu.core.errors import DeviceNotFound, ValidationError, WorkerUnavailable
+from gpu.core.limits import Limits
 from gpu.core.units import format_bytes
-from gpu.device.limits import Limits
 from gpu.experiments import get_experiment
 from gpu.experiments.registry import check_params
-from gpu.service.client import DEFAULT_SERVICE, JobHandle, WorkerClient
+from gpu.service.client import DEFAULT_SERVICE, JobHandle, WorkerClient, visible_gpus
 
-REPLAY_DIR = Path(__file__).resolve().parents[2] / "assets" / "replay"
+REPLAY_DIR = paths.asset("replay")
+NO_NVIDIA_GPU = "no NVIDIA GPU on this machine"
+# Where the NVIDIA driver shows its GPUs (device nodes, and the driver's own list); none of them: no GPU here.
+NVIDIA_GPU_SIGNS = ("/dev/nvidia[0-9]*", "/proc/driver/nvidia/gpus/*")
 
 
 class PointCache:
@@ -82,8 +87,25 @@ class LiveBackend:
         """Every GPU the worker's process sees (index, model, UUID, host), for choosing another."""
         return list(self.client.info.get("gpus", []))
 
+    @property
+    def indices(self) -> list[int]:
+        """The ordinals of the GPUs this backend's worker holds: its device set ([0], [0, 1], …)."""
+        return self.client.gpu_indices
+
+    @property
+    def device_set(self) -> list[dict]:
+        """The GPUs of this backend's set, each as ``gpus`` lists it (index, model, UUID, host)."""
+        by_index = {int(g["index"]): g for g in self.gpus if "index" in g}
+        return [by_index.get(i, {"index": i}) for i in self.indices]
+
     def gpu_name(self) -> str:
-        """The GPU that measures: model · UUID tail · host (what the worker knows of them)."""
+        """The GPU that measures: model · UUID tail · host (what the worker knows of them); for a set of several,
+        GPUs 0,1 · model(s) · host."""
+        if len(self.indices) > 1:
+            members = self.device_set
+            models = ", ".join(dict.fromkeys(str(g.get("name", "unknown GPU")) for g in members))
+            hosts = ", ".join(dict.fromkeys(str(g["host"]) for g in members if g.get("host")))
+            return " · ".join(v for v in (device_sets.set_label(self.indices), models, hosts) if v)
         facts = self.facts
         board = uuid_tail(facts["gpu_uuid"]) if facts.get("gpu_uuid") else None
         return " · ".join(str(v) for v in (facts.get("device_name", "the GPU"), board, facts.get("host")) if v)
@@ -244,6 +266,17 @@ def pycuda_installed() -> bool:
     return importlib.util.find_spec("pycuda") is not None
 
 
+def nvidia_gpu_present() -> bool:
+    """Whether the NVIDIA driver shows a GPU here (its device nodes or its list), asked without loading CUDA."""
+    return any(glob.glob(pattern) for pattern in NVIDIA_GPU_SIGNS)
+
+
+def replay_reason(reason: str) -> str:
+    """Why a page replays, for its banner: "no NVIDIA GPU on this machine: replaying recorded runs" where there is
+    no GPU at all, else the reason live measurement is unavailable."""
+    return f"{NO_NVIDIA_GPU}: replaying recorded runs" if reason == NO_NVIDIA_GPU else f"no live GPU here: {reason}"
+
+
 def requested_mode() -> str:
     """PINPOINT_BACKEND: 'auto' (live when a GPU works, else replay), 'live' or 'replay'."""
     mode = os.environ.get("PINPOINT_BACKEND", "auto").strip().lower()
@@ -263,25 +296,62 @@ def worker_service() -> str:
     return os.environ.get("PINPOINT_WORKER_SERVICE", DEFAULT_SERVICE)
 
 
-def open_live(device: str | None = None) -> LiveBackend:
-    """A live backend on the chosen GPU (its own worker process); WorkerUnavailable (DeviceNotFound when no GPU
-    answers to ``device``) when there is none."""
+def gpus_needed(experiment: str) -> tuple[int, int | None]:
+    """(fewest, most) GPUs a job of ``experiment`` measures on: an experiment declares ``MIN_GPUS`` (2 for a peer
+    measurement, which then takes any set of two or more); one that declares none measures one GPU."""
+    module = get_experiment(experiment)
+    need = int(getattr(module, "MIN_GPUS", 1))
+    return need, (1 if need <= 1 else None)
+
+
+def _service_or_refusal() -> str:
     if requested_mode() == "replay":
         raise WorkerUnavailable("PINPOINT_BACKEND=replay: recorded runs only")
     service = worker_service()
     if service == DEFAULT_SERVICE and not pycuda_installed():
-        raise WorkerUnavailable("PyCUDA is not installed (see requirements-gpu.txt)")
-    device = chosen_device(device)
-    return LiveBackend(WorkerClient(service=service, service_options={"device": device} if device else None))
+        # The GPU extra helps only where there is a GPU to use it on.
+        raise WorkerUnavailable("PyCUDA is not installed (see requirements-gpu.txt)" if nvidia_gpu_present()
+                                else NO_NVIDIA_GPU)
+    return service
 
 
-def start_live(device: str | None = None) -> tuple[LiveBackend | None, str]:
-    """A live backend, or None with the reason it is not available."""
+def resolve_devices(devices, gpus: list[dict] | None = None, *, need: int = 1, most: int | None = None,
+                    job: str = "this job") -> list[dict]:
+    """The GPUs a device set names ("0,1", "all", board UUIDs or their prefixes, a list of them), each as listed;
+    ``gpus``: the machine's GPUs when known (a worker's hello), else asked in a spawned process. DeviceNotFound, in
+    one line naming the bad value and the GPUs that exist (see ``gpu.core.devices.choose_set``)."""
+    listed = list(gpus) if gpus is not None else visible_gpus(_service_or_refusal())
+    by_index = {int(g["index"]): g for g in listed}
+    return [by_index[i] for i in device_sets.choose_set(devices, listed, need=need, most=most, job=job)]
+
+
+def open_live(device: str | None = None, devices=None, *, gpus: list[dict] | None = None, need: int = 1,
+              most: int | None = None, job: str = "this job") -> LiveBackend:
+    """A live backend with its own worker process: on one GPU (``device``: index or board UUID; default
+    PINPOINT_DEVICE, else the first), or on a device set (``devices``: "0,1", "all", UUIDs or a list; the worker holds
+    every GPU of it, and no other job measures on them while its jobs run). ``need``/``most``/``job``: what the
+    set must hold (see ``resolve_devices``); a job that needs several GPUs takes ``device`` as a set of one, and
+    no choice at all as every GPU. WorkerUnavailable (DeviceNotFound when no GPU answers to the choice)
+    when there is none."""
+    service = _service_or_refusal()
+    if devices is None and need <= 1:
+        device = chosen_device(device)
+        return LiveBackend(WorkerClient(service=service, service_options={"device": device} if device else None))
+    if devices is not None and device is not None:
+        raise DeviceNotFound("give one GPU or a set of GPUs, not both")
+    members = resolve_devices(devices if devices is not None else device, gpus, need=need, most=most, job=job)
+    boards = [g.get("uuid") or int(g["index"]) for g in members]  # the worker checks a board by its UUID
+    options = {"device": boards[0]} if len(boards) == 1 else {"devices": boards}
+    return LiveBackend(WorkerClient(service=service, service_options=options))
+
+
+def start_live(device: str | None = None, devices=None, **choice) -> tuple[LiveBackend | None, str]:
+    """A live backend (as ``open_live`` takes it), or None with the reason it is not available."""
     try:
-        return open_live(device), ""
+        return open_live(device, devices, **choice), ""
     except DeviceNotFound as exc:
         return None, str(exc)
     except WorkerUnavailable as exc:
-        if requested_mode() == "replay" or "PyCUDA is not installed" in str(exc):
+        if requested_mode() == "replay" or str(exc) == NO_NVIDIA_GPU or "PyCUDA is not installed" in str(exc):
             return None, str(exc)
         return None, f"no usable CUDA device: {exc}"

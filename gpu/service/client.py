@@ -1,13 +1,18 @@
 """The app's side of the GPU worker: submit jobs, follow their progress, cancel, survive a dead worker.
 
-One ``WorkerClient`` serves every browser session (the app caches it with ``st.cache_resource``), so
-everything here is thread-safe. Jobs run strictly one after another in the order they came; a session's
-new job cancels its previous one (pending jobs are dropped, a running one stops at its next sweep point).
+One ``WorkerClient`` is one worker process on one device set (a GPU, a pair, all of a node's) and serves every
+browser session (the app caches one per set with ``st.cache_resource``), so everything here is thread-safe. Its jobs
+run strictly one after another in the order they came; a session's new job cancels its previous one (pending jobs
+are dropped, a running one stops at its next sweep point). Before a job measures, the client takes the lock of every
+GPU in its set from the process's ``GpuLocks``: a job on GPUs 0,1 and a job on GPU 1 never measure at once, while
+jobs on GPU 0 and on GPU 1 do.
 """
 
 from __future__ import annotations
 
 import atexit
+import concurrent.futures
+import importlib
 import itertools
 import multiprocessing as mp
 import queue
@@ -18,18 +23,34 @@ import types
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from gpu.core import schema
-from gpu.core.errors import DeviceNotFound, ValidationError, WorkerError, WorkerUnavailable
-from gpu.service.messages import Failure, Hello, InitFailed, Progress, Result, Row
-from gpu.service.worker import serve
+from gpu.core import schema, text
+from gpu.core.errors import DeviceNotFound, PinPointError, ValidationError, WorkerError, WorkerUnavailable
+from gpu.service.locks import GPU_LOCKS, GpuClaim, GpuLocks
+from gpu.service.messages import Failure, Freed, Hello, InitFailed, Progress, Result, Row
 
 DEFAULT_SERVICE = "gpu.service.worker:GpuService"
+FREED_TIMEOUT_S = 60.0  # the longest a finished job's GPUs wait for its worker to free its buffers
+WORKER_MODULE = "gpu.service.worker"  # it loads the device layer: imported only in the worker's own process
+
+
+def serve_in_worker(*args) -> None:
+    """The worker process' entry point, ``gpu.service.worker.serve``, imported there and never in the app's process
+    (the spawned child imports this module, then the worker's)."""
+    importlib.import_module(WORKER_MODULE).serve(*args)
+
+
+def load_service_class(spec: str):
+    """The service class that ``module:Class`` names (GpuService, or a test's stand-in), imported by name: the app's
+    process names it, the worker's process loads it."""
+    module_name, _, attr = spec.partition(":")
+    return getattr(importlib.import_module(module_name), attr)
 
 
 @dataclass
 class JobHandle:
     """A job's state as the page sees it. ``state``: queued, running, done, failed or cancelled. ``rows``
-    holds the points measured so far (complete schema rows, as the worker sends them)."""
+    holds the points measured so far (complete schema rows, as the worker sends them). While it waits for a GPU
+    that a job of another worker holds, ``waiting`` says so ("waiting for GPU 1: a job on GPUs 0,1 is measuring")."""
 
     id: int
     kind: str
@@ -43,6 +64,7 @@ class JobHandle:
     error: Exception | None = None
     notes: list[str] = field(default_factory=list)
     queued_ahead: int = 0
+    waiting: str = ""
     rows: list[dict] = field(default_factory=list)
     _finished: threading.Event = field(default_factory=threading.Event, repr=False)
 
@@ -52,6 +74,10 @@ class JobHandle:
 
     def wait(self, timeout: float | None = None) -> bool:
         return self._finished.wait(timeout)
+
+    def queue_text(self) -> str:
+        """What a queued job waits for, in words: a GPU held by another worker's job, else the jobs ahead of it."""
+        return self.waiting or f"queued behind {text.count(self.queued_ahead, 'job')}"
 
     def outcome(self):
         """The result, or raise the job's error (ValidationError or WorkerError)."""
@@ -99,13 +125,35 @@ def main_module_hidden():
             sys.modules["__main__"] = main
 
 
+def visible_gpus(service: str = DEFAULT_SERVICE, timeout_s: float = 120.0) -> list[dict]:
+    """The GPUs that ``service``'s workers would see here (index, model, board UUID, host), asked in a spawned process:
+    this one never initialises CUDA. WorkerUnavailable, in one line, where they cannot be listed (no driver)."""
+    with main_module_hidden(), \
+            concurrent.futures.ProcessPoolExecutor(1, mp_context=mp.get_context("spawn")) as pool:
+        try:
+            return pool.submit(_list_gpus, service).result(timeout=timeout_s)
+        except PinPointError:
+            raise
+        except Exception as exc:  # no driver, no PyCUDA, a probe that hung
+            raise WorkerUnavailable(f"cannot list this machine's GPUs: {type(exc).__name__}: {exc}") from None
+
+
+def _list_gpus(service: str) -> list[dict]:
+    return list(load_service_class(service).visible_gpus())
+
+
 class WorkerClient:
+    """A worker process on one device set (``service_options``: ``{"device": …}`` or ``{"devices": [0, 1]}``, as
+    the service takes them) and the queue of its jobs. ``locks``: the GPU lock table shared with the process's other
+    clients (the process's own by default)."""
+
     def __init__(self, service: str = DEFAULT_SERVICE, service_options: dict | None = None,
-                 start_timeout: float = 180.0):
+                 start_timeout: float = 180.0, locks: GpuLocks | None = None):
         self._context = mp.get_context("spawn")
         self._service = service
         self._options = service_options or {}
         self._start_timeout = start_timeout
+        self._gpu_locks = locks if locks is not None else GPU_LOCKS
         self._lock = threading.Condition()
         self._pending: list[JobHandle] = []
         self._running: JobHandle | None = None
@@ -125,7 +173,7 @@ class WorkerClient:
         self._events = self._context.Queue()
         self._cancel = self._context.Value("q", 0)
         self._process = self._context.Process(
-            target=serve, args=(self._jobs, self._events, self._cancel, self._service, self._options),
+            target=serve_in_worker, args=(self._jobs, self._events, self._cancel, self._service, self._options),
             name="pinpoint-gpu-worker", daemon=True)
         with main_module_hidden():
             self._process.start()
@@ -152,6 +200,20 @@ class WorkerClient:
     @property
     def worker_pid(self) -> int | None:
         return self._process.pid if self._process is not None else None
+
+    @property
+    def gpu_indices(self) -> list[int]:
+        """The ordinals of the GPUs this worker holds, as its hello reported them ([] where it names none)."""
+        if "gpu_indices" in self.info:
+            return [int(i) for i in self.info["gpu_indices"]]
+        return [int(self.info["gpu_index"])] if self.info.get("gpu_index") is not None else []
+
+    def gpu_claim(self) -> GpuClaim:
+        """A claim on this worker's GPUs, each named by its board UUID where the hello lists it (two workers that
+        name the same board by different spellings still share its lock)."""
+        uuids = {int(g["index"]): g.get("uuid") for g in self.info.get("gpus", []) if "index" in g}
+        indices = self.gpu_indices
+        return GpuClaim(tuple(str(uuids.get(i) or f"index {i}") for i in indices), tuple(indices))
 
     def _worker_alive(self) -> bool:
         return self._process is not None and self._process.is_alive()
@@ -181,7 +243,7 @@ class WorkerClient:
         with self._lock:
             if handle in self._pending:
                 return self._pending.index(handle) + (1 if self._running else 0)
-            return 0
+            return handle.queued_ahead if handle is self._running and handle.state == "queued" else 0
 
     def close(self) -> None:
         with self._lock:
@@ -241,6 +303,36 @@ class WorkerClient:
         self._start_worker()
 
     def _run_one(self, handle: JobHandle) -> None:
+        """Run ``handle`` once every GPU of this worker's set is free; its GPUs are given back however it ends."""
+        claim = self.gpu_claim()
+
+        def waiting(what: str, ahead: int) -> None:
+            handle.waiting, handle.queued_ahead = what, ahead
+
+        if not self._gpu_locks.acquire(claim, lambda: self._cancel.value == handle.id or self._closed, waiting):
+            why = "the GPU worker shut down" if self._closed else "cancelled: a newer request replaced this job"
+            handle.finish("cancelled", error=WorkerError(why))
+            return
+        try:
+            self._measure(handle)
+        finally:
+            self._gpu_locks.release(claim)
+
+    def _await_freed(self, job_id: int) -> None:
+        """Keep a finished job's GPUs until its worker has freed what the job allocated (the page draws meanwhile),
+        so the next job on them, in any worker, starts on a quiet GPU."""
+        deadline = time.monotonic() + FREED_TIMEOUT_S
+        while time.monotonic() < deadline:
+            try:
+                message = self._events.get(timeout=0.2)
+            except queue.Empty:
+                if not self._worker_alive():
+                    return
+                continue
+            if isinstance(message, Freed) and message.job_id == job_id:
+                return
+
+    def _measure(self, handle: JobHandle) -> None:
         try:
             self._ensure_worker()
         except WorkerUnavailable as exc:
@@ -268,6 +360,7 @@ class WorkerClient:
                 handle.rows.append(message.row)
             elif isinstance(message, Result):
                 handle.finish("done", result=message.payload)
+                self._await_freed(handle.id)
                 return
             elif isinstance(message, Failure):
                 if message.fatal:

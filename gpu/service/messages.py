@@ -52,6 +52,12 @@ class Result(JobEvent):
 
 
 @dataclass(frozen=True)
+class Freed(JobEvent):
+    """After a job's ``Result``: what the job allocated is freed and its worker waits for the next job, so another
+    worker's job may measure on the same GPUs (the client holds their locks until then)."""
+
+
+@dataclass(frozen=True)
 class Failure(JobEvent):
     """The job failed. ``kind``: cancelled, validation, verification, cuda or internal; ``fatal``: the worker
     exits after sending this (its context is unusable) and the client starts a fresh one."""
@@ -62,4 +68,4 @@ class Failure(JobEvent):
     fatal: bool = False
 
 
-JobMessage = Progress | Row | Result | Failure
+JobMessage = Progress | Row | Result | Freed | Failure

@@ -9,12 +9,11 @@ client starts a fresh process for the next job.
 
 Messages to the client are the dataclasses of ``gpu.service.messages`` on the event queue: ``Hello`` or ``InitFailed``
 once, then per job ``Progress`` and ``Row`` (one measured point, a complete schema row, sent as soon as it is
-verified) until one ``Result`` or ``Failure``.
+verified) until one ``Result`` (then ``Freed`` once its buffers are freed) or ``Failure``.
 """
 
 from __future__ import annotations
 
-import importlib
 import os
 import threading
 import time
@@ -25,10 +24,12 @@ from pathlib import Path
 from gpu.core import devices, schema
 from gpu.core.errors import DeviceNotFound, JobCancelled, ValidationError, VerificationError
 from gpu.device import libcuda
-from gpu.device.context import GpuRuntime, visible_gpus
+from gpu.device.context import visible_gpus
+from gpu.device.device_set import DeviceSet
 from gpu.device.driver_occupancy import driver_occupancy_table
-from gpu.experiments import REGISTRY, get_experiment, in_point_order, occupancy_sweep
-from gpu.service.messages import Failure, Hello, InitFailed, Progress, Result, Row
+from gpu.experiments import REGISTRY, get_experiment, in_point_order, occupancy_sweep, sweep_of
+from gpu.service.client import load_service_class
+from gpu.service.messages import Failure, Freed, Hello, InitFailed, Progress, Result, Row
 
 EXIT_AFTER_FATAL = 70
 EXIT_PARENT_GONE = 71
@@ -69,38 +70,56 @@ class _RunRowProgress:
 
 
 class GpuService:
-    """Job handlers on top of a GpuRuntime (built on the worker's main thread)."""
+    """Job handlers on top of a ``DeviceSet`` (built on the worker's main thread): one GPU, or several that a job
+    measures together (the peers experiment). ``self.runtime`` is the set's first GPU, where one-GPU jobs run."""
 
     visible_gpus = staticmethod(visible_gpus)  # the GPUs to choose from, asked before a runtime exists
 
-    def __init__(self, device: str | int | None = None):
-        """``device``: an index or a board UUID (``--device``, ``PINPOINT_DEVICE``); None: the first visible GPU."""
+    def __init__(self, device: str | int | None = None, devices: list | None = None):
+        """``device``: an index or a board UUID (``--device``, ``PINPOINT_DEVICE``); None: the first visible GPU.
+        ``devices``: several of them (indices or UUIDs), held together, the first one's context current; it
+        replaces ``device``."""
         self.gpus = visible_gpus()
-        self.runtime = GpuRuntime(devices.choose(device, self.gpus))
+        wanted = list(devices) if devices else [device]
+        ordinals = [self._choose(spec) for spec in wanted]
+        self.devices = DeviceSet(ordinals)
+        self.runtime = self.devices.first
         # Host-only NumPy work that every Occupancy measure needs; built once, off the CUDA thread.
         threading.Thread(target=occupancy_sweep.chase_data, name="pinpoint-chase-cycle", daemon=True).start()
 
+    def _choose(self, spec) -> int:
+        return devices.choose(spec, self.gpus)
+
     def hello(self) -> dict:
+        """The first GPU's facts and limits (as one-GPU callers read them), every visible GPU (``gpus``), and the
+        set this worker holds: its ordinals (``gpu_indices``) and each GPU's index, UUID, name and limits
+        (``devices``), with the peer access and link of every ordered pair (``links``)."""
         return {"facts": self.runtime.facts, "limits": self.runtime.limits().as_dict(), "pid": os.getpid(),
                 "occupancy_device": self.runtime.occupancy_limits().as_dict(), "gpus": self.gpus,
-                "gpu_index": self.runtime.device_ordinal}
+                "gpu_index": self.runtime.device_ordinal, "gpu_indices": self.devices.ordinals,
+                "devices": self.devices.devices(),
+                "links": [{"source": a, "destination": b, "peer_access": self.devices.can_peer(a, b),
+                           "link": self.devices.link(a, b)} for a, b in self.devices.pairs()]}
 
     def handle(self, job: dict, progress, should_cancel):
         kind = job["kind"]
         if kind == "experiment":
             module = get_experiment(job["experiment"])
             params = module.parse_params(job["params"])
+            params = getattr(module, "with_devices", lambda p, _: p)(params, self.devices.ordinals)
             reasons = module.invalid_reasons(params, self.runtime.limits())
             if reasons:
                 raise ValidationError(reasons)
             provenance = self.runtime.provenance()  # the timestamp says when the run started
             point = {"run_id": uuid.uuid4().hex[:12], "experiment": module.NAME}
-            rows = module.run(params, self.runtime, _RunRowProgress(progress, {**provenance, **point}), should_cancel)
+            measure = sweep_of(module.NAME)
+            rows = measure(params, self.devices, _RunRowProgress(progress, {**provenance, **point}), should_cancel)
             frame = schema.make_frame([{**point, **row} for row in rows], provenance)
             return in_point_order(frame, module, params)  # measured story-first, returned in point order
         if kind == "warm_host_pool":
-            wanted = [buffer for entry in REGISTRY if hasattr(entry.module, "pooled_host_buffers")
-                      for buffer in entry.module.pooled_host_buffers(entry.module.parse_params({}))]
+            sweeps = [(entry, entry.sweep_module()) for entry in REGISTRY]
+            wanted = [buffer for entry, sweep in sweeps if hasattr(sweep, "pooled_host_buffers")
+                      for buffer in sweep.pooled_host_buffers(entry.module.parse_params({}))]
             # Only where the pinned budget leaves room for a job's own pinned memory beside them.
             if sum(nbytes for nbytes, _ in wanted) <= self.runtime.limits().pinned_budget_bytes // 2:
                 self.runtime.warm_host_pool(wanted)
@@ -124,23 +143,19 @@ class GpuService:
         if libcuda.is_sticky(exc):
             return False
         try:
-            self.runtime.health_check()
+            for ordinal in self.devices.ordinals:  # every GPU of the set: a peer job touches them all
+                with self.devices.activate(ordinal):
+                    self.devices[ordinal].health_check()
             return True
         except Exception:
             return False
 
     def after_reply(self) -> None:
-        """Once a job's answer is on its way: free what the job allocated."""
-        self.runtime.release_after_reply()
+        """Once a job's answer is on its way: free what the job allocated (on every GPU of the set)."""
+        self.devices.release_after_reply()
 
     def close(self) -> None:
-        self.runtime.close()
-
-
-def load_service_class(spec: str):
-    """The service class that ``module:Class`` names (GpuService, or a test's stand-in)."""
-    module_name, _, attr = spec.partition(":")
-    return getattr(importlib.import_module(module_name), attr)
+        self.devices.close()
 
 
 def load_service(spec: str, options: dict):
@@ -188,6 +203,7 @@ def serve(job_queue, event_queue, cancel_value, service_spec: str, service_optio
         try:
             event_queue.put(Result(job_id, service.handle(job, progress, should_cancel)))
             getattr(service, "after_reply", lambda: None)()  # the page draws while buffers are freed
+            event_queue.put(Freed(job_id))  # now another worker's job may measure on these GPUs
             continue
         except JobCancelled:
             event_queue.put(Failure(job_id, "cancelled", "cancelled: a newer request replaced this job"))

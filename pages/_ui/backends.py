@@ -8,11 +8,12 @@ from streamlit.runtime.pages_manager import PagesManager
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from gpu.core import devices
+from gpu.core.errors import DeviceNotFound
 from gpu.core.text import plain
 from gpu.experiments.registry import PAGE_OF
 from gpu.results.catalog import BUNDLED_DIRS, Catalog, read_bundled
 from gpu.results.store import StoreError
-from gpu.service.backends import LiveBackend, ReplayBackend, start_live
+from gpu.service.backends import LiveBackend, ReplayBackend, replay_reason, resolve_devices, start_live
 from pages._shared import entry as page_entry
 
 
@@ -32,6 +33,36 @@ def live_backend_on(uuid: str) -> tuple[LiveBackend | None, str]:
     """Each GPU its own worker process, shared by all sessions: two GPUs measure at once, while the jobs of one
     GPU stay one at a time."""
     return start_live(uuid)
+
+
+@st.cache_resource(show_spinner="Starting a worker for those GPUs…", max_entries=64)
+def live_backend_on_set(boards: tuple[str, ...]) -> tuple[LiveBackend | None, str]:
+    """Each device set of several GPUs its own worker process, holding all of them, shared by all sessions: while its
+    job measures, no job of another worker measures on any of its GPUs (``gpu.service.locks``)."""
+    default, reason = default_live_backend()
+    if default is None:
+        return None, reason
+    return start_live(devices=list(boards), gpus=default.gpus)
+
+
+def live_backend_for(devices, need: int = 1, job: str = "this page") -> tuple[LiveBackend | None, str]:
+    """The live backend of a device set ("0,1", "all", board UUIDs, a list of indices): the app keeps one worker per
+    set it has been asked for (a set of one GPU is that GPU's worker, as the sidebar's choice). None with the reason,
+    one line naming the bad value and the GPUs there are, when the set cannot be had; ``need``: the fewest GPUs
+    ``job`` measures on."""
+    default, reason = default_live_backend()
+    if default is None:
+        return None, reason
+    try:
+        boards = tuple(str(g.get("uuid") or g["index"]) for g in resolve_devices(devices, default.gpus, need=need,
+                                                                                  job=job))
+    except DeviceNotFound as exc:
+        return None, str(exc)
+    if len(boards) > 1:
+        return live_backend_on_set(boards)
+    if boards[0] in (default.facts.get("gpu_uuid"), str(default.indices[0]) if default.indices else None):
+        return default, ""
+    return live_backend_on(boards[0])
 
 
 def live_backend() -> tuple[LiveBackend | None, str]:
@@ -183,7 +214,7 @@ def source_banner() -> None:
     replay = replay_backend()
     devices = sorted({f"{d} ({t[:10]})" for d, t in zip(replay.data["device_name"], replay.data["timestamp"],
                                                         strict=True)})
-    why = "replay switched on" if live is not None else f"no live GPU here: {reason}"
+    why = "replay switched on" if live is not None else replay_reason(reason)
     # No parentheses around ``why``: the reason often has its own ("… (see requirements-gpu.txt)").
     st.info(f"**Replay** · showing runs recorded on a real GPU by PinPoint's runner, not measured now; "
             f"{why}. Recorded on: {', '.join(devices) or 'nothing yet'}.", icon=":material/replay:")

@@ -9,7 +9,7 @@ import streamlit as st
 
 from gpu.core.text import plain
 from gpu.experiments import registry
-from gpu.experiments.harness import Axis
+from gpu.experiments.axes import Axis
 from gpu.results import runfiles
 from pages._ui.stage import more_settings
 from pages._ui.url_state import UrlState

@@ -33,7 +33,8 @@ def follow(handle: JobHandle, preview=None) -> None:
     drawn, redraws, last = 0, 0, -1e9
     while not handle.wait(POLL_S):
         if handle.state == "queued":
-            bar.progress(0.0, text=f"queued behind {text.count(handle.queued_ahead, 'job')} from other sessions")
+            bar.progress(0.0, text=handle.waiting or f"queued behind {text.count(handle.queued_ahead, 'job')} from "
+                                                       "other sessions")
         elif handle.total:
             bar.progress(min(handle.done / handle.total, 1.0), text=f"{handle.done}/{handle.total} · {handle.text}")
         if slot is None or len(handle.rows) <= drawn or time.monotonic() - last < REDRAW_S:

@@ -15,14 +15,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from gpu.core.stats import gbps  # noqa: E402
 from gpu.device.context import GpuRuntime  # noqa: E402
-from gpu.experiments import transfers  # noqa: E402
+from gpu.experiments import sweep_of, transfers  # noqa: E402
 
 SIZE = 1 << 30
 
 
 def pinpoint_gbps(gpu) -> tuple[float, int]:
     params = transfers.Params(sizes=[SIZE], modes=["pinned"], directions=["h2d"], profile="precise")
-    row = transfers.run(params, gpu, lambda *a: None, lambda: False)[0]
+    row = sweep_of(transfers.NAME)(params, gpu, lambda *a: None, lambda: False)[0]
     return row["gbps"], row["samples"]
 
 

@@ -9,18 +9,20 @@ class DamagedCopyService(GpuService):
         if job["kind"] != "device_copy_damaged":
             return super().handle(job, progress, should_cancel)
         from gpu.core.errors import VerificationError
-        from gpu.experiments import device_copy, harness
+        from gpu.experiments import device_copy
+        from gpu.sweeps import device_copy as device_copy_sweep
+        from gpu.sweeps import harness
 
         answers = {}
         for damage in ("none", "one_word", "last_word_unwritten", "past_the_end"):
 
-            class Damaged(device_copy.DeviceCopySweep):
+            class Damaged(device_copy_sweep.DeviceCopySweep):
                 def verify(self, point, damage=damage):
                     size, dst = point.state["size"], int(self.dst)
                     if damage == "one_word":
                         self.cuda.memset_d32(dst + 4 * 1000, 0, 1)
                     elif damage == "last_word_unwritten":  # the poison back in the last word: a copy one word short
-                        self.fill(dst + size - 4, 1, self.poison_seed)
+                        self.checker.fill(dst + size - 4, 1, self.poison_seed)
                     elif damage == "past_the_end":  # a word after the destination changed: a copy that ran over
                         self.cuda.memset_d32(dst + size, 0, 1)
                     super().verify(point)

@@ -8,10 +8,11 @@ class WrongExpectationService(GpuService):
     def __init__(self, device=None):
         super().__init__(device)
         from gpu.experiments import fma
+        from gpu.sweeps import fma as fma_sweep
 
         right = fma.expected_sums
 
         def one_fma_too_many(threads, chains, fmas_per_thread, precision, b=fma.B):
             return right(threads, chains, fmas_per_thread + 1, precision, b)
 
-        fma.expected_sums = one_fma_too_many  # this worker process only
+        fma_sweep.expected_sums = one_fma_too_many  # the sweep's check, in this worker process only

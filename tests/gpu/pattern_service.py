@@ -8,7 +8,7 @@ class PatternCheckService(GpuService):
         if job["kind"] != "pattern_check":
             return super().handle(job, progress, should_cancel)
         from gpu.core.errors import VerificationError
-        from gpu.experiments import transfers
+        from gpu.sweeps import transfers
 
         words = 1 << 18
 

@@ -4,7 +4,8 @@ import pytest
 
 from gpu.core import schema
 from gpu.core.units import GiB, KiB, MiB
-from gpu.experiments import device_copy, harness
+from gpu.experiments import device_copy
+from gpu.sweeps import harness
 
 pytestmark = pytest.mark.gpu
 

@@ -1,10 +1,12 @@
 """The one sweep every experiment runs through.
 
-An experiment declares what it measures (a ``Sweep`` subclass: its name, title, typed axes, key columns, and
-``points`` / ``measure`` / ``verify``); ``run`` does the rest, the same way for all of them:
+An experiment declares what it measures in ``gpu/experiments/<name>.py`` (its name, title, typed axes, key columns),
+and how in ``gpu/sweeps/<name>.py`` (a ``Sweep`` subclass: ``points`` / ``measure`` / ``verify``); ``run`` does the
+rest, the same way for all of them:
 
 * refuses invalid parameters (``ValidationError``) before anything is allocated;
-* opens the job's allocation scope (``gpu.job_scope``: freed after the answer, or at once on an error);
+* opens the job's allocation scope on every GPU of the worker's set (``DeviceSet.job_scope``: freed after the
+  answer, or at once on an error);
 * walks the declared points, checking for cancellation (``JobCancelled``) and reporting progress before each;
 * samples each point with the profile's loop (``stats.sample_until_stable``), NVML telemetry read around it;
 * verifies the point (a wrong result raises ``VerificationError``: never a row);
@@ -16,19 +18,22 @@ Sweeps may measure in a story-first order (``coarse_first``); ``in_point_order``
 
 from __future__ import annotations
 
+import importlib
 import math
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import pandas as pd
-
 from gpu.core import stats
 from gpu.core.errors import JobCancelled, ValidationError, VerificationError
 from gpu.core.schema import key_value
-from gpu.experiments import _kernels as k
+from gpu.device.device_set import DeviceSet
 from gpu.experiments.axes import Axis
+from gpu.experiments.order import coarse_first, in_point_order, values_coarse_first
+from gpu.sweeps import _kernels as k
+
+SWEEPS_PACKAGE, DECLARATIONS_PACKAGE = "gpu.sweeps", "gpu.experiments"
 
 
 @dataclass
@@ -44,15 +49,20 @@ class Point:
 
 
 class Sweep:
-    """An experiment's measurement. Its module declares NAME, TITLE, AXES, KEY_COLUMNS and ``invalid_reasons``
-    (the subclass takes them from there), and the subclass implements ``points`` (a generator that may set up and
-    free a group's buffers around the points it yields), ``measure(point)`` (a sample function for the profile's
-    loop, a finished ``stats.Summary``, or None for a
-    point that cannot run: no row) and ``verify(point)`` (raise ``VerificationError`` on wrong data);
-    ``prepare(point)`` does a point's untimed set-up (poisoning its output) before its telemetry starts.
-    ``__init__`` runs before the job's allocation scope opens, ``setup`` inside it (``self.ledger`` and
-    ``self.progress`` set) and ``close`` after it has closed, even on an error. ``limits`` are the device limits
-    the parameters were checked against (read once per job)."""
+    """An experiment's measurement. Its declaration (``gpu/experiments/<name>.py``) declares NAME, TITLE, AXES,
+    KEY_COLUMNS and ``invalid_reasons`` (the subclass takes them from there), and the subclass implements ``points``
+    (a generator that may set up and free a group's buffers around the points it yields), ``measure(point)`` (a
+    sample function for the profile's loop, a finished ``stats.Summary``, or None for a point that cannot run: no
+    row) and ``verify(point)`` (raise ``VerificationError`` on wrong data); ``prepare(point)`` does a point's
+    untimed set-up (poisoning its output) before its telemetry starts. ``__init__`` runs before the job's allocation
+    scope opens, ``setup`` inside it (``self.ledger`` and ``self.progress`` set) and ``close`` after it has closed,
+    even on an error. ``limits`` are the device limits the parameters were checked against (read once per job).
+
+    ``self.gpu`` is the set's first GPU, the one a one-GPU sweep measures on; ``self.gpus`` the whole ``DeviceSet``
+    (``activate(i)``, per-device runtimes and limits), ``self.ledgers`` each device's ledger by ordinal (set with
+    ``self.ledger``, the first device's) and ``self.set_limits`` each device's limits. A sweep over several GPUs
+    declares ``set_reasons`` and names the GPU a row measured in its point's columns (``gpu_index``, ``gpu_uuid``);
+    it may point ``self.telemetry`` at that GPU's telemetry in ``prepare``."""
 
     NAME: str = ""
     TITLE: str = ""
@@ -63,10 +73,13 @@ class Sweep:
     RESTART_TELEMETRY: bool = True
 
     def __init_subclass__(cls, **kwargs):
-        """A sweep takes its experiment's identity from its module (declared there once): NAME, TITLE, AXES,
-        KEY_COLUMNS and ``invalid_reasons``."""
+        """A sweep takes its experiment's identity from its declaration (declared there once): NAME, TITLE, AXES,
+        KEY_COLUMNS and ``invalid_reasons``. The sweep of ``gpu.sweeps.<name>`` is declared by
+        ``gpu.experiments.<name>``; a sweep defined elsewhere is declared by its own module."""
         super().__init_subclass__(**kwargs)
         module = sys.modules[cls.__module__]
+        if cls.__module__.startswith(SWEEPS_PACKAGE + "."):
+            module = importlib.import_module(DECLARATIONS_PACKAGE + cls.__module__[len(SWEEPS_PACKAGE):])
         for name in ("NAME", "TITLE", "AXES", "KEY_COLUMNS"):
             if name not in cls.__dict__ and hasattr(module, name):
                 setattr(cls, name, getattr(module, name))
@@ -78,6 +91,9 @@ class Sweep:
         self.cuda, self.telemetry = gpu.cuda, gpu.telemetry
         self.ledger = self.progress = None
         self.limits = None
+        self.gpus: DeviceSet | None = None
+        self.ledgers: dict = {}
+        self.set_limits: dict = {}
 
     @staticmethod
     def invalid_reasons(params, limits) -> list[str]:
@@ -88,6 +104,18 @@ class Sweep:
         """Why ``params`` cannot run on ``gpu`` (before anything is allocated): ``invalid_reasons`` against the
         device's ``limits``, unless the experiment needs more of the device to decide."""
         return cls.invalid_reasons(params, limits)
+
+    @classmethod
+    def for_devices(cls, params, ordinals: list[int]):
+        """``params`` with what they leave to the device set filled in (a sweep over "every GPU of the set" names
+        them, so its point grid is known); a one-GPU sweep's are complete."""
+        return params
+
+    @classmethod
+    def set_reasons(cls, params, gpus: DeviceSet, limits: dict) -> list[str]:
+        """Why ``params`` cannot run on the device set ``gpus`` (``limits``: each device's, by ordinal), each reason
+        naming its GPU; a one-GPU sweep needs nothing of the set."""
+        return []
 
     def setup(self) -> None:
         """Job-wide set-up, inside the allocation scope (``self.ledger`` is set)."""
@@ -136,10 +164,22 @@ def copies_per_sample(timed_batch: Callable[[int], float]) -> int:
     return copies
 
 
+def device_set(gpu) -> DeviceSet:
+    """The device set a job runs on: ``gpu`` itself when it is one, else a set of that one runtime."""
+    return gpu if isinstance(gpu, DeviceSet) else DeviceSet.of(gpu)
+
+
 def run(declaration: type[Sweep], params, gpu, progress, should_cancel) -> list[dict]:
-    """Measure every point of ``params`` with the experiment ``declaration``; returns its rows as measured."""
+    """Measure every point of ``params`` with the experiment ``declaration`` on ``gpu`` (a runtime, or a
+    ``DeviceSet`` whose first GPU one-GPU sweeps measure on); returns its rows as measured."""
+    gpus = device_set(gpu)
+    gpu = gpus.first
     limits = gpu.limits()
-    reasons = declaration.reasons(params, gpu, limits)
+    set_limits = {gpus.ordinals[0]: limits}
+    if len(gpus) > 1:
+        set_limits.update({o: lim for o, lim in gpus.limits().items() if o != gpus.ordinals[0]})
+    params = declaration.for_devices(params, gpus.ordinals)
+    reasons = declaration.reasons(params, gpu, limits) or declaration.set_reasons(params, gpus, set_limits)
     if reasons:
         raise ValidationError(reasons)
     profile = stats.get_profile(params.profile)
@@ -149,10 +189,10 @@ def run(declaration: type[Sweep], params, gpu, progress, should_cancel) -> list[
     total = len(grid)
     rows = SweepRows(progress)  # each row reaches the page as soon as it is measured
     sweep = declaration(params, gpu, profile)
-    sweep.limits = limits
+    sweep.limits, sweep.gpus, sweep.set_limits = limits, gpus, set_limits
     try:
-        with gpu.job_scope() as ledger:
-            sweep.ledger, sweep.progress = ledger, progress
+        with gpus.job_scope() as ledgers:
+            sweep.ledgers, sweep.ledger, sweep.progress = ledgers, ledgers[gpus.ordinals[0]], progress
             sweep.setup()
             for index, point in enumerate(sweep.points()):
                 if should_cancel():
@@ -208,48 +248,6 @@ class SweepRows(list):
     def __iadd__(self, rows):
         self.extend(rows)
         return self
-
-
-def coarse_first(values) -> list:
-    """The values of an axis in the order that shows its shape soonest: both ends, the middle, then the middles
-    of the gaps (4 KiB, 1 GiB, 2 MiB, 64 KiB, 32 MiB, …). Every value once."""
-    values = list(values)
-    if len(values) <= 2:
-        return values
-    order = [0, len(values) - 1]
-    gaps = [(0, len(values) - 1)]
-    while gaps:
-        narrower = []
-        for low, high in gaps:
-            if high - low >= 2:
-                middle = (low + high) // 2
-                order.append(middle)
-                narrower += [(low, middle), (middle, high)]
-        gaps = narrower
-    return [values[i] for i in order]
-
-
-def values_coarse_first(points: list[tuple], series, value) -> list[tuple]:
-    """Points with each series' values in coarse-first order; series keep their first-seen order.
-    ``series(point)`` names the curve a point belongs to, ``value(point)`` its place along the axis."""
-    first: dict = {}
-    values: dict = {}
-    for i, point in enumerate(points):
-        first.setdefault(series(point), i)
-        values.setdefault(series(point), []).append(value(point))
-    rank = {name: {v: r for r, v in enumerate(coarse_first(vals))} for name, vals in values.items()}
-    return sorted(points, key=lambda p: (first[series(p)], rank[series(p)][value(p)]))
-
-
-def in_point_order(frame: pd.DataFrame, module, params) -> pd.DataFrame:
-    """The rows of ``frame`` in ``params.points()`` order (the order before progressive delivery), matched by
-    the experiment's KEY_COLUMNS; rows that match no point keep their order, at the end."""
-    if frame.empty:
-        return frame
-    rank = {tuple(key_value(v) for v in point): i for i, point in enumerate(params.points())}
-    keys = zip(*(frame[c] for c in module.KEY_COLUMNS), strict=True)
-    position = [rank.get(tuple(key_value(v) for v in key), len(rank)) for key in keys]
-    return frame.iloc[sorted(range(len(frame)), key=position.__getitem__)].reset_index(drop=True)
 
 
 __all__ = ["Axis", "Point", "Sweep", "SweepRows", "coarse_first", "in_point_order", "run", "runner",

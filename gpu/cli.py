@@ -1,0 +1,83 @@
+"""The installed command, ``pinpoint``: the app and the headless runner under one name.
+
+``pinpoint app [STREAMLIT OPTIONS]`` starts PinPoint's server (serve.py of this copy, checkout or installed, with
+its own .streamlit/config.toml) through ``streamlit run``; ``pinpoint measure EXPERIMENT …`` is ``python -m gpu.bench
+EXPERIMENT …``; ``fleet``, ``check``, ``import``, ``export``, ``report``, ``runs`` and ``migrate`` are the runner's
+commands of the same names. Each takes exactly the runner's options: this module only dispatches to gpu.bench.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from gpu import bench
+from gpu.core import paths
+from gpu.experiments import registry
+
+RUNNER_COMMANDS = {
+    "fleet": "run a suite on every GPU of a Dask cluster, each run into the runs store",
+    "check": "CI gate: exit 1 when a point of a run got slower beyond noise, 0 when none did, 2 when it cannot check",
+    "import": "import runner Parquet/CSV files, or another runs store's SQLite file, into the runs store",
+    "export": "write a stored (or bundled) run to a Parquet/CSV file",
+    "report": "a self-contained HTML review: a baseline against one or more candidates",
+    "runs": "list the stored and bundled runs",
+    "migrate": "bring the runs store to this PinPoint's schema version",
+}
+DRIVER_COMMAND = "occupancy-driver"  # a measurement too: the driver's occupancy answers for the calculator's tests
+
+
+def experiment_commands() -> list[str]:
+    return [entry.command for entry in registry.REGISTRY] + [DRIVER_COMMAND]
+
+
+def top_parser() -> argparse.ArgumentParser:
+    """For the help only: every command passes its own arguments on to the runner's parser."""
+    parser = argparse.ArgumentParser(
+        prog="pinpoint", description="PinPoint: a live GPU memory-performance lab (the app and its headless runner)",
+        epilog="Each command's own options: pinpoint COMMAND --help (measure: pinpoint measure EXPERIMENT --help).")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.add_parser("app", help="start the app (Streamlit; options such as --server.port 8502 pass through)")
+    sub.add_parser("measure", help="measure one experiment on this machine's GPU: "
+                                   + ", ".join(experiment_commands()))
+    for name, text in RUNNER_COMMANDS.items():
+        sub.add_parser(name, help=text)
+    return parser
+
+
+def app_command(streamlit_args: list[str]) -> int:
+    """Replaces this process with ``streamlit run serve.py``, so signals and the exit status are Streamlit's own."""
+    argv = [sys.executable, "-m", "streamlit", "run", str(paths.ROOT / "serve.py"), *streamlit_args]
+    os.execv(sys.executable, argv)
+    return 0  # not reached
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        top_parser().print_help(file=sys.stdout if argv else sys.stderr)
+        return 0 if argv else 2
+    command, rest = argv[0], argv[1:]
+    if command == "app":
+        return app_command(rest)
+    if command == "measure":
+        if not rest or rest[0] in ("-h", "--help"):
+            print("usage: pinpoint measure EXPERIMENT [options]\n\nEXPERIMENT: " + ", ".join(experiment_commands())
+                  + "\n\nEach experiment's options: pinpoint measure EXPERIMENT --help",
+                  file=sys.stdout if rest else sys.stderr)
+            return 0 if rest else 2
+        if rest[0] not in experiment_commands():
+            print(f"error: no experiment '{rest[0][:40]}'; the experiments are: {', '.join(experiment_commands())}",
+                  file=sys.stderr)
+            return 2
+        return bench.main(rest, prog="pinpoint measure")
+    if command in RUNNER_COMMANDS:
+        return bench.main(argv, prog="pinpoint")
+    print(f"error: no command '{command[:40]}'; the commands are: app, measure, {', '.join(RUNNER_COMMANDS)} "
+          "(pinpoint --help)", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,107 @@
+"""Which GPUs of this machine are measuring: one lock per GPU, shared by every ``WorkerClient`` of the process.
+
+Each client is one worker process on a device set (one GPU, a pair, or all of a node's) serving its jobs one at a
+time. Before a job measures, its client takes the lock of every GPU in its set, so no other job measures on any of
+them meanwhile, while a job on other GPUs runs at the same time. Locks are taken one GPU after another in one fixed
+order (by board), and each GPU serves its waiters first come, first served: no two jobs can wait for each other, and
+a pair job is not overtaken forever by one-GPU jobs on either of its GPUs. A job that is cancelled while it waits
+gives back what it holds; a finished, failed or crashed job gives back all of it (the client releases in
+``finally``)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from gpu.core.devices import set_label
+
+
+@dataclass(eq=False)
+class GpuClaim:
+    """One job's claim on the GPUs of its worker's set. ``keys`` name the boards (their UUIDs, else "index N"),
+    ``indices`` are the same GPUs' ordinals for messages, in the same order."""
+
+    keys: tuple[str, ...]
+    indices: tuple[int, ...]
+    held: list[str] = field(default_factory=list)
+
+    def __post_init__(self):
+        if len(self.keys) != len(self.indices) or len(set(self.keys)) != len(self.keys):
+            raise ValueError(f"a claim names each GPU once, with its index: {self.keys} / {self.indices}")
+        order = sorted(range(len(self.keys)), key=lambda i: self.keys[i])  # the one lock order of the process
+        self.keys = tuple(self.keys[i] for i in order)
+        self.indices = tuple(self.indices[i] for i in order)
+
+    @property
+    def label(self) -> str:
+        return f"a job on {set_label(sorted(self.indices))}"
+
+    def index_of(self, key: str) -> int:
+        return self.indices[self.keys.index(key)]
+
+
+class GpuLocks:
+    """The lock table: for each GPU, the claim that holds it and the claims waiting for it, in arrival order."""
+
+    def __init__(self):
+        self._changed = threading.Condition()
+        self._holders: dict[str, GpuClaim] = {}
+        self._waiting: dict[str, list[GpuClaim]] = {}
+
+    def acquire(self, claim: GpuClaim, cancelled: Callable[[], bool] = lambda: False,
+                waiting: Callable[[str, int], None] = lambda text, ahead: None, poll_s: float = 0.1) -> bool:
+        """Take every GPU of ``claim``, in order; True once all are held. While it waits, ``waiting(text, ahead)``
+        hears what for ("waiting for GPU 1: a job on GPUs 0,1 is measuring") and how many jobs come first; once all
+        are held, ``waiting("", 0)``. False, holding nothing, when ``cancelled()`` turns true first."""
+        with self._changed:
+            for key in claim.keys:
+                queue = self._waiting.setdefault(key, [])
+                queue.append(claim)
+                try:
+                    while key in self._holders or queue[0] is not claim:
+                        if cancelled():
+                            self._release_locked(claim)
+                            return False
+                        ahead = queue.index(claim) + (1 if key in self._holders else 0)
+                        waiting(self._waiting_text(claim, key), ahead)
+                        self._changed.wait(poll_s)
+                finally:
+                    queue.remove(claim)
+                    if not queue:
+                        del self._waiting[key]
+                    self._changed.notify_all()
+                self._holders[key] = claim
+                claim.held.append(key)
+        waiting("", 0)
+        return True
+
+    def release(self, claim: GpuClaim) -> None:
+        """Give back every GPU ``claim`` holds (none is fine); the next waiter of each takes it."""
+        with self._changed:
+            self._release_locked(claim)
+
+    def _release_locked(self, claim: GpuClaim) -> None:
+        for key in claim.held:
+            if self._holders.get(key) is claim:
+                del self._holders[key]
+        claim.held.clear()
+        self._changed.notify_all()
+
+    def _waiting_text(self, claim: GpuClaim, key: str) -> str:
+        gpu = f"GPU {claim.index_of(key)}"
+        holder = self._holders.get(key)
+        if holder is None:  # free, but others came first
+            return f"waiting for {gpu}: {self._waiting[key][0].label} is next"
+        if len(holder.held) == len(holder.keys):
+            return f"waiting for {gpu}: {holder.label} is measuring"
+        pending = holder.keys[len(holder.held)]
+        return f"waiting for {gpu}: {holder.label} holds it while it waits for GPU {holder.index_of(pending)}"
+
+    def busy(self) -> dict[int, str]:
+        """GPU index → the job that holds it now ("a job on GPUs 0,1"), for a page that shows what is measuring."""
+        with self._changed:
+            return {holder.index_of(key): holder.label for key, holder in self._holders.items()}
+
+
+GPU_LOCKS = GpuLocks()  # the process's one table: every client in it, so the app's and the runner's, shares it

@@ -1,0 +1,121 @@
+"""How the worker measures the occupancy experiment, declared in ``gpu/experiments/occupancy_sweep.py`` (its docstring
+says what is measured, how it is timed and how it is checked)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gpu.core.occupancy import occupancy
+from gpu.device.timing import KernelTimer
+from gpu.experiments.occupancy_sweep import (
+    CHASE_NODES,
+    CHASE_STEPS,
+    CHASE_THREADS,
+    LABELS,
+    STREAM_ELEMENTS,
+    _chase_data,
+    chase_data,
+    invalid_reasons,
+)
+from gpu.sweeps import _kernels as k
+from gpu.sweeps import harness
+from gpu.sweeps.harness import coarse_first
+from gpu.sweeps.verify import verify_equal
+
+
+class OccupancySweep(harness.Sweep):
+    """Both kernels compiled (with the register pressure asked for) and allowed the device's dynamic shared
+    memory before the job; the copy's and the chase's buffers for the whole job. Block sizes coarse first, both
+    kernels at each: the two curves take shape together. A block size that cannot launch (e.g. too many
+    registers for the block) is skipped: nothing to measure."""
+
+    RESTART_TELEMETRY = False
+
+    @classmethod
+    def reasons(cls, params, gpu, limits) -> list[str]:
+        device = gpu.occupancy_limits()
+        return invalid_reasons(params, limits, device.shared_per_block_optin)
+
+    def __init__(self, params, gpu, profile):
+        super().__init__(params, gpu, profile)
+        self.device = device = gpu.occupancy_limits()
+        fa = self.cuda.function_attribute
+        # EXTRA_REGS defaults to 0 in the source: the module compiled when the worker started serves that case.
+        options = (f"-DEXTRA_REGS={params.extra_registers}",) if params.extra_registers else ()
+        self.fn = {"stream": gpu.kernel("occupancy", "occ_stream"),
+                   "chase": gpu.kernel("occupancy", "occ_chase", options)}
+        for function in self.fn.values():
+            function.set_attribute(fa.MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                   device.shared_per_block_optin - function.get_attribute(fa.SHARED_SIZE_BYTES))
+
+    def setup(self) -> None:
+        cuda, ledger = self.cuda, self.ledger
+        self.timer = KernelTimer(self.gpu, ledger)
+        self.src_host = k.small_int_floats(STREAM_ELEMENTS, seed=7)
+        self.src, self.dst = ledger.device_buffer(STREAM_ELEMENTS * 4), ledger.device_buffer(STREAM_ELEMENTS * 4)
+        cuda.memcpy_htod(self.src, self.src_host)
+        if not _chase_data.cache_info().currsize:  # the worker started moments ago: its background build runs
+            self.progress(0, len(list(self.params.points())),
+                          "preparing the random chase cycle (once per worker, a few seconds)")
+        nxt, self.expected_chase = chase_data()
+        self.next_dev, self.out_dev = ledger.device_buffer(CHASE_NODES * 4), ledger.device_buffer(CHASE_THREADS * 4)
+        cuda.memcpy_htod(self.next_dev, nxt)
+        self.readback = ledger.host_buffer(STREAM_ELEMENTS * 4, "pinned")  # pinned: read back at full link speed
+
+    def points(self):
+        points = list(self.params.points())
+        kernels = list(dict.fromkeys(p[0] for p in points))
+        rank = {b: r for r, b in enumerate(coarse_first(self.params.block_sizes))}
+        for kernel, block, extra, _ in sorted(points, key=lambda p: (rank[p[1]], kernels.index(p[0]))):
+            stream = kernel == "stream"
+            yield harness.Point(
+                {"variant": kernel, "group": "occupancy", "direction": "device", "block_size": block,
+                 "elements": STREAM_ELEMENTS if stream else CHASE_THREADS, "param": "extra_registers",
+                 "param_value": extra, "registers_per_thread": None, "shared_bytes_per_block": None,
+                 "theoretical_occupancy": None},
+                f"{LABELS[kernel]} · block {block}",
+                2 * STREAM_ELEMENTS * 4 if stream else CHASE_THREADS * CHASE_STEPS * 4, self.timer.timer_name(),
+                (kernel, block))
+
+    def measure(self, point):
+        kernel, block = point.state
+        cuda, fn, dyn = self.cuda, self.fn, self.params.dynamic_shared_bytes
+        resources = self.gpu.kernel_resources(fn[kernel])
+        theory = occupancy(self.device, resources, block, dyn)
+        if theory.blocks_per_sm == 0:
+            return None  # cannot launch (e.g. too many registers for the block): nothing to measure
+        point.columns.update(registers_per_thread=resources.registers_per_thread,
+                             shared_bytes_per_block=resources.static_shared_bytes + dyn,
+                             theoretical_occupancy=theory.occupancy)
+        if kernel == "stream":
+            grid = k.grid_for(STREAM_ELEMENTS, block)
+            src, dst = self.src, self.dst
+
+            def launch(s):
+                fn["stream"](src, dst, np.uint64(STREAM_ELEMENTS), block=(block, 1, 1), grid=grid, shared=dyn,
+                             stream=s)
+            out = dst
+        else:
+            grid = k.grid_for(CHASE_THREADS, block)
+            next_dev, out_dev = self.next_dev, self.out_dev
+
+            def launch(s):
+                fn["chase"](next_dev, out_dev, np.uint64(CHASE_THREADS), np.uint32(CHASE_STEPS),
+                            block=(block, 1, 1), grid=grid, shared=dyn, stream=s)
+            out = out_dev
+        cuda.memset_d32(out, 0xFFFFFFFF, self.expected(kernel).size)
+        timer = self.timer
+        return lambda: timer.once(launch)
+
+    def expected(self, kernel: str) -> np.ndarray:
+        return self.src_host.view(np.uint32) if kernel == "stream" else self.expected_chase
+
+    def verify(self, point) -> None:
+        kernel, block = point.state
+        expected = self.expected(kernel)
+        got = self.readback[:expected.size]
+        self.cuda.memcpy_dtoh(got, self.dst if kernel == "stream" else self.out_dev)
+        verify_equal(expected, got, f"{LABELS[kernel]} (block {block})")
+
+
+run = harness.runner(OccupancySweep)

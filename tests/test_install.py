@@ -1,0 +1,144 @@
+"""PinPoint installed with pip into a fresh virtual environment, then used from a folder outside the checkout: the
+``pinpoint`` command, the bundled runs, a review report replayed from bundled recordings, and the app's server with
+every page's first view. The environment borrows the test environment's packages (a .pth file naming its
+site-packages) and PinPoint installs with --no-deps --no-build-isolation --no-index, so nothing is downloaded."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import site
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory):
+    """(the environment's bin folder, an environment for commands run outside the checkout, that folder)."""
+    base = tmp_path_factory.mktemp("install")
+    venv = base / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    [purelib] = (venv / "lib").glob("python3*/site-packages")
+    (purelib / "_test_environment.pth").write_text("\n".join(site.getsitepackages()) + "\n")
+    # Built from a copy: setuptools builds in the source folder and keeps what an earlier build left in build/.
+    source = base / "source"
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(
+        ".git", ".venv", "out", "build", "*.egg-info", "__pycache__", ".*_cache", "tests", "docs"))
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "-q",
+                    "--no-deps", "--no-build-isolation", "--no-index", str(source)],
+                   check=True, timeout=300, capture_output=True, text=True)
+    outside = base / "elsewhere"
+    outside.mkdir()
+    env = {key: value for key, value in os.environ.items()
+           if key not in ("PYTHONPATH", "PINPOINT_DB_URL", "PINPOINT_BACKEND")}
+    env.update(HOME=str(outside), XDG_DATA_HOME=str(outside / "data"), PINPOINT_BACKEND="replay")
+    return venv / "bin", env, outside
+
+
+def run(installed, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    bin_dir, env, outside = installed
+    return subprocess.run([str(bin_dir / args[0]), *args[1:]], cwd=outside, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def test_the_installed_copy_is_imported_without_a_checkout(installed):
+    """Every Python of the environment (a fleet's Dask worker too) imports the installed gpu and pages, and a fleet
+    started there puts no checkout on its workers' PYTHONPATH."""
+    probe = run(installed, "python", "-c",
+                "import gpu, pages._shared; from gpu.core import paths; "
+                "from gpu.fleet.cluster import worker_environment; "
+                "print(gpu.__file__); print(paths.ASSETS); print(paths.CHECKOUT); print(worker_environment('x'))")
+    assert probe.returncode == 0, probe.stderr
+    gpu_file, assets, checkout, environment = probe.stdout.splitlines()
+    site_packages = Path(installed[0]).parent / "lib"
+    assert Path(gpu_file).is_relative_to(site_packages) and not Path(gpu_file).is_relative_to(ROOT)
+    assert (Path(assets) / "replay").is_dir() and Path(assets).is_relative_to(site_packages)
+    assert checkout == "False" and "PYTHONPATH" not in environment
+    installed_root = Path(gpu_file).parent.parent
+    modules = sorted(str(path.relative_to(ROOT)) for folder in ("gpu", "pages")
+                     for path in (ROOT / folder).rglob("*.py"))
+    assert [m for m in modules if not (installed_root / m).is_file()] == []  # every module of the checkout
+    kernels = Path(gpu_file).parent / "kernels"
+    in_checkout = (ROOT / "gpu" / "kernels").glob("*.cu")
+    assert sorted(p.name for p in kernels.glob("*.cu")) == sorted(p.name for p in in_checkout)
+
+
+def test_pinpoint_help_names_every_command(installed):
+    result = run(installed, "pinpoint", "--help")
+    assert result.returncode == 0, result.stderr
+    for command in ("app", "measure", "fleet", "check", "import", "export", "report", "runs"):
+        assert re.search(rf"^\s+{command}\s", result.stdout, re.M), f"{command} missing from:\n{result.stdout}"
+    measure = run(installed, "pinpoint", "measure", "transfers", "--help")
+    assert measure.returncode == 0 and measure.stdout.startswith("usage: pinpoint measure transfers")
+    wrong = run(installed, "pinpoint", "measure", "sideways")
+    assert wrong.returncode == 2 and wrong.stderr.startswith("error: no experiment 'sideways'")
+
+
+def test_pinpoint_runs_lists_the_bundled_runs_and_reports_on_two(installed):
+    """The runs bundled in the installed copy's assets/, listed with no store (none is created), then two H200
+    transfers recordings a day apart reviewed into an HTML report, as `python -m gpu.bench report` does."""
+    listing = run(installed, "pinpoint", "runs")
+    assert listing.returncode == 0, listing.stderr
+    files = ("replay/transfers_nvidia-h200_2026-11-21.parquet", "runs/transfers_nvidia-h200_2026-11-22.parquet")
+    ids = {name: re.search(rf"^\s*(\w+)\s.*{re.escape(name)}", listing.stdout, re.M) for name in files}
+    assert all(ids.values()), listing.stdout
+    assert not (installed[2] / "data").exists()  # listing never creates a store
+    baseline, candidate = (match.group(1) for match in ids.values())
+    report = run(installed, "pinpoint", "report", "--baseline", baseline, "--candidate", candidate,
+                 "--out", "review.html")
+    assert report.returncode == 0, report.stderr
+    assert re.search(r"\d+ of 304 points slower beyond noise", report.stdout)
+    html = (installed[2] / "review.html").read_text(encoding="utf-8")
+    assert "NVIDIA H200" in html and baseline in html and candidate in html
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def healthy(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=5) as answer:
+            return answer.read() == b"ok"
+    except OSError:
+        return False
+
+
+def test_pinpoint_app_serves_every_page_from_the_installed_copy(installed):
+    """`pinpoint app` runs the installed serve.py with its own .streamlit/config.toml (one URL printed, the
+    configured address), answers a page's own address, and makes every page's first view without an error."""
+    bin_dir, env, outside = installed
+    port = free_port()
+    log = outside / "app.log"
+    with log.open("w") as out:
+        server = subprocess.Popen([str(bin_dir / "pinpoint"), "app", "--server.port", str(port),
+                                   "--server.headless", "true"], cwd=outside, env=env, stdout=out,
+                                  stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 90
+        while not healthy(port):
+            assert server.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.5)
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/transfers", timeout=10) as answer:
+            assert answer.status == 200 and b"BACKEND_BASE_URL" in answer.read()
+        while not re.search(r"first visit: \d+ pages in", log.read_text()):
+            assert server.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.5)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    text = log.read_text()
+    assert f"URL: http://localhost:{port}" in text and "External URL" not in text, text
+    assert not re.search(r"first visit: /\S* (showed|failed|was not done)|warm-up: .* failed", text), text
