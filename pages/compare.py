@@ -16,11 +16,14 @@ from pages import _ui as ui
 
 page = ui.Page("Compare runs")
 catalog = page.catalog()
+# The Fleet page's bundled boards are listed when a link names them (its "Open in Compare")
+linked = {run_id for key in ("compare_baseline", "compare_candidates") for value in st.query_params.get_all(key)
+          for run_id in str(value).split(",")}
 try:
-    runs = catalog.runs()
+    runs = catalog.runs(with_reference=linked)
 except StoreError as exc:  # a server that went away or stopped answering: one line, not a traceback
     ui.show_reasons([exc], "The runs store cannot be read: the runs bundled with PinPoint are still here")
-    runs = catalog.runs(with_store=False)
+    runs = catalog.runs(with_store=False, with_reference=linked)
 counts = runs.groupby("experiment").size()
 experiments = sorted(counts[counts >= 2].index)
 if not experiments:
@@ -54,16 +57,18 @@ mine = runs[runs["experiment"] == experiment].reset_index(drop=True)
 labels = {r.run_id: f"{r.device_name} · {str(r.timestamp)[:16].replace('T', ' ')} · {r.points} points · "
           f"{r.label if isinstance(r.label, str) and r.label else r.origin} · {r.run_id}" for r in mine.itertuples()}
 ids = list(labels)
-# Default: the oldest run as baseline, every other device's newest run as candidate.
-default_base = ids[-1]
+# Default: the oldest run as baseline, every other device's newest run as candidate; among the runs a page opens
+# by default (the Fleet page's bundled boards are listed, and opened from its links, but never picked here).
+picks = [i for i in ids if not catalog.is_reference(i)] or ids
+default_base = picks[-1]
 baseline_id = controls.selectbox("Baseline", ids, "compare_baseline", index=ids.index(default_base),
                                  format_func=labels.get)
 others = [i for i in ids if i != baseline_id]
 # Default candidate: the newest run that measured some of the baseline's points (a batched-copies recording
 # and a single-copy sweep share none).
 baseline_points = compare.point_keys(ui.loaded_run(baseline_id))
-default_candidates = next(([i] for i in others
-                           if not baseline_points.isdisjoint(compare.point_keys(ui.loaded_run(i)))), others[:1])
+default_candidates = next(([i] for i in picks if i != baseline_id
+                           and not baseline_points.isdisjoint(compare.point_keys(ui.loaded_run(i)))), others[:1])
 candidate_ids = controls.multiselect("Candidates", others, "compare_candidates", default=default_candidates,
                                      format_func=labels.get)
 normalized = controls.toggle("Normalize to each device's theoretical limit (for unlike devices)",

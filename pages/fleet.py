@@ -10,17 +10,16 @@ import streamlit as st
 from gpu.core.text import plain
 from gpu.experiments import suites
 from gpu.present.charts import fleet as fleet_charts
-from gpu.present.charts._common import STAGE_FONT_PX, stage_figure
 from gpu.results import fleet as fleet_results
-from gpu.results.catalog import ASSETS, read_bundled
+from gpu.results.catalog import BUNDLED_DIRS
 from gpu.results.store import StoreError
 from pages import _fleet_links as fleet_links_section
 from pages import _ui as ui
 
 BUNDLED = "bundled boards"
-BUNDLED_DIRS = (ASSETS / "fleet", ASSETS / "replay", ASSETS / "runs", ASSETS / "noise")
+STORED = "stored runs: every board's newest"
 BUNDLED_SUITE = "health"
-STAGE_HEATMAP_PX = 720
+STAGE_HEATMAP_PX = 600  # with the title and a two-line takeaway, the stage fits 1920×960
 
 page = ui.Page("Fleet: which boards are off")
 catalog = page.catalog()
@@ -33,11 +32,11 @@ except StoreError as exc:
 
 @st.cache_resource(show_spinner="Reading the bundled boards…")
 def bundled_fleet():
-    """The runs bundled with PinPoint as one fleet (replay recordings, review runs, and the noise runs of more H200
-    boards), judged on the health suite's figures they hold; and each run's file."""
+    """The runs bundled with PinPoint as one fleet (the catalog's bundled runs: assets/fleet, the replay recordings,
+    review runs and the noise runs of more H200 boards, read once for Compare and this page), judged on the health
+    suite's figures they hold; and each run's file."""
     suite = suites.load(BUNDLED_SUITE)
-    frames, files, _ = read_bundled(BUNDLED_DIRS)
-    return fleet_results.build(fleet_results.points(frames.values(), suite), suite), files, suite
+    return fleet_results.build(fleet_results.points(catalog.bundled.values(), suite), suite), catalog.files, suite
 
 
 @st.cache_resource(show_spinner="Reading the fleet's runs…", max_entries=8, ttl=600)
@@ -56,18 +55,23 @@ def board_history(board: str, suite_name: str, _run_ids: tuple, fingerprint: tup
 fleets = (stored.dropna(subset=["fleet_id"]).groupby("fleet_id").agg(suite=("suite", "first"),
                                                                       newest=("timestamp", "max"))
           .sort_values("newest", ascending=False))
-choices = [*fleets.index, BUNDLED]
+# Every stored board's newest runs as one fleet, fleet id or not (runs imported with `gpu.bench … --label` have none).
+newest_stored = fleet_results.newest_runs(stored, suites.load(BUNDLED_SUITE).experiments) if not stored.empty else []
+choices = [*fleets.index, *([STORED] if newest_stored else []), BUNDLED]
 page.link_notes()
 controls = ui.Section(page)
 choice = controls.selectbox("Fleet", choices, "fleet_choice",
-                            format_func=lambda c: c if c == BUNDLED else f"{c} (suite {fleets.loc[c, 'suite']})")
+                            format_func=lambda c: c if c in (BUNDLED, STORED)
+                            else f"{c} (suite {fleets.loc[c, 'suite']})")
 
 files: dict[str, str] = {}
 try:
+    fingerprint = (catalog.store.describe(), len(stored), str(stored["stored_at"].max()))
     if choice == BUNDLED:
         fleet, files, suite = bundled_fleet()
+    elif choice == STORED:
+        fleet, suite = stored_fleet(choice, BUNDLED_SUITE, tuple(newest_stored), fingerprint)
     else:
-        fingerprint = (catalog.store.describe(), len(stored), str(stored["stored_at"].max()))
         fleet, suite = stored_fleet(choice, str(fleets.loc[choice, "suite"]),
                                     tuple(stored.loc[stored["fleet_id"] == choice, "run_id"]), fingerprint)
 except (suites.SuiteError, StoreError) as exc:
@@ -81,18 +85,31 @@ if fleet.empty:
 boards = fleet.boards
 models = boards.groupby("model").size()
 
-title = f"{'Bundled boards' if choice == BUNDLED else choice}: deviation from the median of each model"
+name = {BUNDLED: "Bundled boards", STORED: "Stored boards"}.get(choice, choice)
+title = f"{name}: deviation from the median of each model (or group)"
 sentences = fleet_results.outlier_sentences(fleet)
 grouped = fleet_results.group_sentences(fleet)
+named_boards = int(boards["named"].sum())
+unnamed = len(boards) - named_boards
+counted = (f"{named_boards} board{'s' if named_boards != 1 else ''} with a GPU UUID"
+           + (f" and {unnamed} run{'s' if unnamed != 1 else ''} without one (each its own row: a run without a UUID "
+              f"may be any board of its host, {', '.join(sorted(set(boards.loc[~boards['named'], 'host'])))})"
+              if unnamed else ""))
 
-if ui.presenting():  # the heatmap takes what the title, the fleet's name and the takeaway leave of 1080 px
-    figure = stage_figure(fleet_charts.heatmap_figure(fleet, title), STAGE_HEATMAP_PX)
-    named = list(boards.set_index("board").loc[fleet_results.outliers(fleet)["board"].unique(), "row"])
-    st.plotly_chart(fleet_charts.fit_rows(figure, len(boards), STAGE_HEATMAP_PX, STAGE_FONT_PX, named),
-                    key="fleet_heatmap")
+if ui.presenting():  # the heatmap takes what the title and the takeaway leave of 960 px
+    rows_shown = fleet_charts.stage_rows(fleet, STAGE_HEATMAP_PX)
+    hosts = sorted(set(boards["host"]))
+    where = f" on {hosts[0]}" if len(hosts) == 1 else ""
+    part = "" if len(rows_shown) == len(boards) else f" ({len(rows_shown)} furthest of {len(boards)})"
+    st.plotly_chart(fleet_charts.heatmap_figure(fleet, f"{name}{where}{part}: floors from the median",
+                                                STAGE_HEATMAP_PX, rows_shown, stage=True), key="fleet_heatmap")
     more = f" {len(sentences) - 1} more boards are beyond a floor." if len(sentences) > 1 else ""
+    sizes = sorted(fleet.figures["floor"].unique())
+    floors = fleet_results.percent(sizes[0]) + (f" to {fleet_results.percent(sizes[-1])}" if len(sizes) > 1 else "")
     ui.takeaway(plain(sentences[0] + more, None) if sentences
-                else "Every board sits within its figures' run-to-run floors of its model's median.")
+                else plain(f"{named_boards} boards with a UUID and {unnamed} runs without one: each within one "
+                           f"run-to-run floor ({floors}) of its model's median"
+                           f"{' or its group' + chr(39) + 's' if grouped else ''}.", None))
     page.sync()
     st.stop()
 
@@ -110,12 +127,17 @@ with right:
                  else shown.drop(columns=["differs"]), hide_index=True, key="fleet_provenance",
                  height=min(640, 38 + 35 * len(shown)))
 
-intro = (f"**{len(boards)} boards** ({', '.join(f'{n} {plain(m)}' for m, n in models.items())}) on "
+intro = (f"**{plain(counted, None)}** ({', '.join(f'{n} {plain(m)}' for m, n in models.items())}) on "
          f"{len(fleet.figures)} figures of the {plain(suite.title)} suite. Each cell is a board's newest value "
-         f"({fleet_results.UNIT}) against the median of the boards of its model, in units of that point's "
-         "run-to-run floor (Compare's, which counts boards): **red is slower, blue faster**, white within "
-         "noise; an empty cell was not measured, and · marks a board that is the only one of its model to "
-         "measure that figure (shown, not judged). Hover a cell for its value.")
+         f"({fleet_results.UNIT}) against the median of the boards of its model (of its group, where the model's "
+         "boards split into two groups on that figure), in units of that point's run-to-run floor (Compare's, "
+         f"which counts boards): here {fleet_results.floor_words(fleet)}. **Red is slower, blue faster**, white "
+         f"within noise; the colours end at ±{fleet_charts.scale_end(fleet):g} floors, the largest deviation "
+         "(at least one floor). An empty cell was not measured, and · marks a board that is the only one of its "
+         "model to measure that figure (shown, not judged). Hover a cell for its value.")
+if choice == STORED:
+    intro += (" **Stored boards**: the newest stored run of each board (GPU UUID) and experiment of the health "
+              "suite, with or without a fleet id; for runs without a UUID, the newest of each host and GPU model.")
 if choice == BUNDLED:
     intro += (" **The bundled boards** are recorded real runs: the health suite run by `python -m gpu.bench fleet` "
               "on an H100 80GB HBM3 and an H200 on 2026-11-25 (assets/fleet, fleet id fleet-2026-11-25), "
@@ -128,10 +150,12 @@ st.markdown(intro)
 st.subheader("Outliers")
 if sentences:
     st.markdown("\n".join(f"- {plain(s, None)}" for s in sentences))
-    st.caption(f"A cell is an outlier beyond {fleet_results.OUTLIER_FLOORS:g} run-to-run floor of its model's median; "
-               "each board is named once, by its furthest cell.")
+    st.caption(f"A cell is an outlier beyond {fleet_results.OUTLIER_FLOORS:g} run-to-run floor of its model's median "
+               f"(of its group's, where the model splits); a floor is {fleet_results.floor_words(fleet)}. Each board "
+               "is named once, by its furthest cell.")
 else:
-    st.markdown("Every board sits within its figures' run-to-run floors of its model's median.")
+    st.markdown("Every board sits within one run-to-run floor of its model's median (of its group's, where the "
+                f"model splits); a floor is {plain(fleet_results.floor_words(fleet), None)}.")
 st.subheader("Groups")
 if grouped:
     st.markdown("\n".join(f"- {plain(s, None)}" for s in grouped))
@@ -139,14 +163,17 @@ else:
     st.markdown("No model's boards fall into groups.")
 st.caption(f"Two groups: a model's values of a figure, sorted, split at their widest gap when it is wider than "
            f"{fleet_results.GROUP_GAP_FLOORS:g} run-to-run floors of the median and leaves at least two boards on "
-           "each side.")
+           "each side. Each board of a group is judged against its group's median.")
 
 fleet_links_section.show(controls, catalog, stored, choice, suite, choice == BUNDLED, BUNDLED_DIRS)
 
 st.subheader("One board: drift, and Compare against the median board")
 rows = list(boards["row"])
-default_board = (rows.index(boards.set_index("board").loc[fleet_results.outliers(fleet)["board"].iloc[0], "row"])
-                 if sentences else 0)
+drifting = fleet_results.drift_summary(fleet)
+# the board shown first: the furthest outlier, else a board with drift to show, else the first
+first_board = (fleet_results.outliers(fleet)["board"].iloc[0] if sentences
+               else drifting["board"].iloc[0] if not drifting.empty else boards["board"].iloc[0])
+default_board = rows.index(boards.set_index("board").loc[first_board, "row"])
 row = controls.selectbox("Board", rows, "fleet_board", index=default_board)
 board = boards.loc[boards["row"] == row, "board"].iloc[0]
 measured = list(dict.fromkeys(fleet.cells.loc[fleet.cells["board"] == board, "experiment"]))
@@ -159,36 +186,42 @@ experiment = controls.selectbox("Experiment to compare", measured, "fleet_compar
 page.sync()
 
 earlier = None
-if choice != BUNDLED and board.named:  # a board's other stored runs of the suite's experiments
+if choice != BUNDLED and board.named:  # the board's other stored runs of the suite's experiments
     others = stored[stored["boards"].map(lambda named: board.uuid in named)
-                    & stored["experiment"].isin(suite.experiments) & (stored["fleet_id"] != choice)]
-    earlier = board_history(board, str(fleets.loc[choice, "suite"]), tuple(others["run_id"]), fingerprint)
+                    & stored["experiment"].isin(suite.experiments)
+                    & ~stored["run_id"].isin(set(fleet.history["run_id"]))]
+    earlier = board_history(board, suite.name, tuple(others["run_id"]), fingerprint)
 drift = fleet_results.drift(fleet, board, earlier)
-counted = drift.groupby("figure")["run_id"].transform("count") >= 2 if not drift.empty else pd.Series(dtype=bool)
-if drift.empty or not counted.any():
-    st.caption("This board has one run of each figure: its drift needs two or more.")
+repeated = drift.groupby("figure")["run_id"].transform("count") >= 2 if not drift.empty else pd.Series(dtype=bool)
+if drift.empty or not repeated.any():
+    others = [boards.set_index("board").loc[b, "row"] for b in drifting["board"]]
+    st.caption("This board has one run of each figure: its drift needs two or more. "
+               + (f"Boards with drift: {plain(', '.join(others), None)}." if others
+                  else "No board of this fleet has two runs of a figure."))
 else:
-    ui.chart(fleet_charts.drift_figure(drift[counted], row), key="fleet_drift")
-    worst = drift[counted].loc[drift[counted]["floors"].abs().idxmax()]
-    st.caption(f"{drift[counted]['run_id'].nunique()} runs of this board (of "
-               f"{drift[counted]['experiment'].nunique()} experiments); its largest move from its own median: "
+    ui.chart(fleet_charts.drift_figure(drift[repeated], row), key="fleet_drift")
+    worst = drift[repeated].loc[drift[repeated]["floors"].abs().idxmax()]
+    st.caption(f"{drift[repeated]['run_id'].nunique()} runs of this board (of "
+               f"{drift[repeated]['experiment'].nunique()} experiments); its largest move from its own median: "
                f"{plain(worst['label'], None)} {worst['change']:+.1%} ({worst['floors']:+.1f} one-board floors).")
 
-listed = set(catalog.runs()["run_id"])
+listed = set(catalog.runs(with_reference=True)["run_id"])
 mine = fleet.cells[(fleet.cells["board"] == board) & (fleet.cells["experiment"] == experiment)]
 candidate = str(mine["run_id"].iloc[0]) if not mine.empty else None
 nearest = fleet_results.median_board(fleet, board, experiment, listed)
 if nearest is None:
-    st.caption("No other board of this model has a run of this experiment that Compare lists (the runs store, "
-               "assets/replay and assets/runs): there is no median board to compare with.")
+    st.caption(f"No other {plain(boards.loc[boards['board'] == board, 'model'].iloc[0])} board has a run of "
+               f"{plain(experiment)} that Compare lists and that shares a point with this board's (the same sizes, "
+               "settings and timer): there is no median board to compare with.")
 else:
     baseline, baseline_board = nearest
     baseline_row = boards.loc[boards["board"] == baseline_board, "row"].iloc[0]
-    st.caption(f"The fleet's median board for {plain(experiment)}: {plain(baseline_row, None)}, whose figures sit "
-               f"nearest the model's medians (run {plain(baseline)}). Compare takes runs, so it compares that run "
+    st.caption(f"The fleet's median board for {plain(experiment)}: {plain(baseline_row, None)}, whose run shares "
+               f"points (settings and timer) with this board's and whose figures sit nearest the medians (run "
+               f"{plain(baseline)}). Compare takes runs, so it compares that run "
                f"with this board's run {plain(candidate)}, never a made-up median run.")
     if candidate not in listed:
-        st.caption(f"Compare lists the runs store, assets/replay and assets/runs; this board's run "
+        st.caption(f"Compare lists the runs store and the bundled runs; this board's run "
                    f"{plain(candidate)} ({plain(files.get(candidate, 'stored'), None)}) is not among them.")
     elif baseline == candidate:
         st.caption("This board is the median board.")

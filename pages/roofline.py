@@ -27,6 +27,7 @@ page = ui.Page(
     "(a reduction) can therefore stand a little above that roof.")
 backend = page.backend
 controls = ui.Section(page)
+more = ui.more_settings()  # the GPU and the highlighted kernel: folded on stage, where links can still set them
 
 
 def live_runs() -> pd.DataFrame | None:
@@ -38,9 +39,9 @@ def live_runs() -> pd.DataFrame | None:
     if state.pop("roofline_measure_requested", False):
         frames: list[pd.DataFrame] = []
         shown = st.empty()
+        handle = backend.submit(suite.runs[0].experiment, suite.runs[0].params, session=ui.session_id())
         for number, run in enumerate(suite.runs, start=1):
             st.caption(f"{number}/{len(suite.runs)}: measuring {text.plain(run.experiment)}…")
-            handle = backend.submit(run.experiment, run.params, session=ui.session_id())
 
             def preview(partial, suffix, done=tuple(frames), number=number):
                 # one preview per experiment of the suite: its keys must not repeat those of the one before
@@ -48,6 +49,11 @@ def live_runs() -> pd.DataFrame | None:
 
             follow(handle, preview)
             frame = ui.outcome(handle)
+            # The next experiment is submitted before this one is saved and drawn: the GPU measures while the page
+            # works (the finished job is done, so the session's new job cancels nothing).
+            if number < len(suite.runs):
+                following = suite.runs[number]
+                handle = backend.submit(following.experiment, following.params, session=ui.session_id())
             if frame is not None and not frame.empty:  # an experiment that answered no point adds nothing
                 frames.append(frame)
                 if state.get("save_to_store", True):
@@ -64,14 +70,17 @@ def live_runs() -> pd.DataFrame | None:
 
 def replay_runs() -> pd.DataFrame:
     """Replay: the newest recording of each experiment on the chosen device model."""
-    devices = sorted(str(d) for d in backend.data["device_name"].dropna().unique())
+    # every recorded model (a link may name one with nothing to place), those with kernels or ceilings first
+    placeable = set(backend.data.loc[backend.data["experiment"].isin(rl.kernel_experiments()
+                                                                     + rl.ceiling_experiments()), "device_name"])
+    devices = sorted((str(d) for d in backend.data["device_name"].dropna().unique()),
+                     key=lambda d: (d not in placeable, d))
     if not devices:
         st.info("No recordings to place.")
         st.stop()
-    device = devices[0]
-    if len(devices) > 1:
-        device = controls.selectbox("GPU (recordings)", devices, "roofline_device",
-                                    help="The newest recording of each experiment made on this GPU model")
+    # one GPU model or several: the choice is there, so a link's roofline_device is always a setting of this page
+    device = controls.selectbox("GPU (recordings)", devices, "roofline_device", where=more,
+                                help="The newest recording of each experiment made on this GPU model")
     return rl.newest_runs(backend.data, device).assign(backend="replay")  # the rows say this view is a replay
 
 
@@ -123,15 +132,17 @@ for cache, dram in rl.unused_roofs(roofs) if ui.desk() else ():  # on stage the 
     st.warning(text.plain(rl.unused_roof_sentence(cache, dram), None))
 
 highlight = None
-if ui.desk() and not points.empty:
+if not points.empty:  # on stage too (folded in More settings): a presenter's link can show a highlighted kernel
     kernels = ["(none)", *points["kernel"]]
-    highlight = controls.selectbox("Highlight a kernel", kernels, "roofline_kernel")
+    highlight = controls.selectbox("Highlight a kernel", kernels, "roofline_kernel", where=more)
     highlight = None if highlight == "(none)" else highlight
 page.sync()
 
 show(roofline_chart.figure(points, roofs, source(runs), stage=ui.presenting(), highlight=highlight), "chart_roofline")
 counts = rl.placed_counts(points)
 takeaway = ridge or "No ceilings are recorded for this GPU yet: kernels stand by their own figures."
+if highlight:  # on stage the highlighted kernel's sentence is the takeaway
+    takeaway = points.loc[points["kernel"] == highlight, "sentence"].iloc[0]
 ui.takeaway(text.plain(takeaway, None))
 if not ui.desk():
     st.stop()  # on stage: the chart and the ridge

@@ -49,10 +49,67 @@ def test_replay_shows_the_bundled_boards_with_the_h200_groups():
     rows = figure["data"][0]["y"]
     assert "vm · H200 · cedf2970" in rows and any("H100 80GB HBM3" in r for r in rows)
     assert len(figure["data"][0]["x"]) == 23  # every figure of the health suite that the bundled runs hold
-    # the median board for Compare is a run Compare lists (assets/replay or assets/runs), else the page says why
-    # (or names the chosen board's run that Compare cannot open: the noise runs are not in Compare's catalog)
-    assert "never a made\\-up median run" in shown or "there is no median board" in shown or \
-        "is not among them" in shown
+    # runs without a UUID are counted apart from boards, named as such, after the boards of their model
+    assert "7 boards with a GPU UUID and 23 runs without one" in shown
+    h200 = [r for r in rows if " H200 " in r]
+    assert all("no UUID · run " in r for r in h200[5:]) and not any("no UUID" in r for r in h200[:5])
+    # the floor's size is written where it is used
+    assert "here 3.5 % (13 figures), 54.5 % (8 figures) and 16 % (2 figures)" in shown
+    # boards of a group are judged against their group: the two stride-64 groups name no outlier
+    assert "Every board sits within one run-to-run floor" in shown
+    # the colour scale ends at the largest deviation (at least one floor), not at a fixed ±5
+    trace = figure["data"][0]
+    largest = max(abs(float(v)) for row in trace["text"] for v in row if v not in ("", "·"))
+    assert trace["zmax"] == -trace["zmin"] and 1.0 <= trace["zmax"] <= max(1.0, largest + 0.2)
+    # the board shown first is one whose drift can be drawn, and it opens in Compare
+    assert any(json.loads(c.proto.spec)["layout"]["title"]["text"].startswith("Drift of")
+               for c in at.get("plotly_chart"))
+    assert at.get("page_link")
+
+
+def test_the_compare_link_of_a_board_without_a_uuid_opens_runs_that_share_points():
+    """Each fleet link opens a comparison with points: the H100 run 160fed5b3810 measured with batched timers, and
+    its median board must be a run measured with the same timer."""
+    at = open_with("pages/fleet.py")
+    [row] = [r for r in at.selectbox(key="fleet_board").options if "160fed5b3810" in r]
+    at.selectbox(key="fleet_board").set_value(row).run()
+    [link] = at.get("page_link")
+    params = dict(pair.split("=", 1) for pair in link.proto.query_string.split("&"))
+    assert params["compare_candidates"] == "160fed5b3810"
+    compared = open_with("pages/compare.py", **params)
+    assert not compared.exception
+    shown = "\n".join(e.value for e in [*compared.info, *compared.warning, *compared.error, *compared.markdown])
+    assert "share no points" not in shown
+
+
+def test_every_bundled_board_and_experiment_opens_in_compare_or_says_why():
+    from gpu.experiments import suites
+    from gpu.results import compare
+    from gpu.results import fleet as fleet_results
+    from gpu.results.catalog import ASSETS, Catalog, read_bundled
+    from gpu.results.store import RunStore
+
+    suite = suites.load("health")
+    frames, _, _ = read_bundled((ASSETS / "fleet", ASSETS / "replay", ASSETS / "runs", ASSETS / "noise"))
+    fleet = fleet_results.build(fleet_results.points(frames.values(), suite), suite)
+    listed = set(Catalog(RunStore("sqlite://")).runs(with_reference=True)["run_id"])
+    linked, alone = 0, []
+    for board in fleet.boards["board"]:
+        cells = fleet.cells[fleet.cells["board"] == board]
+        for experiment, mine in cells.groupby("experiment"):
+            nearest = fleet_results.median_board(fleet, board, experiment, listed)
+            if nearest is None:
+                model = mine["model"].iloc[0]
+                peers = fleet.cells[(fleet.cells["model"] == model) & fleet.cells["figure"].isin(mine["figure"])]
+                assert set(peers["board"]) == {board}  # no other board measured these points
+                alone.append((board, experiment))
+                continue
+            baseline, candidate = frames[nearest[0]], frames[mine["run_id"].iloc[0]]
+            assert mine["run_id"].iloc[0] in listed
+            assert compare.disjoint_reason(baseline[baseline["experiment"] == experiment],
+                                           candidate[candidate["experiment"] == experiment]) is None
+            linked += 1
+    assert linked >= 40 and len(alone) <= 2
 
 
 def test_a_stored_fleet_names_its_slowed_board_and_opens_compare(fresh_store):
@@ -82,12 +139,41 @@ def test_the_link_restores_the_fleet_and_names_a_bad_value(fresh_store):
     assert any("no\\-such\\-fleet" in w.value and "is not one of the choices" in w.value for w in at.warning)
 
 
+def test_stored_runs_without_a_fleet_id_are_a_fleet_of_their_newest_runs(fresh_store):
+    from gpu.results.store import RunStore
+
+    store = RunStore(fresh_store)
+    for number, _, frame in helper.board_runs(4, runs_per_board=2):
+        store.save(frame, "import", label=f"node-{number}")  # as `gpu.bench … --label`: no fleet id
+    at = open_with("pages/fleet.py")
+    assert at.selectbox(key="fleet_choice").value == "stored runs: every board's newest"
+    rows = heatmap(at)["data"][0]["y"]
+    assert len(rows) == 4
+    shown = text(at)
+    assert f"GPU {SLOW_TAIL}" in shown  # the newest runs: the slowed board is judged on them
+    assert "4 boards with a GPU UUID" in shown
+
+
 def test_the_stage_shows_the_heatmap_and_names_the_slowed_board(fresh_store):
     helper.fill_store(fresh_store, boards=8, runs_per_board=1)
     at = open_with("pages/fleet.py", present="1")
     assert len(at.get("plotly_chart")) == 1 and not at.dataframe
     [takeaway] = [m.value for m in at.markdown if m.value.startswith("### ")]
     assert f"GPU {SLOW_TAIL} on node\\-0" in takeaway
+    [spec] = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    assert spec["layout"]["yaxis"]["tickfont"]["size"] >= 20  # board names readable from the back of the room
+    assert spec["layout"]["xaxis"]["tickangle"] == 0  # column labels wrapped, not rotated into 300 px
+    assert spec["layout"]["height"] <= 600  # with the title and the takeaway, 1920×960
+
+
+def test_the_stage_shows_the_bundled_boards_furthest_from_their_medians_at_20_px():
+    at = open_with("pages/fleet.py", present="1")
+    [spec] = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    rows = spec["data"][0]["y"]
+    assert 8 <= len(rows) < 30 and "of 30)" in spec["layout"]["title"]["text"]  # the rows that fit, named
+    assert spec["layout"]["yaxis"]["tickfont"]["size"] >= 20 and spec["layout"]["xaxis"]["tickangle"] == 0
+    [takeaway] = [m.value for m in at.markdown if m.value.startswith("### ")]
+    assert "7 boards with a UUID and 23 runs without one" in takeaway and "3\\.5\u00a0% to 54\\.5\u00a0%" in takeaway
 
 
 def test_a_fleet_whose_suite_is_gone_is_refused_in_one_line(fresh_store):

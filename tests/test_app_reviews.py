@@ -157,8 +157,9 @@ def test_a_bundled_run_cannot_be_deleted_and_a_filter_narrows_the_table():
     at = open_page("pages/runs.py")
     at.multiselect(key="runs_filter_device_name").set_value(["NVIDIA H100 80GB HBM3"]).run()
     table = at.dataframe[0].value
-    # the review runs of 2026-11-23, with coalescing re-recorded and device copies and FMA added on 2026-11-25
-    assert set(table["device_name"]) == {"NVIDIA H100 80GB HBM3"} and len(table) == 11
+    # the review runs of 2026-11-23, with coalescing re-recorded and device copies and FMA added on 2026-11-25, and
+    # the two-H100 peer recording of 2026-11-25
+    assert set(table["device_name"]) == {"NVIDIA H100 80GB HBM3"} and len(table) == 12
     assert any("cannot be deleted" in c.value for c in at.caption)
     import datetime as dt
 

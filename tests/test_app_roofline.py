@@ -22,9 +22,11 @@ def replay_mode(monkeypatch):
 
 @pytest.fixture(scope="module")
 def bundled():
-    """What the page must show, worked out from the bundled recordings (its first device model)."""
+    """What the page must show, worked out from the bundled recordings (its first device model with something to
+    place: the peer recording's two H100s have none)."""
     data = ReplayBackend().data
-    device = sorted(set(data["device_name"]))[0]
+    device = sorted(set(data.loc[data["experiment"].isin(rl.kernel_experiments() + rl.ceiling_experiments()),
+                                 "device_name"]))[0]
     runs = rl.newest_runs(data, device)
     roofs = rl.measured_roofs(runs)
     return {"device": device, "runs": runs, "roofs": roofs, "points": rl.kernel_points(runs, roofs)}
@@ -131,6 +133,33 @@ def test_the_stage_view_shows_one_chart_and_its_takeaway(bundled):
     takeaway = " ".join(m.value for m in at.markdown if m.value.startswith("###"))
     ridge = rl.ridge_sentence(bundled["device"], rl.ridges(bundled["roofs"]))
     assert ("ridge" in takeaway) if ridge else ("No ceilings are recorded" in takeaway)
+
+
+def test_the_stage_names_every_roof_and_ridge_it_draws_and_every_colour(bundled):
+    spec = roofline_chart(open_page(present="1"))
+    labels = " ".join(a["text"] for a in spec["layout"]["annotations"])
+    drawn = [t for t in spec["data"] if t.get("mode") == "lines" and " roof: " in t.get("name", "")]
+    assert drawn
+    for trace in drawn:  # 'L2 roof: 8,135 GB/s' is drawn, so 'L2 8,135 GB/s' is written on the chart
+        assert trace["name"].replace(" roof:", "") in labels, trace["name"]
+    ridges = [t for t in spec["data"] if t.get("name", "").startswith("ridge: ")]
+    assert len(ridges) == len(rl.ridges(bundled["roofs"]))  # the takeaway quotes every ridge, so each is drawn
+    for ridge in rl.ridges(bundled["roofs"]):
+        assert f"ridge {rl.number(ridge.intensity)} FLOP/B" in labels
+    # every colour of a point is named in the legend: each experiment placed has a legend entry
+    named = {t["name"] for t in spec["data"] if t.get("mode") == "markers" and t.get("showlegend", True)}
+    assert set(bundled["points"]["experiment"]) <= named
+
+
+def test_links_set_the_gpu_and_present_a_highlighted_kernel(bundled):
+    kernel = bundled["points"]["kernel"].iloc[0]
+    at = open_page(present="1", roofline_device=bundled["device"], roofline_kernel=kernel)
+    assert not any("Not used as written" in w.value for w in at.warning)
+    assert at.selectbox(key="roofline_device").value == bundled["device"]
+    assert any(trace.get("name") == "highlighted" for trace in roofline_chart(at)["data"])
+    takeaway = " ".join(m.value for m in at.markdown if m.value.startswith("###"))
+    sentence = bundled["points"].loc[bundled["points"]["kernel"] == kernel, "sentence"].iloc[0]
+    assert sentence.split(":")[0].split(" · ")[-1] in takeaway.replace("\\", "")
 
 
 def test_live_measure_runs_the_suite_one_experiment_after_another_and_places_what_answered(monkeypatch):

@@ -126,8 +126,15 @@ def test_each_roof_is_labelled_clear_of_the_kernels_a_hover_reads_its_sentence_a
     if box["takeaway"] is None or box["takeaway"] > 960 or small.evaluate(NO_SCROLL) > 2:
         problems.append(f"stage at 1920×960: takeaway ends at {box['takeaway']} px, scrolls by "
                         f"{small.evaluate(NO_SCROLL)} px")
+    stage_labels = small.evaluate(LABELS) or []
     problems += [f"stage at 1920×960: the label '{label['text']}' covers {label['covers']} kernel markers"
-                 for label in small.evaluate(LABELS) or [] if label["covers"]]
+                 for label in stage_labels if label["covers"]]
+    said = " | ".join(label["text"] for label in stage_labels)  # on stage too, each roof and ridge drawn is named
+    for name in [f"{r.name} {rl.roof_rate(r)}" for r in rl.memory_roofs(roofs) + [r for r in roofs
+                                                                                 if r.kind == "compute"]] + \
+            [f"ridge {rl.number(r.intensity)} FLOP/B" for r in rl.ridges(roofs)]:
+        if name not in said:
+            problems.append(f"stage at 1920×960: '{name}' is not named on the chart: {said}")
     small.screenshot(path=str(SHOTS / "stage-roofline-960.png"))
     small.close()
     problems += [f"console: {e}" for e in errors]

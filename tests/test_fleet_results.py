@@ -190,5 +190,5 @@ def test_a_board_without_uuid_is_its_run_and_never_a_string_to_parse(suite):
     fleet = fleet_results.build(fleet_results.points([frame], suite), suite)
     [board] = fleet.boards["board"]
     assert board == Board(None, frame["run_id"].iloc[0]) and not board.named
-    assert fleet.boards["row"].iloc[0].endswith(f"run {frame['run_id'].iloc[0]} (no UUID)")
+    assert fleet.boards["row"].iloc[0].endswith(f"no UUID · run {frame['run_id'].iloc[0]}")
     assert pd.isna(fleet.boards["gpu_uuid"].iloc[0])

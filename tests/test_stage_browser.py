@@ -198,6 +198,15 @@ def test_every_page_fits_the_stage_and_draws_its_charts_right(server, browser): 
     assert not problems, "\n".join(problems)
 
 
+# The focused element (and its ::before, where Streamlit draws the main area's focus ring) with a visible ring.
+FOCUS_FRAME = """() => { const e = document.activeElement; if (!e || e === document.body) return null;
+  for (const pseudo of [null, '::before', '::after']) { const s = getComputedStyle(e, pseudo);
+    if (s.outlineStyle !== 'none' || s.boxShadow !== 'none')
+      return `${e.tagName} ${e.getAttribute('data-testid')}${pseudo || ''} draws outline ${s.outlineStyle}, ` +
+             `box-shadow ${s.boxShadow}`; }
+  return null; }"""
+
+
 def test_every_talk_scene_reached_with_the_arrow_key_fits_the_stage(server, browser):  # noqa: F811
     problems, errors = [], []
     page = open_page(browser, errors)
@@ -217,8 +226,14 @@ def test_every_talk_scene_reached_with_the_arrow_key_fits_the_stage(server, brow
         if re.search(r"\{'", notes.inner_text() if notes.count() else ""):
             problems.append(f"{where}: speaker notes print a Python dict")
         page.screenshot(path=str(SHOTS / f"talk-scene-{number}.png"))
+        if number == 3:  # the presenter clicked the page before →: no focus frame around the main area
+            frame = page.evaluate(FOCUS_FRAME)
+            if frame:
+                problems.append(f"{where}: after a click and →, {frame}")
         if number == 1:
             page.wait_for_timeout(1500)  # the shortcut listener is installed by a component iframe
+        if number == 2:
+            page.mouse.click(WIDTH - 60, 600)  # a click on the page's empty right margin focuses the main area
         if number < 6:
             page.keyboard.press("ArrowRight")
     # m without a GPU: the fallback is one caption, and the verdict stays on screen

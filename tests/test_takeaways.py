@@ -30,8 +30,8 @@ def test_transfers_takeaway_reads_the_ratio_from_the_data_and_follows_it(recorde
     ms = h2d.pivot_table(index="bytes", columns="variant", values="median_ms")
     expected = ms["pageable"].iloc[-1] / ms["pinned"].iloc[-1]
     text = takeaways.transfers(frame)
-    assert text.startswith(f"Pinned host memory copies {expected:.1f}× as fast as pageable at 1 GiB")
-    assert "allocated per copy it is 0.3" in text  # the recording holds per-call allocation too
+    assert text.startswith(f"Host → device: pinned copies {expected:.1f}× as fast as pageable at 1 GiB")
+    assert "allocated per copy (0.35 s each), 0.3" in text  # the recording holds per-call allocation, and its cost
     slower = frame.copy()
     slower.loc[(slower["variant"] == "pinned") & (slower["bytes"] == slower["bytes"].max()), "median_ms"] *= 10
     assert takeaways.transfers(slower) != text  # different data, different sentence

@@ -8,7 +8,7 @@ import math
 
 import pandas as pd
 
-from gpu.core import overlap, text
+from gpu.core import overlap
 from gpu.core.errors import ClaimError
 from gpu.core.units import format_bytes
 from gpu.present import facts, headlines
@@ -60,7 +60,8 @@ def pinned_allocated_per_call(frame: pd.DataFrame) -> dict:
     verdict = f"False at {format_bytes(size)}" if ratio < 1 else f"True at {format_bytes(size)}"
     copy_ratio = float(copy_only.get(size, math.nan))
     return {"verdict": verdict, "ratio": ratio, "ratio_text": facts.ratio_text(ratio), "copy_only": copy_ratio,
-            "copy_only_text": facts.ratio_text(copy_ratio), "size": format_bytes(size), "alloc_s": alloc_ms / 1e3}
+            "copy_only_text": facts.ratio_text(copy_ratio), "size": format_bytes(size), "alloc_s": alloc_ms / 1e3,
+            "alloc_text": f"{alloc_ms / 1e3:.2f} s"}
 
 
 def _beyond(name: str, fact, figure: str, limit: float, beyond: str, within: str, doc: str):
@@ -105,7 +106,7 @@ def streams_double_throughput(frame: pd.DataFrame) -> dict:
             "efficiency": float(best["best_efficiency"]), "gain": overlap.gain_text(best),
             "streams": int(best["best_streams"]), "chunks": int(best["best_chunks"]), "config": best["config"],
             "searched": best["searched"], "searched_text": best["searched_text"], "bound_x": best["ceiling"],
-            "ceiling_text": text.times(best["ceiling"], 2)}
+            "ceiling_text": best["ceiling_text"]}
 
 
 CLAIMS = {f.__name__: f for f in (pinned_up_to_2x, pinned_allocated_per_call, misaligned_is_expensive,
@@ -113,8 +114,9 @@ CLAIMS = {f.__name__: f for f in (pinned_up_to_2x, pinned_allocated_per_call, mi
 
 # The figures of each verdict that a page also shows (its stage takeaway), as text: tests/test_one_fact.py holds
 # every talk verdict against the page of the same recording with these.
-SHARED_FIGURES = {"pinned_up_to_2x": ("large_text", "small_text"), "pinned_allocated_per_call": ("ratio_text",),
+SHARED_FIGURES = {"pinned_up_to_2x": ("large_text", "small_text"),
+                  "pinned_allocated_per_call": ("ratio_text", "alloc_text"),
                   "misaligned_is_expensive": ("cost_text",),
                   "non_coalesced_costs_1_2x": ("at_two_text", "at_worst_text"),
                   "atomic_dot_is_fine": ("slower_text", "baseline_label"),
-                  "streams_double_throughput": ("speedup_text", "config", "searched_text")}
+                  "streams_double_throughput": ("speedup_text", "config", "searched_text", "ceiling_text")}

@@ -126,7 +126,8 @@ def best_pipelines(frame: pd.DataFrame) -> list[dict]:
                       "speedup_text": text.times(best["best_speedup"], 2),
                       "searched_text": "the only pipeline measured that can overlap" if searched == 1 else
                       f"the best of {searched} pipelines measured that can overlap",
-                      "ceiling": float(best["best_serial_ms"] / best["best_bound_ms"])})
+                      "ceiling": float(best["best_serial_ms"] / best["best_bound_ms"]),
+                      "ceiling_text": text.times(best["best_serial_ms"] / best["best_bound_ms"], 2)})
     return found
 
 

@@ -12,7 +12,7 @@ from gpu.core import text
 from gpu.core.overlap import gain_text as overlap_gain
 from gpu.core.units import format_bytes
 from gpu.present import facts
-from gpu.present.claims import ClaimError, pinned_speedups
+from gpu.present.claims import ClaimError, pinned_allocated_per_call, pinned_speedups
 from gpu.results import peer_matrix
 
 _ratio_text = facts.ratio_text  # the one style of a speed ratio, as the talk's verdicts write it
@@ -29,14 +29,18 @@ def transfers(frame: pd.DataFrame) -> str | None:
     copy_only = speedups(False)
     if copy_only.empty:
         return None
-    line = f"Pinned host memory copies {_ratio_text(copy_only.iloc[-1])} as fast as pageable at " \
+    line = f"Host → device: pinned copies {_ratio_text(copy_only.iloc[-1])} as fast as pageable at " \
            f"{format_bytes(copy_only.index[-1])}"
     if len(copy_only) > 1:
         line += f", {_ratio_text(copy_only.iloc[0])} at {format_bytes(copy_only.index[0])}"
     per_call = speedups(True)
     if not per_call.empty:
-        line += f"; allocated per copy it is {_ratio_text(per_call.iloc[-1])} at {format_bytes(per_call.index[-1])}"
-    return line + " (host → device)."
+        try:  # what the allocation itself costs, as the talk's verdict says it
+            cost = f" ({pinned_allocated_per_call(frame)['alloc_text']} each)"
+        except (ClaimError, IndexError, KeyError):
+            cost = ""
+        line += f"; allocated per copy{cost}, {_ratio_text(per_call.iloc[-1])} at {format_bytes(per_call.index[-1])}"
+    return line + "."
 
 
 def _sentence(parts: list[str]) -> str | None:
@@ -102,10 +106,10 @@ def streams(frame: pd.DataFrame) -> str | None:
         found = facts.best_pipelines(frame)
     except ClaimError:
         return None
-    parts = [f"{best['host_memory']}: {best['config']} run {best['speedup_text']} as fast as one stream "
-             f"({overlap_gain(best)}; {best['searched_text']})" if best["gain_measurable"] else
-             f"{best['host_memory']}: no measurable overlap ({best['config']} against one stream)"
-             for best in found]
+    parts = [(f"{best['host_memory']}: {best['config']} run {best['speedup_text']} as fast as one stream "
+              f"({overlap_gain(best)}; {best['searched_text']})" if best["gain_measurable"] else
+              f"{best['host_memory']}: no measurable overlap ({best['config']} against one stream)")
+             + f"; the ceiling here is {best['ceiling_text']}" for best in found]
     return _sentence(parts)
 
 

@@ -1,6 +1,7 @@
 """Every run PinPoint can show or compare: the runs store's, and the recordings bundled with the app
-(``assets/replay`` for the pages' replay, ``assets/runs`` for reviews), which stay files in git and are marked
-as bundled. A bundled run id belongs to its file: a stored run with that id and other content is refused, so
+(``assets/replay`` for the pages' replay, ``assets/runs`` for reviews, ``assets/fleet`` and ``assets/noise`` for
+the Fleet page's bundled boards, so each of them opens in Compare), which stay files in git and are marked as
+bundled. A bundled run id belongs to its file: a stored run with that id and other content is refused, so
 what the catalog lists and what it loads are always the same run. No Streamlit, no CUDA."""
 
 from __future__ import annotations
@@ -15,7 +16,11 @@ from gpu.results import runfiles
 from gpu.results.store import RunStore, SaveResult, StoreError
 
 ASSETS = paths.ASSETS
-BUNDLED_DIRS = (ASSETS / "replay", ASSETS / "runs")
+BUNDLED_DIRS = (ASSETS / "replay", ASSETS / "runs", ASSETS / "fleet", ASSETS / "noise")
+# The Fleet page's bundled boards: loaded like the others (so Compare opens the runs the Fleet page links to), listed
+# only where asked (``runs(with_reference=True)``), so the Runs page, Compare's lists and a run's history stay the
+# review recordings.
+REFERENCE_DIRS = ("fleet", "noise")
 CATALOG_COLUMNS = ["run_id", "experiment", "device_name", "driver_version", "host", "timestamp", "points", "label",
                    "notes", "origin", "profile", "git_commit", "source", "gpu_uuid", "boards", "fleet_id", "suite"]
 
@@ -35,6 +40,8 @@ def read_bundled(directories=BUNDLED_DIRS, already_read: dict[Path, pd.DataFrame
                 problems.append(f"{path.name}: {exc}")
                 continue
             for run_id, part in frame.groupby("run_id", sort=False):
+                if str(run_id) in frames:  # a run bundled twice (a review run among the noise runs): the first dir's
+                    continue
                 frames[str(run_id)] = part.reset_index(drop=True)
                 files[str(run_id)] = f"{Path(directory).name}/{path.name}"
     return frames, files, problems
@@ -45,15 +52,24 @@ class Catalog:
         self.store = store if store is not None else RunStore()
         self.bundled, self.files, self.problems = bundled if bundled is not None else read_bundled(directories)
 
-    def runs(self, experiment: str | None = None, with_store: bool = True) -> pd.DataFrame:
+    def is_reference(self, run_id: str) -> bool:
+        """A bundled run of ``REFERENCE_DIRS`` (the Fleet page's boards)."""
+        return run_id in self.files and self.files[run_id].split("/")[0] in REFERENCE_DIRS
+
+    def runs(self, experiment: str | None = None, with_store: bool = True, with_reference: bool | set = False) \
+            -> pd.DataFrame:
         """Stored and bundled runs, newest first; ``with_store=False``: the bundled ones only (what a page still
-        serves when the store failed)."""
+        serves when the store failed). ``with_reference``: the Fleet page's bundled boards too (True), or those of
+        them whose ids are in the set (the runs a link names)."""
         stored = (self.store.runs(experiment) if with_store else pd.DataFrame(columns=CATALOG_COLUMNS)) \
             .assign(origin="stored")
         rows = []
         for run_id, frame in self.bundled.items():
             first = frame.iloc[0]
             if experiment and first["experiment"] != experiment:
+                continue
+            if self.is_reference(run_id) and not (with_reference is True or (with_reference and run_id
+                                                                              in with_reference)):
                 continue
             rows.append({"run_id": run_id, "experiment": first["experiment"], "device_name": first["device_name"],
                          "driver_version": first["driver_version"], "host": first["host"],

@@ -148,6 +148,15 @@ def build(table: pd.DataFrame, suite, history: pd.DataFrame | None = None) -> Fl
     by_model = cells.groupby(["model", "figure"])["value"]
     cells["median"] = by_model.transform("median")
     cells["boards_of_model"] = by_model.transform("count")
+    # Where a model's boards fall into two groups on a figure, a board is judged against the median of its own
+    # group: the model's median would sit in the gap and name every board of both groups.
+    cells["group"] = ""
+    for _, part in cells.groupby(["model", "figure"], sort=False):
+        split = _split(part)
+        if split is not None:
+            low, high = split
+            cells.loc[low.index, ["group", "median"]] = ["low", float(low["value"].median())]
+            cells.loc[high.index, ["group", "median"]] = ["high", float(high["value"].median())]
     cells["ratio"] = cells["value"] / cells["median"]
     judged = cells["boards_of_model"] >= MIN_BOARDS
     cells["deviation"] = np.where(judged, (cells["ratio"] - 1) / cells["floor"], np.nan)
@@ -159,17 +168,21 @@ def build(table: pd.DataFrame, suite, history: pd.DataFrame | None = None) -> Fl
 
 
 def _boards(newest: pd.DataFrame) -> pd.DataFrame:
-    """One row per board (host · model · UUID tail), with the provenance of its newest run, sorted by host."""
+    """One row per board (host · model · UUID tail; 'no UUID · run …' for a run that records none), with the
+    provenance of its newest run; per model the boards with a UUID first, then by host."""
     rows = []
     for board, part in newest.sort_values("when").groupby("board", sort=False):
         last = part.iloc[-1]
-        rows.append({"board": board, "row": f"{last['host']} · {last['model']} · {board.tail}", "model": last["model"],
-                     "host": str(last["host"]), "gpu_uuid": board.uuid,
+        tail = board.tail if board.named else f"no UUID · run {board.run_id}"
+        rows.append({"board": board, "row": f"{last['host']} · {last['model']} · {tail}", "model": last["model"],
+                     "named": board.named, "host": str(last["host"]), "gpu_uuid": board.uuid,
                      "runs": ", ".join(sorted(part["run_id"].astype(str).unique())),
                      "driver": _text(last["driver_version"]), "PCIe": last["pcie"],
                      "SM clock max (MHz)": _text(last["sm_clock_max_mhz"]),
                      "memory clock max (MHz)": _text(last["mem_clock_max_mhz"])})
-    table = pd.DataFrame(rows).sort_values(["model", "host", "row"]).reset_index(drop=True)
+    # per model, the boards with a UUID first, then the runs without one (which may be any board of their host)
+    table = pd.DataFrame(rows).sort_values(["model", "named", "host", "row"], ascending=[True, False, True, True]) \
+        .reset_index(drop=True)
     # Two boards whose rows read alike (one host, one model, runs without a UUID) stay two rows.
     table["row"] = table["row"].where(~table["row"].duplicated(keep=False),
                                       table["row"] + " · " + table.groupby("row").cumcount().add(1).astype(str))
@@ -205,6 +218,19 @@ def outliers(fleet: Fleet, threshold: float = OUTLIER_FLOORS) -> pd.DataFrame:
     return far.reindex(far["deviation"].abs().sort_values(ascending=False).index)
 
 
+def percent(fraction: float) -> str:
+    """A floor as a percentage: 0.035 → '3.5 %', 0.545 → '54.5 %'."""
+    return f"{fraction * 100:.3g} %"
+
+
+def floor_words(fleet: Fleet) -> str:
+    """The sizes of the fleet's run-to-run floors and how many figures each applies to, largest share first:
+    '3.5 % (14 figures), 54.5 % (8 figures: pageable copies) and 16 % (1 figure)'."""
+    counts = fleet.figures["floor"].value_counts()
+    parts = [f"{percent(floor)} ({n} figure{'s' if n != 1 else ''})" for floor, n in counts.items()]
+    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+
+
 def _figure_words(value: float) -> str:
     return f"{value:.3g}" if abs(value) < 10 else f"{value:.1f}"
 
@@ -223,9 +249,10 @@ def outlier_sentences(fleet: Fleet, threshold: float = OUTLIER_FLOORS, limit: in
         who = board.words(info["host"]) if board.named else \
             f"The {info['model']} of run {board.run_id} on {info['host']}"
         side = "slower" if cell["deviation"] < 0 else "faster"
+        whose = f"the {cell['group']} group of {info['model']} boards'" if cell["group"] else f"the {info['model']}"
         sentence = (f"{who}: {cell['label']} ({cell['experiment']}) {_figure_words(cell['value'])} {UNIT}, "
-                    f"{cell['ratio']:.2f}× the {info['model']} median of {_figure_words(cell['median'])} "
-                    f"({abs(cell['deviation']):.1f} run-to-run floors {side}).")
+                    f"{cell['ratio']:.2f}× {whose} median of {_figure_words(cell['median'])} "
+                    f"({abs(cell['deviation']):.1f} run-to-run floors of {percent(cell['floor'])} {side}).")
         sentence += " " + _provenance_words(fleet, board)
         if len(part) > 1:
             sentence += f" {len(part) - 1} more of its figures are beyond {threshold:g} floor" + \
@@ -263,20 +290,29 @@ def groups(fleet: Fleet, gap_floors: float = GROUP_GAP_FLOORS) -> pd.DataFrame:
     if fleet.empty:
         return pd.DataFrame(rows)
     for (model, figure), part in fleet.cells.groupby(["model", "figure"], sort=False):
-        if len(part) < 4:
+        split = _split(part, gap_floors)
+        if split is None:
             continue
-        part = part.sort_values("value")
-        values = part["value"].to_numpy()
-        gaps = np.diff(values)
-        cut = int(np.argmax(gaps[1:-1])) + 1 if len(gaps) > 2 else None
-        if cut is None or gaps[cut] <= gap_floors * part["floor"].iloc[0] * float(np.median(values)):
-            continue
-        low, high = part.iloc[:cut + 1], part.iloc[cut + 1:]
+        low, high = split
         rows.append({"model": model, "figure": figure, "label": part["label"].iloc[0],
                      "low": float(low["value"].median()), "high": float(high["value"].median()),
                      "low_boards": list(low["row"]), "high_boards": list(high["row"]),
                      "gap": float(high["value"].median() / low["value"].median() - 1)})
     return pd.DataFrame(rows)
+
+
+def _split(part: pd.DataFrame, gap_floors: float = GROUP_GAP_FLOORS) -> tuple[pd.DataFrame, pd.DataFrame] | None:
+    """The cells of one (model, figure) below and above their widest gap, when it splits them into two groups
+    (``groups`` gives the rule); None otherwise."""
+    if len(part) < 4:
+        return None
+    part = part.sort_values("value")
+    values = part["value"].to_numpy()
+    gaps = np.diff(values)
+    cut = int(np.argmax(gaps[1:-1])) + 1
+    if gaps[cut] <= gap_floors * part["floor"].iloc[0] * float(np.median(values)):
+        return None
+    return part.iloc[:cut + 1], part.iloc[cut + 1:]
 
 
 def group_sentences(fleet: Fleet) -> list[str]:
@@ -324,11 +360,14 @@ def drift_summary(fleet: Fleet) -> pd.DataFrame:
 
 def median_board(fleet: Fleet, board: str, experiment: str, listed: set[str] | None = None) -> tuple[str, str] | None:
     """For Compare (which takes two runs, never a made-up median): the run of ``experiment`` of the board of
-    ``board``'s model whose figures sit nearest the model's medians (smallest mean |deviation| in floors), and that
-    board; among the runs in ``listed`` (those Compare can open) when given. None when there is no such run."""
+    ``board``'s model that shares a point with the board's run and whose figures sit nearest the medians (smallest
+    mean |deviation| in floors), and that board; among the runs in ``listed`` (those Compare can open) when given.
+    None when there is no such run."""
     cells = fleet.cells
     model = cells.loc[cells["board"] == board, "model"].iloc[0]
-    peers = cells[(cells["model"] == model) & (cells["experiment"] == experiment) & (cells["board"] != board)]
+    figures = set(cells.loc[(cells["board"] == board) & (cells["experiment"] == experiment), "figure"])
+    # only runs that share a point with the board's run (the same settings and timer): Compare compares points
+    peers = cells[(cells["model"] == model) & cells["figure"].isin(figures) & (cells["board"] != board)]
     if listed is not None:
         peers = peers[peers["run_id"].isin(listed)]
     if peers.empty:
@@ -336,3 +375,18 @@ def median_board(fleet: Fleet, board: str, experiment: str, listed: set[str] | N
     distance = peers.assign(far=(peers["ratio"] - 1).abs() / peers["floor"]).groupby(["board", "run_id"])["far"].mean()
     nearest_board, run_id = distance.idxmin()
     return run_id, nearest_board
+
+
+def newest_runs(runs: pd.DataFrame, experiments) -> list[str]:
+    """The stored runs that make every stored board a fleet, with or without a fleet id: per board (its GPU UUID)
+    and experiment of ``experiments``, the newest run; for runs that record no UUID, the newest per host, GPU model
+    and experiment (a run without a UUID cannot be matched to a board, so each host's newest stands for it)."""
+    table = runs[runs["experiment"].isin(list(experiments))].copy()
+    if table.empty:
+        return []
+    named = table["gpu_uuid"].map(lambda u: isinstance(u, str) and bool(u))
+    table["identity"] = np.where(named, table["gpu_uuid"].astype(str),
+                                 "host " + table["host"].astype(str) + " · " + table["device_name"].astype(str))
+    table["when"] = pd.to_datetime(table["timestamp"], utc=True, errors="coerce", format="mixed")
+    newest = table.sort_values("when", kind="stable").drop_duplicates(["identity", "experiment"], keep="last")
+    return list(newest["run_id"].astype(str))

@@ -29,6 +29,9 @@ html, body, [data-testid="stAppViewContainer"] { font-size: 22px; }
 .st-key-present_leave { position: fixed !important; top: 0.3rem; right: 1rem; z-index: 1000; width: auto !important; }
 .st-key-present_leave button { font-size: 0.75rem !important; opacity: 0.6; }
 button:focus-visible, button:focus { box-shadow: none !important; outline: none !important; }
+[data-testid="stMain"]:focus, [data-testid="stMain"]:focus-visible,
+[data-testid="stMain"]:focus::before, [data-testid="stMain"]:focus-visible::before {
+  outline: none !important; box-shadow: none !important; }
 .st-key-stage_title_card { min-height: 88vh; justify-content: center; align-items: center; text-align: center; }
 .st-key-stage_title_card h1 { font-size: 4.2rem !important; }
 </style>

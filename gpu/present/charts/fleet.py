@@ -11,11 +11,15 @@ import numpy as np
 import plotly.graph_objects as go
 
 from gpu.core.text import chart_text
+from gpu.present.charts._common import STAGE_FONT_PX, STAGE_TITLE_PX
 from gpu.results import fleet as fleet_results
 
 MAX_TEXT_ROWS = 32  # more boards than this: the numbers leave the cells (too small to read), the hover keeps them
-CLIP_FLOORS = 5.0  # the colour scale ends at ±5 floors; a cell beyond it keeps its number in the cell and hover
-STAGE_LABELS_PX = 330  # on stage: the title, the column labels (at 45°) and the margins; the rest is the rows
+SCALE_CAP_FLOORS = 10.0  # the colour scale ends at the largest deviation, at least the outlier line, at most this
+STAGE_NAME_PX = STAGE_FONT_PX  # on stage: board names and column labels readable from the back of a room
+STAGE_ROW_PX = 30  # a 20 px name and the gap to the next
+STAGE_COLUMN_PX = 13  # on stage: up to 23 columns share the width, so their labels are wrapped at this size
+STAGE_TOP_PX = 200  # on stage: the title and the column labels under the rows (horizontal, up to five lines)
 
 
 def tick_labels(figures) -> list[str]:
@@ -27,32 +31,60 @@ def tick_labels(figures) -> list[str]:
             for label, experiment, again in zip(figures["label"], figures["experiment"], repeated, strict=True)]
 
 
-def fit_rows(fig: go.Figure, rows: int, height: int, largest_px: int, named: list[str] = ()) -> go.Figure:
-    """On a fixed height (the stage): board names and cell numbers no taller than a row (at least 9 px), the
-    numbers left out when a row is too thin to hold them; rows thinner than a 9 px name are named only where
-    ``named`` (the outliers' rows) says."""
-    row_px = (height - STAGE_LABELS_PX) / max(rows, 1)
-    size = max(9, min(largest_px, int(row_px * 0.75)))
-    fig.update_yaxes(tickfont={"size": size})
-    if row_px < 10:
-        shown = [chart_text(r) for r in named]
-        fig.update_yaxes(tickmode="array", tickvals=shown, ticktext=shown, tickfont={"size": min(largest_px, 16)})
-    fig.update_traces(textfont={"size": size}, texttemplate="%{text}" if row_px >= 16 else "")
-    return fig
+def wrapped(label: str, width: int = 8) -> str:
+    """A label broken into lines of about ``width`` characters at spaces and after underscores (Plotly's <br>), for
+    horizontal column labels on stage: rotated ones took 300 px of a 1080 px screen."""
+    lines: list[str] = []
+    for word in label.replace("_", "_ ").split(" "):
+        if lines and len(lines[-1]) + 1 + len(word) <= width:
+            lines[-1] += ("" if lines[-1].endswith("_") else " ") + word
+        else:
+            lines.append(word)
+    return "<br>".join(lines)
 
 
-def heatmap_figure(fleet, title: str, height: int | None = None) -> go.Figure:
+def scale_end(fleet) -> float:
+    """Where the colour scale ends, in floors: the largest deviation of the fleet, at least the outlier line (so a
+    cell within noise never looks saturated) and at most SCALE_CAP_FLOORS (one far board must not pale the rest)."""
+    largest = float(np.nanmax(np.abs(fleet.cells["deviation"].to_numpy(dtype=float)))) \
+        if fleet.cells["deviation"].notna().any() else 0.0
+    return min(SCALE_CAP_FLOORS, max(fleet_results.OUTLIER_FLOORS, round(largest + 0.05, 1)))
+
+
+def stage_rows(fleet, height: int) -> list[str]:
+    """The board rows a stage heatmap of ``height`` px holds with names of STAGE_NAME_PX: all of them when they fit,
+    else the boards furthest from their medians (in board order)."""
+    fits = max(1, int((height - STAGE_TOP_PX) // STAGE_ROW_PX))
+    rows = list(fleet.boards["row"])
+    if len(rows) <= fits:
+        return rows
+    furthest = fleet.cells.groupby("row")["deviation"].apply(lambda d: d.abs().max()).reindex(rows).fillna(-1.0)
+    chosen = set(furthest.sort_values(ascending=False, kind="stable").index[:fits])
+    return [r for r in rows if r in chosen]
+
+
+def heatmap_figure(fleet, title: str, height: int | None = None, rows: list[str] | None = None,
+                   stage: bool = False) -> go.Figure:
     """One row per board (host · model · UUID tail), one column per figure; colour: the deviation from the
-    median of the boards of its model in floors (red slower, blue faster, white within noise); empty where the
-    board did not measure the figure or is the only board of its model."""
-    deviation = fleet_results.matrix(fleet, "deviation")
-    value = fleet_results.matrix(fleet, "value")
-    median = fleet_results.matrix(fleet, "median")
-    ratio = fleet_results.matrix(fleet, "ratio")
+    median of the boards of its model (or of its group, where the model's boards split) in floors (red slower, blue
+    faster, white within noise); empty where the board did not measure the figure or is the only board of its model.
+    ``rows``: only these boards. ``stage``: at stage size (``height``), names of STAGE_NAME_PX, column labels
+    horizontal and wrapped, a host that every board shares left out of the names (the title names it)."""
+    chosen = rows
+
+    def shown(table):
+        return table.loc[chosen] if chosen is not None else table
+
+    deviation = shown(fleet_results.matrix(fleet, "deviation"))
+    value = shown(fleet_results.matrix(fleet, "value"))
+    median = shown(fleet_results.matrix(fleet, "median"))
+    ratio = shown(fleet_results.matrix(fleet, "ratio"))
     labels = fleet.figures.set_index("figure")
     columns = [chart_text(t) for t in tick_labels(fleet.figures.set_index("figure").loc[list(deviation.columns)])]
     rows = [chart_text(r) for r in deviation.index]
     full = [chart_text(labels.loc[f, "full_label"]) for f in deviation.columns]
+    floors_pct = [fleet_results.percent(labels.loc[f, "floor"]) for f in deviation.columns]
+    group = shown(fleet_results.matrix(fleet, "group"))
     hover = np.empty(deviation.shape, dtype=object)
     for i, row in enumerate(rows):
         for j, _ in enumerate(deviation.columns):
@@ -62,23 +94,36 @@ def heatmap_figure(fleet, title: str, height: int | None = None) -> go.Figure:
             elif np.isnan(d):
                 hover[i, j] = f"{row}<br>{full[j]}<br>{v:.1f} GB/s<br>the only board of its model: not judged"
             else:
-                hover[i, j] = (f"{row}<br>{full[j]}<br>{v:.1f} GB/s, {r:.3f}× the median of its model "
-                               f"({m:.1f} GB/s)<br>{d:+.1f} run-to-run floors")
+                hover[i, j] = (f"{row}<br>{full[j]}<br>{v:.1f} GB/s, {r:.3f}× the median of its "
+                               f"{'model' if not group.iat[i, j] else group.iat[i, j] + ' group'} "
+                               f"({m:.1f} GB/s)<br>{d:+.1f} run-to-run floors of {floors_pct[j]}")
     floors = deviation.to_numpy(dtype=float)
     measured = ~np.isnan(value.to_numpy(dtype=float))
     # In the cell: the deviation; "·" where the board measured the figure but no other board of its model did.
     text = np.where(np.isnan(floors), np.where(measured, "·", ""),
                     np.vectorize(lambda d: f"{d:+.1f}")(np.nan_to_num(floors)))
+    end = scale_end(fleet)
     fig = go.Figure(go.Heatmap(
-        z=np.clip(deviation.to_numpy(dtype=float), -CLIP_FLOORS, CLIP_FLOORS), x=columns, y=rows,
+        z=np.clip(deviation.to_numpy(dtype=float), -end, end), x=columns, y=rows,
         text=text, texttemplate="%{text}" if len(rows) <= MAX_TEXT_ROWS else "", customdata=hover,
         hovertemplate="%{customdata}<extra></extra>",
-        colorscale="RdBu", zmid=0, zmin=-CLIP_FLOORS, zmax=CLIP_FLOORS, xgap=1, ygap=1,
-        colorbar={"title": {"text": "floors from<br>model median"}}))
+        colorscale="RdBu", zmid=0, zmin=-end, zmax=end, xgap=1, ygap=1,
+        colorbar={"title": {"text": f"floors from<br>the median<br>(scale ±{end:g})"}}))
     fig.update_layout(title={"text": chart_text(title)}, height=height or max(380, 230 + 22 * len(rows)),
                       margin={"l": 10, "r": 10, "t": 50, "b": 10}, plot_bgcolor="#eeeeee")
     fig.update_yaxes(autorange="reversed", automargin=True)
     fig.update_xaxes(tickangle=-45, automargin=True)
+    if stage:
+        hosts = set(fleet.boards.set_index("row").loc[list(deviation.index), "host"])
+        prefix = chart_text(f"{next(iter(hosts))} · ") if len(hosts) == 1 else ""
+        names = [r[len(prefix):] if prefix and r.startswith(prefix) else r for r in rows]
+        fig.update_yaxes(tickmode="array", tickvals=rows, ticktext=names, tickfont={"size": STAGE_NAME_PX})
+        fig.update_xaxes(tickangle=0, tickmode="array", tickvals=columns, ticktext=[wrapped(c) for c in columns],
+                         tickfont={"size": STAGE_COLUMN_PX})
+        fig.update_traces(textfont={"size": STAGE_NAME_PX - 4}, colorbar={"title": {"font": {"size": 16}},
+                                                                         "tickfont": {"size": 16}})
+        fig.update_layout(margin={"l": 10, "r": 10, "t": 40, "b": 10}, font={"size": STAGE_FONT_PX},
+                          title_font={"size": STAGE_TITLE_PX}, hoverlabel={"font_size": STAGE_FONT_PX})
     return fig
 
 

@@ -25,6 +25,7 @@ from gpu.results import roofline as rl
 PALETTE = ["#636EFA", "#EF553B", "#00CC96", "#AB63FA", "#FFA15A", "#19D3F3", "#FF6692", "#B6E880"]
 ROOF_COLOURS = {MEMORY: "#444444", COMPUTE: "#B22222"}
 ROOF_DASHES = ["solid", "dash", "dot", "dashdot"]
+LABEL_BACKGROUND = "rgba(255,255,255,0.85)"
 STAGE_HEIGHT = 640  # two panels over six decades: taller than the stage's one-panel charts; fits 1920×960
 DESK_HEIGHT = 620
 TERA = 1e12  # the left panel's FLOP/s are drawn in TFLOP/s: plain ticks (0.01 … 100), never "500G"
@@ -64,7 +65,7 @@ def _roofs_left(fig: go.Figure, roofs: list[Roof], x_range: tuple[float, float],
             line={"color": ROOF_COLOURS[COMPUTE], "dash": ROOF_DASHES[i % 4], "width": 2},
             hovertext=chart_text(f"{roof.name}: {rl.roof_rate(roof)}, measured by {roof.source}"),
             hoverinfo="text"), row=1, col=1)
-    for ridge in rl.ridges(roofs)[:1 if stage else None]:
+    for ridge in rl.ridges(roofs):
         fig.add_trace(go.Scatter(
             x=[ridge.intensity, ridge.intensity], y=[ridge.compute.per_second / TERA / 1e3,
                                                      ridge.compute.per_second / TERA],
@@ -75,33 +76,32 @@ def _roofs_left(fig: go.Figure, roofs: list[Roof], x_range: tuple[float, float],
                                  f"meets the {ridge.compute.name} roof"), hoverinfo="text"), row=1, col=1)
 
 
-def _roof_labels(fig: go.Figure, roofs: list[Roof], x_range: tuple[float, float], columns: int,
-                 stage: bool) -> None:
-    """Each roof named on the chart where it is drawn ("HBM 4,299 GB/s"), clear of the kernels: a memory roof's
-    label above its slope (ending where the slope has climbed 1.3 decades) and above its line on the right panel,
-    a compute roof's above its flat line just right of the FP32 ridge, each ridge's under its dotted line. On
-    stage only the DRAM roof, the FP32 roof and its ridge (as the stage draws one ridge). Plotly places annotations
-    on a log axis in log10 units."""
+def _roof_labels(fig: go.Figure, roofs: list[Roof], x_range: tuple[float, float], columns: int) -> None:
+    """Each roof and ridge drawn is named on the chart, at the desk and on stage ("HBM 4,299 GB/s"): a memory
+    roof's label above its slope (ending where the slope has climbed 1.3 decades, a decade further right for each
+    next roof) and above its line on the right panel; the top compute roof's above its flat line just right of the
+    FP32 ridge, the next one's under the right end of its line (clear of the kernels that climb to it); each
+    ridge's under its dotted line. Labels have a pale background, so a roof that passes behind one leaves it
+    readable. Plotly places annotations on a log axis in log10 units."""
     memory = rl.memory_roofs(roofs)
     found = rl.ridges(roofs)
     compute = sorted((r for r in roofs if r.kind == COMPUTE), key=lambda r: -r.per_second)
-    if stage:
-        memory, found = memory[:1], found[:1]
-        compute = [r for r in compute if found and r == found[0].compute]
-    left = {"xref": "x", "yref": "y", "showarrow": False, "yanchor": "bottom"}
-    x_label = x_range[0] * 10 ** 1.3
-    for roof in memory:
+    left = {"xref": "x", "yref": "y", "showarrow": False, "yanchor": "bottom", "bgcolor": LABEL_BACKGROUND}
+    for i, roof in enumerate(memory):
+        x_label = x_range[0] * 10 ** (1.3 + i)
         y = x_label * roof.per_second / TERA
         fig.add_annotation(text=chart_text(f"{roof.name} {rl.roof_rate(roof)}"), x=math.log10(x_label),
                            y=math.log10(y), xanchor="right", font={"color": ROOF_COLOURS[MEMORY]}, **left)
         fig.add_annotation(text=chart_text(f"{roof.name} {rl.roof_rate(roof)}"), xref="x2", yref="y2",
                            x=columns - 0.5, y=roof.per_second / 1e9, xanchor="right", yanchor="bottom",
-                           showarrow=False, font={"color": ROOF_COLOURS[MEMORY]})
+                           showarrow=False, font={"color": ROOF_COLOURS[MEMORY]}, bgcolor=LABEL_BACKGROUND)
     start = found[0].intensity * 1.6 if found else x_range[0] * 10 ** 2
-    for roof in compute:
-        fig.add_annotation(text=chart_text(f"{roof.name} {rl.roof_rate(roof)}"), x=math.log10(start),
-                           y=math.log10(roof.per_second / TERA), xanchor="left",
-                           font={"color": ROOF_COLOURS[COMPUTE]}, **left)
+    for i, roof in enumerate(compute):  # the top roof above its line by the ridge, the next under its line's end
+        fig.add_annotation(text=chart_text(f"{roof.name} {rl.roof_rate(roof)}"),
+                           x=math.log10(start if i == 0 else x_range[1]), y=math.log10(roof.per_second / TERA),
+                           font={"color": ROOF_COLOURS[COMPUTE]},
+                           **{**left, **({"xanchor": "left"} if i == 0 else
+                                         {"xanchor": "right", "yanchor": "top", "yshift": -8})})
     for i, ridge in enumerate(found):
         fig.add_annotation(text=chart_text(f"ridge {rl.number(ridge.intensity)} FLOP/B "
                                            f"({ridge.compute.precision.upper() or ridge.compute.name})"),
@@ -156,14 +156,14 @@ def figure(points: pd.DataFrame, roofs: list[Roof], subtitle: str = "", stage: b
             fig.add_trace(go.Scatter(
                 x=part["flop_per_byte"], y=part["flops_per_s"] / TERA, mode="markers", name=chart_text(experiment),
                 legendgroup=experiment, marker=_marker(False, colour, stage), hovertext=_hover(part),
-                hoverinfo="text", showlegend=not stage), row=1, col=1)
+                hoverinfo="text"), row=1, col=1)
         strip = memory_only[memory_only["experiment"] == experiment]
         if not strip.empty:
             column = columns.index(experiment)
             spread = np.linspace(-0.3, 0.3, len(strip)) if len(strip) > 1 else np.zeros(1)
             fig.add_trace(go.Scatter(
                 x=column + spread, y=strip["bytes_per_s"] / 1e9, mode="markers", name=chart_text(experiment),
-                legendgroup=experiment, showlegend=part.empty and not stage, marker=_marker(False, colour, stage),
+                legendgroup=experiment, showlegend=part.empty, marker=_marker(False, colour, stage),
                 hovertext=_hover(strip), hoverinfo="text"), row=1, col=2)
     if highlight and not points.empty and (points["kernel"] == highlight).any():
         chosen = points[points["kernel"] == highlight].iloc[0]
@@ -186,11 +186,11 @@ def figure(points: pd.DataFrame, roofs: list[Roof], subtitle: str = "", stage: b
                      range=[-0.6, max(len(columns), 1) - 0.4], row=1, col=2)
     highest = max([*memory_only["bytes_per_s"], *(r.per_second for r in rl.memory_roofs(roofs)), 1e9]) / 1e9
     fig.update_yaxes(title_text="GB/s (10⁹ B/s)", range=[0, highest * 1.15], row=1, col=2)  # room for the labels
-    _roof_labels(fig, roofs, x_range, max(len(columns), 1), stage)
+    _roof_labels(fig, roofs, x_range, max(len(columns), 1))
     title = f"{TITLE}<br><sup>{chart_text(subtitle)}</sup>" if subtitle else TITLE
     fig.update_layout(title={"text": title}, legend={**LEGEND_BELOW, "traceorder": "normal"}, height=DESK_HEIGHT,
                       hovermode="closest", margin={"b": 140})
-    if stage:  # fewer labels: the roofs, the ridge and the path; the experiments are named on the right's axis
+    if stage:  # the legend names every colour (each experiment) and line; the chart names each roof and ridge
         stage_figure(fig, STAGE_HEIGHT)
         fig.update_layout(margin={"b": 110, "t": 120})
     return fig
