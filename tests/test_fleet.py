@@ -21,20 +21,15 @@ from gpu.experiments import suites
 from gpu.fleet import run as fleet_run
 from gpu.fleet.task import TaskFailed, gpu_for_worker
 from gpu.results.store import RunStore
-from tests import peers_standin
 from tests.conftest import new_postgres_database
 from tests.simulated_fleet import board_uuid
 
 ROOT = Path(__file__).resolve().parent.parent
 DASK = [sys.executable, "-m", "dask"]  # the `dask` command, wherever Dask is installed
 SIMULATED = "tests.simulated_fleet:SimulatedBoard"
-# The runner's `fleet` command, in a process that knows the peer experiment (tests/peers_standin.py where
-# gpu/experiments/peers.py is not there).
-FLEET = [sys.executable, "-c", "import sys; from tests import peers_standin; peers_standin.register(); "
-         "from gpu import bench; sys.exit(bench.main(sys.argv[1:]))", "fleet"]
-with peers_standin.declared():
-    HEALTH = suites.load("health")
-    POINTS = {run.experiment: len(run.points()) for run in HEALTH.gpu_runs}
+FLEET = [sys.executable, "-m", "gpu.bench", "fleet"]  # the runner's `fleet` command
+HEALTH = suites.load("health")
+POINTS = {run.experiment: len(run.points()) for run in HEALTH.gpu_runs}
 ONE_GPU_RUNS = len(HEALTH.gpu_runs)
 
 
