@@ -11,7 +11,7 @@ import pandas as pd
 from gpu.core import schema
 from gpu.experiments import registry, suites
 from gpu.results.store import RunStore
-from tests import peers_standin, simulated_fleet
+from tests import simulated_fleet
 
 SLOW_BOARD = 3
 SLOWDOWN = 1.3
@@ -19,8 +19,7 @@ SLOWDOWN = 1.3
 
 def suite_recordings(suite_name: str = "health") -> dict[str, pd.DataFrame]:
     """experiment → the committed H200 recording's rows of the suite's points (one recording per experiment)."""
-    with peers_standin.declared():
-        suite = suites.load(suite_name)
+    suite = suites.load(suite_name)
     out = {}
     for run in suite.gpu_runs:
         frame = simulated_fleet.recorded(run.experiment)

@@ -44,38 +44,42 @@ NVLINK = "NVLink 4 ×18"
 
 def peer_frame(boards: list[int], params, slow_links: dict | None = None, run_id: str | None = None,
                when: str | None = None, link: str = NVLINK, host: str | None = None) -> pd.DataFrame:
-    """A made-up node run of the peer experiment over ``boards`` (simulated board numbers, in the node's order):
-    every ordered pair for each pair variant, every board for each host-link variant. ``slow_links``: {(source
-    board, destination board): factor} multiplies a pair's times (2 halves its GB/s). ``host``: the node's name
-    (else each board's ``board_host``)."""
+    """A made-up node run of the peer experiment (``gpu.experiments.peers``) over ``boards`` (simulated board
+    numbers, in the node's order), its rows as the sweep (``gpu/sweeps/peers.py``) makes them, in the order of
+    ``Params.points()``: where ``params`` name no GPUs, the whole set (as the worker's ``with_devices``), every ordered
+    pair for each pair variant and every GPU for each host-link variant; the latency chase's ``median_ms`` per access
+    (``bytes`` 8). ``slow_links``: {(source board, destination board): factor} multiplies a pair's times (2 halves its
+    GB/s). ``host``: the node's name (else each board's ``board_host``)."""
     import datetime as dt
 
-    from tests.peers_standin import HOST_VARIANTS, TIMERS
+    from gpu.experiments import peers
+    from gpu.sweeps.harness import copies_per_sample
 
     slow_links = slow_links or {}
+    params = peers.with_devices(params, range(len(boards)))
     base = ReplayBackend().data
     provenance = base[base["experiment"] == "reduction"].iloc[0][schema.PROVENANCE_COLUMNS].to_dict()
     when = when or dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     rows = []
-    for variant in params.variants:
-        pairs = [(a, None) for a in range(len(boards))] if variant in HOST_VARIANTS else \
-            [(a, b) for a in range(len(boards)) for b in range(len(boards)) if a != b]
-        for size in params.sizes:
-            for method in params.methods:
-                for source, peer in pairs:
-                    factor = slow_links.get((boards[source], boards[peer]), 1.0) if peer is not None else 1.0
-                    ms = size / (PEER_GBPS[variant] * 1e9) * 1e3 * factor
-                    rows.append({**provenance, "run_id": run_id or uuid.uuid4().hex[:12], "experiment": "peers",
-                                 "variant": variant, "direction": "peer" if peer is not None else variant[:3],
-                                 "bytes": size, "elements": size, "median_ms": ms, "min_ms": ms * 0.99,
-                                 "max_ms": ms * 1.01, "cv": 0.003, "samples": 5, "gbps": size / ms / 1e6,
-                                 "stop_reason": "converged", "profile": params.profile, "timer": TIMERS[method],
-                                 "verified": True, "samples_ms": [ms] * 5, "gpu_uuid": board_uuid(boards[source]),
-                                 "gpu_index": source, "peer_index": peer,
-                                 "peer_uuid": board_uuid(boards[peer]) if peer is not None else None,
-                                 "link": (link if peer is not None else "host"),
-                                 "host": host or board_host(boards[source]),
-                                 "backend": "simulated", "timestamp": when})
+    for variant, source, peer, size, timer in params.points():
+        nbytes = peers.bytes_moved(variant, size)
+        factor = slow_links.get((boards[source], boards[peer]), 1.0) if peer is not None else 1.0
+        ms = nbytes / (PEER_GBPS[variant] * 1e9) * 1e3 * factor
+        row = {**provenance, "run_id": run_id or uuid.uuid4().hex[:12], "experiment": peers.NAME,
+               "variant": variant, "direction": peers.DIRECTIONS.get(variant, "peer"), "bytes": nbytes,
+               "elements": size, "median_ms": ms, "min_ms": ms * 0.99, "max_ms": ms * 1.01, "cv": 0.003, "samples": 5,
+               "gbps": nbytes / ms / 1e6, "stop_reason": "converged", "profile": params.profile, "timer": timer,
+               "verified": True, "samples_ms": [ms] * 5, "gpu_index": source, "gpu_uuid": board_uuid(boards[source]),
+               "host": host or board_host(boards[source]), "backend": "simulated", "timestamp": when}
+        if peer is not None:
+            row.update(peer_index=peer, peer_uuid=board_uuid(boards[peer]), link=link)
+        if variant.startswith("sm_"):
+            row["block_size"] = 256
+        if variant == "latency":
+            row.update(param="loads per sample", param_value=peers.CHASE_STEPS)
+        elif timer == peers.TIMERS["batched"]:
+            row.update(param="copies per sample", param_value=copies_per_sample(lambda n, ms=ms: n * ms))
+        rows.append(row)
     frame = schema.make_frame(rows, {})
     frame["run_id"] = run_id or frame["run_id"].iloc[0]
     return frame
@@ -123,9 +127,7 @@ class SimulatedBoard:
         import os
 
         from gpu.core import devices as gpu_devices
-        from tests import peers_standin
 
-        peers_standin.register()  # this process (a fleet test's GPU worker) knows the peer experiment
         if device is not None:  # the runner's --device: refused with the list, as on a GPU machine
             gpu_devices.choose(device, self.visible_gpus())
         listed = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",") if v.strip()] or ["0"]
@@ -188,6 +190,8 @@ class SimulatedBoard:
         module = get_experiment(job["experiment"])
         params = module.parse_params(job["params"])
         if "peer_index" in module.KEY_COLUMNS:
+            # as the GPU worker: parameters that name no GPUs measure the worker's whole set
+            params = getattr(module, "with_devices", lambda p, _: p)(params, range(len(self.boards)))
             if len(self.boards) < 2:
                 raise ValidationError([f"{module.NAME} needs two GPUs; this worker holds one"])
             time.sleep(self.seconds * 4)

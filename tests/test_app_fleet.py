@@ -7,17 +7,10 @@ import pytest
 import streamlit as st
 
 from tests import fleet_page_helper as helper
-from tests import peers_standin, simulated_fleet
+from tests import simulated_fleet
 from tests.test_url_state import open_with
 
 SLOW_TAIL = simulated_fleet.board_uuid(helper.SLOW_BOARD)[-8:]
-
-
-@pytest.fixture(scope="module", autouse=True)
-def peers_declared():
-    """The health suite's peer matrix needs the peer experiment declared (tests/peers_standin.py until it is)."""
-    with peers_standin.declared():
-        yield
 
 
 @pytest.fixture(autouse=True)

@@ -21,20 +21,15 @@ from gpu.experiments import suites
 from gpu.fleet import run as fleet_run
 from gpu.fleet.task import TaskFailed, gpu_for_worker
 from gpu.results.store import RunStore
-from tests import peers_standin
 from tests.conftest import new_postgres_database
 from tests.simulated_fleet import board_uuid
 
 ROOT = Path(__file__).resolve().parent.parent
 DASK = [sys.executable, "-m", "dask"]  # the `dask` command, wherever Dask is installed
 SIMULATED = "tests.simulated_fleet:SimulatedBoard"
-# The runner's `fleet` command, in a process that knows the peer experiment (tests/peers_standin.py where
-# gpu/experiments/peers.py is not there).
-FLEET = [sys.executable, "-c", "import sys; from tests import peers_standin; peers_standin.register(); "
-         "from gpu import bench; sys.exit(bench.main(sys.argv[1:]))", "fleet"]
-with peers_standin.declared():
-    HEALTH = suites.load("health")
-    POINTS = {run.experiment: len(run.points()) for run in HEALTH.gpu_runs}
+FLEET = [sys.executable, "-m", "gpu.bench", "fleet"]  # the runner's `fleet` command
+HEALTH = suites.load("health")
+POINTS = {run.experiment: len(run.points()) for run in HEALTH.gpu_runs}
 ONE_GPU_RUNS = len(HEALTH.gpu_runs)
 
 
@@ -163,7 +158,7 @@ def test_a_killed_worker_fails_its_gpu_the_others_finish_nothing_partial_is_stor
     runs = stored(url, "review-1")
     # and the node's peer matrix, which waited for its three GPUs: 6 pairs × 4 variants, 3 GPUs × 4 host links
     assert len(runs) == 3 * ONE_GPU_RUNS + 1 and first_ids < set(runs["run_id"])
-    assert set(runs["gpu_uuid"]) == {board_uuid(i) for i in range(3)}
+    assert set().union(*runs["boards"]) == {board_uuid(i) for i in range(3)}  # the node run names all three
     assert "16 runs stored" not in out and "6 runs stored (59 of 59 points sent)" in out
 
 
@@ -190,7 +185,7 @@ def test_a_local_cluster_has_one_worker_per_gpu_and_stores_into_postgresql(postg
                            env={"PINPOINT_SIM_BOARDS": 2, "PINPOINT_SIM_SLOW": "1:1.25"})
     assert code == 0, err
     runs = stored(url, "local-1")
-    assert len(runs) == 2 * ONE_GPU_RUNS + 1 and set(runs["gpu_uuid"]) == {board_uuid(0), board_uuid(1)}
+    assert len(runs) == 2 * ONE_GPU_RUNS + 1 and set().union(*runs["boards"]) == {board_uuid(0), board_uuid(1)}
     slow = RunStore(url).load(runs[(runs["gpu_uuid"] == board_uuid(1)) & (runs["experiment"] == "reduction")]
                               ["run_id"].iloc[0])
     fast = RunStore(url).load(runs[(runs["gpu_uuid"] == board_uuid(0)) & (runs["experiment"] == "reduction")]

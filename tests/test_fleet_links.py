@@ -11,26 +11,20 @@ import pytest
 import streamlit as st
 
 from gpu import bench
+from gpu.experiments import peers
 from gpu.present.charts.fleet_links import link_matrix_figure
 from gpu.results import fleet_links
 from gpu.results.store import RunStore
 from tests import fleet_page_helper as helper
-from tests import peers_standin
 from tests.simulated_fleet import NVLINK, peer_frame
 from tests.test_url_state import open_with
 
 SLOW = {(4, 7): 1 / 0.51}  # boards 4 → 7: GPUs 2 → 5 of the 8-GPU node (boards 2–9)
 
 
-@pytest.fixture(autouse=True)
-def peers_declared():
-    with peers_standin.declared():
-        yield
-
-
 def params(*variants):
-    return peers_standin.parse_params({"sizes": [268435456], "variants": list(variants) or ["ce_write", "h2d_all"],
-                                       "methods": ["batched"], "profile": "interactive"})
+    return peers.parse_params({"sizes": [268435456], "variants": list(variants) or ["ce_write", "h2d_all"],
+                               "methods": ["batched"], "profile": "interactive"})
 
 
 def node_frames(slow=SLOW, when="2026-11-25T10:00:00+00:00"):
@@ -52,8 +46,8 @@ def test_each_pair_is_judged_against_the_median_of_its_link_type_and_the_slow_li
     assert list(zip(slow["host"], slow["gpu_index"], slow["peer_index"], strict=True)) == [("node-3", 2, 5)]
     assert slow["ratio"].iloc[0] == pytest.approx(0.51)
     assert fleet_links.slow_link_sentences(judged) == [
-        f"node-3: GPU 2 → GPU 5 at 0.51× the {NVLINK} median (202 GB/s against 396 GB/s; ce_write · "
-        "268,435,456 elements · timer cuda_event_batched)."]
+        f"node-3: GPU 2 → GPU 5 at 0.51× the {NVLINK} median (202 GB/s against 396 GB/s; ce_write 256 MiB "
+        "batched)."]
     assert fleet_links.summary(judged).startswith(f"58 links between GPUs on 2 nodes (58 {NVLINK}): 1 is more")
     assert fleet_links.hosts(judged) == ["node-3", "node-0"]  # the node with a slow link first
     matrix = fleet_links.node_matrix(judged, "node-3")
@@ -136,6 +130,6 @@ def test_check_judges_a_node_run_by_pair(monkeypatch, capsys, tmp_path):
     out, err = capsys.readouterr()
     assert code == 1, err
     assert out.startswith("FAILED: 1 of 56 points slower beyond noise")
-    assert "gpu_index 2 · peer_index 5" in junit.read_text()  # the slower point is the pair, keyed by its GPUs
+    assert 'name="GPU 2 → GPU 5 ce_write 256 MiB batched"' in junit.read_text()  # the slower point is the pair
     code = bench.main(["check", "--candidate", "peers-before", "--against", "peers-after"])
     assert code == 0

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from gpu.experiments import peers as peers_experiment
 from gpu.experiments import suites
 from gpu.fleet import run as fleet_run
-from tests import peers_standin
 from tests.simulated_fleet import board_uuid
 from tests.test_fleet import Cluster, fleet, stored
 
@@ -35,6 +35,7 @@ timeout_s = {peer_timeout}
 [run.params]
 sizes = [268435456]
 variants = ["ce_write", "ce_read", "h2d_all", "h2d_alone"]
+methods = ["batched"]
 """
 
 
@@ -137,13 +138,7 @@ def _again(url: str, tmp_path: Path, nodes: dict):
 
 
 # --- units ---------------------------------------------------------------------------------------------------------
-@pytest.fixture
-def peers_declared():
-    with peers_standin.declared():
-        yield
-
-
-def test_a_suite_asks_for_a_nodes_gpus_with_gpus_node_checked_with_its_line(peers_declared):
+def test_a_suite_asks_for_a_nodes_gpus_with_gpus_node_checked_with_its_line():
     suite = suites.parse(SUITE.format(peer_timeout=60), "n.toml")
     assert [r.gpus for r in suite.runs] == ["one", "one", "node"]
     assert [r.experiment for r in suite.gpu_runs] == ["reduction", "host_latency"]
@@ -159,13 +154,20 @@ def test_a_suite_asks_for_a_nodes_gpus_with_gpus_node_checked_with_its_line(peer
         assert any(expected in reason for reason in caught.value.reasons), caught.value.reasons
 
 
-def test_the_health_suite_measures_the_peer_matrix_once_per_node(peers_declared):
+def test_the_health_suite_measures_the_peer_matrix_once_per_node():
     health = suites.load("health")
     peers = health.run_for("peers")
     assert peers.on_node and health.node_runs == (peers,) and len(health.gpu_runs) == 5
-    assert {p[0] for p in peers.points()} == {"ce_write", "ce_read", "ce_bidir", "latency", "h2d_all", "d2h_all",
-                                              "h2d_alone", "d2h_alone"}
-    assert {p[3] for p in peers.points()} == {256 << 20}
+    assert peers.points() == []  # its pairs are the node's: the worker names its GPUs (with_devices)
+    params = peers_experiment.parse_params(peers.params)
+    assert params.gpus == [] and params.pairs == []  # so the node run measures every GPU the worker holds
+    node = list(peers_experiment.with_devices(params, range(8)).points())  # a node of 8 GPUs
+    assert {p[0] for p in node} == {"ce_write", "ce_read", "ce_bidir", "latency", "h2d_all", "d2h_all", "h2d_alone",
+                                    "d2h_alone"}
+    assert {p[3] for p in node} == {256 << 20} and {p[4] for p in node} == {"cuda_event_batched_held",
+                                                                            peers_experiment.LATENCY_TIMER}
+    assert {(p[1], p[2]) for p in node if p[0] == "ce_write"} == {(a, b) for a in range(8) for b in range(8) if a != b}
+    assert {p[1] for p in node if p[0] == "h2d_all"} == set(range(8)) and len(node) == 56 * 4 + 8 * 4
 
 
 def test_nodes_are_the_gpus_of_one_host_in_the_fleets_order():

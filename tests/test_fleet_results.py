@@ -15,14 +15,7 @@ from gpu.results import fleet as fleet_results
 from gpu.results.catalog import ASSETS, read_bundled
 from gpu.results.store import RunStore
 from tests import fleet_page_helper as helper
-from tests import pair_frames, peers_standin, simulated_fleet
-
-
-@pytest.fixture(scope="module", autouse=True)
-def peers_declared():
-    """The health suite's peer matrix needs the peer experiment declared (tests/peers_standin.py until it is)."""
-    with peers_standin.declared():
-        yield
+from tests import pair_frames, simulated_fleet
 
 
 @pytest.fixture(scope="module")

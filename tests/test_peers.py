@@ -111,6 +111,8 @@ def test_labels_and_noise_kinds():
     assert peers.point_label(row) == "GPU 0 → GPU 1 ce_read 256 MiB batched"
     host = {**row, "variant": "d2h_all", "peer_index": float("nan"), "timer": "cuda_event"}
     assert peers.point_label(host) == "GPU 0 d2h_all 256 MiB single"
+    # a figure over every pair (the Fleet page's link matrix) names no GPU
+    assert peers.point_label({**row, "gpu_index": None, "peer_index": None}) == "ce_read 256 MiB batched"
     assert peers.noise_kind(row) == "kernel" and peers.noise_kind({**row, "median_ms": 0.005}) == "small copy"
     assert peers.noise_kind(host) is None and peers.noise_kind({**row, "variant": "latency"}) == "kernel"
     assert peers.bytes_moved("latency", 256 * MiB) == 8 and peers.bytes_moved("ce_read", 4 * KiB) == 4 * KiB

@@ -4,12 +4,10 @@ work with the file and line of the problem."""
 import pytest
 
 from gpu.experiments import registry, suites
-from tests import peers_standin
 
 
 def test_the_health_suite_lists_the_figures_a_fleet_review_needs():
-    with peers_standin.declared():
-        suite = suites.load("health")
+    suite = suites.load("health")
     assert suite.title == "Fleet health" and suite.name == "health"
     assert set(suite.experiments) == {"transfers", "coalescing", "host_latency", "reduction", "occupancy", "peers"}
     transfers = suite.run_for("transfers").points()
@@ -25,6 +23,9 @@ def test_the_health_suite_lists_the_figures_a_fleet_review_needs():
     for run in suite.gpu_runs:  # every run passes the registry's own checks, with the suite's profile
         assert registry.check_params(run.experiment, run.params, None) == []
         assert run.params["profile"] == "precise/timeout_s=1" and run.timeout_s == 120
+    [peers] = suite.node_runs  # the node's GPUs together, with the peer experiment's own checks
+    assert peers.experiment == "peers" and registry.check_params("peers", peers.params, None) == []
+    assert peers.params["profile"] == "precise/timeout_s=1" and peers.timeout_s == 600
 
 
 @pytest.mark.parametrize(("text", "expected"), [

@@ -227,14 +227,16 @@ def bytes_moved(variant: str, size: int) -> int:
 
 
 def point_label(row) -> str:
-    """A point in words: 'GPU 0 → GPU 1 ce_read 256 MiB batched', 'GPU 1 h2d_all 1 GiB single'."""
-    peer = row.get("peer_index")
+    """A point in words: 'GPU 0 → GPU 1 ce_read 256 MiB batched', 'GPU 1 h2d_all 1 GiB single'; without a GPU
+    (the same copy over every pair, as the Fleet page's link matrix shows it) 'ce_read 256 MiB batched'."""
+    gpu, peer = row.get("gpu_index"), row.get("peer_index")
     try:
-        where = f"GPU {int(row['gpu_index'])}" + (f" → GPU {int(peer)}" if peer is not None and peer == peer else "")
-    except (TypeError, ValueError, KeyError):
-        where = "GPU ?"
+        where = "" if gpu is None or gpu != gpu else \
+            f"GPU {int(gpu)}" + (f" → GPU {int(peer)}" if peer is not None and peer == peer else "") + " "
+    except (TypeError, ValueError):
+        where = "GPU ? "
     method = METHOD_OF_TIMER.get(str(row.get("timer")), "")
-    return f"{where} {row['variant']} {format_bytes(row['elements'])}" + (f" {method}" if method else "")
+    return f"{where}{row['variant']} {format_bytes(row['elements'])}" + (f" {method}" if method else "")
 
 
 def noise_kind(row) -> str | None:

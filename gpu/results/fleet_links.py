@@ -4,10 +4,11 @@ host bridge", …) on GPUs of the same model across every node of the fleet, and
 ("node-3: GPU 2 → GPU 5 at 0.51× the NVLink 4 ×18 median"). No Streamlit, no CUDA.
 
 A figure is one point of the node run without its pair (the experiment, and its key columns other than the two GPU
-indices: variant, size, timer); each figure has its own matrix. A link is slow when it is more than
-``SLOW_FLOORS`` run-to-run floors (Compare's floor for the point's kind, between boards) below its median; a link
-type measured on fewer than ``MIN_LINKS`` pairs across the fleet is shown, not judged. Rows with no peer (a node's
-host links) are not links between GPUs and are left out.
+indices: variant, size, timer), labelled by the experiment's ``point_label`` of a row without GPUs ('ce_write 256 MiB
+batched'; ``compare.point_label``'s generic words where it declares none); each figure has its own matrix. A link
+is slow when it is more than ``SLOW_FLOORS`` run-to-run floors (Compare's floor for the point's kind, between boards)
+below its median; a link type measured on fewer than ``MIN_LINKS`` pairs across the fleet is shown, not judged. Rows
+with no peer (a node's host links) are not links between GPUs and are left out.
 """
 
 from __future__ import annotations

@@ -124,3 +124,23 @@ def test_roofline_page_measures_its_suite_live_and_places_every_kernel_under_mea
     assert any("ridge" in t.value for t in at.markdown), "the ridge is named"
     print(f"Roofline live: {len(placed)} kernels placed under {sorted(ceilings['roof'])} "
           f"({len(suites.load('roofline').runs)} experiments); e.g. {sentences.iloc[0]}")
+
+
+def test_peers_page_measures_the_matrix_live_on_every_gpu(monkeypatch):
+    """On a machine of two GPUs or more the Peers page's Measure runs the peer experiment on a worker holding every
+    GPU and draws the matrix; on one GPU it says in one line that the matrix needs two."""
+    monkeypatch.setenv("PINPOINT_BACKEND", "auto")
+    from tests.gpu.test_peers_gpu import gpu_count
+
+    at = AppTest.from_file(APP, default_timeout=300).run()
+    at.switch_page("pages/peers.py").run()
+    assert not at.exception, at.exception
+    if gpu_count() < 2:
+        assert any("needs two GPUs" in i.value for i in at.info), [i.value for i in at.info]
+        return
+    [measure] = [b for b in at.button if b.label == "Measure"]
+    measure.click().run()
+    assert not at.exception, at.exception
+    charts = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    titles = [c["layout"]["title"]["text"] for c in charts]
+    assert any(t.startswith("Peer bandwidth") and "Live" in t for t in titles), ([e.value for e in at.error], titles)
