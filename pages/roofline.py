@@ -70,11 +70,7 @@ def live_runs() -> pd.DataFrame | None:
 
 def replay_runs() -> pd.DataFrame:
     """Replay: the newest recording of each experiment on the chosen device model."""
-    # every recorded model (a link may name one with nothing to place), those with kernels or ceilings first
-    placeable = set(backend.data.loc[backend.data["experiment"].isin(rl.kernel_experiments()
-                                                                     + rl.ceiling_experiments()), "device_name"])
-    devices = sorted((str(d) for d in backend.data["device_name"].dropna().unique()),
-                     key=lambda d: (d not in placeable, d))
+    devices = rl.device_models(backend.data)  # a link may name a model with nothing to place
     if not devices:
         st.info("No recordings to place.")
         st.stop()

@@ -25,8 +25,7 @@ def bundled():
     """What the page must show, worked out from the bundled recordings (its first device model with something to
     place: the peer recording's two H100s have none)."""
     data = ReplayBackend().data
-    device = sorted(set(data.loc[data["experiment"].isin(rl.kernel_experiments() + rl.ceiling_experiments()),
-                                 "device_name"]))[0]
+    device = rl.device_models(data)[0]
     runs = rl.newest_runs(data, device)
     roofs = rl.measured_roofs(runs)
     return {"device": device, "runs": runs, "roofs": roofs, "points": rl.kernel_points(runs, roofs)}

@@ -37,7 +37,7 @@ def test_the_roofline_draws_every_kernel_on_log_axes_at_the_desk_and_fits_the_st
     from gpu.service.backends import ReplayBackend
 
     data = ReplayBackend().data
-    runs = rl.newest_runs(data, sorted(set(data["device_name"]))[0])
+    runs = rl.newest_runs(data, rl.device_models(data)[0])  # the model the page opens on
     placed = len(rl.kernel_points(runs, rl.measured_roofs(runs)))
     problems, errors = [], []
     page = open_page(browser, errors)
@@ -85,7 +85,7 @@ def test_each_roof_is_labelled_clear_of_the_kernels_a_hover_reads_its_sentence_a
     from gpu.service.backends import ReplayBackend
 
     data = ReplayBackend().data
-    runs = rl.newest_runs(data, sorted(set(data["device_name"]))[0])
+    runs = rl.newest_runs(data, rl.device_models(data)[0])  # the model the page opens on
     roofs = rl.measured_roofs(runs)
     problems, errors = [], []
     page = open_page(browser, errors)

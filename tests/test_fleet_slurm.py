@@ -39,5 +39,5 @@ def test_a_fleet_runs_through_slurm_one_job_per_node_one_worker_per_gpu(slurm, t
     # five runs on each GPU, then the node's peer matrix on both
     assert "worker SLURMCluster-" in result.stderr and "11 runs stored" in result.stdout
     runs = RunStore(url).runs(fleet_id="slurm-1")
-    assert set(runs["gpu_uuid"]) == {board_uuid(0), board_uuid(1)} and len(runs) == 11
+    assert set().union(*runs["boards"]) == {board_uuid(0), board_uuid(1)} and len(runs) == 11
     assert (runs["source"] == "fleet").all() and (runs["suite"] == "health").all()

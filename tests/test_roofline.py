@@ -301,3 +301,10 @@ def test_the_live_suite_is_a_checked_suite_whose_streams_run_climbs_in_intensity
     assert set(rl.kernel_experiments()) <= set(suite.experiments)  # every registered kernel experiment runs live
     intensities = suite.run_for("streams").params["intensities"]
     assert intensities == sorted(intensities) and len(intensities) >= 8 and max(intensities) >= 1024
+
+
+def test_device_models_put_the_models_with_something_to_place_first():
+    frame = pd.DataFrame({"device_name": ["A GPU", "B GPU", "B GPU", "C GPU"],
+                          "experiment": ["peers", "coalescing", "device_copy", "transfers"]})
+    assert rl.device_models(frame)[0] == "B GPU"
+    assert set(rl.device_models(frame)) == {"A GPU", "B GPU", "C GPU"}  # a link may still name the others

@@ -84,6 +84,14 @@ def measured_roofs(data: pd.DataFrame, experiments: dict[str, ModuleType] | None
     return sorted(best.values(), key=lambda r: (r.kind != MEMORY, r.per_second))
 
 
+def device_models(data: pd.DataFrame, experiments: dict[str, ModuleType] | None = None) -> list[str]:
+    """Every GPU model ``data`` was recorded on, those with kernels or ceilings to place first (a model recorded only
+    by other experiments, such as a peer matrix, has nothing on a roofline), each group in name order."""
+    wanted = kernel_experiments(experiments) + ceiling_experiments(experiments)
+    placeable = set(data.loc[data["experiment"].isin(wanted), "device_name"].dropna().astype(str))
+    return sorted((str(d) for d in data["device_name"].dropna().unique()), key=lambda d: (d not in placeable, d))
+
+
 def newest_runs(data: pd.DataFrame, device_name: str,
                 experiments: dict[str, ModuleType] | None = None) -> pd.DataFrame:
     """The newest run of each experiment that the roofline reads (kernels and ceilings) recorded on
