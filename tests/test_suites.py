@@ -53,3 +53,27 @@ def test_an_unknown_suite_name_lists_the_built_in_ones(tmp_path):
         suites.load("nightly")
     with pytest.raises(suites.SuiteError, match="cannot read the suite"):
         suites.load(str(tmp_path / "missing.toml"))
+
+
+@pytest.mark.parametrize("named", ["/dev/zero", "/dev/null", "/tmp"])
+def test_a_suite_that_is_not_a_regular_file_is_refused_unread(named):
+    with pytest.raises(suites.SuiteError, match=f"{named}: not a regular file"):
+        suites.load(named)
+
+
+def test_a_suite_file_over_one_megabyte_is_refused_after_reading_one(tmp_path):
+    path = tmp_path / "big.toml"
+    path.write_text("# " + "x" * suites.MAX_SUITE_BYTES + '\n[[run]]\nexperiment = "reduction"\n')
+    with pytest.raises(suites.SuiteError, match="big.toml: larger than 1,000,000 bytes"):
+        suites.load(str(path))
+
+
+def test_a_stored_fleet_reads_its_suite_from_its_text_or_a_built_in_name_only():
+    text = '[[run]]\nexperiment = "reduction"\n'
+    suite = suites.stored("f1", "mine", text)
+    assert suite.name == "mine" and suite.experiments == ("reduction",) and suite.text == text
+    assert suites.stored("f1", "health", None).title == "Fleet health"  # an older store: a built-in name
+    for name in ("/etc/passwd", "quick", "../health", "health.toml", None):
+        with pytest.raises(suites.SuiteError, match="keeps only its name") as caught:
+            suites.stored("f1", name, None)
+        assert len(caught.value.reasons) == 1

@@ -27,7 +27,9 @@ parameter, a bad profile or a TOML error is refused with the file and line it is
 from __future__ import annotations
 
 import math
+import os
 import re
+import stat
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +41,7 @@ from gpu.experiments import registry
 SUITES_DIR = paths.asset("suites")
 DEFAULT_PROFILE = "precise/timeout_s=1"
 DEFAULT_TIMEOUT_S = 300.0
+MAX_SUITE_BYTES = 1_000_000  # a suite file is read up to this size, and refused beyond it
 SUITE_KEYS = {"title", "profile", "timeout_s", "run"}
 RUN_KEYS = {"experiment", "gpus", "params", "profile", "timeout_s"}
 ONE_GPU, NODE = "one", "node"  # a run's ``gpus``: each GPU on its own, or all GPUs of a node together
@@ -78,6 +81,7 @@ class Suite:
     title: str
     runs: tuple[SuiteRun, ...]
     path: str = ""
+    text: str = ""  # the suite's TOML as read: a fleet stores it, and the Fleet page reads the suite from the store
     experiments: tuple[str, ...] = field(init=False)
 
     def __post_init__(self):
@@ -120,11 +124,44 @@ def resolve(name_or_path: str) -> Path:
 def load(name_or_path: str) -> Suite:
     """The suite, checked against the registry; SuiteError (with file and line) when it cannot run."""
     path = resolve(name_or_path)
+    return parse(read(path), str(path), path.stem)
+
+
+def read(path: Path) -> str:
+    """A suite file's text: a regular file of at most MAX_SUITE_BYTES, UTF-8; SuiteError otherwise (a device, a
+    pipe or a directory is never read)."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SuiteError([f"{path}: cannot read the suite: {exc}"]) from None
-    return parse(text, str(path), path.stem)
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO must not block the opening
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            os.close(descriptor)
+            raise SuiteError([f"{path}: not a regular file: a suite is a .toml file"])
+        with os.fdopen(descriptor, "rb") as handle:
+            data = handle.read(MAX_SUITE_BYTES + 1)
+    except OSError as exc:
+        raise SuiteError([f"{path}: cannot read the suite: {exc.strerror or exc}"]) from None
+    if len(data) > MAX_SUITE_BYTES:
+        raise SuiteError([f"{path}: larger than {MAX_SUITE_BYTES:,} bytes: not a suite"])
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SuiteError([f"{path}: not UTF-8 text (byte {exc.start})"]) from None
+
+
+def stored(fleet_id: str, name: str, text: str | None) -> Suite:
+    """The suite a stored fleet was measured with: from its stored text; a fleet stored before fleets kept their
+    suite's text has only a name, which is shown when it is a built-in suite's. Never a file that stored data
+    names."""
+    where = f"fleet {fleet_id[:64]}'s suite"
+    if text is not None:
+        if len(text) > MAX_SUITE_BYTES:
+            raise SuiteError([f"{where} is larger than {MAX_SUITE_BYTES:,} characters: not a suite"])
+        return parse(text, where, name)
+    name = str(name or "")
+    if re.fullmatch(r"[A-Za-z0-9_-]{1,64}", name) and name in built_in():
+        return load(name)
+    shown = repr(name[:80]) if name else "none"
+    raise SuiteError([f"{where}: the store keeps only its name ({shown}), not its text (the fleet was stored by an "
+                      f"older PinPoint); only a built-in suite ({', '.join(built_in())}) can be shown by its name"])
 
 
 def parse(text: str, where: str = "<suite>", name: str = "suite") -> Suite:
@@ -163,7 +200,7 @@ def parse(text: str, where: str = "<suite>", name: str = "suite") -> Suite:
     if reasons:
         raise SuiteError(reasons)
     title = data.get("title") if isinstance(data.get("title"), str) else name
-    return Suite(name=name, title=title, runs=tuple(runs), path=where)
+    return Suite(name=name, title=title, runs=tuple(runs), path=where, text=text)
 
 
 def _positive(value) -> bool:

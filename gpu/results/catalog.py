@@ -89,7 +89,8 @@ class Catalog:
         return table.sort_values("timestamp", ascending=False).reset_index(drop=True)
 
     def save(self, frame: pd.DataFrame, source: str, label: str | None = None, notes: str | None = None,
-             replace: bool = False, fleet: tuple[str, str] | None = None) -> list[SaveResult]:
+             replace: bool = False, fleet: tuple[str, str] | None = None, suite_text: str | None = None) \
+            -> list[SaveResult]:
         """The store's save, refusing a run that would shadow a bundled run of the same id with other content."""
         for run_id, part in frame.groupby("run_id", sort=False):
             bundled = self.bundled.get(str(run_id))
@@ -97,7 +98,7 @@ class Catalog:
                 raise StoreError(f"run {shorten(str(run_id))} is bundled with PinPoint ({self.files[str(run_id)]}) "
                                  "and this one differs from it: a stored run cannot shadow a bundled one; give it "
                                  "another run id")
-        return self.store.save(frame, source, label, notes, replace=replace, fleet=fleet)
+        return self.store.save(frame, source, label, notes, replace=replace, fleet=fleet, suite_text=suite_text)
 
     def import_store(self, source_url: str) -> list[SaveResult]:
         """Every run of another PinPoint runs store (a fleet's SQLite file brought back from a GPU machine), each
@@ -108,9 +109,11 @@ class Catalog:
         results = []
         for row in source.runs().itertuples():
             fleet = (row.fleet_id, row.suite) if isinstance(row.fleet_id, str) and row.fleet_id else None
+            kept = source.fleet_suite(row.fleet_id) if fleet else None
             label = row.label if isinstance(row.label, str) else None
             notes = row.notes if isinstance(row.notes, str) else None
-            results += self.save(source.load(row.run_id), "import", label, notes, fleet=fleet)
+            results += self.save(source.load(row.run_id), "import", label, notes, fleet=fleet,
+                                 suite_text=kept[1] if kept else None)
         source.close()
         return results
 
