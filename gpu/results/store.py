@@ -101,21 +101,30 @@ class RunStore(Database):
         A run stored with the same content is reported and left as it is; with different content it is
         refused unless ``replace``. ``fleet``: (fleet id, suite name) when a fleet measured the run;
         ``suite_text``: that suite's text, kept once per fleet (a fleet holds one suite: another text is refused)."""
-        _check_text("label", label, MAX_LABEL_CHARS)
-        _check_text("notes", notes, MAX_NOTES_CHARS)
-        if fleet is not None:
-            _check_text("fleet id", fleet[0], RUNS.c.fleet_id.type.length)
-            _check_text("suite", fleet[1], MAX_LABEL_CHARS)
-            _check_text("suite text", suite_text, MAX_SUITE_CHARS)
-        frame = schema.validate(frame)
-        prepared = [self._prepare(str(run_id), part.reset_index(drop=True), source, label, notes, fleet)
-                    for run_id, part in frame.groupby("run_id", sort=False)]
+        return self.save_batches([(frame, label, notes, fleet, suite_text)], source, replace)
+
+    def save_batches(self, batches: list[tuple], source: str, replace: bool = False) -> list[SaveResult]:
+        """``save`` of several frames, each with its own (label, notes, fleet, suite text), in one transaction:
+        another store's file is imported whole or not at all."""
+        prepared, kept_suites = [], []
+        for frame, label, notes, fleet, suite_text in batches:
+            _check_text("label", label, MAX_LABEL_CHARS)
+            _check_text("notes", notes, MAX_NOTES_CHARS)
+            if fleet is not None:
+                _check_text("fleet id", fleet[0], RUNS.c.fleet_id.type.length)
+                _check_text("suite", fleet[1], MAX_LABEL_CHARS)
+                _check_text("suite text", suite_text, MAX_SUITE_CHARS)
+                if suite_text is not None:
+                    kept_suites.append((fleet[0], fleet[1], suite_text))
+            frame = schema.validate(frame)
+            prepared += [self._prepare(str(run_id), part.reset_index(drop=True), source, label, notes, fleet)
+                         for run_id, part in frame.groupby("run_id", sort=False)]
         self.migrate()
         for attempt in range(2):
             try:
                 with self.engine.begin() as connection:
-                    if fleet is not None and suite_text is not None:
-                        _keep_suite(connection, fleet[0], fleet[1], suite_text)
+                    for kept in kept_suites:
+                        _keep_suite(connection, *kept)
                     return [self._save_one(connection, *run, replace=replace) for run in prepared]
             except sa.exc.IntegrityError:
                 # Another process stored one of these run_ids between our check and our insert; our
@@ -197,6 +206,18 @@ class RunStore(Database):
             raise self.failure(exc, "deleting a run") from None
 
     # --- reading (never writes) ------------------------------------------------------------------------------
+    def count_points(self) -> tuple[int, int]:
+        """How many points the store holds and the characters of their rows, read without reading the rows."""
+        if self.version == 0:
+            return 0, 0
+        try:
+            with self.engine.connect() as connection:
+                found = connection.execute(sa.select(sa.func.count(), sa.func.coalesce(
+                    sa.func.sum(sa.func.length(POINTS.c.row_json)), 0))).first()
+        except sa.exc.SQLAlchemyError as exc:
+            raise self.failure(exc, "counting points") from None
+        return int(found[0]), int(found[1])
+
     def fleet_suite(self, fleet_id: str) -> tuple[str, str] | None:
         """(suite name, suite text) that fleet ``fleet_id`` was measured with; None when the store keeps none
         (a fleet stored before fleets kept their suite's text, or no such fleet)."""
