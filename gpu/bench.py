@@ -223,7 +223,7 @@ def _review(args) -> int:
         for path in args.files:
             try:
                 if _is_sqlite(path):  # another PinPoint store, e.g. a fleet's file from a GPU machine
-                    for result in runs.import_store(f"sqlite:///{Path(path).resolve()}"):
+                    for result in runs.import_store(path, path):
                         print(printable(f"{path}: {result.message()}"), file=sys.stderr)
                     continue
                 frame = imports.read_upload(path, path=path, unverified=args.unverified)

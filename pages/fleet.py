@@ -42,14 +42,16 @@ def bundled_fleet():
 @st.cache_resource(show_spinner="Reading the fleet's runs…", max_entries=8, ttl=600)
 def stored_fleet(fleet_id: str, suite_name: str, _run_ids: tuple, fingerprint: tuple):
     """A stored fleet: its runs' points, read in bulk once per fleet and store state (``fingerprint``)."""
-    suite = suites.load(suite_name)
+    suite = suites.load(BUNDLED_SUITE) if fleet_id == STORED else \
+        fleet_results.stored_suite(catalog.store, fleet_id, suite_name)
     return fleet_results.build(fleet_results.stored_points(catalog.store, list(_run_ids), suite), suite), suite
 
 
 @st.cache_resource(show_spinner=False, max_entries=64, ttl=600)
-def board_history(board: str, suite_name: str, _run_ids: tuple, fingerprint: tuple):
-    """The points of a board's other stored runs (its drift), read when the board is shown, once per store state."""
-    return fleet_results.stored_points(catalog.store, list(_run_ids), suites.load(suite_name))
+def board_history(board: str, fleet_id: str, _suite, _run_ids: tuple, fingerprint: tuple):
+    """The points of a board's other stored runs (its drift), read when the board is shown, once per store state
+    and fleet (whose suite ``_suite`` is)."""
+    return fleet_results.stored_points(catalog.store, list(_run_ids), _suite)
 
 
 fleets = (stored.dropna(subset=["fleet_id"]).groupby("fleet_id").agg(suite=("suite", "first"),
@@ -190,7 +192,7 @@ if choice != BUNDLED and board.named:  # the board's other stored runs of the su
     others = stored[stored["boards"].map(lambda named: board.uuid in named)
                     & stored["experiment"].isin(suite.experiments)
                     & ~stored["run_id"].isin(set(fleet.history["run_id"]))]
-    earlier = board_history(board, suite.name, tuple(others["run_id"]), fingerprint)
+    earlier = board_history(board, choice, suite, tuple(others["run_id"]), fingerprint)
 drift = fleet_results.drift(fleet, board, earlier)
 repeated = drift.groupby("figure")["run_id"].transform("count") >= 2 if not drift.empty else pd.Series(dtype=bool)
 if drift.empty or not repeated.any():

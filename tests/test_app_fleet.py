@@ -177,4 +177,84 @@ def test_a_fleet_whose_suite_is_gone_is_refused_in_one_line(fresh_store):
     at = open_with("pages/fleet.py", fleet_choice="lost-suite")
     assert not at.get("plotly_chart")
     [error] = [e.value for e in at.error]
-    assert error.count("\n- ") == 1 and "/no/such/suite\\.toml\\: cannot read the suite" in error  # one reason
+    assert error.count("\n- ") == 1 and "keeps only its name" in error and "/no/such/suite" in error  # one reason
+
+
+QUICK_SUITE = """title = "Quick copies"
+[[run]]
+experiment = "coalescing"
+[run.params]
+elements = 67108864
+block_sizes = [256]
+groups = ["copy", "strided"]
+strides = [64]
+"""
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def page_store(request, monkeypatch, fresh_store):
+    """The page's store on SQLite and on PostgreSQL (a fresh database each)."""
+    if request.param == "sqlite":
+        return fresh_store
+    from tests.conftest import new_postgres_database
+
+    url = new_postgres_database(request.getfixturevalue("postgres_url"))
+    monkeypatch.setenv("PINPOINT_DB_URL", url)
+    return url
+
+
+@pytest.mark.parametrize("named", ["/dev/zero", "/etc/passwd", "../../etc/passwd.toml"])
+def test_a_stored_fleet_never_makes_the_page_read_a_file_its_data_names(page_store, monkeypatch, named):
+    import builtins
+    import io
+    import pathlib
+
+    from gpu.results.store import RunStore
+
+    opened = []
+    real_open, real_read_text = builtins.open, pathlib.Path.read_text
+
+    def watched_open(file, *args, **kwargs):
+        if isinstance(file, str | pathlib.PurePath) and str(file).endswith(named.rsplit("/", 1)[-1]):
+            opened.append(str(file))
+            raise PermissionError(f"the test forbids reading {file}")
+        return real_open(file, *args, **kwargs)
+
+    def watched_read_text(self, *args, **kwargs):
+        watched_open(self)
+        return real_read_text(self, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", watched_open)
+    monkeypatch.setattr(io, "open", watched_open)
+    monkeypatch.setattr(pathlib.Path, "read_text", watched_read_text)
+    [(_, _, frame)] = [run for run in helper.board_runs(1) if run[2]["experiment"].iloc[0] == "reduction"]
+    RunStore(page_store).save(frame, "fleet", fleet=("hostile", named))
+    at = open_with("pages/fleet.py", fleet_choice="hostile")
+    assert not at.exception and not at.get("plotly_chart") and opened == []
+    [error] = [e.value for e in at.error]
+    assert error.count("\n- ") == 1 and "keeps only its name" in error and "not valid TOML" not in error
+
+
+def test_a_fleet_of_a_suite_file_of_ones_own_is_shown_from_the_suite_the_store_keeps(page_store, tmp_path):
+    from gpu.experiments import suites
+    from gpu.results.store import RunStore
+
+    path = tmp_path / "quick.toml"
+    path.write_text(QUICK_SUITE)
+    suite = suites.load(str(path))
+    store = RunStore(page_store)
+    for _, _, frame in helper.board_runs(4):
+        if frame["experiment"].iloc[0] == "coalescing":
+            store.save(frame, "fleet", fleet=("quick-fleet", suite.name), suite_text=suite.text)
+    path.unlink()  # the page reads the store, not the file
+    at = open_with("pages/fleet.py", fleet_choice="quick-fleet")
+    assert not at.exception and not at.error
+    figure = heatmap(at)
+    assert len(figure["data"][0]["y"]) == 4 and len(figure["data"][0]["x"]) == len(suite.runs[0].points())
+    assert "Quick copies suite" in text(at)
+    # a fleet keeps one suite: another text under its id is refused, nothing written
+    other = QUICK_SUITE.replace("[64]", "[32]")
+    [(_, _, frame)] = [run for run in helper.board_runs(5)[-5:] if run[2]["experiment"].iloc[0] == "coalescing"]
+    with pytest.raises(Exception, match="measured with another suite"):
+        store.save(frame, "fleet", fleet=("quick-fleet", "quick"), suite_text=other)
+    assert store.fleet_suite("quick-fleet") == ("quick", QUICK_SUITE)

@@ -38,7 +38,7 @@ def test_the_health_suite_lists_the_figures_a_fleet_review_needs():
     ('profile = "fastest"\n[[run]]\nexperiment = "reduction"\n', "x.toml: line 3: reduction: unknown profile"),
     ('timeout_s = -1\n[[run]]\nexperiment = "reduction"\n', "x.toml: line 1: timeout_s must be a positive"),
     ('[[run]]\nexperiment = "reduction"\n[[run]]\nexperiment = "reduction"\n',
-     "x.toml: line 3: reduction is listed twice"),
+     "x.toml: line 3: reduction is listed 2 times (lines 1, 3)"),
     ('colour = "red"\n[[run]]\nexperiment = "reduction"\n', "x.toml: line 1: unknown key 'colour'"),
     ('title = "empty"\n', "x.toml: line 1: a suite lists at least one [[run]]"),
 ])
@@ -53,3 +53,84 @@ def test_an_unknown_suite_name_lists_the_built_in_ones(tmp_path):
         suites.load("nightly")
     with pytest.raises(suites.SuiteError, match="cannot read the suite"):
         suites.load(str(tmp_path / "missing.toml"))
+
+
+@pytest.mark.parametrize("named", ["/dev/zero", "/dev/null", "/tmp"])
+def test_a_suite_that_is_not_a_regular_file_is_refused_unread(named):
+    with pytest.raises(suites.SuiteError, match=f"{named}: not a regular file"):
+        suites.load(named)
+
+
+def test_a_suite_file_over_one_megabyte_is_refused_after_reading_one(tmp_path):
+    path = tmp_path / "big.toml"
+    path.write_text("# " + "x" * suites.MAX_SUITE_BYTES + '\n[[run]]\nexperiment = "reduction"\n')
+    with pytest.raises(suites.SuiteError, match="big.toml: larger than 1,000,000 bytes"):
+        suites.load(str(path))
+
+
+def test_a_stored_fleet_reads_its_suite_from_its_text_or_a_built_in_name_only():
+    text = '[[run]]\nexperiment = "reduction"\n'
+    suite = suites.stored("f1", "mine", text)
+    assert suite.name == "mine" and suite.experiments == ("reduction",) and suite.text == text
+    assert suites.stored("f1", "health", None).title == "Fleet health"  # an older store: a built-in name
+    for name in ("/etc/passwd", "quick", "../health", "health.toml", None):
+        with pytest.raises(suites.SuiteError, match="keeps only its name") as caught:
+            suites.stored("f1", name, None)
+        assert len(caught.value.reasons) == 1
+
+
+@pytest.mark.parametrize("text", ["a = " + "[" * 5000 + "]" * 5000, "a = " + "{b = " * 3000 + "1" + "}" * 3000,
+                                  "[[run]]\nexperiment = \"reduction\"\n[run.params]\nx = " + "[" * 9 + "]" * 9])
+def test_a_deeply_nested_suite_is_refused_in_one_line_before_parsing(text):
+    with pytest.raises(suites.SuiteError) as caught:
+        suites.parse(text, "x.toml")
+    [reason] = caught.value.reasons
+    assert "nested deeper than 8 levels" in reason and reason.startswith("x.toml: line ")
+
+
+def test_brackets_in_strings_and_comments_do_not_count_as_nesting():
+    text = ('title = "[[[[[[[[[[{{{{{{{{{{"  # ]]]]]]]]]] [[[[[[[[[[\n'
+            "profile = 'precise/timeout_s=1' # '[[[[[[[[[[\n"
+            '[[run]]\nexperiment = "reduction"\n')
+    assert suites.parse(text, "x.toml").title.startswith("[[[[")
+
+
+def test_a_large_suite_is_refused_by_its_size_and_count_of_runs_in_one_line():
+    import time
+
+    many = '[[run]]\nexperiment = "reduction"\n' * 20_000  # 660 kB
+    started = time.monotonic()
+    with pytest.raises(suites.SuiteError) as caught:
+        suites.parse(many, "x.toml")
+    assert time.monotonic() - started < 1.0
+    assert caught.value.reasons == ["x.toml: 20,000 [[run]] tables, over the limit of 100 (one per experiment)"]
+    with pytest.raises(suites.SuiteError, match="larger than 1,000,000 characters"):
+        suites.parse("# " + "x" * 2_000_000 + "\n", "x.toml")
+
+
+def test_an_experiment_listed_many_times_is_named_once_with_its_lines():
+    text = '[[run]]\nexperiment = "reduction"\n' * 50
+    with pytest.raises(suites.SuiteError) as caught:
+        suites.parse(text, "x.toml")
+    [reason] = caught.value.reasons
+    assert reason.startswith("x.toml: line 3: reduction is listed 50 times (lines 1, 3, 5, 7, 9, 11, 13, 15, 17, 19 …)")
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ('timeout_s = 1000000000000\n[[run]]\nexperiment = "reduction"\n',
+     "x.toml: line 1: timeout_s must be a positive number of seconds, at most 86,400 (a day), not 1000000000000"),
+    ('[[run]]\nexperiment = "reduction"\ntimeout_s = 1e400\n', "x.toml: line 3: timeout_s must be a positive"),
+    ('[[run]]\nexperiment = "reduction"\ntimeout_s = true\n', "x.toml: line 3: timeout_s must be a positive"),
+    ('profile = "precise/timeout_s=1e400"\n[[run]]\nexperiment = "reduction"\n',
+     "x.toml: line 3: reduction: profile 'precise/timeout_s=1e400': timeout_s must be a finite number of at most"),
+    ('profile = "precise/timeout_s=inf"\n[[run]]\nexperiment = "reduction"\n', "timeout_s must be a finite number"),
+    ('profile = "precise/timeout_s=nan"\n[[run]]\nexperiment = "reduction"\n', "timeout_s must be a finite number"),
+    ('profile = "precise/max_samples=1e300"\n[[run]]\nexperiment = "reduction"\n', "max_samples must be a finite"),
+    ('title = {a = 1}\n[[run]]\nexperiment = "reduction"\n', "x.toml: line 1: title must be text, not {'a': 1}"),
+    ('[[run]]\nexperiment = "reduction"\nprofile = 3\n', "x.toml: line 3: profile must be text"),
+    ('[[run]]\nexperiment = "reduction"\ncolour = "red"\n', "x.toml: line 3: unknown key 'colour' in a run"),
+])
+def test_every_setting_has_a_range_and_a_type_refused_with_its_line(text, expected):
+    with pytest.raises(suites.SuiteError) as caught:
+        suites.parse(text, "x.toml")
+    assert any(expected in reason for reason in caught.value.reasons), caught.value.reasons

@@ -74,6 +74,11 @@ INTERACTIVE = Profile("interactive", warmup=1, min_samples=5, max_noise=0.02, mi
                       max_samples=100, floor_samples=5, budget_samples=5.0, budget_floor_s=0.05,
                       outlier_extra_s=0.4, warmup_kept_ms=20.0)
 PROFILES = {p.name: p for p in (PRECISE, INTERACTIVE)}
+DAY_S = 86400.0
+# The largest value each setting takes: a time up to a day, a count up to a million, a noise up to 100 %.
+SETTING_MAX = {"warmup": 1_000_000, "min_samples": 1_000_000, "max_noise": 1.0, "min_time_s": DAY_S,
+               "timeout_s": DAY_S, "max_samples": 1_000_000, "floor_samples": 1_000_000, "budget_samples": 1_000_000,
+               "budget_floor_s": DAY_S, "outlier_extra_s": DAY_S, "warmup_kept_ms": DAY_S * 1000}
 
 
 def get_profile(spec: str) -> Profile:
@@ -95,9 +100,14 @@ def get_profile(spec: str) -> Profile:
             raise ValueError(f"profile '{spec}': '{key}' is not a setting "
                              f"(settings: {', '.join(k for k in values if k != 'name')})")
         try:
-            value = type(values[key])(float(text)) if isinstance(values[key], int) else float(text)
+            number = float(text)
         except ValueError:
             raise ValueError(f"profile '{spec}': '{text}' is not a number") from None
+        largest = SETTING_MAX.get(key, DAY_S)
+        if not math.isfinite(number) or number > largest:
+            raise ValueError(f"profile '{spec}': {key} must be a finite number of at most {largest:g}, not "
+                             f"{text.strip()[:40]}")
+        value = type(values[key])(number) if isinstance(values[key], int) else number
         if value < 0 or (value == 0 and key not in ("warmup", "budget_samples", "budget_floor_s", "outlier_extra_s")):
             raise ValueError(f"profile '{spec}': {key} must be positive")
         values[key] = value

@@ -27,7 +27,9 @@ parameter, a bad profile or a TOML error is refused with the file and line it is
 from __future__ import annotations
 
 import math
+import os
 import re
+import stat
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +41,11 @@ from gpu.experiments import registry
 SUITES_DIR = paths.asset("suites")
 DEFAULT_PROFILE = "precise/timeout_s=1"
 DEFAULT_TIMEOUT_S = 300.0
+MAX_SUITE_BYTES = 1_000_000  # a suite file is read up to this size, and refused beyond it
+MAX_TIMEOUT_S = 86400.0  # a (GPU, experiment) task's time limit: up to a day
+MAX_RUNS = 100  # [[run]] tables of a suite (one per experiment: the registry holds far fewer)
+MAX_NESTING = 8  # arrays and tables inside each other; a suite needs 3 ([[run]], [run.params], a list)
+MAX_REASONS = 20  # reasons listed for one suite; the rest counted
 SUITE_KEYS = {"title", "profile", "timeout_s", "run"}
 RUN_KEYS = {"experiment", "gpus", "params", "profile", "timeout_s"}
 ONE_GPU, NODE = "one", "node"  # a run's ``gpus``: each GPU on its own, or all GPUs of a node together
@@ -78,6 +85,7 @@ class Suite:
     title: str
     runs: tuple[SuiteRun, ...]
     path: str = ""
+    text: str = ""  # the suite's TOML as read: a fleet stores it, and the Fleet page reads the suite from the store
     experiments: tuple[str, ...] = field(init=False)
 
     def __post_init__(self):
@@ -120,14 +128,48 @@ def resolve(name_or_path: str) -> Path:
 def load(name_or_path: str) -> Suite:
     """The suite, checked against the registry; SuiteError (with file and line) when it cannot run."""
     path = resolve(name_or_path)
+    return parse(read(path), str(path), path.stem)
+
+
+def read(path: Path) -> str:
+    """A suite file's text: a regular file of at most MAX_SUITE_BYTES, UTF-8; SuiteError otherwise (a device, a
+    pipe or a directory is never read)."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SuiteError([f"{path}: cannot read the suite: {exc}"]) from None
-    return parse(text, str(path), path.stem)
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO must not block the opening
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            os.close(descriptor)
+            raise SuiteError([f"{path}: not a regular file: a suite is a .toml file"])
+        with os.fdopen(descriptor, "rb") as handle:
+            data = handle.read(MAX_SUITE_BYTES + 1)
+    except OSError as exc:
+        raise SuiteError([f"{path}: cannot read the suite: {exc.strerror or exc}"]) from None
+    if len(data) > MAX_SUITE_BYTES:
+        raise SuiteError([f"{path}: larger than {MAX_SUITE_BYTES:,} bytes: not a suite"])
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SuiteError([f"{path}: not UTF-8 text (byte {exc.start})"]) from None
+
+
+def stored(fleet_id: str, name: str, text: str | None) -> Suite:
+    """The suite a stored fleet was measured with: from its stored text; a fleet stored before fleets kept their
+    suite's text has only a name, which is shown when it is a built-in suite's. Never a file that stored data
+    names."""
+    where = f"fleet {fleet_id[:64]}'s suite"
+    if text is not None:
+        if len(text) > MAX_SUITE_BYTES:
+            raise SuiteError([f"{where} is larger than {MAX_SUITE_BYTES:,} characters: not a suite"])
+        return parse(text, where, name)
+    name = str(name or "")
+    if re.fullmatch(r"[A-Za-z0-9_-]{1,64}", name) and name in built_in():
+        return load(name)
+    shown = repr(name[:80]) if name else "none"
+    raise SuiteError([f"{where}: the store keeps only its name ({shown}), not its text (the fleet was stored by an "
+                      f"older PinPoint); only a built-in suite ({', '.join(built_in())}) can be shown by its name"])
 
 
 def parse(text: str, where: str = "<suite>", name: str = "suite") -> Suite:
+    _bounded(text, where)
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:  # its message ends "(at line N, column M)" or "(at end of document)"
@@ -136,6 +178,8 @@ def parse(text: str, where: str = "<suite>", name: str = "suite") -> Suite:
         line = int(found.group(1)) if found else max(1, len(text.splitlines()))
         raise SuiteError([f"{where}: line {line}: not valid TOML: {re.sub(r' [(]at [^)]*[)]$', '', message)}"]) \
             from None
+    except RecursionError:  # the nesting bound above keeps tomllib far from this; one line if it is ever reached
+        raise SuiteError([f"{where}: arrays and tables nested too deep"]) from None
     lines = _Lines(text)
     reasons = []
     for key in sorted(set(data) - SUITE_KEYS):
@@ -144,8 +188,10 @@ def parse(text: str, where: str = "<suite>", name: str = "suite") -> Suite:
     timeout = data.get("timeout_s", DEFAULT_TIMEOUT_S)
     if not isinstance(profile, str):
         reasons.append(f"{where}: line {lines.top('profile')}: profile must be text, e.g. \"{DEFAULT_PROFILE}\"")
-    if not _positive(timeout):
-        reasons.append(f"{where}: line {lines.top('timeout_s')}: timeout_s must be a positive number of seconds")
+    if not _timeout(timeout):
+        reasons.append(f"{where}: line {lines.top('timeout_s')}: {TIMEOUT_WORDS}, not {_value(timeout)}")
+    if "title" in data and not isinstance(data["title"], str):
+        reasons.append(f"{where}: line {lines.top('title')}: title must be text, not {_value(data['title'])}")
     entries = data.get("run", [])
     if not isinstance(entries, list) or not entries:
         reasons.append(f"{where}: line 1: a suite lists at least one [[run]] (an experiment and its parameters)")
@@ -153,21 +199,75 @@ def parse(text: str, where: str = "<suite>", name: str = "suite") -> Suite:
     runs = []
     for index, entry in enumerate(entries):
         run, problems = _run(entry, index, profile if isinstance(profile, str) else DEFAULT_PROFILE,
-                             timeout if _positive(timeout) else DEFAULT_TIMEOUT_S, lines)
+                             timeout if _timeout(timeout) else DEFAULT_TIMEOUT_S, lines)
         reasons += [f"{where}: line {line}: {problem}" for line, problem in problems]
         if run is not None:
-            if run.experiment in {r.experiment for r in runs}:
-                reasons.append(f"{where}: line {run.line}: {run.experiment} is listed twice: one run per experiment "
-                               "(a fleet resumes by GPU, or node, and experiment)")
             runs.append(run)
+    listed: dict[str, list[int]] = {}
+    for run in runs:  # one pass: each experiment listed more than once is named once, with all its lines
+        listed.setdefault(run.experiment, []).append(run.line)
+    for experiment, at in listed.items():
+        if len(at) > 1:
+            reasons.append(f"{where}: line {at[1]}: {experiment} is listed {len(at)} times (lines "
+                           f"{', '.join(map(str, at[:10]))}{' …' if len(at) > 10 else ''}): one run per experiment "
+                           "(a fleet resumes by GPU, or node, and experiment)")
     if reasons:
+        if len(reasons) > MAX_REASONS:
+            reasons = reasons[:MAX_REASONS] + [f"{where}: … and {len(reasons) - MAX_REASONS} more problems"]
         raise SuiteError(reasons)
     title = data.get("title") if isinstance(data.get("title"), str) else name
-    return Suite(name=name, title=title, runs=tuple(runs), path=where)
+    return Suite(name=name, title=title, runs=tuple(runs), path=where, text=text)
 
 
-def _positive(value) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+TIMEOUT_WORDS = f"timeout_s must be a positive number of seconds, at most {MAX_TIMEOUT_S:,.0f} (a day)"
+
+
+def _timeout(value) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and \
+        0 < value <= MAX_TIMEOUT_S
+
+
+def _value(value) -> str:
+    return repr(value)[:40]
+
+
+def _bounded(text: str, where: str) -> None:
+    """The suite's size, its count of [[run]] tables and how deep its arrays and tables nest, checked on the text
+    before tomllib parses it (which recurses per level and would take any size)."""
+    if len(text) > MAX_SUITE_BYTES:
+        raise SuiteError([f"{where}: larger than {MAX_SUITE_BYTES:,} characters: not a suite"])
+    headers = sum(1 for _ in RUN_HEADER.finditer(text))
+    if headers > MAX_RUNS:
+        raise SuiteError([f"{where}: {headers:,} [[run]] tables, over the limit of {MAX_RUNS} (one per experiment)"])
+    depth, line, quote, comment = 0, 1, None, False
+    for token in TOKEN.finditer(text):
+        found = token.group()
+        if found == "\n":
+            line += 1
+            comment = False
+            if quote in ('"', "'"):
+                quote = None  # a one-line string ends at its line (tomllib says what is wrong with it)
+        elif comment:
+            continue
+        elif quote is not None:
+            line += found.count("\n")
+            if found == quote or (quote == "'" and found.startswith("\\") and found.endswith("'")):
+                quote = None  # a literal string has no escapes: its backslash is a character
+        elif found in ('"""', "'''", '"', "'"):
+            quote = found
+        elif found == "#":
+            comment = True
+        elif found in "[{":
+            depth += 1
+            if depth > MAX_NESTING:
+                raise SuiteError([f"{where}: line {line}: arrays and tables nested deeper than {MAX_NESTING} levels"])
+        elif found in "]}":
+            depth = max(0, depth - 1)
+
+
+RUN_HEADER = re.compile(r"^[ \t]*\[\[", re.MULTILINE)
+# What the nesting scan reads: escapes, quotes (triple first), comments, newlines and brackets.
+TOKEN = re.compile(r'\\.|"""|\'\'\'|"|\'|#|\n|[\[\]{}]')
 
 
 def _run(entry, index: int, profile: str, timeout: float, lines: _Lines) -> tuple[SuiteRun | None, list]:
@@ -187,8 +287,12 @@ def _run(entry, index: int, profile: str, timeout: float, lines: _Lines) -> tupl
         return None, problems + [(lines.key(index, "params"), "[run.params] must be a table of parameters")]
     run_profile = entry.get("profile", profile)
     run_timeout = entry.get("timeout_s", timeout)
-    if not _positive(run_timeout):
-        problems.append((lines.key(index, "timeout_s"), "timeout_s must be a positive number of seconds"))
+    if not isinstance(run_profile, str):
+        problems.append((lines.key(index, "profile"), f"profile must be text, e.g. \"{DEFAULT_PROFILE}\", not "
+                                                      f"{_value(run_profile)}"))
+        run_profile = DEFAULT_PROFILE
+    if not _timeout(run_timeout):
+        problems.append((lines.key(index, "timeout_s"), f"{TIMEOUT_WORDS}, not {_value(run_timeout)}"))
     gpus = entry.get("gpus", ONE_GPU)
     if gpus not in (ONE_GPU, NODE):
         shown = repr(gpus)[:40]

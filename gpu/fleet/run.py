@@ -303,6 +303,10 @@ def _stored_pairs(catalog, fleet_id: str, suite: Suite) -> set[tuple]:
     if other_suites:
         raise FleetError(f"fleet {fleet_id} was measured with suite {', '.join(sorted(other_suites))}, not "
                          f"{suite.name}: give another --fleet-id")
+    kept = catalog.store.fleet_suite(fleet_id)
+    if kept is not None and suite.text and kept[1] != suite.text:
+        raise FleetError(f"fleet {fleet_id} was measured with another text of suite {suite.name} (its file changed "
+                         "since): give another --fleet-id")
     return set(zip(stored["gpu_uuid"], stored["experiment"], strict=True))
 
 
@@ -410,7 +414,8 @@ def _finish(gpu: FleetGpu, catalog, fleet_id: str, suite: Suite, label, result: 
     frame = future.result()
     result.rows_sent += len(frame)
     try:
-        saved = catalog.save(frame, "fleet", label, None, fleet=(fleet_id, suite.name))
+        saved = catalog.save(frame, "fleet", label, None, fleet=(fleet_id, suite.name),
+                             suite_text=suite.text or None)
     except (StoreError, ValueError) as exc:  # measured, but the store refused it: say so, the GPU goes on
         gpu.failed[run.experiment] = f"{run.experiment} was measured but not stored: {exc}"
         progress.event(f"{gpu.label()}: {gpu.failed[run.experiment]}")

@@ -12,7 +12,7 @@ import pandas as pd
 
 from gpu.core import boards, paths, schema
 from gpu.core.text import shorten
-from gpu.results import runfiles
+from gpu.results import imports, runfiles
 from gpu.results.store import RunStore, SaveResult, StoreError
 
 ASSETS = paths.ASSETS
@@ -89,30 +89,28 @@ class Catalog:
         return table.sort_values("timestamp", ascending=False).reset_index(drop=True)
 
     def save(self, frame: pd.DataFrame, source: str, label: str | None = None, notes: str | None = None,
-             replace: bool = False, fleet: tuple[str, str] | None = None) -> list[SaveResult]:
+             replace: bool = False, fleet: tuple[str, str] | None = None, suite_text: str | None = None) \
+            -> list[SaveResult]:
         """The store's save, refusing a run that would shadow a bundled run of the same id with other content."""
+        self._refuse_shadowing(frame)
+        return self.store.save(frame, source, label, notes, replace=replace, fleet=fleet, suite_text=suite_text)
+
+    def _refuse_shadowing(self, frame: pd.DataFrame) -> None:
         for run_id, part in frame.groupby("run_id", sort=False):
             bundled = self.bundled.get(str(run_id))
             if bundled is not None and runfiles.manifest(part)[str(run_id)] != runfiles.manifest(bundled)[str(run_id)]:
                 raise StoreError(f"run {shorten(str(run_id))} is bundled with PinPoint ({self.files[str(run_id)]}) "
                                  "and this one differs from it: a stored run cannot shadow a bundled one; give it "
                                  "another run id")
-        return self.store.save(frame, source, label, notes, replace=replace, fleet=fleet)
 
-    def import_store(self, source_url: str) -> list[SaveResult]:
+    def import_store(self, name: str, path) -> list[SaveResult]:
         """Every run of another PinPoint runs store (a fleet's SQLite file brought back from a GPU machine), each
-        with its label, notes, fleet id and suite; each run stored whole, as ``save`` stores one."""
-        source = RunStore(source_url)  # opening never writes, so the other store is left as it was
-        if source.version == 0:
-            raise StoreError(f"{source.describe()} is not a PinPoint runs store (it has no runs and no schema version)")
-        results = []
-        for row in source.runs().itertuples():
-            fleet = (row.fleet_id, row.suite) if isinstance(row.fleet_id, str) and row.fleet_id else None
-            label = row.label if isinstance(row.label, str) else None
-            notes = row.notes if isinstance(row.notes, str) else None
-            results += self.save(source.load(row.run_id), "import", label, notes, fleet=fleet)
-        source.close()
-        return results
+        with its label, notes, fleet id and suite, through the import contract (``imports.read_store``) and stored
+        in one transaction: the whole file or nothing."""
+        batches = imports.read_store(name, path)
+        for frame, *_ in batches:
+            self._refuse_shadowing(frame)
+        return self.store.save_batches(batches, "import")
 
     def load(self, run_id: str) -> pd.DataFrame:
         """A run by id, bundled or stored; gpu.results.store.StoreError when there is none."""

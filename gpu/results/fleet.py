@@ -18,6 +18,7 @@ import pandas as pd
 
 from gpu.core import schema
 from gpu.core.boards import Board
+from gpu.experiments import suites
 from gpu.results import compare
 from gpu.results.store import RunStore
 
@@ -104,6 +105,13 @@ def _short_labels(labels: dict[str, str], records: dict[str, dict]) -> dict[str,
         for figure, parts in split.items():
             short[figure] = " · ".join([parts[0], *(p for p in parts[1:] if p not in shared)])
     return short
+
+
+def stored_suite(store: RunStore, fleet_id: str, name) -> suites.Suite:
+    """The suite fleet ``fleet_id`` was measured with, from what the store holds (its text; for a fleet stored
+    before fleets kept it, a built-in suite of its name); ``suites.SuiteError`` in one line otherwise."""
+    kept = store.fleet_suite(fleet_id)
+    return suites.stored(fleet_id, kept[0] if kept else name, kept[1] if kept else None)
 
 
 def stored_points(store: RunStore, run_ids: list[str], suite) -> pd.DataFrame:

@@ -32,13 +32,13 @@ import numpy as np
 import pandas as pd
 
 from gpu.core import schema
-from gpu.core.errors import ImportProblem
+from gpu.core.errors import ImportProblem, StoreError
 from gpu.core.schema import frame_rows
 from gpu.core.text import shorten
 from gpu.experiments import EXPERIMENTS
 from gpu.results import runfiles
 from gpu.results.compare import key_columns
-from gpu.results.store import MAX_RUN_SPAN_S, run_times
+from gpu.results.store import MAX_LABEL_CHARS, MAX_NOTES_CHARS, MAX_RUN_SPAN_S, RUNS, RunStore, run_times
 
 DEFAULT_MAX_BYTES = 256 * 1024**2
 MAX_ROWS = 200_000
@@ -99,6 +99,16 @@ def read_upload(name: str, data: bytes | None = None, path: str | Path | None = 
 def _read_regular_file(shown: str, path: Path, limit: int) -> bytes:
     """The file's bytes, at most ``limit`` + 1 of them; a FIFO, device, socket or directory (also behind a link)
     is refused before it is opened: reading one could hang or never end."""
+    _check_regular_file(shown, path, limit)
+    try:
+        with open(path, "rb") as f:
+            return f.read(limit + 1)  # a file that grew (or a /proc file that claims 0 bytes) stops at the limit
+    except OSError as exc:
+        raise ImportProblem(f"{shown}: cannot be read ({exc.strerror or type(exc).__name__})") from None
+
+
+def _check_regular_file(shown: str, path: Path, limit: int) -> None:
+    """A regular file (also behind a link) of at most ``limit`` bytes, or ImportProblem."""
     try:
         info = os.stat(path)
     except OSError as exc:
@@ -110,11 +120,70 @@ def _read_regular_file(shown: str, path: Path, limit: int) -> bytes:
     if info.st_size > limit:
         raise ImportProblem(f"{shown}: {info.st_size / 1e6:,.1f} MB is over the import limit of {limit / 1e6:,.0f} MB "
                             "(PINPOINT_IMPORT_MAX_BYTES sets it)")
+
+
+def read_store(name: str, path: str | Path, limit: int | None = None) -> list[tuple]:
+    """Every run of another PinPoint runs store (a SQLite file, e.g. a fleet's from a GPU machine) through the
+    same contract and limits as a Parquet or CSV file: ``check`` over all of its rows at once (row N counts the
+    file's points in run order), and each run's label, notes, fleet id, suite and suite text checked as the store
+    keeps them. (frame, label, notes, fleet, suite text) per run, for ``RunStore.save_batches``; ImportProblem
+    naming the file, run and column of the first problem. The file is opened read-only and never written."""
+    limit = limit or max_import_bytes()
+    shown = shorten(name)
+    _check_regular_file(shown, Path(path), limit)
+    source = RunStore(f"sqlite:///{Path(path).resolve()}")  # opening never writes
     try:
-        with open(path, "rb") as f:
-            return f.read(limit + 1)  # a file that grew (or a /proc file that claims 0 bytes) stops at the limit
-    except OSError as exc:
-        raise ImportProblem(f"{shown}: cannot be read ({exc.strerror or type(exc).__name__})") from None
+        if source.version < 1:
+            raise ImportProblem(f"{shown}: not a PinPoint runs store (schema version {source.version})" if
+                                source.version else f"{shown}: not a PinPoint runs store (it has no runs and no "
+                                "schema version)")
+        counted = source.count_points()
+        if counted[0] > MAX_ROWS:
+            raise ImportProblem(f"{shown}: over {MAX_ROWS:,} points, the limit")
+        if counted[1] > MAX_DECODED_BYTES:
+            raise ImportProblem(f"{shown}: its points hold {counted[1] / 1e6:,.0f} MB of text, over the limit of "
+                                f"{MAX_DECODED_BYTES / 1e6:,.0f} MB")
+        runs = source.runs()
+        if runs.empty:
+            raise ImportProblem(f"{shown}: the store holds no runs")
+        try:
+            rows = source.points(list(runs["run_id"]))
+        except (ValueError, TypeError, AttributeError, StoreError) as exc:  # JSON by hand or by a damaged copy
+            raise ImportProblem(f"{shown}: a stored point cannot be read: {shorten(str(exc), 200)}") from None
+        total = sum(len(v) for v in rows.get("samples_ms", pd.Series(dtype=object)) if isinstance(v, list))
+        if total > MAX_VALUES:
+            raise ImportProblem(f"{shown}: {total:,} sample values, over the limit of {MAX_VALUES:,}")
+        kept = {r.fleet_id: source.fleet_suite(r.fleet_id) for r in runs.itertuples() if _is_id(r.fleet_id)}
+    finally:
+        source.close()
+    frame = check(rows, shown)
+    unlisted = sorted(set(frame["run_id"]) - set(runs["run_id"]))
+    if unlisted:
+        raise ImportProblem(f"{shown}: run {shorten(unlisted[0])}, column run_id: its points name a run the store "
+                            "does not list")
+    batches = []
+    for row in runs.itertuples():
+        run = shorten(str(row.run_id))
+        texts = {}
+        for column, limit_chars in (("label", MAX_LABEL_CHARS), ("notes", MAX_NOTES_CHARS),
+                                    ("fleet_id", RUNS.c.fleet_id.type.length), ("suite", MAX_LABEL_CHARS)):
+            value = getattr(row, column)
+            texts[column] = value if isinstance(value, str) else None
+            if texts[column] is not None and ("\x00" in value or len(value) > limit_chars or (
+                    column in ("fleet_id", "suite") and _CONTROL_CHARACTER.search(value))):
+                raise ImportProblem(f"{shown}: run {run}, column {column}: value {_shown(value)} is longer than "
+                                    f"{limit_chars:,} characters or holds a control character")
+        part = frame[frame["run_id"] == row.run_id]
+        if part.empty:
+            raise ImportProblem(f"{shown}: run {run}, column run_id: the run has no points")
+        fleet = (texts["fleet_id"], texts["suite"] or "") if texts["fleet_id"] else None
+        suite = kept.get(texts["fleet_id"]) if fleet else None
+        batches.append((part, texts["label"], texts["notes"], fleet, suite[1] if suite else None))
+    return batches
+
+
+def _is_id(value) -> bool:
+    return isinstance(value, str) and bool(value)
 
 
 def _read_csv(shown: str, data: bytes) -> tuple[pd.DataFrame, dict | None]:

@@ -13,11 +13,15 @@ Tables (schema version ``SCHEMA_VERSION``, in ``pinpoint_meta``):
 * ``points`` – one row per measured point: ``run_id``, ``idx``, the point's ``variant``, ``direction``,
   ``bytes``, ``median_ms``, ``gbps`` for queries, and ``row_json``: the whole row of the results schema
   (``gpu.core.schema``), every sample included, less the board UUIDs that ``run_boards`` holds (``stored_row``
-  takes them out, ``restored_row`` puts them back, so a stored run reads back as it was saved).
+  takes them out, ``restored_row`` puts them back, so a stored run reads back as it was saved);
+* ``fleet_suites`` – one row per fleet (since version 4): ``fleet_id`` (primary key), the suite's ``name``, its
+  ``digest`` (SHA-256 of its text) and ``toml``: the suite's text as measured, which the Fleet page reads (a
+  stored fleet never names a file to read).
 
 Versions: 1, the first tables; 2, runs name their board (``runs.gpu_uuid``, from the first point), fleet and suite;
 3, a run's boards are ``run_boards``, filled from every point of every stored run (a run that spans several boards
-records all of them), taken out of each point's JSON, and ``runs.gpu_uuid`` is dropped: a board is stored once.
+records all of them), taken out of each point's JSON, and ``runs.gpu_uuid`` is dropped: a board is stored once;
+4, a fleet keeps its suite's text (``fleet_suites``); fleets stored before hold only their suite's name.
 
 Migrations are a short list of versioned steps (``MIGRATIONS``), applied in one transaction, one migrator at a time
 (PostgreSQL: an advisory lock; SQLite: ``BEGIN IMMEDIATE``): three tables need no migration framework, and an
@@ -37,7 +41,7 @@ from gpu.core.errors import StoreError
 from gpu.core.schema import key_value
 from gpu.core.text import shorten
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 METADATA = sa.MetaData()
 
 META = sa.Table("pinpoint_meta", METADATA, sa.Column("key", sa.String(64), primary_key=True),
@@ -66,6 +70,11 @@ BOARDS = sa.Table(
     sa.Column("run_id", sa.String(64), sa.ForeignKey("runs.run_id", ondelete="CASCADE"), primary_key=True),
     sa.Column("position", sa.Integer, primary_key=True),
     sa.Column("gpu_index", sa.Integer), sa.Column("gpu_uuid", sa.Text, nullable=False, index=True),
+)
+FLEET_SUITES = sa.Table(
+    "fleet_suites", METADATA,
+    sa.Column("fleet_id", sa.String(64), primary_key=True), sa.Column("name", sa.Text, nullable=False),
+    sa.Column("digest", sa.String(64), nullable=False), sa.Column("toml", sa.Text, nullable=False),
 )
 FLEET_INDEX = sa.Index("ix_runs_fleet_id", RUNS.c.fleet_id)
 # Columns of ``runs`` as steps added them (step 3 drops gpu_uuid again: ``run_boards`` holds a run's boards).
@@ -167,7 +176,12 @@ def _boards_once_v3(connection) -> None:
     connection.execute(sa.text(f"ALTER TABLE {RUNS.name} DROP COLUMN gpu_uuid"))
 
 
-MIGRATIONS = [(1, _create_v1), (2, _add_boards_and_fleets_v2), (3, _boards_once_v3)]
+def _fleet_suites_v4(connection) -> None:
+    """Fleets keep their suite's text; those stored before keep only its name (in ``runs.suite``)."""
+    FLEET_SUITES.create(connection)
+
+
+MIGRATIONS = [(1, _create_v1), (2, _add_boards_and_fleets_v2), (3, _boards_once_v3), (4, _fleet_suites_v4)]
 
 
 # --- reading the version, applying the steps -----------------------------------------------------------------

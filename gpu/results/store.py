@@ -20,6 +20,7 @@ only the fields asked for and without samples when asked (the Fleet page reads h
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 from dataclasses import dataclass
 
@@ -42,6 +43,7 @@ from gpu.results.database import (  # noqa: F401 (the engine's names, as callers
 from gpu.results.migrations import (  # noqa: F401 (the tables and steps, as callers and tests know them here)
     ADDED_IN_V2,
     BOARDS,
+    FLEET_SUITES,
     META,
     METADATA,
     MIGRATIONS,
@@ -56,6 +58,7 @@ from gpu.results.migrations import (  # noqa: F401 (the tables and steps, as cal
 
 MAX_LABEL_CHARS = 256
 MAX_NOTES_CHARS = 4096
+MAX_SUITE_CHARS = 1_000_000  # a suite's text, as a suite file is read (gpu.experiments.suites.MAX_SUITE_BYTES)
 MAX_RUN_SPAN_S = 6 * 3600
 RUN_COLUMNS = [c.name for c in RUNS.columns] + ["gpu_uuid", "boards"]
 BULK_RUNS = 500  # run ids per query of a bulk read
@@ -92,22 +95,36 @@ class RunStore(Database):
 
     # --- writing ---------------------------------------------------------------------------------------------
     def save(self, frame: pd.DataFrame, source: str, label: str | None = None, notes: str | None = None,
-             replace: bool = False, fleet: tuple[str, str] | None = None) -> list[SaveResult]:
+             replace: bool = False, fleet: tuple[str, str] | None = None, suite_text: str | None = None) \
+            -> list[SaveResult]:
         """Store every run of ``frame`` (validated against the schema) in one transaction: all or nothing.
         A run stored with the same content is reported and left as it is; with different content it is
-        refused unless ``replace``. ``fleet``: (fleet id, suite name) when a fleet measured the run."""
-        _check_text("label", label, MAX_LABEL_CHARS)
-        _check_text("notes", notes, MAX_NOTES_CHARS)
-        if fleet is not None:
-            _check_text("fleet id", fleet[0], RUNS.c.fleet_id.type.length)
-            _check_text("suite", fleet[1], MAX_LABEL_CHARS)
-        frame = schema.validate(frame)
-        prepared = [self._prepare(str(run_id), part.reset_index(drop=True), source, label, notes, fleet)
-                    for run_id, part in frame.groupby("run_id", sort=False)]
+        refused unless ``replace``. ``fleet``: (fleet id, suite name) when a fleet measured the run;
+        ``suite_text``: that suite's text, kept once per fleet (a fleet holds one suite: another text is refused)."""
+        return self.save_batches([(frame, label, notes, fleet, suite_text)], source, replace)
+
+    def save_batches(self, batches: list[tuple], source: str, replace: bool = False) -> list[SaveResult]:
+        """``save`` of several frames, each with its own (label, notes, fleet, suite text), in one transaction:
+        another store's file is imported whole or not at all."""
+        prepared, kept_suites = [], []
+        for frame, label, notes, fleet, suite_text in batches:
+            _check_text("label", label, MAX_LABEL_CHARS)
+            _check_text("notes", notes, MAX_NOTES_CHARS)
+            if fleet is not None:
+                _check_text("fleet id", fleet[0], RUNS.c.fleet_id.type.length)
+                _check_text("suite", fleet[1], MAX_LABEL_CHARS)
+                _check_text("suite text", suite_text, MAX_SUITE_CHARS)
+                if suite_text is not None:
+                    kept_suites.append((fleet[0], fleet[1], suite_text))
+            frame = schema.validate(frame)
+            prepared += [self._prepare(str(run_id), part.reset_index(drop=True), source, label, notes, fleet)
+                         for run_id, part in frame.groupby("run_id", sort=False)]
         self.migrate()
         for attempt in range(2):
             try:
                 with self.engine.begin() as connection:
+                    for kept in kept_suites:
+                        _keep_suite(connection, *kept)
                     return [self._save_one(connection, *run, replace=replace) for run in prepared]
             except sa.exc.IntegrityError:
                 # Another process stored one of these run_ids between our check and our insert; our
@@ -189,6 +206,31 @@ class RunStore(Database):
             raise self.failure(exc, "deleting a run") from None
 
     # --- reading (never writes) ------------------------------------------------------------------------------
+    def count_points(self) -> tuple[int, int]:
+        """How many points the store holds and the characters of their rows, read without reading the rows."""
+        if self.version == 0:
+            return 0, 0
+        try:
+            with self.engine.connect() as connection:
+                found = connection.execute(sa.select(sa.func.count(), sa.func.coalesce(
+                    sa.func.sum(sa.func.length(POINTS.c.row_json)), 0))).first()
+        except sa.exc.SQLAlchemyError as exc:
+            raise self.failure(exc, "counting points") from None
+        return int(found[0]), int(found[1])
+
+    def fleet_suite(self, fleet_id: str) -> tuple[str, str] | None:
+        """(suite name, suite text) that fleet ``fleet_id`` was measured with; None when the store keeps none
+        (a fleet stored before fleets kept their suite's text, or no such fleet)."""
+        if self.version < 4:
+            return None
+        try:
+            with self.engine.connect() as connection:
+                found = connection.execute(sa.select(FLEET_SUITES.c.name, FLEET_SUITES.c.toml)
+                                           .where(FLEET_SUITES.c.fleet_id == fleet_id)).first()
+        except sa.exc.SQLAlchemyError as exc:
+            raise self.failure(exc, "reading a fleet's suite") from None
+        return (found[0], found[1]) if found else None
+
     def has_run(self, run_id: str) -> bool:
         if self.version == 0:
             return False
@@ -328,6 +370,24 @@ def run_times(timestamps: pd.Series) -> tuple[str | None, int, float]:
     position = timestamps.index.get_loc
     return (str(timestamps.loc[earliest]), position(latest),
             float((parsed.max() - parsed.min()).total_seconds()))
+
+
+def suite_digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _keep_suite(connection, fleet_id: str, name: str, text: str) -> None:
+    """The fleet's suite text, stored with its first run; a different text under the same fleet id is refused."""
+    digest = suite_digest(text)
+    stored = connection.execute(sa.select(FLEET_SUITES.c.name, FLEET_SUITES.c.digest)
+                                .where(FLEET_SUITES.c.fleet_id == fleet_id)).first()
+    if stored is None:
+        connection.execute(FLEET_SUITES.insert(), [{"fleet_id": fleet_id, "name": name, "digest": digest,
+                                                    "toml": text}])
+    elif stored[1] != digest:
+        raise StoreError(f"fleet {shorten(fleet_id)} was measured with another suite ({shorten(stored[0])}, "
+                         f"sha256 {stored[1][:12]}; this one {shorten(name)}, sha256 {digest[:12]}): nothing was "
+                         "written; give another fleet id")
 
 
 def _check_text(what: str, value: str | None, limit: int) -> None:

@@ -1,0 +1,122 @@
+"""Another runs store (a SQLite file, e.g. a fleet's from a GPU machine) imports through the same contract and
+limits as a Parquet or CSV file, and whole or not at all, into SQLite and PostgreSQL."""
+
+import json
+import sqlite3
+
+import pandas as pd
+import pytest
+
+from gpu import bench
+from gpu.results.store import RunStore
+from tests.conftest import new_postgres_database
+from tests.simulated_fleet import as_board, recorded
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def target(request, tmp_path, monkeypatch):
+    """The store imported into, on SQLite and on PostgreSQL (a fresh database each)."""
+    url = f"sqlite:///{tmp_path}/team.sqlite" if request.param == "sqlite" else \
+        new_postgres_database(request.getfixturevalue("postgres_url"))
+    monkeypatch.setenv("PINPOINT_DB_URL", url)
+    monkeypatch.chdir(tmp_path)  # files are named as given, relative: a message names them whole
+    return url
+
+
+def runs(count: int = 2):
+    return [as_board(recorded("reduction"), board) for board in range(count)]
+
+
+def source_store(tmp_path, frames, name: str = "gpu_machine.sqlite"):
+    """A SQLite runs store holding ``frames`` as a fleet's runs."""
+    path = tmp_path / name
+    store = RunStore(f"sqlite:///{path}")
+    for frame in frames:
+        store.save(frame, "fleet", "health suite", fleet=("f-1", "health"), suite_text='[[run]]\nexperiment = '
+                   '"reduction"\n')
+    store.close()
+    return path
+
+
+def edit_point(path, run_number: int, **values):
+    """Change the stored JSON (and the query columns) of the first point of the ``run_number``-th run, as a file
+    written by hand or another tool would hold it."""
+    with sqlite3.connect(path) as connection:
+        run_id = connection.execute("SELECT run_id FROM runs ORDER BY run_id").fetchall()[run_number][0]
+        text, = connection.execute("SELECT row_json FROM points WHERE run_id = ? AND idx = 0", (run_id,)).fetchone()
+        row = json.loads(text)
+        row.update(values)
+        connection.execute("UPDATE points SET row_json = ? WHERE run_id = ? AND idx = 0", (json.dumps(row), run_id))
+    connection.close()
+    return run_id
+
+
+def imported(path, capsys) -> tuple[int, list[str]]:
+    code = bench.main(["import", path.name])
+    return code, capsys.readouterr().err.strip().splitlines()
+
+
+def test_a_fleets_store_imports_whole_with_its_fleet_and_suite_text(tmp_path, target, capsys):
+    path = source_store(tmp_path, runs(2))
+    code, lines = imported(path, capsys)
+    assert code == 0 and len(lines) == 2 and all("stored run" in line for line in lines)
+    team = RunStore(target)
+    assert len(team.runs(fleet_id="f-1")) == 2 and team.fleet_suite("f-1")[0] == "health"
+    assert "reduction" in team.fleet_suite("f-1")[1]
+
+
+def test_a_store_whose_second_run_is_bad_stores_nothing(tmp_path, target, capsys):
+    path = source_store(tmp_path, runs(2))
+    run_id = edit_point(path, 1, median_ms=-1)
+    code, lines = imported(path, capsys)
+    assert code == 2 and len(lines) == 1, lines
+    assert f"{path.name}: row" in lines[0] and f"(run {run_id}), column median_ms" in lines[0]
+    assert f"nothing from {path.name} was stored" in lines[0]
+    assert RunStore(target).runs().empty and RunStore(target).fleet_suite("f-1") is None
+
+
+def _repeated(frame):
+    return pd.concat([frame, frame.iloc[[0]]], ignore_index=True)
+
+
+@pytest.mark.parametrize(("change", "column", "words"), [
+    (lambda f: f.assign(experiment="no_such_experiment"), "experiment", "is not a PinPoint experiment"),
+    (lambda f: f.assign(run_id="run\n\x1b[31mred"), "run_id", "holds a control character"),
+    (lambda f: f.assign(host="h" * 10_000), "host", "is longer than 256 characters"),
+    (_repeated, "variant", "repeats a point already in this run"),
+    (lambda f: f.assign(median_ms=f["median_ms"] * 2), "median_ms", "the summary does not match its samples"),
+])
+def test_each_breach_of_the_import_contract_is_refused_in_one_line_naming_file_run_and_column(
+        tmp_path, target, capsys, change, column, words):
+    good, bad = runs(2)
+    path = tmp_path / "gpu_machine.sqlite"
+    store = RunStore(f"sqlite:///{path}")
+    store.save(good, "fleet", fleet=("f-1", "health"))
+    store.save(change(bad), "fleet", fleet=("f-1", "health"))
+    store.close()
+    code, lines = imported(path, capsys)
+    assert code == 2 and len(lines) == 1, lines
+    assert lines[0].startswith(f"error: {path.name}: row ") and "(run " in lines[0] and f"column {column}" in lines[0]
+    assert words in lines[0] and "\x1b" not in lines[0]
+    assert RunStore(target).runs().empty
+
+
+def test_a_store_over_the_import_limits_is_refused_before_its_points_are_read(tmp_path, target, capsys,
+                                                                               monkeypatch):
+    path = source_store(tmp_path, runs(1))
+    monkeypatch.setenv("PINPOINT_IMPORT_MAX_BYTES", "4096")
+    code, lines = imported(path, capsys)
+    assert code == 2 and "over the import limit of 0 MB" in lines[0] and RunStore(target).runs().empty
+    monkeypatch.delenv("PINPOINT_IMPORT_MAX_BYTES")
+    monkeypatch.setattr("gpu.results.imports.MAX_ROWS", 3)
+    code, lines = imported(path, capsys)
+    assert code == 2 and "over 3 points, the limit" in lines[0] and RunStore(target).runs().empty
+
+
+def test_a_store_of_schema_version_minus_one_is_refused(tmp_path, target, capsys):
+    path = source_store(tmp_path, runs(1))
+    with sqlite3.connect(path) as connection:
+        connection.execute("UPDATE pinpoint_meta SET value = '-1' WHERE key = 'schema_version'")
+    connection.close()
+    code, lines = imported(path, capsys)
+    assert code == 2 and "not a PinPoint runs store (schema version -1)" in lines[0]
