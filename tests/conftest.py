@@ -45,6 +45,30 @@ def live_backend():
     client.close()
 
 
+@pytest.fixture(scope="session")
+def server():
+    """One PinPoint server in replay mode for the browser tests that need nothing else (``streamlit_app``)."""
+    from tests.browser_helper import streamlit_app
+
+    with streamlit_app() as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """One headless Chromium per browser test module (Playwright's sync API runs one at a time), and the folder its
+    screenshots go to."""
+    from playwright.sync_api import sync_playwright
+
+    from tests.browser_helper import CHROMIUM, FLAGS, SHOTS
+
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        yield chromium
+        chromium.close()
+
+
 def pytest_configure(config):
     # Tests never touch the user's own runs store: one throwaway SQLite file per test session.
     if "PINPOINT_DB_URL" not in os.environ:
