@@ -27,6 +27,9 @@ def gpu_unavailable_reason() -> str | None:
 
 
 def pytest_collection_modifyitems(config, items):
+    for item in items:  # a browser test starts Chromium and drives whole pages: always in the slow set
+        if "browser" in item.keywords:
+            item.add_marker(pytest.mark.slow)
     reason = gpu_unavailable_reason() if any("gpu" in item.keywords for item in items) else None
     if reason:
         skip = pytest.mark.skip(reason=reason)

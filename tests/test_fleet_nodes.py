@@ -50,6 +50,7 @@ def jobs(log: Path) -> list[dict]:
     return [json.loads(line) for line in log.read_text().splitlines()]
 
 
+@pytest.mark.slow  # a Dask cluster of simulated nodes
 def test_a_node_run_waits_for_its_nodes_one_gpu_runs_and_never_runs_beside_them(tmp_path):
     log = tmp_path / "jobs.jsonl"
     cluster = Cluster(tmp_path)
@@ -84,6 +85,7 @@ def test_a_node_run_waits_for_its_nodes_one_gpu_runs_and_never_runs_beside_them(
     assert node0["start"] < max(j["end"] for j in slow)  # node-0 did not wait for node-1's slow board
 
 
+@pytest.mark.slow  # a Dask cluster of simulated nodes
 def test_a_one_gpu_node_has_no_peer_and_a_node_run_resumes_by_node(tmp_path):
     url = f"sqlite:///{tmp_path}/runs.sqlite"
     nodes = {"PINPOINT_SIM_NODES": "1,2"}  # node-0: board 0 alone; node-1: boards 1–2
