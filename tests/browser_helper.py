@@ -14,6 +14,38 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = "/usr/bin/chromium"
+SHOTS = ROOT / "out" / "screenshots"  # git-ignored: for a person to look at
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--disable-component-update", "--no-first-run"]
+# Every chart shown on the page drawn by Plotly (it draws after the script run ends) and left alone: the charts'
+# count and each one's SVG node count and size unchanged for STEADY_MS (charts of a hidden tab do not count). What it
+# last saw is kept in the page between polls, and forgotten by each wait.
+CHARTS_STEADY = """(steady) => {
+  const shown = e => { const r = e.getBoundingClientRect(); return r.width > 0 && r.height > 0; };
+  const charts = Array.from(document.querySelectorAll('[data-testid="stPlotlyChart"]')).filter(shown).length;
+  const plots = Array.from(document.querySelectorAll('.js-plotly-plot')).filter(shown);
+  const key = charts + '|' + plots.map(gd => !gd._fullLayout || !gd.querySelector('.main-svg') ? '-'
+    : gd.getElementsByTagName('*').length + ':' + Math.round(gd.getBoundingClientRect().width) + 'x'
+      + Math.round(gd.getBoundingClientRect().height)).join(',');
+  const now = performance.now(), seen = window.__pinpointChartsSeen;
+  if (!seen || seen.key !== key) { window.__pinpointChartsSeen = {key, since: now}; return false; }
+  return plots.length >= charts && !key.includes('-') && now - seen.since >= steady;
+}"""
+STEADY_MS = 250
+# The page's keyboard shortcuts (pages/_ui/stage.py) are listening and ``key`` has a button to press.
+SHORTCUT_READY = """(key) => window.__pinpointKeys === true && Object.entries(window.__pinpointShortcuts || {})
+  .some(([name, shortcut]) => shortcut === key && document.querySelector(`.st-key-${name} button:not([disabled])`))"""
+
+
+def wait_for_charts(page, timeout: int = 60_000) -> None:
+    """Until every chart on the page is drawn and has stopped changing (instead of a fixed pause after the run)."""
+    page.evaluate("delete window.__pinpointChartsSeen")
+    page.wait_for_function(CHARTS_STEADY, arg=STEADY_MS, polling=50, timeout=timeout)
+
+
+def wait_for_shortcut(page, key: str, timeout: int = 30_000) -> None:
+    """Until pressing ``key`` (lower case, as the page names it: "arrowright") would reach its button."""
+    page.wait_for_function(SHORTCUT_READY, arg=key, polling=50, timeout=timeout)
 
 
 def free_port() -> int:

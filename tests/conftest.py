@@ -27,6 +27,9 @@ def gpu_unavailable_reason() -> str | None:
 
 
 def pytest_collection_modifyitems(config, items):
+    for item in items:  # a browser test starts Chromium and drives whole pages: always in the slow set
+        if "browser" in item.keywords:
+            item.add_marker(pytest.mark.slow)
     reason = gpu_unavailable_reason() if any("gpu" in item.keywords for item in items) else None
     if reason:
         skip = pytest.mark.skip(reason=reason)
@@ -43,6 +46,30 @@ def live_backend():
     client = WorkerClient()
     yield LiveBackend(client)
     client.close()
+
+
+@pytest.fixture(scope="session")
+def server():
+    """One PinPoint server in replay mode for the browser tests that need nothing else (``streamlit_app``)."""
+    from tests.browser_helper import streamlit_app
+
+    with streamlit_app() as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """One headless Chromium per browser test module (Playwright's sync API runs one at a time), and the folder its
+    screenshots go to."""
+    from playwright.sync_api import sync_playwright
+
+    from tests.browser_helper import CHROMIUM, FLAGS, SHOTS
+
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        yield chromium
+        chromium.close()
 
 
 def pytest_configure(config):

@@ -32,6 +32,7 @@ def heatmap(at) -> dict:
     return spec
 
 
+@pytest.mark.slow
 def test_replay_shows_the_bundled_boards_with_the_h200_groups():
     at = open_with("pages/fleet.py")
     assert at.selectbox(key="fleet_choice").value == "bundled boards"
@@ -60,6 +61,7 @@ def test_replay_shows_the_bundled_boards_with_the_h200_groups():
     assert at.get("page_link")
 
 
+@pytest.mark.slow
 def test_the_compare_link_of_a_board_without_a_uuid_opens_runs_that_share_points():
     """Each fleet link opens a comparison with points: the H100 run 160fed5b3810 measured with batched timers, and
     its median board must be a run measured with the same timer."""
@@ -75,6 +77,7 @@ def test_the_compare_link_of_a_board_without_a_uuid_opens_runs_that_share_points
     assert "share no points" not in shown
 
 
+@pytest.mark.slow
 def test_every_bundled_board_and_experiment_opens_in_compare_or_says_why():
     from gpu.experiments import suites
     from gpu.results import compare
@@ -105,6 +108,7 @@ def test_every_bundled_board_and_experiment_opens_in_compare_or_says_why():
     assert linked >= 40 and len(alone) <= 2
 
 
+@pytest.mark.slow
 def test_a_stored_fleet_names_its_slowed_board_and_opens_compare(fresh_store):
     helper.fill_store(fresh_store, boards=8, runs_per_board=3)
     at = open_with("pages/fleet.py")
@@ -122,6 +126,7 @@ def test_a_stored_fleet_names_its_slowed_board_and_opens_compare(fresh_store):
     assert "compare_baseline=b00" in link.proto.query_string
 
 
+@pytest.mark.slow
 def test_the_link_restores_the_fleet_and_names_a_bad_value(fresh_store):
     helper.fill_store(fresh_store, boards=4, runs_per_board=1)
     at = open_with("pages/fleet.py", fleet_choice="bundled boards")
@@ -132,6 +137,7 @@ def test_the_link_restores_the_fleet_and_names_a_bad_value(fresh_store):
     assert any("no\\-such\\-fleet" in w.value and "is not one of the choices" in w.value for w in at.warning)
 
 
+@pytest.mark.slow
 def test_stored_runs_without_a_fleet_id_are_a_fleet_of_their_newest_runs(fresh_store):
     from gpu.results.store import RunStore
 

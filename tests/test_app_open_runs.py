@@ -33,6 +33,7 @@ def bundled_runs() -> list[tuple[str, str]]:
     return [(o.split(" · ")[0], o.split(" · ")[1]) for o in options]
 
 
+@pytest.mark.slow
 def test_every_bundled_run_opens_on_its_page_without_an_error_or_a_server_path():
     runs = bundled_runs()
     assert {experiment for _, experiment in runs} == set(PAGE_OF)  # every experiment has a bundled run

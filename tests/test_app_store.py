@@ -69,6 +69,7 @@ def test_compare_of_disjoint_runs_says_why_without_an_exception(fresh_store):
     assert any(b.label.startswith("Download the review report") for b in at.get("download_button"))
 
 
+@pytest.mark.slow
 def test_a_store_that_never_answers_is_named_on_the_runs_page(monkeypatch):
     with socket.socket() as listener:  # accepts TCP and never says a word
         listener.bind(("127.0.0.1", 0))
@@ -88,6 +89,7 @@ def test_plain_text_keeps_bare_urls_and_addresses_from_becoming_links():
                                                              "a@evil.example"
 
 
+@pytest.mark.slow
 def test_the_runs_page_refuses_a_divergent_run_until_replace_is_ticked(fresh_store):
     whole = schema.read_results(TRANSFERS).assign(run_id="page0001")
     fresh_store.save(whole.iloc[:49], "import")
@@ -120,6 +122,7 @@ def test_an_unreadable_stored_run_is_left_out_of_the_history_by_name(fresh_store
     assert at.get("plotly_chart")
 
 
+@pytest.mark.slow
 def test_a_server_that_goes_silent_mid_session_is_named_and_the_bundled_runs_stay(monkeypatch, postgres_url):
     import sqlalchemy as sa
 

@@ -1,10 +1,12 @@
-"""One real-browser smoke test: `streamlit run` + headless Debian Chromium driven by Playwright."""
+"""Real-browser smoke tests: `streamlit run` + headless Debian Chromium driven by Playwright (one server for the
+session and one Chromium for the module: conftest's ``server`` and ``browser``; the first visit has a fresh server
+of its own)."""
 
 from pathlib import Path
 
 import pytest
 
-from tests.browser_helper import CHROMIUM, streamlit_app
+from tests.browser_helper import CHROMIUM, streamlit_app, wait_for_shortcut
 
 pytestmark = [
     pytest.mark.browser,
@@ -12,46 +14,40 @@ pytestmark = [
 ]
 
 
-@pytest.fixture(scope="module")
-def server():
+@pytest.fixture
+def fresh_server():
+    """A server no browser has visited yet (the session's ``server`` may have served other tests first)."""
     with streamlit_app() as url:
         yield url
 
 
-def test_each_page_renders_its_banner_and_a_chart(server):
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=[
-            "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-            "--disable-component-update", "--no-first-run"])
-        page = browser.new_page(viewport={"width": 1400, "height": 1600})
-        # A fresh server's first visit goes straight to /transfers: it must still run through app.py.
-        page.goto(f"{server}/transfers")
-        page.wait_for_selector("[data-testid='stApp']")
-        page.wait_for_selector(".js-plotly-plot .main-svg .scatterlayer .trace", timeout=60_000)
+def test_each_page_renders_its_banner_and_a_chart(fresh_server, browser):
+    server = fresh_server
+    page = browser.new_page(viewport={"width": 1400, "height": 1600})
+    # A fresh server's first visit goes straight to /transfers: it must still run through app.py.
+    page.goto(f"{server}/transfers")
+    page.wait_for_selector("[data-testid='stApp']")
+    page.wait_for_selector(".js-plotly-plot .main-svg .scatterlayer .trace", timeout=60_000)
+    page.wait_for_selector("[data-test-script-state='notRunning']", timeout=60_000)
+    assert page.get_by_text("not measured now", exact=False).first.is_visible()  # the app-wide banner
+    assert page.locator(".js-plotly-plot").count() >= 3
+    assert "Bandwidth vs size" in page.locator(".js-plotly-plot").first.inner_text()
+    for path, title in [("coalescing", "Copy kernels"), ("reductions", "Dot product, kernel only"),
+                        ("occupancy", "Occupancy vs block size"), ("streams", "Timeline: pinned"),
+                        ("memory-modes", "Managed memory"), ("compare", "Candidate speed vs baseline")]:
+        page.goto(f"{server}/{path}")
         page.wait_for_selector("[data-test-script-state='notRunning']", timeout=60_000)
-        assert page.get_by_text("not measured now", exact=False).first.is_visible()  # the app-wide banner
-        assert page.locator(".js-plotly-plot").count() >= 3
-        assert "Bandwidth vs size" in page.locator(".js-plotly-plot").first.inner_text()
-        for path, title in [("coalescing", "Copy kernels"), ("reductions", "Dot product, kernel only"),
-                            ("occupancy", "Occupancy vs block size"), ("streams", "Timeline: pinned"),
-                            ("memory-modes", "Managed memory"), ("compare", "Candidate speed vs baseline")]:
-            page.goto(f"{server}/{path}")
-            page.wait_for_selector("[data-test-script-state='notRunning']", timeout=60_000)
-            page.wait_for_selector(".js-plotly-plot .main-svg .trace", timeout=60_000)
-            assert page.get_by_text("not measured now", exact=False).first.is_visible(), path
-            assert title in page.locator(".js-plotly-plot").first.inner_text(), path
-        page.goto(server)
-        page.wait_for_selector("[data-test-script-state='notRunning']", timeout=60_000)
-        page.wait_for_selector("text=Recorded runs")
-        assert page.get_by_text("not measured now", exact=False).first.is_visible()
-        browser.close()
+        page.wait_for_selector(".js-plotly-plot .main-svg .trace", timeout=60_000)
+        assert page.get_by_text("not measured now", exact=False).first.is_visible(), path
+        assert title in page.locator(".js-plotly-plot").first.inner_text(), path
+    page.goto(server)
+    page.wait_for_selector("[data-test-script-state='notRunning']", timeout=60_000)
+    page.wait_for_selector("text=Recorded runs")
+    assert page.get_by_text("not measured now", exact=False).first.is_visible()
+    page.close()
 
 
-def test_the_review_report_opens_offline_with_its_charts_drawn(tmp_path):
-    from playwright.sync_api import sync_playwright
-
+def test_the_review_report_opens_offline_with_its_charts_drawn(browser, tmp_path):
     from gpu.core import schema
     from gpu.results import report
     from gpu.results.catalog import BUNDLED_DIRS
@@ -60,51 +56,40 @@ def test_the_review_report_opens_offline_with_its_charts_drawn(tmp_path):
     h100 = schema.read_results(next(BUNDLED_DIRS[1].glob("transfers_nvidia-h100*.parquet")))
     path = tmp_path / "review.html"
     path.write_text(report.render(h200, [h100]), encoding="utf-8")
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=[
-            "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-            "--disable-component-update", "--no-first-run"])
-        page = browser.new_page(viewport={"width": 1300, "height": 1000})
-        page.route("**/*", lambda route: route.abort() if not route.request.url.startswith("file:") else
-                   route.continue_())  # offline: nothing may load from the network
-        page.goto(path.as_uri())
-        page.wait_for_selector(".js-plotly-plot .main-svg .scatterlayer .trace", timeout=60_000)
-        assert page.locator(".js-plotly-plot").count() == 2  # ratio and normalized charts
-        assert "points slower beyond noise" in page.locator(".headline").first.inner_text() or \
-            "none of" in page.locator(".headline").first.inner_text()
-        shot = tmp_path / "report.png"
-        page.screenshot(path=str(shot), full_page=False)
-        assert shot.stat().st_size > 20_000  # a drawn page, not a blank one
-        browser.close()
+    page = browser.new_page(viewport={"width": 1300, "height": 1000})
+    page.route("**/*", lambda route: route.abort() if not route.request.url.startswith("file:") else
+               route.continue_())  # offline: nothing may load from the network
+    page.goto(path.as_uri())
+    page.wait_for_selector(".js-plotly-plot .main-svg .scatterlayer .trace", timeout=60_000)
+    assert page.locator(".js-plotly-plot").count() == 2  # ratio and normalized charts
+    assert "points slower beyond noise" in page.locator(".headline").first.inner_text() or \
+        "none of" in page.locator(".headline").first.inner_text()
+    shot = tmp_path / "report.png"
+    page.screenshot(path=str(shot), full_page=False)
+    assert shot.stat().st_size > 20_000  # a drawn page, not a blank one
+    page.close()
 
 
-def test_the_built_in_talk_steps_through_every_scene_with_the_keyboard(server, tmp_path):
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=[
-            "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-            "--disable-component-update", "--no-first-run"])
-        page = browser.new_page(viewport={"width": 1920, "height": 1080})
-        page.goto(f"{server}/talk?present=1")
-        headlines = []
-        for number in range(1, 7):
-            page.wait_for_function(f"document.body.innerText.includes('scene {number} of 6')", timeout=60_000)
-            page.wait_for_selector("[data-test-script-state='notRunning']", timeout=60_000)
-            page.wait_for_selector(".js-plotly-plot .main-svg", timeout=60_000)
-            if headlines:  # the new scene's verdict, not the last one's still on screen
-                page.wait_for_function("(old) => { const h = document.querySelector('h2'); "
-                                       "return h && h.innerText !== old; }", arg=headlines[-1], timeout=60_000)
-            headline = page.locator("h2").first.inner_text()
-            assert headline and not headline.startswith("No verdict"), headline
-            headlines.append(headline)
-            assert not page.locator("[data-testid='stSidebar']").is_visible()  # stage: no sidebar
-            page.screenshot(path=str(tmp_path / f"scene-{number}.png"))
-            assert (tmp_path / f"scene-{number}.png").stat().st_size > 20_000
-            if number == 1:
-                page.wait_for_timeout(1500)  # the shortcut listener is installed by a component iframe
-            page.mouse.click(5, 1070)  # focus the page, not a widget
-            page.keyboard.press("ArrowRight" if number < 6 else "m")
-        page.wait_for_function("document.body.innerText.includes('No live GPU here')", timeout=60_000)
-        assert len(set(headlines)) == 6
-        browser.close()
+def test_the_built_in_talk_steps_through_every_scene_with_the_keyboard(server, browser, tmp_path):
+    page = browser.new_page(viewport={"width": 1920, "height": 1080})
+    page.goto(f"{server}/talk?present=1")
+    headlines = []
+    for number in range(1, 7):
+        page.wait_for_function(f"document.body.innerText.includes('scene {number} of 6')", timeout=60_000)
+        page.wait_for_selector("[data-test-script-state='notRunning']", timeout=60_000)
+        page.wait_for_selector(".js-plotly-plot .main-svg", timeout=60_000)
+        if headlines:  # the new scene's verdict, not the last one's still on screen
+            page.wait_for_function("(old) => { const h = document.querySelector('h2'); "
+                                   "return h && h.innerText !== old; }", arg=headlines[-1], timeout=60_000)
+        headline = page.locator("h2").first.inner_text()
+        assert headline and not headline.startswith("No verdict"), headline
+        headlines.append(headline)
+        assert not page.locator("[data-testid='stSidebar']").is_visible()  # stage: no sidebar
+        page.screenshot(path=str(tmp_path / f"scene-{number}.png"))
+        assert (tmp_path / f"scene-{number}.png").stat().st_size > 20_000
+        page.mouse.click(5, 1070)  # focus the page, not a widget
+        wait_for_shortcut(page, "arrowright" if number < 6 else "m")
+        page.keyboard.press("ArrowRight" if number < 6 else "m")
+    page.wait_for_function("document.body.innerText.includes('No live GPU here')", timeout=60_000)
+    assert len(set(headlines)) == 6
+    page.close()

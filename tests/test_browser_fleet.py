@@ -9,7 +9,7 @@ import pytest
 
 from tests import fleet_page_helper as helper
 from tests import simulated_fleet
-from tests.browser_helper import CHROMIUM, streamlit_app
+from tests.browser_helper import CHROMIUM, streamlit_app, wait_for_charts
 
 pytestmark = [pytest.mark.browser, pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is missing")]
 SHOTS = Path(__file__).resolve().parent.parent / "out" / "screenshots"
@@ -53,7 +53,7 @@ def test_the_fleet_page_names_the_slowed_board_at_the_desk_and_on_stage(server):
         page.goto(f"{server}/fleet?present=1")
         page.wait_for_selector(".js-plotly-plot .main-svg .heatmaplayer", timeout=90_000)
         page.wait_for_selector("[data-test-script-state='notRunning']", timeout=60_000)
-        page.wait_for_timeout(500)
+        wait_for_charts(page)
         fits = page.evaluate(FITS)
         assert fits["scroll"] <= fits["view"] + 1, fits  # no scrolling on a 960 px screen
         assert fits["heatmap"] <= 960 and fits["takeaway"] <= 960, fits

@@ -11,7 +11,7 @@ from gpu.core import schema
 from gpu.results import catalog, report
 from gpu.results.catalog import BUNDLED_DIRS
 from gpu.results.store import RunStore
-from tests.browser_helper import CHROMIUM, streamlit_app
+from tests.browser_helper import CHROMIUM, streamlit_app, wait_for_charts
 from tests.test_hostile_content import HOSTILE
 
 MANAGED = next(BUNDLED_DIRS[1].glob("managed_*.parquet"))
@@ -67,7 +67,7 @@ def test_hostile_run_content_draws_no_live_link_or_image(hostile_server):
             for path, charts in visits:
                 page.goto(address + path)
                 page.wait_for_selector("[data-test-script-state='notRunning']", timeout=90_000)
-                page.wait_for_timeout(1500)  # Plotly draws after the script ends
+                wait_for_charts(page)  # Plotly draws after the script ends
                 if path == "/runs":  # the newest run (a hostile one) is shown under the table: label, notes, host
                     page.get_by_text("Notes:", exact=False).first.wait_for(timeout=60_000)
                 if charts:

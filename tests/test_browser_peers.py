@@ -7,7 +7,7 @@ import pytest
 
 from tests.browser_helper import CHROMIUM, streamlit_app
 from tests.peer_frames import write_recording
-from tests.test_stage_browser import SHOTS, WIDTH, browser, check_charts, check_stage, link, open_page, settle  # noqa: F401
+from tests.test_stage_browser import SHOTS, WIDTH, check_charts, check_stage, link, open_page, settle
 
 pytestmark = [pytest.mark.browser,
               pytest.mark.skipif(not __import__("pathlib").Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is missing")]
@@ -38,7 +38,7 @@ def server(tmp_path_factory):
         yield url
 
 
-def test_the_eight_gpu_matrix_reads_well_at_the_desk_and_fits_the_stage(server, browser):  # noqa: F811
+def test_the_eight_gpu_matrix_reads_well_at_the_desk_and_fits_the_stage(server, browser):
     problems, errors = [], []
     page = open_page(browser, errors)
     for present in (False, True):

@@ -5,13 +5,11 @@ free of errors. Runs on whatever recordings are bundled (with or without ceiling
 import pytest
 
 from tests.browser_helper import CHROMIUM
-from tests.test_browser import server  # noqa: F401  (one streamlit server per module)
-from tests.test_stage_browser import (  # noqa: F401
+from tests.test_stage_browser import (
     BOTTOMS,
     NO_SCROLL,
     SHOTS,
     WIDTH,
-    browser,
     check_charts,
     check_stage,
     link,
@@ -32,7 +30,7 @@ DRAWN = """() => Array.from(document.querySelectorAll('.js-plotly-plot')).map(gd
 }))"""
 
 
-def test_the_roofline_draws_every_kernel_on_log_axes_at_the_desk_and_fits_the_stage(server, browser):  # noqa: F811
+def test_the_roofline_draws_every_kernel_on_log_axes_at_the_desk_and_fits_the_stage(server, browser):
     from gpu.results import roofline as rl
     from gpu.service.backends import ReplayBackend
 
@@ -80,7 +78,7 @@ LABELS = """() => {
 
 
 def test_each_roof_is_labelled_clear_of_the_kernels_a_hover_reads_its_sentence_and_the_stage_fits_960(
-        server, browser):  # noqa: F811
+        server, browser):
     from gpu.results import roofline as rl
     from gpu.service.backends import ReplayBackend
 
@@ -108,7 +106,11 @@ def test_each_roof_is_labelled_clear_of_the_kernels_a_hover_reads_its_sentence_a
         if not box or box["width"] < 4:  # the ridge's foot is a marker of size 0
             continue
         page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
-        page.wait_for_timeout(300)
+        try:  # this marker's hover text: a hover box that differs from the last one read
+            page.wait_for_function("(old) => { const h = document.querySelector('.hoverlayer .hovertext'); "
+                                   "return h && h.textContent !== old; }", arg=said, polling=50, timeout=2_000)
+        except Exception:  # noqa: BLE001  (a marker without a hover text: the next one is tried)
+            pass
         said = hover.text_content() if hover.count() else ""
         if " · " in said:  # a kernel's marker (not a roof's or the ridge's)
             break

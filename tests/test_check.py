@@ -254,6 +254,7 @@ def test_the_exit_status_reaches_the_shell(store_url):
     assert done.returncode == 1 and done.stderr == "" and done.stdout.startswith("FAILED: 25 of 25")
 
 
+@pytest.mark.slow
 def test_a_teams_postgresql_store_gates_the_same_way(monkeypatch, capsys, postgres_url, tmp_path):
     from tests.conftest import new_postgres_database
 

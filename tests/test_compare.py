@@ -290,6 +290,7 @@ def test_the_day_apart_h200_transfers_runs_flag_at_most_5_percent():
     assert (table["verdict"] == "run-to-run").sum() > 150  # shown as what it is, not hidden among "same"
 
 
+@pytest.mark.slow
 def test_the_repeated_runs_flag_at_most_5_percent_of_their_points():
     tables = [compare.compare(base, cand, earlier) for _, base, cand, earlier in run_to_run.unchanged_pairs()[1:]]
     points = sum(len(t) for t in tables)

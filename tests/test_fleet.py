@@ -123,6 +123,7 @@ def stored(url: str, fleet_id: str):
     return RunStore(url).runs(fleet_id=fleet_id)
 
 
+@pytest.mark.slow  # a Dask cluster, one worker killed, the fleet resumed
 def test_a_killed_worker_fails_its_gpu_the_others_finish_nothing_partial_is_stored_and_the_fleet_resumes(
         cluster, tmp_path):
     url = f"sqlite:///{tmp_path}/runs.sqlite"
@@ -162,6 +163,7 @@ def test_a_killed_worker_fails_its_gpu_the_others_finish_nothing_partial_is_stor
     assert "16 runs stored" not in out and "6 runs stored (59 of 59 points sent)" in out
 
 
+@pytest.mark.slow  # a Dask cluster and a task left to run past its limit
 def test_a_task_past_its_time_limit_fails_that_pair_and_its_gpu_goes_on(cluster, tmp_path):
     suite = tmp_path / "quick.toml"
     suite.write_text('profile = "interactive"\ntimeout_s = 3\n[[run]]\nexperiment = "reduction"\n'
@@ -179,6 +181,7 @@ def test_a_task_past_its_time_limit_fails_that_pair_and_its_gpu_goes_on(cluster,
         [(board_uuid(0), "host_latency"), (board_uuid(1), "host_latency"), (board_uuid(1), "reduction")])
 
 
+@pytest.mark.slow  # a LocalCluster and PostgreSQL
 def test_a_local_cluster_has_one_worker_per_gpu_and_stores_into_postgresql(postgres_url):
     url = new_postgres_database(postgres_url)
     code, out, err = fleet(url, "health", "--cluster", "local", "--fleet-id", "local-1",
@@ -194,7 +197,8 @@ def test_a_local_cluster_has_one_worker_per_gpu_and_stores_into_postgresql(postg
 
 
 @pytest.mark.parametrize(("args", "env", "expected"), [
-    (["health", "--cluster", "tcp://127.0.0.1:{closed}"], {}, "did not answer within 10 s"),
+    pytest.param(["health", "--cluster", "tcp://127.0.0.1:{closed}"], {}, "did not answer within 10 s",
+                 marks=pytest.mark.slow),
     (["health", "--cluster", "slurm"], {"PATH": "/nonexistent"}, "Slurm is not installed here (no sbatch on PATH)"),
     (["health", "--cluster", "kubernetes"], {}, "unknown cluster 'kubernetes'"),
     (["nightly"], {}, "no suite 'nightly'"),
@@ -281,6 +285,7 @@ def test_the_progress_bar_names_each_gpus_state_and_a_log_gets_a_line_only_when_
     assert stream.getvalue().splitlines()[-1].endswith("0/9 runs · 9 done")
 
 
+@pytest.mark.slow  # a fleet through the runner's command
 def test_a_fleets_store_file_imports_with_its_fleet_id_and_a_foreign_sqlite_file_is_refused(tmp_path):
     import sqlite3
 

@@ -12,6 +12,7 @@ import pytest
 
 from gpu.experiments import peers as peers_experiment
 from gpu.experiments import suites
+from gpu.fleet import nodes as fleet_nodes
 from gpu.fleet import run as fleet_run
 from tests.simulated_fleet import board_uuid
 from tests.test_fleet import Cluster, fleet, stored
@@ -49,6 +50,7 @@ def jobs(log: Path) -> list[dict]:
     return [json.loads(line) for line in log.read_text().splitlines()]
 
 
+@pytest.mark.slow  # a Dask cluster of simulated nodes
 def test_a_node_run_waits_for_its_nodes_one_gpu_runs_and_never_runs_beside_them(tmp_path):
     log = tmp_path / "jobs.jsonl"
     cluster = Cluster(tmp_path)
@@ -83,6 +85,7 @@ def test_a_node_run_waits_for_its_nodes_one_gpu_runs_and_never_runs_beside_them(
     assert node0["start"] < max(j["end"] for j in slow)  # node-0 did not wait for node-1's slow board
 
 
+@pytest.mark.slow  # a Dask cluster of simulated nodes
 def test_a_one_gpu_node_has_no_peer_and_a_node_run_resumes_by_node(tmp_path):
     url = f"sqlite:///{tmp_path}/runs.sqlite"
     nodes = {"PINPOINT_SIM_NODES": "1,2"}  # node-0: board 0 alone; node-1: boards 1–2
@@ -172,7 +175,7 @@ def test_the_health_suite_measures_the_peer_matrix_once_per_node():
 
 def test_nodes_are_the_gpus_of_one_host_in_the_fleets_order():
     gpus = [fleet_run.FleetGpu(f"tcp://w:{i}", host=f"node-{i // 3}", gpu_uuid=board_uuid(i)) for i in range(5)]
-    nodes = fleet_run._nodes(gpus)
+    nodes = fleet_nodes.group_by_host(gpus)
     assert [(n.host, n.uuids) for n in nodes] == [("node-0", [board_uuid(i) for i in range(3)]),
                                                   ("node-1", [board_uuid(3), board_uuid(4)])]
     assert not nodes[0].gpus_finished or not any(g.todo for g in gpus)

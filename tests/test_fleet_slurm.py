@@ -13,7 +13,7 @@ from tests.simulated_fleet import board_uuid
 from tests.slurm_cluster import OneNodeSlurm, unavailable_reason
 from tests.test_fleet import FLEET, environment
 
-pytestmark = pytest.mark.slurm
+pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")

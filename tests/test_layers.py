@@ -167,3 +167,15 @@ def test_one_error_hierarchy_with_one_root():
 def _subclasses(errors) -> set[str]:
     return {name for name, cls in vars(errors).items()
             if isinstance(cls, type) and issubclass(cls, errors.PinPointError)}
+
+
+ROOM_LINES = 400
+
+
+def test_no_module_is_over_400_lines_unless_its_docstring_names_its_one_concern():
+    sources = [*(ROOT / "gpu").rglob("*.py"), *(ROOT / "pages").rglob("*.py"), ROOT / "app.py", ROOT / "serve.py"]
+    over = [f"{path.relative_to(ROOT)} ({len(path.read_text().splitlines())} lines)" for path in sorted(sources)
+            if len(path.read_text().splitlines()) > ROOM_LINES
+            and "one concern" not in (ast.get_docstring(ast.parse(path.read_text())) or "")]
+    assert not over, f"modules over {ROOM_LINES} lines holding more than one concern (split them along their seams, " \
+                     f"or say their one concern in the docstring): {over}"

@@ -8,19 +8,15 @@ import re
 import pytest
 
 from pages._shared import PAGES as ENTRIES
-from tests.browser_helper import CHROMIUM
-from tests.test_browser import server  # noqa: F401  (one streamlit server per module)
+from tests.browser_helper import CHROMIUM, SHOTS, wait_for_charts, wait_for_shortcut
 
 pytestmark = [
     pytest.mark.browser,
     pytest.mark.skipif(not __import__("pathlib").Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is missing"),
 ]
-SHOTS = __import__("pathlib").Path(__file__).resolve().parent.parent / "out" / "screenshots"
 WIDTH, HEIGHT = 1920, 1080
 PAGES = ["", "transfers", "coalescing", "reductions", "occupancy", "streams", "memory-modes", "runs", "compare"]
 CHART_PAGES = {"transfers", "coalescing", "reductions", "occupancy", "streams", "memory-modes", "compare"}
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--no-first-run"]
 
 # Per chart: its log axes' rendered ranges against the data drawn on them, and pairs of series drawn on top of each
 # other with the same look (every point within 3 px of the other's, same marker and dash): the lower one is hidden.
@@ -110,7 +106,10 @@ def settle(page, chart: bool = False, takeaway: bool = False) -> None:
                 page.wait_for_selector(selector, timeout=60_000)
             except Exception:  # noqa: BLE001  (reported below with the page's name)
                 pass
-    page.wait_for_timeout(700)  # Plotly draws after the script run ends
+    try:
+        wait_for_charts(page, timeout=30_000)
+    except Exception:  # noqa: BLE001  (a chart still changing is reported by the checks)
+        pass
 
 
 def check_charts(page, where: str) -> list[str]:
@@ -137,17 +136,6 @@ def check_stage(page, where: str, needs_chart: bool) -> list[str]:
     return problems
 
 
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
-        yield chromium
-        chromium.close()
-
-
 def open_page(browser, errors: list[str]):
     """A tab whose console errors (every one: 404s included) and page errors are collected in ``errors``."""
     page = browser.new_page(viewport={"width": WIDTH, "height": HEIGHT})
@@ -169,7 +157,7 @@ def check_address(page, path: str, where: str) -> list[str]:
     return [] if shown == f"/{path}" else [f"{where}: the address reads {shown}, not /{path}"]
 
 
-def test_every_page_fits_the_stage_and_draws_its_charts_right(server, browser):  # noqa: F811
+def test_every_page_fits_the_stage_and_draws_its_charts_right(server, browser):
     problems, errors = [], []
     page = open_page(browser, errors)
     for path in PAGES:
@@ -207,7 +195,7 @@ FOCUS_FRAME = """() => { const e = document.activeElement; if (!e || e === docum
   return null; }"""
 
 
-def test_every_talk_scene_reached_with_the_arrow_key_fits_the_stage(server, browser):  # noqa: F811
+def test_every_talk_scene_reached_with_the_arrow_key_fits_the_stage(server, browser):
     problems, errors = [], []
     page = open_page(browser, errors)
     page.goto(link(server, "talk", "present=1"))
@@ -230,13 +218,13 @@ def test_every_talk_scene_reached_with_the_arrow_key_fits_the_stage(server, brow
             frame = page.evaluate(FOCUS_FRAME)
             if frame:
                 problems.append(f"{where}: after a click and →, {frame}")
-        if number == 1:
-            page.wait_for_timeout(1500)  # the shortcut listener is installed by a component iframe
         if number == 2:
             page.mouse.click(WIDTH - 60, 600)  # a click on the page's empty right margin focuses the main area
         if number < 6:
+            wait_for_shortcut(page, "arrowright")
             page.keyboard.press("ArrowRight")
     # m without a GPU: the fallback is one caption, and the verdict stays on screen
+    wait_for_shortcut(page, "m")
     page.keyboard.press("m")
     page.wait_for_function("document.body.innerText.includes('No live GPU here')", timeout=90_000)
     settle(page, chart=True, takeaway=True)
@@ -253,7 +241,7 @@ def test_every_talk_scene_reached_with_the_arrow_key_fits_the_stage(server, brow
     assert not problems, "\n".join(problems)
 
 
-def test_every_page_address_typed_or_reloaded_loads_without_a_404(server, browser):  # noqa: F811
+def test_every_page_address_typed_or_reloaded_loads_without_a_404(server, browser):
     """Every page at its own address (/transfers, /transfers?present=1, …), typed and then reloaded, as serve.py
     serves it: no failed request (Streamlit's frontend would otherwise probe /transfers/_stcore/health and
     …/host-config first: two 404s), no console error, its chart drawn, the address kept, one websocket to the root
@@ -303,7 +291,7 @@ NO_SCROLL = """() => { const m = document.querySelector('[data-testid="stMain"]'
 
 
 @pytest.mark.parametrize("height", [1080, 960])
-def test_every_stage_page_fits_without_scrolling_at_1920_by(server, browser, height):  # noqa: F811
+def test_every_stage_page_fits_without_scrolling_at_1920_by(server, browser, height):
     """At 1920×1080 and in a windowed 1920×960 browser every stage page shows its takeaway whole and does not
     scroll; a link with a bad value says so without pushing the takeaway off the screen."""
     problems, errors = [], []
@@ -326,7 +314,7 @@ def test_every_stage_page_fits_without_scrolling_at_1920_by(server, browser, hei
     assert not problems and not errors, "\n".join(problems + errors)
 
 
-def test_every_memory_modes_tab_draws_its_charts_right(server, browser):  # noqa: F811
+def test_every_memory_modes_tab_draws_its_charts_right(server, browser):
     problems, errors = [], []
     page = open_page(browser, errors)
     for present in (False, True):
@@ -335,7 +323,8 @@ def test_every_memory_modes_tab_draws_its_charts_right(server, browser):  # noqa
         tabs = page.get_by_role("tab")
         for number in range(tabs.count()):
             tabs.nth(number).click()
-            page.wait_for_timeout(300)
+            page.wait_for_function("(n) => document.querySelectorAll('[role=tab]')[n]"
+                                   ".getAttribute('aria-selected') === 'true'", arg=number, timeout=30_000)
             settle(page, chart=True)
             problems += check_charts(page, f"memory modes tab {number + 1} ({'stage' if present else 'desk'})")
     page.close()

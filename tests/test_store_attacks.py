@@ -418,6 +418,7 @@ def open_and_save(url, frame, barrier, index, results):
         results.put((index, f"{type(exc).__name__}: {exc}"))
 
 
+@pytest.mark.slow  # eight processes at once, 20 rounds: minutes on a loaded 2-core machine
 @pytest.mark.parametrize("dialect,trials", [("sqlite", 20), ("postgresql", 5)])
 def test_eight_processes_opening_a_new_store_together_all_succeed(request, tmp_path, dialect, trials):
     # Openers forked from a single-threaded server that has imported PinPoint already: no interpreter start per

@@ -4,15 +4,15 @@ Placement is Dask's: every task names the one worker whose GPU it measures (``wo
 worker allowed) and asks for the resource ``GPU=1``, which each worker holds once, so no two measurements ever share
 a GPU. A GPU's experiments run one after another, in the suite's order; GPUs run at once.
 
-Node runs (``gpus = "node"`` in the suite: a node's GPUs together, e.g. the peer matrix) are phased per node by
-this driver, not by Dask: a node is the GPUs whose workers report one host. Its node runs start only when every
-one of its GPUs has finished (or failed) its one-GPU runs, and while they run nothing else is submitted to any
-worker of the node, so a node run never measures beside a one-GPU task on the same GPUs; other nodes go on with
-their own phases meanwhile. A node run is one task on the node's first worker (``task.measure_node``), after a
-``task.release`` on each worker of the node (Dask dependencies) has closed their one-GPU worker processes; it
-starts one GPU worker process holding all the node's GPUs (by board UUID). A node with fewer GPUs than the run
-needs (its ``min_gpus``) reports "no peer" for it, which is not a failure; a node one of whose GPUs failed (its
-worker gone, hung) does not run its node runs, and says why.
+Node runs (``gpus = "node"`` in the suite: a node's GPUs together, e.g. the peer matrix) are phased per node by this
+driver (``gpu.fleet.nodes``), not by Dask: a node is the GPUs whose workers report one host. Its node runs start
+only when every one of its GPUs has finished (or failed) its one-GPU runs, and while they run nothing else is
+submitted to any worker of the node, so a node run never measures beside a one-GPU task on the same GPUs; other
+nodes go on with their own phases meanwhile. A node run is one task on the node's first worker
+(``task.measure_node``), after a ``task.release`` on each worker of the node (Dask dependencies) has closed their
+one-GPU worker processes; it starts one GPU worker process holding all the node's GPUs (by board UUID). A node with
+fewer GPUs than the run needs (its ``min_gpus``) reports "no peer" for it, which is not a failure; a node one of
+whose GPUs failed (its worker gone, hung) does not run its node runs, and says why.
 
 Faults: a task that fails (a bad parameter for that GPU, a CUDA fault, a wrong result, its own time limit) fails
 that (GPU, experiment) with its reason, and the GPU goes on with the next; a worker that leaves the cluster (killed,
@@ -27,7 +27,6 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import re
-import sys
 import time
 from dataclasses import dataclass, field
 
@@ -38,6 +37,10 @@ from gpu.core.devices import uuid_tail
 from gpu.core.errors import FleetError, StoreError
 from gpu.experiments.suites import Suite, SuiteRun
 from gpu.fleet import task
+from gpu.fleet.nodes import FleetNode, group_by_host, plan_node_runs, start_node_run, stored_node_runs
+from gpu.fleet.progress import Progress, summary
+
+__all__ = ["FleetGpu", "FleetNode", "FleetResult", "Progress", "new_fleet_id", "run_fleet", "summary"]
 
 POLL_S = 0.2
 LIVENESS_EVERY_S = 1.0
@@ -84,47 +87,6 @@ class FleetGpu:
 
 
 @dataclass
-class FleetNode:
-    """One node of the fleet (the GPUs whose workers report one host, in the fleet's order) and how its node runs
-    went."""
-
-    host: str
-    gpus: list[FleetGpu]
-    todo: list[SuiteRun] = field(default_factory=list)
-    done: list[str] = field(default_factory=list)
-    skipped: list[str] = field(default_factory=list)  # stored by an earlier attempt of this fleet id
-    no_peer: list[str] = field(default_factory=list)  # runs that need more GPUs than the node has
-    failed: dict[str, str] = field(default_factory=dict)
-    current: SuiteRun | None = None
-    future: Future | None = None
-    started: float = 0.0
-    lost: str = ""
-    worker: str = ""  # the Dask worker that runs its node runs
-
-    def label(self) -> str:
-        return f"{self.host} ({text.count(len(self.gpus), 'GPU')})"
-
-    @property
-    def uuids(self) -> list[str]:
-        return [g.gpu_uuid for g in self.gpus]
-
-    @property
-    def gpus_finished(self) -> bool:
-        """Every GPU of the node is through its one-GPU runs: its node runs may start."""
-        return all(g.current is None and not g.todo for g in self.gpus)
-
-    @property
-    def state(self) -> str:
-        if self.lost:
-            return "failed"
-        if self.current is not None:
-            return f"measuring {self.current.experiment}"
-        if self.todo:
-            return "waiting"
-        return "failed" if self.failed else "done"
-
-
-@dataclass
 class FleetResult:
     fleet_id: str
     suite: str
@@ -150,46 +112,6 @@ class FleetResult:
         return 1 if self.failures else 0
 
 
-class Progress:
-    """The terminal view: a line per event (a GPU found, a run stored, a failure) and a bar of runs done with the
-    state of each GPU (counted by state beyond ``PER_GPU_UP_TO`` GPUs). On a terminal the bar redraws in place;
-    elsewhere (CI logs) it is printed when it changes."""
-
-    PER_GPU_UP_TO = 8
-
-    def __init__(self, stream=sys.stderr, width: int = 30):
-        self.stream, self.width = stream, width
-        self.tty = hasattr(stream, "isatty") and stream.isatty()
-        self._last = ""
-
-    def event(self, line: str) -> None:
-        if self.tty:
-            self.stream.write("\r\x1b[2K")
-        self.stream.write(text.printable(line) + "\n")
-        self.stream.flush()
-        self._last = "" if self.tty else self._last
-
-    def bar(self, gpus: list[FleetGpu], total: int, nodes: list[FleetNode] = ()) -> None:
-        finished = sum(len(g.done) + len(g.failed) + len(g.skipped) for g in gpus) + \
-            sum(len(n.done) + len(n.failed) + len(n.skipped) + len(n.no_peer) for n in nodes)
-        filled = int(self.width * finished / total) if total else self.width
-        if len(gpus) <= self.PER_GPU_UP_TO:
-            states = " · ".join(f"GPU {i} {g.state}" for i, g in enumerate(gpus))
-        else:
-            counts: dict[str, int] = {}
-            for gpu in gpus:
-                key = "measuring" if gpu.state.startswith("measuring") else gpu.state
-                counts[key] = counts.get(key, 0) + 1
-            states = " · ".join(f"{count} {state}" for state, count in sorted(counts.items()))
-        states += "".join(f" · {n.host} {n.state}" for n in nodes if n.current is not None)
-        line = f"[{'#' * filled}{'.' * (self.width - filled)}] {finished}/{total} runs · {states}"
-        if line == self._last:
-            return
-        self._last = line
-        self.stream.write(("\r\x1b[2K" + line) if self.tty else line + "\n")
-        self.stream.flush()
-
-
 def run_fleet(client: Client, suite: Suite, catalog, fleet_id: str, service: str, *, label: str | None = None,
               progress: Progress | None = None, identify_timeout: float = IDENTIFY_TIMEOUT_S) -> FleetResult:
     """Measure ``suite`` on every GPU worker of ``client``'s cluster into ``catalog``'s store under ``fleet_id``."""
@@ -197,7 +119,7 @@ def run_fleet(client: Client, suite: Suite, catalog, fleet_id: str, service: str
     started = time.perf_counter()
     stored_before = _stored_pairs(catalog, fleet_id, suite)
     gpus, problems = _identify(client, service, identify_timeout, progress)
-    nodes = _nodes(gpus)
+    nodes = group_by_host(gpus)
     result = FleetResult(fleet_id, suite.name, gpus, problems=problems, nodes=nodes)
     for gpu in gpus:
         for run in suite.gpu_runs:
@@ -208,7 +130,7 @@ def run_fleet(client: Client, suite: Suite, catalog, fleet_id: str, service: str
         if gpu.skipped:
             progress.event(f"{gpu.label()}: {', '.join(gpu.skipped)} already stored in fleet {fleet_id}: not "
                            "measured again")
-    _plan_nodes(nodes, suite, _stored_nodes(catalog, fleet_id), fleet_id, progress)
+    plan_node_runs(nodes, suite, stored_node_runs(catalog, fleet_id), fleet_id, progress)
     total = len(gpus) * len(suite.gpu_runs) + len(nodes) * len(suite.node_runs)
     alive_checked = 0.0
     while any(u.todo or u.current for u in [*gpus, *nodes] if not u.lost):
@@ -217,7 +139,7 @@ def run_fleet(client: Client, suite: Suite, catalog, fleet_id: str, service: str
                 _submit(client, gpu, service)
         for node in nodes:
             if not node.lost and node.current is None and node.todo and node.gpus_finished:
-                _start_node_run(client, node, service, progress)
+                start_node_run(client, node, service, progress)
         running = [u.future for u in [*gpus, *nodes] if u.future is not None]
         if running:  # wake as soon as any run ends (or after POLL_S, to watch workers and time limits)
             with contextlib.suppress(TimeoutError):
@@ -250,53 +172,6 @@ def run_fleet(client: Client, suite: Suite, catalog, fleet_id: str, service: str
     return result
 
 
-def _nodes(gpus: list[FleetGpu]) -> list[FleetNode]:
-    """The fleet's nodes: its GPUs grouped by the host their workers report, in the fleet's order."""
-    hosts: dict[str, list[FleetGpu]] = {}
-    for gpu in gpus:
-        hosts.setdefault(gpu.host or gpu.worker, []).append(gpu)
-    return [FleetNode(host, members) for host, members in hosts.items()]
-
-
-def _plan_nodes(nodes: list[FleetNode], suite: Suite, stored: set[tuple], fleet_id: str, progress: Progress) -> None:
-    for node in nodes:
-        for run in suite.node_runs:
-            if (node.host, run.experiment) in stored:
-                node.skipped.append(run.experiment)
-            elif len(node.gpus) < run.min_gpus:
-                node.no_peer.append(run.experiment)
-                progress.event(f"{node.label()}: {run.experiment}: no peer (it measures {run.min_gpus} or more GPUs "
-                               "of a node together): not measured, the node goes on")
-            else:
-                node.todo.append(run)
-        if node.skipped:
-            progress.event(f"{node.label()}: {', '.join(node.skipped)} already stored in fleet {fleet_id}: not "
-                           "measured again")
-
-
-def _start_node_run(client: Client, node: FleetNode, service: str, progress: Progress) -> None:
-    """The node's next node run, once its GPUs are through their one-GPU runs; none when one of them failed."""
-    failed = [g for g in node.gpus if g.lost]
-    if failed:
-        reason = f"not run: {failed[0].label()} of this node failed ({failed[0].lost})"
-        for run in node.todo:
-            node.failed[run.experiment] = f"{run.experiment}: {reason}"
-        node.todo = []
-        progress.event(f"{node.label()}: node runs {reason}")
-        return
-    node.worker = node.gpus[0].worker
-    run = node.todo.pop(0)
-    node.current, node.started = run, time.monotonic()
-    stamp = time.time_ns()
-    released = [client.submit(task.release, service, workers=[g.worker], allow_other_workers=False,
-                               resources={"GPU": 1}, pure=False, retries=0,
-                               key=f"pinpoint-release-{g.gpu_uuid}-{stamp}") for g in node.gpus]
-    node.future = client.submit(task.measure_node, service, run.experiment, run.params, run.timeout_s, node.uuids,
-                                *released, workers=[node.worker], allow_other_workers=False, resources={"GPU": 1},
-                                pure=False, retries=0, key=f"pinpoint-{run.experiment}-{node.host}-{stamp}")
-    progress.event(f"{node.label()}: {run.experiment} on the node's GPUs together")
-
-
 def _stored_pairs(catalog, fleet_id: str, suite: Suite) -> set[tuple]:
     stored = catalog.store.runs(fleet_id=fleet_id)
     other_suites = {s for s in stored["suite"].dropna() if s != suite.name}
@@ -308,12 +183,6 @@ def _stored_pairs(catalog, fleet_id: str, suite: Suite) -> set[tuple]:
         raise FleetError(f"fleet {fleet_id} was measured with another text of suite {suite.name} (its file changed "
                          "since): give another --fleet-id")
     return set(zip(stored["gpu_uuid"], stored["experiment"], strict=True))
-
-
-def _stored_nodes(catalog, fleet_id: str) -> set[tuple]:
-    """(host, experiment) of the fleet's stored runs: a node run is stored once per node."""
-    stored = catalog.store.runs(fleet_id=fleet_id)
-    return set(zip(stored["host"], stored["experiment"], strict=True))
 
 
 def _alive_workers(client: Client) -> set[str]:
@@ -438,24 +307,3 @@ def _lose(client: Client, gpu: FleetGpu | FleetNode, reason: str, progress: Prog
         gpu.failed[run.experiment] = f"{run.experiment}: not run ({reason})"
     gpu.lost, gpu.current, gpu.future, gpu.todo = reason, None, None, []
     progress.event(f"{gpu.label()}: failed: {reason}; {rest}")
-
-
-def summary(result: FleetResult) -> str:
-    """The table printed at the end: one line per GPU, then the failures."""
-    lines = [f"fleet {result.fleet_id} · suite {result.suite} · {text.count(len(result.gpus), 'GPU')} · "
-             f"{result.runs_stored} runs stored ({result.rows_stored} of {result.rows_sent} points sent) in "
-             f"{result.wall_s:.1f} s"]
-    for index, gpu in enumerate(result.gpus):
-        lines.append(f"  GPU {index}  {gpu.host:<16} {gpu.device_name:<24} {uuid_tail(gpu.gpu_uuid):<10} {gpu.state:<8}"
-                     f" {len(gpu.done)} measured, {len(gpu.skipped)} already stored, {len(gpu.failed)} failed")
-    for node in result.nodes:
-        if node.done or node.skipped or node.failed or node.no_peer:
-            no_peer = f", no peer for {', '.join(node.no_peer)}" if node.no_peer else ""
-            lines.append(f"  node  {node.host:<16} {text.count(len(node.gpus), 'GPU'):<24} {'':<10} {node.state:<8}"
-                         f" {len(node.done)} measured, {len(node.skipped)} already stored, {len(node.failed)} failed"
-                         f"{no_peer}")
-    for line in result.failures:
-        lines.append(f"  failed: {line}")
-    if result.failures:
-        lines.append(f"  measure what is missing with: --fleet-id {result.fleet_id}")
-    return "\n".join(text.printable(line) for line in lines)
