@@ -1,5 +1,5 @@
-"""The runs store: every run a team measures, with every sample, in SQLite (default) or PostgreSQL. This module is
-the runs repository (save, list, load, the bulk points read); the engine is ``gpu.results.database`` and the tables
+"""The runs store: every run a team measures, with every sample, in SQLite (default) or PostgreSQL. This module holds
+one concern, the runs repository (save, list, load, the bulk points read, each fleet's suite text); the engine is ``gpu.results.database`` and the tables
 and migrations ``gpu.results.migrations`` (whose names this module re-exports). No Streamlit and no CUDA here.
 
 Opening never writes: listing, loading and exporting work on a read-only file or a SELECT-only role, and on a store
