@@ -1,6 +1,7 @@
 """The runs store: every run a team measures, with every sample, in SQLite (default) or PostgreSQL. This module holds
-one concern, the runs repository (save, list, load, the bulk points read, each fleet's suite text); the engine is ``gpu.results.database`` and the tables
-and migrations ``gpu.results.migrations`` (whose names this module re-exports). No Streamlit and no CUDA here.
+one concern, the runs repository (save, list, load, the bulk points read, each fleet's suite text); the engine is
+``gpu.results.database`` and the tables and migrations ``gpu.results.migrations`` (whose names it re-exports).
+No Streamlit and no CUDA here.
 
 Opening never writes: listing, loading and exporting work on a read-only file or a SELECT-only role, and on a store
 of an older schema version as it is; migrations run before the first write (or ``python -m gpu.bench migrate``).
