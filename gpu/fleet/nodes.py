@@ -23,8 +23,23 @@ if TYPE_CHECKING:
     from gpu.fleet.run import FleetGpu
 
 
+class RunQueue:
+    """What a GPU of the fleet and a node share: a queue of suite runs (``todo``, ``current``), those that failed and
+    why the whole of it stopped (``lost``); its state in a word for the terminal view."""
+
+    @property
+    def state(self) -> str:
+        if self.lost:
+            return "failed"
+        if self.current is not None:
+            return f"measuring {self.current.experiment}"
+        if self.todo:
+            return "waiting"
+        return "failed" if self.failed else "done"
+
+
 @dataclass
-class FleetNode:
+class FleetNode(RunQueue):
     """One node of the fleet (the GPUs whose workers report one host, in the fleet's order) and how its node runs
     went."""
 
@@ -53,15 +68,6 @@ class FleetNode:
         """Every GPU of the node is through its one-GPU runs: its node runs may start."""
         return all(g.current is None and not g.todo for g in self.gpus)
 
-    @property
-    def state(self) -> str:
-        if self.lost:
-            return "failed"
-        if self.current is not None:
-            return f"measuring {self.current.experiment}"
-        if self.todo:
-            return "waiting"
-        return "failed" if self.failed else "done"
 
 
 def group_by_host(gpus: list[FleetGpu]) -> list[FleetNode]:

@@ -37,7 +37,7 @@ from gpu.core.devices import uuid_tail
 from gpu.core.errors import FleetError, StoreError
 from gpu.experiments.suites import Suite, SuiteRun
 from gpu.fleet import task
-from gpu.fleet.nodes import FleetNode, group_by_host, plan_node_runs, start_node_run, stored_node_runs
+from gpu.fleet.nodes import FleetNode, RunQueue, group_by_host, plan_node_runs, start_node_run, stored_node_runs
 from gpu.fleet.progress import Progress, summary
 
 __all__ = ["FleetGpu", "FleetNode", "FleetResult", "Progress", "new_fleet_id", "run_fleet", "summary"]
@@ -55,7 +55,7 @@ def new_fleet_id(suite: Suite, now: dt.datetime | None = None) -> str:
 
 
 @dataclass
-class FleetGpu:
+class FleetGpu(RunQueue):
     """One GPU of the fleet, as its worker reported it, and how its runs went."""
 
     worker: str  # the Dask worker's address
@@ -74,16 +74,6 @@ class FleetGpu:
 
     def label(self) -> str:
         return f"{self.device_name or 'GPU'} {uuid_tail(self.gpu_uuid)} on {self.host or self.worker}"
-
-    @property
-    def state(self) -> str:
-        if self.lost:
-            return "failed"
-        if self.current is not None:
-            return f"measuring {self.current.experiment}"
-        if self.todo:
-            return "waiting"
-        return "failed" if self.failed else "done"
 
 
 @dataclass
