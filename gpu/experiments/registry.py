@@ -81,6 +81,12 @@ BY_COMMAND: dict[str, Entry] = {e.command: e for e in REGISTRY}
 PAGE_OF: dict[str, str] = {e.name: e.page for e in REGISTRY}
 
 
+def min_gpus(module: ModuleType) -> int:
+    """The fewest GPUs an experiment measures on: its ``MIN_GPUS`` where it declares one (2 for a peer measurement),
+    else one. The runner, the app and suites all read it here."""
+    return int(getattr(module, "MIN_GPUS", 1))
+
+
 def get_experiment(name: str):
     try:
         return EXPERIMENTS[name]

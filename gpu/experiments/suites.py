@@ -106,8 +106,9 @@ class Suite:
 
 
 def min_gpus(module) -> int:
-    """The fewest GPUs an experiment measures on: its ``MIN_GPUS`` where it declares one, else one."""
-    return int(getattr(module, "MIN_GPUS", 1))
+    """The fewest GPUs an experiment measures on (``registry.min_gpus``: read when called, as the registry imports
+    this module while it registers experiments)."""
+    return registry.min_gpus(module)
 
 
 def built_in() -> list[str]:

@@ -57,14 +57,22 @@ def _worker_name() -> str:
         return "0"
 
 
+def _kept(key) -> LiveBackend | None:
+    """The GPU worker process kept under ``key`` while it lives; None where one must be started, which a daemonic
+    Dask worker cannot do (TaskFailed). Called with ``_LOCK`` held."""
+    if key in _BACKENDS and _BACKENDS[key].client.worker_pid is not None:
+        return _BACKENDS[key]
+    if multiprocessing.current_process().daemon:
+        raise TaskFailed("this Dask worker is a daemonic process and cannot start PinPoint's GPU worker: start "
+                         "Dask workers with DASK_DISTRIBUTED__WORKER__DAEMON=False")
+    return None
+
+
 def backend(service: str) -> LiveBackend:
     """This Dask worker's GPU worker process, started on its GPU at the first task and kept."""
     with _LOCK:
-        if service in _BACKENDS and _BACKENDS[service].client.worker_pid is not None:
-            return _BACKENDS[service]
-        if multiprocessing.current_process().daemon:
-            raise TaskFailed("this Dask worker is a daemonic process and cannot start PinPoint's GPU worker: start "
-                             "Dask workers with DASK_DISTRIBUTED__WORKER__DAEMON=False")
+        if (kept := _kept(service)) is not None:
+            return kept
         chosen = gpu_for_worker(os.environ.get("CUDA_VISIBLE_DEVICES"), _worker_name())
         if chosen is not None:
             os.environ["CUDA_VISIBLE_DEVICES"] = chosen  # before any CUDA call: the spawned worker inherits it
@@ -80,11 +88,8 @@ def node_backend(service: str, gpus: list[str]) -> LiveBackend:
     started at the node's first node run and kept."""
     key = _node_key(service, gpus)
     with _LOCK:
-        if key in _BACKENDS and _BACKENDS[key].client.worker_pid is not None:
-            return _BACKENDS[key]
-        if multiprocessing.current_process().daemon:
-            raise TaskFailed("this Dask worker is a daemonic process and cannot start PinPoint's GPU worker: start "
-                             "Dask workers with DASK_DISTRIBUTED__WORKER__DAEMON=False")
+        if (kept := _kept(key)) is not None:
+            return kept
         own = os.environ.get("CUDA_VISIBLE_DEVICES")
         os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)  # the spawned process inherits it at its start
         try:

@@ -22,7 +22,7 @@ from gpu.core.errors import DeviceNotFound, ValidationError, WorkerUnavailable
 from gpu.core.limits import Limits
 from gpu.core.units import format_bytes
 from gpu.experiments import get_experiment
-from gpu.experiments.registry import check_params
+from gpu.experiments.registry import check_params, min_gpus
 from gpu.service.client import DEFAULT_SERVICE, JobHandle, WorkerClient, visible_gpus
 
 REPLAY_DIR = paths.asset("replay")
@@ -307,8 +307,7 @@ def worker_service() -> str:
 def gpus_needed(experiment: str) -> tuple[int, int | None]:
     """(fewest, most) GPUs a job of ``experiment`` measures on: an experiment declares ``MIN_GPUS`` (2 for a peer
     measurement, which then takes any set of two or more); one that declares none measures one GPU."""
-    module = get_experiment(experiment)
-    need = int(getattr(module, "MIN_GPUS", 1))
+    need = min_gpus(get_experiment(experiment))
     return need, (1 if need <= 1 else None)
 
 
