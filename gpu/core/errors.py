@@ -17,7 +17,8 @@ had (``ValueError`` for bad input, ``RuntimeError`` for failures), so callers th
     ├── StoreError           a runs store that cannot be opened or used (gpu.results.store)
     ├── ClaimError           a talk's claim that its measurement cannot judge (gpu.present.claims)
     ├── TalkError            a talk file that cannot be shown (gpu.present.talks)
-    └── FleetError           a fleet that cannot start: no cluster, no GPU, a fleet id of another suite (gpu.fleet)
+    ├── FleetError           a fleet that cannot start: no cluster, no GPU, a fleet id of another suite (gpu.fleet)
+    └── AccessRefused        an action the person's role does not allow (gpu.core.access)
 
 This module imports nothing, so every layer may raise these.
 """
@@ -95,3 +96,7 @@ class TalkError(PinPointError, ValueError):
 
 class FleetError(PinPointError, RuntimeError):
     """A fleet that cannot start (no cluster, no GPU worker, a fleet id of another suite); one line for the person."""
+
+
+class AccessRefused(PinPointError, PermissionError):
+    """An action the actor's role does not allow; the action itself raises it, whatever a page showed."""
