@@ -22,7 +22,13 @@ def page(entry: shared.PageEntry) -> st.Page:
 
 # Every page, in the table's order (tests/test_app.py opens each one through it), every one listed: past ten pages
 # Streamlit would fold the rest behind "View more".
-navigation = st.navigation([page(entry) for entry in shared.PAGES], expanded=True)
+# Who is at the page comes first: a team server's visitor who has not signed in sees the sign-in screen only (the
+# pages are routed, so their addresses stay valid, but none runs).
+actor = ui.sign_in_gate()
+navigation = st.navigation([page(entry) for entry in shared.PAGES], expanded=True,
+                           position="sidebar" if actor else "hidden")
+if actor is None:
+    st.stop()
 ui.open_linked_page(navigation)  # PinPoint's links read /?page=transfers&… (no 404 probe on load)
 ui.open_run_page(navigation)  # /?run=ID opens the run on its page
 ui.source_sidebar()

@@ -1,5 +1,10 @@
 """PinPoint's server. Run with ``streamlit run serve.py``: Streamlit's own server (``st.App``) runs app.py and
-every page exactly as ``streamlit run app.py`` does, with four additions.
+every page exactly as ``streamlit run app.py`` does, with five additions.
+
+- **It serves this machine only, unless told to serve a team.** .streamlit/config.toml sets the loopback address;
+  an address beyond this machine without ``PINPOINT_SERVE=team``, a team server whose sign-in is not set up
+  (secrets.toml's [auth]), a roles file with an error: each stops the server before it answers anyone, with one
+  line (gpu.core.serving). Otherwise one line says where it listens and how to serve a team.
 
 - **A page's own address loads cleanly.** Loaded at /transfers (typed, or reloaded), Streamlit's frontend takes its
   server to be one level down and probes /transfers/_stcore/health and …/host-config before the root: two 404s in
@@ -32,6 +37,7 @@ import ast
 import asyncio
 import gc
 import mimetypes
+import sys
 import time
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -48,6 +54,7 @@ from streamlit.runtime import Runtime
 from streamlit.runtime.session_manager import SessionClient
 
 from gpu.core import paths
+from gpu.core import serving as srv
 from gpu.experiments.registry import EXPERIMENTS
 from pages import _ui
 from pages._shared import PAGES
@@ -230,4 +237,22 @@ async def warm_up(_app):
     visits.cancel()
 
 
+# --- this machine, or a team -----------------------------------------------------------------------------------
+def check_serving() -> srv.Serving:
+    """The serving settings, checked before the server answers anyone: SystemExit with one line when the server
+    must not start (gpu.core.serving says why each setting exists)."""
+    try:
+        plan = srv.serving(address=config.get_option("server.address"))
+        if plan.sign_in:
+            srv.providers(_ui.access.auth_settings())
+            srv.read_roles(srv.roles_path())
+            srv.session_hours()
+    except srv.ServingError as exc:
+        print(f"PinPoint does not start: {exc}", file=sys.stderr, flush=True)
+        raise SystemExit(2) from None
+    print(plan.startup_line(config.get_option("server.port")), flush=True)
+    return plan
+
+
+SERVING = check_serving()
 app = st.App("app.py", routes=page_routes(), middleware=[Middleware(FrontendFiles)], lifespan=warm_up)

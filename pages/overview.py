@@ -48,7 +48,8 @@ if backend.kind == "live":
                    f"gen {facts.get('pcie_gen')} × {facts.get('pcie_width')}")
     cols[3].metric("HBM theoretical", f"{facts.get('hbm_gbps_theoretical', float('nan')):.0f} GB/s",
                    f"driver {facts.get('driver_version')}")
-    if st.button("Run a health check", key="overview_health"):
+    if st.button("Run a health check", key="overview_health", disabled=bool(ui.why_not("measure")),
+                 help=ui.why_not("measure")) and ui.permitted("measure"):
         # No session: a health check must not cancel this session's measurement on another page.
         result = ui.outcome(backend.client.submit("health"))
         if result:

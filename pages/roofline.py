@@ -33,10 +33,11 @@ more = ui.more_settings()  # the GPU and the highlighted kernel: folded on stage
 def live_runs() -> pd.DataFrame | None:
     """Live: the suite's experiments one after another on Measure, the chart redrawn as each answers."""
     suite = suites.load(SUITE)
-    st.button("Measure", type="primary", key="roofline_measure", on_click=ui.request,
-              args=("roofline_measure_requested",))
+    refused = ui.why_not("measure")
+    st.button("Measure", type="primary", key="roofline_measure", disabled=bool(refused), help=refused,
+              on_click=ui.request, args=("roofline_measure_requested",))
     state = st.session_state
-    if state.pop("roofline_measure_requested", False):
+    if state.pop("roofline_measure_requested", False) and ui.permitted("measure"):
         frames: list[pd.DataFrame] = []
         shown = st.empty()
         handle = backend.submit(suite.runs[0].experiment, suite.runs[0].params, session=ui.session_id())

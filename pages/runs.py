@@ -26,8 +26,11 @@ if ui.desk():  # on stage: the runs themselves
                 "beside them, marked *bundled*.")
 
 with st.expander("Import runs from other machines (runner Parquet or CSV)"):
+    refused = ui.why_not("import")
+    if refused:
+        st.caption(refused)
     uploads = st.file_uploader("Runner output files", type=["parquet", "csv"], accept_multiple_files=True,
-                               key="runs_upload")
+                               key="runs_upload", disabled=bool(refused), help=refused)
     label = st.text_input("Label for the imported runs (optional)", key="runs_import_label",
                           placeholder="e.g. after driver 580")
     notes = st.text_area("Notes (optional)", key="runs_import_notes")
@@ -35,9 +38,9 @@ with st.expander("Import runs from other machines (runner Parquet or CSV)"):
                           "deleted, in the same transaction)", key="runs_import_replace")
     unverified = st.checkbox("Store a CSV without a manifest (not a PinPoint export) as it is: nothing can show "
                              "that rows are missing from it", key="runs_import_unverified")
-    st.button("Import", key="runs_import", disabled=not uploads, on_click=ui.request,
+    st.button("Import", key="runs_import", disabled=not uploads or bool(refused), help=refused, on_click=ui.request,
               args=("runs_import_requested",))
-    if st.session_state.pop("runs_import_requested", False):
+    if st.session_state.pop("runs_import_requested", False) and ui.permitted("import"):
         for upload in uploads or []:
             try:
                 frame = imports.read_upload(upload.name, data=upload.getvalue(), unverified=unverified)
@@ -100,11 +103,12 @@ if isinstance(row["notes"], str) and row["notes"]:
 if row["origin"] == "bundled":
     right.caption("Bundled with PinPoint (a file in git): it cannot be deleted here.")
 else:
+    refused = ui.why_not("trash")
     sure = right.checkbox(f"Yes, delete run {plain(run_id)} and its {int(row['points'])} points",
-                          key=f"runs_delete_sure_{run_id}")
-    right.button("Delete", key="runs_delete", disabled=not sure, type="secondary", on_click=ui.request,
-                 args=(f"runs_delete_{run_id}",))
-    if st.session_state.pop(f"runs_delete_{run_id}", False) and sure:
+                          key=f"runs_delete_sure_{run_id}", disabled=bool(refused), help=refused)
+    right.button("Delete", key="runs_delete", disabled=not sure or bool(refused), help=refused, type="secondary",
+                 on_click=ui.request, args=(f"runs_delete_{run_id}",))
+    if st.session_state.pop(f"runs_delete_{run_id}", False) and sure and ui.permitted("trash"):
         try:
             deleted = catalog.store.delete(run_id)
         except StoreError as exc:  # e.g. a read-only store

@@ -49,7 +49,7 @@ frame, source, fallback = None, "", ""
 if state.pop("talk_measure_requested", False):
     if live is None or ui.use_replay():
         fallback = f"no live GPU here: {reason or 'replay switched on'}"
-    else:
+    elif ui.permitted("measure"):
         handle = live.submit(scene.experiment, {**scene.params, "profile": "interactive"}, session=ui.session_id())
         with st.spinner(f"Measuring on {live.facts.get('device_name')}…"):
             finished = handle.wait(LIVE_TIMEOUT_S)

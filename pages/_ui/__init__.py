@@ -1,6 +1,7 @@
 """What every page shares, by concern: ``backends`` (where the numbers come from), ``measure`` (the Measure flow and
 store saving), ``url_state`` (links that reproduce a view), ``stage`` (presentation mode, defined once), ``controls``
-(widget helpers) and ``cache`` (work done once per recording for every session).
+(widget helpers), ``cache`` (work done once per recording for every session) and ``access`` (who is at the page, and
+what their role lets them do).
 
 A page starts with ``page = ui.Page(title, intro)``, which runs the steps that must come first (routed through app.py,
 the backend chosen, the URL state started) and writes the title (and, at the desk, the intro), then: controls (each
@@ -13,6 +14,7 @@ from __future__ import annotations
 import streamlit as st
 
 from pages._ui import backends, controls, measure, url_state
+from pages._ui.access import current_actor, permitted, sign_in_gate, why_not
 from pages._ui.backends import (
     current_backend,
     live_backend,
@@ -60,11 +62,12 @@ from pages._ui.url_state import UrlState, open_linked_page, parse_url_value, url
 
 __all__ = ["Page", "Section", "UrlState", "axis", "axis_choices", "axis_default", "axis_label", "axis_powers",
            "axis_slider", "axis_steps", "backends", "block_size_setting", "cached", "cached_figure", "chart",
-           "check_present_value", "controls", "current_backend", "desk", "download", "first_default", "frame_key",
-           "live_backend", "loaded_run", "measure", "more_settings", "open_linked_page", "open_run_page", "opened_run",
-           "outcome", "parse_url_value", "presenting", "replay_backend", "request", "require_router", "run_catalog",
-           "select_one", "session_id", "shortcuts", "show_reasons", "source_banner", "source_sidebar", "stage_exit",
-           "stage_style", "takeaway", "typed_block_size", "url_state", "url_text", "use_replay", "view_link"]
+           "check_present_value", "controls", "current_actor", "current_backend", "desk", "download", "first_default",
+           "frame_key", "live_backend", "loaded_run", "measure", "more_settings", "open_linked_page", "open_run_page",
+           "opened_run", "outcome", "parse_url_value", "permitted", "presenting", "replay_backend", "request",
+           "require_router", "run_catalog", "select_one", "session_id", "shortcuts", "show_reasons", "sign_in_gate",
+           "source_banner", "source_sidebar", "stage_exit", "stage_style", "takeaway", "typed_block_size",
+           "url_state", "url_text", "use_replay", "view_link", "why_not"]
 
 
 class Page:

@@ -1,12 +1,179 @@
 """The person at this page: ``current_actor()`` is who every action on the page is done by, and is checked.
 
-Served on the loopback address only, the app is the machine owner's own tool: the actor is the OS user, an admin.
+Served on the loopback address only (gpu.core.serving), the app is the machine owner's own tool: the actor is the
+OS user, an admin. Served to a team, the actor is the person signed in through OpenID Connect (``st.user``, which
+Streamlit fills from its signed session cookie only), with the role the roles file gives them. Nothing from the
+address or the page (a query parameter, a widget's value) ever names a person or a role.
+
+``sign_in_gate`` (app.py, before any page) shows the sign-in screen to a visitor who has not signed in and the
+person and their role in the sidebar to one who has. A page asks ``why_not(action)`` to disable a control (the
+reason is its help text), and an action starts with ``permitted(action)``: the check that counts, made by the
+action itself whatever the browser sent.
 """
 
 from __future__ import annotations
 
-from gpu.core.access import Actor
+import json
+import os
+import urllib.request
+from pathlib import Path
+
+import streamlit as st
+from streamlit import config
+
+from gpu.core import serving as srv
+from gpu.core.access import Actor, Role, require
+from gpu.core.errors import AccessRefused
+from gpu.core.text import plain
+
+PROVIDER_TIMEOUT_S = 3.0
+
+
+def serving_now() -> srv.Serving:
+    """This server's serving settings (ServingError when they cannot be used: serve.py refuses to start then)."""
+    return srv.serving(os.environ, config.get_option("server.address"))
+
+
+_roles_cache: dict[tuple[str, int, int], srv.Roles] = {}
+
+
+def roles() -> srv.Roles:
+    """The roles file, read again whenever it changes: an operator's edit applies at the next page view."""
+    path = srv.roles_path()
+    try:
+        stat = path.stat()
+    except OSError:
+        return srv.read_roles(path)  # raises the one line that says what is missing
+    key = (str(path), stat.st_mtime_ns, stat.st_size)
+    if key not in _roles_cache:
+        _roles_cache.clear()
+        _roles_cache[key] = srv.read_roles(Path(path))
+    return _roles_cache[key]
+
+
+def signed_in_actor(claims: dict) -> Actor:
+    """The actor of a signed-in session's claims (the ID token's, as Streamlit keeps them in its signed cookie);
+    NotSignedIn when the session is over or the roles file turns the person away."""
+    if reason := srv.session_expired(claims, srv.session_hours()):
+        raise srv.NotSignedIn(reason)
+    email = claims.get("email") if isinstance(claims.get("email"), str) else None
+    groups = claims.get("groups") if isinstance(claims.get("groups"), list) else []
+    who = email or str(claims.get("sub") or "")
+    if not who:
+        raise srv.NotSignedIn("the sign-in provider named nobody (no email or sub claim)")
+    role = roles().role_for(email, groups, email_verified=claims.get("email_verified") is not False)
+    if role is None:
+        raise srv.NotSignedIn(f"{who} is not on this server's roles list: ask its operator for a role")
+    return Actor(who, role, "app")
 
 
 def current_actor() -> Actor:
-    return Actor.local(source="app")
+    """Who this page's actions are done by. AccessRefused (NotSignedIn) for a team server's visitor who is not
+    signed in; ServingError when the serving settings or the roles file cannot be used."""
+    plan = serving_now()
+    if plan.mode == "local":
+        return Actor.local(source="app")
+    if not plan.sign_in:  # the operator's explicit opt-out: whoever reaches the server is an admin
+        return Actor(f"anyone@{st.context.ip_address or 'unknown'}", Role.ADMIN, "app")
+    if not st.user.is_logged_in:
+        raise srv.NotSignedIn("sign in first")
+    return signed_in_actor(st.user.to_dict())
+
+
+def why_not(action: str) -> str | None:
+    """None when this page's person may do ``action``, else the one line a disabled control shows as its reason."""
+    try:
+        return current_actor().why_not(action)
+    except (AccessRefused, srv.ServingError) as exc:
+        return str(exc)
+
+
+def permitted(action: str) -> bool:
+    """An action's first step: True when this page's person may do it; else the refusal is shown (one line) and
+    nothing is done. Checked here, in the action, whatever the browser sent."""
+    try:
+        require(current_actor(), action)
+    except (AccessRefused, srv.ServingError) as exc:
+        st.error(f"Refused: {plain(exc, None)}", icon=":material/block:")
+        return False
+    return True
+
+
+def auth_settings():
+    """secrets.toml's [auth] (None where there is no secrets file or no [auth]); a secrets file that cannot be read
+    is a ServingError naming why."""
+    try:
+        return st.secrets.get("auth")
+    except FileNotFoundError as exc:  # StreamlitSecretNotFoundError: no secrets file, or one that is not TOML
+        if str(exc).startswith("No secrets found"):
+            return None
+        raise srv.ServingError(f"the secrets file cannot be read: {str(exc).strip().splitlines()[0]}") from None
+
+
+@st.cache_data(ttl=15, show_spinner=False)
+def provider_problem(url: str) -> str | None:
+    """Why the provider behind ``url`` (its OpenID discovery document) cannot sign anyone in now, or None. Asked
+    again after 15 s, so a provider back up is used without a restart."""
+    try:
+        with urllib.request.urlopen(url, timeout=PROVIDER_TIMEOUT_S) as answer:  # noqa: S310 (the operator's URL)
+            document = json.loads(answer.read(1_000_000))
+    except (OSError, ValueError) as exc:
+        return f"the sign-in provider at {url} does not answer ({getattr(exc, 'reason', None) or exc})"
+    if not isinstance(document, dict) or "authorization_endpoint" not in document:
+        return f"the sign-in provider at {url} answers no OpenID Connect discovery document"
+    return None
+
+
+def sign_in_screen(plan: srv.Serving) -> None:
+    """What a visitor of a team server sees before signing in: a Sign in button per provider that answers; when
+    none does, that it is down and nothing else."""
+    st.title("PinPoint")
+    try:
+        found = srv.providers(auth_settings())
+    except srv.ServingError as exc:
+        st.error(f"Sign-in is not set up on this server: {plain(exc, None)}")
+        return
+    st.markdown("This PinPoint server is shared by a team: **sign in** to see its runs and, with a role that "
+                "allows it, to measure, import and manage runs.")
+    down = {name: problem for name, url in found.items() if (problem := provider_problem(url))}
+    for name in found:
+        if name in down:
+            continue
+        label = f"Sign in with {name}" if name else "Sign in"
+        st.button(label, key=f"sign_in_{name or 'default'}", type="primary",
+                  on_click=st.login, args=(name,) if name else ())
+    for problem in down.values():
+        st.error(f"Nobody can sign in now: {plain(problem, None)}. Nothing is served until it answers.",
+                 icon=":material/cloud_off:")
+
+
+def sign_in_gate() -> Actor | None:
+    """Before any page: the actor of this page view, shown in the sidebar; None when the page must not run (the
+    visitor was shown the sign-in screen, or why they may not come in)."""
+    try:
+        plan = serving_now()
+    except srv.ServingError as exc:
+        st.error(f"This server's settings cannot be used: {plain(exc, None)}")
+        return None
+    if plan.sign_in and not st.user.is_logged_in:
+        sign_in_screen(plan)
+        return None
+    try:
+        actor = current_actor()
+    except srv.NotSignedIn as exc:
+        st.title("PinPoint")
+        st.warning(plain(exc, None), icon=":material/lock:")
+        st.button("Sign in again" if "sign in again" in str(exc) else "Sign out", key="sign_out", on_click=st.logout)
+        return None
+    except srv.ServingError as exc:  # the roles file went wrong after start-up: nobody gets a role from it
+        st.error(f"The roles file cannot be used: {plain(exc, None)}")
+        return None
+    with st.sidebar:
+        if plan.mode == "local":
+            st.caption(f"This machine only · {plain(actor.who)} · {actor.role.word}")
+        elif not plan.sign_in:
+            st.caption(f"No sign-in on this server: every visitor is an {actor.role.word}")
+        else:
+            st.markdown(f"**Signed in** · {plain(actor.who)} · {actor.role.word}")
+            st.button("Sign out", key="sign_out", on_click=st.logout)
+    return actor

@@ -15,6 +15,7 @@ from gpu.results.catalog import BUNDLED_DIRS, Catalog, read_bundled
 from gpu.results.store import StoreError
 from gpu.service.backends import LiveBackend, ReplayBackend, replay_reason, resolve_devices, start_live
 from pages._shared import entry as page_entry
+from pages._ui.access import why_not
 
 
 @st.cache_resource(show_spinner="Starting the GPU worker…")
@@ -48,8 +49,10 @@ def live_backend_on_set(boards: tuple[str, ...]) -> tuple[LiveBackend | None, st
 def live_backend_for(devices, need: int = 1, job: str = "this page") -> tuple[LiveBackend | None, str]:
     """The live backend of a device set ("0,1", "all", board UUIDs, a list of indices): the app keeps one worker per
     set it has been asked for (a set of one GPU is that GPU's worker, as the sidebar's choice). None with the reason,
-    one line naming the bad value and the GPUs there are, when the set cannot be had; ``need``: the fewest GPUs
-    ``job`` measures on."""
+    one line naming the bad value and the GPUs there are, when the set cannot be had (or the person at the page may
+    not measure); ``need``: the fewest GPUs ``job`` measures on."""
+    if refused := why_not("measure"):
+        return None, refused
     default, reason = default_live_backend()
     if default is None:
         return None, reason
@@ -66,7 +69,10 @@ def live_backend_for(devices, need: int = 1, job: str = "this page") -> tuple[Li
 
 
 def live_backend() -> tuple[LiveBackend | None, str]:
-    """The live backend of the GPU this session chose in the sidebar (the default one until it chooses)."""
+    """The live backend of the GPU this session chose in the sidebar (the default one until it chooses); None, with
+    the reason, for a person whose role may not measure: every page then replays."""
+    if refused := why_not("measure"):
+        return None, refused
     live, reason = default_live_backend()
     chosen = st.session_state.get("gpu_choice")
     if live is None or not chosen or chosen == live.facts.get("gpu_uuid"):

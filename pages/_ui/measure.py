@@ -14,6 +14,7 @@ from gpu.core.text import plain
 from gpu.present.noise import noisy_points
 from gpu.results.store import StoreError
 from gpu.service.client import JobHandle
+from pages._ui.access import permitted, why_not
 from pages._ui.backends import opened_run, run_catalog, session_id
 from pages._ui.controls import profile_choice, show_reasons
 from pages._ui.stage import desk
@@ -87,9 +88,10 @@ def measured_frame(backend, experiment: str, params: dict, key: str, run_id: str
         frame = outcome(backend.submit(experiment, params, run_id=run_id))
         return frame
     # The click is recorded by a callback in session state, so it survives any rerun before it is served.
-    st.button("Measure", type="primary", key=f"{key}_measure",
+    refused = why_not("measure")
+    st.button("Measure", type="primary", key=f"{key}_measure", disabled=bool(refused), help=refused,
               on_click=request, args=(f"{key}_measure_requested",))
-    if state.pop(f"{key}_measure_requested", False):
+    if state.pop(f"{key}_measure_requested", False) and permitted("measure"):
         state[f"{key}_job"] = backend.submit(experiment, params, session=session_id(),
                                              reuse=state.get("reuse_points", True))
         state.pop(f"{key}_result", None)
