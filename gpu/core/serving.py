@@ -65,7 +65,7 @@ class Serving:
         if self.mode == "local":
             return (f"PinPoint serves {where} to this machine only (loopback). To serve a team: "
                     f"{SERVE_ENV}=team with --server.address 0.0.0.0, sign-in and a roles file ({DOCS}).")
-        reach = "this machine only (behind a proxy)" if self.address in LOOPBACK else "the network"
+        reach = "loopback: reached through a proxy on this machine" if self.address in LOOPBACK else "the network"
         how = ("sign-in required, roles from the roles file" if self.sign_in else
                f"NO sign-in ({NO_SIGN_IN_ENV}): every visitor is an admin")
         return f"PinPoint serves a team at {where} ({reach}): {how}."
@@ -127,9 +127,11 @@ class Roles:
         return max(found) if found else self.unknown
 
 
-def _line_of(text: str, needle: str) -> int | None:
+def _line_of(text: str, key: str) -> int | None:
+    """The line that sets ``key`` (bare or quoted, or as a [table]): tomllib reports no positions for values."""
+    setting = re.compile(rf"""^\s*(?:(["']?){re.escape(key)}\1\s*=|\[\s*{re.escape(key)}\s*\])""")
     for number, line in enumerate(text.splitlines(), start=1):
-        if needle in line:
+        if setting.match(line):
             return number
     return None
 
