@@ -108,7 +108,7 @@ else:
                           key=f"runs_delete_sure_{run_id}", disabled=bool(refused), help=refused)
     right.button("Delete", key="runs_delete", disabled=not sure or bool(refused), help=refused, type="secondary",
                  on_click=ui.request, args=(f"runs_delete_{run_id}",))
-    if st.session_state.pop(f"runs_delete_{run_id}", False) and sure and ui.permitted("trash"):
+    if st.session_state.pop(f"runs_delete_{run_id}", False) and ui.permitted("trash") and sure:
         try:
             deleted = catalog.store.delete(run_id)
         except StoreError as exc:  # e.g. a read-only store

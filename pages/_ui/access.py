@@ -81,11 +81,13 @@ def current_actor() -> Actor:
 
 
 def why_not(action: str) -> str | None:
-    """None when this page's person may do ``action``, else the one line a disabled control shows as its reason."""
+    """None when this page's person may do ``action``, else the one line a disabled control shows as its reason (as
+    plain text: it names the person as their provider spells them)."""
     try:
-        return current_actor().why_not(action)
+        reason = current_actor().why_not(action)
     except (AccessRefused, srv.ServingError) as exc:
-        return str(exc)
+        reason = str(exc)
+    return plain(reason, None) if reason else None
 
 
 def permitted(action: str) -> bool:
