@@ -55,12 +55,13 @@ def free_port() -> int:
 
 
 @contextmanager
-def streamlit_app(log: Path | None = None, ready: str | None = None, **env):
+def streamlit_app(log: Path | None = None, ready: str | None = None, port: int | None = None, **env):
     """The app in replay mode with ``env`` added; yields its address. The rest of its settings come from the
     committed .streamlit/config.toml, which is what the tests check; PINPOINT_DB_URL is the test session's
     throwaway store (conftest) unless ``env`` names another. Its output goes to ``log`` (a file of the test's) or a
-    pipe; with ``ready`` (and a log), it is yielded only once that text is in its output as well."""
-    port = free_port()
+    pipe; with ``ready`` (and a log), it is yielded only once that text is in its output as well. ``port``: a free
+    port chosen before (an address the app's settings must name), else one found here."""
+    port = port or free_port()
     out = log.open("wb") if log else subprocess.PIPE
     process = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", "serve.py", "--server.headless", "true", "--server.port", str(port),

@@ -236,3 +236,12 @@ def test_a_member_measures_live(live_worker):
     at.text_input(key="transfers_custom_sizes").input("64KiB").run()
     at.button(key="transfers_measure").click().run()
     assert not at.exception and at.get("plotly_chart") and not at.error
+
+
+def test_a_provider_that_answers_gets_a_sign_in_button(tmp_path):
+    from tests.oidc_helper import oidc_provider
+
+    with oidc_provider(tmp_path, "http://127.0.0.1:8501/oauth2callback", {}) as provider:
+        at = signed_in(None, metadata_url=provider.metadata_url)
+    assert [b.label for b in at.button] == ["Sign in"] and not at.error
+    assert not at.dataframe and not at.get("plotly_chart")

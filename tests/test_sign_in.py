@@ -98,6 +98,7 @@ def test_a_missing_roles_file_says_where_it_was_looked_for(tmp_path):
 
 def test_sign_in_settings_name_the_first_missing_one():
     assert srv.providers(AUTH) == {"": AUTH["server_metadata_url"]}
+    assert srv.providers({**AUTH, "client_kwargs": {"prompt": "login"}}) == {"": AUTH["server_metadata_url"]}
     named = {"redirect_uri": AUTH["redirect_uri"], "cookie_secret": "c",
              "corp": {k: AUTH[k] for k in srv.PROVIDER_KEYS}}
     assert srv.providers(named) == {"corp": AUTH["server_metadata_url"]}

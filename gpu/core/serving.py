@@ -198,8 +198,8 @@ def providers(auth: Mapping | None) -> dict[str, str]:
     found: dict[str, str] = {}
     if auth.get("server_metadata_url") or auth.get("client_id"):
         found[""] = auth.get("server_metadata_url", "")
-    for name, section in auth.items():
-        if isinstance(section, Mapping):
+    for name, section in auth.items():  # [auth.NAME]; a table of settings (client_kwargs) is not a provider
+        if isinstance(section, Mapping) and any(key in section for key in PROVIDER_KEYS):
             found[name] = section.get("server_metadata_url", "")
     if not found:
         raise ServingError(".streamlit/secrets.toml: [auth] names no provider (client_id, client_secret and "

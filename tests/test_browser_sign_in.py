@@ -1,0 +1,166 @@
+"""A team server in a real browser: a viewer, a member and an admin sign in through a real OpenID Connect
+provider's login page (oidc-provider, tests/oidc_helper.py) and each sees what their role allows; a tampered or
+too old session cookie and a role in the address get nobody in (`streamlit run serve.py` with PINPOINT_SERVE=team,
+headless Debian Chromium driven by Playwright)."""
+
+import json
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+from gpu.core import schema
+from gpu.results.catalog import BUNDLED_DIRS
+from gpu.results.store import RunStore
+from tests.browser_helper import CHROMIUM, free_port, streamlit_app
+from tests.oidc_helper import oidc_provider
+
+MANAGED = next(BUNDLED_DIRS[1].glob("managed_*.parquet"))
+COOKIE_SECRET = "pinpoint-browser-test-cookie-secret-0123456789"
+USER_COOKIE = "_streamlit_user"  # Streamlit's signed session cookie
+ROLES = """\
+unknown = "viewer"
+
+[roles]
+"@example.org" = "member"
+"group:gpu-admins" = "admin"
+"""
+ACCOUNTS = {"ada@example.org": {"groups": ["gpu-admins"]}, "bob@example.org": {}, "vic@elsewhere.net": {}}
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is missing (apt-get install chromium)"),
+]
+
+
+@pytest.fixture(scope="module")
+def team_server(tmp_path_factory):
+    """A provider and a team server whose sign-in it is, over a store holding one run."""
+    folder = tmp_path_factory.mktemp("team-server")
+    port = free_port()
+    address = f"http://127.0.0.1:{port}"
+    store = f"sqlite:///{folder}/runs.sqlite"
+    RunStore(store).save(schema.read_results(MANAGED).assign(run_id="teamrun01"), "import", label="team review")
+    (folder / "roles.toml").write_text(ROLES)
+    with oidc_provider(folder, f"{address}/oauth2callback", ACCOUNTS) as provider:
+        (folder / ".streamlit").mkdir()
+        (folder / ".streamlit" / "secrets.toml").write_text(provider.secrets(f"{address}/oauth2callback",
+                                                                             COOKIE_SECRET))
+        with streamlit_app(log=folder / "server.log", port=port, PINPOINT_SERVE="team", HOME=str(folder),
+                           PINPOINT_ROLES=str(folder / "roles.toml"), PINPOINT_DB_URL=store) as url:
+            assert url == address
+            yield url, provider
+
+
+def settled(page):
+    page.wait_for_selector("[data-test-script-state='notRunning']", timeout=60_000)
+
+
+def text_of(locator) -> str:
+    return locator.inner_text().replace("\u200b", "")
+
+
+def sign_in(page, url: str, login: str) -> None:
+    """Through the provider's own login and consent pages, back to the app."""
+    page.goto(url)
+    settled(page)
+    page.get_by_role("button", name="Sign in", exact=True).click()
+    page.wait_for_selector("input[name=login]", timeout=30_000)
+    page.fill("input[name=login]", login)
+    page.fill("input[name=password]", "any password")
+    page.locator("button[type=submit]").click()
+    page.wait_for_url(re.compile(r".*/interaction/.*"), timeout=30_000)
+    page.locator("button[type=submit]").click()  # the consent page: Continue
+    page.wait_for_url(re.compile(rf"^{re.escape(url)}/?(\?.*)?$"), timeout=30_000)
+    page.get_by_text("Signed in", exact=False).first.wait_for(timeout=60_000)
+
+
+def runs_page(page, url: str) -> None:
+    page.goto(f"{url}/runs")
+    settled(page)
+    label = page.get_by_label("Label contains")
+    label.fill("team review")
+    label.press("Enter")
+    page.locator(".st-key-runs_delete_sure_teamrun01").wait_for(timeout=60_000)
+    settled(page)
+
+
+@pytest.mark.parametrize("login,role,imports,deletes", [("vic@elsewhere.net", "viewer", False, False),
+                                                        ("bob@example.org", "member", True, False),
+                                                        ("ada@example.org", "admin", True, True)])
+def test_each_role_signs_in_through_the_provider_and_sees_what_it_may_use(browser, team_server, login, role,
+                                                                         imports, deletes):
+    url, _ = team_server
+    context = browser.new_context(viewport={"width": 1400, "height": 1400})
+    page = context.new_page()
+    try:
+        sign_in(page, url, login)
+        sidebar = text_of(page.locator("[data-testid='stSidebar']"))
+        assert f"Signed in · {login} · {role}" in sidebar
+        runs_page(page, url)
+        dropzone = page.locator(".st-key-runs_upload [data-testid='stFileUploaderDropzone']")
+        assert (dropzone.get_attribute("aria-disabled") != "true") == imports
+        assert page.locator(".st-key-runs_delete_sure_teamrun01 input").is_enabled() == deletes
+        page.goto(f"{url}/runs?role=admin&email=ada@example.org")  # a role in the address changes nothing
+        settled(page)
+        page.get_by_text("Signed in", exact=False).first.wait_for(timeout=60_000)
+        assert f"Signed in · {login} · {role}" in text_of(page.locator("[data-testid='stSidebar']"))
+        assert next(c for c in context.cookies() if c["name"] == USER_COOKIE)["httpOnly"]  # Streamlit's session
+    finally:
+        context.close()
+
+
+def signed_cookie(url: str, claims: dict, secret: str = COOKIE_SECRET) -> dict:
+    """A session cookie as Streamlit writes it (itsdangerous, salted with the cookie's name)."""
+    from itsdangerous import URLSafeTimedSerializer
+
+    payload = json.dumps({**claims, "origin": url, "is_logged_in": True, "provider": "default"})
+    value = URLSafeTimedSerializer(secret, salt=USER_COOKIE).dumps(payload)
+    return {"name": USER_COOKIE, "value": value, "url": url}
+
+
+def test_a_forged_or_too_old_session_gets_nobody_in(browser, team_server):
+    url, _ = team_server
+    admin = {"email": "ada@example.org", "email_verified": True, "groups": ["gpu-admins"], "sub": "ada@example.org"}
+    cases = [
+        # signed with a secret other than the server's: Streamlit drops it, the visitor is not signed in
+        (signed_cookie(url, {**admin, "iat": int(time.time())}, secret="guessed-secret"), "Sign in"),
+        # the server's own signature over a session signed in 13 h ago: PinPoint's limit is 12 h
+        (signed_cookie(url, {**admin, "iat": int(time.time()) - 13 * 3600}), "Sign in again"),
+    ]
+    for cookie, button in cases:
+        context = browser.new_context()
+        page = context.new_page()
+        try:
+            context.add_cookies([cookie])
+            page.goto(f"{url}/runs")
+            settled(page)
+            page.get_by_role("button", name=button, exact=True).wait_for(timeout=60_000)
+            assert page.get_by_text("Signed in", exact=False).count() == 0
+            assert page.locator(".st-key-runs_filter_label").count() == 0  # no page ran
+        finally:
+            context.close()
+
+
+def test_a_tampered_session_cookie_gets_nobody_in(browser, team_server):
+    url, _ = team_server
+    context = browser.new_context()
+    page = context.new_page()
+    try:
+        sign_in(page, url, "vic@elsewhere.net")
+        cookie = next(c for c in context.cookies() if c["name"] == USER_COOKIE)
+        # the payload rewritten to name the admin, the server's timestamp and signature kept (itsdangerous:
+        # PAYLOAD.TIMESTAMP.SIGNATURE, the payload compressed behind a leading dot): the signature no longer matches
+        payload, stamp, signature = cookie["value"].rsplit(".", 2)
+        forged = signed_cookie(url, {"email": "ada@example.org", "groups": ["gpu-admins"], "iat": int(time.time())},
+                               secret="x")["value"].rsplit(".", 2)[0]
+        assert forged != payload
+        context.clear_cookies(name=USER_COOKIE)
+        context.add_cookies([{"name": USER_COOKIE, "value": f"{forged}.{stamp}.{signature}", "url": url}])
+        assert next(c for c in context.cookies() if c["name"] == USER_COOKIE)["value"].startswith(forged)
+        page.goto(f"{url}/runs")
+        settled(page)
+        page.get_by_role("button", name="Sign in", exact=True).wait_for(timeout=60_000)
+        assert page.get_by_text("Signed in", exact=False).count() == 0
+    finally:
+        context.close()
