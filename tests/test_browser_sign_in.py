@@ -14,7 +14,7 @@ from gpu.core import schema
 from gpu.results.catalog import BUNDLED_DIRS
 from gpu.results.store import RunStore
 from tests.browser_helper import CHROMIUM, free_port, streamlit_app
-from tests.oidc_helper import oidc_provider
+from tests.oidc_helper import oidc_provider, stop
 
 MANAGED = next(BUNDLED_DIRS[1].glob("managed_*.parquet"))
 COOKIE_SECRET = "pinpoint-browser-test-cookie-secret-0123456789"
@@ -162,5 +162,27 @@ def test_a_tampered_session_cookie_gets_nobody_in(browser, team_server):
         settled(page)
         page.get_by_role("button", name="Sign in", exact=True).wait_for(timeout=60_000)
         assert page.get_by_text("Signed in", exact=False).count() == 0
+    finally:
+        context.close()
+
+
+def test_a_provider_that_goes_down_is_named_and_nothing_is_served(browser, team_server):
+    """Last in this module: it stops the provider."""
+    url, provider = team_server
+    stop(provider)
+    context = browser.new_context()
+    page = context.new_page()
+    try:
+        deadline = time.monotonic() + 60  # the app asks the provider again 15 s after its last answer
+        while True:
+            page.goto(f"{url}/runs")
+            settled(page)
+            if page.get_by_text("Nobody can sign in now", exact=False).count():
+                break
+            assert time.monotonic() < deadline, page.locator("body").inner_text()[:500]
+            page.wait_for_timeout(2000)
+        assert "does not answer" in text_of(page.locator("[data-testid='stMain']"))
+        assert page.get_by_role("button", name="Sign in", exact=True).count() == 0
+        assert page.locator(".st-key-runs_filter_label").count() == 0
     finally:
         context.close()
