@@ -40,7 +40,7 @@ with st.expander("Import runs from other machines (runner Parquet or CSV)"):
                              "that rows are missing from it", key="runs_import_unverified")
     st.button("Import", key="runs_import", disabled=not uploads or bool(refused), help=refused, on_click=ui.request,
               args=("runs_import_requested",))
-    if st.session_state.pop("runs_import_requested", False) and ui.permitted("import"):
+    if st.session_state.pop("runs_import_requested", False) and ui.permitted("import", catalog.store):
         for upload in uploads or []:
             try:
                 frame = imports.read_upload(upload.name, data=upload.getvalue(), unverified=unverified)

@@ -13,6 +13,7 @@ from streamlit.testing.v1 import AppTest
 from gpu.core import schema
 from gpu.core.text import plain
 from gpu.results.catalog import BUNDLED_DIRS
+from gpu.results.migrations import SCHEMA_VERSION
 from gpu.results.store import RunStore
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
@@ -245,3 +246,19 @@ def test_a_provider_that_answers_gets_a_sign_in_button(tmp_path):
         at = signed_in(None, metadata_url=provider.metadata_url)
     assert [b.label for b in at.button] == ["Sign in"] and not at.error
     assert not at.dataframe and not at.get("plotly_chart")
+
+
+def test_a_member_does_not_migrate_an_older_store_by_importing(monkeypatch, tmp_path):
+    from tests.test_store import _version_one_store
+
+    url = f"sqlite:///{tmp_path}/old.sqlite"
+    _version_one_store(url, schema.read_results(MANAGED).assign(run_id="oldrun01"))
+    monkeypatch.setenv("PINPOINT_DB_URL", url)
+    st.cache_resource.clear()
+    at = signed_in(MEMBER, "pages/runs.py")
+    at.session_state["runs_import_requested"] = True  # the Import button's request, no file needed to be refused
+    at.run()
+    assert refusals(at) == ["Refused: " + plain(f"the runs store is at schema version 1, and this PinPoint migrates "
+                                                f"it to {SCHEMA_VERSION} before it writes: migrate needs the admin role; {MEMBER} is "
+                                                "a member (pinpoint migrate)", None)]
+    assert RunStore(url).version == 1

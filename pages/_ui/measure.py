@@ -14,7 +14,7 @@ from gpu.core.text import plain
 from gpu.present.noise import noisy_points
 from gpu.results.store import StoreError
 from gpu.service.client import JobHandle
-from pages._ui.access import permitted, why_not
+from pages._ui.access import permitted, refusal, why_not
 from pages._ui.backends import opened_run, run_catalog, session_id
 from pages._ui.controls import profile_choice, show_reasons
 from pages._ui.stage import desk
@@ -118,6 +118,9 @@ def save_run(frame) -> None:
     catalog, reason = run_catalog()
     if catalog is None:
         st.warning(f"This measurement was not saved: {plain(reason, None)}")
+        return
+    if reason := refusal("measure", catalog.store):
+        st.warning(f"This measurement was not saved in the runs store: {reason}")
         return
     try:
         for result in catalog.store.save(frame, "live"):
