@@ -258,7 +258,7 @@ def test_a_member_does_not_migrate_an_older_store_by_importing(monkeypatch, tmp_
     at = signed_in(MEMBER, "pages/runs.py")
     at.session_state["runs_import_requested"] = True  # the Import button's request, no file needed to be refused
     at.run()
-    assert refusals(at) == ["Refused: " + plain(f"the runs store is at schema version 1, and this PinPoint migrates "
-                                                f"it to {SCHEMA_VERSION} before it writes: migrate needs the admin role; {MEMBER} is "
-                                                "a member (pinpoint migrate)", None)]
+    line = (f"the runs store is at schema version 1, and this PinPoint migrates it to {SCHEMA_VERSION} before it "
+            f"writes: migrate needs the admin role; {MEMBER} is a member (pinpoint migrate)")
+    assert refusals(at) == ["Refused: " + plain(line, None)]
     assert RunStore(url).version == 1
