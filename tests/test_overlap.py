@@ -156,6 +156,36 @@ def test_the_duplex_rate_is_the_links_fast_spells_not_the_median_of_a_slow_one()
     assert overlap.duplex_ms(pd.Series({**both, "samples_ms": [], "min_ms": float("nan")})) == both["median_ms"]
 
 
+def test_the_bound_uses_the_duplex_rate_sampled_between_the_pipelines_of_the_same_sitting():
+    # The run's bidir_both point, measured after every pipeline, caught the link in a slow spell (6.3 ms): against
+    # it a staged pipeline at 6.07 ms would "beat" its bound (0.96x, as on an H100). The both-ways copies sampled
+    # between that chunk count's pipeline samples saw the link as the pipelines did: the bound comes from them, with
+    # their spread, and a chunk count without such copies keeps the run-wide rate.
+    elements = 64 * 2**20
+    nbytes = 2 * 4 * elements
+    slow = [6.3, 6.31, 6.32, 6.35, 6.4]
+    paired = [5.9, 5.92, 5.95, 6.0, 6.1, 6.2]
+    rows = sums_and_serial(32, 4.85, 1.6, 4.86, 10.5, elements=elements)
+    rows += sums_and_serial(16, 4.85, 1.6, 4.86, 10.5, elements=elements)
+    rows.append({"variant": "bidir_both", "chunks": 1, "streams": 2, "issue_order": "concurrent", "bytes": nbytes,
+                 "median_ms": float(np.median(slow)), "samples_ms": slow, "elements": elements})
+    rows.append({"variant": overlap.PAIRED_VARIANT, "chunks": 32, "streams": 2, "issue_order": "concurrent",
+                 "bytes": nbytes, "median_ms": float(np.median(paired)), "samples_ms": paired,
+                 "cv": float(np.std(paired) / np.mean(paired)), "elements": elements})
+    for chunks in (32, 16):
+        rows.append({"variant": "pipeline", "chunks": chunks, "streams": 3, "issue_order": "staged",
+                     "median_ms": 6.07, "elements": elements})
+    table = overlap.pipeline_table(frame_of(rows)).set_index("chunks")
+    same = table.loc[32]
+    assert same["duplex_paired"] and same["duplex_bound_ms"] == pytest.approx(np.quantile(paired, 0.1))
+    assert same["duplex_cv"] == pytest.approx(np.std(paired) / np.mean(paired)) and same["vs_bound"] > 1
+    apart = table.loc[16]
+    assert not apart["duplex_paired"] and math.isnan(apart["duplex_cv"])
+    assert apart["duplex_bound_ms"] == pytest.approx(np.quantile(slow, 0.1)) and apart["vs_bound"] < 1
+    summary = overlap.overlap_summary(table.reset_index().loc[[0]]).iloc[0].to_dict()
+    assert "between its own samples, spread cv" in overlap.headline(summary)
+
+
 def test_a_kernel_bound_pipeline_keeps_the_kernel_sum_as_its_bound():
     rows = sums_and_serial(16, 1.0, 9.0, 1.0, 11.0) + [duplex_point(100.0)]
     rows.append({"variant": "pipeline", "chunks": 16, "streams": 4, "issue_order": "depth_first", "median_ms": 9.5})
