@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gpu.core import overlap
+from gpu.core import overlap, timelines
 
 
 def test_depth_first_issues_each_chunk_whole_and_round_robins_streams():
@@ -261,7 +261,7 @@ def test_only_configurations_that_cannot_overlap_give_no_best():
 
 def test_intervals_round_trip_through_json():
     intervals = [(0, "h2d", 0, 0.0, 1.25, 4096), (1, "kernel", 1, 1.25, 1.5, 4096)]
-    decoded = overlap.decode_intervals(overlap.encode_intervals(intervals))
+    decoded = timelines.decode_intervals(timelines.encode_intervals(intervals))
     assert decoded.to_numpy().tolist() == [list(i) for i in intervals]
 
 
@@ -273,23 +273,23 @@ def test_intervals_round_trip_through_json():
 ])
 def test_damaged_timelines_are_refused_with_the_reason(text, message):
     with pytest.raises(ValueError, match=message):
-        overlap.decode_intervals(text)
+        timelines.decode_intervals(text)
 
 
 def test_copies_that_look_simultaneous_on_one_engine_are_laid_end_to_end():
     # Two streams reach their H2D at t=0; one copy engine per direction runs them one after the other.
-    intervals = overlap.decode_intervals(overlap.encode_intervals([
+    intervals = timelines.decode_intervals(timelines.encode_intervals([
         (0, "h2d", 0, 0.0, 1.0, 8), (1, "h2d", 1, 0.0, 2.0, 8), (0, "kernel", 0, 1.0, 1.5, 8),
         (1, "kernel", 1, 2.0, 2.5, 8), (0, "d2h", 0, 1.5, 2.5, 8)]))
-    schedule = overlap.engine_schedule(intervals, 3).set_index(["op", "chunk"])
+    schedule = timelines.engine_schedule(intervals, 3).set_index(["op", "chunk"])
     assert schedule.loc[("h2d", 1), "start_ms"] == 1.0 and schedule.loc[("h2d", 1), "wait_ms"] == 1.0
     assert schedule.loc[("h2d", 1), "run_ms"] == 1.0
     assert schedule.loc[("d2h", 0), "engine"] == "copy engine D2H" and schedule.loc[("d2h", 0), "wait_ms"] == 0
-    busy = overlap.busy_fraction(schedule.reset_index())
+    busy = timelines.busy_fraction(schedule.reset_index())
     assert busy["copy engine H2D"] == pytest.approx(2.0 / 2.5)
 
 
 def test_with_one_copy_engine_both_directions_share_a_lane():
-    assert overlap.engine_of("h2d", 1) == overlap.engine_of("d2h", 1) == "copy engine"
-    assert overlap.engine_of("h2d", 3) != overlap.engine_of("d2h", 3)
-    assert overlap.engine_of("kernel", 1) == "compute"
+    assert timelines.engine_of("h2d", 1) == timelines.engine_of("d2h", 1) == "copy engine"
+    assert timelines.engine_of("h2d", 3) != timelines.engine_of("d2h", 3)
+    assert timelines.engine_of("kernel", 1) == "compute"

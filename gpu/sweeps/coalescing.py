@@ -13,30 +13,37 @@ from gpu.experiments.coalescing import LABELS, VARIANTS, bytes_moved, four_field
 from gpu.sweeps import _kernels as k
 from gpu.sweeps import harness
 from gpu.sweeps.harness import values_coarse_first
-from gpu.sweeps.verify import verify_equal
+from gpu.sweeps.verify import in_slices, transposed_equal, verify_equal
 
 
 def verify_strided(source: np.ndarray, got: np.ndarray, stride: int, what: str) -> None:
     """The strided gather's output, checked without an n-element index array: with m = n / stride,
-    out[q·m + r] = in[r·stride + q], i.e. out viewed as (stride, m) is in viewed as (m, stride), transposed.
-    Compared a block of columns at a time, so both sides stay in cache; a failing check names the word."""
+    out[q·m + r] = in[r·stride + q], i.e. out viewed as (stride, m) is in viewed as (m, stride), transposed
+    (``transposed_equal``: bands of 1 MiB, on several cores). A failing check names the word."""
     n = source.size
     m = n // stride
     out, src = got.view(np.uint32).reshape(stride, m), source.view(np.uint32).reshape(m, stride)
-    cols = max(1, (1 << 16) // stride)
-    for r0 in range(0, m, cols):
-        if not np.array_equal(out[:, r0:r0 + cols], src[r0:r0 + cols].T):
-            verify_equal(source[strided_permutation(n, stride)].view(np.uint32), got.view(np.uint32), what)
+    if not transposed_equal(out, src, max(1, (1 << 18) // stride)):
+        verify_equal(source[strided_permutation(n, stride)].view(np.uint32), got.view(np.uint32), what)
 
 
-def verify_transpose(matrix: np.ndarray, got: np.ndarray, what: str, tile: int = 256) -> None:
-    """A transpose's output against the matrix, tile by tile (each tile fits in cache); names the first wrong word."""
+def verify_transpose(matrix: np.ndarray, got: np.ndarray, what: str) -> None:
+    """A transpose's output against the matrix (``transposed_equal``, bands of 1 MiB); names the first wrong word."""
     side = matrix.shape[0]
     out, src = got.view(np.uint32).reshape(side, side), matrix.view(np.uint32)
-    for r0 in range(0, side, tile):
-        for c0 in range(0, side, tile):
-            if not np.array_equal(out[r0:r0 + tile, c0:c0 + tile], src[c0:c0 + tile, r0:r0 + tile].T):
-                verify_equal(np.ascontiguousarray(src.T).ravel(), got.view(np.uint32), what)
+    if not transposed_equal(out, src, max(1, (1 << 18) // side)):
+        verify_equal(np.ascontiguousarray(src.T).ravel(), got.view(np.uint32), what)
+
+
+def summed(x, y, z, w) -> np.ndarray:
+    """``four_field_sum`` of four columns, computed in slices on several cores."""
+    total = np.empty(x.shape[0], np.float32)
+
+    def fill(lo: int, hi: int) -> None:
+        total[lo:hi] = four_field_sum(x[lo:hi], y[lo:hi], z[lo:hi], w[lo:hi])
+
+    in_slices(total.size, fill)
+    return total
 
 
 class CoalescingSweep(harness.Sweep):
@@ -65,7 +72,8 @@ class CoalescingSweep(harness.Sweep):
         n = self.params.elements
         fields = np.concatenate([self.host[i:i + n] for i in range(4)])
         soa = self.ledger.device_buffer(4 * n * 4)
-        self.cuda.memcpy_htod(soa, fields)
+        for i in range(4):  # the same words from the source already on the device: no 1 GiB upload
+            self.cuda.memcpy_dtod(int(soa) + i * n * 4, int(self.src) + i * 4, n * 4)
         return fields, soa
 
     def points(self):
@@ -115,15 +123,14 @@ class CoalescingSweep(harness.Sweep):
         elif variant in ("aos_sum", "aos_x"):
             fields, soa = self.layout_data
             structs = fields.reshape(n, 4)
-            expected = four_field_sum(*(structs[:, i] for i in range(4))) if variant == "aos_sum" \
-                else 2 * structs[:, 0]
+            expected = summed(*(structs[:, i] for i in range(4))) if variant == "aos_sum" else 2 * structs[:, 0]
 
             def launch(s):
                 fn[variant](soa, out, u64(n), block=blk, grid=grid, stream=s)
         elif variant in ("soa_sum", "soa_x"):
             fields, soa = self.layout_data
             arrays = fields.reshape(4, n)
-            expected = four_field_sum(*arrays) if variant == "soa_sum" else 2 * arrays[0]
+            expected = summed(*arrays) if variant == "soa_sum" else 2 * arrays[0]
             x, y, z, w = (int(soa) + i * n * 4 for i in range(4))
 
             def launch(s):

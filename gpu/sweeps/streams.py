@@ -7,7 +7,7 @@ import time
 
 import numpy as np
 
-from gpu.core import overlap, stats, text
+from gpu.core import overlap, stats, text, timelines
 from gpu.core.units import format_bytes
 from gpu.device.timing import EventTimer, StreamHold
 from gpu.experiments.streams import (
@@ -255,7 +255,7 @@ class StreamsSweep(harness.Sweep):
             verify_equal(state["expected"].view(np.uint32), host_out.view(np.uint32),
                          f"{LABELS[variant]}, {text.count(state['streams'], 'stream')}, {state['order']} "
                          f"({state['where']})")
-            point.columns["intervals"] = overlap.encode_intervals(intervals) if intervals else None
+            point.columns["intervals"] = timelines.encode_intervals(intervals) if intervals else None
         elif state["kind"] == "paired":
             # One more both-ways copy into poisoned buffers: the inputs must arrive in d_in and the pipeline's
             # result (left in d_out by its verified run) in host_out.

@@ -2,7 +2,7 @@
 
 import pytest
 
-from gpu.core import overlap
+from gpu.core import overlap, timelines
 from gpu.core.errors import ValidationError
 from gpu.core.units import MiB
 
@@ -31,9 +31,9 @@ def test_pinned_pipeline_overlaps_and_pageable_does_not(live_backend):
         return row["pipeline_ms"] / (row["h2d_ms"] + row["kernel_ms"] + row["d2h_ms"])
 
     assert of_stages(pinned) < 0.7 and of_stages(pageable) > of_stages(pinned) + 0.1, (pinned, pageable)
-    timeline = overlap.decode_intervals(pinned["intervals"])
+    timeline = timelines.decode_intervals(pinned["intervals"])
     assert len(timeline) == 16 * 3 and set(timeline["stream"]) == {0, 1, 2, 3}
-    schedule = overlap.engine_schedule(timeline, int(frame["async_engine_count"].iloc[0]))
+    schedule = timelines.engine_schedule(timeline, int(frame["async_engine_count"].iloc[0]))
     assert (schedule["run_ms"] >= 0).all()
 
 
@@ -69,7 +69,7 @@ def test_a_staged_pipeline_runs_each_stage_on_its_stream_verified_and_near_the_d
     staged, round_robin = table.loc["staged"], table.loc["depth_first"]
     print(f"\nstaged {staged['pipeline_ms']:.3f} ms ({staged['vs_bound']:.3f}x the duplex-aware bound), depth-first "
           f"4 streams {round_robin['pipeline_ms']:.3f} ms ({round_robin['vs_bound']:.3f}x)")
-    timeline = overlap.decode_intervals(staged["intervals"])
+    timeline = timelines.decode_intervals(staged["intervals"])
     assert timeline.groupby("op")["stream"].unique().map(list).to_dict() == {"h2d": [0], "kernel": [1], "d2h": [2]}
     # each chunk's kernel is reached only once its H2D has ended, and its D2H once its kernel has: the events
     # chain the stages (a mark before an operation is recorded after the stream's wait for the hand-off)
