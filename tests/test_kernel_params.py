@@ -110,3 +110,16 @@ def test_transpose_check_compares_tile_by_tile_and_names_a_wrong_word():
     got[5 * side + 700] = -1
     with pytest.raises(VerificationError, match=f"first at word {5 * side + 700}"):
         verify_transpose(matrix, got, "transpose")
+
+
+def test_exact_inputs_are_small_integers_the_same_for_a_seed_across_slices():
+    from gpu.sweeps._kernels import SLICE, small_int_floats
+
+    count = 2 * SLICE + 3  # three slices, the last one short
+    values = small_int_floats(count, seed=11)
+    assert values.dtype == np.float32 and values.size == count
+    assert values.min() >= 0 and values.max() <= 4095 and (values == np.round(values)).all()
+    assert np.array_equal(values, small_int_floats(count, seed=11))
+    assert not np.array_equal(values, small_int_floats(count, seed=12))
+    assert not np.array_equal(values[:SLICE], values[SLICE:2 * SLICE])  # each slice draws its own values
+    assert len(np.unique(values[-3:])) >= 1 and small_int_floats(0, seed=1).size == 0

@@ -23,7 +23,7 @@ def pattern_for(count: int, seed: int) -> np.ndarray:
 _POOL: list[ThreadPoolExecutor] = []
 
 
-def _verify_pool() -> ThreadPoolExecutor:
+def verify_pool() -> ThreadPoolExecutor:
     """One small thread pool per process for verify_equal (created on first use; NumPy work only, no CUDA)."""
     if not _POOL:
         _POOL.append(ThreadPoolExecutor(max_workers=max(1, min(8, os.cpu_count() or 1)),
@@ -51,7 +51,7 @@ def verify_equal(expected: np.ndarray, actual: np.ndarray, what: str) -> None:
     # NumPy releases the GIL while it compares, so large results are compared on several cores: a 256 MiB check
     # is then bound by host memory bandwidth, not one core (it runs after every Streams point).
     if len(starts) >= 8:
-        equal = list(_verify_pool().map(slice_equal, starts))
+        equal = list(verify_pool().map(slice_equal, starts))
     else:
         equal = [slice_equal(start) for start in starts]
     for start, same in zip(starts, equal, strict=True):
@@ -73,7 +73,7 @@ def in_slices(count: int, fill, step: int = 1 << 20) -> None:
     an expected result of 2^26 elements is then computed on several cores (0.32 s on one core for a four-field sum
     on an H100's host)."""
     starts = range(0, count, step)
-    list(_verify_pool().map(lambda lo: fill(lo, min(lo + step, count)), starts))
+    list(verify_pool().map(lambda lo: fill(lo, min(lo + step, count)), starts))
 
 
 def transposed_equal(out: np.ndarray, src: np.ndarray, band: int) -> bool:
@@ -90,7 +90,7 @@ def transposed_equal(out: np.ndarray, src: np.ndarray, band: int) -> bool:
         return bool(np.array_equal(out[:, c0:c0 + band], want))
 
     starts = range(0, cols, max(1, band))
-    return all(_verify_pool().map(band_equal, starts)) if len(starts) >= 8 else all(map(band_equal, starts))
+    return all(verify_pool().map(band_equal, starts)) if len(starts) >= 8 else all(map(band_equal, starts))
 
 
 class PatternChecker:
