@@ -35,15 +35,28 @@ def verify_transpose(matrix: np.ndarray, got: np.ndarray, what: str) -> None:
         verify_equal(np.ascontiguousarray(src.T).ravel(), got.view(np.uint32), what)
 
 
-def summed(x, y, z, w) -> np.ndarray:
-    """``four_field_sum`` of four columns, computed in slices on several cores."""
-    total = np.empty(x.shape[0], np.float32)
+def layout_expected(host: np.ndarray, n: int, variant: str) -> np.ndarray:
+    """What a layout kernel must write, from the source on the host, in slices on several cores. Field i of the
+    four is host[i : i + n]. Read as structs, struct t of quarter q (t = q·n/4 + u) holds the four floats
+    host[q + 4u …], since the fields lie one after another: so no 4n-float copy of the fields is built."""
+    quarter = n // 4  # n is a power of two, at least 2^20
+    out = np.empty(n, np.float32)
 
     def fill(lo: int, hi: int) -> None:
-        total[lo:hi] = four_field_sum(x[lo:hi], y[lo:hi], z[lo:hi], w[lo:hi])
+        while lo < hi:
+            if variant.startswith("soa"):
+                end, columns = hi, [host[i + lo:i + hi] for i in range(4)]
+            else:
+                q = lo // quarter
+                end = min(hi, (q + 1) * quarter)
+                base = q + 4 * (lo - q * quarter)
+                structs = host[base:base + 4 * (end - lo)].reshape(-1, 4)
+                columns = [structs[:, c] for c in range(4)]
+            out[lo:end] = four_field_sum(*columns) if variant.endswith("_sum") else 2 * columns[0]
+            lo = end
 
-    in_slices(total.size, fill)
-    return total
+    in_slices(n, fill)
+    return out
 
 
 class CoalescingSweep(harness.Sweep):
@@ -66,15 +79,15 @@ class CoalescingSweep(harness.Sweep):
         self.first_transpose = None
 
     @functools.cached_property
-    def layout_data(self):
-        """Four distinct fields; the same bytes read as n structs (AoS) or as arrays x|y|z|w (SoA). Built at
-        the first layout point, so the copy points reach the page without waiting for 1 GiB of set-up."""
+    def soa(self):
+        """Four distinct fields x|y|z|w, field i being the source shifted by i floats: the same bytes read as n
+        structs (AoS) or as four arrays (SoA). Made on the device at the first layout point (the copy points reach
+        the page first), by four device copies of the source: no 1 GiB built on the host and uploaded."""
         n = self.params.elements
-        fields = np.concatenate([self.host[i:i + n] for i in range(4)])
         soa = self.ledger.device_buffer(4 * n * 4)
-        for i in range(4):  # the same words from the source already on the device: no 1 GiB upload
+        for i in range(4):
             self.cuda.memcpy_dtod(int(soa) + i * n * 4, int(self.src) + i * 4, n * 4)
-        return fields, soa
+        return soa
 
     def points(self):
         n, side = self.params.elements, self.params.matrix_side
@@ -121,16 +134,14 @@ class CoalescingSweep(harness.Sweep):
             def launch(s):
                 fn["offset_read"](src, out, u64(n), np.uint32(value), block=blk, grid=grid, stream=s)
         elif variant in ("aos_sum", "aos_x"):
-            fields, soa = self.layout_data
-            structs = fields.reshape(n, 4)
-            expected = summed(*(structs[:, i] for i in range(4))) if variant == "aos_sum" else 2 * structs[:, 0]
+            soa = self.soa
+            expected = layout_expected(host, n, variant)
 
             def launch(s):
                 fn[variant](soa, out, u64(n), block=blk, grid=grid, stream=s)
         elif variant in ("soa_sum", "soa_x"):
-            fields, soa = self.layout_data
-            arrays = fields.reshape(4, n)
-            expected = summed(*arrays) if variant == "soa_sum" else 2 * arrays[0]
+            soa = self.soa
+            expected = layout_expected(host, n, variant)
             x, y, z, w = (int(soa) + i * n * 4 for i in range(4))
 
             def launch(s):
