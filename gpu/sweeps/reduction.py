@@ -36,7 +36,7 @@ class ReductionSweep(harness.Sweep):
         rng, gpuarray = self.rng, self.gpuarray
         for n in self.params.sizes:
             # Drawn in the narrowest types (a third of the time at 2^24 values): ternary values as int8, whose
-            # products and sums (at most 2^28) are exact in float64; uniform ones as float32 in [0, 1), and
+            # products and sums (at most n) are exact in float64; uniform ones as float32 in [0, 1), and
             # 2x − 1 is exact in float32 for those.
             ternary = [rng.integers(-1, 2, size=n, dtype=np.int8).astype(np.float32) for _ in range(2)]
             exact_int = float(np.dot(ternary[0].astype(np.float64), ternary[1].astype(np.float64)))
