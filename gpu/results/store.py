@@ -79,6 +79,8 @@ AUDIT_COLUMNS = ["at", "who", "role", "source", "action", "run_ids", "what"]
 # What saving a run of each source is, as an action, and where its actor is when none is given.
 SAVE_ACTION = {"import": "import", "live": "measure", "runner": "measure", "fleet": "measure"}
 SAVE_ACTOR_SOURCE = {"import": "cli", "live": "app", "runner": "cli", "fleet": "fleet"}
+DOING = {"trash": "moving runs to the trash", "restore": "restoring runs", "purge": "purging runs",
+         "label": "changing a label"}
 POINT_COLUMNS = ["idx", "variant", "direction", "bytes", "median_ms", "gbps", "row_json"]
 
 
@@ -352,7 +354,7 @@ class RunStore(Database):
                     record(connection, actor, action, done if run_ids is None else run_ids, what(done))
                 return done
         except sa.exc.SQLAlchemyError as exc:
-            raise self.failure(exc, f"{action} of runs" if action != "label" else "changing a label") from None
+            raise self.failure(exc, DOING[action]) from None
 
     def _not_stored(self, connection, run_id: str) -> str:
         entry = _latest_in_trash(connection, run_id)
