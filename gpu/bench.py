@@ -34,7 +34,7 @@ from gpu.core.errors import AccessRefused, DeviceNotFound, ValidationError, Work
 from gpu.core.text import printable, shorten
 from gpu.core.units import SizeError, format_bytes
 from gpu.experiments import get_experiment, registry
-from gpu.results import audit, catalog, check, compare, db_roles, imports, report, runfiles
+from gpu.results import admin_commands, catalog, check, compare, imports, report, runfiles
 from gpu.results.store import RunStore, StoreError
 from gpu.service.backends import check_params, gpus_needed, open_live, start_live
 
@@ -122,22 +122,7 @@ def parse_args(argv=None, prog: str = "python -m gpu.bench"):
     sub.add_parser("runs", help="list the stored and bundled runs")
     sub.add_parser("migrate", help="bring the runs store to this PinPoint's schema version (and purge the trash's "
                                    "expired runs)")
-    t = sub.add_parser("trash", help="move stored runs to the trash (restorable until purged or expired)")
-    t.add_argument("run_ids", nargs="+", metavar="RUN")
-    r = sub.add_parser("restore", help="bring runs back from the trash")
-    r.add_argument("run_ids", nargs="+", metavar="RUN")
-    pu = sub.add_parser("purge", help="delete runs from the trash for good, or every expired one (--expired)")
-    pu.add_argument("run_ids", nargs="*", metavar="RUN")
-    pu.add_argument("--expired", action="store_true",
-                    help="every run kept in the trash longer than PINPOINT_TRASH_DAYS (default 30)")
-    a = sub.add_parser("audit", help="export the audit trail (who changed what, when, from where)")
-    a.add_argument("--format", choices=audit.FORMATS, default="csv")
-    a.add_argument("--out", help="write it here (default: print it)")
-    a.add_argument("--limit", type=int, help="only the newest N entries")
-    g = sub.add_parser("db-roles", help="print the SQL that makes a PostgreSQL store's owner, writer and reader roles")
-    g.add_argument("--owner", default=db_roles.OWNER)
-    g.add_argument("--writer", default=db_roles.WRITER)
-    g.add_argument("--reader", default=db_roles.READER)
+    admin_commands.add_parsers(sub)
     return parser.parse_args(argv)
 
 
@@ -208,7 +193,7 @@ def _is_sqlite(path: str) -> bool:
         return False
 
 
-REVIEW_COMMANDS = ("import", "export", "report", "runs", "migrate", "trash", "restore", "purge", "audit")
+REVIEW_COMMANDS = ("import", "export", "report", "runs", "migrate", *admin_commands.STORE_COMMANDS)
 
 
 def review_command(args) -> int:
@@ -238,19 +223,10 @@ def _review(args) -> int:
         before = runs.store.version
         after = runs.store.migrate(me)
         print(f"runs store at {runs.store.describe()}: schema version {before} → {after}", file=sys.stderr)
-        _say_purged(runs.store.purge_expired(me))
+        admin_commands.say_purged(runs.store.purge_expired(me))
         return 0
-    if args.experiment in ("trash", "restore", "purge"):
-        return _trash_command(runs, me, args)
-    if args.experiment == "audit":
-        exported = audit.export(runs.store.audit_trail(me, args.limit), args.format)
-        if args.out:
-            with open(args.out, "w", encoding="utf-8", newline="") as f:
-                f.write(exported)
-            print(f"wrote the audit trail to {args.out}", file=sys.stderr)
-        else:
-            sys.stdout.write(exported)
-        return 0
+    if args.experiment in admin_commands.STORE_COMMANDS:
+        return admin_commands.run(runs, me, args)
     if args.experiment == "import":
         failed = 0
         for path in args.files:
@@ -304,41 +280,10 @@ def _review(args) -> int:
     return 0
 
 
-def _say_purged(run_ids: list[str]) -> None:
-    if run_ids:
-        print(printable(f"purged {text.count(len(run_ids), 'expired run')} from the trash: {', '.join(run_ids)}"),
-              file=sys.stderr)
-
-
-def _trash_command(runs, me: Actor, args) -> int:
-    """trash, restore and purge: all the named runs or, on the first problem, none (one line naming it)."""
-    if args.experiment == "purge" and args.expired == bool(args.run_ids):
-        raise StoreError("purge takes run ids or --expired (every run kept in the trash longer than "
-                         "PINPOINT_TRASH_DAYS), one of the two")
-    if args.experiment == "purge" and args.expired:
-        purged = runs.store.purge_expired(me)
-        _say_purged(purged)
-        if not purged:
-            print("no run in the trash has expired", file=sys.stderr)
-        return 0
-    act = {"trash": runs.trash, "restore": runs.store.restore, "purge": runs.store.purge}[args.experiment]
-    done = act(me, args.run_ids)
-    verb = {"trash": "moved to the trash", "restore": "restored", "purge": "purged from the trash"}[args.experiment]
-    print(printable(f"{verb}: {', '.join(done)}"), file=sys.stderr)
-    if args.experiment != "purge":
-        _say_purged(runs.store.purge_expired(me))  # the retention applies whenever the trash changes
-    return 0
-
-
 def main(argv=None, prog: str = "python -m gpu.bench") -> int:
     args = parse_args(argv, prog)
     if args.experiment == "db-roles":
-        try:
-            sys.stdout.write(db_roles.sql(args.owner, args.writer, args.reader))
-        except ValueError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
-        return 0
+        return admin_commands.db_roles_command(args)
     if args.experiment == "occupancy-driver":
         return record_driver_occupancy(args.out, args.device)
     if args.experiment in REVIEW_COMMANDS:
