@@ -25,6 +25,7 @@ page.link_notes()
 page.sync(link=False)  # names what the link holds that this page does not read (?run= opens a run)
 catalog = page.catalog()
 actor = access.current_actor()
+AUDIT_SHOWN = 500  # entries of the trail in the table; the exports hold every one
 REFUSED = (StoreError, AccessRefused)  # one line each: a store that refuses, a role that may not
 if ui.desk():  # on stage: the runs themselves
     st.markdown(f"Every live measurement and runner run is kept here with every sample, in "
@@ -64,12 +65,12 @@ except StoreError as exc:  # a server that went away or stopped answering
 def trash_section() -> None:
     """The trashed runs with who and when, and Restore / Purge (admins)."""
     try:
-        trashed = catalog.store.trashed()
-    except StoreError as exc:
+        trashed, days = catalog.store.trashed(), trash_days()
+    except StoreError as exc:  # a server gone, or a retention setting that is not a number of days
         ui.show_reasons([exc], "The trash cannot be read")
         return
     st.subheader("Trash")
-    st.caption(f"Runs moved to the trash, and runs replaced on import, are kept {trash_days():g} days, then purged; "
+    st.caption(f"Runs moved to the trash, and runs replaced on import, are kept {days:g} days, then purged; "
                "until then an admin can restore them. Runs, Compare, reports, check and the Fleet page leave them out.")
     if trashed.empty:
         st.caption("The trash is empty.")
@@ -112,7 +113,9 @@ def audit_section() -> None:
         if trail.empty:
             st.caption("Nothing recorded yet.")
             return
-        st.dataframe(audit.shown(trail), hide_index=True)
+        st.dataframe(audit.shown(trail.head(AUDIT_SHOWN)), hide_index=True)
+        if len(trail) > AUDIT_SHOWN:
+            st.caption(f"The newest {AUDIT_SHOWN} of {len(trail):,} entries; the exports hold every one.")
         left, right = st.columns(2)
         for column, fmt, mime in ((left, "csv", "text/csv"), (right, "json", "application/json")):
             column.download_button(f"Export as {fmt.upper()}", audit.export(trail, fmt), f"pinpoint-audit.{fmt}",

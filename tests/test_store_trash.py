@@ -218,8 +218,18 @@ def test_trash_expires_after_the_retention_and_the_purge_is_recorded(url, monkey
     last = runs.audit_trail(ADMIN).iloc[0]
     assert last["action"] == "purge" and last["run_ids"] == ["old00001"] and "expired" in last["what"]
     assert runs.purge_expired(ADMIN) == [] and runs.audit_trail(ADMIN).iloc[0]["what"] == last["what"]
+    runs.save(managed("old00002"), "import")
+    runs.trash(ADMIN, ["old00002"])
+    with runs.engine.begin() as connection:
+        connection.execute(sa.text("UPDATE trash SET trashed_at = '2000-01-01T00:00:00+00:00' "
+                                   "WHERE run_id = 'old00002'"))
+    runs.restore(ADMIN, ["new00001"])  # changing the trash purges what expired in it, recorded apart
+    assert runs.trashed().empty
+    trail = runs.audit_trail(ADMIN)
+    assert trail["action"].tolist()[:2] == ["purge", "restore"] and trail.loc[0, "run_ids"] == ["old00002"]
     monkeypatch.setenv("PINPOINT_TRASH_DAYS", "0")
-    assert runs.purge_expired(ADMIN) == ["new00001"]
+    runs.trash(ADMIN, ["new00001"])
+    assert runs.purge_expired(ADMIN) == [] and runs.trashed().empty  # kept 0 days: purged with the trashing
     monkeypatch.setenv("PINPOINT_TRASH_DAYS", "a month")
     with pytest.raises(store.StoreError, match="PINPOINT_TRASH_DAYS is a month: give the days"):
         runs.purge_expired(ADMIN)

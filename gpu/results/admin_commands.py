@@ -67,8 +67,6 @@ def run(runs, me: Actor, args) -> int:
     act = {"trash": runs.trash, "restore": runs.store.restore, "purge": runs.store.purge}[args.experiment]
     done = act(me, args.run_ids)
     print(printable(f"{DONE[args.experiment]}: {', '.join(done)}"), file=sys.stderr)
-    if args.experiment != "purge":
-        say_purged(runs.store.purge_expired(me))  # the retention applies whenever the trash changes
     return 0
 
 

@@ -210,7 +210,7 @@ class Database:
         if "timeout" in lowered or "timed out" in lowered:
             return StoreError(f"the runs store at {self.describe()} did not answer within {CONNECT_TIMEOUT_S} s "
                               f"({doing})")
-        if self.dialect == "postgresql" and ("permission denied" in lowered or "must be owner" in lowered):
+        if "postgresql" in self.url.split(":", 1)[0] and ("permission denied" in lowered or "must be owner" in lowered):
             # The server's roles decide (python -m gpu.bench db-roles): name the role and what it may not do.
             role = sa.engine.make_url(self.url).username or "this connection's role"
             if "must be owner" in lowered or "for schema" in lowered:

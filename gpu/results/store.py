@@ -308,23 +308,12 @@ class RunStore(Database):
 
     def purge_expired(self, actor: Actor) -> list[str]:
         """Purge every trashed run kept longer than the retention (``trash_days``); the run ids purged (none:
-        nothing is written, not even to the trail)."""
+        nothing is written, not even to the trail). Trash, restore and purge do it too, in their transaction."""
         require(actor, "purge")
-        days = trash_days()
+        trash_days()  # a bad setting is named, whether or not there is a trash yet
         if self.version < AUDITED_SINCE:
             return []
-        cutoff = (dt.datetime.now(dt.UTC) - dt.timedelta(days=days)).isoformat(timespec="seconds")
-
-        def delete(connection) -> list[str]:
-            expired = TRASH.c.trashed_at <= cutoff
-            found = list(dict.fromkeys(connection.execute(sa.select(TRASH.c.run_id).where(expired)
-                                                          .order_by(TRASH.c.trash_id)).scalars()))
-            _delete_trash(connection, expired)
-            return found
-
-        return self._audited(actor, "purge", None, delete,
-                             lambda done: f"purged {len(done)} expired from the trash (kept {days:g} days): "
-                                          + ", ".join(done))
+        return self._audited(actor, "purge", None, lambda connection: [], lambda done: "")
 
     def set_label(self, actor: Actor, run_id: str, label: str | None) -> None:
         """Change a stored run's label (None or empty: none); the trail keeps the old and the new one."""
@@ -332,27 +321,37 @@ class RunStore(Database):
         _check_text("label", label, MAX_LABEL_CHARS)
         label = label or None
 
+        before = []
+
         def change(connection) -> list[str]:
             row = connection.execute(sa.select(RUNS.c.label).where(RUNS.c.run_id == run_id)).first()
             if row is None:
                 raise StoreError(self._not_stored(connection, run_id))
             connection.execute(RUNS.update().where(RUNS.c.run_id == run_id).values(label=label))
-            change.before = row[0]
+            before.append(row[0])
             return [run_id]
 
         self._audited(actor, "label", [run_id], change,
-                      lambda _: f"label {json.dumps(change.before)} → {json.dumps(label)}")
+                      lambda _: f"label {json.dumps(before[0])} → {json.dumps(label)}")
 
     def _audited(self, actor: Actor, action: str, run_ids, change, what) -> list[str]:
         """Run ``change(connection)`` and its audit row in one transaction (nothing recorded when it changed
-        nothing); StoreError for a database failure."""
+        nothing); StoreError for a database failure. A change of the trash also purges what expired in it (its own
+        audit row, same transaction): the retention holds whoever changes the trash, from the app or a shell."""
         self.migrate(actor)
+        days = trash_days() if action in ("trash", "restore", "purge") else None
         try:
             with self.engine.begin() as connection:
                 done = change(connection)
                 if done:
                     record(connection, actor, action, done if run_ids is None else run_ids, what(done))
-                return done
+                if days is None:
+                    return done
+                expired = _purge_expired(connection, days)
+                if expired:
+                    record(connection, actor, "purge", expired, f"purged {len(expired)} expired from the trash "
+                                                                f"(kept {days:g} days): " + ", ".join(expired))
+                return done or expired
         except sa.exc.SQLAlchemyError as exc:
             raise self.failure(exc, DOING[action]) from None
 
@@ -671,6 +670,15 @@ def _from_trash(connection, entry) -> None:
                                               *(TRASH_POINTS.c[c] for c in POINT_COLUMNS))
         .where(TRASH_POINTS.c.trash_id == entry.trash_id)))
     _delete_trash(connection, TRASH.c.trash_id == entry.trash_id)
+
+
+def _purge_expired(connection, days: float) -> list[str]:
+    """Delete the trash entries kept longer than ``days``; their run ids."""
+    expired = TRASH.c.trashed_at <= (dt.datetime.now(dt.UTC) - dt.timedelta(days=days)).isoformat(timespec="seconds")
+    found = list(dict.fromkeys(connection.execute(sa.select(TRASH.c.run_id).where(expired)
+                                                  .order_by(TRASH.c.trash_id)).scalars()))
+    _delete_trash(connection, expired)
+    return found
 
 
 def _delete_trash(connection, which) -> None:
