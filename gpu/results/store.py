@@ -13,6 +13,12 @@ idempotent, also when two processes race for it); with different content it is r
 one timestamp; it may span several boards (a peer matrix of a node), each of which it records (``run_boards``).
 Database failures become ``StoreError`` with one line for the person.
 
+Changing: every change takes the actor (``gpu.core.access``) and calls ``require`` before it touches anything; it is
+recorded in the audit trail (``audit_trail``) in its own transaction. ``trash`` moves runs out of the runs tables into
+the trash (so no reader of runs has to leave them out), ``restore`` brings them back, ``purge`` deletes them, and
+trashed runs older than ``PINPOINT_TRASH_DAYS`` (``trash_days``) are purged whenever the trash changes or by
+``purge_expired``; ``set_label`` relabels a run. Bad input is one ``StoreError`` line and changes nothing.
+
 Reading: ``runs`` lists runs (``gpu_uuid``: the run's one board, empty when it names none or several; ``boards``:
 every board it names); ``load`` gives one run as a results frame; ``points`` gives the rows of many runs at once,
 only the fields asked for and without samples when asked (the Fleet page reads hundreds of runs so).
