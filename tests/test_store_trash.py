@@ -407,3 +407,17 @@ def test_postgresql_roles_read_write_and_own_as_documented(postgres_url, tmp_pat
         assert f"role {db_roles.READER} may not do it" in line and "permission denied" in line
     assert cli("migrate", env={"PINPOINT_DB_URL": as_role[db_roles.WRITER]}).returncode == 0  # at version: nothing
     assert counts(store.RunStore(owner))["runs"] == 1
+
+
+def test_importing_another_store_leaves_its_trash_behind(tmp_path):
+    fleet_file = store.RunStore(f"sqlite:///{tmp_path}/fleet.sqlite")
+    fleet_file.save(managed("keep0001"), "fleet", fleet=("fleet-1", "health"))
+    fleet_file.save(managed("drop0001"), "fleet", fleet=("fleet-1", "health"))
+    fleet_file.trash(ADMIN, ["drop0001"])
+    fleet_file.close()
+    team = catalog.Catalog(store.RunStore(f"sqlite:///{tmp_path}/team.sqlite"))
+    assert [r.run_id for r in team.import_store("fleet.sqlite", tmp_path / "fleet.sqlite", actor=MEMBER)] == \
+        ["keep0001"]
+    assert team.store.trashed().empty
+    [row] = team.store.audit_trail(ADMIN).head(1).to_dict("records")
+    assert row["action"] == "import" and row["run_ids"] == ["keep0001"] and row["who"] == MEMBER.who
