@@ -8,12 +8,13 @@ import time
 import streamlit as st
 
 from gpu.core import text
-from gpu.core.errors import ValidationError, WorkerError
+from gpu.core.errors import AccessRefused, ValidationError, WorkerError
 from gpu.core.schema import SchemaError
 from gpu.core.text import plain
 from gpu.present.noise import noisy_points
 from gpu.results.store import StoreError
 from gpu.service.client import JobHandle
+from pages._ui import access
 from pages._ui.backends import opened_run, run_catalog, session_id
 from pages._ui.controls import profile_choice, show_reasons
 from pages._ui.stage import desk
@@ -118,9 +119,9 @@ def save_run(frame) -> None:
         st.warning(f"This measurement was not saved: {plain(reason, None)}")
         return
     try:
-        for result in catalog.store.save(frame, "live"):
+        for result in catalog.store.save(frame, "live", actor=access.current_actor()):
             st.caption(f"Saved in the runs store as run {plain(result.run_id)} (Runs and Compare pages).")
-    except (StoreError, SchemaError) as exc:  # one line that says why (a server gone, a refused run)
+    except (StoreError, SchemaError, AccessRefused) as exc:  # one line that says why (a server gone, a refused run)
         st.warning(f"This measurement was not saved in the runs store: {plain(exc, 300)}")
 
 
