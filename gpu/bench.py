@@ -5,7 +5,9 @@ managed, pools, batching); each run
 is also saved in the runs store (``--no-store`` skips it, ``--label`` names it). Reviews: ``import FILE…
 [--replace]``, ``export RUN_ID --out FILE``, ``report --baseline A --candidate B [--candidate C] --out review.html``,
 ``runs``, and ``migrate`` (bring the store to this version's schema; nothing else writes it before a run is stored).
-Review commands print one line per problem, never a traceback.
+The trash: ``trash RUN…``, ``restore RUN…``, ``purge RUN…|--expired``; the audit trail: ``audit [--format csv|json]
+[--out FILE]``; ``db-roles`` prints the SQL of a PostgreSQL store's owner, writer and reader roles. Each acts as the
+person at this shell (``Actor.local("cli")``). Review commands print one line per problem, never a traceback.
 
 Runs the experiment through the same worker process the app uses and writes exactly the DataFrame the
 page draws (Parquet, or CSV when FILE ends in .csv). ``--device 1`` measures on one GPU; ``--devices 0,1`` (or
@@ -27,11 +29,12 @@ from pathlib import Path
 import pandas as pd
 
 from gpu.core import text
-from gpu.core.errors import DeviceNotFound, ValidationError, WorkerError, WorkerUnavailable
+from gpu.core.access import Actor
+from gpu.core.errors import AccessRefused, DeviceNotFound, ValidationError, WorkerError, WorkerUnavailable
 from gpu.core.text import printable, shorten
 from gpu.core.units import SizeError, format_bytes
 from gpu.experiments import get_experiment, registry
-from gpu.results import catalog, check, compare, imports, report, runfiles
+from gpu.results import admin_commands, catalog, check, compare, imports, report, runfiles
 from gpu.results.store import RunStore, StoreError
 from gpu.service.backends import check_params, gpus_needed, open_live, start_live
 
@@ -117,7 +120,9 @@ def parse_args(argv=None, prog: str = "python -m gpu.bench"):
     c.add_argument("--summary", help="write a Markdown summary here (also appended to $GITHUB_STEP_SUMMARY if set)")
     c.add_argument("--junit", help="write JUnit XML here: one testcase per point, a failure per slower point")
     sub.add_parser("runs", help="list the stored and bundled runs")
-    sub.add_parser("migrate", help="bring the runs store to this PinPoint's schema version")
+    sub.add_parser("migrate", help="bring the runs store to this PinPoint's schema version (and purge the trash's "
+                                   "expired runs)")
+    admin_commands.add_parsers(sub)
     return parser.parse_args(argv)
 
 
@@ -188,7 +193,7 @@ def _is_sqlite(path: str) -> bool:
         return False
 
 
-REVIEW_COMMANDS = ("import", "export", "report", "runs", "migrate")
+REVIEW_COMMANDS = ("import", "export", "report", "runs", "migrate", *admin_commands.STORE_COMMANDS)
 
 
 def review_command(args) -> int:
@@ -196,7 +201,7 @@ def review_command(args) -> int:
     one line on stderr."""
     try:
         return _review(args)
-    except StoreError as exc:
+    except (StoreError, AccessRefused) as exc:
         print(printable(f"error: {exc}"), file=sys.stderr)
         return 2
     except Exception as exc:  # a failure nobody foresaw still gets one line, not a traceback
@@ -213,23 +218,27 @@ def _refuse_memory_store(store) -> None:
 def _review(args) -> int:
     runs = catalog.Catalog()
     _refuse_memory_store(runs.store)
+    me = Actor.local("cli")
     if args.experiment == "migrate":
         before = runs.store.version
-        after = runs.store.migrate()
+        after = runs.store.migrate(me)
         print(f"runs store at {runs.store.describe()}: schema version {before} → {after}", file=sys.stderr)
+        admin_commands.say_purged(runs.store.purge_expired(me))
         return 0
+    if args.experiment in admin_commands.STORE_COMMANDS:
+        return admin_commands.run(runs, me, args)
     if args.experiment == "import":
         failed = 0
         for path in args.files:
             try:
                 if _is_sqlite(path):  # another PinPoint store, e.g. a fleet's file from a GPU machine
-                    for result in runs.import_store(path, path):
+                    for result in runs.import_store(path, path, actor=me):
                         print(printable(f"{path}: {result.message()}"), file=sys.stderr)
                     continue
                 frame = imports.read_upload(path, path=path, unverified=args.unverified)
-                for result in runs.save(frame, "import", args.label, args.notes, replace=args.replace):
+                for result in runs.save(frame, "import", args.label, args.notes, replace=args.replace, actor=me):
                     print(printable(f"{path}: {result.message()}"), file=sys.stderr)
-            except (imports.ImportProblem, StoreError, OSError) as exc:
+            except (imports.ImportProblem, StoreError, AccessRefused, OSError) as exc:
                 failed += 1
                 print(printable(f"error: {exc}; nothing from {path} was stored"), file=sys.stderr)
             except Exception as exc:  # one line per file, and the other files still get their turn
@@ -273,6 +282,8 @@ def _review(args) -> int:
 
 def main(argv=None, prog: str = "python -m gpu.bench") -> int:
     args = parse_args(argv, prog)
+    if args.experiment == "db-roles":
+        return admin_commands.db_roles_command(args)
     if args.experiment == "occupancy-driver":
         return record_driver_occupancy(args.out, args.device)
     if args.experiment in REVIEW_COMMANDS:
@@ -330,9 +341,9 @@ def main(argv=None, prog: str = "python -m gpu.bench") -> int:
             runs = RunStore()
             if runs.in_memory:
                 raise StoreError("PINPOINT_DB_URL is a SQLite database in memory, which keeps nothing")
-            for result in runs.save(frame, "runner", args.label, args.notes):
+            for result in runs.save(frame, "runner", args.label, args.notes, actor=Actor.local("cli")):
                 print(result.message(), file=sys.stderr)
-        except StoreError as exc:  # the measurement is kept in --out; say why the store did not take it
+        except (StoreError, AccessRefused) as exc:  # the measurement is kept in --out; say why the store refused it
             print(f"warning: the run was not stored: {exc}", file=sys.stderr)
         except Exception as exc:  # unforeseen: still one line, and the measurement above is not lost
             print(f"warning: the run was not stored: {unexpected(exc)}", file=sys.stderr)

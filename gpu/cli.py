@@ -2,8 +2,9 @@
 
 ``pinpoint app [STREAMLIT OPTIONS]`` starts PinPoint's server (serve.py of this copy, checkout or installed, with
 its own .streamlit/config.toml) through ``streamlit run``; ``pinpoint measure EXPERIMENT …`` is ``python -m gpu.bench
-EXPERIMENT …``; ``fleet``, ``check``, ``import``, ``export``, ``report``, ``runs`` and ``migrate`` are the runner's
-commands of the same names. Each takes exactly the runner's options: this module only dispatches to gpu.bench.
+EXPERIMENT …``; ``fleet``, ``check``, ``import``, ``export``, ``report``, ``runs``, ``migrate``, ``trash``,
+``restore``, ``purge``, ``audit`` and ``db-roles`` are the runner's commands of the same names. Each takes exactly
+the runner's options: this module only dispatches to gpu.bench.
 """
 
 from __future__ import annotations
@@ -24,6 +25,11 @@ RUNNER_COMMANDS = {
     "report": "a self-contained HTML review: a baseline against one or more candidates",
     "runs": "list the stored and bundled runs",
     "migrate": "bring the runs store to this PinPoint's schema version",
+    "trash": "move stored runs to the trash (restorable until purged or expired)",
+    "restore": "bring runs back from the trash",
+    "purge": "delete runs from the trash for good, or every expired one (--expired)",
+    "audit": "export the audit trail as CSV or JSON",
+    "db-roles": "print the SQL of a PostgreSQL store's owner, writer and reader roles",
 }
 DRIVER_COMMAND = "occupancy-driver"  # a measurement too: the driver's occupancy answers for the calculator's tests
 

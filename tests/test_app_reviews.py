@@ -136,7 +136,7 @@ def test_the_history_of_the_h200_shows_two_days():
     assert any("2 runs;" in m.value for m in at.markdown)
 
 
-def test_runs_lists_stored_and_bundled_runs_and_deletes_with_confirmation(fresh_store):
+def test_runs_lists_stored_and_bundled_runs_and_moves_one_to_the_trash_with_confirmation(fresh_store):
     from gpu.core import schema
 
     [result] = fresh_store.save(schema.read_results(MANAGED).assign(run_id="storedrun01"), "import",
@@ -146,21 +146,22 @@ def test_runs_lists_stored_and_bundled_runs_and_deletes_with_confirmation(fresh_
     assert {"stored", "bundled"} == set(table["origin"])
     at.text_input(key="runs_filter_label").input("driver 580").run()
     assert at.dataframe[0].value["run_id"].tolist() == ["storedrun01"]
-    assert at.button(key="runs_delete").disabled  # nothing happens without the confirmation
-    at.checkbox(key="runs_delete_sure_storedrun01").check().run()
-    at.button(key="runs_delete").click().run()
+    assert at.button(key="runs_trash").disabled  # nothing happens without the confirmation
+    at.checkbox(key="runs_trash_sure_storedrun01").check().run()
+    at.button(key="runs_trash").click().run()
     assert not at.exception
     assert not fresh_store.has_run("storedrun01")
+    assert fresh_store.trashed()["run_id"].tolist() == ["storedrun01"]
 
 
-def test_a_bundled_run_cannot_be_deleted_and_a_filter_narrows_the_table():
+def test_a_bundled_run_cannot_be_trashed_and_a_filter_narrows_the_table():
     at = open_page("pages/runs.py")
     at.multiselect(key="runs_filter_device_name").set_value(["NVIDIA H100 80GB HBM3"]).run()
     table = at.dataframe[0].value
     # the review runs of 2026-11-23, with coalescing re-recorded and device copies and FMA added on 2026-11-25, and
     # the two-H100 peer recording of 2026-11-25
     assert set(table["device_name"]) == {"NVIDIA H100 80GB HBM3"} and len(table) == 12
-    assert any("cannot be deleted" in c.value for c in at.caption)
+    assert any("cannot be moved to the trash" in c.value for c in at.caption)
     import datetime as dt
 
     at.date_input(key="runs_filter_dates").set_value((dt.date(2026, 11, 21), dt.date(2026, 11, 21))).run()

@@ -13,7 +13,6 @@ from streamlit.testing.v1 import AppTest
 from gpu.core import schema
 from gpu.core.text import plain
 from gpu.results.catalog import BUNDLED_DIRS
-from gpu.results.migrations import SCHEMA_VERSION
 from gpu.results.store import RunStore
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
@@ -98,10 +97,14 @@ def by_hand(at):
     """The delete of teamrun01 posted as a browser that ignores the disabled controls would: the confirmation
     ticked and the button pressed, in one message (Streamlit drops a disabled widget's posted value and skips its
     callback); and, past that, the request the Delete button's callback records, set directly."""
-    forced(at.checkbox(key="runs_delete_sure_teamrun01")).check()
-    forced(at.button(key="runs_delete")).click()
-    at.session_state["runs_delete_teamrun01"] = True
+    forced(at.checkbox(key="runs_trash_sure_teamrun01")).check()
+    forced(at.button(key="runs_trash")).click()
+    at.session_state["runs_trash_teamrun01"] = True
     return at
+
+
+def in_trash(store) -> bool:
+    return "teamrun01" in set(store.trashed()["run_id"])
 
 
 def refusals(at) -> list[str]:
@@ -118,12 +121,13 @@ def test_the_sidebar_names_the_person_and_the_role_from_the_roles_file(email, gr
 
 def test_a_viewer_sees_the_runs_but_no_import_or_delete(team):
     at = show_run(signed_in(VIEWER, "pages/runs.py"))
-    reason = plain(f"import needs the member role; {VIEWER} is a viewer", None)
-    assert reason in [c.value for c in at.caption]
+    reason = f"import needs the member role; {VIEWER} is a viewer"
     assert at.button(key="runs_import").disabled and at.button(key="runs_import").help == reason
-    sure = at.checkbox(key="runs_delete_sure_teamrun01")
-    assert sure.disabled and sure.help == plain(f"trash needs the admin role; {VIEWER} is a viewer", None)
-    assert at.button(key="runs_delete").disabled
+    [uploader] = at.get("file_uploader")
+    assert uploader.proto.disabled
+    sure = at.checkbox(key="runs_trash_sure_teamrun01")
+    assert sure.disabled and sure.help == f"trash needs the admin role; {VIEWER} is a viewer"
+    assert at.button(key="runs_trash").disabled
 
 
 def test_a_viewer_posting_the_delete_by_hand_is_refused_and_the_run_stays(team):
@@ -132,30 +136,30 @@ def test_a_viewer_posting_the_delete_by_hand_is_refused_and_the_run_stays(team):
     # Delete button pressed. AppTest sends the same states once it is told the widgets are not disabled.
     by_hand(at).run()
     assert refusals(at) == ["Refused: " + plain(f"trash needs the admin role; {VIEWER} is a viewer", None)]
-    assert team.has_run("teamrun01")
+    assert team.has_run("teamrun01") and not in_trash(team)
 
 
 def test_a_member_may_import_but_not_delete(team):
     at = show_run(signed_in(MEMBER, "pages/runs.py"))
-    assert not [c for c in at.caption if "import needs" in c.value]
-    assert at.checkbox(key="runs_delete_sure_teamrun01").disabled
+    assert not at.button(key="runs_import").help
+    assert at.checkbox(key="runs_trash_sure_teamrun01").disabled
     by_hand(at).run()
     assert refusals(at) == ["Refused: " + plain(f"trash needs the admin role; {MEMBER} is a member", None)]
-    assert team.has_run("teamrun01")
+    assert team.has_run("teamrun01") and not in_trash(team)
 
 
-def test_an_admin_deletes(team):
+def test_an_admin_moves_a_run_to_the_trash(team):
     at = show_run(signed_in(ADMIN, "pages/runs.py"))
-    at.checkbox(key="runs_delete_sure_teamrun01").check().run()
-    at.button(key="runs_delete").click().run()
-    assert not refusals(at) and not team.has_run("teamrun01")
+    at.checkbox(key="runs_trash_sure_teamrun01").check().run()
+    at.button(key="runs_trash").click().run()
+    assert not refusals(at) and in_trash(team)
 
 
 def test_a_role_claimed_in_the_address_changes_nothing(team):
     at = show_run(signed_in(VIEWER, "pages/runs.py",
                             query={"role": "admin", "email": ADMIN, "user": ADMIN, "is_logged_in": "1"}))
     assert identity(at) == f"**Signed in** · {plain(VIEWER, None)} · viewer"
-    assert at.checkbox(key="runs_delete_sure_teamrun01").disabled
+    assert at.checkbox(key="runs_trash_sure_teamrun01").disabled
     nobody = signed_in(None, query={"role": "admin", "email": ADMIN})
     assert not identity(nobody) and not nobody.title[0].value.startswith("Overview")
 
@@ -247,18 +251,3 @@ def test_a_provider_that_answers_gets_a_sign_in_button(tmp_path):
     assert [b.label for b in at.button] == ["Sign in"] and not at.error
     assert not at.dataframe and not at.get("plotly_chart")
 
-
-def test_a_member_does_not_migrate_an_older_store_by_importing(monkeypatch, tmp_path):
-    from tests.test_store import _version_one_store
-
-    url = f"sqlite:///{tmp_path}/old.sqlite"
-    _version_one_store(url, schema.read_results(MANAGED).assign(run_id="oldrun01"))
-    monkeypatch.setenv("PINPOINT_DB_URL", url)
-    st.cache_resource.clear()
-    at = signed_in(MEMBER, "pages/runs.py")
-    at.session_state["runs_import_requested"] = True  # the Import button's request, no file needed to be refused
-    at.run()
-    line = (f"the runs store is at schema version 1, and this PinPoint migrates it to {SCHEMA_VERSION} before it "
-            f"writes: migrate needs the admin role; {MEMBER} is a member (pinpoint migrate)")
-    assert refusals(at) == ["Refused: " + plain(line, None)]
-    assert RunStore(url).version == 1

@@ -81,7 +81,7 @@ def runs_page(page, url: str) -> None:
     label = page.get_by_label("Label contains")
     label.fill("team review")
     label.press("Enter")
-    page.locator(".st-key-runs_delete_sure_teamrun01").wait_for(timeout=60_000)
+    page.locator(".st-key-runs_trash_sure_teamrun01").wait_for(timeout=60_000)
     settled(page)
 
 
@@ -100,7 +100,7 @@ def test_each_role_signs_in_through_the_provider_and_sees_what_it_may_use(browse
         runs_page(page, url)
         dropzone = page.locator(".st-key-runs_upload [data-testid='stFileUploaderDropzone']")
         assert (dropzone.get_attribute("aria-disabled") != "true") == imports
-        assert page.locator(".st-key-runs_delete_sure_teamrun01 input").is_enabled() == deletes
+        assert page.locator(".st-key-runs_trash_sure_teamrun01 input").is_enabled() == deletes
         page.goto(f"{url}/runs?role=admin&email=ada@example.org")  # a role in the address changes nothing
         settled(page)
         page.get_by_text("Signed in", exact=False).first.wait_for(timeout=60_000)

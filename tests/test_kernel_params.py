@@ -110,3 +110,30 @@ def test_transpose_check_compares_tile_by_tile_and_names_a_wrong_word():
     got[5 * side + 700] = -1
     with pytest.raises(VerificationError, match=f"first at word {5 * side + 700}"):
         verify_transpose(matrix, got, "transpose")
+
+
+def test_exact_inputs_are_small_integers_the_same_for_a_seed_across_slices():
+    from gpu.sweeps._kernels import SLICE, small_int_floats
+
+    count = 2 * SLICE + 3  # three slices, the last one short
+    values = small_int_floats(count, seed=11)
+    assert values.dtype == np.float32 and values.size == count
+    assert values.min() >= 0 and values.max() <= 4095 and (values == np.round(values)).all()
+    assert np.array_equal(values, small_int_floats(count, seed=11))
+    assert not np.array_equal(values, small_int_floats(count, seed=12))
+    assert not np.array_equal(values[:SLICE], values[SLICE:2 * SLICE])  # each slice draws its own values
+    assert small_int_floats(0, seed=1).size == 0
+
+
+@pytest.mark.parametrize("variant", ["aos_sum", "aos_x", "soa_sum", "soa_x"])
+def test_layout_expectations_match_the_fields_laid_out_one_after_another(variant):
+    from gpu.experiments.coalescing import four_field_sum
+    from gpu.sweeps.coalescing import layout_expected
+
+    n = 1 << 20
+    host = np.random.default_rng(3).integers(0, 4096, n + 32).astype(np.float32)
+    fields = np.concatenate([host[i:i + n] for i in range(4)])  # the device's x|y|z|w, built the slow way
+    structs, arrays = fields.reshape(n, 4), fields.reshape(4, n)
+    want = {"aos_sum": four_field_sum(*(structs[:, i] for i in range(4))), "aos_x": 2 * structs[:, 0],
+            "soa_sum": four_field_sum(*arrays), "soa_x": 2 * arrays[0]}[variant]
+    assert np.array_equal(layout_expected(host, n, variant), want)

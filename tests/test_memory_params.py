@@ -22,9 +22,10 @@ def test_the_default_streams_request_is_valid_and_its_points_cover_every_row():
     params = streams.parse_params({})
     assert streams.invalid_reasons(params, H200) == []
     points = list(params.points())
-    # pinned: 3 chunk counts × (4 sums/serial + 5 round-robin pipelines + 1 staged) + 3 bidirectional; pageable
-    # only its lesson, 16 chunks × 4 streams depth-first with its sums and serial run, and no bidirectional copies
-    assert len(points) == 3 * (4 + 5 + 1) + 3 + (4 + 1)
+    # pinned: 3 chunk counts × (4 sums/serial + 5 round-robin pipelines + 1 staged + the both-ways copies sampled
+    # between them) + 3 bidirectional; pageable only its lesson, 16 chunks × 4 streams depth-first with its sums and
+    # serial run, and no bidirectional copies
+    assert len(points) == 3 * (4 + 5 + 1 + 1) + 3 + (4 + 1)
     assert len(set(points)) == len(points)
     pageable = {(p[3], p[4], p[5]) for p in points if p[1] == "pageable" and p[0] == "pipeline"}
     assert pageable == {(16, 4, "depth_first")}
@@ -35,12 +36,13 @@ def test_the_default_streams_request_is_valid_and_its_points_cover_every_row():
 
 def test_the_full_pageable_grid_is_one_setting_away():
     points = list(streams.parse_params({"pageable_grid": True}).points())
-    assert len(points) == 2 * (3 * (4 + 5 + 1) + 3)
+    assert len(points) == 2 * (3 * (4 + 5 + 1 + 1) + 3)
 
 
 def test_pageable_alone_keeps_its_bidirectional_copies():
     points = list(streams.parse_params({"host_memory": ["pageable"]}).points())
-    assert {p[0] for p in points if p[0].startswith("bidir")} == {"bidir_h2d", "bidir_d2h", "bidir_both"}
+    assert {p[0] for p in points if p[0].startswith("bidir")} == {"bidir_h2d", "bidir_d2h", "bidir_both",
+                                                                   "bidir_paired"}
     assert not [p for p in streams.parse_params({"bidirectional": False, "host_memory": ["pageable"]}).points()
                 if p[0].startswith("bidir")]
 

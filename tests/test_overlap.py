@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gpu.core import overlap
+from gpu.core import overlap, timelines
 
 
 def test_depth_first_issues_each_chunk_whole_and_round_robins_streams():
@@ -156,6 +156,36 @@ def test_the_duplex_rate_is_the_links_fast_spells_not_the_median_of_a_slow_one()
     assert overlap.duplex_ms(pd.Series({**both, "samples_ms": [], "min_ms": float("nan")})) == both["median_ms"]
 
 
+def test_the_bound_uses_the_duplex_rate_sampled_between_the_pipelines_of_the_same_sitting():
+    # The run's bidir_both point, measured after every pipeline, caught the link in a slow spell (6.3 ms): against
+    # it a staged pipeline at 6.07 ms would "beat" its bound (0.96x, as on an H100). The both-ways copies sampled
+    # between that chunk count's pipeline samples saw the link as the pipelines did: the bound comes from them, with
+    # their spread, and a chunk count without such copies keeps the run-wide rate.
+    elements = 64 * 2**20
+    nbytes = 2 * 4 * elements
+    slow = [6.3, 6.31, 6.32, 6.35, 6.4]
+    paired = [5.9, 5.92, 5.95, 6.0, 6.1, 6.2]
+    rows = sums_and_serial(32, 4.85, 1.6, 4.86, 10.5, elements=elements)
+    rows += sums_and_serial(16, 4.85, 1.6, 4.86, 10.5, elements=elements)
+    rows.append({"variant": "bidir_both", "chunks": 1, "streams": 2, "issue_order": "concurrent", "bytes": nbytes,
+                 "median_ms": float(np.median(slow)), "samples_ms": slow, "elements": elements})
+    rows.append({"variant": overlap.PAIRED_VARIANT, "chunks": 32, "streams": 2, "issue_order": "concurrent",
+                 "bytes": nbytes, "median_ms": float(np.median(paired)), "samples_ms": paired,
+                 "cv": float(np.std(paired) / np.mean(paired)), "elements": elements})
+    for chunks in (32, 16):
+        rows.append({"variant": "pipeline", "chunks": chunks, "streams": 3, "issue_order": "staged",
+                     "median_ms": 6.07, "elements": elements})
+    table = overlap.pipeline_table(frame_of(rows)).set_index("chunks")
+    same = table.loc[32]
+    assert same["duplex_paired"] and same["duplex_bound_ms"] == pytest.approx(np.quantile(paired, 0.1))
+    assert same["duplex_cv"] == pytest.approx(np.std(paired) / np.mean(paired)) and same["vs_bound"] > 1
+    apart = table.loc[16]
+    assert not apart["duplex_paired"] and math.isnan(apart["duplex_cv"])
+    assert apart["duplex_bound_ms"] == pytest.approx(np.quantile(slow, 0.1)) and apart["vs_bound"] < 1
+    summary = overlap.overlap_summary(table.reset_index().loc[[0]]).iloc[0].to_dict()
+    assert "between its own samples, spread cv" in overlap.headline(summary)
+
+
 def test_a_kernel_bound_pipeline_keeps_the_kernel_sum_as_its_bound():
     rows = sums_and_serial(16, 1.0, 9.0, 1.0, 11.0) + [duplex_point(100.0)]
     rows.append({"variant": "pipeline", "chunks": 16, "streams": 4, "issue_order": "depth_first", "median_ms": 9.5})
@@ -231,7 +261,7 @@ def test_only_configurations_that_cannot_overlap_give_no_best():
 
 def test_intervals_round_trip_through_json():
     intervals = [(0, "h2d", 0, 0.0, 1.25, 4096), (1, "kernel", 1, 1.25, 1.5, 4096)]
-    decoded = overlap.decode_intervals(overlap.encode_intervals(intervals))
+    decoded = timelines.decode_intervals(timelines.encode_intervals(intervals))
     assert decoded.to_numpy().tolist() == [list(i) for i in intervals]
 
 
@@ -243,23 +273,23 @@ def test_intervals_round_trip_through_json():
 ])
 def test_damaged_timelines_are_refused_with_the_reason(text, message):
     with pytest.raises(ValueError, match=message):
-        overlap.decode_intervals(text)
+        timelines.decode_intervals(text)
 
 
 def test_copies_that_look_simultaneous_on_one_engine_are_laid_end_to_end():
     # Two streams reach their H2D at t=0; one copy engine per direction runs them one after the other.
-    intervals = overlap.decode_intervals(overlap.encode_intervals([
+    intervals = timelines.decode_intervals(timelines.encode_intervals([
         (0, "h2d", 0, 0.0, 1.0, 8), (1, "h2d", 1, 0.0, 2.0, 8), (0, "kernel", 0, 1.0, 1.5, 8),
         (1, "kernel", 1, 2.0, 2.5, 8), (0, "d2h", 0, 1.5, 2.5, 8)]))
-    schedule = overlap.engine_schedule(intervals, 3).set_index(["op", "chunk"])
+    schedule = timelines.engine_schedule(intervals, 3).set_index(["op", "chunk"])
     assert schedule.loc[("h2d", 1), "start_ms"] == 1.0 and schedule.loc[("h2d", 1), "wait_ms"] == 1.0
     assert schedule.loc[("h2d", 1), "run_ms"] == 1.0
     assert schedule.loc[("d2h", 0), "engine"] == "copy engine D2H" and schedule.loc[("d2h", 0), "wait_ms"] == 0
-    busy = overlap.busy_fraction(schedule.reset_index())
+    busy = timelines.busy_fraction(schedule.reset_index())
     assert busy["copy engine H2D"] == pytest.approx(2.0 / 2.5)
 
 
 def test_with_one_copy_engine_both_directions_share_a_lane():
-    assert overlap.engine_of("h2d", 1) == overlap.engine_of("d2h", 1) == "copy engine"
-    assert overlap.engine_of("h2d", 3) != overlap.engine_of("d2h", 3)
-    assert overlap.engine_of("kernel", 1) == "compute"
+    assert timelines.engine_of("h2d", 1) == timelines.engine_of("d2h", 1) == "copy engine"
+    assert timelines.engine_of("h2d", 3) != timelines.engine_of("d2h", 3)
+    assert timelines.engine_of("kernel", 1) == "compute"

@@ -13,6 +13,7 @@ import pytest
 import sqlalchemy as sa
 
 from gpu.core import schema
+from gpu.core.access import Actor
 from gpu.results import runfiles, store
 from gpu.results.catalog import BUNDLED_DIRS
 from tests import pair_frames
@@ -22,6 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 POOLS = next(BUNDLED_DIRS[1].glob("pools_*.parquet"))
 MANAGED = next(BUNDLED_DIRS[1].glob("managed_*.parquet"))
 TRANSFERS = next(BUNDLED_DIRS[0].glob("transfers_*.parquet"))
+ME = Actor.local("cli")
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -109,14 +111,18 @@ def test_hostile_labels_are_stored_verbatim_and_harm_nothing(url):
     assert len(runs.load(result.run_id)) == 15
 
 
-def test_deleting_a_run_removes_its_points(url):
+def test_a_trashed_run_leaves_runs_and_points_and_purging_removes_it(url):
     runs = store.RunStore(url)
     [result] = runs.save(schema.read_results(MANAGED), "import")
-    assert runs.delete(result.run_id) and not runs.delete(result.run_id)
+    assert runs.trash(ME, [result.run_id]) == [result.run_id]
     with runs.engine.connect() as connection:
         assert connection.execute(sa.text("SELECT count(*) FROM points")).scalar() == 0
+        assert connection.execute(sa.text("SELECT count(*) FROM trash_points")).scalar() == 15
     with pytest.raises(store.StoreError, match="no stored run"):
         runs.load(result.run_id)
+    runs.purge(ME, [result.run_id])
+    with runs.engine.connect() as connection:
+        assert connection.execute(sa.text("SELECT count(*) FROM trash_points")).scalar() == 0
 
 
 def helper(url, path, *extra):
@@ -217,7 +223,7 @@ def test_a_version_one_store_is_read_as_it_is_then_migrated_with_each_runs_board
     listed = old.runs()  # opening never writes: the old columns are read, the new ones are empty
     assert listed.loc[0, "run_id"] == frame["run_id"].iloc[0] and pd.isna(listed.loc[0, "gpu_uuid"])
     assert old.runs(fleet_id="any").empty
-    assert old.migrate() == store.SCHEMA_VERSION == 4
+    assert old.migrate() == store.SCHEMA_VERSION == 5
     migrated = old.runs()
     assert migrated.loc[0, "gpu_uuid"] == board and pd.isna(migrated.loc[0, "fleet_id"])
     assert old.load(frame["run_id"].iloc[0])["median_ms"].tolist() == frame["median_ms"].tolist()
@@ -272,7 +278,7 @@ def test_a_version_two_store_migrates_keeping_every_run_and_every_board_of_a_pee
     assert old.version == 2
     listed = old.runs().set_index("run_id")  # read as it is: version 2 knew one board per run, its first row's
     assert listed.loc["node-8", "gpu_uuid"] == pair_frames.uuid(0, 0)
-    assert old.migrate() == store.SCHEMA_VERSION == 4
+    assert old.migrate() == store.SCHEMA_VERSION == 5
     migrated = old.runs().set_index("run_id")
     assert len(migrated) == 3
     eight = tuple(pair_frames.uuid(0, g) for g in range(8))
@@ -309,7 +315,7 @@ def test_a_peer_run_stores_each_board_once_and_reads_back_whole(url, peer_experi
     odd.loc[0, "peer_uuid"] = "GPU-another-board"
     runs.save(odd.assign(run_id="odd"), "runner")
     assert runs.load("odd")["peer_uuid"].tolist() == odd["peer_uuid"].tolist()
-    assert runs.delete("node") and runs.runs()["run_id"].tolist() == ["odd"]
+    assert runs.trash(ME, ["node"]) and runs.runs()["run_id"].tolist() == ["odd"]
 
 
 def test_the_bulk_points_read_gives_many_runs_without_samples(url, peer_experiment):

@@ -12,27 +12,23 @@
   of the three sums; with one, the two copy directions share it; with none, nothing overlaps.
 * ``duplex_bound`` adds what the link can carry with both directions busy: H2D and D2H share PCIe, so
   together they move less than twice one direction alone (on the H200 100 GB/s, not 2 × 55). The bound used
-  for efficiency is the larger of the two, with the duplex rate measured in the same run (the
-  ``bidir_both`` point, at its fastest tenth of samples: ``duplex_ms``); a run without it falls back to the
-  copy-engine bound and says so (``bound_kind``).
+  for efficiency is the larger of the two. The duplex rate is measured in the same sitting as the
+  pipelines: one whole-size both-ways copy after each of their samples (a ``bidir_paired`` row per chunk
+  count), read at the fastest tenth of those samples (``duplex_ms``) and stated with their spread
+  (``duplex_cv``). A run recorded before those rows uses its ``bidir_both`` point instead (``duplex_paired``
+  false); a run with neither falls back to the copy-engine bound and says so (``bound_kind``). Measured apart
+  from the pipelines, in another spell of the link, the bound was beaten by 4 % (0.962× on an H100).
 * ``overlap_efficiency`` = (serial − pipeline) / (serial − bound): 0 when streams won nothing, 1 when the
   pipeline reached the bound.
 * ``overlap_summary`` names the best pipeline among the configurations that can overlap (≥ 2 chunks and
   ≥ 2 streams) and whether it beats serial beyond the noise (``gain_measurable``): a two-sided Mann-Whitney
   test on both points' samples and a difference beyond both CVs, as ``gpu.results.compare.verdict`` decides.
-* Timelines: the worker records a CUDA event before and after every operation, each on the operation's
-  stream, relative to one origin event. An event *before* an operation completes when the stream reaches
-  it, not when an engine takes it up, so two copies on different streams can look as if they ran at once
-  on one copy engine. ``engine_schedule`` therefore starts a bar at the later of "ready" (its stream got
-  there) and the end of the previous operation on the same engine, and keeps the waiting time apart.
 
-Intervals travel in the results' ``intervals`` column as JSON: a list of
-``[stream, op, chunk, ready_ms, end_ms, bytes]`` (documented in ``gpu.core.schema``).
+The timelines of a pipeline's operations (``intervals``) are read in ``gpu.core.timelines``.
 """
 
 from __future__ import annotations
 
-import json
 import math
 
 import numpy as np
@@ -44,7 +40,6 @@ STAGES = ("h2d", "kernel", "d2h")
 STAGE_LABELS = {"h2d": "copy H2D", "kernel": "kernel", "d2h": "copy D2H"}
 ORDERS = ("depth_first", "breadth_first", "staged")
 STAGED_STREAMS = len(STAGES)  # a staged pipeline uses one stream per stage, whatever stream counts were asked
-INTERVAL_FIELDS = ["stream", "op", "chunk", "ready_ms", "end_ms", "bytes"]
 
 
 def issue_plan(chunks: int, streams: int, order: str = "depth_first",
@@ -172,13 +167,27 @@ def duplex_rates(frame: pd.DataFrame) -> dict[tuple, float]:
             if (rate := duplex_gbps(r)) == rate}
 
 
+PAIRED_VARIANT = "bidir_paired"  # gpu.experiments.streams: both ways at once, between one pipeline's samples
+
+
+def paired_rates(frame: pd.DataFrame) -> dict[tuple, tuple[float, float]]:
+    """Per run, host memory, size, chunk count and intensity (``PIPELINE_KEYS``): GB/s of both directions at once,
+    sampled between those pipelines' own samples (at ``duplex_ms``), and the spread (cv) of those samples. A bound
+    built from them was measured in the same sitting as the pipelines it bounds, so the link's drift over seconds
+    cannot put it above them."""
+    paired = frame[frame["variant"] == PAIRED_VARIANT] if "variant" in frame else frame.iloc[0:0]
+    return {tuple(getattr(r, k) for k in PIPELINE_KEYS): (rate, float(r.cv)) for r in paired.itertuples()
+            if (rate := duplex_gbps(r)) == rate}
+
+
 def pipeline_table(frame: pd.DataFrame) -> pd.DataFrame:
     """One row per measured pipeline configuration, beside the serial time and the three sums of the same
     host memory, size, chunk count and intensity from the same run, with bound, efficiency and speedup."""
     columns = ["run_id", "host_memory", "bytes", "elements", "chunks", "streams", "issue_order", "intensity",
                "pipeline_ms", "serial_ms", "h2d_ms", "kernel_ms", "d2h_ms", "engine_bound_ms", "duplex_gbps",
-               "duplex_bound_ms", "bound_ms", "bound_kind", "efficiency", "engine_efficiency", "speedup", "vs_bound",
-               "vs_engine_bound", "cv", "serial_cv", "samples_ms", "serial_samples_ms", "intervals"]
+               "duplex_cv", "duplex_paired", "duplex_bound_ms", "bound_ms", "bound_kind", "efficiency",
+               "engine_efficiency", "speedup", "vs_bound", "vs_engine_bound", "cv", "serial_cv", "samples_ms",
+               "serial_samples_ms", "intervals"]
     pipelines = frame[frame["variant"] == "pipeline"]
     if pipelines.empty:
         return pd.DataFrame(columns=columns)
@@ -189,7 +198,7 @@ def pipeline_table(frame: pd.DataFrame) -> pd.DataFrame:
                                   part[["median_ms", "cv", "samples_ms"]].to_numpy().tolist()
                                   if "samples_ms" in part else part[["median_ms", "cv"]].to_numpy().tolist(),
                                   strict=True))
-    duplex = duplex_rates(frame)
+    duplex, paired = duplex_rates(frame), paired_rates(frame)
     rows = []
     for row in pipelines.itertuples():
         key = tuple(getattr(row, k) for k in PIPELINE_KEYS)
@@ -199,7 +208,9 @@ def pipeline_table(frame: pd.DataFrame) -> pd.DataFrame:
         engines = getattr(row, "async_engine_count", None)
         engine_bound = pipeline_bound(h2d, kernel, d2h, engines)
         size = int(row.elements) * 4
-        rate = duplex.get((row.run_id, row.host_memory, int(row.elements)), math.nan)
+        same_sitting = paired.get(key)
+        rate, rate_cv = same_sitting or (duplex.get((row.run_id, row.host_memory, int(row.elements)), math.nan),
+                                         math.nan)
         both = duplex_bound(size, size, rate)
         bound = max(engine_bound, both) if math.isfinite(both) else engine_bound
         rows.append({
@@ -207,7 +218,8 @@ def pipeline_table(frame: pd.DataFrame) -> pd.DataFrame:
             "elements": int(row.elements), "chunks": int(row.chunks), "streams": int(row.streams),
             "issue_order": row.issue_order, "intensity": int(row.intensity), "pipeline_ms": row.median_ms,
             "serial_ms": serial, "h2d_ms": h2d, "kernel_ms": kernel, "d2h_ms": d2h, "engine_bound_ms": engine_bound,
-            "duplex_gbps": rate, "duplex_bound_ms": both, "bound_ms": bound,
+            "duplex_gbps": rate, "duplex_cv": rate_cv, "duplex_paired": same_sitting is not None,
+            "duplex_bound_ms": both, "bound_ms": bound,
             "bound_kind": BOUND_KINDS["duplex" if math.isfinite(both) and both > engine_bound else
                                       "engines" if math.isfinite(both) else "engines_only"],
             "efficiency": overlap_efficiency(serial, row.median_ms, bound),
@@ -225,7 +237,7 @@ def gain_beyond_noise(row) -> bool:
     """Whether a pipeline beats its serial run beyond the noise of both (``stats.verdict`` on their samples, as
     Compare judges; without samples, the medians must differ by more than either CV and 1 %)."""
     pipeline, serial = row.get("samples_ms"), row.get("serial_samples_ms")
-    if pipeline is None or serial is None or len(pipeline) == 0 or len(serial) == 0:
+    if not hasattr(pipeline, "__len__") or not hasattr(serial, "__len__") or len(pipeline) == 0 or len(serial) == 0:
         pipeline, serial = [row["pipeline_ms"]], [row["serial_ms"]]
         noise = max(float(row.get("cv") or 0), float(row.get("serial_cv") or 0), 0.01)
         return bool(row["pipeline_ms"] < row["serial_ms"] * (1 - noise))
@@ -258,6 +270,7 @@ def overlap_summary(table: pd.DataFrame) -> pd.DataFrame:
                         "best_serial_ms": best["serial_ms"], "best_bound_ms": best["bound_ms"],
                         "best_engine_bound_ms": best["engine_bound_ms"],
                         "best_duplex_bound_ms": best["duplex_bound_ms"], "bound_kind": best["bound_kind"],
+                        "best_duplex_cv": best["duplex_cv"], "best_duplex_paired": bool(best["duplex_paired"]),
                         "best_efficiency": best["efficiency"], "best_speedup": best["speedup"],
                         "best_vs_bound": best["vs_bound"], "best_vs_engine_bound": best["vs_engine_bound"],
                         "best_cv": best["cv"], "gain_measurable": gain_beyond_noise(best)})
@@ -267,72 +280,9 @@ def overlap_summary(table: pd.DataFrame) -> pd.DataFrame:
 
 SUMMARY_COLUMNS = ["host_memory", "intensity", "configurations", "median_efficiency", "median_speedup", "median_cv",
                    "best_streams", "best_chunks", "best_order", "best_ms", "best_serial_ms", "best_bound_ms",
-                   "best_engine_bound_ms", "best_duplex_bound_ms", "bound_kind", "best_efficiency", "best_speedup",
+                   "best_engine_bound_ms", "best_duplex_bound_ms", "bound_kind", "best_duplex_cv",
+                   "best_duplex_paired", "best_efficiency", "best_speedup",
                    "best_vs_bound", "best_vs_engine_bound", "best_cv", "gain_measurable"]
-
-
-# --- timelines -----------------------------------------------------------------------------------------
-def encode_intervals(intervals) -> str:
-    """JSON for the ``intervals`` column; times rounded to nanoseconds."""
-    return json.dumps([[int(s), str(op), int(c), round(float(r), 6), round(float(e), 6), int(b)]
-                       for s, op, c, r, e, b in intervals], separators=(",", ":"))
-
-
-def decode_intervals(text) -> pd.DataFrame:
-    """The intervals of one recorded run as a frame; ValueError (with the reason) for damaged data."""
-    if text is None or (isinstance(text, float) and math.isnan(text)):
-        raise ValueError("this point has no recorded timeline")
-    try:
-        items = json.loads(text) if isinstance(text, str | bytes) else list(text)
-    except (TypeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"the recorded timeline is not valid JSON: {exc}") from None
-    frame = pd.DataFrame(items, columns=INTERVAL_FIELDS) if items else pd.DataFrame(columns=INTERVAL_FIELDS)
-    if frame.empty:
-        raise ValueError("the recorded timeline is empty")
-    bad_op = set(frame["op"]) - set(STAGES)
-    if bad_op:
-        raise ValueError(f"the recorded timeline has unknown operations: {', '.join(map(str, sorted(bad_op)))}")
-    for column in ("ready_ms", "end_ms"):
-        frame[column] = pd.to_numeric(frame[column], errors="coerce")
-    if frame[["ready_ms", "end_ms"]].isna().any().any() or (frame["end_ms"] < frame["ready_ms"]).any() \
-            or (frame["ready_ms"] < 0).any():
-        raise ValueError("the recorded timeline has an operation that ends before it starts or before the origin")
-    return frame.astype({"stream": int, "chunk": int, "bytes": int})
-
-
-def engine_of(op: str, async_engines: int | None = None) -> str:
-    """Which engine runs ``op``: one copy engine per direction when the device has two or more."""
-    if op == "kernel":
-        return "compute"
-    if async_engines is not None and not (isinstance(async_engines, float) and math.isnan(async_engines)) \
-            and int(async_engines) < 2:
-        return "copy engine"
-    return f"copy engine {'H2D' if op == 'h2d' else 'D2H'}"
-
-
-def engine_schedule(intervals: pd.DataFrame, async_engines: int | None = None) -> pd.DataFrame:
-    """Adds ``engine``, ``start_ms`` (the later of ready and the previous end on that engine), ``wait_ms``
-    and ``run_ms``. Operations on one engine are taken in the order they finished."""
-    frame = intervals.copy()
-    frame["engine"] = [engine_of(op, async_engines) for op in frame["op"]]
-    frame["start_ms"] = frame["ready_ms"].astype(float)
-    for _, part in frame.sort_values(["end_ms", "ready_ms"]).groupby("engine", sort=False):
-        previous_end = -math.inf
-        for index in part.index:
-            start = max(frame.at[index, "ready_ms"], min(previous_end, frame.at[index, "end_ms"]))
-            frame.at[index, "start_ms"] = start
-            previous_end = max(previous_end, frame.at[index, "end_ms"])
-    frame["wait_ms"] = frame["start_ms"] - frame["ready_ms"]
-    frame["run_ms"] = frame["end_ms"] - frame["start_ms"]
-    return frame
-
-
-def busy_fraction(schedule: pd.DataFrame) -> dict[str, float]:
-    """Share of the timeline's span each engine spent running (from ``engine_schedule``)."""
-    span = schedule["end_ms"].max() - schedule["ready_ms"].min()
-    if not span > 0:
-        return {}
-    return {engine: float(part["run_ms"].sum() / span) for engine, part in schedule.groupby("engine")}
 
 
 def beyond_bound_notes(table: pd.DataFrame) -> list[str]:
@@ -345,7 +295,7 @@ def beyond_bound_notes(table: pd.DataFrame) -> list[str]:
                      "built from each stage measured alone, is then not a hard floor.")
     if (beyond["bound_kind"] == BOUND_KINDS["duplex"]).any():
         notes.append("Efficiency above 100 % where the link sets the bound: the duplex rate comes from whole-size "
-                     "copies each way, measured beside the pipelines, so the bound carries that point's noise.")
+                     "copies both ways at once, so the bound carries their noise (its spread is given as cv).")
     return notes
 
 
@@ -376,7 +326,9 @@ def headline(summary_row) -> str:
                 f"{r['best_ms']:.2f} ms against {r['best_serial_ms']:.2f} ms serial, within the noise of the two "
                 f"(cv {text.percent(r['best_cv'], 1)}){spread}")
     duplex = r["best_duplex_bound_ms"]
-    bounds = (f"{r['best_vs_bound']:.2f}× the duplex-aware bound of {r['best_bound_ms']:.2f} ms, "
+    sitting = (f" (the link both ways between its own samples, spread cv {text.percent(r['best_duplex_cv'], 1)})"
+               if r.get("best_duplex_paired") else "")
+    bounds = (f"{r['best_vs_bound']:.2f}× the duplex-aware bound of {r['best_bound_ms']:.2f} ms{sitting}, "
               f"{r['best_vs_engine_bound']:.2f}× the copy-engine bound of {r['best_engine_bound_ms']:.2f} ms"
               if duplex == duplex else f"{r['best_vs_bound']:.2f}× the copy-engine bound of "
               f"{r['best_bound_ms']:.2f} ms; no duplex rate was measured in this run, so the bound assumes each "

@@ -21,7 +21,10 @@ it is done), so they cannot be held; their samples include the host's issue time
 code pays (timer ``cuda_event``). Pipeline and serial rows also keep the timeline of one run (``intervals``,
 an event before and after every operation), which is then checked: the output must equal the kernel's exact
 result word for word. The ``bidirectional`` group times one whole-size H2D and one D2H alone and both at
-once on two streams (aggregate bytes).
+once on two streams (aggregate bytes). With it, the pipelines of each chunk count are followed by a
+``bidir_paired`` row (group ``bound``): one whole-size both-ways copy after each of those pipelines' samples, so
+the duplex rate their bound uses was measured in the same sitting (the link's duplex rate drifts by several per
+cent over seconds).
 
 Bytes: copies count the bytes that cross the link; pipeline and serial count both directions (2 × size);
 the kernel counts its device reads and writes (2 × size).
@@ -47,9 +50,12 @@ ORDER_LABELS = {"depth_first": "depth-first (per chunk)", "breadth_first": "brea
                 "concurrent": "two streams at once"}
 PIPELINE_VARIANTS = ("h2d_alone", "kernel_alone", "d2h_alone", "serial", "pipeline")
 BIDIRECTIONAL_VARIANTS = ("bidir_h2d", "bidir_d2h", "bidir_both")
+# Both directions at once, sampled between the pipelines' samples (one both-ways copy after each of them), one row per
+# chunk count: the link's duplex rate in the same sitting as those pipelines, which their bound is built from.
+PAIRED_VARIANT = overlap.PAIRED_VARIANT
 LABELS = {"h2d_alone": "all H2D copies alone", "kernel_alone": "all kernels alone", "d2h_alone": "all D2H copies alone",
           "serial": "serial (one stream)", "pipeline": "pipeline", "bidir_h2d": "H2D alone", "bidir_d2h": "D2H alone",
-          "bidir_both": "H2D + D2H at once"}
+          "bidir_both": "H2D + D2H at once", "bidir_paired": "H2D + D2H at once, between the pipeline's samples"}
 KEY_COLUMNS = ["variant", "host_memory", "elements", "chunks", "streams", "issue_order", "intensity"]
 SHOW_COLUMNS = ["variant", "host_memory", "chunks", "streams", "issue_order", "intensity"]
 MAX_CHUNKS, MAX_STREAMS, MAX_INTENSITY = 64, 16, 1 << 16
@@ -131,6 +137,8 @@ class Params(axes.parameters(AXES)):
                         yield variant, host, n, chunks, 1, "serial", intensity
                     for streams, order in overlap.pipeline_configs(stream_counts, self.orders(host)):
                         yield "pipeline", host, n, chunks, streams, order, intensity
+                    if self.bidirectional_for(host):
+                        yield PAIRED_VARIANT, host, n, chunks, 2, "concurrent", intensity
             if self.bidirectional_for(host):
                 yield "bidir_h2d", host, n, 1, 1, "serial", 0
                 yield "bidir_d2h", host, n, 1, 1, "serial", 0
@@ -200,7 +208,7 @@ def expected_output(inputs: np.ndarray, intensity: int) -> np.ndarray:
 
 
 def bytes_moved(variant: str, size: int) -> int:
-    return 2 * size if variant in ("serial", "pipeline", "kernel_alone", "bidir_both") else size
+    return 2 * size if variant in ("serial", "pipeline", "kernel_alone", "bidir_both", PAIRED_VARIANT) else size
 
 
 BIDIRECTIONAL_CASES = (("bidir_h2d", ((0, "h2d", 0),), 1, "serial", "h2d"),
@@ -209,7 +217,8 @@ BIDIRECTIONAL_CASES = (("bidir_h2d", ((0, "h2d", 0),), 1, "serial", "h2d"),
 
 
 def _columns(variant, host, size, chunks, streams, order, intensity, direction="round_trip") -> dict:
-    return {"variant": variant, "group": "bidirectional" if variant.startswith("bidir") else "pipeline",
+    group = "bound" if variant == PAIRED_VARIANT else "bidirectional" if variant.startswith("bidir") else "pipeline"
+    return {"variant": variant, "group": group,
             "direction": direction, "elements": size // 4, "host_memory": host, "chunks": chunks,
             "streams": streams, "issue_order": order, "intensity": intensity, "intervals": None}
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import sys
 
+from gpu.core.access import Actor
 from gpu.core.errors import FleetError, StoreError
 from gpu.core.text import printable
 from gpu.experiments import suites
@@ -40,7 +41,7 @@ def fleet_command(args, stream=sys.stderr) -> int:
         if catalog.store.in_memory:
             raise StoreError("PINPOINT_DB_URL is a SQLite database in memory, which keeps nothing: give a file or a "
                              "server")
-        catalog.store.migrate()  # the store must take runs before any GPU is asked for one
+        catalog.store.migrate(Actor.local("fleet"))  # the store must take runs before any GPU is asked for one
     except StoreError as exc:
         print(printable(f"error: {exc}"), file=stream)
         return 2

@@ -33,8 +33,9 @@ from dataclasses import dataclass, field
 from distributed import Client, Future, wait
 
 from gpu.core import text
+from gpu.core.access import Actor
 from gpu.core.devices import uuid_tail
-from gpu.core.errors import FleetError, StoreError
+from gpu.core.errors import AccessRefused, FleetError, StoreError
 from gpu.experiments.suites import Suite, SuiteRun
 from gpu.fleet import task
 from gpu.fleet.nodes import FleetNode, RunQueue, group_by_host, plan_node_runs, start_node_run, stored_node_runs
@@ -274,8 +275,8 @@ def _finish(gpu: FleetGpu, catalog, fleet_id: str, suite: Suite, label, result: 
     result.rows_sent += len(frame)
     try:
         saved = catalog.save(frame, "fleet", label, None, fleet=(fleet_id, suite.name),
-                             suite_text=suite.text or None)
-    except (StoreError, ValueError) as exc:  # measured, but the store refused it: say so, the GPU goes on
+                             suite_text=suite.text or None, actor=Actor.local("fleet"))
+    except (StoreError, AccessRefused, ValueError) as exc:  # measured, but the store refused it: say so, go on
         gpu.failed[run.experiment] = f"{run.experiment} was measured but not stored: {exc}"
         progress.event(f"{gpu.label()}: {gpu.failed[run.experiment]}")
         return

@@ -11,6 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 from gpu.core import boards, paths, schema
+from gpu.core.access import Actor
 from gpu.core.text import shorten
 from gpu.results import imports, runfiles
 from gpu.results.store import RunStore, SaveResult, StoreError
@@ -89,11 +90,20 @@ class Catalog:
         return table.sort_values("timestamp", ascending=False).reset_index(drop=True)
 
     def save(self, frame: pd.DataFrame, source: str, label: str | None = None, notes: str | None = None,
-             replace: bool = False, fleet: tuple[str, str] | None = None, suite_text: str | None = None) \
-            -> list[SaveResult]:
+             replace: bool = False, fleet: tuple[str, str] | None = None, suite_text: str | None = None,
+             actor: Actor | None = None) -> list[SaveResult]:
         """The store's save, refusing a run that would shadow a bundled run of the same id with other content."""
         self._refuse_shadowing(frame)
-        return self.store.save(frame, source, label, notes, replace=replace, fleet=fleet, suite_text=suite_text)
+        return self.store.save(frame, source, label, notes, replace=replace, fleet=fleet, suite_text=suite_text,
+                               actor=actor)
+
+    def trash(self, actor: Actor, run_ids: list[str]) -> list[str]:
+        """The store's trash, naming a bundled run (a file in git, which no one trashes) as such."""
+        for run_id in run_ids:
+            if run_id in self.bundled and not self.store.has_run(run_id):
+                raise StoreError(f"run {shorten(run_id)} is bundled with PinPoint ({self.files[run_id]}, a file in "
+                                 "git): it cannot be moved to the trash; nothing was changed")
+        return self.store.trash(actor, run_ids)
 
     def _refuse_shadowing(self, frame: pd.DataFrame) -> None:
         for run_id, part in frame.groupby("run_id", sort=False):
@@ -103,14 +113,14 @@ class Catalog:
                                  "and this one differs from it: a stored run cannot shadow a bundled one; give it "
                                  "another run id")
 
-    def import_store(self, name: str, path) -> list[SaveResult]:
+    def import_store(self, name: str, path, actor: Actor | None = None) -> list[SaveResult]:
         """Every run of another PinPoint runs store (a fleet's SQLite file brought back from a GPU machine), each
         with its label, notes, fleet id and suite, through the import contract (``imports.read_store``) and stored
         in one transaction: the whole file or nothing."""
         batches = imports.read_store(name, path)
         for frame, *_ in batches:
             self._refuse_shadowing(frame)
-        return self.store.save_batches(batches, "import")
+        return self.store.save_batches(batches, "import", actor=actor)
 
     def load(self, run_id: str) -> pd.DataFrame:
         """A run by id, bundled or stored; gpu.results.store.StoreError when there is none."""

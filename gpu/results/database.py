@@ -210,6 +210,15 @@ class Database:
         if "timeout" in lowered or "timed out" in lowered:
             return StoreError(f"the runs store at {self.describe()} did not answer within {CONNECT_TIMEOUT_S} s "
                               f"({doing})")
+        if "postgresql" in self.url.split(":", 1)[0] and ("permission denied" in lowered or "must be owner" in lowered):
+            # The server's roles decide (python -m gpu.bench db-roles): name the role and what it may not do.
+            role = sa.engine.make_url(self.url).username or "this connection's role"
+            if "must be owner" in lowered or "for schema" in lowered:
+                return StoreError(f"the runs store at {self.describe()} refuses this ({doing}): role {role} does not "
+                                  f"own the tables; migrating needs the owner role ({shorten(text, 80)}); nothing "
+                                  "was written")
+            return StoreError(f"the runs store at {self.describe()} refuses this ({doing}): role {role} may not do "
+                              f"it, it is read-only here ({shorten(text, 80)}); nothing was written")
         if any(s in lowered for s in ("readonly", "read-only", "permission denied", "unable to open database")):
             return StoreError(f"the runs store at {self.describe()} refuses this ({doing}): it is read-only here "
                               f"({shorten(text, 120)}); nothing was written")

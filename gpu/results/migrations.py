@@ -16,12 +16,21 @@ Tables (schema version ``SCHEMA_VERSION``, in ``pinpoint_meta``):
   takes them out, ``restored_row`` puts them back, so a stored run reads back as it was saved);
 * ``fleet_suites`` – one row per fleet (since version 4): ``fleet_id`` (primary key), the suite's ``name``, its
   ``digest`` (SHA-256 of its text) and ``toml``: the suite's text as measured, which the Fleet page reads (a
-  stored fleet never names a file to read).
+  stored fleet never names a file to read);
+* ``trash`` and ``trash_points`` – runs moved to the trash (since version 5), out of ``runs``, ``run_boards`` and
+  ``points``, so no reader of runs has to leave them out: ``trash_id`` (primary key), ``run_id``, ``trashed_at``,
+  ``trashed_by``, ``reason`` (trashed | replaced), ``run_json`` (the run's ``runs`` row), ``boards_json`` (its
+  ``run_boards`` rows as [ordinal, UUID] pairs); its points keep ``points``' columns, keyed by ``trash_id``. A run
+  replaced on import goes there too, so one run id may be in the trash several times beside a stored run;
+* ``audit`` – the audit trail (since version 5): one row per change (import, measure, label, trash, restore, purge,
+  migrate), written in the change's own transaction: ``audit_id``, ``at``, ``who``, ``role``, ``source`` (app | cli
+  | fleet), ``action``, ``run_ids`` (a JSON list) and ``what`` (one sentence).
 
 Versions: 1, the first tables; 2, runs name their board (``runs.gpu_uuid``, from the first point), fleet and suite;
 3, a run's boards are ``run_boards``, filled from every point of every stored run (a run that spans several boards
 records all of them), taken out of each point's JSON, and ``runs.gpu_uuid`` is dropped: a board is stored once;
-4, a fleet keeps its suite's text (``fleet_suites``); fleets stored before hold only their suite's name.
+4, a fleet keeps its suite's text (``fleet_suites``); fleets stored before hold only their suite's name; 5, the trash
+(``trash``, ``trash_points``) and the audit trail (``audit``), which records the migration to 5 as its first row.
 
 Migrations are a short list of versioned steps (``MIGRATIONS``), applied in one transaction, one migrator at a time
 (PostgreSQL: an advisory lock; SQLite: ``BEGIN IMMEDIATE``): three tables need no migration framework, and an
@@ -32,6 +41,7 @@ holds tables of our names without ``pinpoint_meta`` is another application's, re
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 
 import sqlalchemy as sa
@@ -41,7 +51,7 @@ from gpu.core.errors import StoreError
 from gpu.core.schema import key_value
 from gpu.core.text import shorten
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 METADATA = sa.MetaData()
 
 META = sa.Table("pinpoint_meta", METADATA, sa.Column("key", sa.String(64), primary_key=True),
@@ -75,6 +85,29 @@ FLEET_SUITES = sa.Table(
     "fleet_suites", METADATA,
     sa.Column("fleet_id", sa.String(64), primary_key=True), sa.Column("name", sa.Text, nullable=False),
     sa.Column("digest", sa.String(64), nullable=False), sa.Column("toml", sa.Text, nullable=False),
+)
+TRASH = sa.Table(
+    "trash", METADATA,
+    sa.Column("trash_id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("run_id", sa.String(64), nullable=False, index=True),
+    sa.Column("trashed_at", sa.Text, nullable=False), sa.Column("trashed_by", sa.Text, nullable=False),
+    sa.Column("reason", sa.String(16), nullable=False),
+    sa.Column("run_json", sa.Text, nullable=False), sa.Column("boards_json", sa.Text, nullable=False),
+)
+TRASH_POINTS = sa.Table(
+    "trash_points", METADATA,
+    sa.Column("trash_id", sa.Integer, sa.ForeignKey("trash.trash_id", ondelete="CASCADE"), primary_key=True),
+    sa.Column("idx", sa.Integer, primary_key=True),
+    sa.Column("variant", sa.Text), sa.Column("direction", sa.Text), sa.Column("bytes", sa.BigInteger),
+    sa.Column("median_ms", sa.Float), sa.Column("gbps", sa.Float), sa.Column("row_json", sa.Text, nullable=False),
+)
+AUDIT = sa.Table(
+    "audit", METADATA,
+    sa.Column("audit_id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("at", sa.Text, nullable=False, index=True), sa.Column("who", sa.Text, nullable=False),
+    sa.Column("role", sa.String(16), nullable=False), sa.Column("source", sa.String(16), nullable=False),
+    sa.Column("action", sa.String(16), nullable=False), sa.Column("run_ids", sa.Text, nullable=False),
+    sa.Column("what", sa.Text, nullable=False),
 )
 FLEET_INDEX = sa.Index("ix_runs_fleet_id", RUNS.c.fleet_id)
 # Columns of ``runs`` as steps added them (step 3 drops gpu_uuid again: ``run_boards`` holds a run's boards).
@@ -181,7 +214,26 @@ def _fleet_suites_v4(connection) -> None:
     FLEET_SUITES.create(connection)
 
 
-MIGRATIONS = [(1, _create_v1), (2, _add_boards_and_fleets_v2), (3, _boards_once_v3), (4, _fleet_suites_v4)]
+def _trash_and_audit_v5(connection) -> None:
+    """Deleting becomes moving to the trash (``trash``, ``trash_points``); every change is recorded (``audit``)."""
+    for table in (TRASH, TRASH_POINTS, AUDIT):
+        table.create(connection)
+
+
+MIGRATIONS = [(1, _create_v1), (2, _add_boards_and_fleets_v2), (3, _boards_once_v3), (4, _fleet_suites_v4),
+              (5, _trash_and_audit_v5)]
+AUDITED_SINCE = 5
+
+
+def now_text() -> str:
+    """The store's one way of writing a moment: UTC, to the second (text sorts as time)."""
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+def record(connection, actor, action: str, run_ids: list[str], what: str) -> None:
+    """One audit row, in ``connection``'s transaction: it commits with the change it describes, or neither does."""
+    connection.execute(AUDIT.insert().values(at=now_text(), who=actor.who, role=actor.role.word, source=actor.source,
+                                             action=action, run_ids=json.dumps(list(run_ids)), what=what))
 
 
 # --- reading the version, applying the steps -----------------------------------------------------------------
@@ -218,9 +270,9 @@ def read_version(database) -> int:
     return version
 
 
-def migrate(database) -> int:
+def migrate(database, actor) -> int:
     """Bring the store to SCHEMA_VERSION in one transaction, one migrator at a time across processes; the version
-    reached."""
+    reached. The migration is recorded in the audit trail (by ``actor``) in the same transaction."""
     try:
         if database._sqlite_file() is not None:
             database._sqlite_file().parent.mkdir(parents=True, exist_ok=True)
@@ -237,10 +289,14 @@ def migrate(database) -> int:
             version = int(found) if found is not None else 0
             if version > SCHEMA_VERSION:
                 raise _newer(database, version)
+            before = version
             for target, step in MIGRATIONS:
                 if target > version:
                     step(connection)
                     version = target
+            if version > before and version >= AUDITED_SINCE:
+                record(connection, actor, "migrate", [], f"created the runs store at schema version {version}"
+                       if before == 0 else f"migrated the runs store from schema version {before} to {version}")
             if found is None:
                 connection.execute(META.insert().values(key="schema_version", value=str(version)))
             else:

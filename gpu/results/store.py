@@ -13,6 +13,12 @@ idempotent, also when two processes race for it); with different content it is r
 one timestamp; it may span several boards (a peer matrix of a node), each of which it records (``run_boards``).
 Database failures become ``StoreError`` with one line for the person.
 
+Changing: every change takes the actor (``gpu.core.access``) and calls ``require`` before it touches anything; it is
+recorded in the audit trail (``audit_trail``) in its own transaction. ``trash`` moves runs out of the runs tables into
+the trash (so no reader of runs has to leave them out), ``restore`` brings them back, ``purge`` deletes them, and
+trashed runs older than ``PINPOINT_TRASH_DAYS`` (``trash_days``) are purged whenever the trash changes or by
+``purge_expired``; ``set_label`` relabels a run. Bad input is one ``StoreError`` line and changes nothing.
+
 Reading: ``runs`` lists runs (``gpu_uuid``: the run's one board, empty when it names none or several; ``boards``:
 every board it names); ``load`` gives one run as a results frame; ``points`` gives the rows of many runs at once,
 only the fields asked for and without samples when asked (the Fleet page reads hundreds of runs so).
@@ -23,12 +29,14 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import os
 from dataclasses import dataclass
 
 import pandas as pd
 import sqlalchemy as sa
 
 from gpu.core import schema
+from gpu.core.access import Actor, require
 from gpu.core.errors import StoreError
 from gpu.core.schema import frame_rows
 from gpu.core.text import shorten
@@ -43,6 +51,8 @@ from gpu.results.database import (  # noqa: F401 (the engine's names, as callers
 )
 from gpu.results.migrations import (  # noqa: F401 (the tables and steps, as callers and tests know them here)
     ADDED_IN_V2,
+    AUDIT,
+    AUDITED_SINCE,
     BOARDS,
     FLEET_SUITES,
     META,
@@ -51,8 +61,12 @@ from gpu.results.migrations import (  # noqa: F401 (the tables and steps, as cal
     POINTS,
     RUNS,
     SCHEMA_VERSION,
+    TRASH,
+    TRASH_POINTS,
     _create_v1,
+    now_text,
     read_version,
+    record,
     restored_row,
     stored_rows,
 )
@@ -64,6 +78,35 @@ MAX_RUN_SPAN_S = 6 * 3600
 RUN_COLUMNS = [c.name for c in RUNS.columns] + ["gpu_uuid", "boards"]
 BULK_RUNS = 500  # run ids per query of a bulk read
 SAMPLES_KEY = '"samples_ms":['
+TRASH_DAYS = 30  # how long a trashed run can be restored, unless PINPOINT_TRASH_DAYS says otherwise
+TRASH_COLUMNS = ["trash_id", "run_id", "experiment", "device_name", "timestamp", "points", "label", "reason",
+                 "trashed_at", "trashed_by", "expires_at"]
+AUDIT_COLUMNS = ["at", "who", "role", "source", "action", "run_ids", "what"]
+# What saving a run of each source is, as an action, and where its actor is when none is given.
+SAVE_ACTION = {"import": "import", "live": "measure", "runner": "measure", "fleet": "measure"}
+SAVE_ACTOR_SOURCE = {"import": "cli", "live": "app", "runner": "cli", "fleet": "fleet"}
+DOING = {"trash": "moving runs to the trash", "restore": "restoring runs", "purge": "purging runs",
+         "label": "changing a label"}
+POINT_COLUMNS = ["idx", "variant", "direction", "bytes", "median_ms", "gbps", "row_json"]
+
+
+def trash_days() -> float:
+    """The trash's retention in days: ``PINPOINT_TRASH_DAYS``, else ``TRASH_DAYS``."""
+    text = os.environ.get("PINPOINT_TRASH_DAYS", "").strip()
+    if not text:
+        return TRASH_DAYS
+    try:
+        days = float(text)
+    except ValueError:
+        days = float("nan")
+    if not (0 <= days <= 36_500):
+        raise StoreError(f"PINPOINT_TRASH_DAYS is {shorten(text)}: give the days a trashed run is kept, a number "
+                         f"from 0 to 36500 (default {TRASH_DAYS})")
+    return days
+
+
+def _expiry(trashed_at: str, days: float) -> str:
+    return (dt.datetime.fromisoformat(trashed_at) + dt.timedelta(days=days)).isoformat(timespec="seconds")
 
 
 @dataclass(frozen=True)
@@ -75,7 +118,7 @@ class SaveResult:
 
     def message(self) -> str:
         if self.replaced:
-            return f"replaced run {self.run_id} ({self.points} points)"
+            return f"replaced run {self.run_id} ({self.points} points); the replaced one is in the trash"
         return (f"stored run {self.run_id} ({self.points} points)" if self.stored else
                 f"run {self.run_id} is already in the store with the same content: nothing was written")
 
@@ -87,26 +130,37 @@ class RunStore(Database):
     def _opened(self, exists: bool) -> None:
         self.version = read_version(self) if exists else 0
 
-    def migrate(self) -> int:
-        """Bring the store to SCHEMA_VERSION (one migrator at a time across processes); the version reached."""
+    def migrate(self, actor: Actor | None = None) -> int:
+        """Bring the store to SCHEMA_VERSION (one migrator at a time across processes); the version reached. A new
+        store is made by its first write, whoever writes; upgrading a store that holds runs is an admin's action
+        (``actor``: the person at this shell when not given). The audit trail records it."""
         if self.version >= SCHEMA_VERSION:
             return self.version
-        self.version = migrations.migrate(self)
+        actor = actor or Actor.local("cli")
+        if self.version:
+            require(actor, "migrate")
+        self.version = migrations.migrate(self, actor)
         return self.version
 
     # --- writing ---------------------------------------------------------------------------------------------
     def save(self, frame: pd.DataFrame, source: str, label: str | None = None, notes: str | None = None,
-             replace: bool = False, fleet: tuple[str, str] | None = None, suite_text: str | None = None) \
-            -> list[SaveResult]:
+             replace: bool = False, fleet: tuple[str, str] | None = None, suite_text: str | None = None,
+             actor: Actor | None = None) -> list[SaveResult]:
         """Store every run of ``frame`` (validated against the schema) in one transaction: all or nothing.
         A run stored with the same content is reported and left as it is; with different content it is
-        refused unless ``replace``. ``fleet``: (fleet id, suite name) when a fleet measured the run;
-        ``suite_text``: that suite's text, kept once per fleet (a fleet holds one suite: another text is refused)."""
-        return self.save_batches([(frame, label, notes, fleet, suite_text)], source, replace)
+        refused unless ``replace``, which moves the stored one to the trash. ``fleet``: (fleet id, suite name) when
+        a fleet measured the run; ``suite_text``: that suite's text, kept once per fleet (a fleet holds one suite:
+        another text is refused). ``actor`` must be allowed to import (source import) or measure (live, runner,
+        fleet); without one it is the person at this machine, from where the source says (``SAVE_ACTOR_SOURCE``).
+        The audit trail records what was stored, in the same transaction."""
+        return self.save_batches([(frame, label, notes, fleet, suite_text)], source, replace, actor)
 
-    def save_batches(self, batches: list[tuple], source: str, replace: bool = False) -> list[SaveResult]:
+    def save_batches(self, batches: list[tuple], source: str, replace: bool = False, actor: Actor | None = None) \
+            -> list[SaveResult]:
         """``save`` of several frames, each with its own (label, notes, fleet, suite text), in one transaction:
         another store's file is imported whole or not at all."""
+        actor = actor or Actor.local(SAVE_ACTOR_SOURCE.get(source, "cli"))
+        require(actor, SAVE_ACTION.get(source, "import"))
         prepared, kept_suites = [], []
         for frame, label, notes, fleet, suite_text in batches:
             _check_text("label", label, MAX_LABEL_CHARS)
@@ -120,13 +174,18 @@ class RunStore(Database):
             frame = schema.validate(frame)
             prepared += [self._prepare(str(run_id), part.reset_index(drop=True), source, label, notes, fleet)
                          for run_id, part in frame.groupby("run_id", sort=False)]
-        self.migrate()
+        self.migrate(actor)
         for attempt in range(2):
             try:
                 with self.engine.begin() as connection:
                     for kept in kept_suites:
                         _keep_suite(connection, *kept)
-                    return [self._save_one(connection, *run, replace=replace) for run in prepared]
+                    results = [self._save_one(connection, *run, replace=replace, actor=actor) for run in prepared]
+                    changed = [r for r in results if r.stored]
+                    if changed:
+                        record(connection, actor, SAVE_ACTION.get(source, "import"), [r.run_id for r in changed],
+                               f"{source}: " + "; ".join(r.message() for r in changed))
+                    return results
             except sa.exc.IntegrityError:
                 # Another process stored one of these run_ids between our check and our insert; our
                 # transaction rolled back whole. Once more, now seeing theirs.
@@ -138,7 +197,7 @@ class RunStore(Database):
         raise AssertionError("unreachable")
 
     def _save_one(self, connection, run: dict, boards: list[dict], points: list[dict], digest: str,
-                  replace: bool = False) -> SaveResult:
+                  replace: bool = False, actor: Actor | None = None) -> SaveResult:
         run_id = run["run_id"]
         stored = _rows_of(connection, [run_id]).get(run_id, [])
         exists = bool(stored) or connection.execute(sa.select(RUNS.c.run_id).where(RUNS.c.run_id == run_id)).first()
@@ -149,9 +208,7 @@ class RunStore(Database):
                 raise StoreError(f"run {run_id} is already in the store with different content (stored: "
                                  f"{len(stored)} points, new: {run['points']} points): it differs, so nothing was "
                                  "written; replace it explicitly (--replace, or the Runs page's replace box)")
-            connection.execute(POINTS.delete().where(POINTS.c.run_id == run_id))
-            connection.execute(BOARDS.delete().where(BOARDS.c.run_id == run_id))
-            connection.execute(RUNS.delete().where(RUNS.c.run_id == run_id))
+            _to_trash(connection, run_id, actor, "replaced")
         connection.execute(RUNS.insert(), [run])
         if boards:
             connection.execute(BOARDS.insert(), boards)
@@ -194,17 +251,172 @@ class RunStore(Database):
                       for i, (index, uuid) in enumerate(boards)]
         return run, board_rows, points, runfiles.content_hash(rows)
 
-    def delete(self, run_id: str) -> bool:
-        if self.version == 0:
-            return False
+    # --- the trash, labels and the audit trail (each change checked against the actor, then recorded) ----------
+    def trash(self, actor: Actor, run_ids: list[str]) -> list[str]:
+        """Move stored runs to the trash (who and when kept), all or none: a run already in the trash, or one the
+        store does not hold, refuses the whole request in one line. The run ids moved."""
+        require(actor, "trash")
+        wanted = _distinct(run_ids)
+
+        def move(connection) -> list[str]:
+            for run_id in wanted:
+                if not _is_stored(connection, run_id):
+                    raise StoreError(self._not_stored(connection, run_id))
+            for run_id in wanted:
+                _to_trash(connection, run_id, actor, "trashed")
+            return wanted
+
+        return self._audited(actor, "trash", wanted, move, lambda done: "moved to the trash: " + ", ".join(done))
+
+    def restore(self, actor: Actor, run_ids: list[str]) -> list[str]:
+        """Bring runs back from the trash (each run id's latest trashed copy), all or none: a run not in the trash,
+        purged, expired, or stored again since, refuses the whole request in one line. The run ids restored."""
+        require(actor, "restore")
+        wanted = _distinct(run_ids)
+        days = trash_days()
+
+        def bring_back(connection) -> list[str]:
+            entries = []
+            for run_id in wanted:
+                entry = _latest_in_trash(connection, run_id)
+                if entry is None:
+                    raise StoreError(self._not_in_trash(connection, run_id, "restored"))
+                expires = _expiry(entry.trashed_at, days)
+                if expires <= now_text():
+                    raise StoreError(f"run {shorten(run_id)} expired in the trash on {expires} (kept {days:g} days "
+                                     "after it was trashed): it is purged and cannot be restored")
+                if _is_stored(connection, run_id):
+                    raise StoreError(f"run {shorten(run_id)} is stored again since it was trashed (it was replaced, "
+                                     "or measured or imported anew): move that one to the trash first; nothing "
+                                     "was restored")
+                entries.append(entry)
+            for entry in entries:
+                _from_trash(connection, entry)
+            return wanted
+
+        return self._audited(actor, "restore", wanted, bring_back,
+                             lambda done: "restored from the trash: " + ", ".join(done))
+
+    def purge(self, actor: Actor, run_ids: list[str]) -> list[str]:
+        """Delete runs from the trash for good (every trashed copy of each id), all or none: a run that is not in
+        the trash refuses the whole request in one line. The run ids purged."""
+        require(actor, "purge")
+        wanted = _distinct(run_ids)
+
+        def delete(connection) -> list[str]:
+            for run_id in wanted:
+                if _latest_in_trash(connection, run_id) is None:
+                    raise StoreError(self._not_in_trash(connection, run_id, "purged"))
+            _delete_trash(connection, TRASH.c.run_id.in_(wanted))
+            return wanted
+
+        return self._audited(actor, "purge", wanted, delete, lambda done: "purged from the trash: " + ", ".join(done))
+
+    def purge_expired(self, actor: Actor) -> list[str]:
+        """Purge every trashed run kept longer than the retention (``trash_days``); the run ids purged (none:
+        nothing is written, not even to the trail). Trash, restore and purge do it too, in their transaction."""
+        require(actor, "purge")
+        trash_days()  # a bad setting is named, whether or not there is a trash yet
+        if self.version < AUDITED_SINCE:
+            return []
+        return self._audited(actor, "purge", None, lambda connection: [], lambda done: "")
+
+    def set_label(self, actor: Actor, run_id: str, label: str | None) -> None:
+        """Change a stored run's label (None or empty: none); the trail keeps the old and the new one."""
+        require(actor, "label")
+        _check_text("label", label, MAX_LABEL_CHARS)
+        label = label or None
+
+        before = []
+
+        def change(connection) -> list[str]:
+            row = connection.execute(sa.select(RUNS.c.label).where(RUNS.c.run_id == run_id)).first()
+            if row is None:
+                raise StoreError(self._not_stored(connection, run_id))
+            connection.execute(RUNS.update().where(RUNS.c.run_id == run_id).values(label=label))
+            before.append(row[0])
+            return [run_id]
+
+        self._audited(actor, "label", [run_id], change,
+                      lambda _: f"label {json.dumps(before[0])} → {json.dumps(label)}")
+
+    def _audited(self, actor: Actor, action: str, run_ids, change, what) -> list[str]:
+        """Run ``change(connection)`` and its audit row in one transaction (nothing recorded when it changed
+        nothing); StoreError for a database failure. A change of the trash also purges what expired in it (its own
+        audit row, same transaction): the retention holds whoever changes the trash, from the app or a shell."""
+        self.migrate(actor)
+        days = trash_days() if action in ("trash", "restore", "purge") else None
         try:
             with self.engine.begin() as connection:
-                connection.execute(POINTS.delete().where(POINTS.c.run_id == run_id))
-                if self.version >= 3:
-                    connection.execute(BOARDS.delete().where(BOARDS.c.run_id == run_id))
-                return connection.execute(RUNS.delete().where(RUNS.c.run_id == run_id)).rowcount > 0
+                done = change(connection)
+                if done:
+                    record(connection, actor, action, done if run_ids is None else run_ids, what(done))
+                if days is None:
+                    return done
+                expired = _purge_expired(connection, days)
+                if expired:
+                    record(connection, actor, "purge", expired, f"purged {len(expired)} expired from the trash "
+                                                                f"(kept {days:g} days): " + ", ".join(expired))
+                return done or expired
         except sa.exc.SQLAlchemyError as exc:
-            raise self.failure(exc, "deleting a run") from None
+            raise self.failure(exc, DOING[action]) from None
+
+    def _not_stored(self, connection, run_id: str) -> str:
+        entry = _latest_in_trash(connection, run_id)
+        if entry is not None:
+            return (f"run {shorten(run_id)} is already in the trash (moved there {entry.trashed_at} by "
+                    f"{shorten(entry.trashed_by)}): nothing was changed")
+        purged = _last_purge(connection, run_id)
+        if purged is not None:
+            return f"run {shorten(run_id)} was purged from the trash {purged}: nothing was changed"
+        return f"no stored run with id {shorten(run_id)}: nothing was changed"
+
+    def _not_in_trash(self, connection, run_id: str, doing: str) -> str:
+        purged = _last_purge(connection, run_id)
+        if purged is not None:
+            return f"run {shorten(run_id)} was purged from the trash {purged}: it cannot be {doing}"
+        if _is_stored(connection, run_id):
+            return f"run {shorten(run_id)} is not in the trash (it is stored): nothing was {doing}"
+        return f"no run with id {shorten(run_id)} in the trash: nothing was {doing}"
+
+    # --- reading the trash and the trail (never writes) --------------------------------------------------------
+    def trashed(self) -> pd.DataFrame:
+        """The runs in the trash, latest first: who moved each there and when, why (trashed or replaced), and when
+        it expires (``PINPOINT_TRASH_DAYS`` after; expired ones are purged by the next trash action)."""
+        if self.version < AUDITED_SINCE:
+            return pd.DataFrame(columns=TRASH_COLUMNS)
+        days = trash_days()
+        try:
+            with self.engine.connect() as connection:
+                rows = connection.execute(sa.select(TRASH.c.trash_id, TRASH.c.run_id, TRASH.c.trashed_at,
+                                                    TRASH.c.trashed_by, TRASH.c.reason, TRASH.c.run_json)
+                                          .order_by(TRASH.c.trash_id.desc())).all()
+        except sa.exc.SQLAlchemyError as exc:
+            raise self.failure(exc, "listing the trash") from None
+        listed = []
+        for trash_id, run_id, trashed_at, trashed_by, reason, run_json in rows:
+            run = json.loads(run_json)
+            listed.append({"trash_id": trash_id, "run_id": run_id, **{c: run.get(c) for c in TRASH_COLUMNS[2:7]},
+                           "reason": reason, "trashed_at": trashed_at, "trashed_by": trashed_by,
+                           "expires_at": _expiry(trashed_at, days)})
+        return pd.DataFrame(listed, columns=TRASH_COLUMNS)
+
+    def audit_trail(self, actor: Actor, limit: int | None = None) -> pd.DataFrame:
+        """The audit trail, newest first (``run_ids`` as lists): for those who may read it (admins)."""
+        require(actor, "audit")
+        if self.version < AUDITED_SINCE:
+            return pd.DataFrame(columns=AUDIT_COLUMNS)
+        query = sa.select(*(AUDIT.c[c] for c in AUDIT_COLUMNS)).order_by(AUDIT.c.audit_id.desc())
+        if limit is not None:
+            query = query.limit(limit)
+        try:
+            with self.engine.connect() as connection:
+                rows = [dict(r) for r in connection.execute(query).mappings()]
+        except sa.exc.SQLAlchemyError as exc:
+            raise self.failure(exc, "reading the audit trail") from None
+        for row in rows:
+            row["run_ids"] = json.loads(row["run_ids"])
+        return pd.DataFrame(rows, columns=AUDIT_COLUMNS)
 
     # --- reading (never writes) ------------------------------------------------------------------------------
     def count_points(self) -> tuple[int, int]:
@@ -403,3 +615,80 @@ def _check_text(what: str, value: str | None, limit: int) -> None:
         shown = value.encode("utf-8", "backslashreplace").decode("ascii", "backslashreplace")
         raise StoreError(f"the {what} is not valid UTF-8 text: {shorten(shown)}") from None
 
+
+
+# --- the trash: a run moves out of runs, run_boards and points (so no reader of runs sees it) and back ----------
+def _distinct(run_ids: list[str]) -> list[str]:
+    wanted = list(dict.fromkeys(str(r) for r in run_ids))
+    if not wanted:
+        raise StoreError("name at least one run id")
+    return wanted
+
+
+def _is_stored(connection, run_id: str) -> bool:
+    return connection.execute(sa.select(RUNS.c.run_id).where(RUNS.c.run_id == run_id)).first() is not None
+
+
+def _latest_in_trash(connection, run_id: str):
+    return connection.execute(sa.select(TRASH).where(TRASH.c.run_id == run_id)
+                              .order_by(TRASH.c.trash_id.desc()).limit(1)).first()
+
+
+def _last_purge(connection, run_id: str) -> str | None:
+    """'on WHEN by WHO' of the latest purge the trail records for ``run_id`` (run ids are kept as a JSON list,
+    so the quoted id is looked for, then checked)."""
+    needle = json.dumps(run_id)
+    for at, who, ids in connection.execute(
+            sa.select(AUDIT.c.at, AUDIT.c.who, AUDIT.c.run_ids).where(
+                (AUDIT.c.action == "purge") & AUDIT.c.run_ids.contains(needle, autoescape=True))
+            .order_by(AUDIT.c.audit_id.desc())):
+        if run_id in json.loads(ids):
+            return f"on {at} by {shorten(who)}"
+    return None
+
+
+def _to_trash(connection, run_id: str, actor: Actor, reason: str) -> None:
+    """Move stored run ``run_id`` (its row, boards and points) into the trash, in ``connection``'s transaction."""
+    run = dict(connection.execute(sa.select(RUNS).where(RUNS.c.run_id == run_id)).mappings().one())
+    boards = connection.execute(sa.select(BOARDS.c.gpu_index, BOARDS.c.gpu_uuid).where(BOARDS.c.run_id == run_id)
+                                .order_by(BOARDS.c.position)).all()
+    trash_id = connection.execute(TRASH.insert().values(
+        run_id=run_id, trashed_at=now_text(), trashed_by=actor.who, reason=reason, run_json=json.dumps(run),
+        boards_json=json.dumps([list(b) for b in boards]))).inserted_primary_key[0]
+    connection.execute(TRASH_POINTS.insert().from_select(
+        ["trash_id", *POINT_COLUMNS], sa.select(sa.literal(trash_id, sa.Integer), *(POINTS.c[c] for c in POINT_COLUMNS))
+        .where(POINTS.c.run_id == run_id)))
+    connection.execute(POINTS.delete().where(POINTS.c.run_id == run_id))
+    connection.execute(BOARDS.delete().where(BOARDS.c.run_id == run_id))
+    connection.execute(RUNS.delete().where(RUNS.c.run_id == run_id))
+
+
+def _from_trash(connection, entry) -> None:
+    """Put a trash entry back into runs, run_boards and points, and take it out of the trash."""
+    run = json.loads(entry.run_json)
+    connection.execute(RUNS.insert(), [{c.name: run.get(c.name) for c in RUNS.columns}])
+    boards = json.loads(entry.boards_json)
+    if boards:
+        connection.execute(BOARDS.insert(), [{"run_id": entry.run_id, "position": i, "gpu_index": index,
+                                              "gpu_uuid": uuid} for i, (index, uuid) in enumerate(boards)])
+    connection.execute(POINTS.insert().from_select(
+        ["run_id", *POINT_COLUMNS], sa.select(sa.literal(entry.run_id, RUNS.c.run_id.type),
+                                              *(TRASH_POINTS.c[c] for c in POINT_COLUMNS))
+        .where(TRASH_POINTS.c.trash_id == entry.trash_id)))
+    _delete_trash(connection, TRASH.c.trash_id == entry.trash_id)
+
+
+def _purge_expired(connection, days: float) -> list[str]:
+    """Delete the trash entries kept longer than ``days``; their run ids."""
+    expired = TRASH.c.trashed_at <= (dt.datetime.now(dt.UTC) - dt.timedelta(days=days)).isoformat(timespec="seconds")
+    found = list(dict.fromkeys(connection.execute(sa.select(TRASH.c.run_id).where(expired)
+                                                  .order_by(TRASH.c.trash_id)).scalars()))
+    _delete_trash(connection, expired)
+    return found
+
+
+def _delete_trash(connection, which) -> None:
+    """Delete the trash entries ``which`` selects, their points first (no reliance on cascades)."""
+    connection.execute(TRASH_POINTS.delete().where(TRASH_POINTS.c.trash_id.in_(sa.select(TRASH.c.trash_id)
+                                                                                .where(which))))
+    connection.execute(TRASH.delete().where(which))

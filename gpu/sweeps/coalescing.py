@@ -13,30 +13,50 @@ from gpu.experiments.coalescing import LABELS, VARIANTS, bytes_moved, four_field
 from gpu.sweeps import _kernels as k
 from gpu.sweeps import harness
 from gpu.sweeps.harness import values_coarse_first
-from gpu.sweeps.verify import verify_equal
+from gpu.sweeps.verify import in_slices, transposed_equal, verify_equal
 
 
 def verify_strided(source: np.ndarray, got: np.ndarray, stride: int, what: str) -> None:
     """The strided gather's output, checked without an n-element index array: with m = n / stride,
-    out[q·m + r] = in[r·stride + q], i.e. out viewed as (stride, m) is in viewed as (m, stride), transposed.
-    Compared a block of columns at a time, so both sides stay in cache; a failing check names the word."""
+    out[q·m + r] = in[r·stride + q], i.e. out viewed as (stride, m) is in viewed as (m, stride), transposed
+    (``transposed_equal``: bands of 1 MiB, on several cores). A failing check names the word."""
     n = source.size
     m = n // stride
     out, src = got.view(np.uint32).reshape(stride, m), source.view(np.uint32).reshape(m, stride)
-    cols = max(1, (1 << 16) // stride)
-    for r0 in range(0, m, cols):
-        if not np.array_equal(out[:, r0:r0 + cols], src[r0:r0 + cols].T):
-            verify_equal(source[strided_permutation(n, stride)].view(np.uint32), got.view(np.uint32), what)
+    if not transposed_equal(out, src, max(1, (1 << 18) // stride)):
+        verify_equal(source[strided_permutation(n, stride)].view(np.uint32), got.view(np.uint32), what)
 
 
-def verify_transpose(matrix: np.ndarray, got: np.ndarray, what: str, tile: int = 256) -> None:
-    """A transpose's output against the matrix, tile by tile (each tile fits in cache); names the first wrong word."""
+def verify_transpose(matrix: np.ndarray, got: np.ndarray, what: str) -> None:
+    """A transpose's output against the matrix (``transposed_equal``, bands of 1 MiB); names the first wrong word."""
     side = matrix.shape[0]
     out, src = got.view(np.uint32).reshape(side, side), matrix.view(np.uint32)
-    for r0 in range(0, side, tile):
-        for c0 in range(0, side, tile):
-            if not np.array_equal(out[r0:r0 + tile, c0:c0 + tile], src[c0:c0 + tile, r0:r0 + tile].T):
-                verify_equal(np.ascontiguousarray(src.T).ravel(), got.view(np.uint32), what)
+    if not transposed_equal(out, src, max(1, (1 << 18) // side)):
+        verify_equal(np.ascontiguousarray(src.T).ravel(), got.view(np.uint32), what)
+
+
+def layout_expected(host: np.ndarray, n: int, variant: str) -> np.ndarray:
+    """What a layout kernel must write, from the source on the host, in slices on several cores. Field i of the
+    four is host[i : i + n]. Read as structs, struct t of quarter q (t = q·n/4 + u) holds the four floats
+    host[q + 4u …], since the fields lie one after another: so no 4n-float copy of the fields is built."""
+    quarter = n // 4  # n is a power of two, at least 2^20
+    out = np.empty(n, np.float32)
+
+    def fill(lo: int, hi: int) -> None:
+        while lo < hi:
+            if variant.startswith("soa"):
+                end, columns = hi, [host[i + lo:i + hi] for i in range(4)]
+            else:
+                q = lo // quarter
+                end = min(hi, (q + 1) * quarter)
+                base = q + 4 * (lo - q * quarter)
+                structs = host[base:base + 4 * (end - lo)].reshape(-1, 4)
+                columns = [structs[:, c] for c in range(4)]
+            out[lo:end] = four_field_sum(*columns) if variant.endswith("_sum") else 2 * columns[0]
+            lo = end
+
+    in_slices(n, fill)
+    return out
 
 
 class CoalescingSweep(harness.Sweep):
@@ -59,14 +79,15 @@ class CoalescingSweep(harness.Sweep):
         self.first_transpose = None
 
     @functools.cached_property
-    def layout_data(self):
-        """Four distinct fields; the same bytes read as n structs (AoS) or as arrays x|y|z|w (SoA). Built at
-        the first layout point, so the copy points reach the page without waiting for 1 GiB of set-up."""
+    def soa(self):
+        """Four distinct fields x|y|z|w, field i being the source shifted by i floats: the same bytes read as n
+        structs (AoS) or as four arrays (SoA). Made on the device at the first layout point (the copy points reach
+        the page first), by four device copies of the source: no 1 GiB built on the host and uploaded."""
         n = self.params.elements
-        fields = np.concatenate([self.host[i:i + n] for i in range(4)])
         soa = self.ledger.device_buffer(4 * n * 4)
-        self.cuda.memcpy_htod(soa, fields)
-        return fields, soa
+        for i in range(4):
+            self.cuda.memcpy_dtod(int(soa) + i * n * 4, int(self.src) + i * 4, n * 4)
+        return soa
 
     def points(self):
         n, side = self.params.elements, self.params.matrix_side
@@ -113,17 +134,14 @@ class CoalescingSweep(harness.Sweep):
             def launch(s):
                 fn["offset_read"](src, out, u64(n), np.uint32(value), block=blk, grid=grid, stream=s)
         elif variant in ("aos_sum", "aos_x"):
-            fields, soa = self.layout_data
-            structs = fields.reshape(n, 4)
-            expected = four_field_sum(*(structs[:, i] for i in range(4))) if variant == "aos_sum" \
-                else 2 * structs[:, 0]
+            soa = self.soa
+            expected = layout_expected(host, n, variant)
 
             def launch(s):
                 fn[variant](soa, out, u64(n), block=blk, grid=grid, stream=s)
         elif variant in ("soa_sum", "soa_x"):
-            fields, soa = self.layout_data
-            arrays = fields.reshape(4, n)
-            expected = four_field_sum(*arrays) if variant == "soa_sum" else 2 * arrays[0]
+            soa = self.soa
+            expected = layout_expected(host, n, variant)
             x, y, z, w = (int(soa) + i * n * 4 for i in range(4))
 
             def launch(s):

@@ -35,9 +35,12 @@ class ReductionSweep(harness.Sweep):
     def points(self):
         rng, gpuarray = self.rng, self.gpuarray
         for n in self.params.sizes:
-            ternary = [rng.integers(-1, 2, size=n).astype(np.float32) for _ in range(2)]
-            exact_int = float(np.dot(ternary[0].astype(np.int64), ternary[1].astype(np.int64)))
-            uniform = [rng.uniform(-1, 1, size=n).astype(np.float32) for _ in range(2)]
+            # Drawn in the narrowest types (a third of the time at 2^24 values): ternary values as int8, whose
+            # products and sums (at most n) are exact in float64; uniform ones as float32 in [0, 1), and
+            # 2x − 1 is exact in float32 for those.
+            ternary = [rng.integers(-1, 2, size=n, dtype=np.int8).astype(np.float32) for _ in range(2)]
+            exact_int = float(np.dot(ternary[0].astype(np.float64), ternary[1].astype(np.float64)))
+            uniform = [rng.random(n, dtype=np.float32) * np.float32(2) - np.float32(1) for _ in range(2)]
             exact = float(np.dot(uniform[0].astype(np.float64), uniform[1].astype(np.float64)))
             a_view = gpuarray.GPUArray((n,), np.float32, gpudata=self.a)
             b_view = gpuarray.GPUArray((n,), np.float32, gpudata=self.b)

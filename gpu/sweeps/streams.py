@@ -7,7 +7,7 @@ import time
 
 import numpy as np
 
-from gpu.core import overlap, text
+from gpu.core import overlap, stats, text, timelines
 from gpu.core.units import format_bytes
 from gpu.device.timing import EventTimer, StreamHold
 from gpu.experiments.streams import (
@@ -19,6 +19,7 @@ from gpu.experiments.streams import (
     MAX_CHUNKS,
     MAX_STREAMS,
     ORDER_LABELS,
+    PAIRED_VARIANT,
     POISON,
     _columns,
     bytes_moved,
@@ -27,6 +28,8 @@ from gpu.experiments.streams import (
 from gpu.sweeps import _kernels as k
 from gpu.sweeps import harness
 from gpu.sweeps.verify import verify_equal
+
+BOTH_WAYS_PLAN = next(plan for variant, plan, *_ in BIDIRECTIONAL_CASES if variant == "bidir_both")
 
 
 class _Streams:
@@ -156,6 +159,7 @@ class StreamsSweep(harness.Sweep):
                     # Serial and the pipelines: the whole workload, then one marked run that is verified.
                     configs = [("serial", 1, "depth_first")] + [
                         ("pipeline", s, o) for s, o in overlap.pipeline_configs(stream_counts, params.orders(host))]
+                    paired = [] if params.bidirectional_for(host) else None
                     for variant, streams, order in configs:
                         yield harness.Point(
                             _columns(variant, host, size, chunks, streams, "serial" if variant == "serial" else order,
@@ -164,7 +168,15 @@ class StreamsSweep(harness.Sweep):
                             bytes_moved(variant, size), timer,
                             {**run, "kind": "whole", "variant": variant, "streams": streams, "order": order,
                              "chunks": chunks, "intensity": intensity, "expected": expected, "where": where,
-                             "plan": overlap.issue_plan(chunks, streams, order)})
+                             "plan": overlap.issue_plan(chunks, streams, order),
+                             "paired": paired if variant == "pipeline" else None})
+                    if paired:
+                        # The both-ways copies taken between those pipelines' samples, as their own row.
+                        yield harness.Point(
+                            _columns(PAIRED_VARIANT, host, size, chunks, 2, "concurrent", intensity, direction="both"),
+                            f"{LABELS[PAIRED_VARIANT]} · {where}", bytes_moved(PAIRED_VARIANT, size), timer,
+                            {**run, "kind": "paired", "variant": PAIRED_VARIANT, "samples": paired,
+                             "expected": expected, "where": where})
             if params.bidirectional_for(host):
                 # One whole-size H2D and one D2H, each alone on one stream, then both at once on two streams.
                 out_pattern = (inputs + np.float32(1.0)).astype(np.float32)
@@ -208,9 +220,20 @@ class StreamsSweep(harness.Sweep):
 
     def measure(self, point):
         state, bench = point.state, self.bench
+        if state["kind"] == "paired":
+            return stats.summarize(state["samples"], "paired")
         plan, chunks, host_in, host_out = state["plan"], state["chunks"], state["host_in"], state["host_out"]
         intensity, held, staged = state["intensity"], state["held"], state.get("order") == "staged"
-        return lambda: bench.run_once(plan, chunks, host_in, host_out, intensity, held, staged=staged)[0]
+        paired = state.get("paired")
+        if paired is None:
+            return lambda: bench.run_once(plan, chunks, host_in, host_out, intensity, held, staged=staged)[0]
+
+        def pipeline_then_both_ways() -> float:
+            ms = bench.run_once(plan, chunks, host_in, host_out, intensity, held, staged=staged)[0]
+            paired.append(bench.run_once(BOTH_WAYS_PLAN, 1, host_in, host_out, 0, held)[0])
+            return ms
+
+        return pipeline_then_both_ways
 
     def verify(self, point) -> None:
         state, bench, cuda = point.state, self.bench, self.cuda
@@ -232,7 +255,17 @@ class StreamsSweep(harness.Sweep):
             verify_equal(state["expected"].view(np.uint32), host_out.view(np.uint32),
                          f"{LABELS[variant]}, {text.count(state['streams'], 'stream')}, {state['order']} "
                          f"({state['where']})")
-            point.columns["intervals"] = overlap.encode_intervals(intervals) if intervals else None
+            point.columns["intervals"] = timelines.encode_intervals(intervals) if intervals else None
+        elif state["kind"] == "paired":
+            # One more both-ways copy into poisoned buffers: the inputs must arrive in d_in and the pipeline's
+            # result (left in d_out by its verified run) in host_out.
+            cuda.memset_d32(bench.d_in, int(POISON), bench.n)
+            self._poison_host_out(state)
+            bench.run_once(BOTH_WAYS_PLAN, 1, state["host_in"], host_out, 0, state["held"])
+            what = f"{LABELS[variant]} ({state['where']})"
+            verify_equal(state["expected"].view(np.uint32), host_out.view(np.uint32), what + ", D2H data")
+            cuda.memcpy_dtoh(host_out, bench.d_in)  # host_out is checked: it takes the H2D side's read-back
+            verify_equal(self.inputs.view(np.uint32), host_out.view(np.uint32), what + ", H2D data")
         else:
             what = f"{LABELS[variant]} ({format_bytes(bench.size)}, {state['host']})"
             if state["direction"] in ("h2d", "both"):

@@ -25,7 +25,6 @@ from gpu.core import serving as srv
 from gpu.core.access import Actor, Role, require
 from gpu.core.errors import AccessRefused
 from gpu.core.text import plain
-from gpu.results.migrations import SCHEMA_VERSION, read_version
 
 PROVIDER_TIMEOUT_S = 3.0
 
@@ -91,33 +90,16 @@ def why_not(action: str) -> str | None:
     return plain(reason, None) if reason else None
 
 
-def refusal(action: str, store=None) -> str | None:
-    """Why this page's person may not do ``action`` now (one line, as plain text), or None. ``store``: the runs
-    store the action writes to. A write first migrates a store of an older schema, which is the migrate action
-    too: a member's import or measurement does not migrate the team's store (a new, empty one it may create)."""
+def permitted(action: str) -> bool:
+    """An action's first step: True when this page's person may do it; else the refusal is shown (one line) and
+    nothing is done. Checked here, in the action, whatever the browser sent (the store checks the actor it is given
+    again, in the same transaction as the change)."""
     try:
-        actor = current_actor()
-        require(actor, action)
-        if store is not None and 0 < store.version < SCHEMA_VERSION and (reason := actor.why_not("migrate")):
-            try:
-                version = read_version(store)  # the store may have been migrated since this server opened it
-            except Exception:  # noqa: BLE001  (the write itself says why a store does not answer)
-                version = SCHEMA_VERSION
-            if 0 < version < SCHEMA_VERSION:
-                raise AccessRefused(f"the runs store is at schema version {version}, and this PinPoint migrates it to "
-                                    f"{SCHEMA_VERSION} before it writes: {reason} (pinpoint migrate)")
+        require(current_actor(), action)
     except (AccessRefused, srv.ServingError) as exc:
-        return plain(exc, None)
-    return None
-
-
-def permitted(action: str, store=None) -> bool:
-    """An action's first step: True when this page's person may do it (see ``refusal``); else the refusal is shown
-    (one line) and nothing is done. Checked here, in the action, whatever the browser sent."""
-    reason = refusal(action, store)
-    if reason:
-        st.error(f"Refused: {reason}", icon=":material/block:")
-    return reason is None
+        st.error(f"Refused: {plain(exc, None)}", icon=":material/block:")
+        return False
+    return True
 
 
 def auth_settings():

@@ -8,13 +8,13 @@ import time
 import streamlit as st
 
 from gpu.core import text
-from gpu.core.errors import ValidationError, WorkerError
+from gpu.core.errors import AccessRefused, ValidationError, WorkerError
 from gpu.core.schema import SchemaError
 from gpu.core.text import plain
 from gpu.present.noise import noisy_points
 from gpu.results.store import StoreError
 from gpu.service.client import JobHandle
-from pages._ui.access import permitted, refusal, why_not
+from pages._ui import access
 from pages._ui.backends import opened_run, run_catalog, session_id
 from pages._ui.controls import profile_choice, show_reasons
 from pages._ui.stage import desk
@@ -88,10 +88,10 @@ def measured_frame(backend, experiment: str, params: dict, key: str, run_id: str
         frame = outcome(backend.submit(experiment, params, run_id=run_id))
         return frame
     # The click is recorded by a callback in session state, so it survives any rerun before it is served.
-    refused = why_not("measure")
+    refused = access.why_not("measure")
     st.button("Measure", type="primary", key=f"{key}_measure", disabled=bool(refused), help=refused,
               on_click=request, args=(f"{key}_measure_requested",))
-    if state.pop(f"{key}_measure_requested", False) and permitted("measure"):
+    if state.pop(f"{key}_measure_requested", False) and access.permitted("measure"):
         state[f"{key}_job"] = backend.submit(experiment, params, session=session_id(),
                                              reuse=state.get("reuse_points", True))
         state.pop(f"{key}_result", None)
@@ -119,13 +119,10 @@ def save_run(frame) -> None:
     if catalog is None:
         st.warning(f"This measurement was not saved: {plain(reason, None)}")
         return
-    if reason := refusal("measure", catalog.store):
-        st.warning(f"This measurement was not saved in the runs store: {reason}")
-        return
     try:
-        for result in catalog.store.save(frame, "live"):
+        for result in catalog.store.save(frame, "live", actor=access.current_actor()):
             st.caption(f"Saved in the runs store as run {plain(result.run_id)} (Runs and Compare pages).")
-    except (StoreError, SchemaError) as exc:  # one line that says why (a server gone, a refused run)
+    except (StoreError, SchemaError, AccessRefused) as exc:  # one line that says why (a server gone, a refused run)
         st.warning(f"This measurement was not saved in the runs store: {plain(exc, 300)}")
 
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from gpu.core import overlap
+from gpu.core import overlap, timelines
 from gpu.core.errors import ValidationError
 from gpu.core.units import MiB
 
@@ -14,7 +14,8 @@ def test_pinned_pipeline_overlaps_and_pageable_does_not(live_backend):
                                             "host_memory": ["pinned", "pageable"],
                                             "issue_orders": ["depth_first", "breadth_first"], "pageable_grid": True,
                                             "profile": "interactive"}).outcome()
-    assert frame["verified"].all() and len(frame) == 2 * (4 + 2 * 2 + 3)  # every output was checked exactly
+    # per host: 4 sums and serial, 4 pipelines, the both-ways copies sampled between them, 3 bidirectional copies
+    assert frame["verified"].all() and len(frame) == 2 * (4 + 2 * 2 + 1 + 3)  # every output was checked exactly
     table = overlap.pipeline_table(frame).set_index(["host_memory", "streams", "issue_order"])
     print("\n" + table[["pipeline_ms", "serial_ms", "bound_ms", "efficiency", "speedup"]].round(3).to_string())
     pinned = table.loc[("pinned", 4, "depth_first")]
@@ -30,9 +31,9 @@ def test_pinned_pipeline_overlaps_and_pageable_does_not(live_backend):
         return row["pipeline_ms"] / (row["h2d_ms"] + row["kernel_ms"] + row["d2h_ms"])
 
     assert of_stages(pinned) < 0.7 and of_stages(pageable) > of_stages(pinned) + 0.1, (pinned, pageable)
-    timeline = overlap.decode_intervals(pinned["intervals"])
+    timeline = timelines.decode_intervals(pinned["intervals"])
     assert len(timeline) == 16 * 3 and set(timeline["stream"]) == {0, 1, 2, 3}
-    schedule = overlap.engine_schedule(timeline, int(frame["async_engine_count"].iloc[0]))
+    schedule = timelines.engine_schedule(timeline, int(frame["async_engine_count"].iloc[0]))
     assert (schedule["run_ms"] >= 0).all()
 
 
@@ -55,7 +56,8 @@ def test_the_duplex_rate_is_below_the_sum_of_the_solo_rates_and_bounds_a_copy_bo
           f"bound {row['duplex_bound_ms']:.3f} ms ({row['vs_bound']:.3f}x)")
     assert gbps["bidir_both"] < gbps["bidir_h2d"] + gbps["bidir_d2h"]
     assert row["duplex_bound_ms"] > row["engine_bound_ms"] and row["bound_ms"] == row["duplex_bound_ms"]
-    assert row["pipeline_ms"] >= 0.97 * row["bound_ms"]  # a bound the pipeline cannot beat by more than noise
+    # the bound comes from both-ways copies sampled between the pipeline's own samples: no more than its own noise
+    assert row["duplex_paired"] and row["vs_bound"] >= 1 - row["cv"], row
 
 
 def test_a_staged_pipeline_runs_each_stage_on_its_stream_verified_and_near_the_duplex_bound(live_backend):
@@ -67,7 +69,7 @@ def test_a_staged_pipeline_runs_each_stage_on_its_stream_verified_and_near_the_d
     staged, round_robin = table.loc["staged"], table.loc["depth_first"]
     print(f"\nstaged {staged['pipeline_ms']:.3f} ms ({staged['vs_bound']:.3f}x the duplex-aware bound), depth-first "
           f"4 streams {round_robin['pipeline_ms']:.3f} ms ({round_robin['vs_bound']:.3f}x)")
-    timeline = overlap.decode_intervals(staged["intervals"])
+    timeline = timelines.decode_intervals(staged["intervals"])
     assert timeline.groupby("op")["stream"].unique().map(list).to_dict() == {"h2d": [0], "kernel": [1], "d2h": [2]}
     # each chunk's kernel is reached only once its H2D has ended, and its D2H once its kernel has: the events
     # chain the stages (a mark before an operation is recorded after the stream's wait for the hand-off)
@@ -75,7 +77,7 @@ def test_a_staged_pipeline_runs_each_stage_on_its_stream_verified_and_near_the_d
     assert (by_chunk[("ready_ms", "kernel")] >= by_chunk[("end_ms", "h2d")] - 1e-3).all()
     assert (by_chunk[("ready_ms", "d2h")] >= by_chunk[("end_ms", "kernel")] - 1e-3).all()
     assert staged["streams"] == 3 and staged["pipeline_ms"] < 0.7 * staged["serial_ms"]
-    assert 0.97 <= staged["vs_bound"] < 1.15
+    assert staged["duplex_paired"] and 1 - staged["cv"] <= staged["vs_bound"] < 1.15, staged
 
 
 def test_managed_memory_cases_are_verified_and_first_touch_pays_migration(live_backend):

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from gpu.core import overlap, text
+from gpu.core import overlap, text, timelines
 from gpu.core.units import format_bytes
 from gpu.experiments.streams import LABELS, ORDER_LABELS
 from gpu.present.charts._common import LEGEND_BELOW, reference_line, series_color, source_title
@@ -29,10 +29,10 @@ def gantt_figure(intervals, frame: pd.DataFrame, lanes: str = "stream", title: s
     """One bar per operation, one lane per stream (or per engine), coloured by operation.
 
     Solid: the operation running on its engine; faint (stream lanes only): the time its stream had reached
-    it while the engine was still busy with another stream's operation (see ``overlap.engine_schedule``)."""
+    it while the engine was still busy with another stream's operation (see ``timelines.engine_schedule``)."""
     engines = frame["async_engine_count"].dropna()
     async_engines = int(engines.iloc[0]) if not engines.empty else None
-    schedule = overlap.engine_schedule(overlap.decode_intervals(intervals), async_engines)
+    schedule = timelines.engine_schedule(timelines.decode_intervals(intervals), async_engines)
     if lanes == "engine":
         order = [e for e in ("copy engine H2D", "copy engine", "compute", "copy engine D2H")
                  if e in set(schedule["engine"])]

@@ -1,0 +1,65 @@
+"""The PostgreSQL roles of a team's runs store, as SQL (``python -m gpu.bench db-roles`` prints it):
+
+* the **owner** (default ``pinpoint``, the database's owner): owns the tables, so only it migrates
+  (``pinpoint migrate``), alters or drops them;
+* the **writer** (``pinpoint_writer``), for measuring nodes, fleets and the app: reads; inserts runs, points,
+  boards, fleet suites and audit rows; moves runs to the trash, restores and purges them, replaces and relabels runs
+  (deletes and updates on the runs tables); never updates or deletes an audit row, never alters or drops a table;
+* the **reader** (``pinpoint_reader``): reads every table (Runs, Compare, reports, the Fleet page); a write is
+  refused by the server, which PinPoint says in one line naming the role.
+
+Run it as a superuser, connected to the store's database, after the owner made the tables (``pinpoint migrate``),
+and again after an upgrade that adds tables: every statement can run again. Default privileges give tables the owner
+makes later reads (both roles) and inserts (the writer) until then.
+"""
+
+from __future__ import annotations
+
+import re
+
+from gpu.results.migrations import AUDIT, BOARDS, FLEET_SUITES, META, POINTS, RUNS, TRASH, TRASH_POINTS
+
+OWNER, WRITER, READER = "pinpoint", "pinpoint_writer", "pinpoint_reader"
+# What the writer may do to each table beyond reading it.
+WRITER_GRANTS = {
+    RUNS.name: "INSERT, UPDATE, DELETE",  # update: labels; delete: to the trash, replace
+    POINTS.name: "INSERT, DELETE",
+    BOARDS.name: "INSERT, DELETE",
+    FLEET_SUITES.name: "INSERT",
+    TRASH.name: "INSERT, DELETE",  # delete: restore, purge
+    TRASH_POINTS.name: "INSERT, DELETE",
+    AUDIT.name: "INSERT",  # the trail is appended to, never rewritten
+    META.name: "",
+}
+_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+
+
+def sql(owner: str = OWNER, writer: str = WRITER, reader: str = READER) -> str:
+    """The script, for role names that need no quoting (lower-case letters, digits, underscores)."""
+    for name in (owner, writer, reader):
+        if not _NAME.fullmatch(name):
+            raise ValueError(f"role name {name[:40]!r} is not a plain PostgreSQL name (a-z, 0-9, _; at most 63)")
+    tables = ", ".join(WRITER_GRANTS)
+    lines = [
+        "-- PinPoint's database roles. Run as a superuser connected to the runs store's database, after",
+        f"-- `pinpoint migrate` as {owner} (the owner) made the tables; every statement may run again.",
+        "DO $$ BEGIN",
+        *(f"  IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '{name}') THEN CREATE ROLE {name} LOGIN; END IF;"
+          for name in (owner, writer, reader)),
+        "END $$;",
+        "REVOKE CREATE ON SCHEMA public FROM PUBLIC;",
+        f"GRANT USAGE, CREATE ON SCHEMA public TO {owner};",
+        f"GRANT USAGE ON SCHEMA public TO {writer}, {reader};",
+        f"-- {reader}: reads every table, writes none",
+        f"GRANT SELECT ON {tables} TO {reader};",
+        f"-- {writer}: measures, imports, labels, trashes, restores and purges; appends to the audit trail",
+        f"REVOKE ALL ON {tables} FROM {writer};",
+        f"GRANT SELECT ON {tables} TO {writer};",
+        *(f"GRANT {grant} ON {table} TO {writer};" for table, grant in WRITER_GRANTS.items() if grant),
+        f"GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO {writer};",
+        f"-- tables {owner} makes later (a migration) can be read, and appended to by {writer}",
+        f"ALTER DEFAULT PRIVILEGES FOR ROLE {owner} IN SCHEMA public GRANT SELECT ON TABLES TO {reader};",
+        f"ALTER DEFAULT PRIVILEGES FOR ROLE {owner} IN SCHEMA public GRANT SELECT, INSERT ON TABLES TO {writer};",
+        f"ALTER DEFAULT PRIVILEGES FOR ROLE {owner} IN SCHEMA public GRANT USAGE, SELECT ON SEQUENCES TO {writer};",
+    ]
+    return "\n".join(lines) + "\n"

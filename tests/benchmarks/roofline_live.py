@@ -1,0 +1,51 @@
+"""How long the Roofline page's live suite takes (prints, does not assert; target: whole suite <= 6 s, first points
+<= 1 s). Submits assets/suites/roofline.toml's runs as the page does, the next experiment submitted as soon as the
+one before has answered, and reports per rerun: seconds to the first streamed row, to each experiment's answer and
+to the whole suite, from the client (the worker already started, as on a page that has measured before).
+
+Run on the GPU machine: ``python3 tests/benchmarks/roofline_live.py [--reruns 3]``.
+"""
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+
+def main() -> None:
+    from gpu.experiments import suites
+    from gpu.service.backends import start_live
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--reruns", type=int, default=3)
+    args = parser.parse_args()
+    suite = suites.load("roofline")
+    backend, reason = start_live()
+    if backend is None:
+        sys.exit(f"needs a GPU: {reason}")
+    totals = []
+    try:
+        for rerun in range(1, args.reruns + 1):
+            started = time.perf_counter()
+            first, answers = None, []
+            handle = backend.submit(suite.runs[0].experiment, suite.runs[0].params)
+            for number, run in enumerate(suite.runs, start=1):
+                while not handle.wait(0.005):
+                    if first is None and handle.rows:
+                        first = time.perf_counter() - started
+                frame = handle.outcome()
+                answers.append(f"{run.experiment} {time.perf_counter() - started:.2f} s ({len(frame)} rows)")
+                if number < len(suite.runs):
+                    handle = backend.submit(suite.runs[number].experiment, suite.runs[number].params)
+            total = time.perf_counter() - started
+            totals.append(total)
+            print(f"rerun {rerun}: first points {first:.2f} s; " + ", ".join(answers) + f"; whole suite {total:.2f} s")
+    finally:
+        backend.client.close()
+    print(f"BAR Roofline live suite: {min(totals):.2f}–{max(totals):.2f} s over {len(totals)} reruns (target <= 6 s)")
+
+
+if __name__ == "__main__":
+    main()
