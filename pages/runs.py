@@ -198,7 +198,7 @@ else:
                           help=actor.why_not("trash"))
     right.button("Move to trash", key="runs_trash", disabled=not (sure and actor.may("trash")), type="secondary",
                  help=actor.why_not("trash"), on_click=ui.request, args=(f"runs_trash_{run_id}",))
-    if st.session_state.pop(f"runs_trash_{run_id}", False) and access.permitted("trash") and sure:
+    if st.session_state.pop(f"runs_trash_{run_id}", False) and sure:
         try:
             catalog.trash(actor, [run_id])
         except REFUSED as exc:  # a role that may not, a read-only store, a run already in the trash
