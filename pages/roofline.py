@@ -39,7 +39,7 @@ def live_runs() -> pd.DataFrame | None:
     if state.pop("roofline_measure_requested", False):
         frames: list[pd.DataFrame] = []
         shown = st.empty()
-        handle = backend.submit(suite.runs[0].experiment, suite.runs[0].params, session=ui.session_id())
+        handle = ui.submit_values(backend, suite.runs[0].experiment, suite.runs[0].params, session=ui.session_id())
         for number, run in enumerate(suite.runs, start=1):
             st.caption(f"{number}/{len(suite.runs)}: measuring {text.plain(run.experiment)}…")
 
@@ -53,7 +53,7 @@ def live_runs() -> pd.DataFrame | None:
             # works (the finished job is done, so the session's new job cancels nothing).
             if number < len(suite.runs):
                 following = suite.runs[number]
-                handle = backend.submit(following.experiment, following.params, session=ui.session_id())
+                handle = ui.submit_values(backend, following.experiment, following.params, session=ui.session_id())
             if frame is not None and not frame.empty:  # an experiment that answered no point adds nothing
                 frames.append(frame)
                 if state.get("save_to_store", True):

@@ -167,7 +167,7 @@ class SimulatedBoard:
         try:
             return self._measure(job, progress, should_cancel)
         finally:
-            self._log(job["experiment"], started, time.time())
+            self._log(job["request"].experiment, started, time.time())
 
     def _log(self, experiment: str, started: float, ended: float) -> None:
         import json
@@ -186,9 +186,11 @@ class SimulatedBoard:
 
         from gpu.core.errors import JobCancelled, ValidationError
         from gpu.experiments import get_experiment
+        from gpu.service.worker import checked
 
-        module = get_experiment(job["experiment"])
-        params = module.parse_params(job["params"])
+        request = checked(job)  # as the GPU worker: a checked request, never parsed again
+        module = get_experiment(request.experiment)
+        params = request.params
         if "peer_index" in module.KEY_COLUMNS:
             # as the GPU worker: parameters that name no GPUs measure the worker's whole set
             params = getattr(module, "with_devices", lambda p, _: p)(params, range(len(self.boards)))

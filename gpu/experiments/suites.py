@@ -36,7 +36,7 @@ from pathlib import Path
 
 from gpu.core import paths
 from gpu.core.errors import ValidationError
-from gpu.experiments import registry
+from gpu.experiments import registry, request
 
 SUITES_DIR = paths.asset("suites")
 DEFAULT_PROFILE = "precise/timeout_s=1"
@@ -306,7 +306,7 @@ def _run(entry, index: int, profile: str, timeout: float, lines: _Lines) -> tupl
         problems.append((lines.key(index, "profile", in_params=True),
                          "the profile is the suite's or the run's (profile = …), not a parameter"))
     params = {**params, "profile": run_profile}
-    reasons = registry.check_params(entry_for.name, params, None)
+    reasons = request.check_params(entry_for.name, params, None)
     for reason in reasons:  # a reason that names a parameter points at its line, else at the run's experiment
         problems.append((lines.mentioned(index, reason, params) or lines.key(index, "experiment"),
                          f"{entry_for.name}: {reason}"))

@@ -24,7 +24,7 @@ import threading
 from distributed import get_worker
 
 from gpu.core.errors import PinPointError, WorkerUnavailable
-from gpu.service.backends import LiveBackend
+from gpu.service.backends import LiveBackend, submit_values
 from gpu.service.client import WorkerClient
 
 _BACKENDS: dict[str, LiveBackend] = {}
@@ -140,7 +140,7 @@ def _node_key(service: str, gpus: list[str]) -> str:
 
 
 def _run(live: LiveBackend, key: str, experiment: str, params: dict, timeout_s: float):
-    handle = live.submit(experiment, params)
+    handle = submit_values(live, experiment, params)  # checked once, against this GPU's limits
     if not handle.wait(timeout_s):
         live.client.cancel(handle)
         if not handle.wait(CANCEL_GRACE_S):

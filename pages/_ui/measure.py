@@ -11,6 +11,7 @@ from gpu.core import text
 from gpu.core.errors import AccessRefused, ValidationError, WorkerError
 from gpu.core.schema import SchemaError
 from gpu.core.text import plain
+from gpu.experiments.request import Request
 from gpu.present.noise import noisy_points
 from gpu.results.store import StoreError
 from gpu.service.client import JobHandle
@@ -80,19 +81,19 @@ def request(flag: str) -> None:
     st.session_state[flag] = True
 
 
-def measured_frame(backend, experiment: str, params: dict, key: str, run_id: str | None = None, preview=None):
-    """The page's results: live, after the user presses Measure (kept in the session until the next press,
-    so chart options never re-measure); replayed, straight from the chosen recording. None: stop here."""
+def measured_frame(backend, request: Request, key: str, run_id: str | None = None, preview=None):
+    """The page's results for a checked ``request``: live, after the user presses Measure (kept in the session until
+    the next press, so chart options never re-measure); replayed, straight from the chosen recording. None: stop
+    here."""
     state = st.session_state
     if backend.kind != "live":
-        frame = outcome(backend.submit(experiment, params, run_id=run_id))
+        frame = outcome(backend.submit(request, run_id=run_id))
         return frame
     # The click is recorded by a callback in session state, so it survives any rerun before it is served.
     st.button("Measure", type="primary", key=f"{key}_measure",
               on_click=request, args=(f"{key}_measure_requested",))
     if state.pop(f"{key}_measure_requested", False):
-        state[f"{key}_job"] = backend.submit(experiment, params, session=session_id(),
-                                             reuse=state.get("reuse_points", True))
+        state[f"{key}_job"] = backend.submit(request, session=session_id(), reuse=state.get("reuse_points", True))
         state.pop(f"{key}_result", None)
     job = state.get(f"{key}_job")
     if job is not None:
@@ -101,7 +102,7 @@ def measured_frame(backend, experiment: str, params: dict, key: str, run_id: str
         state.pop(f"{key}_job")
         if state[f"{key}_result"] is not None:
             if job.kind != "reused":  # reused points were kept and stored when they were measured
-                backend.cache.remember(state[f"{key}_result"], params.get("profile"))
+                backend.cache.remember(state[f"{key}_result"], request.profile)
                 if state.get("save_to_store", True):
                     save_run(state[f"{key}_result"])
     frame = state.get(f"{key}_result")
@@ -138,11 +139,15 @@ def section_frame(backend, experiment: str, params: dict, key: str, run_id: str 
                 "run= from the address) to see this section's recordings.")
         return None
     profile_choice(backend, key, params)
-    reasons = extra_reasons or backend.check(experiment, params)
-    if reasons:
-        show_reasons(reasons)
+    if extra_reasons:
+        show_reasons(extra_reasons)
         return None
-    return measured_frame(backend, experiment, params, key, run_id, preview)
+    try:
+        request = backend.request(experiment, params)  # parsed and checked here, once: the worker trusts it
+    except ValidationError as exc:
+        show_reasons(exc.reasons)
+        return None
+    return measured_frame(backend, request, key, run_id, preview)
 
 
 def checked_frame(backend, experiment: str, params: dict, key: str, run_id: str | None = None,
