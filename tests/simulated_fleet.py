@@ -153,7 +153,10 @@ class SimulatedBoard:
                    "pcie_width"]
         facts = self.recorded("reduction").iloc[0][columns].to_dict()
         facts.update(gpu_uuid=board_uuid(self.index), host=board_host(self.index))
-        return {"facts": facts, "limits": {}, "pid": os.getpid(), "gpus": self.visible_gpus(),
+        from tests.fake_service import RecordedService
+
+        # An H200's limits, as its worker reports them: a fleet task checks a suite's run against them.
+        return {"facts": facts, "limits": RecordedService._limits(), "pid": os.getpid(), "gpus": self.visible_gpus(),
                 "gpu_indices": list(range(len(self.boards)))}
 
     def handle(self, job, progress, should_cancel):

@@ -43,6 +43,16 @@ def checked_request(experiment: str, raw: dict, limits: Limits | None) -> Reques
     return Request(module.NAME, params, limits)
 
 
+def on_device(checked: Request, limits: Limits) -> Request:
+    """``checked`` (checked against no device: a suite's run, read before any GPU is known) checked against a
+    device's ``limits``: its typed parameters are not parsed again; a ``ValidationError`` when they cannot run
+    there."""
+    reasons = registry.get_experiment(checked.experiment).invalid_reasons(checked.params, limits)
+    if reasons:
+        raise ValidationError(reasons)
+    return dataclasses.replace(checked, limits=limits)
+
+
 def check_params(experiment: str, raw: dict, limits: Limits | None) -> list[str]:
     """Every reason ``raw`` cannot run against ``limits`` (none when it can), before anything is allocated:
     ``checked_request``'s refusal, for a widget or a suite that only asks."""

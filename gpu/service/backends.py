@@ -23,7 +23,7 @@ from gpu.core.limits import Limits
 from gpu.core.units import format_bytes
 from gpu.experiments import get_experiment
 from gpu.experiments.registry import min_gpus
-from gpu.experiments.request import Request, check_params, checked_request
+from gpu.experiments.request import Request, check_params, checked_request, on_device
 from gpu.service.client import DEFAULT_SERVICE, JobHandle, WorkerClient, visible_gpus
 
 REPLAY_DIR = paths.asset("replay")
@@ -122,6 +122,11 @@ class LiveBackend:
         """``params`` parsed and checked once against the limits the worker reported (ValidationError with every
         reason): what ``submit`` sends, and the worker trusts."""
         return checked_request(experiment, params, self.known_limits())
+
+    def checked_here(self, request: Request) -> Request:
+        """A ``request`` checked against no device (a suite's) checked against this worker's limits, its typed
+        parameters not parsed again (ValidationError with every reason)."""
+        return on_device(request, self.known_limits())
 
     def submit(self, request: Request, session: str | None = None, reuse: bool = False) -> JobHandle:
         """A job on the worker for a checked ``request``; with ``reuse``, a request whose every point was measured

@@ -81,19 +81,19 @@ def request(flag: str) -> None:
     st.session_state[flag] = True
 
 
-def measured_frame(backend, request: Request, key: str, run_id: str | None = None, preview=None):
-    """The page's results for a checked ``request``: live, after the user presses Measure (kept in the session until
+def measured_frame(backend, checked: Request, key: str, run_id: str | None = None, preview=None):
+    """The page's results for a ``checked`` request: live, after the user presses Measure (kept in the session until
     the next press, so chart options never re-measure); replayed, straight from the chosen recording. None: stop
     here."""
     state = st.session_state
     if backend.kind != "live":
-        frame = outcome(backend.submit(request, run_id=run_id))
+        frame = outcome(backend.submit(checked, run_id=run_id))
         return frame
     # The click is recorded by a callback in session state, so it survives any rerun before it is served.
     st.button("Measure", type="primary", key=f"{key}_measure",
               on_click=request, args=(f"{key}_measure_requested",))
     if state.pop(f"{key}_measure_requested", False):
-        state[f"{key}_job"] = backend.submit(request, session=session_id(), reuse=state.get("reuse_points", True))
+        state[f"{key}_job"] = backend.submit(checked, session=session_id(), reuse=state.get("reuse_points", True))
         state.pop(f"{key}_result", None)
     job = state.get(f"{key}_job")
     if job is not None:
@@ -102,7 +102,7 @@ def measured_frame(backend, request: Request, key: str, run_id: str | None = Non
         state.pop(f"{key}_job")
         if state[f"{key}_result"] is not None:
             if job.kind != "reused":  # reused points were kept and stored when they were measured
-                backend.cache.remember(state[f"{key}_result"], request.profile)
+                backend.cache.remember(state[f"{key}_result"], checked.profile)
                 if state.get("save_to_store", True):
                     save_run(state[f"{key}_result"])
     frame = state.get(f"{key}_result")
@@ -143,11 +143,11 @@ def section_frame(backend, experiment: str, params: dict, key: str, run_id: str 
         show_reasons(extra_reasons)
         return None
     try:
-        request = backend.request(experiment, params)  # parsed and checked here, once: the worker trusts it
+        checked = backend.request(experiment, params)  # parsed and checked here, once: the worker trusts it
     except ValidationError as exc:
         show_reasons(exc.reasons)
         return None
-    return measured_frame(backend, request, key, run_id, preview)
+    return measured_frame(backend, checked, key, run_id, preview)
 
 
 def checked_frame(backend, experiment: str, params: dict, key: str, run_id: str | None = None,
