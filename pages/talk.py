@@ -13,6 +13,7 @@ from gpu.present.charts import streams as stream_charts
 from gpu.present.charts import transfers as charts
 from gpu.present.claims import ClaimError
 from pages import _ui as ui
+from pages._ui.access import current_actor
 
 page = ui.Page()
 LIVE_TIMEOUT_S = 30.0
@@ -51,7 +52,7 @@ if state.pop("talk_measure_requested", False):
         fallback = f"no live GPU here: {reason or 'replay switched on'}"
     else:
         handle = ui.submit_values(live, scene.experiment, {**scene.params, "profile": "interactive"},
-                               session=ui.session_id())
+                                  session=ui.session_id(), owner=current_actor().who)
         with st.spinner(f"Measuring on {live.facts.get('device_name')}…"):
             finished = handle.wait(LIVE_TIMEOUT_S)
         if not finished:

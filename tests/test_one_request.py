@@ -55,12 +55,15 @@ class InProcessClient:
         self.info = {"limits": LIMITS.as_dict(), "facts": {"device_name": "NVIDIA H100"}}
         self.gpu_indices = [0]
 
-    def submit(self, kind, payload, session=None):
+    def submit(self, kind, payload, session=None, owner=None):
         job = {"id": 1, "kind": kind, **pickle.loads(pickle.dumps(payload))}
-        handle = JobHandle(id=1, kind=kind, session=session, payload=payload)
+        handle = JobHandle(id=1, kind=kind, session=session, payload=payload, owner=owner)
         handle.finish("done", result=self.thread.submit(self.service.handle, job, lambda *a: None,
                                                         lambda: False).result())
         return handle
+
+    def jobs(self):
+        return []  # each job is served as it is submitted: none waits
 
     def close(self):
         pass

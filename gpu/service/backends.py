@@ -128,17 +128,19 @@ class LiveBackend:
         parameters not parsed again (ValidationError with every reason)."""
         return on_device(request, self.known_limits())
 
-    def submit(self, request: Request, session: str | None = None, reuse: bool = False) -> JobHandle:
-        """A job on the worker for a checked ``request``; with ``reuse``, a request whose every point was measured
-        before (same profile) is answered from those points at once, with a note saying when they were measured.
-        The runner never reuses: a recording is always measured anew."""
+    def submit(self, request: Request, session: str | None = None, reuse: bool = False,
+               owner: str | None = None) -> JobHandle:
+        """A job on the worker for a checked ``request``, ``owner``'s (the signed-in person's: their turn in the queue
+        and their one queued job); with ``reuse``, a request whose every point was measured before (same profile) is
+        answered from those points at once, with a note saying when they were measured. The runner never reuses: a
+        recording is always measured anew."""
         if reuse:
             try:
                 cached = self.cache.lookup(request)
             except ValueError:
                 cached = None
             if cached is not None:
-                handle = JobHandle(id=0, kind="reused", session=session, payload={"request": request})
+                handle = JobHandle(id=0, kind="reused", session=session, payload={"request": request}, owner=owner)
                 when = sorted(set(str(t)[11:19] for t in cached["timestamp"]))
                 handle.notes.append(f"Reused: all {len(cached)} points were measured earlier in this worker (at "
                                     f"{', '.join(when[:4])}{' …' if len(when) > 4 else ''} UTC, profile "
@@ -146,7 +148,7 @@ class LiveBackend:
                                     "'Reuse measured points' in the sidebar to measure anew.")
                 handle.finish("done", result=cached)
                 return handle
-        return self.client.submit("experiment", {"request": request}, session)
+        return self.client.submit("experiment", {"request": request}, session, owner)
 
     def warm(self) -> JobHandle:
         """Queue the worker's first job: pin the host buffers that experiments keep between jobs (their
