@@ -169,3 +169,43 @@ def test_a_member_or_viewer_cannot_cancel_another_persons_job(client, actor):
     client.cancel_as(ALICE, alices)  # their own job: a member may
     assert alices.state == "cancelled"
     client.cancel(blocker)
+
+
+# --- the page's queue panel --------------------------------------------------------------------------------------
+def shown(markdown: str) -> str:
+    """A caption as the reader sees it: without the escapes that keep names from becoming Markdown or links."""
+    return markdown.replace("\\", "").replace("\u200b", "")
+
+
+def _queue_panel(backend):
+    from pages._ui import measure
+
+    measure.queue_panel(backend, "q")
+
+
+def test_the_queue_panel_names_owners_to_an_admin_only_and_lets_only_an_admin_cancel_them(client, monkeypatch):
+    import types
+
+    from streamlit.testing.v1 import AppTest
+
+    from pages._ui import measure
+
+    blocker = _running(client, "bob@example.com")
+    alices = client.submit("echo", {}, session="alice-tab", owner=ALICE.who)
+    backend = types.SimpleNamespace(client=client)
+    monkeypatch.setattr(measure, "current_actor", lambda: CAROL)
+    at = AppTest.from_function(_queue_panel, args=(backend,), default_timeout=30).run()
+    assert at.expander[0].label == "GPU queue: 2 jobs"
+    assert [shown(c.value) for c in at.caption] == [
+        "another user's job · measuring",
+        "another user's job · queued behind 1 job; measuring or next: another user's job"]
+    assert len(at.button) == 0  # a member cancels no one else's job
+    monkeypatch.setattr(measure, "current_actor", lambda: ADMIN)
+    at.run()
+    assert [shown(c.value) for c in at.caption] == [
+        "bob@example.com's job · measuring",
+        f"{ALICE.who}'s job · queued behind 1 job; measuring or next: bob@example.com's job"]
+    at.button(key=f"q_cancel_{alices.id}").click().run()
+    assert alices.state == "cancelled" and str(alices.error) == f"cancelled by {ADMIN.who}"
+    assert blocker.state == "running"
+    client.cancel(blocker)

@@ -129,7 +129,7 @@ def queue_panel(backend, key: str) -> None:
             whose = whose_job(job.owner, actor) or "a job of this machine"
             where = "measuring" if place == 0 and job.state == "running" else job.queue_text(actor)
             left, right = st.columns([5, 1])
-            left.caption(f"{whose[0].upper()}{whose[1:]}: {where}")
+            left.caption(plain(f"{whose} · {where}", None))  # names come from sign-in: shown as text, not Markdown
             if job.owner is not None and (job.owner == actor.who or actor.may("cancel_any")):
                 right.button("Cancel", key=f"{key}_cancel_{job.id}", on_click=cancel_job,
                              args=(backend, job, f"{key}_cancel_refused"))
