@@ -137,9 +137,9 @@ def test_a_queued_job_names_whose_job_it_waits_behind_as_the_viewer_may_know_it(
     _running(client, "bob@example.com")
     alices = client.submit("echo", {}, session="alice-tab", owner=ALICE.who)
     assert alices.ahead_owner == "bob@example.com"
-    assert alices.queue_text(ADMIN) == "queued behind 1 job; measuring or next: bob@example.com's job"
-    assert alices.queue_text(ALICE) == "queued behind 1 job; measuring or next: another user's job"
-    assert alices.queue_text(VIEWER) == "queued behind 1 job; measuring or next: another user's job"
+    assert alices.queue_text(ADMIN) == "queued behind 1 job; the one just ahead: bob@example.com's job"
+    assert alices.queue_text(ALICE) == "queued behind 1 job; the one just ahead: another user's job"
+    assert alices.queue_text(VIEWER) == "queued behind 1 job; the one just ahead: another user's job"
     assert alices.queue_text() == "queued behind 1 job"  # the runner's own line: no person to name
     mine = JobHandle(id=9, kind="echo", session=None, payload={}, owner=ALICE.who, ahead_owner=ALICE.who,
                      waiting="waiting for GPU 0: a job on GPUs 0,1 is measuring")
@@ -198,13 +198,13 @@ def test_the_queue_panel_names_owners_to_an_admin_only_and_lets_only_an_admin_ca
     assert at.expander[0].label == "GPU queue: 2 jobs"
     assert [shown(c.value) for c in at.caption] == [
         "another user's job · measuring",
-        "another user's job · queued behind 1 job; measuring or next: another user's job"]
+        "another user's job · queued behind 1 job; the one just ahead: another user's job"]
     assert len(at.button) == 0  # a member cancels no one else's job
     monkeypatch.setattr(measure, "current_actor", lambda: ADMIN)
     at.run()
     assert [shown(c.value) for c in at.caption] == [
         "bob@example.com's job · measuring",
-        f"{ALICE.who}'s job · queued behind 1 job; measuring or next: bob@example.com's job"]
+        f"{ALICE.who}'s job · queued behind 1 job; the one just ahead: bob@example.com's job"]
     at.button(key=f"q_cancel_{alices.id}").click().run()
     assert alices.state == "cancelled" and str(alices.error) == f"cancelled by {ADMIN.who}"
     assert blocker.state == "running"

@@ -90,7 +90,7 @@ class JobHandle:
         whose = whose_job(self.ahead_owner, viewer)
         if not whose:
             return said
-        return f"{said} ({whose})" if self.waiting else f"{said}; measuring or next: {whose}"
+        return f"{said} ({whose})" if self.waiting else f"{said}; the one just ahead: {whose}"
 
     def outcome(self):
         """The result, or raise the job's error (ValidationError or WorkerError)."""
