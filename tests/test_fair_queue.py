@@ -10,7 +10,8 @@ import pytest
 
 from gpu.core.access import Actor, Role
 from gpu.core.errors import AccessRefused, WorkerError
-from gpu.service.client import JobHandle, WorkerClient, whose_job
+from gpu.service.client import WorkerClient
+from gpu.service.jobs import JobHandle, whose_job
 from gpu.service.locks import GpuClaim, GpuLocks, Turns
 
 FAKE = "tests.fake_service:FakeService"
@@ -188,19 +189,19 @@ def test_the_queue_panel_names_owners_to_an_admin_only_and_lets_only_an_admin_ca
 
     from streamlit.testing.v1 import AppTest
 
-    from pages._ui import measure
+    from pages._ui import access
 
     blocker = _running(client, "bob@example.com")
     alices = client.submit("echo", {}, session="alice-tab", owner=ALICE.who)
     backend = types.SimpleNamespace(client=client)
-    monkeypatch.setattr(measure, "current_actor", lambda: CAROL)
+    monkeypatch.setattr(access, "current_actor", lambda: CAROL)
     at = AppTest.from_function(_queue_panel, args=(backend,), default_timeout=30).run()
     assert at.expander[0].label == "GPU queue: 2 jobs"
     assert [shown(c.value) for c in at.caption] == [
         "another user's job · measuring",
         "another user's job · queued behind 1 job; the one just ahead: another user's job"]
     assert len(at.button) == 0  # a member cancels no one else's job
-    monkeypatch.setattr(measure, "current_actor", lambda: ADMIN)
+    monkeypatch.setattr(access, "current_actor", lambda: ADMIN)
     at.run()
     assert [shown(c.value) for c in at.caption] == [
         "bob@example.com's job · measuring",

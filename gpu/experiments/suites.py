@@ -326,7 +326,10 @@ def _run(entry, index: int, profile: str, timeout: float, lines: _Lines) -> tupl
 
 
 class _Lines:
-    """Where keys sit in the suite's text: tomllib gives values, not their lines."""
+    """Where keys sit in the suite's text: tomllib gives values, not their lines. No maintained TOML parser for
+    Python reports a key's position (tomlkit keeps the formatting, not line numbers; a tree-sitter grammar gives a
+    syntax tree whose values a second, home-made reader would have to convert and validate), so tomllib reads the
+    values and this finds their lines, once per suite."""
 
     def __init__(self, text: str):
         self.lines = text.splitlines()

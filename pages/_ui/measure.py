@@ -14,7 +14,7 @@ from gpu.core.text import plain
 from gpu.experiments.request import Request
 from gpu.present.noise import noisy_points
 from gpu.results.store import StoreError
-from gpu.service.client import JobHandle, whose_job
+from gpu.service.jobs import JobHandle, whose_job
 from pages._ui import access
 from pages._ui.backends import opened_run, run_catalog, session_id
 from pages._ui.controls import profile_choice, show_reasons
