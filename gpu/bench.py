@@ -34,9 +34,10 @@ from gpu.core.errors import AccessRefused, DeviceNotFound, ValidationError, Work
 from gpu.core.text import printable, shorten
 from gpu.core.units import SizeError, format_bytes
 from gpu.experiments import get_experiment, registry
+from gpu.experiments.request import check_params
 from gpu.results import admin_commands, catalog, check, compare, imports, report, runfiles
 from gpu.results.store import RunStore, StoreError
-from gpu.service.backends import check_params, gpus_needed, open_live, start_live
+from gpu.service.backends import gpus_needed, open_live, start_live
 
 
 def _progress_bar(handle, stream=sys.stderr, width=30) -> None:
@@ -280,6 +281,11 @@ def _review(args) -> int:
     return 0
 
 
+def _invalid(reasons: list[str]) -> int:
+    print("error: invalid parameters:\n  - " + "\n  - ".join(reasons), file=sys.stderr)
+    return 2
+
+
 def main(argv=None, prog: str = "python -m gpu.bench") -> int:
     args = parse_args(argv, prog)
     if args.experiment == "db-roles":
@@ -300,30 +306,35 @@ def main(argv=None, prog: str = "python -m gpu.bench") -> int:
     except (SizeError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    for params in jobs:  # refuse bad parameters before starting a worker
-        reasons = check_params(experiment, params, None)
-        if reasons:
-            print("error: invalid parameters:\n  - " + "\n  - ".join(reasons), file=sys.stderr)
-            return 2
     try:
         backend = open_runner_backend(experiment, args)
-    except DeviceNotFound as exc:
-        print(printable(f"error: {exc}"), file=sys.stderr)
-        return 2
-    except WorkerUnavailable as exc:
+    except (DeviceNotFound, WorkerUnavailable) as exc:
+        # No worker, so no device limits: parameters wrong on any device are still named first.
+        reasons = next((r for r in (check_params(experiment, params, None) for params in jobs) if r), [])
+        if reasons:
+            return _invalid(reasons)
+        if isinstance(exc, DeviceNotFound):
+            print(printable(f"error: {exc}"), file=sys.stderr)
+            return 2
         print(f"error: the runner measures live and needs a GPU: {exc}", file=sys.stderr)
         return 3
+    try:
+        # Each run's parameters parsed and checked once, against the limits the worker reported: the worker trusts
+        # the request it is sent.
+        requests = [backend.request(experiment, params) for params in jobs]
+    except ValidationError as exc:
+        backend.client.close()
+        return _invalid(exc.reasons)
     print(f"{backend.label()} · profile {args.profile} · {text.count(len(jobs), 'run')}", file=sys.stderr)
     started = time.perf_counter()
     frames = []
     try:
-        for params in jobs:
-            handle = backend.submit(experiment, params)
+        for request in requests:
+            handle = backend.submit(request)
             _progress_bar(handle)
             frames.append(handle.outcome())
     except ValidationError as exc:
-        print("error: invalid parameters:\n  - " + "\n  - ".join(exc.reasons), file=sys.stderr)
-        return 2
+        return _invalid(exc.reasons)
     except WorkerError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

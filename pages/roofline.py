@@ -13,6 +13,7 @@ from gpu.present.charts import device_copy as device_copy_chart
 from gpu.present.charts import roofline as roofline_chart
 from gpu.results import roofline as rl
 from pages import _ui as ui
+from pages._ui.access import current_actor
 from pages._ui.measure import follow, save_run
 
 SUITE = "roofline"  # assets/suites/roofline.toml: the experiments and quick parameters measured live
@@ -40,7 +41,8 @@ def live_runs() -> pd.DataFrame | None:
     if state.pop("roofline_measure_requested", False) and ui.permitted("measure"):
         frames: list[pd.DataFrame] = []
         shown = st.empty()
-        handle = backend.submit(suite.runs[0].experiment, suite.runs[0].params, session=ui.session_id())
+        handle = ui.submit_values(backend, suite.runs[0].experiment, suite.runs[0].params, session=ui.session_id(),
+                                  owner=current_actor().who)
         for number, run in enumerate(suite.runs, start=1):
             st.caption(f"{number}/{len(suite.runs)}: measuring {text.plain(run.experiment)}…")
 
@@ -54,7 +56,8 @@ def live_runs() -> pd.DataFrame | None:
             # works (the finished job is done, so the session's new job cancels nothing).
             if number < len(suite.runs):
                 following = suite.runs[number]
-                handle = backend.submit(following.experiment, following.params, session=ui.session_id())
+                handle = ui.submit_values(backend, following.experiment, following.params, session=ui.session_id(),
+                                          owner=current_actor().who)
             if frame is not None and not frame.empty:  # an experiment that answered no point adds nothing
                 frames.append(frame)
                 if state.get("save_to_store", True):

@@ -13,6 +13,7 @@ from gpu.present.charts import streams as stream_charts
 from gpu.present.charts import transfers as charts
 from gpu.present.claims import ClaimError
 from pages import _ui as ui
+from pages._ui.access import current_actor
 
 page = ui.Page()
 LIVE_TIMEOUT_S = 30.0
@@ -50,7 +51,8 @@ if state.pop("talk_measure_requested", False):
     if live is None or ui.use_replay():
         fallback = f"no live GPU here: {reason or 'replay switched on'}"
     elif ui.permitted("measure"):
-        handle = live.submit(scene.experiment, {**scene.params, "profile": "interactive"}, session=ui.session_id())
+        handle = ui.submit_values(live, scene.experiment, {**scene.params, "profile": "interactive"},
+                                  session=ui.session_id(), owner=current_actor().who)
         with st.spinner(f"Measuring on {live.facts.get('device_name')}…"):
             finished = handle.wait(LIVE_TIMEOUT_S)
         if not finished:
@@ -66,7 +68,7 @@ if f"talk_live_{index}" in state:
     source = f"**Measured live** on {frame['device_name'].iloc[0]} just now"
 else:
     try:
-        frame = ui.replay_backend().submit(scene.experiment, scene.params).outcome()
+        frame = ui.submit_values(ui.replay_backend(), scene.experiment, scene.params).outcome()
         first = frame.iloc[0]
         # One caption line, under the verdict: a fallback never pushes the verdict off the screen.
         source = (f"**Bundled recording** from {first['device_name']}, {str(first['timestamp'])[:10]} "

@@ -97,14 +97,17 @@ class RecordedService(FakeService):
         from gpu.core.errors import JobCancelled
         from gpu.core.limits import Limits
         from gpu.experiments import get_experiment
+        from gpu.experiments.request import memory_reasons
+        from gpu.service.worker import checked
 
         if job["kind"] == "limits":
             return self._limits()
         if job["kind"] != "experiment":
             return super().handle(job, progress, should_cancel)
-        module = get_experiment(job["experiment"])
-        params = module.parse_params(job["params"])
-        reasons = module.invalid_reasons(params, Limits(**self._limits()))
+        request = checked(job)  # as the GPU worker: a checked request, its memory re-checked against limits now
+        module = get_experiment(request.experiment)
+        params = request.params
+        reasons = memory_reasons(module.NAME, params, Limits(**self._limits()))
         if reasons:
             raise ValidationError(reasons)
         points = list(params.points())

@@ -153,7 +153,10 @@ class SimulatedBoard:
                    "pcie_width"]
         facts = self.recorded("reduction").iloc[0][columns].to_dict()
         facts.update(gpu_uuid=board_uuid(self.index), host=board_host(self.index))
-        return {"facts": facts, "limits": {}, "pid": os.getpid(), "gpus": self.visible_gpus(),
+        from tests.fake_service import RecordedService
+
+        # An H200's limits, as its worker reports them: a fleet task checks a suite's run against them.
+        return {"facts": facts, "limits": RecordedService._limits(), "pid": os.getpid(), "gpus": self.visible_gpus(),
                 "gpu_indices": list(range(len(self.boards)))}
 
     def handle(self, job, progress, should_cancel):
@@ -167,7 +170,7 @@ class SimulatedBoard:
         try:
             return self._measure(job, progress, should_cancel)
         finally:
-            self._log(job["experiment"], started, time.time())
+            self._log(job["request"].experiment, started, time.time())
 
     def _log(self, experiment: str, started: float, ended: float) -> None:
         import json
@@ -186,9 +189,11 @@ class SimulatedBoard:
 
         from gpu.core.errors import JobCancelled, ValidationError
         from gpu.experiments import get_experiment
+        from gpu.service.worker import checked
 
-        module = get_experiment(job["experiment"])
-        params = module.parse_params(job["params"])
+        request = checked(job)  # as the GPU worker: a checked request, never parsed again
+        module = get_experiment(request.experiment)
+        params = request.params
         if "peer_index" in module.KEY_COLUMNS:
             # as the GPU worker: parameters that name no GPUs measure the worker's whole set
             params = getattr(module, "with_devices", lambda p, _: p)(params, range(len(self.boards)))

@@ -9,7 +9,7 @@ from streamlit.testing.v1 import AppTest
 
 from gpu.core.errors import ValidationError
 from gpu.experiments.registry import PAGE_OF
-from gpu.service.backends import ReplayBackend
+from gpu.service.backends import ReplayBackend, submit_values
 from tests.test_app_reviews import fresh_store  # noqa: F401 (autouse: replay mode, a throwaway store)
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -63,5 +63,5 @@ def test_a_run_in_the_root_address_opens_its_page():
 
 def test_a_replay_without_the_experiment_names_no_folder(tmp_path):
     with pytest.raises(ValidationError) as caught:
-        ReplayBackend(tmp_path).submit("managed", {}).outcome()
+        submit_values(ReplayBackend(tmp_path), "managed", {}).outcome()
     assert str(tmp_path) not in str(caught.value) and "no recorded managed runs" in str(caught.value)

@@ -5,12 +5,12 @@ import pytest
 from gpu.core.units import GiB, KiB
 from gpu.present.charts import _common as chart_common
 from gpu.present.charts import transfers as charts
-from gpu.service.backends import ReplayBackend
+from gpu.service.backends import ReplayBackend, submit_values
 
 
 @pytest.fixture(scope="module")
 def frame():
-    return ReplayBackend().submit("transfers", {"include_alloc": [False, True]}).outcome()
+    return submit_values(ReplayBackend(), "transfers", {"include_alloc": [False, True]}).outcome()
 
 
 def test_bandwidth_figure_has_a_trace_per_mode_and_the_pcie_line(frame):

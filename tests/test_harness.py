@@ -52,8 +52,12 @@ class FakeSweep(harness.Sweep):
 
     @staticmethod
     def invalid_reasons(params, limits):
+        raise AssertionError("a request is checked before it reaches the worker; the sweep re-checks only memory")
+
+    @staticmethod
+    def memory_reasons(params, limits):
         assert limits == "limits"
-        return [f"size {s} is too large" for s in params.sizes if s > 1024]
+        return [f"size {s} no longer fits in the memory free now" for s in params.sizes if s > 1024]
 
     def points(self):
         for size in harness.coarse_first(self.params.sizes):
@@ -154,9 +158,9 @@ def test_a_wrong_result_fails_the_job_without_a_row_and_frees_everything():
     assert FakeSweep.closed_log == ["close"]
 
 
-def test_invalid_parameters_are_refused_before_anything_is_allocated():
+def test_a_request_that_no_longer_fits_in_free_memory_is_refused_before_anything_is_allocated():
     log = []
-    with pytest.raises(ValidationError, match="size 4096 is too large"):
+    with pytest.raises(ValidationError, match="size 4096 no longer fits"):
         harness.run(FakeSweep, Params(sizes=[4, 4096]), _device(log), Progress(log), lambda: False)
     assert log == [] and FakeSweep.closed_log == []
 

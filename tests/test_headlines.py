@@ -11,7 +11,7 @@ from gpu.present import claims, headlines
 from gpu.present.charts import kernels as kernel_charts
 from gpu.present.charts import memory as memory_charts
 from gpu.present.charts import transfers as charts
-from gpu.service.backends import ReplayBackend
+from gpu.service.backends import ReplayBackend, submit_values
 
 
 @pytest.fixture(scope="module")
@@ -21,7 +21,7 @@ def replay():
 
 @pytest.fixture(scope="module")
 def transfers(replay):
-    return replay.submit("transfers", {"include_alloc": [False, True]}).outcome()
+    return submit_values(replay, "transfers", {"include_alloc": [False, True]}).outcome()
 
 
 def test_speedup_is_the_baseline_time_over_the_mode_time_at_the_same_point(transfers):
@@ -61,7 +61,7 @@ def test_transfers_verdict_names_the_largest_size_and_each_direction(transfers):
 
 
 def test_reduction_best_compares_our_fastest_kernel_with_the_library(replay):
-    frame = replay.submit("reduction", {}).outcome()
+    frame = submit_values(replay, "reduction", {}).outcome()
     line = headlines.reduction_best(frame, reduction.LABELS)
     kernels = frame[(frame["group"] == "kernel") & (frame["variant"] != "gpuarray_dot")]
     fastest = kernels.sort_values("gbps").iloc[-1]
@@ -71,7 +71,7 @@ def test_reduction_best_compares_our_fastest_kernel_with_the_library(replay):
 
 
 def test_copy_reference_reads_memcpy_dtod_from_the_same_run(replay):
-    frame = replay.submit("coalescing", {}).outcome()
+    frame = submit_values(replay, "coalescing", {}).outcome()
     best = kernel_charts.with_peak_share(frame)
     line = headlines.copy_reference(frame, best)
     peak = best[best["variant"] == "memcpy_dtod"]["gbps"].iloc[0]
@@ -80,13 +80,13 @@ def test_copy_reference_reads_memcpy_dtod_from_the_same_run(replay):
 
 
 def test_memory_modes_headlines(replay):
-    managed = replay.submit("managed", {}).outcome()
+    managed = submit_values(replay, "managed", {}).outcome()
     row = memory_charts.managed_table(managed).iloc[0]
     assert "first touch" in headlines.managed(row) and "prefetching first" in headlines.managed(row)
-    pools = memory_charts.pool_table(replay.submit("pools", {}).outcome())
+    pools = memory_charts.pool_table(submit_values(replay, "pools", {}).outcome())
     parts = headlines.pools(pools, memory_charts.pool_crossover)
     assert [p.split("**")[1] for p in parts] == ["device", "pinned"]
-    batching = memory_charts.batching_table(replay.submit("batching", {}).outcome())
+    batching = memory_charts.batching_table(submit_values(replay, "batching", {}).outcome())
     assert headlines.batching(batching).startswith("**Each separate copy costs about ")
     assert headlines.batching(batching.assign(**{"per-copy overhead µs": float("nan")})) is None
 

@@ -9,7 +9,7 @@ from streamlit.testing.v1 import AppTest
 
 from gpu.experiments.registry import EXPERIMENTS
 from gpu.present import claims, talks
-from gpu.service.backends import ReplayBackend
+from gpu.service.backends import ReplayBackend, submit_values
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 # The page view that shows a scene's figures, where it is not the page's default view.
@@ -39,8 +39,8 @@ def test_every_judge_names_the_figures_a_page_shares():
 
 @pytest.mark.parametrize("scene", SCENES, ids=lambda s: s.judge)
 def test_the_talk_and_the_page_say_the_same_figures(scene):
-    values = claims.CLAIMS[scene.judge](ReplayBackend().submit(scene.experiment, scene.params).outcome())
-    verdict = talks.headline(scene, ReplayBackend().submit(scene.experiment, scene.params).outcome())
+    values = claims.CLAIMS[scene.judge](submit_values(ReplayBackend(), scene.experiment, scene.params).outcome())
+    verdict = talks.headline(scene, submit_values(ReplayBackend(), scene.experiment, scene.params).outcome())
     stage = " ".join(stage_lines(EXPERIMENTS[scene.experiment].PAGE, VIEWS.get(scene.judge, {})))
     for field in claims.SHARED_FIGURES[scene.judge]:
         figure = str(values[field])
@@ -51,7 +51,7 @@ def test_the_talk_and_the_page_say_the_same_figures(scene):
 def test_the_sweep_charts_draw_the_contiguous_read_their_costs_are_judged_against():
     from gpu.present.charts import kernels as kernel_charts
 
-    frame = ReplayBackend().submit("coalescing", {"elements": 1 << 26, "block_sizes": [256]}).outcome()
+    frame = submit_values(ReplayBackend(), "coalescing", {"elements": 1 << 26, "block_sizes": [256]}).outcome()
     for variant in ("strided", "offset"):
         names = [t.name for t in kernel_charts.sweep_figure(frame, variant).data]
         assert "contiguous read: copy, 1 float/thread (2680 GB/s)" in names, names

@@ -9,7 +9,7 @@ import pytest
 from gpu.core import schema
 from gpu.core.errors import ValidationError
 from gpu.core.units import GiB, KiB, MiB
-from gpu.service.backends import REPLAY_DIR, ReplayBackend
+from gpu.service.backends import REPLAY_DIR, ReplayBackend, submit_values
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +28,8 @@ def test_committed_recording_is_a_real_gpu_run_with_provenance(replay):
 
 
 def test_replay_returns_exactly_the_requested_recorded_points(replay):
-    handle = replay.submit("transfers", {"sizes": [4 * KiB, 1 * MiB], "modes": ["pinned"], "directions": ["h2d"]})
+    handle = submit_values(replay, "transfers",
+                           {"sizes": [4 * KiB, 1 * MiB], "modes": ["pinned"], "directions": ["h2d"]})
     frame = handle.outcome()
     assert sorted(frame["bytes"]) == [4 * KiB, 1 * MiB]
     assert set(frame["variant"]) == {"pinned"} and set(frame["direction"]) == {"h2d"}
@@ -37,7 +38,7 @@ def test_replay_returns_exactly_the_requested_recorded_points(replay):
 
 
 def test_unrecorded_sizes_are_named_never_interpolated(replay):
-    handle = replay.submit("transfers", {"sizes": [4 * KiB, 48 * KiB], "modes": ["pinned"]})
+    handle = submit_values(replay, "transfers", {"sizes": [4 * KiB, 48 * KiB], "modes": ["pinned"]})
     frame = handle.outcome()
     assert set(frame["bytes"]) == {4 * KiB}
     assert any("48 KiB" in note and "never interpolates" in note for note in handle.notes)
@@ -45,14 +46,14 @@ def test_unrecorded_sizes_are_named_never_interpolated(replay):
 
 def test_nothing_recorded_is_a_clear_error(replay):
     with pytest.raises(ValidationError, match="none of the requested points were recorded"):
-        replay.submit("transfers", {"sizes": [48 * KiB]}).outcome()
+        submit_values(replay, "transfers", {"sizes": [48 * KiB]}).outcome()
     with pytest.raises(ValidationError, match="no recording with run id"):
-        replay.submit("transfers", {"sizes": [4 * KiB]}, run_id="nope").outcome()
+        submit_values(replay, "transfers", {"sizes": [4 * KiB]}, run_id="nope").outcome()
 
 
 def test_bad_parameters_are_refused_in_replay_too(replay):
     with pytest.raises(ValidationError, match="must be at least 16 B"):
-        replay.submit("transfers", {"sizes": [0]}).outcome()
+        submit_values(replay, "transfers", {"sizes": [0]}).outcome()
     assert replay.check("transfers", {"sizes": [100]}) == [
         "size 100 B is not a multiple of 16 B (the zero-copy kernel moves 16-byte vectors)"]
 
@@ -69,7 +70,7 @@ def test_a_damaged_recording_is_reported_and_the_others_still_load(tmp_path):
 def test_an_empty_directory_gives_a_message(tmp_path):
     replay = ReplayBackend(tmp_path)
     with pytest.raises(ValidationError, match="no recorded transfers runs"):
-        replay.submit("transfers", {"sizes": [4 * KiB]}).outcome()
+        submit_values(replay, "transfers", {"sizes": [4 * KiB]}).outcome()
 
 
 def test_recordings_list_each_run_with_device_and_date(tmp_path):
@@ -81,13 +82,13 @@ def test_recordings_list_each_run_with_device_and_date(tmp_path):
     replay = ReplayBackend(tmp_path)
     recordings = replay.recordings("transfers")
     assert list(recordings["run_id"])[0] == "second"  # newest first
-    picked = replay.submit("transfers", {"sizes": [4 * KiB]}, run_id="second").outcome()
+    picked = submit_values(replay, "transfers", {"sizes": [4 * KiB]}, run_id="second").outcome()
     assert picked["device_name"].eq("NVIDIA H100 80GB HBM3").all()
 
 
 def test_an_unrecorded_kernel_setting_names_what_the_recording_has(replay):
     with pytest.raises(ValidationError) as refused:
-        replay.submit("reduction", {"sizes": [1 << 22], "block_sizes": [256]}).outcome()
+        submit_values(replay, "reduction", {"sizes": [1 << 22], "block_sizes": [256]}).outcome()
     message = str(refused.value)
     assert "vector sizes 1,048,576, 16,777,216, 268,435,456" in message
     assert "block sizes 128, 256, 512, 1,024" in message
@@ -97,15 +98,19 @@ def test_the_point_cache_answers_only_when_every_point_is_known():
     from gpu.service.backends import PointCache, ReplayBackend
 
     replay = ReplayBackend()
-    frame = replay.submit("transfers", {"sizes": [65536, 1 << 20], "modes": ["pinned"]}).outcome()
+    frame = submit_values(replay, "transfers", {"sizes": [65536, 1 << 20], "modes": ["pinned"]}).outcome()
     cache = PointCache()
     profile = frame["profile"].iloc[0]
-    assert cache.lookup("transfers", {"sizes": [65536], "modes": ["pinned"], "profile": profile}) is None
+
+    def lookup(params):
+        return cache.lookup(replay.request("transfers", {"modes": ["pinned"], **params}))
+
+    assert lookup({"sizes": [65536], "profile": profile}) is None
     cache.remember(frame)
-    hit = cache.lookup("transfers", {"sizes": [65536], "modes": ["pinned"], "profile": profile})
+    hit = lookup({"sizes": [65536], "profile": profile})
     assert hit is not None and set(hit["bytes"]) == {65536} and len(hit) == 2
-    assert cache.lookup("transfers", {"sizes": [65536, 4096], "modes": ["pinned"], "profile": profile}) is None
-    assert cache.lookup("transfers", {"sizes": [65536], "modes": ["pinned"], "profile": "interactive"}) is None
+    assert lookup({"sizes": [65536, 4096], "profile": profile}) is None
+    assert lookup({"sizes": [65536], "profile": "interactive"}) is None
 
 
 def test_the_replay_docs_count_the_transfers_recordings_converged_points_as_the_data_does(replay):

@@ -8,7 +8,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from gpu.present import claims, talks
-from gpu.service.backends import ReplayBackend
+from gpu.service.backends import ReplayBackend, submit_values
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 
@@ -22,7 +22,7 @@ def test_the_built_in_talk_loads_and_every_scene_is_judged_from_the_recording():
     talk = talks.load()
     assert talk.title == "Claims about GPU memory, measured" and len(talk.scenes) == 6
     replay = ReplayBackend()
-    lines = [talks.headline(s, replay.submit(s.experiment, s.params).outcome()) for s in talk.scenes]
+    lines = [talks.headline(s, submit_values(replay, s.experiment, s.params).outcome()) for s in talk.scenes]
     assert lines[0].startswith("Understated for large copies") and "at 1 GiB" in lines[0]
     assert lines[1].startswith("False at 1 GiB")
     assert lines[2].endswith("costs 3.4 % against the contiguous read (copy, 1 float/thread, 2,680 GB/s)")
@@ -152,7 +152,7 @@ def test_described_parameters_write_byte_sizes_as_sizes_and_counts_as_counts():
 def test_the_dot_product_chart_names_the_grey_bar_only_when_it_draws_it():
     from gpu.present.charts import kernels as kernel_charts
 
-    frame = ReplayBackend().submit("reduction", {"sizes": [1 << 24]}).outcome()
+    frame = submit_values(ReplayBackend(), "reduction", {"sizes": [1 << 24]}).outcome()
     with_library = kernel_charts.reduction_figure(frame)
     without = kernel_charts.reduction_figure(frame[frame["variant"] != "gpuarray_dot"])
     assert "grey" in with_library.layout.title.text and "#7F7F7F" in with_library.data[0].marker.color

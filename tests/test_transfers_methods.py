@@ -225,7 +225,7 @@ def test_each_timing_view_replays_the_recording_measured_with_its_method(monkeyp
 
 def test_replay_picks_the_newest_recording_that_holds_the_requested_method():
     from gpu.core import schema
-    from gpu.service.backends import ReplayBackend
+    from gpu.service.backends import ReplayBackend, submit_values
 
     def recording(run_id, method, timestamp):
         row, _, _ = measure(MiB, "pinned", "h2d", method)
@@ -235,11 +235,12 @@ def test_replay_picks_the_newest_recording_that_holds_the_requested_method():
     batched = recording("batched-run", "batched", "2026-11-23T00:00:00+00:00")
     both = ReplayBackend(frames=[single, batched])
     request = {"sizes": [MiB], "modes": ["pinned"], "directions": ["h2d"]}
-    assert set(both.submit("transfers", {**request, "methods": ["single"]}).outcome()["run_id"]) == {"single-run"}
-    assert set(both.submit("transfers", {**request, "methods": ["batched"]}).outcome()["run_id"]) == {"batched-run"}
+    for method in ("single", "batched"):
+        chosen = submit_values(both, "transfers", {**request, "methods": [method]}).outcome()
+        assert set(chosen["run_id"]) == {f"{method}-run"}
     only_single = ReplayBackend(frames=[single])
     with pytest.raises(ValidationError, match="none of the requested points were recorded"):
-        only_single.submit("transfers", {**request, "methods": ["batched"]}).outcome()
+        submit_values(only_single, "transfers", {**request, "methods": ["batched"]}).outcome()
 
 
 def test_the_numbers_table_names_the_copies_per_batched_sample():
@@ -255,7 +256,7 @@ def test_the_numbers_table_names_the_copies_per_batched_sample():
 
 def test_replay_selects_each_method_by_its_timer_from_one_run():
     from gpu.core import schema
-    from gpu.service.backends import ReplayBackend
+    from gpu.service.backends import ReplayBackend, submit_values
 
     # One run holding both methods: the single points as measured by the worker stand-in, the batched ones too.
     rows = [{**measure(size, "pinned", direction, method)[0], "run_id": "both", "experiment": "transfers",
@@ -263,8 +264,8 @@ def test_replay_selects_each_method_by_its_timer_from_one_run():
             for size in (MiB, 16 * MiB) for direction in ("h2d", "d2h") for method in transfers.METHODS]
     replay = ReplayBackend(frames=[schema.make_frame(rows, {})])
     request = {"sizes": [MiB, 16 * MiB], "modes": ["pinned"]}
-    single = replay.submit("transfers", request).outcome()
-    batched = replay.submit("transfers", {**request, "methods": ["batched"]}).outcome()
+    single = submit_values(replay, "transfers", request).outcome()
+    batched = submit_values(replay, "transfers", {**request, "methods": ["batched"]}).outcome()
     assert set(single["timer"]) == {"cuda_event"} and len(single) == 4
     assert set(batched["timer"]) == {"cuda_event_batched_held"} and len(batched) == 4
     assert batched["param_value"].notna().all() and single["param_value"].isna().all()

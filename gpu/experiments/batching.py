@@ -57,10 +57,13 @@ def invalid_reasons(params: Params, limits) -> list[str]:
         if not reasons and size * params.pieces > MAX_TOTAL:
             reasons.append(f"{params.pieces} pieces of {format_bytes(size)} make {format_bytes(size * params.pieces)}, "
                            f"over the {format_bytes(MAX_TOTAL)} this experiment allows")
-    if reasons:
-        return reasons
+    return reasons or memory_reasons(params, limits)
+
+
+def memory_reasons(params: Params, limits) -> list[str]:
+    """What can change between the check and the run: whether the buffers fit in the memory free now."""
     total = max(params.piece_sizes) * params.pieces
-    reasons += k.memory_reasons(total, limits, f"{format_bytes(total)} of pieces")
+    reasons = k.memory_reasons(total, limits, f"{format_bytes(total)} of pieces")
     if limits is not None and 3 * total > limits.pinned_budget_bytes:
         reasons.append(f"pieces, staging and read-back need {format_bytes(3 * total)} of pinned memory, over "
                        f"the budget of {format_bytes(limits.pinned_budget_bytes)} (PINPOINT_PINNED_BUDGET_BYTES)")

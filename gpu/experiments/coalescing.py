@@ -88,9 +88,12 @@ def device_bytes_needed(params: Params) -> int:
 
 def invalid_reasons(params: Params, limits) -> list[str]:
     reasons = axes.reasons(params, limits)
-    if not reasons:
-        reasons += k.memory_reasons(device_bytes_needed(params), limits, "this sweep")
-    return reasons
+    return reasons or memory_reasons(params, limits)
+
+
+def memory_reasons(params: Params, limits) -> list[str]:
+    """What can change between the check and the run: whether the buffers fit in the memory free now."""
+    return k.memory_reasons(device_bytes_needed(params), limits, "this sweep")
 
 
 def bytes_moved(variant: str, elements: int, matrix_side: int) -> int:

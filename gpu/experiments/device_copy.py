@@ -101,9 +101,12 @@ def invalid_reasons(params: Params, limits) -> list[str]:
     n_points = len(params.sizes) * len(params.variants) * len(params.methods)
     if n_points > MAX_POINTS:
         reasons.append(f"{n_points} points requested; at most {MAX_POINTS} per run")
-    if not reasons:
-        reasons += k.memory_reasons(device_bytes_needed(params), limits, "these copies (source and destination)")
-    return reasons
+    return reasons or memory_reasons(params, limits)
+
+
+def memory_reasons(params: Params, limits) -> list[str]:
+    """What can change between the check and the run: whether the buffers fit in the memory free now."""
+    return k.memory_reasons(device_bytes_needed(params), limits, "these copies (source and destination)")
 
 
 def bytes_moved(size: int, passes: int = 1) -> int:

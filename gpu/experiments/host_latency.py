@@ -62,10 +62,13 @@ parse_params = axes.parser(Params)
 
 def invalid_reasons(params: Params, limits) -> list[str]:
     reasons = axes.reasons(params, limits)
-    if reasons:
-        return reasons
+    return reasons or memory_reasons(params, limits)
+
+
+def memory_reasons(params: Params, limits) -> list[str]:
+    """What can change between the check and the run: whether the buffers fit in the memory free now."""
     largest = max(params.sizes)
-    reasons += k.memory_reasons(largest, limits, f"a {format_bytes(largest)} chain")
+    reasons = k.memory_reasons(largest, limits, f"a {format_bytes(largest)} chain")
     if "mapped" in params.variants and limits is not None and largest > limits.pinned_budget_bytes:
         reasons.append(f"working set {format_bytes(largest)} is over the pinned-memory budget of "
                        f"{format_bytes(limits.pinned_budget_bytes)} (PINPOINT_PINNED_BUDGET_BYTES sets it)")

@@ -58,11 +58,14 @@ parse_params = axes.parser(Params)
 
 def invalid_reasons(params: Params, limits) -> list[str]:
     reasons = axes.reasons(params, limits)
-    if reasons:
-        return reasons
+    return reasons or memory_reasons(params, limits)
+
+
+def memory_reasons(params: Params, limits) -> list[str]:
+    """What can change between the check and the run: whether the buffers fit in the memory free now."""
     largest = max(params.sizes)
     # Never ask for more managed memory than the device has free: oversubscription can hang a GPU.
-    reasons += k.memory_reasons(2 * largest, limits, f"{format_bytes(largest)} of managed memory plus a device copy")
+    reasons = k.memory_reasons(2 * largest, limits, f"{format_bytes(largest)} of managed memory plus a device copy")
     if limits is not None and limits.host_available_bytes and 3 * largest > limits.host_available_bytes:
         reasons.append(f"size {format_bytes(largest)} needs {format_bytes(3 * largest)} of host memory (pattern, "
                        f"migrated pages) but {format_bytes(limits.host_available_bytes)} is available")

@@ -57,13 +57,21 @@ parse_params = axes.parser(Params)
 
 
 def invalid_reasons(params: Params, limits, max_dynamic_shared: int = 227 * 1024) -> list[str]:
-    reasons = axes.reasons(params, limits)
+    reasons = axes.reasons(params, limits) + shared_memory_reasons(params, max_dynamic_shared)
+    return reasons or memory_reasons(params, limits)
+
+
+def shared_memory_reasons(params: Params, max_dynamic_shared: int) -> list[str]:
+    """The device's per-block shared-memory opt-in, which only the worker reads (its occupancy limits)."""
     if params.dynamic_shared_bytes > max_dynamic_shared:
-        reasons.append(f"dynamic shared memory {params.dynamic_shared_bytes} B must be 0 … {max_dynamic_shared} B "
-                       "(the device's per-block opt-in maximum, less the kernel's static shared memory)")
-    if not reasons:
-        reasons += k.memory_reasons(3 * STREAM_ELEMENTS * 4 + 256 * 1024**2, limits, "this sweep")
-    return reasons
+        return [f"dynamic shared memory {params.dynamic_shared_bytes} B must be 0 … {max_dynamic_shared} B "
+                "(the device's per-block opt-in maximum, less the kernel's static shared memory)"]
+    return []
+
+
+def memory_reasons(params: Params, limits) -> list[str]:
+    """What can change between the check and the run: whether the buffers fit in the memory free now."""
+    return k.memory_reasons(3 * STREAM_ELEMENTS * 4 + 256 * 1024**2, limits, "this sweep")
 
 
 _CHASE_LOCK = threading.Lock()

@@ -54,11 +54,14 @@ parse_params = axes.parser(Params)
 
 def invalid_reasons(params: Params, limits) -> list[str]:
     reasons = axes.reasons(params, limits)
-    if reasons:
-        return reasons
+    return reasons or memory_reasons(params, limits)
+
+
+def memory_reasons(params: Params, limits) -> list[str]:
+    """What can change between the check and the run: whether the buffers fit in the memory free now."""
     largest = max(params.sizes)
     # Per-call and pooled blocks can coexist with the pool's held block for a moment.
-    reasons += k.memory_reasons(3 * largest, limits, f"{format_bytes(largest)} buffers (per call and pooled)")
+    reasons = k.memory_reasons(3 * largest, limits, f"{format_bytes(largest)} buffers (per call and pooled)")
     if limits is not None and 4 * largest > limits.pinned_budget_bytes:
         reasons.append(f"size {format_bytes(largest)} needs {format_bytes(4 * largest)} of pinned memory (two sources, "
                        f"a per-call and a pooled buffer) over the budget of {format_bytes(limits.pinned_budget_bytes)} "

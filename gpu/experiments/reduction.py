@@ -56,9 +56,14 @@ def invalid_reasons(params: Params, limits) -> list[str]:
     if "shared_tree" in params.variants:
         reasons += [f"block size {b}: the shared-memory tree halves the block each step, so it needs a power "
                     "of two" for b in params.block_sizes if b > 0 and b & (b - 1)]
-    if params.sizes and not reasons:
-        reasons += k.memory_reasons(2 * max(params.sizes) * 4 + 256 * 1024**2, limits, "these vectors")
-    return reasons
+    return reasons or memory_reasons(params, limits)
+
+
+def memory_reasons(params: Params, limits) -> list[str]:
+    """What can change between the check and the run: whether the buffers fit in the memory free now."""
+    if not params.sizes:
+        return []
+    return k.memory_reasons(2 * max(params.sizes) * 4 + 256 * 1024**2, limits, "these vectors")
 
 
 def bytes_moved(elements: int) -> int:

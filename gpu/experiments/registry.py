@@ -24,7 +24,7 @@ from gpu.core.errors import ValidationError
 from gpu.core.units import parse_size_list
 from gpu.experiments.axes import Axis
 
-NOT_EXPERIMENTS = {"registry"}
+NOT_EXPERIMENTS = {"registry", "request"}
 SWEEPS_PACKAGE = "gpu.sweeps"  # worker-only: imported by name, on first use
 
 
@@ -184,11 +184,3 @@ def runner_jobs(entry: Entry, args) -> list[dict]:
     combos = itertools.product(*(lists[name] for name in entry.expand))
     return [{**values, **dict(zip(entry.expand, combo, strict=True))} for combo in combos]
 
-
-def check_params(experiment: str, params: dict, limits) -> list[str]:
-    """Every reason ``params`` cannot run (empty when they can), before anything is allocated."""
-    try:
-        module = get_experiment(experiment)
-        return module.invalid_reasons(module.parse_params(params), limits)
-    except ValidationError as exc:
-        return exc.reasons

@@ -166,7 +166,13 @@ def invalid_reasons(params: Params, limits) -> list[str]:
     n_points = sum(1 for _ in params.points())
     if n_points > MAX_POINTS:
         reasons.append(f"{n_points} points requested; at most {MAX_POINTS} per run")
-    reasons += k.memory_reasons(2 * size, limits, f"a {format_bytes(size)} pipeline (input and output)")
+    return reasons + memory_reasons(params, limits)
+
+
+def memory_reasons(params: Params, limits) -> list[str]:
+    """What can change between the check and the run: whether the buffers fit in the memory free now."""
+    size = params.size_bytes
+    reasons = k.memory_reasons(2 * size, limits, f"a {format_bytes(size)} pipeline (input and output)")
     if limits is not None:
         if "pinned" in params.host_memory and 2 * size > limits.pinned_budget_bytes:
             reasons.append(f"pinned input and output need {format_bytes(2 * size)}, over the pinned-memory budget of "

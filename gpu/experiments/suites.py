@@ -36,7 +36,8 @@ from pathlib import Path
 
 from gpu.core import paths
 from gpu.core.errors import ValidationError
-from gpu.experiments import registry
+from gpu.experiments import registry, request
+from gpu.experiments.request import Request
 
 SUITES_DIR = paths.asset("suites")
 DEFAULT_PROFILE = "precise/timeout_s=1"
@@ -57,13 +58,15 @@ class SuiteError(ValidationError):
 
 @dataclass(frozen=True)
 class SuiteRun:
-    """One experiment of a suite: its registered name, its parameters (the profile included) and its time limit."""
+    """One experiment of a suite: its registered name, its parameters (the profile included: as written, and
+    ``request``, parsed and checked once when the suite was read) and its time limit."""
 
     experiment: str
     params: dict
     timeout_s: float
     line: int
     gpus: str = ONE_GPU
+    request: Request | None = field(default=None, compare=False)
 
     @property
     def on_node(self) -> bool:
@@ -73,10 +76,14 @@ class SuiteRun:
     def min_gpus(self) -> int:
         return min_gpus(registry.get_experiment(self.experiment))
 
+    def checked(self) -> Request:
+        """The run's request, checked against no device (a fleet's node checks it against its GPU's limits)."""
+        return self.request or request.checked_request(self.experiment, self.params, None)
+
     def points(self) -> list[tuple]:
-        """The point keys this run measures, in the order of the experiment's KEY_COLUMNS."""
-        module = registry.get_experiment(self.experiment)
-        return list(module.parse_params(self.params).points())
+        """The point keys this run measures, in the order of the experiment's KEY_COLUMNS (from its request: the
+        parameters are not parsed again)."""
+        return list(self.checked().params.points())
 
 
 @dataclass(frozen=True)
@@ -306,17 +313,23 @@ def _run(entry, index: int, profile: str, timeout: float, lines: _Lines) -> tupl
         problems.append((lines.key(index, "profile", in_params=True),
                          "the profile is the suite's or the run's (profile = …), not a parameter"))
     params = {**params, "profile": run_profile}
-    reasons = registry.check_params(entry_for.name, params, None)
+    try:
+        checked, reasons = request.checked_request(entry_for.name, params, None), []
+    except ValidationError as exc:
+        checked, reasons = None, exc.reasons
     for reason in reasons:  # a reason that names a parameter points at its line, else at the run's experiment
         problems.append((lines.mentioned(index, reason, params) or lines.key(index, "experiment"),
                          f"{entry_for.name}: {reason}"))
     if problems:
         return None, problems
-    return SuiteRun(entry_for.name, params, float(run_timeout), header, gpus), []
+    return SuiteRun(entry_for.name, params, float(run_timeout), header, gpus, checked), []
 
 
 class _Lines:
-    """Where keys sit in the suite's text: tomllib gives values, not their lines."""
+    """Where keys sit in the suite's text: tomllib gives values, not their lines. No maintained TOML parser for
+    Python reports a key's position (tomlkit keeps the formatting, not line numbers; a tree-sitter grammar gives a
+    syntax tree whose values a second, home-made reader would have to convert and validate), so tomllib reads the
+    values and this finds their lines, once per suite."""
 
     def __init__(self, text: str):
         self.lines = text.splitlines()

@@ -89,7 +89,18 @@ def invalid_reasons(params: Params, limits) -> list[str]:
         reasons.append("batched copies reuse one buffer, so they cannot include its allocation: time allocation "
                        "with the single method")
     largest = max(params.sizes, default=0)
-    if limits is not None and largest >= MIN_BYTES:
+    if largest >= MIN_BYTES:
+        reasons += memory_reasons(params, limits)
+    n_points = len(params.sizes) * len(params.modes) * len(params.directions) * len(params.timings())
+    if n_points > MAX_POINTS:
+        reasons.append(f"{n_points} points requested; at most {MAX_POINTS} per run")
+    return reasons
+
+
+def memory_reasons(params: Params, limits) -> list[str]:
+    """What can change between the check and the run: whether the buffers fit in the memory free now."""
+    reasons, largest = [], max(params.sizes, default=0)
+    if limits is not None:
         device_room = limits.free_device_bytes - DEVICE_RESERVE_BYTES
         if largest > device_room:
             reasons.append(f"size {format_bytes(largest)} does not fit in device memory: "
@@ -102,9 +113,6 @@ def invalid_reasons(params: Params, limits) -> list[str]:
         if limits.host_available_bytes and 3 * largest > limits.host_available_bytes:
             reasons.append(f"size {format_bytes(largest)} needs {format_bytes(3 * largest)} of host memory "
                            f"(pattern, buffer, read-back) but {format_bytes(limits.host_available_bytes)} is available")
-    n_points = len(params.sizes) * len(params.modes) * len(params.directions) * len(params.timings())
-    if n_points > MAX_POINTS:
-        reasons.append(f"{n_points} points requested; at most {MAX_POINTS} per run")
     return reasons
 
 

@@ -111,7 +111,7 @@ def start_node_run(client: Client, node: FleetNode, service: str, progress: Prog
     released = [client.submit(task.release, service, workers=[g.worker], allow_other_workers=False,
                                resources={"GPU": 1}, pure=False, retries=0,
                                key=f"pinpoint-release-{g.gpu_uuid}-{stamp}") for g in node.gpus]
-    node.future = client.submit(task.measure_node, service, run.experiment, run.params, run.timeout_s, node.uuids,
+    node.future = client.submit(task.measure_node, service, run.checked(), run.timeout_s, node.uuids,
                                 *released, workers=[node.worker], allow_other_workers=False, resources={"GPU": 1},
                                 pure=False, retries=0, key=f"pinpoint-{run.experiment}-{node.host}-{stamp}")
     progress.event(f"{node.label()}: {run.experiment} on the node's GPUs together")

@@ -248,7 +248,7 @@ def _natural(name: str) -> list:
 def _submit(client: Client, gpu: FleetGpu, service: str) -> None:
     run = gpu.todo.pop(0)
     gpu.current, gpu.started = run, time.monotonic()
-    gpu.future = client.submit(task.measure, service, run.experiment, run.params, run.timeout_s,
+    gpu.future = client.submit(task.measure, service, run.checked(), run.timeout_s,
                                workers=[gpu.worker], allow_other_workers=False, resources={"GPU": 1}, pure=False,
                                retries=0, key=f"pinpoint-{run.experiment}-{gpu.gpu_uuid}-{time.time_ns()}")
 

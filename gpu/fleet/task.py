@@ -23,7 +23,8 @@ import threading
 
 from distributed import get_worker
 
-from gpu.core.errors import PinPointError, WorkerUnavailable
+from gpu.core.errors import PinPointError, ValidationError, WorkerUnavailable
+from gpu.experiments.request import Request
 from gpu.service.backends import LiveBackend
 from gpu.service.client import WorkerClient
 
@@ -123,24 +124,30 @@ def identify(service: str) -> dict:
             "visible": os.environ.get("CUDA_VISIBLE_DEVICES", "")}
 
 
-def measure(service: str, experiment: str, params: dict, timeout_s: float):
-    """One experiment on this worker's GPU: the whole run's DataFrame, or TaskFailed (nothing partial comes back).
-    A job past ``timeout_s`` is cancelled; one that does not stop then has its GPU worker process replaced."""
-    return _run(backend(service), service, experiment, params, timeout_s)
+def measure(service: str, request: Request, timeout_s: float):
+    """One experiment on this worker's GPU (``request``: a suite run's, checked when the suite was read): the whole
+    run's DataFrame, or TaskFailed (nothing partial comes back). A job past ``timeout_s`` is cancelled; one that does
+    not stop then has its GPU worker process replaced."""
+    return _run(backend(service), service, request, timeout_s)
 
 
-def measure_node(service: str, experiment: str, params: dict, timeout_s: float, gpus: list[str], *released):
+def measure_node(service: str, request: Request, timeout_s: float, gpus: list[str], *released):
     """One experiment on all of a node's GPUs together (``gpus``: their board UUIDs), as ``measure``. ``released``:
     the node's ``release`` tasks, which Dask finishes before this one starts."""
-    return _run(node_backend(service, gpus), _node_key(service, gpus), experiment, params, timeout_s)
+    return _run(node_backend(service, gpus), _node_key(service, gpus), request, timeout_s)
 
 
 def _node_key(service: str, gpus: list[str]) -> str:
     return f"{service}|node|{','.join(gpus)}"
 
 
-def _run(live: LiveBackend, key: str, experiment: str, params: dict, timeout_s: float):
-    handle = live.submit(experiment, params)
+def _run(live: LiveBackend, key: str, request: Request, timeout_s: float):
+    experiment = request.experiment
+    try:
+        checked = live.checked_here(request)  # the suite's typed parameters, checked against this GPU's limits
+    except ValidationError as exc:
+        raise TaskFailed(f"{experiment} failed: {' '.join(str(exc).split())[:300]}") from None
+    handle = live.submit(checked)
     if not handle.wait(timeout_s):
         live.client.cancel(handle)
         if not handle.wait(CANCEL_GRACE_S):

@@ -25,7 +25,8 @@ from pathlib import Path
 from gpu.core import paths, text
 from gpu.core.errors import TalkError
 from gpu.core.units import format_bytes
-from gpu.experiments.registry import EXPERIMENTS, check_params
+from gpu.experiments.registry import EXPERIMENTS
+from gpu.experiments.request import check_params
 from gpu.present.claims import CLAIMS
 
 TALK_DIR = paths.asset("talks")

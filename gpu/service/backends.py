@@ -22,7 +22,8 @@ from gpu.core.errors import DeviceNotFound, ValidationError, WorkerUnavailable
 from gpu.core.limits import Limits
 from gpu.core.units import format_bytes
 from gpu.experiments import get_experiment
-from gpu.experiments.registry import check_params, min_gpus
+from gpu.experiments.registry import min_gpus
+from gpu.experiments.request import Request, check_params, checked_request, on_device
 from gpu.service.client import DEFAULT_SERVICE, JobHandle, WorkerClient, visible_gpus
 
 REPLAY_DIR = paths.asset("replay")
@@ -55,13 +56,12 @@ class PointCache:
                 asked = stats.get_profile(profile).name if profile else str(row["profile"])
                 self._rows[self._key(experiment, asked, [row[c] for c in columns])] = row
 
-    def lookup(self, experiment: str, params: dict) -> pd.DataFrame | None:
-        """Every requested point from the cache (rows keep their own run id and time), or None if one is missing."""
-        module = get_experiment(experiment)
-        parsed = module.parse_params(params)
-        profile = stats.get_profile(parsed.profile).name
+    def lookup(self, request: Request) -> pd.DataFrame | None:
+        """Every point of ``request`` from the cache (rows keep their own run id and time), or None if one is
+        missing."""
+        profile = stats.get_profile(request.profile).name
         with self._lock:
-            rows = [self._rows.get(self._key(experiment, profile, point)) for point in parsed.points()]
+            rows = [self._rows.get(self._key(request.experiment, profile, point)) for point in request.params.points()]
         if not rows or any(r is None for r in rows):
             return None
         return schema.validate(pd.DataFrame(rows))
@@ -114,28 +114,41 @@ class LiveBackend:
         return f"Live on {self.gpu_name()}"
 
     def check(self, experiment: str, params: dict) -> list[str]:
-        """Reasons the request would be refused, from the limits the worker reported last."""
+        """Reasons the request would be refused, from the limits the worker reported last (for a widget that only
+        asks; a measurement builds its ``request`` once)."""
         return check_params(experiment, params, self.known_limits())
 
-    def submit(self, experiment: str, params: dict, session: str | None = None, reuse: bool = False) -> JobHandle:
-        """A job on the worker; with ``reuse``, a request whose every point was measured before (same profile)
-        is answered from those points at once, with a note saying when they were measured. The runner never
-        reuses: a recording is always measured anew."""
+    def request(self, experiment: str, params: dict) -> Request:
+        """``params`` parsed and checked once against the limits the worker reported (ValidationError with every
+        reason): what ``submit`` sends, and the worker trusts."""
+        return checked_request(experiment, params, self.known_limits())
+
+    def checked_here(self, request: Request) -> Request:
+        """A ``request`` checked against no device (a suite's) checked against this worker's limits, its typed
+        parameters not parsed again (ValidationError with every reason)."""
+        return on_device(request, self.known_limits())
+
+    def submit(self, request: Request, session: str | None = None, reuse: bool = False,
+               owner: str | None = None) -> JobHandle:
+        """A job on the worker for a checked ``request``, ``owner``'s (the signed-in person's: their turn in the queue
+        and their one queued job); with ``reuse``, a request whose every point was measured before (same profile) is
+        answered from those points at once, with a note saying when they were measured. The runner never reuses: a
+        recording is always measured anew."""
         if reuse:
             try:
-                cached = self.cache.lookup(experiment, params)
-            except (ValidationError, ValueError):
+                cached = self.cache.lookup(request)
+            except ValueError:
                 cached = None
             if cached is not None:
-                handle = JobHandle(id=0, kind="reused", session=session, payload={"params": params})
+                handle = JobHandle(id=0, kind="reused", session=session, payload={"request": request}, owner=owner)
                 when = sorted(set(str(t)[11:19] for t in cached["timestamp"]))
                 handle.notes.append(f"Reused: all {len(cached)} points were measured earlier in this worker (at "
                                     f"{', '.join(when[:4])}{' …' if len(when) > 4 else ''} UTC, profile "
-                                    f"{params.get('profile', 'interactive')}); nothing was measured again. Turn off "
+                                    f"{request.profile}); nothing was measured again. Turn off "
                                     "'Reuse measured points' in the sidebar to measure anew.")
                 handle.finish("done", result=cached)
                 return handle
-        return self.client.submit("experiment", {"experiment": experiment, "params": params}, session)
+        return self.client.submit("experiment", {"request": request}, session, owner)
 
     def warm(self) -> JobHandle:
         """Queue the worker's first job: pin the host buffers that experiments keep between jobs (their
@@ -203,26 +216,27 @@ class ReplayBackend:
         """Reasons the request is invalid on any device (replay knows no device limits)."""
         return check_params(experiment, params, None)
 
-    def submit(self, experiment: str, params: dict, session: str | None = None,
-               run_id: str | None = None) -> JobHandle:
+    def request(self, experiment: str, params: dict) -> Request:
+        """``params`` parsed and checked once, against no device (ValidationError with every reason)."""
+        return checked_request(experiment, params, None)
+
+    def submit(self, request: Request, session: str | None = None, run_id: str | None = None) -> JobHandle:
         self._ids += 1
-        handle = JobHandle(id=self._ids, kind="replay", session=session, payload={"params": params})
+        handle = JobHandle(id=self._ids, kind="replay", session=session, payload={"request": request})
         try:
-            handle.finish("done", result=self._select(experiment, params, run_id, handle.notes))
+            handle.finish("done", result=self._select(request, run_id, handle.notes))
         except ValidationError as exc:
             handle.finish("failed", error=exc)
         return handle
 
-    def _select(self, experiment: str, params: dict, run_id: str | None, notes: list[str]) -> pd.DataFrame:
-        reasons = self.check(experiment, params)
-        if reasons:
-            raise ValidationError(reasons)
+    def _select(self, request: Request, run_id: str | None, notes: list[str]) -> pd.DataFrame:
+        experiment = request.experiment
         recordings = self.recordings(experiment)
         if recordings.empty:
             # Never the folder's path: a message is shown to visitors, who have no business with the server's files.
             raise ValidationError([f"no recorded {experiment} runs in {self.source}"])
         module = get_experiment(experiment)
-        wanted = set(module.parse_params(params).points())
+        wanted = set(request.params.points())
         run_id = run_id or self.recording_for(experiment, wanted) or recordings.iloc[0]["run_id"]
         recorded = self.data[(self.data["experiment"] == experiment) & (self.data["run_id"] == run_id)]
         if recorded.empty:
@@ -244,6 +258,19 @@ class ReplayBackend:
             notes.append(f"not recorded, so not shown (replay never interpolates): {what}")
         # Rows keep the recording's device and timestamp; the backend column says this view is a replay.
         return selected.assign(backend="replay").reset_index(drop=True)
+
+
+def submit_values(backend, experiment: str, params: dict, **options) -> JobHandle:
+    """A job for plain values (a suite's run, a talk's scene): parsed and checked once here, against ``backend``'s
+    limits (``backend.request``), then submitted with ``options``; a refusal comes back as a failed job, so the caller
+    reads it where it reads every outcome."""
+    try:
+        request = backend.request(experiment, params)
+    except ValidationError as exc:
+        handle = JobHandle(id=0, kind="refused", session=options.get("session"), payload={"params": params})
+        handle.finish("failed", error=exc)
+        return handle
+    return backend.submit(request, **options)
 
 
 def describe_recording(recorded: pd.DataFrame) -> str:

@@ -2,10 +2,13 @@
 
 One ``WorkerClient`` is one worker process on one device set (a GPU, a pair, all of a node's) and serves every
 browser session (the app caches one per set with ``st.cache_resource``), so everything here is thread-safe. Its jobs
-run strictly one after another in the order they came; a session's new job cancels its previous one (pending jobs
-are dropped, a running one stops at its next sweep point). Before a job measures, the client takes the lock of every
-GPU in its set from the process's ``GpuLocks``: a job on GPUs 0,1 and a job on GPU 1 never measure at once, while
-jobs on GPU 0 and on GPU 1 do.
+run strictly one after another, in turn by owner (``locks.Turns``: the signed-in person whose job it served longest
+ago goes first, so one person's sweeps cannot starve another's). A person has at most one queued job: their new job
+replaces the one still queued; a session's new job also cancels its previous one (pending jobs are dropped, a running
+one stops at its next sweep point). A queued job says whose job it waits behind, as the person asking may know it
+(``jobs.JobHandle.queue_text``); only an admin cancels another person's job (``cancel_as``). Before a job measures, the
+client takes the lock of every GPU in its set from the process's ``GpuLocks``, which serves each GPU's waiters in
+turn by owner too: a job on GPUs 0,1 and a job on GPU 1 never measure at once, while jobs on GPU 0 and on GPU 1 do.
 """
 
 from __future__ import annotations
@@ -21,11 +24,11 @@ import threading
 import time
 import types
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 
-from gpu.core import schema, text
+from gpu.core.access import Actor, require
 from gpu.core.errors import DeviceNotFound, PinPointError, ValidationError, WorkerError, WorkerUnavailable
-from gpu.service.locks import GPU_LOCKS, GpuClaim, GpuLocks
+from gpu.service.jobs import JobHandle
+from gpu.service.locks import GPU_LOCKS, GpuClaim, GpuLocks, Turns
 from gpu.service.messages import Failure, Freed, Hello, InitFailed, Progress, Result, Row
 
 DEFAULT_SERVICE = "gpu.service.worker:GpuService"
@@ -44,65 +47,6 @@ def load_service_class(spec: str):
     process names it, the worker's process loads it."""
     module_name, _, attr = spec.partition(":")
     return getattr(importlib.import_module(module_name), attr)
-
-
-@dataclass
-class JobHandle:
-    """A job's state as the page sees it. ``state``: queued, running, done, failed or cancelled. ``rows``
-    holds the points measured so far (complete schema rows, as the worker sends them). While it waits for a GPU
-    that a job of another worker holds, ``waiting`` says so ("waiting for GPU 1: a job on GPUs 0,1 is measuring")."""
-
-    id: int
-    kind: str
-    session: str | None
-    payload: dict
-    state: str = "queued"
-    done: int = 0
-    total: int = 0
-    text: str = ""
-    result: object = None
-    error: Exception | None = None
-    notes: list[str] = field(default_factory=list)
-    queued_ahead: int = 0
-    waiting: str = ""
-    rows: list[dict] = field(default_factory=list)
-    _finished: threading.Event = field(default_factory=threading.Event, repr=False)
-
-    @property
-    def finished(self) -> bool:
-        return self._finished.is_set()
-
-    def wait(self, timeout: float | None = None) -> bool:
-        return self._finished.wait(timeout)
-
-    def queue_text(self) -> str:
-        """What a queued job waits for, in words: a GPU held by another worker's job, else the jobs ahead of it."""
-        return self.waiting or f"queued behind {text.count(self.queued_ahead, 'job')}"
-
-    def outcome(self):
-        """The result, or raise the job's error (ValidationError or WorkerError)."""
-        self.wait()
-        if self.error is not None:
-            raise self.error
-        return self.result
-
-    def partial_frame(self):
-        """The points measured so far as a schema DataFrame (None before the first), for drawing while the job
-        runs; the final result is ``outcome()``."""
-        rows = list(self.rows)
-        if not rows:
-            return None
-        try:
-            return schema.make_frame(rows, {})
-        except schema.SchemaError:
-            return None
-
-    def finish(self, state: str, result=None, error: Exception | None = None) -> None:
-        """End the job: ``state`` done (with ``result``), failed or cancelled (with ``error``); waiters wake."""
-        if state not in ("done", "failed", "cancelled"):
-            raise ValueError(f"a job finishes as done, failed or cancelled, not {state!r}")
-        self.state, self.result, self.error = state, result, error
-        self._finished.set()
 
 
 _MAIN_SWAP = threading.Lock()
@@ -142,6 +86,10 @@ def _list_gpus(service: str) -> list[dict]:
     return list(load_service_class(service).visible_gpus())
 
 
+def _owner(handle: JobHandle) -> str | None:
+    return handle.owner
+
+
 class WorkerClient:
     """A worker process on one device set (``service_options``: ``{"device": …}`` or ``{"devices": [0, 1]}``, as
     the service takes them) and the queue of its jobs. ``locks``: the GPU lock table shared with the process's other
@@ -155,11 +103,13 @@ class WorkerClient:
         self._start_timeout = start_timeout
         self._gpu_locks = locks if locks is not None else GPU_LOCKS
         self._lock = threading.Condition()
-        self._pending: list[JobHandle] = []
+        self._pending: list[JobHandle] = []  # in the order they came; served in ``self._turns``' order
+        self._turns = Turns()
         self._running: JobHandle | None = None
         self._ids = itertools.count(1)
         self._process = None
         self._closed = False
+        self._cancel_reason = ""  # why the running job was cancelled, when someone else cancelled it
         self.info: dict = {}
         self.restarts = 0
         self._start_worker()
@@ -208,26 +158,31 @@ class WorkerClient:
             return [int(i) for i in self.info["gpu_indices"]]
         return [int(self.info["gpu_index"])] if self.info.get("gpu_index") is not None else []
 
-    def gpu_claim(self) -> GpuClaim:
-        """A claim on this worker's GPUs, each named by its board UUID where the hello lists it (two workers that
-        name the same board by different spellings still share its lock)."""
+    def gpu_claim(self, owner: str | None = None) -> GpuClaim:
+        """A claim on this worker's GPUs for ``owner``'s job, each GPU named by its board UUID where the hello lists
+        it (two workers that name the same board by different spellings still share its lock)."""
         uuids = {int(g["index"]): g.get("uuid") for g in self.info.get("gpus", []) if "index" in g}
         indices = self.gpu_indices
-        return GpuClaim(tuple(str(uuids.get(i) or f"index {i}") for i in indices), tuple(indices))
+        return GpuClaim(tuple(str(uuids.get(i) or f"index {i}") for i in indices), tuple(indices), owner)
 
     def _worker_alive(self) -> bool:
         return self._process is not None and self._process.is_alive()
 
     # --- public API -----------------------------------------------------------------------------
-    def submit(self, kind: str, payload: dict | None = None, session: str | None = None) -> JobHandle:
-        handle = JobHandle(id=next(self._ids), kind=kind, session=session, payload=payload or {})
+    def submit(self, kind: str, payload: dict | None = None, session: str | None = None,
+               owner: str | None = None) -> JobHandle:
+        """Queue a job; ``owner``: whose it is (the signed-in person), for their turn and their one queued job."""
+        handle = JobHandle(id=next(self._ids), kind=kind, session=session, payload=payload or {}, owner=owner)
         with self._lock:
             if self._closed:
                 raise WorkerUnavailable("the GPU worker has been shut down")
             if session is not None:
                 self._cancel_session_locked(session)
-            handle.queued_ahead = len(self._pending) + (1 if self._running else 0)
+            if owner is not None:  # one queued job a person: the new one replaces theirs still waiting
+                for queued in [h for h in self._pending if h.owner == owner]:
+                    self._cancel_locked(queued)
             self._pending.append(handle)
+            self._number_queue_locked()
             self._lock.notify_all()
         return handle
 
@@ -239,10 +194,24 @@ class WorkerClient:
         with self._lock:
             self._cancel_locked(handle)
 
+    def cancel_as(self, actor: Actor, handle: JobHandle) -> None:
+        """``actor`` cancels ``handle``: their own job, or anyone's when their role may (an admin); AccessRefused, in
+        one line, otherwise, and the job goes on."""
+        if handle.owner is None or handle.owner != actor.who:
+            require(actor, "cancel_any")
+        with self._lock:
+            self._cancel_locked(handle, f"cancelled by {actor.who}" if handle.owner != actor.who else "")
+
+    def jobs(self) -> list[JobHandle]:
+        """The job measuring (or waiting for its GPUs), then the queued ones in the order they will be served."""
+        with self._lock:
+            return ([self._running] if self._running is not None else []) + self._turns.order(self._pending, _owner)
+
     def queued_ahead(self, handle: JobHandle) -> int:
         with self._lock:
-            if handle in self._pending:
-                return self._pending.index(handle) + (1 if self._running else 0)
+            order = self._turns.order(self._pending, _owner)
+            if handle in order:
+                return order.index(handle) + (1 if self._running else 0)
             return handle.queued_ahead if handle is self._running and handle.state == "queued" else 0
 
     def close(self) -> None:
@@ -270,12 +239,24 @@ class WorkerClient:
         if self._running is not None and self._running.session == session:
             self._cancel_locked(self._running)
 
-    def _cancel_locked(self, handle: JobHandle) -> None:
+    def _cancel_locked(self, handle: JobHandle, why: str = "") -> None:
         if handle in self._pending:
             self._pending.remove(handle)
-            handle.finish("cancelled", error=WorkerError("cancelled: a newer request replaced this job"))
+            handle.finish("cancelled", error=WorkerError(why or "cancelled: a newer request replaced this job"))
+            self._number_queue_locked()
         elif handle is self._running:
             self._cancel.value = handle.id
+            self._cancel_reason = why
+
+    def _number_queue_locked(self) -> None:
+        """Each queued job's place in the turns, and the owner of the job it waits behind (the one measuring, else
+        the one served before it)."""
+        order = self._turns.order(self._pending, _owner)
+        running = self._running
+        for position, waiting in enumerate(order):
+            waiting.queued_ahead = position + (1 if running else 0)
+            ahead = running if position == 0 else order[position - 1]
+            waiting.ahead_owner = ahead.owner if ahead is not None else None
 
     def _dispatch_loop(self) -> None:
         while True:
@@ -284,10 +265,11 @@ class WorkerClient:
                     self._lock.wait()
                 if self._closed:
                     return
-                handle = self._pending.pop(0)
-                self._running = handle
-                for position, waiting in enumerate(self._pending):
-                    waiting.queued_ahead = position + 1
+                handle = self._turns.order(self._pending, _owner)[0]  # whose turn it is
+                self._pending.remove(handle)
+                self._turns.served(handle.owner)
+                self._running, self._cancel_reason = handle, ""
+                self._number_queue_locked()
             try:
                 self._run_one(handle)
             except Exception as exc:  # never let the dispatcher die: fail this job, keep serving
@@ -304,13 +286,15 @@ class WorkerClient:
 
     def _run_one(self, handle: JobHandle) -> None:
         """Run ``handle`` once every GPU of this worker's set is free; its GPUs are given back however it ends."""
-        claim = self.gpu_claim()
+        claim = self.gpu_claim(handle.owner)
 
         def waiting(what: str, ahead: int) -> None:
             handle.waiting, handle.queued_ahead = what, ahead
+            handle.ahead_owner = claim.behind.owner if what and claim.behind is not None else None
 
         if not self._gpu_locks.acquire(claim, lambda: self._cancel.value == handle.id or self._closed, waiting):
-            why = "the GPU worker shut down" if self._closed else "cancelled: a newer request replaced this job"
+            why = "the GPU worker shut down" if self._closed else \
+                self._cancel_reason or "cancelled: a newer request replaced this job"
             handle.finish("cancelled", error=WorkerError(why))
             return
         try:
@@ -367,8 +351,8 @@ class WorkerClient:
                     self._process.join(10)  # it exits by itself; the next job starts a new one
                 if message.kind == "validation":
                     handle.finish("failed", error=ValidationError(message.reasons or [message.message]))
-                elif message.kind == "cancelled":
-                    handle.finish("cancelled", error=WorkerError(message.message))
+                elif message.kind == "cancelled":  # by the person's newer job, or by an admin (who is named)
+                    handle.finish("cancelled", error=WorkerError(self._cancel_reason or message.message))
                 else:
                     handle.finish("failed", error=WorkerError(message.message, fatal=message.fatal))
                 return

@@ -28,6 +28,7 @@ from gpu.device.context import visible_gpus
 from gpu.device.device_set import DeviceSet
 from gpu.device.driver_occupancy import driver_occupancy_table
 from gpu.experiments import REGISTRY, get_experiment, in_point_order, occupancy_sweep, sweep_of
+from gpu.experiments.request import Request
 from gpu.service.client import load_service_class
 from gpu.service.messages import Failure, Freed, Hello, InitFailed, Progress, Result, Row
 
@@ -104,12 +105,10 @@ class GpuService:
     def handle(self, job: dict, progress, should_cancel):
         kind = job["kind"]
         if kind == "experiment":
-            module = get_experiment(job["experiment"])
-            params = module.parse_params(job["params"])
-            params = getattr(module, "with_devices", lambda p, _: p)(params, self.devices.ordinals)
-            reasons = module.invalid_reasons(params, self.runtime.limits())
-            if reasons:
-                raise ValidationError(reasons)
+            # Parsed and checked where it was asked for; the sweep re-checks only the memory free now.
+            request = checked(job)
+            module = get_experiment(request.experiment)
+            params = getattr(module, "with_devices", lambda p, _: p)(request.params, self.devices.ordinals)
             provenance = self.runtime.provenance()  # the timestamp says when the run started
             point = {"run_id": uuid.uuid4().hex[:12], "experiment": module.NAME}
             measure = sweep_of(module.NAME)
@@ -156,6 +155,14 @@ class GpuService:
 
     def close(self) -> None:
         self.devices.close()
+
+
+def checked(job: dict) -> Request:
+    """An experiment job's request, as its client checked it: a ``Request``, never plain values to parse."""
+    request = job.get("request")
+    if not isinstance(request, Request):
+        raise ValidationError([f"an experiment job carries a checked request, not {type(request).__name__}"])
+    return request
 
 
 def load_service(spec: str, options: dict):

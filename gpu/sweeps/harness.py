@@ -4,7 +4,8 @@ An experiment declares what it measures in ``gpu/experiments/<name>.py`` (its na
 and how in ``gpu/sweeps/<name>.py`` (a ``Sweep`` subclass: ``points`` / ``measure`` / ``verify``); ``run`` does the
 rest, the same way for all of them:
 
-* refuses invalid parameters (``ValidationError``) before anything is allocated;
+* refuses a request whose buffers no longer fit in the memory free now (``ValidationError``), before anything is
+  allocated: the request was parsed and checked before it came (``gpu.experiments.request``);
 * opens the job's allocation scope on every GPU of the worker's set (``DeviceSet.job_scope``: freed after the
   answer, or at once on an error);
 * walks the declared points, checking for cancellation (``JobCancelled``) and reporting progress before each;
@@ -50,13 +51,14 @@ class Point:
 
 class Sweep:
     """An experiment's measurement. Its declaration (``gpu/experiments/<name>.py``) declares NAME, TITLE, AXES,
-    KEY_COLUMNS and ``invalid_reasons`` (the subclass takes them from there), and the subclass implements ``points``
-    (a generator that may set up and free a group's buffers around the points it yields), ``measure(point)`` (a
+    KEY_COLUMNS, ``invalid_reasons`` and ``memory_reasons`` (the subclass takes them from there), and the subclass
+    implements ``points`` (a generator that may set up and free a group's buffers around the points it yields),
+    ``measure(point)`` (a
     sample function for the profile's loop, a finished ``stats.Summary``, or None for a point that cannot run: no
     row) and ``verify(point)`` (raise ``VerificationError`` on wrong data); ``prepare(point)`` does a point's
     untimed set-up (poisoning its output) before its telemetry starts. ``__init__`` runs before the job's allocation
     scope opens, ``setup`` inside it (``self.ledger`` and ``self.progress`` set) and ``close`` after it has closed,
-    even on an error. ``limits`` are the device limits the parameters were checked against (read once per job).
+    even on an error. ``limits`` are the device limits read for this job (once), its memory re-checked against them.
 
     ``self.gpu`` is the set's first GPU, the one a one-GPU sweep measures on; ``self.gpus`` the whole ``DeviceSet``
     (``activate(i)``, per-device runtimes and limits), ``self.ledgers`` each device's ledger by ordinal (set with
@@ -74,7 +76,7 @@ class Sweep:
 
     def __init_subclass__(cls, **kwargs):
         """A sweep takes its experiment's identity from its declaration (declared there once): NAME, TITLE, AXES,
-        KEY_COLUMNS and ``invalid_reasons``. The sweep of ``gpu.sweeps.<name>`` is declared by
+        KEY_COLUMNS, ``invalid_reasons`` and ``memory_reasons``. The sweep of ``gpu.sweeps.<name>`` is declared by
         ``gpu.experiments.<name>``; a sweep defined elsewhere is declared by its own module."""
         super().__init_subclass__(**kwargs)
         module = sys.modules[cls.__module__]
@@ -83,8 +85,9 @@ class Sweep:
         for name in ("NAME", "TITLE", "AXES", "KEY_COLUMNS"):
             if name not in cls.__dict__ and hasattr(module, name):
                 setattr(cls, name, getattr(module, name))
-        if "invalid_reasons" not in cls.__dict__ and hasattr(module, "invalid_reasons"):
-            cls.invalid_reasons = staticmethod(module.invalid_reasons)
+        for name in ("invalid_reasons", "memory_reasons"):
+            if name not in cls.__dict__ and hasattr(module, name):
+                setattr(cls, name, staticmethod(getattr(module, name)))
 
     def __init__(self, params, gpu, profile: stats.Profile):
         self.params, self.gpu, self.profile = params, gpu, profile
@@ -99,11 +102,17 @@ class Sweep:
     def invalid_reasons(params, limits) -> list[str]:
         return []
 
+    @staticmethod
+    def memory_reasons(params, limits) -> list[str]:
+        return []
+
     @classmethod
     def reasons(cls, params, gpu, limits) -> list[str]:
-        """Why ``params`` cannot run on ``gpu`` (before anything is allocated): ``invalid_reasons`` against the
-        device's ``limits``, unless the experiment needs more of the device to decide."""
-        return cls.invalid_reasons(params, limits)
+        """Why checked ``params`` cannot run on ``gpu`` now (before anything is allocated). The request was checked
+        against the limits its worker reported (``gpu.experiments.request``); what can have changed since is the
+        memory free, so only ``memory_reasons`` run, against the ``limits`` read for this job, unless the experiment
+        needs more of the device to decide."""
+        return cls.memory_reasons(params, limits)
 
     @classmethod
     def for_devices(cls, params, ordinals: list[int]):

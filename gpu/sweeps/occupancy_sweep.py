@@ -15,7 +15,8 @@ from gpu.experiments.occupancy_sweep import (
     STREAM_ELEMENTS,
     _chase_data,
     chase_data,
-    invalid_reasons,
+    memory_reasons,
+    shared_memory_reasons,
 )
 from gpu.sweeps import _kernels as k
 from gpu.sweeps import harness
@@ -34,7 +35,7 @@ class OccupancySweep(harness.Sweep):
     @classmethod
     def reasons(cls, params, gpu, limits) -> list[str]:
         device = gpu.occupancy_limits()
-        return invalid_reasons(params, limits, device.shared_per_block_optin)
+        return shared_memory_reasons(params, device.shared_per_block_optin) + memory_reasons(params, limits)
 
     def __init__(self, params, gpu, profile):
         super().__init__(params, gpu, profile)

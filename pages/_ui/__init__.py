@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from gpu.service.backends import submit_values
 from pages._ui import backends, controls, measure, url_state
 from pages._ui.access import current_actor, permitted, sign_in_gate, why_not
 from pages._ui.backends import (
@@ -66,8 +67,8 @@ __all__ = ["Page", "Section", "UrlState", "axis", "axis_choices", "axis_default"
            "frame_key", "live_backend", "loaded_run", "measure", "more_settings", "open_linked_page", "open_run_page",
            "opened_run", "outcome", "parse_url_value", "permitted", "presenting", "replay_backend", "request",
            "require_router", "run_catalog", "select_one", "session_id", "shortcuts", "show_reasons", "sign_in_gate",
-           "source_banner", "source_sidebar", "stage_exit", "stage_style", "takeaway", "typed_block_size",
-           "url_state", "url_text", "use_replay", "view_link", "why_not"]
+           "source_banner", "source_sidebar", "stage_exit", "stage_style", "submit_values", "takeaway",
+           "typed_block_size", "url_state", "url_text", "use_replay", "view_link", "why_not"]
 
 
 class Page:

@@ -11,9 +11,10 @@ from gpu.core import text
 from gpu.core.errors import AccessRefused, ValidationError, WorkerError
 from gpu.core.schema import SchemaError
 from gpu.core.text import plain
+from gpu.experiments.request import Request
 from gpu.present.noise import noisy_points
 from gpu.results.store import StoreError
-from gpu.service.client import JobHandle
+from gpu.service.jobs import JobHandle, whose_job
 from pages._ui import access
 from pages._ui.backends import opened_run, run_catalog, session_id
 from pages._ui.controls import profile_choice, show_reasons
@@ -33,9 +34,8 @@ def follow(handle: JobHandle, preview=None) -> None:
     slot = st.empty() if preview is not None else None
     drawn, redraws, last = 0, 0, -1e9
     while not handle.wait(POLL_S):
-        if handle.state == "queued":
-            bar.progress(0.0, text=handle.waiting or f"queued behind {text.count(handle.queued_ahead, 'job')} from "
-                                                       "other sessions")
+        if handle.state == "queued":  # whose job it waits behind, as this person may know it
+            bar.progress(0.0, text=handle.queue_text(access.current_actor()))
         elif handle.total:
             bar.progress(min(handle.done / handle.total, 1.0), text=f"{handle.done}/{handle.total} · {handle.text}")
         if slot is None or len(handle.rows) <= drawn or time.monotonic() - last < REDRAW_S:
@@ -80,20 +80,22 @@ def request(flag: str) -> None:
     st.session_state[flag] = True
 
 
-def measured_frame(backend, experiment: str, params: dict, key: str, run_id: str | None = None, preview=None):
-    """The page's results: live, after the user presses Measure (kept in the session until the next press,
-    so chart options never re-measure); replayed, straight from the chosen recording. None: stop here."""
+def measured_frame(backend, checked: Request, key: str, run_id: str | None = None, preview=None):
+    """The page's results for a ``checked`` request: live, after the user presses Measure (kept in the session until
+    the next press, so chart options never re-measure); replayed, straight from the chosen recording. None: stop
+    here."""
     state = st.session_state
     if backend.kind != "live":
-        frame = outcome(backend.submit(experiment, params, run_id=run_id))
+        frame = outcome(backend.submit(checked, run_id=run_id))
         return frame
     # The click is recorded by a callback in session state, so it survives any rerun before it is served.
     refused = access.why_not("measure")
     st.button("Measure", type="primary", key=f"{key}_measure", disabled=bool(refused), help=refused,
               on_click=request, args=(f"{key}_measure_requested",))
+    queue_panel(backend, key)
     if state.pop(f"{key}_measure_requested", False) and access.permitted("measure"):
-        state[f"{key}_job"] = backend.submit(experiment, params, session=session_id(),
-                                             reuse=state.get("reuse_points", True))
+        state[f"{key}_job"] = backend.submit(checked, session=session_id(), reuse=state.get("reuse_points", True),
+                                             owner=access.current_actor().who)
         state.pop(f"{key}_result", None)
     job = state.get(f"{key}_job")
     if job is not None:
@@ -102,7 +104,7 @@ def measured_frame(backend, experiment: str, params: dict, key: str, run_id: str
         state.pop(f"{key}_job")
         if state[f"{key}_result"] is not None:
             if job.kind != "reused":  # reused points were kept and stored when they were measured
-                backend.cache.remember(state[f"{key}_result"], params.get("profile"))
+                backend.cache.remember(state[f"{key}_result"], checked.profile)
                 if state.get("save_to_store", True):
                     save_run(state[f"{key}_result"])
     frame = state.get(f"{key}_result")
@@ -111,6 +113,35 @@ def measured_frame(backend, experiment: str, params: dict, key: str, run_id: str
     elif desk() and (note := noisy_points(frame)):  # a live spread is named, so it is not read as a result
         st.caption(note)
     return frame
+
+
+def queue_panel(backend, key: str) -> None:
+    """The worker's jobs, measuring and queued in the order they will be served, each with whose it is as this
+    person may know it; an admin can cancel any of them (the client checks the role again: ``cancel_as``)."""
+    actor = access.current_actor()
+    jobs = [job for job in backend.client.jobs() if job.kind != "warm_host_pool"]
+    refused = st.session_state.pop(f"{key}_cancel_refused", None)
+    if refused:
+        st.warning(refused)
+    if not jobs:
+        return
+    with st.expander(f"GPU queue: {text.count(len(jobs), 'job')}"):
+        for place, job in enumerate(jobs):
+            whose = whose_job(job.owner, actor) or "a job of this machine"
+            where = "measuring" if place == 0 and job.state == "running" else job.queue_text(actor)
+            left, right = st.columns([5, 1])
+            left.caption(plain(f"{whose} · {where}", None))  # names come from sign-in: shown as text, not Markdown
+            if job.owner is not None and (job.owner == actor.who or actor.may("cancel_any")):
+                right.button("Cancel", key=f"{key}_cancel_{job.id}", on_click=cancel_job,
+                             args=(backend, job, f"{key}_cancel_refused"))
+
+
+def cancel_job(backend, job, refused_key: str) -> None:
+    """A Cancel button's on_click: cancel ``job`` as the person at the page, or say in one line why not."""
+    try:
+        backend.client.cancel_as(access.current_actor(), job)
+    except AccessRefused as exc:
+        st.session_state[refused_key] = str(exc)
 
 
 def save_run(frame) -> None:
@@ -139,11 +170,15 @@ def section_frame(backend, experiment: str, params: dict, key: str, run_id: str 
                 "run= from the address) to see this section's recordings.")
         return None
     profile_choice(backend, key, params)
-    reasons = extra_reasons or backend.check(experiment, params)
-    if reasons:
-        show_reasons(reasons)
+    if extra_reasons:
+        show_reasons(extra_reasons)
         return None
-    return measured_frame(backend, experiment, params, key, run_id, preview)
+    try:
+        checked = backend.request(experiment, params)  # parsed and checked here, once: the worker trusts it
+    except ValidationError as exc:
+        show_reasons(exc.reasons)
+        return None
+    return measured_frame(backend, checked, key, run_id, preview)
 
 
 def checked_frame(backend, experiment: str, params: dict, key: str, run_id: str | None = None,

@@ -31,14 +31,14 @@ TOLERANCE = {1 * MiB: 0.03}  # else 1 %
 
 def measure(profile: str):
     """Single and batched pinned copies at the table's sizes, both directions, in one job."""
-    from gpu.service.backends import start_live
+    from gpu.service.backends import start_live, submit_values
 
     backend, reason = start_live()
     if backend is None:
         sys.exit(f"needs a GPU: {reason}")
     try:
-        return backend.submit("transfers", {"sizes": sorted(THIRD_PARTY), "modes": ["pinned"],
-                                            "methods": ["single", "batched"], "profile": profile}).outcome()
+        return submit_values(backend, "transfers", {"sizes": sorted(THIRD_PARTY), "modes": ["pinned"],
+                                                    "methods": ["single", "batched"], "profile": profile}).outcome()
     finally:
         backend.client.close()
 

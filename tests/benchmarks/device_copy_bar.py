@@ -31,13 +31,14 @@ CSV_LINE = re.compile(r"bandwidthTest-D2D, Bandwidth = ([0-9.]+) GB/s")
 
 def measure(profile: str):
     """Both copies, batched, at every size, in one job of the worker the runner uses."""
-    from gpu.service.backends import start_live
+    from gpu.service.backends import start_live, submit_values
 
     backend, reason = start_live()
     if backend is None:
         sys.exit(f"needs a GPU: {reason}")
     try:
-        return backend.submit("device_copy", {"sizes": SIZES, "methods": ["batched"], "profile": profile}).outcome()
+        return submit_values(backend, "device_copy",
+                             {"sizes": SIZES, "methods": ["batched"], "profile": profile}).outcome()
     finally:
         backend.client.close()
 

@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 def main() -> None:
     from gpu.core import overlap
-    from gpu.service.backends import start_live
+    from gpu.service.backends import start_live, submit_values
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--reruns", type=int, default=10)
@@ -31,7 +31,7 @@ def main() -> None:
     ratios, older, beaten, device = [], [], 0, "?"
     try:
         for rerun in range(1, args.reruns + 1):
-            frame = backend.submit("streams", {
+            frame = submit_values(backend, "streams", {
                 "size_bytes": 256 << 20, "chunks": [32], "streams": [4], "host_memory": ["pinned"],
                 "issue_orders": ["depth_first", "staged"], "bidirectional": True,
                 "profile": args.profile}).outcome()

@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 def main() -> None:
     from gpu.core import compute
     from gpu.experiments import fma
-    from gpu.service.backends import start_live
+    from gpu.service.backends import start_live, submit_values
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--profile", default="precise")
@@ -27,8 +27,8 @@ def main() -> None:
     if backend is None:
         sys.exit(f"needs a GPU: {reason}")
     try:
-        frame = backend.submit("fma", {"block_sizes": [int(b) for b in args.block_sizes.split(",")],
-                                       "profile": args.profile}).outcome()
+        frame = submit_values(backend, "fma", {"block_sizes": [int(b) for b in args.block_sizes.split(",")],
+                                               "profile": args.profile}).outcome()
     finally:
         backend.client.close()
     first = frame.iloc[0]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from gpu.service.backends import LiveBackend  # noqa: E402
+from gpu.service.backends import LiveBackend, submit_values  # noqa: E402
 from gpu.service.client import WorkerClient  # noqa: E402
 
 PROFILE = "precise/timeout_s=5"
@@ -28,11 +28,11 @@ def main() -> None:
     client = WorkerClient()
     backend = LiveBackend(client)
     try:
-        copy = backend.submit("coalescing", {"elements": 1 << 28, "block_sizes": [256, 1024],
-                                             "groups": ["copy", "transpose"], "profile": PROFILE}).outcome()
-        dot = backend.submit("reduction", {"sizes": [1 << 28], "block_sizes": [256, 512, 1024],
-                                           "variants": ["grid_stride", "warp_shuffle", "gpuarray_dot"],
-                                           "profile": PROFILE}).outcome()
+        copy = submit_values(backend, "coalescing", {"elements": 1 << 28, "block_sizes": [256, 1024],
+                                                     "groups": ["copy", "transpose"], "profile": PROFILE}).outcome()
+        dot = submit_values(backend, "reduction", {"sizes": [1 << 28], "block_sizes": [256, 512, 1024],
+                                                   "variants": ["grid_stride", "warp_shuffle", "gpuarray_dot"],
+                                                   "profile": PROFILE}).outcome()
     finally:
         client.close()
     best = copy.groupby("variant")["gbps"].max()

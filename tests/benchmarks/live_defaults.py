@@ -36,7 +36,9 @@ FIRST_TARGET_S = 1.5
 def timed(backend, page: str, profile: str):
     """(frame, seconds to the first streamed row, seconds to the whole result)."""
     started = time.perf_counter()
-    handle = backend.submit(page, {**DEFAULTS[page], "profile": profile})
+    from gpu.service.backends import submit_values
+
+    handle = submit_values(backend, page, {**DEFAULTS[page], "profile": profile})
     first = None
     while not handle.wait(0.005):
         if first is None and handle.rows:
@@ -83,7 +85,7 @@ def largest_difference(module, quick, precise) -> str:
 
 def main() -> None:
     from gpu.experiments import get_experiment
-    from gpu.service.backends import start_live
+    from gpu.service.backends import start_live, submit_values
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--profile", default="interactive")
@@ -102,7 +104,8 @@ def main() -> None:
     try:
         if not args.no_warm:
             backend.warm()  # as the app's worker does when it starts: pin the pooled host buffers first
-        backend.submit("reduction", {"sizes": [1 << 20], "variants": ["grid_stride"]}).outcome()  # warm the worker
+        submit_values(backend, "reduction",
+                      {"sizes": [1 << 20], "variants": ["grid_stride"]}).outcome()  # warm the worker
         for page in args.pages.split(","):
             frame, first, total = timed(backend, page, args.profile)
             if args.save:

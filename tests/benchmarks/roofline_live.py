@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 def main() -> None:
     from gpu.experiments import suites
-    from gpu.service.backends import start_live
+    from gpu.service.backends import start_live, submit_values
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--reruns", type=int, default=3)
@@ -30,7 +30,7 @@ def main() -> None:
         for rerun in range(1, args.reruns + 1):
             started = time.perf_counter()
             first, answers = None, []
-            handle = backend.submit(suite.runs[0].experiment, suite.runs[0].params)
+            handle = submit_values(backend, suite.runs[0].experiment, suite.runs[0].params)
             for number, run in enumerate(suite.runs, start=1):
                 while not handle.wait(0.005):
                     if first is None and handle.rows:
@@ -38,7 +38,7 @@ def main() -> None:
                 frame = handle.outcome()
                 answers.append(f"{run.experiment} {time.perf_counter() - started:.2f} s ({len(frame)} rows)")
                 if number < len(suite.runs):
-                    handle = backend.submit(suite.runs[number].experiment, suite.runs[number].params)
+                    handle = submit_values(backend, suite.runs[number].experiment, suite.runs[number].params)
             total = time.perf_counter() - started
             totals.append(total)
             print(f"rerun {rerun}: first points {first:.2f} s; " + ", ".join(answers) + f"; whole suite {total:.2f} s")

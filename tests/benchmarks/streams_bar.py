@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 def main() -> None:
     from gpu.core import overlap
-    from gpu.service.backends import start_live
+    from gpu.service.backends import start_live, submit_values
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--profile", default="precise/timeout_s=2")
@@ -26,11 +26,11 @@ def main() -> None:
     if backend is None:
         sys.exit(f"needs a GPU: {reason}")
     try:
-        pinned = backend.submit("streams", {
+        pinned = submit_values(backend, "streams", {
             "size_bytes": 256 << 20, "chunks": [8, 16, 32, 64], "streams": [2, 3, 4, 8, 16],
             "host_memory": ["pinned"], "issue_orders": ["depth_first", "breadth_first", "staged"],
             "bidirectional": True, "profile": args.profile}).outcome()
-        pageable = backend.submit("streams", {
+        pageable = submit_values(backend, "streams", {
             "size_bytes": 256 << 20, "chunks": [16], "streams": [4], "host_memory": ["pageable"],
             "issue_orders": ["depth_first", "breadth_first"], "bidirectional": True,
             "profile": args.profile}).outcome()

@@ -5,6 +5,7 @@ import pytest
 from gpu.core import schema
 from gpu.core.units import GiB, KiB, MiB
 from gpu.experiments import device_copy
+from gpu.service.backends import submit_values
 from gpu.sweeps import harness
 
 pytestmark = pytest.mark.gpu
@@ -14,7 +15,7 @@ def test_every_copy_verifies_at_odd_and_large_sizes_in_both_methods(live_backend
     """Sizes that are not a multiple of 16 bytes take the SM copy's byte tail; every point is checked whole on the
     GPU inside the worker (a wrong word fails the job), so a complete frame means every copy was exact."""
     sizes = [4, 4 * KiB, 4 * KiB + 4, 1 * MiB + 12, 256 * MiB]
-    frame = live_backend.submit(device_copy.NAME, {"sizes": sizes, "profile": "interactive"}).outcome()
+    frame = submit_values(live_backend, device_copy.NAME, {"sizes": sizes, "profile": "interactive"}).outcome()
     schema.validate(frame)
     assert len(frame) == len(sizes) * 2 * 2 and frame["verified"].all()
     assert (frame["bytes"] == 2 * frame["elements"]).all()  # read + write counted
@@ -50,10 +51,11 @@ def test_copy_engine_at_256_mib_batched_is_within_3_percent_of_memcpy_dtod_measu
     """The same driver copy timed two ways on the same device: one L2-flushed, held copy per sample (coalescing's
     memcpy_dtod over 2^26 floats = 256 MiB) and back-to-back held copies (this experiment); both count read + write."""
     profile = "precise/timeout_s=3"
-    coalescing = live_backend.submit("coalescing", {"elements": 1 << 26, "block_sizes": [256], "groups": ["copy"],
-                                                    "profile": profile}).outcome()
-    copies = live_backend.submit(device_copy.NAME, {"sizes": [256 * MiB], "variants": ["copy_engine"],
-                                                    "methods": ["batched"], "profile": profile}).outcome()
+    coalescing = submit_values(live_backend, "coalescing",
+                               {"elements": 1 << 26, "block_sizes": [256], "groups": ["copy"],
+                                "profile": profile}).outcome()
+    copies = submit_values(live_backend, device_copy.NAME, {"sizes": [256 * MiB], "variants": ["copy_engine"],
+                                                            "methods": ["batched"], "profile": profile}).outcome()
     theirs = coalescing[coalescing["variant"] == "memcpy_dtod"]["gbps"].iloc[0]
     ours = copies["gbps"].iloc[0]
     print(f"\ncopy engine 256 MiB batched {ours:,.0f} GB/s vs coalescing memcpy_dtod {theirs:,.0f} GB/s "
@@ -62,9 +64,9 @@ def test_copy_engine_at_256_mib_batched_is_within_3_percent_of_memcpy_dtod_measu
 
 
 def test_the_run_gives_an_hbm_roof_below_the_theoretical_figure_and_an_l2_roof(live_backend):
-    frame = live_backend.submit(device_copy.NAME, {"sizes": [1 * MiB, 4 * MiB, 8 * MiB, 256 * MiB, 1 * GiB],
-                                                   "methods": ["single", "batched"],
-                                                   "profile": "interactive"}).outcome()
+    frame = submit_values(live_backend, device_copy.NAME, {"sizes": [1 * MiB, 4 * MiB, 8 * MiB, 256 * MiB, 1 * GiB],
+                                                           "methods": ["single", "batched"],
+                                                           "profile": "interactive"}).outcome()
     roofs = {roof.name: roof for roof in device_copy.roofs(frame)}
     theoretical = frame["hbm_gbps_theoretical"].iloc[0] * 1e9
     print("\n" + "\n".join(f"{r.name}: {r.per_second / 1e9:,.0f} GB/s ({r.source})" for r in roofs.values())

@@ -8,6 +8,7 @@ import pytest
 
 from gpu.core.units import GiB, KiB
 from gpu.experiments import device_copy, peers
+from gpu.service.backends import submit_values
 from tests.gpu.test_peers_gpu import gpu_count
 
 pytestmark = pytest.mark.gpu
@@ -26,17 +27,17 @@ def backends():
     opened = {"0": open_live(devices="0"), "1": open_live(devices="1"),
               "pair": open_live(devices="0,1", need=2, job="peers")}
     for backend in opened.values():  # each worker started and its kernels compiled before anything is timed
-        backend.submit(device_copy.NAME, SHORT).outcome()
+        submit_values(backend, device_copy.NAME, SHORT).outcome()
     yield opened
     for backend in opened.values():
         backend.client.close()
 
 
 def test_a_job_on_gpu_1_runs_while_gpu_0_measures_alone(backends):
-    long = backends["0"].submit(device_copy.NAME, LONG)
+    long = submit_values(backends["0"], device_copy.NAME, LONG)
     time.sleep(0.5)  # GPU 0 is measuring
     assert not long.finished
-    short = backends["1"].submit(device_copy.NAME, SHORT)
+    short = submit_values(backends["1"], device_copy.NAME, SHORT)
     short.outcome()
     assert not long.finished, "the job on GPU 1 waited for GPU 0's job"
     assert set(long.outcome()["gpu_index"].dropna().astype(int)) == {0}
@@ -44,11 +45,12 @@ def test_a_job_on_gpu_1_runs_while_gpu_0_measures_alone(backends):
 
 
 def test_a_job_on_gpu_1_waits_for_a_job_on_the_pair_and_says_so(backends):
-    pair = backends["pair"].submit(peers.NAME, {"sizes": [1 * GiB], "variants": ["ce_read", "ce_write", "ce_bidir"],
-                                                "methods": ["batched"], "profile": "precise/timeout_s=2"})
+    pair = submit_values(backends["pair"], peers.NAME,
+                         {"sizes": [1 * GiB], "variants": ["ce_read", "ce_write", "ce_bidir"],
+                          "methods": ["batched"], "profile": "precise/timeout_s=2"})
     time.sleep(0.5)
     assert not pair.finished
-    single = backends["1"].submit(device_copy.NAME, SHORT)
+    single = submit_values(backends["1"], device_copy.NAME, SHORT)
     seen = ""
     while not single.finished:
         seen = seen or single.waiting

@@ -6,13 +6,14 @@ import pytest
 from gpu.core import compute
 from gpu.core.errors import WorkerError
 from gpu.experiments import fma
+from gpu.service.backends import submit_values
 
 pytestmark = pytest.mark.gpu
 
 
 def test_every_point_verifies_and_fp32_reaches_most_of_its_theoretical_rate(live_backend):
-    frame = live_backend.submit("fma", {"chains": [1, 4, 16], "block_sizes": [256, 1024],
-                                        "profile": "interactive"}).outcome()
+    frame = submit_values(live_backend, "fma", {"chains": [1, 4, 16], "block_sizes": [256, 1024],
+                                                "profile": "interactive"}).outcome()
     assert len(frame) == 2 * 2 * 3 and frame["verified"].all()  # every thread's sum matched the host's exactly
     assert (frame["median_ms"] >= 0.5).all(), frame["median_ms"]  # samples long enough to time with events
     assert frame["timer"].eq("cuda_event_held").all()
@@ -37,8 +38,9 @@ def test_a_wrong_expected_value_is_refused_not_reported():
 
     client = WorkerClient(service="tests.gpu.fma_service:WrongExpectationService")
     try:
-        handle = LiveBackend(client).submit("fma", {"precisions": ["fp32"], "chains": [4], "fmas_per_thread": 1024,
-                                                    "profile": "interactive"})
+        handle = submit_values(LiveBackend(client), "fma",
+                               {"precisions": ["fp32"], "chains": [4], "fmas_per_thread": 1024,
+                                "profile": "interactive"})
         with pytest.raises(WorkerError, match=r"wrong result, so no figure is reported: FP32 FMA \(4 chains, block "
                                               r"256\): [\d,]+ of [\d,]+ threads wrote a wrong sum, first thread 0 "
                                               r"\(expected 1031, got 1030\)"):

@@ -3,12 +3,14 @@
 import pytest
 
 from gpu.core.units import KiB, MiB
+from gpu.service.backends import submit_values
 
 pytestmark = pytest.mark.gpu
 
 
 def test_a_chase_through_mapped_host_memory_is_slower_than_through_device_memory(live_backend):
-    frame = live_backend.submit("host_latency", {"sizes": [4 * KiB, 256 * MiB], "profile": "interactive"}).outcome()
+    frame = submit_values(live_backend, "host_latency",
+                          {"sizes": [4 * KiB, 256 * MiB], "profile": "interactive"}).outcome()
     assert frame["verified"].all() and len(frame) == 4  # every walk ended where the host's walk did
     ns = (frame["median_ms"] * 1e6 / frame["elements"]).groupby([frame["variant"], frame["param_value"]]).first()
     print("\nns per dependent load:\n" + ns.round(1).to_string())

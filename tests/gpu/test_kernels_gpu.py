@@ -6,13 +6,14 @@ from gpu.core.errors import ValidationError
 from gpu.core.occupancy import DeviceLimits, KernelResources, occupancy
 from gpu.experiments import coalescing
 from gpu.present import facts
+from gpu.service.backends import submit_values
 
 pytestmark = pytest.mark.gpu
 
 
 def test_coalescing_every_kernel_verifies_and_the_patterns_rank_as_expected(live_backend):
-    frame = live_backend.submit("coalescing", {"elements": 1 << 24, "block_sizes": [256],
-                                               "profile": "interactive"}).outcome()
+    frame = submit_values(live_backend, "coalescing", {"elements": 1 << 24, "block_sizes": [256],
+                                                       "profile": "interactive"}).outcome()
     assert frame["verified"].all() and len(frame) == 3 + 7 + 8 + 4 + 3
     gbps = frame.set_index(["variant", "param_value"])["gbps"]
     assert gbps[("strided", 64)] < gbps[("strided", 1)] / 2  # scattered reads waste most of each sector
@@ -24,9 +25,9 @@ def test_the_contiguous_reference_is_the_copy_and_stride_1_and_offset_0_match_it
     """Stride 1, offset 0 and copy_f32 move the same bytes with one load and one store per thread: all verified, and
     within 3 % of each other (before the strided index lost its 64-bit division, stride 1 read 12 % slower). The
     verdicts read the reference itself."""
-    frame = live_backend.submit("coalescing", {"elements": 1 << 26, "block_sizes": [256, 512],
-                                               "groups": ["copy", "strided", "offset"], "strides": [1, 2],
-                                               "offsets": [0, 1], "profile": "interactive"}).outcome()
+    frame = submit_values(live_backend, "coalescing", {"elements": 1 << 26, "block_sizes": [256, 512],
+                                                       "groups": ["copy", "strided", "offset"], "strides": [1, 2],
+                                                       "offsets": [0, 1], "profile": "interactive"}).outcome()
     assert frame["verified"].all()
     for block, rows in frame.groupby("block_size"):
         gbps = rows.set_index(["variant", "param_value"])["gbps"]
@@ -41,18 +42,19 @@ def test_the_contiguous_reference_is_the_copy_and_stride_1_and_offset_0_match_it
 
 
 def test_reduction_variants_are_exact_on_integers_and_accurate_on_floats(live_backend):
-    frame = live_backend.submit("reduction", {"sizes": [1 << 20], "block_sizes": [128, 1024],
-                                              "profile": "interactive"}).outcome()
+    frame = submit_values(live_backend, "reduction", {"sizes": [1 << 20], "block_sizes": [128, 1024],
+                                                      "profile": "interactive"}).outcome()
     assert len(frame) == 2 * 7 and frame["verified"].all()
     doubles = frame[frame["variant"].isin(["shared_tree", "warp_shuffle", "grid_stride"])]
     assert (doubles["rel_error"] < 1e-5).all()
 
 
 def test_occupancy_sweep_reports_registers_and_theory(live_backend):
-    light = live_backend.submit("occupancy", {"block_sizes": [64, 256], "extra_registers": 0,
-                                              "profile": "interactive"}).outcome()
-    heavy = live_backend.submit("occupancy", {"block_sizes": [64, 256], "extra_registers": 128,
-                                              "dynamic_shared_bytes": 48 * 1024, "profile": "interactive"}).outcome()
+    light = submit_values(live_backend, "occupancy", {"block_sizes": [64, 256], "extra_registers": 0,
+                                                      "profile": "interactive"}).outcome()
+    heavy = submit_values(live_backend, "occupancy",
+                          {"block_sizes": [64, 256], "extra_registers": 128,
+                           "dynamic_shared_bytes": 48 * 1024, "profile": "interactive"}).outcome()
     chase_light = light[light["variant"] == "chase"]
     chase_heavy = heavy[heavy["variant"] == "chase"]
     assert (chase_heavy["registers_per_thread"].to_numpy() > chase_light["registers_per_thread"].to_numpy()).all()
@@ -82,4 +84,4 @@ def test_calculator_agrees_exactly_with_the_driver(live_backend):
 ])
 def test_bad_block_sizes_are_refused_by_the_worker(live_backend, experiment, params, message):
     with pytest.raises(ValidationError, match=message):
-        live_backend.submit(experiment, params).outcome()
+        submit_values(live_backend, experiment, params).outcome()

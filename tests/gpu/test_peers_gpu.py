@@ -12,6 +12,7 @@ from gpu.core import schema
 from gpu.core.errors import ValidationError
 from gpu.core.units import GiB, KiB, MiB
 from gpu.experiments import peers
+from gpu.service.backends import submit_values
 
 pytestmark = pytest.mark.gpu
 
@@ -55,7 +56,7 @@ def test_the_worker_holds_both_gpus_and_names_each_with_its_link(pair_backend):
 @two_gpus
 def test_every_variant_verifies_on_both_pairs_and_both_gpus(pair_backend):
     sizes = [4 * KiB, 1 * MiB, 256 * MiB]
-    frame = pair_backend.submit(peers.NAME, {"sizes": sizes, "profile": "interactive"}).outcome()
+    frame = submit_values(pair_backend, peers.NAME, {"sizes": sizes, "profile": "interactive"}).outcome()
     schema.validate(frame)
     params = peers.with_devices(peers.parse_params({"sizes": sizes}), [0, 1])
     keys = {tuple(schema.key_value(v) for v in k) for k in params.points()}
@@ -90,12 +91,13 @@ def test_bad_pairs_and_sizes_get_one_line_each_and_the_worker_is_kept(pair_backe
              ({"sizes": [64 * GiB]}, "of device memory")]
     for raw, expected in cases:
         with pytest.raises(ValidationError) as caught:
-            pair_backend.submit(peers.NAME, {"variants": ["ce_read"], "sizes": [4 * KiB], **raw}).outcome()
+            submit_values(pair_backend, peers.NAME, {"variants": ["ce_read"], "sizes": [4 * KiB], **raw}).outcome()
         print(f"\n{raw}: {caught.value}")
         assert expected in str(caught.value) and "Traceback" not in str(caught.value)
     assert "GPU 0 (" in str(caught.value)  # the memory reason names the GPU
-    frame = pair_backend.submit(peers.NAME, {"variants": ["ce_write"], "sizes": [64 * KiB], "methods": ["single"],
-                                             "profile": "interactive"}).outcome()
+    frame = submit_values(pair_backend, peers.NAME,
+                          {"variants": ["ce_write"], "sizes": [64 * KiB], "methods": ["single"],
+                           "profile": "interactive"}).outcome()
     assert len(frame) == 2 and frame["verified"].all()  # the same worker measures on
 
 
@@ -106,7 +108,7 @@ def test_a_one_gpu_worker_says_the_peers_experiment_needs_two():
     client = WorkerClient(service_options={"device": 0})
     try:
         with pytest.raises(ValidationError) as caught:
-            LiveBackend(client).submit(peers.NAME, {"sizes": [4 * KiB]}).outcome()
+            submit_values(LiveBackend(client), peers.NAME, {"sizes": [4 * KiB]}).outcome()
         print(f"\n{caught.value}")
         assert "peers needs two GPUs; this set has 1: GPU 0 (" in str(caught.value)
         assert client.run("health")["ok"]  # the worker is kept

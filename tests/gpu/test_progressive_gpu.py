@@ -6,6 +6,7 @@ import time
 import pytest
 
 from gpu.core.units import KiB, MiB
+from gpu.service.backends import submit_values
 
 pytestmark = pytest.mark.gpu
 
@@ -13,8 +14,8 @@ pytestmark = pytest.mark.gpu
 def test_points_arrive_before_the_job_ends_coarse_first_and_the_result_is_in_point_order(live_backend):
     sizes = [4 * KiB, 64 * KiB, 1 * MiB, 16 * MiB, 256 * MiB]
     modes, directions = ["pageable", "pinned"], ["h2d", "d2h"]
-    handle = live_backend.submit("transfers", {"sizes": sizes, "modes": modes, "directions": directions,
-                                               "profile": "interactive"})
+    handle = submit_values(live_backend, "transfers", {"sizes": sizes, "modes": modes, "directions": directions,
+                                                       "profile": "interactive"})
     started = time.perf_counter()
     first_row_s, rows_while_running = None, 0
     while not handle.wait(0.002):

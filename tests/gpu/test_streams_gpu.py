@@ -5,15 +5,17 @@ import pytest
 from gpu.core import overlap, timelines
 from gpu.core.errors import ValidationError
 from gpu.core.units import MiB
+from gpu.service.backends import submit_values
 
 pytestmark = pytest.mark.gpu
 
 
 def test_pinned_pipeline_overlaps_and_pageable_does_not(live_backend):
-    frame = live_backend.submit("streams", {"size_bytes": 128 * MiB, "chunks": [16], "streams": [1, 4],
-                                            "host_memory": ["pinned", "pageable"],
-                                            "issue_orders": ["depth_first", "breadth_first"], "pageable_grid": True,
-                                            "profile": "interactive"}).outcome()
+    frame = submit_values(live_backend, "streams",
+                          {"size_bytes": 128 * MiB, "chunks": [16], "streams": [1, 4],
+                           "host_memory": ["pinned", "pageable"],
+                           "issue_orders": ["depth_first", "breadth_first"], "pageable_grid": True,
+                           "profile": "interactive"}).outcome()
     # per host: 4 sums and serial, 4 pipelines, the both-ways copies sampled between them, 3 bidirectional copies
     assert frame["verified"].all() and len(frame) == 2 * (4 + 2 * 2 + 1 + 3)  # every output was checked exactly
     table = overlap.pipeline_table(frame).set_index(["host_memory", "streams", "issue_order"])
@@ -38,8 +40,8 @@ def test_pinned_pipeline_overlaps_and_pageable_does_not(live_backend):
 
 
 def test_bidirectional_copies_run_at_once(live_backend):
-    frame = live_backend.submit("streams", {"size_bytes": 256 * MiB, "chunks": [1], "streams": [1],
-                                            "host_memory": ["pinned"], "profile": "interactive"}).outcome()
+    frame = submit_values(live_backend, "streams", {"size_bytes": 256 * MiB, "chunks": [1], "streams": [1],
+                                                    "host_memory": ["pinned"], "profile": "interactive"}).outcome()
     gbps = frame.set_index("variant")["gbps"]
     print(f"\nbidirectional GB/s: H2D {gbps['bidir_h2d']:.1f}, D2H {gbps['bidir_d2h']:.1f}, "
           f"both {gbps['bidir_both']:.1f}")
@@ -47,8 +49,8 @@ def test_bidirectional_copies_run_at_once(live_backend):
 
 
 def test_the_duplex_rate_is_below_the_sum_of_the_solo_rates_and_bounds_a_copy_bound_pipeline(live_backend):
-    frame = live_backend.submit("streams", {"size_bytes": 256 * MiB, "chunks": [32], "streams": [4],
-                                            "host_memory": ["pinned"], "profile": "interactive"}).outcome()
+    frame = submit_values(live_backend, "streams", {"size_bytes": 256 * MiB, "chunks": [32], "streams": [4],
+                                                    "host_memory": ["pinned"], "profile": "interactive"}).outcome()
     gbps = frame.set_index("variant")["gbps"]
     row = overlap.pipeline_table(frame).iloc[0]
     print(f"\nduplex {gbps['bidir_both']:.1f} GB/s vs solo H2D {gbps['bidir_h2d']:.1f} + D2H {gbps['bidir_d2h']:.1f}; "
@@ -61,9 +63,10 @@ def test_the_duplex_rate_is_below_the_sum_of_the_solo_rates_and_bounds_a_copy_bo
 
 
 def test_a_staged_pipeline_runs_each_stage_on_its_stream_verified_and_near_the_duplex_bound(live_backend):
-    frame = live_backend.submit("streams", {"size_bytes": 256 * MiB, "chunks": [32], "streams": [4],
-                                            "host_memory": ["pinned"], "issue_orders": ["depth_first", "staged"],
-                                            "profile": "interactive"}).outcome()
+    frame = submit_values(live_backend, "streams",
+                          {"size_bytes": 256 * MiB, "chunks": [32], "streams": [4],
+                           "host_memory": ["pinned"], "issue_orders": ["depth_first", "staged"],
+                           "profile": "interactive"}).outcome()
     assert frame["verified"].all()
     table = overlap.pipeline_table(frame).set_index("issue_order")
     staged, round_robin = table.loc["staged"], table.loc["depth_first"]
@@ -81,7 +84,7 @@ def test_a_staged_pipeline_runs_each_stage_on_its_stream_verified_and_near_the_d
 
 
 def test_managed_memory_cases_are_verified_and_first_touch_pays_migration(live_backend):
-    frame = live_backend.submit("managed", {"sizes": [256 * MiB], "profile": "interactive"}).outcome()
+    frame = submit_values(live_backend, "managed", {"sizes": [256 * MiB], "profile": "interactive"}).outcome()
     gbps = frame.set_index("variant")["gbps"]
     print("\nmanaged GB/s: " + ", ".join(f"{v} {g:.1f}" for v, g in gbps.items()))
     assert frame["verified"].all() and len(frame) == 5
@@ -90,13 +93,13 @@ def test_managed_memory_cases_are_verified_and_first_touch_pays_migration(live_b
 
 
 def test_pools_and_batching_round_trip_exactly(live_backend):
-    pools = live_backend.submit("pools", {"sizes": [4096, 16 * MiB], "profile": "interactive"}).outcome()
+    pools = submit_values(live_backend, "pools", {"sizes": [4096, 16 * MiB], "profile": "interactive"}).outcome()
     ms = pools.set_index(["variant", "bytes"])["median_ms"]
     print("\npools ms: " + ", ".join(f"{v}@{b} {m:.4f}" for (v, b), m in ms.items()))
     assert pools["verified"].all() and len(pools) == 8
     assert ms[("pinned_pooled", 16 * MiB)] < ms[("pinned_per_call", 16 * MiB)]
-    batching = live_backend.submit("batching", {"piece_sizes": [256, 1 * MiB], "pieces": 64,
-                                                "profile": "interactive"}).outcome()
+    batching = submit_values(live_backend, "batching", {"piece_sizes": [256, 1 * MiB], "pieces": 64,
+                                                        "profile": "interactive"}).outcome()
     gbps = batching.set_index(["variant", "param_value"])["gbps"]
     print("batching GB/s: " + ", ".join(f"{v}@{p} {g:.2f}" for (v, p), g in gbps.items()))
     assert batching["verified"].all()
@@ -105,4 +108,4 @@ def test_pools_and_batching_round_trip_exactly(live_backend):
 
 def test_streams_refuses_chunks_that_do_not_divide_the_size(live_backend):
     with pytest.raises(ValidationError, match="3 chunks do not divide"):
-        live_backend.submit("streams", {"size_bytes": 256 * MiB, "chunks": [3]}).outcome()
+        submit_values(live_backend, "streams", {"size_bytes": 256 * MiB, "chunks": [3]}).outcome()

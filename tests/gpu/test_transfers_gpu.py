@@ -9,6 +9,7 @@ from gpu.core import schema
 from gpu.core.errors import ValidationError, WorkerError
 from gpu.core.units import GiB, KiB, MiB
 from gpu.experiments import transfers
+from gpu.service.backends import submit_values
 from gpu.sweeps import harness
 
 pytestmark = pytest.mark.gpu
@@ -18,8 +19,8 @@ def test_every_mode_and_direction_round_trips_bit_exact(live_backend):
     # Odd sizes (4 KiB + 16 B) catch tails; every point is verified word for word inside the worker,
     # and a wrong word fails the job, so a complete frame means every copy was exact.
     sizes = [16, 4 * KiB + 16, 1 * MiB, 64 * MiB]
-    frame = live_backend.submit("transfers", {"sizes": sizes, "include_alloc": [False, True],
-                                              "profile": "interactive"}).outcome()
+    frame = submit_values(live_backend, "transfers", {"sizes": sizes, "include_alloc": [False, True],
+                                                      "profile": "interactive"}).outcome()
     assert len(frame) == len(sizes) * len(transfers.MODES) * 2 * 2
     assert frame["verified"].all()
     assert set(frame["variant"]) == set(transfers.MODES)
@@ -28,8 +29,9 @@ def test_every_mode_and_direction_round_trips_bit_exact(live_backend):
 
 
 def test_pinned_h2d_reaches_80_percent_of_theoretical_pcie(live_backend):
-    frame = live_backend.submit("transfers", {"sizes": [256 * MiB, 1 * GiB], "modes": ["pinned"],
-                                              "directions": ["h2d"], "profile": "precise/timeout_s=5"}).outcome()
+    frame = submit_values(live_backend, "transfers",
+                          {"sizes": [256 * MiB, 1 * GiB], "modes": ["pinned"],
+                           "directions": ["h2d"], "profile": "precise/timeout_s=5"}).outcome()
     theoretical = frame["pcie_gbps_theoretical"].iloc[0]
     print("\npinned H2D GB/s:", frame["gbps"].round(2).tolist(), "theoretical:", round(theoretical, 2))
     assert theoretical > 0
@@ -46,17 +48,17 @@ def test_worker_survives_a_faulting_kernel(live_backend):
     assert client.run("health")["ok"]
     assert client.worker_pid != pid_before
     assert client.restarts == restarts_before + 1
-    frame = live_backend.submit("transfers", {"sizes": [1 * MiB], "profile": "interactive"}).outcome()
+    frame = submit_values(live_backend, "transfers", {"sizes": [1 * MiB], "profile": "interactive"}).outcome()
     assert len(frame) == len(transfers.MODES) * 2
 
 
 def test_two_hundred_jobs_leave_device_and_host_memory_where_they_began(live_backend):
     client = live_backend.client
     params = {"sizes": [64 * KiB, 4 * MiB], "include_alloc": [False, True], "profile": "interactive/max_samples=20"}
-    live_backend.submit("transfers", params).outcome()  # first job pays one-off costs (streams, caches)
+    submit_values(live_backend, "transfers", params).outcome()  # first job pays one-off costs (streams, caches)
     before = client.run("memory")
     for _ in range(200):
-        live_backend.submit("transfers", params).outcome()
+        submit_values(live_backend, "transfers", params).outcome()
     after = client.run("memory")
     print(f"\ndevice free before/after: {before['free_device_bytes']}/{after['free_device_bytes']}; "
           f"worker RSS before/after: {before['rss_bytes'] / MiB:.1f}/{after['rss_bytes'] / MiB:.1f} MiB")
@@ -69,17 +71,18 @@ def test_oversized_request_is_refused_before_any_allocation(live_backend):
     client = live_backend.client
     before = client.run("memory")
     with pytest.raises(ValidationError) as refused:
-        live_backend.submit("transfers", {"sizes": [before["total_device_bytes"] * 2]}).outcome()
+        submit_values(live_backend, "transfers", {"sizes": [before["total_device_bytes"] * 2]}).outcome()
     assert "does not fit in device memory" in str(refused.value)
     assert client.run("memory")["free_device_bytes"] == before["free_device_bytes"]
 
 
 def test_a_sessions_new_job_cancels_its_previous_one(live_backend):
-    long_job = live_backend.submit("transfers", {"sizes": [4 * KiB * 2**i for i in range(16)],
-                                                 "profile": "precise"}, session="talk")
+    long_job = submit_values(live_backend, "transfers", {"sizes": [4 * KiB * 2**i for i in range(16)],
+                                                         "profile": "precise"}, session="talk")
     while long_job.state != "running":
         long_job.wait(0.05)
-    replacement = live_backend.submit("transfers", {"sizes": [1 * MiB], "profile": "interactive"}, session="talk")
+    replacement = submit_values(live_backend, "transfers",
+                                {"sizes": [1 * MiB], "profile": "interactive"}, session="talk")
     assert long_job.wait(60), "the replaced job did not stop at its next point"
     assert long_job.state == "cancelled"
     assert len(replacement.outcome()) == len(transfers.MODES) * 2
@@ -98,8 +101,9 @@ def test_runner_writes_the_frame_the_page_draws(tmp_path):
 
 
 def test_batched_copies_beat_single_ones_at_1_mib_pinned_and_both_verify(live_backend):
-    frame = live_backend.submit("transfers", {"sizes": [1 * MiB], "modes": ["pinned"], "methods": ["single", "batched"],
-                                              "profile": "precise/timeout_s=2"}).outcome()
+    frame = submit_values(live_backend, "transfers",
+                          {"sizes": [1 * MiB], "modes": ["pinned"], "methods": ["single", "batched"],
+                           "profile": "precise/timeout_s=2"}).outcome()
     assert frame["verified"].all() and len(frame) == 4
     by = frame.set_index(["direction", "timer"])
     for direction in transfers.DIRECTIONS:
