@@ -13,7 +13,8 @@ pages/_shared.PAGES is visited once (a warm-up, not counted) and then N times, e
 The CPU time counted is the server's and its children's (utime + stime of the server and of every process under it,
 and cutime + cstime of the children it has reaped), from just before the navigation until the script has finished,
 the charts are drawn and the server's CPU time has stopped rising (trailing websocket work is counted). It prints
-the median and max per page, the machine's load beside them, and whether every page is within the target.
+the median and max per page, the script runs each load started and the megabytes its websocket carried, the
+machine's load beside them, and whether every page is within the target.
 
 Run: ``python3 tests/benchmarks/page_cpu.py [--sessions 5] [--pages transfers,compare] [--present]
 [--root OTHER_CHECKOUT]`` (Linux, /usr/bin/chromium). CPU time grows when other processes compete for the cores:
@@ -151,16 +152,34 @@ def view(browser, url: str, pid: int) -> tuple[float, float]:
     return used, wall
 
 
-def full_load(browser, url: str, pid: int) -> tuple[float, float]:
-    """(CPU s of the server and its children, wall s) for one full browser load of ``url`` in a fresh browser
-    context: a new visitor's first load, with an empty cache, a new websocket and a new Streamlit session. The
-    wall time is until the script is done and every chart drawn and steady; the CPU time also counts what the
-    server does after that (the session's last messages, its garbage collection) until its CPU time stops rising.
-    The context is closed (its websocket with it) after the reading: closing a session is not a page view."""
+class Socket:
+    """What the server sent a tab over its websocket: the script runs it started (ForwardMsg new_session, one per
+    run) and the bytes."""
+
+    def __init__(self, tab) -> None:
+        self.runs, self.bytes = 0, 0
+        tab.on("websocket", lambda socket: socket.on("framereceived", self.received))
+
+    def received(self, payload) -> None:
+        from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+        if isinstance(payload, bytes):
+            self.bytes += len(payload)
+            self.runs += ForwardMsg.FromString(payload).WhichOneof("type") == "new_session"
+
+
+def full_load(browser, url: str, pid: int) -> tuple[float, float, Socket]:
+    """(CPU s of the server and its children, wall s, what the websocket carried) for one full browser load of
+    ``url`` in a fresh browser context: a new visitor's first load, with an empty cache, a new websocket and a new
+    Streamlit session. The wall time is until the script is done and every chart drawn and steady; the CPU time
+    also counts what the server does after that (the session's last messages, its garbage collection) until its CPU
+    time stops rising. The context is closed (its websocket with it) after the reading: closing a session is not a
+    page view."""
     from tests.browser_helper import wait_for_charts
 
     context = browser.new_context(viewport=VIEWPORT)
     tab = context.new_page()
+    socket = Socket(tab)
     before = settled_cpu(pid, read=tree_cpu_seconds)
     start = time.monotonic()
     tab.goto(url)
@@ -169,7 +188,7 @@ def full_load(browser, url: str, pid: int) -> tuple[float, float]:
     wall = time.monotonic() - start
     used = settled_cpu(pid, read=tree_cpu_seconds) - before
     context.close()
-    return used, wall
+    return used, wall, socket
 
 
 def load_average() -> str:
@@ -181,17 +200,20 @@ def full_loads(browser, port: int, pid: int, paths: list[str], sessions: int, pr
     print(f"server CPU per full browser load (s; the server and its children), streamlit run {script(ROOT)}, "
           f"replay, 1920×1080, {os.cpu_count()} CPUs; a warm-up load per page, then {sessions} loads each in a "
           f"fresh browser context; target ≤ {TARGET_S} s")
-    print(f"{'page':<14}{'median':>8}{'max':>8}   {'each load (wall s until drawn)':<40} load average")
+    print(f"{'page':<14}{'median':>8}{'max':>8}{'runs':>6}{'MB':>6}   {'each load (wall s until drawn)':<40} "
+          "load average")
     worst = 0.0
     for path in paths:
         url = f"http://127.0.0.1:{port}/{path}" + ("?present=1" if present else "")
         full_load(browser, url, pid)
         figures = [full_load(browser, url, pid) for _ in range(sessions)]
-        cpu = [used for used, _ in figures]
+        cpu = [used for used, _, _ in figures]
         worst = max(worst, max(cpu))
-        each = " ".join(f"{used:.2f}({wall:.1f})" for used, wall in figures)
-        print(f"{path or 'overview':<14}{statistics.median(cpu):>8.2f}{max(cpu):>8.2f}   {each:<40} {load_average()}",
-              flush=True)
+        each = " ".join(f"{used:.2f}({wall:.1f})" for used, wall, _ in figures)
+        runs = "/".join(sorted({str(socket.runs) for _, _, socket in figures}))  # script runs per load
+        sent = statistics.median(socket.bytes for _, _, socket in figures) / 1e6
+        print(f"{path or 'overview':<14}{statistics.median(cpu):>8.2f}{max(cpu):>8.2f}{runs:>6}{sent:>6.2f}   "
+              f"{each:<40} {load_average()}", flush=True)
     verdict = "within" if worst <= TARGET_S else "NOT within"
     print(f"every page ≤ {TARGET_S} s: {'yes' if worst <= TARGET_S else 'no'} (the most: {worst:.2f} s, "
           f"{verdict} the target); load average now {load_average()}")
