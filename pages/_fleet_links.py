@@ -48,7 +48,7 @@ def show(controls, catalog, stored: pd.DataFrame, choice: str, suite, bundled: b
     labels = dict(zip(figures["figure"], figures["label"], strict=True))
     figure = controls.selectbox("Link figure", list(figures["figure"]), "fleet_link_figure",
                                 format_func=lambda f: labels.get(f, f))
-    judged = fleet_links.judge(table, figure)
+    judged = ui.cached(fleet_links.judge)(table, figure)  # once per fleet and figure, for all sessions
     sentences = fleet_links.slow_link_sentences(judged)
     st.markdown(plain(fleet_links.summary(judged), None))
     if sentences:
@@ -56,8 +56,8 @@ def show(controls, catalog, stored: pd.DataFrame, choice: str, suite, bundled: b
         if len(sentences) > SHOWN_SENTENCES:
             st.caption(f"{len(sentences) - SHOWN_SENTENCES} more slow links; the slowest are listed.")
     host = controls.selectbox("Node", fleet_links.hosts(judged), "fleet_link_node")
-    ui.chart(link_matrix_figure(judged, host, f"{host}: {labels[figure]} (GB/s), against its link type's median"),
-             key="fleet_link_matrix")
+    title = f"{host}: {labels[figure]} (GB/s), against its link type's median"
+    ui.chart(ui.cached_figure(link_matrix_figure)(judged, host, title), key="fleet_link_matrix")
     st.caption(f"Rows are the source GPU, columns the destination; each cell is the pair's GB/s, coloured by its "
                f"ratio to the median of the pairs of the same link type (as the driver names it) on GPUs of the same "
                f"model across the fleet: red slower, blue faster. A link is named when it is more than "

@@ -5,6 +5,7 @@ board's drift over time, and a board opened against the fleet's median board in 
 from __future__ import annotations
 
 import pandas as pd
+import plotly.graph_objects as go
 import streamlit as st
 
 from gpu.core.text import plain
@@ -54,6 +55,27 @@ def board_history(board: str, fleet_id: str, _suite, _run_ids: tuple, fingerprin
     return fleet_results.stored_points(catalog.store, list(_run_ids), _suite)
 
 
+@st.cache_resource(show_spinner=False, max_entries=8, ttl=600)
+def fleet_words(_fleet, key: tuple) -> dict:
+    """What the page says of a whole fleet, worked out once per fleet for all sessions (``key``: the choice and
+    the store state the fleet was read in): outliers and groups in words, the provenance that differs, the boards
+    with drift and the furthest outliers. Shared: callers must not change them."""
+    return {"sentences": fleet_results.outlier_sentences(_fleet), "grouped": fleet_results.group_sentences(_fleet),
+            "provenance": fleet_results.provenance_differences(_fleet),
+            "drifting": fleet_results.drift_summary(_fleet), "outliers": fleet_results.outliers(_fleet)}
+
+
+@st.cache_resource(show_spinner=False, max_entries=16, ttl=600)
+def shared_heatmap(_fleet, key: tuple, title: str, *args, **kwargs):
+    """The fleet's heatmap, built once per fleet (``key`` as fleet_words') and arguments for all sessions."""
+    return fleet_charts.heatmap_figure(_fleet, title, *args, **kwargs)
+
+
+def heatmap(fleet, key: tuple, title: str, *args, **kwargs):
+    """A copy of the shared heatmap, the caller's own (ui.chart restyles it on stage)."""
+    return go.Figure(shared_heatmap(fleet, key, title, *args, **kwargs))
+
+
 fleets = (stored.dropna(subset=["fleet_id"]).groupby("fleet_id").agg(suite=("suite", "first"),
                                                                       newest=("timestamp", "max"))
           .sort_values("newest", ascending=False))
@@ -89,8 +111,9 @@ models = boards.groupby("model").size()
 
 name = {BUNDLED: "Bundled boards", STORED: "Stored boards"}.get(choice, choice)
 title = f"{name}: deviation from the median of each model (or group)"
-sentences = fleet_results.outlier_sentences(fleet)
-grouped = fleet_results.group_sentences(fleet)
+fleet_key = (choice, fingerprint)  # what fleet_words() and heatmap() know the fleet by
+said = fleet_words(fleet, fleet_key)
+sentences, grouped = said["sentences"], said["grouped"]
 named_boards = int(boards["named"].sum())
 unnamed = len(boards) - named_boards
 counted = (f"{named_boards} board{'s' if named_boards != 1 else ''} with a GPU UUID"
@@ -103,8 +126,8 @@ if ui.presenting():  # the heatmap takes what the title and the takeaway leave o
     hosts = sorted(set(boards["host"]))
     where = f" on {hosts[0]}" if len(hosts) == 1 else ""
     part = "" if len(rows_shown) == len(boards) else f" ({len(rows_shown)} furthest of {len(boards)})"
-    st.plotly_chart(fleet_charts.heatmap_figure(fleet, f"{name}{where}{part}: floors from the median",
-                                                STAGE_HEATMAP_PX, rows_shown, stage=True), key="fleet_heatmap")
+    st.plotly_chart(heatmap(fleet, fleet_key, f"{name}{where}{part}: floors from the median", STAGE_HEATMAP_PX,
+                            rows_shown, stage=True), key="fleet_heatmap")
     more = f" {len(sentences) - 1} more boards are beyond a floor." if len(sentences) > 1 else ""
     sizes = sorted(fleet.figures["floor"].unique())
     floors = fleet_results.percent(sizes[0]) + (f" to {fleet_results.percent(sizes[-1])}" if len(sizes) > 1 else "")
@@ -117,10 +140,10 @@ if ui.presenting():  # the heatmap takes what the title and the takeaway leave o
 
 left, right = st.columns([5, 2])
 with left:
-    ui.chart(fleet_charts.heatmap_figure(fleet, title), key="fleet_heatmap")
+    ui.chart(heatmap(fleet, fleet_key, title), key="fleet_heatmap")
 with right:
     st.markdown("**Provenance: what differs**")
-    provenance = fleet_results.provenance_differences(fleet)
+    provenance = said["provenance"]
     differing = provenance[provenance["differs"] != ""]
     if differing.empty:
         st.caption("Every board of a model records the same driver, PCIe link and clocks.")
@@ -171,9 +194,9 @@ fleet_links_section.show(controls, catalog, stored, choice, suite, choice == BUN
 
 st.subheader("One board: drift, and Compare against the median board")
 rows = list(boards["row"])
-drifting = fleet_results.drift_summary(fleet)
+drifting = said["drifting"]
 # the board shown first: the furthest outlier, else a board with drift to show, else the first
-first_board = (fleet_results.outliers(fleet)["board"].iloc[0] if sentences
+first_board = (said["outliers"]["board"].iloc[0] if sentences
                else drifting["board"].iloc[0] if not drifting.empty else boards["board"].iloc[0])
 default_board = rows.index(boards.set_index("board").loc[first_board, "row"])
 row = controls.selectbox("Board", rows, "fleet_board", index=default_board)
@@ -201,7 +224,7 @@ if drift.empty or not repeated.any():
                + (f"Boards with drift: {plain(', '.join(others), None)}." if others
                   else "No board of this fleet has two runs of a figure."))
 else:
-    ui.chart(fleet_charts.drift_figure(drift[repeated], row), key="fleet_drift")
+    ui.chart(ui.cached_figure(fleet_charts.drift_figure)(drift[repeated], row), key="fleet_drift")
     worst = drift[repeated].loc[drift[repeated]["floors"].abs().idxmax()]
     st.caption(f"{drift[repeated]['run_id'].nunique()} runs of this board (of "
                f"{drift[repeated]['experiment'].nunique()} experiments); its largest move from its own median: "

@@ -94,6 +94,7 @@ def show(figure, key: str) -> None:
         ui.chart(figure, key=key)
 
 
+@ui.cached  # once per set of runs for all sessions
 def placed(runs: pd.DataFrame):
     roofs = rl.measured_roofs(runs)
     return roofs, rl.kernel_points(runs, roofs)
@@ -102,7 +103,8 @@ def placed(runs: pd.DataFrame):
 def draw(runs: pd.DataFrame, key: str, highlight: str | None = None) -> None:
     roofs, points = placed(runs)
     subtitle = source(runs)
-    show(roofline_chart.figure(points, roofs, subtitle, stage=ui.presenting(), highlight=highlight), key)
+    show(ui.cached_figure(roofline_chart.figure)(points, roofs, subtitle, stage=ui.presenting(), highlight=highlight),
+         key)
 
 
 def source(runs: pd.DataFrame) -> str:
@@ -138,7 +140,8 @@ if not points.empty:  # on stage too (folded in More settings): a presenter's li
     highlight = None if highlight == "(none)" else highlight
 page.sync()
 
-show(roofline_chart.figure(points, roofs, source(runs), stage=ui.presenting(), highlight=highlight), "chart_roofline")
+show(ui.cached_figure(roofline_chart.figure)(points, roofs, source(runs), stage=ui.presenting(), highlight=highlight),
+     "chart_roofline")
 counts = rl.placed_counts(points)
 takeaway = ridge or "No ceilings are recorded for this GPU yet: kernels stand by their own figures."
 if highlight:  # on stage the highlighted kernel's sentence is the takeaway
@@ -177,12 +180,19 @@ else:
     st.caption("None measured for this GPU: the roofs appear when a ceiling experiment has a run here.")
 
 
+@ui.cached  # once per set of runs for all sessions
+def roofs_by_experiment(runs: pd.DataFrame) -> dict[str, list[str]]:
+    """The names of the roofs each experiment's run of ``runs`` measures."""
+    return {experiment: [r.name for r in rl.measured_roofs(frame)] for experiment, frame in runs.groupby("experiment")}
+
+
 def ceiling_section(title: str, chart, declares: str) -> None:
     """A ceiling experiment's own chart: the run of ``runs`` whose experiment declares ``declares`` (a roof name)."""
-    for experiment, frame in runs.groupby("experiment"):
-        if any(r.name == declares for r in rl.measured_roofs(frame)):
+    for experiment, names in roofs_by_experiment(runs).items():
+        if declares in names:
             st.subheader(title)
-            ui.chart(chart.figure(frame, stage=ui.presenting()), key=f"chart_ceiling_{experiment}")
+            frame = runs[runs["experiment"] == experiment]
+            ui.chart(ui.cached_figure(chart.figure)(frame, stage=ui.presenting()), key=f"chart_ceiling_{experiment}")
             return
 
 

@@ -48,6 +48,22 @@ def wait_for_shortcut(page, key: str, timeout: int = 30_000) -> None:
     page.wait_for_function(SHORTCUT_READY, arg=key, polling=50, timeout=timeout)
 
 
+class Socket:
+    """What the server sent a tab over its websockets since this was attached: the script runs it started
+    (ForwardMsg new_session, one per run) and the bytes."""
+
+    def __init__(self, page) -> None:
+        self.runs, self.bytes = 0, 0
+        page.on("websocket", lambda socket: socket.on("framereceived", self.received))
+
+    def received(self, payload) -> None:
+        from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+        if isinstance(payload, bytes):
+            self.bytes += len(payload)
+            self.runs += ForwardMsg.FromString(payload).WhichOneof("type") == "new_session"
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -2,10 +2,13 @@
 named, the link state, and the stage view."""
 
 import json
+from collections import Counter
 
 import pytest
 import streamlit as st
 
+from gpu.present.charts import fleet as fleet_charts
+from gpu.results import fleet as fleet_results
 from tests import fleet_page_helper as helper
 from tests import simulated_fleet
 from tests.test_url_state import open_with
@@ -62,6 +65,28 @@ def test_replay_shows_the_bundled_boards_with_the_h200_groups():
 
 
 @pytest.mark.slow
+def test_what_the_page_says_of_a_whole_fleet_is_worked_out_once_for_every_session(monkeypatch):
+    calls = Counter()
+
+    def counted(module, name):
+        real = getattr(module, name)
+
+        def spy(*args, **kwargs):
+            calls[name] += 1
+            return real(*args, **kwargs)
+        monkeypatch.setattr(module, name, spy)
+
+    for name in ("outlier_sentences", "group_sentences", "provenance_differences", "drift_summary", "outliers"):
+        counted(fleet_results, name)
+    counted(fleet_charts, "heatmap_figure")
+    first = open_with("pages/fleet.py")
+    worked_out = dict(calls)
+    assert len(worked_out) == 6
+    second = open_with("pages/fleet.py")  # another visitor's session: it shows the same, working none of it out
+    assert calls == worked_out
+    assert text(second) == text(first) and heatmap(second) == heatmap(first)
+
+
 def test_the_compare_link_of_a_board_without_a_uuid_opens_runs_that_share_points():
     """Each fleet link opens a comparison with points: the H100 run 160fed5b3810 measured with batched timers, and
     its median board must be a run measured with the same timer."""

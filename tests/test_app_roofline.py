@@ -3,11 +3,16 @@ ceiling recordings (the page says which it needs and places kernels by their own
 FMA are recorded, the same tests check the roofs, the ridge and a fraction in every sentence."""
 
 import json
+from collections import Counter
 from pathlib import Path
 
 import pytest
+import streamlit as st
 from streamlit.testing.v1 import AppTest
 
+from gpu.present.charts import compute as compute_chart
+from gpu.present.charts import device_copy as device_copy_chart
+from gpu.present.charts import roofline as roofline_charts
 from gpu.results import roofline as rl
 from gpu.service.backends import ReplayBackend
 
@@ -68,6 +73,24 @@ def test_replay_places_at_least_twelve_kernels_each_with_its_sentence(bundled):
     assert spec["layout"]["xaxis"]["type"] == "log" and spec["layout"]["yaxis"]["type"] == "log"
     assert "Replay of a run recorded on" in spec["layout"]["title"]["text"]
     assert any(c.value.startswith(f"{len(table)} kernels placed") for c in at.caption)
+
+
+def test_a_second_visitor_gets_the_same_page_without_placing_a_kernel_or_building_a_chart_again(monkeypatch):
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    calls = Counter()
+    for module, name in [(rl, "measured_roofs"), (rl, "kernel_points"), (roofline_charts, "figure"),
+                         (device_copy_chart, "figure"), (compute_chart, "figure")]:
+        def spy(*args, real=getattr(module, name), called=f"{module.__name__}.{name}", **kwargs):
+            calls[called] += 1
+            return real(*args, **kwargs)
+        monkeypatch.setattr(module, name, spy)
+    first = open_page()
+    worked_out = dict(calls)
+    assert calls[f"{rl.__name__}.kernel_points"] == 1 and calls[f"{roofline_charts.__name__}.figure"] == 1
+    second = open_page()
+    assert calls == worked_out
+    assert [c.proto.spec for c in second.get("plotly_chart")] == [c.proto.spec for c in first.get("plotly_chart")]
 
 
 def test_the_ceilings_are_shown_or_the_recordings_they_need_are_named(bundled):

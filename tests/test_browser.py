@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser_helper import CHROMIUM, streamlit_app, wait_for_shortcut
+from tests.browser_helper import CHROMIUM, Socket, streamlit_app, wait_for_shortcut
 
 pytestmark = [
     pytest.mark.browser,
@@ -24,6 +24,9 @@ def fresh_server():
 def test_each_page_renders_its_banner_and_a_chart(fresh_server, browser):
     server = fresh_server
     page = browser.new_page(viewport={"width": 1400, "height": 1600})
+    # Each load opens a websocket and runs the page's script once: a rerun on load (st.rerun, or state changed while
+    # the page is drawn) would double the server's work per view.
+    socket = Socket(page)
     # A fresh server's first visit goes straight to /transfers: it must still run through app.py.
     page.goto(f"{server}/transfers")
     page.wait_for_selector("[data-testid='stApp']")
@@ -32,6 +35,8 @@ def test_each_page_renders_its_banner_and_a_chart(fresh_server, browser):
     assert page.get_by_text("not measured now", exact=False).first.is_visible()  # the app-wide banner
     assert page.locator(".js-plotly-plot").count() >= 3
     assert "Bandwidth vs size" in page.locator(".js-plotly-plot").first.inner_text()
+    runs, socket.runs = socket.runs, 0
+    assert runs == 1
     for path, title in [("coalescing", "Copy kernels"), ("reductions", "Dot product, kernel only"),
                         ("occupancy", "Occupancy vs block size"), ("streams", "Timeline: pinned"),
                         ("memory-modes", "Managed memory"), ("compare", "Candidate speed vs baseline")]:
@@ -40,10 +45,13 @@ def test_each_page_renders_its_banner_and_a_chart(fresh_server, browser):
         page.wait_for_selector(".js-plotly-plot .main-svg .trace", timeout=60_000)
         assert page.get_by_text("not measured now", exact=False).first.is_visible(), path
         assert title in page.locator(".js-plotly-plot").first.inner_text(), path
+        runs, socket.runs = socket.runs, 0
+        assert runs == 1, (path, runs)
     page.goto(server)
     page.wait_for_selector("[data-test-script-state='notRunning']", timeout=60_000)
     page.wait_for_selector("text=Recorded runs")
     assert page.get_by_text("not measured now", exact=False).first.is_visible()
+    assert socket.runs == 1
     page.close()
 
 

@@ -110,6 +110,23 @@ def test_drift_of_a_board_over_its_runs(sim):
     assert summary.loc[Board(simulated_fleet.board_uuid(0)), "change"] == 0
 
 
+@pytest.mark.parametrize("which", ["simulated", "bundled"])
+def test_the_drift_summary_names_each_boards_largest_move_as_its_own_drift_does(which, sim, suite):
+    fleet = sim if which == "simulated" else fleet_results.build(
+        fleet_results.points(read_bundled()[0].values(), suite), suite)
+    summary = fleet_results.drift_summary(fleet)
+    expected = []
+    for board in fleet.boards["board"]:  # board by board, in the fleet's order, as the page lists them
+        table = fleet_results.drift(fleet, board)
+        table = table[table.groupby("figure")["run_id"].transform("count") >= 2] if not table.empty else table
+        if not table.empty:
+            worst = table.loc[table["floors"].abs().idxmax()]
+            expected.append((board, table["run_id"].nunique(), worst["label"], worst["change"], worst["floors"]))
+    assert len(expected) >= 1
+    assert [tuple(row)[:3] for row in summary.itertuples(index=False)] == [row[:3] for row in expected]
+    assert summary[["change", "floors"]].to_numpy().ravel() == pytest.approx([v for row in expected for v in row[3:]])
+
+
 def test_median_board_is_a_real_run_of_another_board(sim):
     slow = Board(simulated_fleet.board_uuid(helper.SLOW_BOARD))
     run_id, board = fleet_results.median_board(sim, slow, "transfers")

@@ -12,9 +12,9 @@ import pandas as pd
 import pytest
 import sqlalchemy as sa
 
-from gpu.core import schema
+from gpu.core import boards, schema
 from gpu.core.access import Actor
-from gpu.results import runfiles, store
+from gpu.results import catalog, runfiles, store
 from gpu.results.catalog import BUNDLED_DIRS
 from tests import pair_frames
 from tests.conftest import new_postgres_database
@@ -336,3 +336,23 @@ def test_the_bulk_points_read_gives_many_runs_without_samples(url, peer_experime
     whole = runs.points(["node-1"])
     assert list(whole.columns) == schema.COLUMNS and [list(s) for s in whole["samples_ms"]] == \
         [list(s) for s in frames[1]["samples_ms"]]
+
+
+def test_the_catalog_names_the_bundled_runs_boards_once_and_lists_them_as_asked(tmp_path, monkeypatch):
+    listing = catalog.Catalog(store.RunStore(f"sqlite:///{tmp_path}/runs.sqlite"))
+    named = []
+    real = boards.run_boards
+    monkeypatch.setattr(boards, "run_boards", lambda frame: named.append(1) or real(frame))
+    every = listing.runs(with_reference=True)
+    assert len(every) == len(listing.bundled) and len(named) >= len(every)
+    first_listing = len(named)
+    plain = listing.runs()
+    transfers = listing.runs("transfers", with_reference=True)
+    one_reference = next(r for r in listing.bundled if listing.is_reference(r))
+    with_one = listing.runs(with_reference={one_reference})
+    assert len(named) == first_listing  # the later listings name no board again
+    assert set(plain["run_id"]) == {r for r in listing.bundled if not listing.is_reference(r)}
+    assert set(transfers["run_id"]) == {r for r, f in listing.bundled.items() if f["experiment"].iloc[0] == "transfers"}
+    assert set(with_one["run_id"]) == set(plain["run_id"]) | {one_reference}
+    assert every.loc[every["run_id"] == one_reference, "boards"].iloc[0] == tuple(
+        real(listing.bundled[one_reference]))

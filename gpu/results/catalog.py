@@ -52,10 +52,29 @@ class Catalog:
     def __init__(self, store: RunStore | None = None, directories=BUNDLED_DIRS, bundled=None):
         self.store = store if store is not None else RunStore()
         self.bundled, self.files, self.problems = bundled if bundled is not None else read_bundled(directories)
+        self._bundled_rows: list[dict] | None = None  # bundled_rows(), made on first use
 
     def is_reference(self, run_id: str) -> bool:
         """A bundled run of ``REFERENCE_DIRS`` (the Fleet page's boards)."""
         return run_id in self.files and self.files[run_id].split("/")[0] in REFERENCE_DIRS
+
+    def bundled_rows(self) -> list[dict]:
+        """Every bundled run as a catalog row. Made once per catalog (the bundled runs never change; naming each
+        run's boards cost every Runs, Compare and Fleet page view ~0.05 s of CPU); callers must not change it."""
+        if self._bundled_rows is None:
+            rows = []
+            for run_id, frame in self.bundled.items():
+                first = frame.iloc[0]
+                rows.append({"run_id": run_id, "experiment": first["experiment"], "device_name": first["device_name"],
+                             "driver_version": first["driver_version"], "host": first["host"],
+                             "timestamp": first["timestamp"], "points": len(frame),
+                             "label": f"bundled: {self.files[run_id]}",
+                             "notes": None, "origin": "bundled", "profile": first["profile"],
+                             "git_commit": first["git_commit"], "source": "bundled",
+                             "gpu_uuid": boards.one_board(frame), "boards": tuple(boards.run_boards(frame)),
+                             "fleet_id": None, "suite": None})
+            self._bundled_rows = rows
+        return self._bundled_rows
 
     def runs(self, experiment: str | None = None, with_store: bool = True, with_reference: bool | set = False) \
             -> pd.DataFrame:
@@ -64,22 +83,10 @@ class Catalog:
         them whose ids are in the set (the runs a link names)."""
         stored = (self.store.runs(experiment) if with_store else pd.DataFrame(columns=CATALOG_COLUMNS)) \
             .assign(origin="stored")
-        rows = []
-        for run_id, frame in self.bundled.items():
-            first = frame.iloc[0]
-            if experiment and first["experiment"] != experiment:
-                continue
-            if self.is_reference(run_id) and not (with_reference is True or (with_reference and run_id
-                                                                              in with_reference)):
-                continue
-            rows.append({"run_id": run_id, "experiment": first["experiment"], "device_name": first["device_name"],
-                         "driver_version": first["driver_version"], "host": first["host"],
-                         "timestamp": first["timestamp"], "points": len(frame),
-                         "label": f"bundled: {self.files[run_id]}",
-                         "notes": None, "origin": "bundled", "profile": first["profile"],
-                         "git_commit": first["git_commit"], "source": "bundled",
-                         "gpu_uuid": boards.one_board(frame), "boards": tuple(boards.run_boards(frame)),
-                         "fleet_id": None, "suite": None})
+        rows = [row for row in self.bundled_rows()
+                if not (experiment and row["experiment"] != experiment)
+                and not (self.is_reference(row["run_id"]) and not (with_reference is True or (
+                    with_reference and row["run_id"] in with_reference)))]
         bundled = pd.DataFrame(rows, columns=CATALOG_COLUMNS)
         # A bundled run imported into the store is listed once, as stored (it keeps the store's label).
         bundled = bundled[~bundled["run_id"].isin(set(stored["run_id"]))]

@@ -352,18 +352,17 @@ def drift(fleet: Fleet, board: str, earlier: pd.DataFrame | None = None) -> pd.D
 
 def drift_summary(fleet: Fleet) -> pd.DataFrame:
     """Per board with two or more runs of a figure: the runs, and the largest drift from its own median (in
-    percent and one-board floors), so a page can say which boards moved."""
-    rows = []
-    for board in fleet.boards["board"]:
-        table = drift(fleet, board)
-        counted = table.groupby("figure")["run_id"].transform("count") >= 2 if not table.empty else []
-        table = table[counted] if len(table) else table
-        if table.empty:
-            continue
-        worst = table.loc[table["floors"].abs().idxmax()]
-        rows.append({"board": board, "runs": int(table["run_id"].nunique()), "figure": worst["label"],
-                     "change": float(worst["change"]), "floors": float(worst["floors"])})
-    return pd.DataFrame(rows, columns=["board", "runs", "figure", "change", "floors"])
+    percent and one-board floors), so a page can say which boards moved: ``drift`` of every board at once."""
+    history = fleet.history.sort_values("when", kind="stable").reset_index(drop=True)
+    history = history[history.groupby(["board", "figure"], sort=False)["run_id"].transform("count") >= 2]
+    if history.empty:
+        return pd.DataFrame(columns=["board", "runs", "figure", "change", "floors"])
+    change = history["gbps"] / history.groupby(["board", "figure"], sort=False)["gbps"].transform("median") - 1
+    floors = change / history["kind"].map({k: compare.floor(k, one_board=True) for k in history["kind"].unique()})
+    worst = floors.abs().groupby(history["board"], sort=False).idxmax().to_numpy()  # of equals, the oldest
+    table = history.loc[worst, ["board", "label"]].assign(change=change.loc[worst], floors=floors.loc[worst])
+    table.insert(1, "runs", history.groupby("board", sort=False)["run_id"].nunique().to_numpy())
+    return fleet.boards[["board"]].merge(table.rename(columns={"label": "figure"}), on="board")  # in board order
 
 
 def median_board(fleet: Fleet, board: str, experiment: str, listed: set[str] | None = None) -> tuple[str, str] | None:
