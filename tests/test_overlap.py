@@ -293,3 +293,16 @@ def test_with_one_copy_engine_both_directions_share_a_lane():
     assert timelines.engine_of("h2d", 1) == timelines.engine_of("d2h", 1) == "copy engine"
     assert timelines.engine_of("h2d", 3) != timelines.engine_of("d2h", 3)
     assert timelines.engine_of("kernel", 1) == "compute"
+
+
+def test_both_directions_are_timed_only_while_both_are_busy():
+    # 4 chunks of 100 bytes each way. D2H ends at 4 ms; by then H2D has finished 3 chunks and half of its fourth
+    # (3 to 5 ms, the last half alone): 750 bytes in 4 ms both ways, so the 800 bytes
+    # would take 4.267 ms at that rate, not the 6 ms the two copies took together.
+    h2d = [(0, "h2d", c, c * 1.0 if c < 3 else 3.0, c + 1.0 if c < 3 else 5.0, 100) for c in range(4)]
+    d2h = [(1, "d2h", c, 0.0, c + 1.0, 100) for c in range(4)]
+    assert timelines.both_busy_ms(h2d + d2h) == pytest.approx(800 * 4 / 750)
+    # ending together, nothing is left out: the time is the time both took
+    assert timelines.both_busy_ms([(0, "h2d", 0, 0.0, 2.0, 50), (1, "d2h", 0, 0.0, 2.0, 50)]) == pytest.approx(2.0)
+    with pytest.raises(ValueError, match="both directions"):
+        timelines.both_busy_ms(h2d)

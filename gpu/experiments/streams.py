@@ -22,9 +22,11 @@ code pays (timer ``cuda_event``). Pipeline and serial rows also keep the timelin
 an event before and after every operation), which is then checked: the output must equal the kernel's exact
 result word for word. The ``bidirectional`` group times one whole-size H2D and one D2H alone and both at
 once on two streams (aggregate bytes). With it, the pipelines of each chunk count are followed by a
-``bidir_paired`` row (group ``bound``): one whole-size both-ways copy after each of those pipelines' samples, so
-the duplex rate their bound uses was measured in the same sitting (the link's duplex rate drifts by several per
-cent over seconds).
+``bidir_paired`` row (group ``bound``): after each of those pipelines' samples, the whole size both ways at once,
+each direction in 8 copies on its own stream with an event after each. A sample is the time both directions'
+bytes take at the rate the link carried while both were busy (``gpu.core.timelines.both_busy_ms``: the tail in
+which one direction runs alone is left out), so the duplex rate their bound uses was measured in the same sitting
+(the link's duplex rate drifts by several per cent over seconds) and in the regime a pipeline runs in.
 
 Bytes: copies count the bytes that cross the link; pipeline and serial count both directions (2 × size);
 the kernel counts its device reads and writes (2 × size).
@@ -55,7 +57,7 @@ BIDIRECTIONAL_VARIANTS = ("bidir_h2d", "bidir_d2h", "bidir_both")
 PAIRED_VARIANT = overlap.PAIRED_VARIANT
 LABELS = {"h2d_alone": "all H2D copies alone", "kernel_alone": "all kernels alone", "d2h_alone": "all D2H copies alone",
           "serial": "serial (one stream)", "pipeline": "pipeline", "bidir_h2d": "H2D alone", "bidir_d2h": "D2H alone",
-          "bidir_both": "H2D + D2H at once", "bidir_paired": "H2D + D2H at once, between the pipeline's samples"}
+          "bidir_both": "H2D + D2H at once", "bidir_paired": "H2D + D2H while both run, between the pipelines' samples"}
 KEY_COLUMNS = ["variant", "host_memory", "elements", "chunks", "streams", "issue_order", "intensity"]
 SHOW_COLUMNS = ["variant", "host_memory", "chunks", "streams", "issue_order", "intensity"]
 MAX_CHUNKS, MAX_STREAMS, MAX_INTENSITY = 64, 16, 1 << 16

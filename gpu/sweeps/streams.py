@@ -29,7 +29,13 @@ from gpu.sweeps import _kernels as k
 from gpu.sweeps import harness
 from gpu.sweeps.verify import verify_equal
 
-BOTH_WAYS_PLAN = next(plan for variant, plan, *_ in BIDIRECTIONAL_CASES if variant == "bidir_both")
+
+def paired_plan(elements: int) -> tuple[list, int]:
+    """The both-ways copies sampled between the pipelines' samples: each direction in up to 8 equal copies on its own
+    stream, an event after each, so the phase in which both directions are busy can be timed
+    (``timelines.both_busy_ms``). Returns (plan, chunks)."""
+    chunks = next(c for c in (8, 4, 2, 1) if elements % c == 0)
+    return [(s, op, c) for c in range(chunks) for s, op in ((0, "h2d"), (1, "d2h"))], chunks
 
 
 class _Streams:
@@ -227,10 +233,12 @@ class StreamsSweep(harness.Sweep):
         paired = state.get("paired")
         if paired is None:
             return lambda: bench.run_once(plan, chunks, host_in, host_out, intensity, held, staged=staged)[0]
+        both_ways, both_chunks = paired_plan(bench.n)
 
         def pipeline_then_both_ways() -> float:
             ms = bench.run_once(plan, chunks, host_in, host_out, intensity, held, staged=staged)[0]
-            paired.append(bench.run_once(BOTH_WAYS_PLAN, 1, host_in, host_out, 0, held)[0])
+            both = bench.run_once(both_ways, both_chunks, host_in, host_out, 0, held, marks=True)[1]
+            paired.append(timelines.both_busy_ms(both))
             return ms
 
         return pipeline_then_both_ways
@@ -261,7 +269,7 @@ class StreamsSweep(harness.Sweep):
             # result (left in d_out by its verified run) in host_out.
             cuda.memset_d32(bench.d_in, int(POISON), bench.n)
             self._poison_host_out(state)
-            bench.run_once(BOTH_WAYS_PLAN, 1, state["host_in"], host_out, 0, state["held"])
+            bench.run_once(*paired_plan(bench.n), state["host_in"], host_out, 0, state["held"])
             what = f"{LABELS[variant]} ({state['where']})"
             verify_equal(state["expected"].view(np.uint32), host_out.view(np.uint32), what + ", D2H data")
             cuda.memcpy_dtoh(host_out, bench.d_in)  # host_out is checked: it takes the H2D side's read-back
