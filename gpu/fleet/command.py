@@ -12,7 +12,7 @@ import sys
 from gpu.core.errors import FleetError, StoreError
 from gpu.core.text import printable
 from gpu.experiments import suites
-from gpu.fleet.cluster import open_cluster
+from gpu.fleet.cluster import check_spec, open_cluster
 from gpu.fleet.run import Progress, new_fleet_id, run_fleet, summary
 from gpu.results.catalog import Catalog
 from gpu.service.backends import worker_service
@@ -30,6 +30,11 @@ def fleet_command(args, stream=sys.stderr) -> int:
     if not FLEET_ID.fullmatch(fleet_id):
         print(f"error: fleet id {printable(fleet_id)[:80]!r} must be 1–64 letters, digits and . _ : - (starting with a "
               "letter or digit)", file=stream)
+        return 2
+    try:
+        check_spec(args.cluster)
+    except FleetError as exc:
+        print(printable(f"error: {exc}"), file=stream)
         return 2
     for name in ("nodes", "gpus_per_node"):
         if getattr(args, name) < 1:

@@ -1,0 +1,128 @@
+"""Fleets under attack, with real processes: whatever is not a Dask scheduler at ``--cluster`` (a silent port, a web
+server, random bytes), malformed addresses, a scheduler killed mid-run, two fleet commands with one fleet id, a
+resume with a changed suite, a suite file name with spaces, a worker that hangs. Each is refused or reported in one
+line, never a traceback."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+
+from gpu.fleet import cluster as fleet_cluster
+from tests.test_fleet import Cluster, fleet, free_port
+
+# A TCP server that is not a Dask scheduler: ``silent`` accepts and never writes, ``http`` answers as a web server
+# answers what is not HTTP (after reading it), ``garbage`` sends random bytes from the start.
+FAKE_SERVER = """
+import os, socket, sys, threading
+mode, port = sys.argv[1], int(sys.argv[2])
+server = socket.socket()
+server.bind(("127.0.0.1", port))
+server.listen(16)
+print("listening", flush=True)
+def serve(connection):
+    try:
+        if mode == "http":
+            connection.recv(65536)
+            connection.sendall(b"HTTP/1.1 400 Bad Request\\r\\nContent-Type: text/html\\r\\nContent-Length: 11\\r\\n"
+                               b"\\r\\nBad Request")
+        elif mode == "garbage":
+            while True:
+                connection.sendall(os.urandom(4096))
+        while connection.recv(65536):
+            pass
+    except OSError:
+        pass
+while True:
+    threading.Thread(target=serve, args=(server.accept()[0],), daemon=True).start()
+"""
+
+
+@pytest.fixture
+def fake_server():
+    started = []
+
+    def start(mode: str) -> str:
+        port = free_port()
+        process = subprocess.Popen([sys.executable, "-c", FAKE_SERVER, mode, str(port)], stdout=subprocess.PIPE,
+                                   text=True)
+        started.append(process)
+        assert process.stdout.readline().strip() == "listening"
+        return f"tcp://127.0.0.1:{port}"
+
+    yield start
+    for process in started:
+        process.kill()
+        process.wait(10)
+
+
+def one_line_refusal(err: str, expected: str) -> str:
+    lines = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1 and expected in lines[0], err
+    assert "Traceback" not in err and "Error:" not in err.replace("error:", ""), err
+    return lines[0]
+
+
+@pytest.mark.slow  # a fake server and the fleet command, which waits up to 10 s for a silent one
+@pytest.mark.parametrize(("mode", "expected"), [
+    ("silent", "nothing answered as a Dask scheduler within 10 s"),
+    ("http", "within 10 s"),  # an HTTP server waits for a request, as a silent one
+    ("garbage", "answered with bytes that are not a Dask handshake"),
+])
+def test_something_other_than_a_dask_scheduler_is_refused_in_one_line_within_10_s(fake_server, tmp_path, mode,
+                                                                                   expected):
+    address = fake_server(mode)
+    started = time.monotonic()
+    code, out, err = fleet(f"sqlite:///{tmp_path}/runs.sqlite", "health", "--cluster", address, timeout=60)
+    elapsed = time.monotonic() - started
+    assert code == 2, err
+    one_line_refusal(err, f"no Dask scheduler at {address}: ")
+    assert expected in err and elapsed < 25, (elapsed, err)  # the probe's 10 s and the command's start
+
+
+def test_the_probe_tells_a_scheduler_from_other_servers_within_its_limit(fake_server, tmp_path):
+    for mode, expected in (("garbage", "not a Dask handshake"), ("http", "within 3 s"), ("silent", "within 3 s")):
+        host, port = fleet_cluster.scheduler_address(fake_server(mode))
+        started = time.monotonic()
+        assert expected in fleet_cluster.probe_scheduler(host, port, timeout=3)
+        assert time.monotonic() - started < 4.5
+    assert "Connection refused" in fleet_cluster.probe_scheduler("127.0.0.1", free_port(), timeout=3)
+    scheduler = Cluster(tmp_path)
+    try:
+        assert fleet_cluster.probe_scheduler("127.0.0.1", scheduler.port, timeout=10) is None
+    finally:
+        scheduler.stop()
+
+
+@pytest.mark.parametrize(("cluster", "expected"), [
+    ("tcp://" + "a" * 5000 + ":8786", "is not a host name"),
+    ("tcp://" + "a" * 64 + ".example:8786", "is not a host name"),  # a label over 63 characters (idna refuses it)
+    ("tcp://head\nnode:8786", r"host 'head\nnode' is not a host name"),
+    ("tcp://head-node:8786\n", r"'tcp://head-node:8786\n' is not tcp://HOST:PORT"),
+    ("tcp://head\x1b[2Jnode:8786", r"'tcp://head\x1b[2Jnode:8786'"),
+    ("tcp://head-node:99999", "port 99999 is not 1–65535"),
+    ("tcp://head-node:0", "port 0 is not 1–65535"),
+    ("tcp://[::1:8786", "is not tcp://HOST:PORT"),
+    ("tcp://[fe80::zz]:8786", "is not an IPv6 address"),
+    ("tcp://-head:8786", "is not a host name"),
+    ("tcp://head node:8786", "is not a host name"),
+    ("tcp://:8786", "is not tcp://HOST:PORT"),
+    ("local\n", r"unknown cluster 'local\n'"),
+    ("kubernetes\x07", r"unknown cluster 'kubernetes\x07'"),
+])
+def test_a_malformed_cluster_address_is_refused_in_one_line_that_shows_it_safely(tmp_path, cluster, expected):
+    started = time.monotonic()
+    code, out, err = fleet(f"sqlite:///{tmp_path}/runs.sqlite", "health", "--cluster", cluster, timeout=60)
+    assert code == 2, err
+    line = one_line_refusal(err, expected)
+    assert err.count("\n") == 1 and "\x1b" not in err and "\x07" not in err and len(line) < 400, err
+    assert time.monotonic() - started < 20 and not (tmp_path / "runs.sqlite").exists()  # refused before the store
+
+
+def test_well_formed_addresses_pass_the_check():
+    assert fleet_cluster.scheduler_address("tcp://head-node.example.org:8786") == ("head-node.example.org", 8786)
+    assert fleet_cluster.scheduler_address("tcp://10.0.0.7:8786") == ("10.0.0.7", 8786)
+    assert fleet_cluster.scheduler_address("tcp://[fe80::1]:8786") == ("fe80::1", 8786)
