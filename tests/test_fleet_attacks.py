@@ -5,14 +5,18 @@ line, never a traceback."""
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
 from gpu.fleet import cluster as fleet_cluster
-from tests.test_fleet import Cluster, fleet, free_port
+from tests.simulated_fleet import board_uuid
+from tests.test_fleet import ONE_GPU_RUNS, Cluster, fleet, free_port, stored
 
 # A TCP server that is not a Dask scheduler: ``silent`` accepts and never writes, ``http`` answers as a web server
 # answers what is not HTTP (after reading it), ``garbage`` sends random bytes from the start.
@@ -126,3 +130,35 @@ def test_well_formed_addresses_pass_the_check():
     assert fleet_cluster.scheduler_address("tcp://head-node.example.org:8786") == ("head-node.example.org", 8786)
     assert fleet_cluster.scheduler_address("tcp://10.0.0.7:8786") == ("10.0.0.7", 8786)
     assert fleet_cluster.scheduler_address("tcp://[fe80::1]:8786") == ("fe80::1", 8786)
+
+
+@pytest.mark.slow  # a Dask cluster whose scheduler is killed while the GPUs measure
+def test_a_scheduler_killed_mid_run_names_the_gpus_left_unmeasured_and_how_to_resume(tmp_path):
+    cluster = Cluster(tmp_path)
+    try:
+        url = f"sqlite:///{tmp_path}/runs.sqlite"
+        cluster.add_worker(0)
+        cluster.add_worker(1, PINPOINT_SIM_SECONDS_PER_POINT=0.5)  # 16 transfers points: 8 s, killed inside them
+        cluster.wait_for_workers(2)
+        process = fleet(url, "health", "--cluster", cluster.address, "--fleet-id", "lost-1", wait=False)
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:  # board 0 is through its suite while board 1 is still in transfers
+            if Path(f"{tmp_path}/runs.sqlite").exists() and len(stored(url, "lost-1")) >= ONE_GPU_RUNS:
+                break
+            time.sleep(0.2)
+        os.killpg(cluster.scheduler.pid, signal.SIGKILL)
+        killed = time.monotonic()
+        out, err = process.communicate(timeout=120)
+        assert process.returncode == 1, err
+        assert time.monotonic() - killed < 60 and "Traceback" not in err and "CancelledError" not in out + err, err
+        lost = [line for line in out.splitlines() if "the Dask scheduler" in line]
+        assert lost and all(f"…{board_uuid(1)[-8:]}" in line or "node-0 (2 GPUs)" in line for line in lost), out
+        assert f"{cluster.address} was lost (its connection closed): not measured on NVIDIA H200 …" \
+               f"{board_uuid(1)[-8:]} on node-0, node-0 (2 GPUs); the runs stored so far are kept; measure what is " \
+               "missing with --fleet-id lost-1" in err, err
+        assert f"…{board_uuid(1)[-8:]} on node-0: coalescing: not run (the Dask scheduler at {cluster.address} " \
+               "was lost)" in out and "measure what is missing with: --fleet-id lost-1" in out, out
+        runs = stored(url, "lost-1")
+        assert set(runs["gpu_uuid"]) == {board_uuid(0)}  # board 0's runs are kept, nothing of board 1
+    finally:
+        cluster.stop()

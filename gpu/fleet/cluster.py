@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
+import logging
 import os
 import re
 import shutil
@@ -59,6 +60,27 @@ def worker_environment(service: str) -> dict[str, str]:
     return environment
 
 
+class _OneLine(logging.Filter):
+    """Dask's own log records as one line each: a lost scheduler is the fleet's to report, without tracebacks."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg, record.args = " ".join(record.getMessage().split())[:300], ()
+        record.exc_info = record.exc_text = record.stack_info = None
+        return True
+
+
+def one_line_logs() -> None:
+    """Every handler of Dask's loggers (``distributed`` and its children that have their own) writes one line per
+    record."""
+    loggers = [logging.getLogger("distributed"), *(logging.getLogger(name) for name in
+                                                    list(logging.root.manager.loggerDict)
+                                                    if name.startswith("distributed."))]
+    for logger in loggers:
+        for handler in logger.handlers:
+            if not any(isinstance(f, _OneLine) for f in handler.filters):
+                handler.addFilter(_OneLine())
+
+
 def check_spec(spec: str) -> None:
     """FleetError in one line for a ``--cluster`` value that names no cluster, before anything starts."""
     if spec.startswith("tcp://"):
@@ -71,6 +93,7 @@ def check_spec(spec: str) -> None:
 def open_cluster(spec: str, service: str, *, nodes: int = 1, gpus_per_node: int | None = None,
                  partition: str | None = None, gres: bool = True, walltime: str = "01:00:00"):
     """A Dask ``Client`` on the cluster that ``spec`` names, closed (and a cluster we started, stopped) after."""
+    one_line_logs()
     if spec == "local":
         with _local(service) as client:
             yield client

@@ -28,9 +28,12 @@ import contextlib
 import datetime as dt
 import re
 import time
+from concurrent.futures import CancelledError
 from dataclasses import dataclass, field
 
 from distributed import Client, Future, wait
+from distributed.client import FuturesCancelledError
+from distributed.comm.core import CommClosedError
 
 from gpu.core import text
 from gpu.core.devices import uuid_tail
@@ -124,42 +127,94 @@ def run_fleet(client: Client, suite: Suite, catalog, fleet_id: str, service: str
     total = len(gpus) * len(suite.gpu_runs) + len(nodes) * len(suite.node_runs)
     alive_checked = 0.0
     while any(u.todo or u.current for u in [*gpus, *nodes] if not u.lost):
-        for gpu in gpus:
-            if not gpu.lost and gpu.current is None and gpu.todo:
-                _submit(client, gpu, service)
-        for node in nodes:
-            if not node.lost and node.current is None and node.todo and node.gpus_finished:
-                start_node_run(client, node, service, progress)
-        running = [u.future for u in [*gpus, *nodes] if u.future is not None]
-        if running:  # wake as soon as any run ends (or after POLL_S, to watch workers and time limits)
-            with contextlib.suppress(TimeoutError):
-                wait(running, timeout=POLL_S, return_when="FIRST_COMPLETED")
-        else:
-            time.sleep(POLL_S)
-        now = time.monotonic()
-        if now - alive_checked >= LIVENESS_EVERY_S:
-            alive_checked = now
-            alive = _alive_workers(client)
-            for gpu in gpus:
-                if not gpu.lost and gpu.worker not in alive and (gpu.current or gpu.todo):
-                    _lose(client, gpu, "its Dask worker left the cluster (killed, crashed or its node gone)",
-                          progress)
-            for node in nodes:
-                if not node.lost and node.current is not None and node.worker not in alive:
-                    _lose(client, node, "its Dask worker left the cluster (killed, crashed or its node gone)",
-                          progress, "the other nodes go on")
-        for unit in [*gpus, *nodes]:
-            if unit.current is None or unit.lost:
-                continue
-            if unit.future.done():
-                _finish(unit, catalog, fleet_id, suite, label, result, progress)
-            elif now - unit.started > unit.current.timeout_s + TASK_GRACE_S:
-                _lose(client, unit, f"hung: {unit.current.experiment} was still running {unit.current.timeout_s:.0f}"
-                                    " s after its time limit", progress,
-                      "the other GPUs go on" if isinstance(unit, FleetGpu) else "the other nodes go on")
+        try:
+            alive_checked = _step(client, gpus, nodes, catalog, fleet_id, suite, service, label, result, progress,
+                                  alive_checked)
+        except Exception as exc:
+            if not scheduler_lost(client, exc):
+                raise
+            _lose_all(client, [*gpus, *nodes], _why(exc), fleet_id, progress)
+            break
         progress.bar(gpus, total, nodes)
     result.wall_s = time.perf_counter() - started
     return result
+
+
+def _step(client: Client, gpus: list[FleetGpu], nodes: list[FleetNode], catalog, fleet_id: str, suite: Suite,
+          service: str, label, result: FleetResult, progress: Progress, alive_checked: float) -> float:
+    """One turn of the fleet's loop: submit what may start, wait a little, watch workers and time limits, store
+    what finished. The time of the last liveness check."""
+    for gpu in gpus:
+        if not gpu.lost and gpu.current is None and gpu.todo:
+            _submit(client, gpu, service)
+    for node in nodes:
+        if not node.lost and node.current is None and node.todo and node.gpus_finished:
+            start_node_run(client, node, service, progress)
+    running = [u.future for u in [*gpus, *nodes] if u.future is not None]
+    if running:  # wake as soon as any run ends (or after POLL_S, to watch workers and time limits)
+        with contextlib.suppress(TimeoutError):
+            wait(running, timeout=POLL_S, return_when="FIRST_COMPLETED")
+    else:
+        time.sleep(POLL_S)
+    now = time.monotonic()
+    if now - alive_checked >= LIVENESS_EVERY_S:
+        alive_checked = now
+        alive = _alive_workers(client)
+        for gpu in gpus:
+            if not gpu.lost and gpu.worker not in alive and (gpu.current or gpu.todo):
+                _lose(client, gpu, "its Dask worker left the cluster (killed, crashed or its node gone)",
+                      progress)
+        for node in nodes:
+            if not node.lost and node.current is not None and node.worker not in alive:
+                _lose(client, node, "its Dask worker left the cluster (killed, crashed or its node gone)",
+                      progress, "the other nodes go on")
+    for unit in [*gpus, *nodes]:
+        if unit.current is None or unit.lost:
+            continue
+        if unit.future.done():
+            if unit.future.status == "cancelled" and scheduler_lost(client):
+                raise SchedulerLost("its connection closed")
+            _finish(unit, catalog, fleet_id, suite, label, result, progress)
+        elif now - unit.started > unit.current.timeout_s + TASK_GRACE_S:
+            late = now - unit.started - unit.current.timeout_s
+            _lose(client, unit, f"hung: {unit.current.experiment} was still running {late:.0f} s after its time "
+                                f"limit of {unit.current.timeout_s:.0f} s", progress,
+                  "the other GPUs go on" if isinstance(unit, FleetGpu) else "the other nodes go on")
+    return alive_checked
+
+
+class SchedulerLost(RuntimeError):
+    """The fleet's Dask scheduler went away while runs were left."""
+
+
+def scheduler_lost(client: Client, exc: BaseException | None = None) -> bool:
+    """The client's scheduler is gone (killed, its node down, the link cut): Dask cancels every future then, and
+    calls to the scheduler fail with a closed connection."""
+    if client.status not in ("running", "newly-created"):
+        return True
+    return isinstance(exc, SchedulerLost | FuturesCancelledError | CommClosedError | CancelledError) or (
+        isinstance(exc, OSError) and "connect" in str(exc).lower())
+
+
+def _address(client: Client) -> str:
+    address = getattr(getattr(client, "scheduler", None), "address", None)
+    return f"at {address}" if address else "of the fleet"
+
+
+def _why(exc: BaseException) -> str:
+    if isinstance(exc, SchedulerLost | FuturesCancelledError):
+        return "its connection closed"
+    return f"{type(exc).__name__}: {' '.join(str(exc).split())[:160]}"
+
+
+def _lose_all(client: Client, units: list, why: str, fleet_id: str, progress: Progress) -> None:
+    """Every GPU and node with runs left stops: nothing more can be measured without the scheduler."""
+    left = [u for u in units if not u.lost and (u.current is not None or u.todo)]
+    reason = f"the Dask scheduler {_address(client)} was lost"
+    progress.event(f"{reason} ({why}): not measured on {', '.join(u.label() for u in left) or 'no GPU'}; the runs "
+                   f"stored so far are kept; measure what is missing with --fleet-id {fleet_id}")
+    for unit in left:
+        _lose(client, unit, reason, progress, "", cancel=False)
 
 
 def _stored_pairs(catalog, fleet_id: str, suite: Suite) -> set[tuple]:
@@ -287,13 +342,14 @@ def _finish(gpu: FleetGpu, catalog, fleet_id: str, suite: Suite, label, result: 
 
 
 def _lose(client: Client, gpu: FleetGpu | FleetNode, reason: str, progress: Progress,
-          rest: str = "the other GPUs go on") -> None:
-    """The whole GPU (or node) stops: its current run fails with ``reason``, the rest of its suite is not run."""
-    if gpu.future is not None:
+          rest: str = "the other GPUs go on", cancel: bool = True) -> None:
+    """The whole GPU (or node) stops: its current run fails with ``reason``, the rest of its suite is not run
+    (``cancel``: its task is cancelled, which needs the scheduler)."""
+    if gpu.future is not None and cancel:
         client.cancel(gpu.future)
     if gpu.current is not None:
         gpu.failed[gpu.current.experiment] = f"{gpu.current.experiment}: {reason}"
     for run in gpu.todo:
         gpu.failed[run.experiment] = f"{run.experiment}: not run ({reason})"
     gpu.lost, gpu.current, gpu.future, gpu.todo = reason, None, None, []
-    progress.event(f"{gpu.label()}: failed: {reason}; {rest}")
+    progress.event(f"{gpu.label()}: failed: {reason}" + (f"; {rest}" if rest else ""))
