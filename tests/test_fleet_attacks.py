@@ -5,7 +5,9 @@ line, never a traceback."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -14,7 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from gpu.experiments import suites
 from gpu.fleet import cluster as fleet_cluster
+from gpu.fleet import run as fleet_run
+from gpu.fleet.command import FLEET_ID
 from tests.simulated_fleet import board_uuid
 from tests.test_fleet import ONE_GPU_RUNS, Cluster, fleet, free_port, stored
 
@@ -161,4 +166,54 @@ def test_a_scheduler_killed_mid_run_names_the_gpus_left_unmeasured_and_how_to_re
         runs = stored(url, "lost-1")
         assert set(runs["gpu_uuid"]) == {board_uuid(0)}  # board 0's runs are kept, nothing of board 1
     finally:
+        cluster.stop()
+
+
+@pytest.mark.parametrize("name", ["my suite", "nightly (v2)", "ünïcode süite", "--", "." * 80, "a" * 200,
+                                  "x\ny", "health"])
+def test_the_default_fleet_id_is_always_a_valid_fleet_id(name):
+    import datetime as dt
+
+    suite = suites.Suite(name=name, title=name, runs=())
+    fleet_id = fleet_run.new_fleet_id(suite, dt.datetime(2026, 11, 25, 4, 12, tzinfo=dt.UTC))
+    assert FLEET_ID.fullmatch(fleet_id) and fleet_id.endswith("-20261125T0412Z"), fleet_id
+
+
+def test_a_suite_file_name_with_spaces_gives_a_default_fleet_id_the_command_takes(tmp_path):
+    suite = tmp_path / "my night suite.toml"
+    suite.write_text('[[run]]\nexperiment = "reduction"\n[run.params]\nsizes = [268435456]\n')
+    code, out, err = fleet(f"sqlite:///{tmp_path}/runs.sqlite", str(suite), "--cluster", f"tcp://127.0.0.1:"
+                           f"{free_port()}", timeout=60)
+    assert code == 2 and "fleet id" not in err, err  # it got as far as the cluster, which is not there
+    assert "fleet my-night-suite-20" in err and "no Dask scheduler at" in err, err
+
+
+@pytest.mark.slow  # a Dask worker stopped (SIGSTOP) inside its task: the fleet waits its limit and 30 s more
+def test_a_hung_worker_is_reported_with_how_long_past_its_limit_it_was_waited_for(tmp_path):
+    suite = tmp_path / "quick.toml"
+    suite.write_text('profile = "interactive"\ntimeout_s = 3\n[[run]]\nexperiment = "reduction"\n'
+                     '[run.params]\nsizes = [268435456]\nvariants = ["warp_shuffle"]\n')
+    cluster = Cluster(tmp_path)
+    try:
+        cluster.add_worker(0, PINPOINT_SIM_HANG="0:reduction")
+        cluster.add_worker(1)
+        cluster.wait_for_workers(2)
+        process = fleet(f"sqlite:///{tmp_path}/runs.sqlite", str(suite), "--cluster", cluster.address,
+                        "--fleet-id", "hung-1", wait=False)
+        seen = []
+        while "GPU 0 measuring reduction" not in (line := process.stderr.readline()):
+            seen.append(line)
+            assert line, "".join(seen)
+        os.killpg(cluster.workers[0].pid, signal.SIGSTOP)  # the task can no longer cancel itself
+        started = time.monotonic()
+        out, err = process.communicate(timeout=120)
+        waited = time.monotonic() - started
+        assert process.returncode == 1, err
+        found = re.search(r"hung: reduction was still running (\d+) s after its time limit of 3 s", out)
+        assert found and 30 <= int(found.group(1)) <= 32, out
+        assert 30 <= waited <= 45, waited  # what it says is what it waited
+    finally:
+        for process in cluster.workers.values():
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGCONT)
         cluster.stop()

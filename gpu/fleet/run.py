@@ -52,9 +52,12 @@ IDENTIFY_TIMEOUT_S = 300.0
 
 
 def new_fleet_id(suite: Suite, now: dt.datetime | None = None) -> str:
-    """``health-20261125T0412Z``: the suite and when the fleet started (to the minute; resume by naming it)."""
+    """``health-20261125T0412Z``: the suite and when the fleet started (to the minute; resume by naming it); always a
+    valid fleet id (``gpu.fleet.command.FLEET_ID``), whatever the suite file is called."""
     now = now or dt.datetime.now(dt.UTC)
-    return f"{suite.name[:40]}-{now.strftime('%Y%m%dT%H%MZ')}"
+    # A suite file's name may hold anything (spaces, accents, brackets): only what a fleet id allows is kept.
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", suite.name).strip("-._")[:40].rstrip("-._") or "suite"
+    return f"{name}-{now.strftime('%Y%m%dT%H%MZ')}"
 
 
 @dataclass
