@@ -262,7 +262,7 @@ def test_a_fleet_id_names_its_suite_and_start_and_cannot_change_suite(tmp_path):
     catalog = Catalog(RunStore(f"sqlite:///{tmp_path}/runs.sqlite"))
     catalog.save(as_board(recorded("reduction"), 0), "fleet", fleet=("f1", "nightly"))
     with pytest.raises(FleetError, match="fleet f1 was measured with suite nightly, not health"):
-        fleet_run._stored_pairs(catalog, "f1", HEALTH)
+        fleet_run.stored_pairs(catalog, "f1", HEALTH)
 
 
 def test_the_progress_bar_names_each_gpus_state_and_a_log_gets_a_line_only_when_it_changes():

@@ -20,6 +20,8 @@ from gpu.experiments import suites
 from gpu.fleet import cluster as fleet_cluster
 from gpu.fleet import run as fleet_run
 from gpu.fleet.command import FLEET_ID
+from gpu.results.store import RunStore
+from tests.conftest import new_postgres_database
 from tests.simulated_fleet import board_uuid
 from tests.test_fleet import ONE_GPU_RUNS, Cluster, fleet, free_port, stored
 
@@ -217,3 +219,73 @@ def test_a_hung_worker_is_reported_with_how_long_past_its_limit_it_was_waited_fo
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGCONT)
         cluster.stop()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request, tmp_path):
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path}/runs.sqlite"
+    return new_postgres_database(request.getfixturevalue("postgres_url"))
+
+
+@pytest.mark.slow  # a Dask cluster and three fleet commands, two of them at once
+def test_a_second_fleet_command_with_a_fleet_id_being_measured_is_refused_naming_the_first(tmp_path, store_url):
+    cluster = Cluster(tmp_path)
+    try:
+        cluster.add_worker(0, PINPOINT_SIM_SECONDS_PER_POINT=0.3)
+        cluster.add_worker(1, PINPOINT_SIM_SECONDS_PER_POINT=0.3)
+        cluster.wait_for_workers(2)
+        first = fleet(store_url, "health", "--cluster", cluster.address, "--fleet-id", "one-writer", wait=False)
+        seen = []
+        while "GPU 1:" not in (line := first.stderr.readline()):  # measuring: its lease is held
+            seen.append(line)
+            assert line, "".join(seen)
+        started = time.monotonic()
+        code, out, err = fleet(store_url, "health", "--cluster", cluster.address, "--fleet-id", "one-writer")
+        assert code == 2 and time.monotonic() - started < 30, err
+        one_line_refusal(err, f"fleet one-writer is being measured by another command ({os.uname().nodename[:80]} "
+                              f"pid {first.pid}, since ")
+        assert first.poll() is None  # refused while the first one still measures
+        out, err = first.communicate(timeout=180)
+        assert first.returncode == 0, err
+        runs = stored(store_url, "one-writer")
+        assert len(runs) == 2 * ONE_GPU_RUNS + 1 and runs["run_id"].is_unique  # each pair once, not twice
+        code, out, err = fleet(store_url, "health", "--cluster", cluster.address, "--fleet-id", "one-writer")
+        assert code == 0 and err.count("already stored in fleet one-writer") == 3, err  # released at its end
+        assert len(stored(store_url, "one-writer")) == 2 * ONE_GPU_RUNS + 1
+    finally:
+        cluster.stop()
+
+
+@pytest.mark.slow  # six fleet commands on each database
+def test_a_resume_with_a_suite_that_measures_differently_is_refused_naming_the_change(tmp_path, store_url):
+    from gpu.results.catalog import Catalog
+    from tests.simulated_fleet import as_board, recorded
+
+    text = ('title = "Night"\ntimeout_s = 60\n[[run]]\nexperiment = "reduction"\n[run.params]\nsizes = [268435456]\n'
+            '[[run]]\nexperiment = "host_latency"\n[run.params]\nsizes = [1048576]\nvariants = ["mapped"]\n')
+    suite = tmp_path / "night.toml"
+    catalog = Catalog(RunStore(store_url))
+    catalog.save(as_board(recorded("reduction"), 0), "fleet", fleet=("n-1", "night"), suite_text=text)
+    closed = f"tcp://127.0.0.1:{free_port()}"
+    for changed, expected in [
+        (text.replace("sizes = [268435456]", "sizes = [1048576]"),
+         "run reduction (line 3): params.sizes [268435456] → [1048576]"),
+        (text.replace("timeout_s = 60", "timeout_s = 30"), "run reduction (line 3): timeout_s 60.0 → 30.0; run "
+                                                           "host_latency (line 7): timeout_s 60.0 → 30.0"),
+        (text.replace('variants = ["mapped"]\n', ""), "run host_latency (line 7): params.variants ['mapped'] → "
+                                                      "(not set)"),
+        (text + '[[run]]\nexperiment = "coalescing"\n', "run coalescing: in this suite, not in the stored one"),
+        (text.split("[[run]]\nexperiment = \"host_latency\"")[0], "run host_latency: in the stored suite, not in this "
+                                                                  "one"),
+    ]:
+        suite.write_text(changed)
+        code, out, err = fleet(store_url, str(suite), "--cluster", closed, "--fleet-id", "n-1", timeout=60)
+        assert code == 2, err
+        line = one_line_refusal(err, "fleet n-1 was measured with another suite night: ")
+        assert expected in line and "resume with the suite as it was, or give another --fleet-id" in line, line
+        assert "no Dask scheduler" not in err  # refused before any cluster
+    # Comments, layout and the title measure nothing differently: the resume goes on with the stored text.
+    suite.write_text("# tonight's run\n" + text.replace('title = "Night"', 'title = "Night, again"'))
+    code, out, err = fleet(store_url, str(suite), "--cluster", closed, "--fleet-id", "n-1", timeout=60)
+    assert code == 2 and "resuming with the stored suite" in err and "no Dask scheduler at" in err, err

@@ -38,6 +38,7 @@ from distributed.comm.core import CommClosedError
 from gpu.core import text
 from gpu.core.devices import uuid_tail
 from gpu.core.errors import FleetError, StoreError
+from gpu.experiments import suites
 from gpu.experiments.suites import Suite, SuiteRun
 from gpu.fleet import task
 from gpu.fleet.nodes import FleetNode, RunQueue, group_by_host, plan_node_runs, start_node_run, stored_node_runs
@@ -109,11 +110,15 @@ class FleetResult:
 
 
 def run_fleet(client: Client, suite: Suite, catalog, fleet_id: str, service: str, *, label: str | None = None,
-              progress: Progress | None = None, identify_timeout: float = IDENTIFY_TIMEOUT_S) -> FleetResult:
-    """Measure ``suite`` on every GPU worker of ``client``'s cluster into ``catalog``'s store under ``fleet_id``."""
+              progress: Progress | None = None, identify_timeout: float = IDENTIFY_TIMEOUT_S,
+              lease=None) -> FleetResult:
+    """Measure ``suite`` on every GPU worker of ``client``'s cluster into ``catalog``'s store under ``fleet_id``.
+    ``lease``: the fleet id's ``gpu.results.leases.FleetLease``, held by this command: each run is stored only while
+    it holds it, and the fleet stops when it is lost."""
     progress = progress or Progress()
     started = time.perf_counter()
-    stored_before = _stored_pairs(catalog, fleet_id, suite)
+    suite = suite_as_stored(catalog, fleet_id, suite, progress)
+    stored_before = stored_pairs(catalog, fleet_id, suite)
     gpus, problems = _identify(client, service, identify_timeout, progress)
     nodes = group_by_host(gpus)
     result = FleetResult(fleet_id, suite.name, gpus, problems=problems, nodes=nodes)
@@ -131,12 +136,18 @@ def run_fleet(client: Client, suite: Suite, catalog, fleet_id: str, service: str
     alive_checked = 0.0
     while any(u.todo or u.current for u in [*gpus, *nodes] if not u.lost):
         try:
+            if lease is not None and lease.lost:
+                raise LeaseLost(lease.lost)
             alive_checked = _step(client, gpus, nodes, catalog, fleet_id, suite, service, label, result, progress,
-                                  alive_checked)
+                                  alive_checked, lease)
+        except LeaseLost as exc:
+            _lose_all(client, [*gpus, *nodes], f"fleet {fleet_id}'s lease was lost", str(exc), fleet_id, progress)
+            break
         except Exception as exc:
             if not scheduler_lost(client, exc):
                 raise
-            _lose_all(client, [*gpus, *nodes], _why(exc), fleet_id, progress)
+            _lose_all(client, [*gpus, *nodes], f"the Dask scheduler {_address(client)} was lost", _why(exc), fleet_id,
+                      progress)
             break
         progress.bar(gpus, total, nodes)
     result.wall_s = time.perf_counter() - started
@@ -144,7 +155,7 @@ def run_fleet(client: Client, suite: Suite, catalog, fleet_id: str, service: str
 
 
 def _step(client: Client, gpus: list[FleetGpu], nodes: list[FleetNode], catalog, fleet_id: str, suite: Suite,
-          service: str, label, result: FleetResult, progress: Progress, alive_checked: float) -> float:
+          service: str, label, result: FleetResult, progress: Progress, alive_checked: float, lease=None) -> float:
     """One turn of the fleet's loop: submit what may start, wait a little, watch workers and time limits, store
     what finished. The time of the last liveness check."""
     for gpu in gpus:
@@ -177,7 +188,7 @@ def _step(client: Client, gpus: list[FleetGpu], nodes: list[FleetNode], catalog,
         if unit.future.done():
             if unit.future.status == "cancelled" and scheduler_lost(client):
                 raise SchedulerLost("its connection closed")
-            _finish(unit, catalog, fleet_id, suite, label, result, progress)
+            _finish(unit, catalog, fleet_id, suite, label, result, progress, lease)
         elif now - unit.started > unit.current.timeout_s + TASK_GRACE_S:
             late = now - unit.started - unit.current.timeout_s
             _lose(client, unit, f"hung: {unit.current.experiment} was still running {late:.0f} s after its time "
@@ -188,6 +199,10 @@ def _step(client: Client, gpus: list[FleetGpu], nodes: list[FleetNode], catalog,
 
 class SchedulerLost(RuntimeError):
     """The fleet's Dask scheduler went away while runs were left."""
+
+
+class LeaseLost(RuntimeError):
+    """Another command took the fleet id's lease (this one was not heard from for the lease's time)."""
 
 
 def scheduler_lost(client: Client, exc: BaseException | None = None) -> bool:
@@ -210,27 +225,46 @@ def _why(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {' '.join(str(exc).split())[:160]}"
 
 
-def _lose_all(client: Client, units: list, why: str, fleet_id: str, progress: Progress) -> None:
-    """Every GPU and node with runs left stops: nothing more can be measured without the scheduler."""
+def _lose_all(client: Client, units: list, reason: str, why: str, fleet_id: str, progress: Progress) -> None:
+    """Every GPU and node with runs left stops (the scheduler is gone, or the fleet's lease): nothing more is
+    measured."""
     left = [u for u in units if not u.lost and (u.current is not None or u.todo)]
-    reason = f"the Dask scheduler {_address(client)} was lost"
     progress.event(f"{reason} ({why}): not measured on {', '.join(u.label() for u in left) or 'no GPU'}; the runs "
                    f"stored so far are kept; measure what is missing with --fleet-id {fleet_id}")
     for unit in left:
         _lose(client, unit, reason, progress, "", cancel=False)
 
 
-def _stored_pairs(catalog, fleet_id: str, suite: Suite) -> set[tuple]:
+def stored_pairs(catalog, fleet_id: str, suite: Suite) -> set[tuple]:
     stored = catalog.store.runs(fleet_id=fleet_id)
     other_suites = {s for s in stored["suite"].dropna() if s != suite.name}
     if other_suites:
         raise FleetError(f"fleet {fleet_id} was measured with suite {', '.join(sorted(other_suites))}, not "
                          f"{suite.name}: give another --fleet-id")
-    kept = catalog.store.fleet_suite(fleet_id)
-    if kept is not None and suite.text and kept[1] != suite.text:
-        raise FleetError(f"fleet {fleet_id} was measured with another text of suite {suite.name} (its file changed "
-                         "since): give another --fleet-id")
     return set(zip(stored["gpu_uuid"], stored["experiment"], strict=True))
+
+
+def suite_as_stored(catalog, fleet_id: str, suite: Suite, progress: Progress | None = None) -> Suite:
+    """The suite to resume fleet ``fleet_id`` with: ``suite`` when the store keeps no other text for the fleet; the
+    stored suite when ``suite``'s text differs from it only where nothing is measured differently (comments, layout,
+    order, title); FleetError naming what changed otherwise (a resume never mixes two suites' runs in one fleet)."""
+    kept = catalog.store.fleet_suite(fleet_id)
+    if kept is None or not suite.text or kept[1] == suite.text:
+        return suite
+    try:
+        stored = suites.stored(fleet_id, kept[0], kept[1])
+    except suites.SuiteError as exc:
+        raise FleetError(f"fleet {fleet_id} was measured with a suite {suite.name} that no longer parses here "
+                         f"({exc.reasons[0]}): give another --fleet-id") from None
+    changed = suites.differences(stored, suite)
+    if changed:
+        more = f" and {len(changed) - 3} more changes" if len(changed) > 3 else ""
+        raise FleetError(f"fleet {fleet_id} was measured with another suite {suite.name}: {'; '.join(changed[:3])}"
+                         f"{more}; resume with the suite as it was, or give another --fleet-id")
+    if progress is not None:
+        progress.event(f"{suite.path or suite.name} differs from fleet {fleet_id}'s stored suite only where nothing "
+                       "is measured differently (comments, layout, order or title): resuming with the stored suite")
+    return stored
 
 
 def _alive_workers(client: Client) -> set[str]:
@@ -320,7 +354,8 @@ def _reason(future: Future) -> str:
     return f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
 
 
-def _finish(gpu: FleetGpu, catalog, fleet_id: str, suite: Suite, label, result: FleetResult, progress: Progress):
+def _finish(gpu: FleetGpu, catalog, fleet_id: str, suite: Suite, label, result: FleetResult, progress: Progress,
+            lease=None):
     run, future = gpu.current, gpu.future
     gpu.current, gpu.future = None, None
     elapsed = time.monotonic() - gpu.started
@@ -332,7 +367,7 @@ def _finish(gpu: FleetGpu, catalog, fleet_id: str, suite: Suite, label, result: 
     result.rows_sent += len(frame)
     try:
         saved = catalog.save(frame, "fleet", label, None, fleet=(fleet_id, suite.name),
-                             suite_text=suite.text or None)
+                             suite_text=suite.text or None, lease=lease)
     except (StoreError, ValueError) as exc:  # measured, but the store refused it: say so, the GPU goes on
         gpu.failed[run.experiment] = f"{run.experiment} was measured but not stored: {exc}"
         progress.event(f"{gpu.label()}: {gpu.failed[run.experiment]}")

@@ -89,11 +89,12 @@ class Catalog:
         return table.sort_values("timestamp", ascending=False).reset_index(drop=True)
 
     def save(self, frame: pd.DataFrame, source: str, label: str | None = None, notes: str | None = None,
-             replace: bool = False, fleet: tuple[str, str] | None = None, suite_text: str | None = None) \
-            -> list[SaveResult]:
+             replace: bool = False, fleet: tuple[str, str] | None = None, suite_text: str | None = None,
+             lease=None) -> list[SaveResult]:
         """The store's save, refusing a run that would shadow a bundled run of the same id with other content."""
         self._refuse_shadowing(frame)
-        return self.store.save(frame, source, label, notes, replace=replace, fleet=fleet, suite_text=suite_text)
+        return self.store.save(frame, source, label, notes, replace=replace, fleet=fleet, suite_text=suite_text,
+                               lease=lease)
 
     def _refuse_shadowing(self, frame: pd.DataFrame) -> None:
         for run_id, part in frame.groupby("run_id", sort=False):

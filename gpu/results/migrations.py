@@ -16,12 +16,17 @@ Tables (schema version ``SCHEMA_VERSION``, in ``pinpoint_meta``):
   takes them out, ``restored_row`` puts them back, so a stored run reads back as it was saved);
 * ``fleet_suites`` – one row per fleet (since version 4): ``fleet_id`` (primary key), the suite's ``name``, its
   ``digest`` (SHA-256 of its text) and ``toml``: the suite's text as measured, which the Fleet page reads (a
-  stored fleet never names a file to read).
+  stored fleet never names a file to read);
+* ``fleet_leases`` – who measures a fleet now (since version 5): ``fleet_id`` (primary key), ``holder`` (a random
+  token of the fleet command that holds it), ``who`` (its host and pid, for the message that refuses a second
+  command), ``taken_at``, ``renewed_at`` and ``expires_at`` (seconds since the epoch on the database's clock). One
+  fleet id has one writer; a holder that dies stops renewing and its lease expires (``gpu.results.leases``).
 
 Versions: 1, the first tables; 2, runs name their board (``runs.gpu_uuid``, from the first point), fleet and suite;
 3, a run's boards are ``run_boards``, filled from every point of every stored run (a run that spans several boards
 records all of them), taken out of each point's JSON, and ``runs.gpu_uuid`` is dropped: a board is stored once;
-4, a fleet keeps its suite's text (``fleet_suites``); fleets stored before hold only their suite's name.
+4, a fleet keeps its suite's text (``fleet_suites``); fleets stored before hold only their suite's name;
+5, a fleet being measured holds a lease (``fleet_leases``), so a second command with its fleet id is refused.
 
 Migrations are a short list of versioned steps (``MIGRATIONS``), applied in one transaction, one migrator at a time
 (PostgreSQL: an advisory lock; SQLite: ``BEGIN IMMEDIATE``): three tables need no migration framework, and an
@@ -41,7 +46,7 @@ from gpu.core.errors import StoreError
 from gpu.core.schema import key_value
 from gpu.core.text import shorten
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 METADATA = sa.MetaData()
 
 META = sa.Table("pinpoint_meta", METADATA, sa.Column("key", sa.String(64), primary_key=True),
@@ -75,6 +80,12 @@ FLEET_SUITES = sa.Table(
     "fleet_suites", METADATA,
     sa.Column("fleet_id", sa.String(64), primary_key=True), sa.Column("name", sa.Text, nullable=False),
     sa.Column("digest", sa.String(64), nullable=False), sa.Column("toml", sa.Text, nullable=False),
+)
+FLEET_LEASES = sa.Table(
+    "fleet_leases", METADATA,
+    sa.Column("fleet_id", sa.String(64), primary_key=True), sa.Column("holder", sa.String(64), nullable=False),
+    sa.Column("who", sa.Text, nullable=False), sa.Column("taken_at", sa.Float, nullable=False),
+    sa.Column("renewed_at", sa.Float, nullable=False), sa.Column("expires_at", sa.Float, nullable=False),
 )
 FLEET_INDEX = sa.Index("ix_runs_fleet_id", RUNS.c.fleet_id)
 # Columns of ``runs`` as steps added them (step 3 drops gpu_uuid again: ``run_boards`` holds a run's boards).
@@ -181,7 +192,13 @@ def _fleet_suites_v4(connection) -> None:
     FLEET_SUITES.create(connection)
 
 
-MIGRATIONS = [(1, _create_v1), (2, _add_boards_and_fleets_v2), (3, _boards_once_v3), (4, _fleet_suites_v4)]
+def _fleet_leases_v5(connection) -> None:
+    """A fleet being measured holds a lease: one writer per fleet id."""
+    FLEET_LEASES.create(connection)
+
+
+MIGRATIONS = [(1, _create_v1), (2, _add_boards_and_fleets_v2), (3, _boards_once_v3), (4, _fleet_suites_v4),
+              (5, _fleet_leases_v5)]
 
 
 # --- reading the version, applying the steps -----------------------------------------------------------------

@@ -96,15 +96,18 @@ class RunStore(Database):
 
     # --- writing ---------------------------------------------------------------------------------------------
     def save(self, frame: pd.DataFrame, source: str, label: str | None = None, notes: str | None = None,
-             replace: bool = False, fleet: tuple[str, str] | None = None, suite_text: str | None = None) \
-            -> list[SaveResult]:
+             replace: bool = False, fleet: tuple[str, str] | None = None, suite_text: str | None = None,
+             lease=None) -> list[SaveResult]:
         """Store every run of ``frame`` (validated against the schema) in one transaction: all or nothing.
         A run stored with the same content is reported and left as it is; with different content it is
         refused unless ``replace``. ``fleet``: (fleet id, suite name) when a fleet measured the run;
-        ``suite_text``: that suite's text, kept once per fleet (a fleet holds one suite: another text is refused)."""
-        return self.save_batches([(frame, label, notes, fleet, suite_text)], source, replace)
+        ``suite_text``: that suite's text, kept once per fleet (a fleet holds one suite: another text is refused);
+        ``lease``: the fleet's ``leases.FleetLease``, checked in the same transaction (a command whose lease another
+        one took stores nothing)."""
+        return self.save_batches([(frame, label, notes, fleet, suite_text)], source, replace, lease)
 
-    def save_batches(self, batches: list[tuple], source: str, replace: bool = False) -> list[SaveResult]:
+    def save_batches(self, batches: list[tuple], source: str, replace: bool = False, lease=None) \
+            -> list[SaveResult]:
         """``save`` of several frames, each with its own (label, notes, fleet, suite text), in one transaction:
         another store's file is imported whole or not at all."""
         prepared, kept_suites = [], []
@@ -124,6 +127,9 @@ class RunStore(Database):
         for attempt in range(2):
             try:
                 with self.engine.begin() as connection:
+                    if lease is not None and not lease.holds(connection):
+                        raise StoreError(f"fleet {shorten(lease.fleet_id)}'s lease is held by another command now: "
+                                         "nothing was written")
                     for kept in kept_suites:
                         _keep_suite(connection, *kept)
                     return [self._save_one(connection, *run, replace=replace) for run in prepared]
