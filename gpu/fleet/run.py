@@ -17,9 +17,12 @@ whose GPUs failed (its worker gone, hung) does not run its node runs, and says w
 Faults: a task that fails (a bad parameter for that GPU, a CUDA fault, a wrong result, its own time limit) fails
 that (GPU, experiment) with its reason, and the GPU goes on with the next; a worker that leaves the cluster (killed,
 crashed, its node gone) or a task that outlives its time limit fails the GPU, and the other GPUs finish. Nothing
-partial is stored: a run is stored whole, in one transaction, only when its task returned every point. Running the
-same fleet id again measures only the (GPU, experiment) pairs, and the (node, experiment) pairs of node runs, that
-the store does not hold yet.
+partial is stored: a run is stored whole, in one transaction, only when its task returned every point. A scheduler
+that goes away (killed, its node gone) ends the fleet: what is left is named, not measured, and the runs stored
+stay. Running the same fleet id again measures only the (GPU, experiment) pairs, and the (node, experiment) pairs of
+node runs, that the store does not hold yet; a suite that measures differently from the stored one is refused
+(``suite_as_stored``). While it measures, the command holds the fleet id's lease (``gpu.results.leases``): each run
+is stored only while it holds it.
 """
 
 from __future__ import annotations
@@ -119,7 +122,13 @@ def run_fleet(client: Client, suite: Suite, catalog, fleet_id: str, service: str
     started = time.perf_counter()
     suite = suite_as_stored(catalog, fleet_id, suite, progress)
     stored_before = stored_pairs(catalog, fleet_id, suite)
-    gpus, problems = _identify(client, service, identify_timeout, progress)
+    try:
+        gpus, problems = _identify(client, service, identify_timeout, progress)
+    except Exception as exc:
+        if not scheduler_lost(client, exc):
+            raise
+        raise FleetError(f"the Dask scheduler {_address(client)} was lost before every GPU reported ({_why(exc)}): "
+                         "nothing was measured") from None
     nodes = group_by_host(gpus)
     result = FleetResult(fleet_id, suite.name, gpus, problems=problems, nodes=nodes)
     for gpu in gpus:
