@@ -32,6 +32,8 @@ import time
 import dask
 from dask_jobqueue import SLURMCluster
 from distributed import Client, LocalCluster
+from distributed.protocol.core import loads
+from distributed.protocol.utils import unpack_frames
 
 from gpu.core import paths
 from gpu.core.errors import FleetError, WorkerUnavailable
@@ -189,9 +191,6 @@ def _read(sock: socket.socket, count: int, deadline: float) -> bytes:
 
 
 def _is_handshake(data: bytes) -> bool:
-    from distributed.protocol.core import loads
-    from distributed.protocol.utils import unpack_frames
-
     try:
         message = loads(unpack_frames(data), deserialize=False)
     except Exception:  # bytes of anything else: not a handshake

@@ -14,7 +14,8 @@ from gpu.core.errors import FleetError, StoreError
 from gpu.core.text import printable
 from gpu.experiments import suites
 from gpu.fleet.cluster import check_spec, open_cluster
-from gpu.fleet.run import Progress, new_fleet_id, run_fleet, stored_pairs, suite_as_stored, summary
+from gpu.fleet.resume import stored_pairs, suite_as_stored
+from gpu.fleet.run import Progress, new_fleet_id, run_fleet, summary
 from gpu.results.catalog import Catalog
 from gpu.results.leases import FleetLease
 from gpu.service.backends import worker_service

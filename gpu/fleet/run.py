@@ -21,7 +21,7 @@ partial is stored: a run is stored whole, in one transaction, only when its task
 that goes away (killed, its node gone) ends the fleet: what is left is named, not measured, and the runs stored
 stay. Running the same fleet id again measures only the (GPU, experiment) pairs, and the (node, experiment) pairs of
 node runs, that the store does not hold yet; a suite that measures differently from the stored one is refused
-(``suite_as_stored``). While it measures, the command holds the fleet id's lease (``gpu.results.leases``): each run
+(``gpu.fleet.resume``). While it measures, the command holds the fleet id's lease (``gpu.results.leases``): each run
 is stored only while it holds it.
 """
 
@@ -41,11 +41,11 @@ from distributed.comm.core import CommClosedError
 from gpu.core import text
 from gpu.core.devices import uuid_tail
 from gpu.core.errors import FleetError, StoreError
-from gpu.experiments import suites
 from gpu.experiments.suites import Suite, SuiteRun
 from gpu.fleet import task
 from gpu.fleet.nodes import FleetNode, RunQueue, group_by_host, plan_node_runs, start_node_run, stored_node_runs
 from gpu.fleet.progress import Progress, summary
+from gpu.fleet.resume import stored_pairs, suite_as_stored
 
 __all__ = ["FleetGpu", "FleetNode", "FleetResult", "Progress", "new_fleet_id", "run_fleet", "summary"]
 
@@ -206,11 +206,11 @@ def _step(client: Client, gpus: list[FleetGpu], nodes: list[FleetNode], catalog,
     return alive_checked
 
 
-class SchedulerLost(RuntimeError):
+class SchedulerLost(FleetError):
     """The fleet's Dask scheduler went away while runs were left."""
 
 
-class LeaseLost(RuntimeError):
+class LeaseLost(FleetError):
     """Another command took the fleet id's lease (this one was not heard from for the lease's time)."""
 
 
@@ -242,38 +242,6 @@ def _lose_all(client: Client, units: list, reason: str, why: str, fleet_id: str,
                    f"stored so far are kept; measure what is missing with --fleet-id {fleet_id}")
     for unit in left:
         _lose(client, unit, reason, progress, "", cancel=False)
-
-
-def stored_pairs(catalog, fleet_id: str, suite: Suite) -> set[tuple]:
-    stored = catalog.store.runs(fleet_id=fleet_id)
-    other_suites = {s for s in stored["suite"].dropna() if s != suite.name}
-    if other_suites:
-        raise FleetError(f"fleet {fleet_id} was measured with suite {', '.join(sorted(other_suites))}, not "
-                         f"{suite.name}: give another --fleet-id")
-    return set(zip(stored["gpu_uuid"], stored["experiment"], strict=True))
-
-
-def suite_as_stored(catalog, fleet_id: str, suite: Suite, progress: Progress | None = None) -> Suite:
-    """The suite to resume fleet ``fleet_id`` with: ``suite`` when the store keeps no other text for the fleet; the
-    stored suite when ``suite``'s text differs from it only where nothing is measured differently (comments, layout,
-    order, title); FleetError naming what changed otherwise (a resume never mixes two suites' runs in one fleet)."""
-    kept = catalog.store.fleet_suite(fleet_id)
-    if kept is None or not suite.text or kept[1] == suite.text:
-        return suite
-    try:
-        stored = suites.stored(fleet_id, kept[0], kept[1])
-    except suites.SuiteError as exc:
-        raise FleetError(f"fleet {fleet_id} was measured with a suite {suite.name} that no longer parses here "
-                         f"({exc.reasons[0]}): give another --fleet-id") from None
-    changed = suites.differences(stored, suite)
-    if changed:
-        more = f" and {len(changed) - 3} more changes" if len(changed) > 3 else ""
-        raise FleetError(f"fleet {fleet_id} was measured with another suite {suite.name}: {'; '.join(changed[:3])}"
-                         f"{more}; resume with the suite as it was, or give another --fleet-id")
-    if progress is not None:
-        progress.event(f"{suite.path or suite.name} differs from fleet {fleet_id}'s stored suite only where nothing "
-                       "is measured differently (comments, layout, order or title): resuming with the stored suite")
-    return stored
 
 
 def _alive_workers(client: Client) -> set[str]:
