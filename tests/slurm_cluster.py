@@ -7,6 +7,7 @@ says why it cannot start here, and the tests skip with that reason.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -47,6 +48,13 @@ class OneNodeSlurm:
         self.munge_socket = self.munge / "munge.socket.2"
 
     def start(self) -> OneNodeSlurm:
+        try:
+            return self._start()
+        except BaseException:  # a daemon that started stays no longer than the start that failed
+            self.stop()
+            raise
+
+    def _start(self) -> OneNodeSlurm:
         self._start_munge()
         for sub in ("state", "spool", "log"):
             (self.folder / sub).mkdir(exist_ok=True)
@@ -88,6 +96,10 @@ class OneNodeSlurm:
                         str(munge / "munged.log"), "--seed-file", str(munge / "munged.seed"), "--force"],
                        check=True, capture_output=True, timeout=30)  # munged forks and its parent returns
         self.pids["munged"] = munge / "munged.pid"
+        # The parent returns before the daemon has written its pid file: wait for it, so stop() can always read it.
+        deadline = time.monotonic() + 10
+        while not (self.pids["munged"].exists() and self.munge_socket.exists()) and time.monotonic() < deadline:
+            time.sleep(0.05)
 
     def _wait_until_idle(self, timeout: float = 60) -> None:
         deadline = time.monotonic() + timeout
@@ -101,16 +113,49 @@ class OneNodeSlurm:
         raise RuntimeError(f"the one-node Slurm did not come up within {timeout:.0f} s (sinfo: {state}); logs in "
                            f"{self.folder / 'log'}")
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = 10) -> None:
+        """Cancel the jobs and end the daemons: SIGTERM, then SIGKILL for one still there after ``timeout``; returns
+        once none of them runs (each found by its pid file, or else by the folders that only this Slurm uses)."""
         subprocess.run(["scancel", "--user", "root"], capture_output=True, timeout=30)
+        pids = set(self.daemon_pids())
         for name in ("slurmd", "slurmctld", "munged"):
-            path = self.pids.get(name)
             try:
-                os.kill(int(path.read_text().split()[0]), signal.SIGTERM)
-            except (AttributeError, OSError, ValueError, IndexError):
+                pids.add(int(self.pids[name].read_text().split()[0]))
+            except (KeyError, OSError, ValueError, IndexError):
                 pass
+        pids = {pid for pid in pids if _alive(pid) and self._ours(pid)}
+        for pid in pids:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        for pid in pids:
+            if _alive(pid):
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
         os.environ.pop("SLURM_CONF", None)
         shutil.rmtree(self.munge, ignore_errors=True)
+
+    def daemon_pids(self) -> list[int]:
+        """The processes running from this Slurm's folders (its daemons: their command lines name them)."""
+        return [int(entry.name) for entry in Path("/proc").iterdir() if entry.name.isdigit()
+                and self._ours(int(entry.name))]
+
+    def _ours(self, pid: int) -> bool:
+        try:
+            command = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+        except OSError:
+            return False
+        return str(self.folder) in command or str(self.munge) in command
+
+
+def _alive(pid: int) -> bool:
+    """Running (a zombie, which has exited and waits for its parent, is not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
 
 
 def _free_port() -> int:

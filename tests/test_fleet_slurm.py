@@ -26,6 +26,34 @@ def slurm(tmp_path_factory):
     cluster.stop()
 
 
+@pytest.fixture
+def installed():
+    reason = unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+
+
+# These two start their own Slurm: they run before the module's one is started (pytest runs a file in order).
+
+def test_stopping_the_one_node_slurm_ends_its_daemons_munged_included(tmp_path, installed):
+    cluster = OneNodeSlurm(tmp_path).start()
+    running = cluster.daemon_pids()
+    assert len(running) >= 3, running  # munged, slurmctld, slurmd
+    cluster.stop()
+    assert cluster.daemon_pids() == []
+
+
+def test_a_one_node_slurm_that_fails_to_start_leaves_no_daemon(tmp_path, monkeypatch, installed):
+    def never_idle(self, timeout: float = 60):
+        raise RuntimeError("the one-node Slurm did not come up")
+
+    monkeypatch.setattr(OneNodeSlurm, "_wait_until_idle", never_idle)
+    cluster = OneNodeSlurm(tmp_path)
+    with pytest.raises(RuntimeError, match="did not come up"):
+        cluster.start()
+    assert cluster.daemon_pids() == []
+
+
 def test_a_fleet_runs_through_slurm_one_job_per_node_one_worker_per_gpu(slurm, tmp_path):
     url = f"sqlite:///{tmp_path}/runs.sqlite"
     # Slurm with GPUs as a generic resource hands a job its node's GPUs in CUDA_VISIBLE_DEVICES; here the
@@ -41,3 +69,4 @@ def test_a_fleet_runs_through_slurm_one_job_per_node_one_worker_per_gpu(slurm, t
     runs = RunStore(url).runs(fleet_id="slurm-1")
     assert set().union(*runs["boards"]) == {board_uuid(0), board_uuid(1)} and len(runs) == 11
     assert (runs["source"] == "fleet").all() and (runs["suite"] == "health").all()
+

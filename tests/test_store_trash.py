@@ -172,7 +172,7 @@ def test_every_change_is_in_the_audit_trail_with_who_role_source_and_runs(url):
                                          ADMIN.who, ADMIN.who]
     assert trail["source"].tolist()[1:] == ["app", "app", "cli", "fleet", "app", "app", "app", "app"]
     assert trail["role"].tolist()[1:3] == ["member", "member"]
-    assert trail.loc[0, "what"] == "created the runs store at schema version 5"
+    assert trail.loc[0, "what"] == "created the runs store at schema version 6"
     assert trail.loc[5, "what"] == 'label null → "after driver 590"'
     assert trail["at"].is_monotonic_increasing
 
@@ -253,7 +253,7 @@ def _version_four_store(url: str, frames: list[pd.DataFrame]) -> None:
     engine.dispose()
 
 
-def test_a_version_four_store_migrates_to_five_keeping_every_run_and_recording_it(url):
+def test_a_version_four_store_migrates_to_the_newest_keeping_every_run_and_recording_it(url):
     frames = [managed("four0001"), schema.read_results(POOLS)]
     _version_four_store(url, frames)
     old = store.RunStore(url)
@@ -262,12 +262,13 @@ def test_a_version_four_store_migrates_to_five_keeping_every_run_and_recording_i
     with pytest.raises(AccessRefused, match="migrate needs the admin role"):
         old.save(managed("four0002"), "live", actor=MEMBER)  # upgrading a store is an admin's
     assert old.version == 4
-    assert old.migrate(ADMIN) == store.SCHEMA_VERSION == 5
+    assert old.migrate(ADMIN) == store.SCHEMA_VERSION == 6
     pd.testing.assert_frame_equal(old.runs(), listed)
     for frame in frames:
         assert content(old.load(frame["run_id"].iloc[0])) == content(frame)
     [row] = old.audit_trail(ADMIN).to_dict("records")
-    assert row["action"] == "migrate" and row["what"] == "migrated the runs store from schema version 4 to 5"
+    assert row["action"] == "migrate"
+    assert row["what"] == f"migrated the runs store from schema version 4 to {store.SCHEMA_VERSION}"
     assert row["who"] == ADMIN.who
     with old.engine.connect() as connection:
         assert {"trash", "trash_points", "audit"} <= set(sa.inspect(connection).get_table_names())

@@ -134,3 +134,18 @@ def test_every_setting_has_a_range_and_a_type_refused_with_its_line(text, expect
     with pytest.raises(suites.SuiteError) as caught:
         suites.parse(text, "x.toml")
     assert any(expected in reason for reason in caught.value.reasons), caught.value.reasons
+
+
+def test_the_differences_between_two_suites_name_each_run_and_setting_that_changed():
+    stored = suites.parse('timeout_s = 60\n[[run]]\nexperiment = "reduction"\n[run.params]\nsizes = [268435456]\n'
+                          '[[run]]\nexperiment = "coalescing"\n', name="night")
+    same = suites.parse('# again\ntitle = "Night"\n[[run]]\nexperiment = "coalescing"\ntimeout_s = 60\n[[run]]\n'
+                        'experiment = "reduction"\ntimeout_s = 60.0\n[run.params]\nsizes = [268435456]\n', name="night")
+    assert suites.differences(stored, same) == []  # comments, title, order and layout measure nothing differently
+    changed = suites.parse('timeout_s = 60\n[[run]]\nexperiment = "reduction"\nprofile = "interactive"\n'
+                           '[run.params]\nsizes = [1048576]\n[[run]]\nexperiment = "host_latency"\n', name="night")
+    assert suites.differences(stored, changed) == [
+        "run coalescing: in the stored suite, not in this one",
+        "run host_latency: in this suite, not in the stored one",
+        "run reduction (line 2): params.sizes [268435456] → [1048576]",
+        "run reduction (line 2): profile 'precise/timeout_s=1' → 'interactive'"]

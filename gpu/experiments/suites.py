@@ -176,6 +176,33 @@ def stored(fleet_id: str, name: str, text: str | None) -> Suite:
                       f"older PinPoint); only a built-in suite ({', '.join(built_in())}) can be shown by its name"])
 
 
+def differences(stored: Suite, given: Suite) -> list[str]:
+    """What ``given`` would measure unlike ``stored``, one phrase per change: a run only in one of them, or a run's
+    setting (a parameter, the profile, ``timeout_s``, ``gpus``) with its stored and its new value. Empty when both
+    measure alike (their texts may still differ in comments, layout, order or title)."""
+    before = {run.experiment: run for run in stored.runs}
+    after = {run.experiment: run for run in given.runs}
+    found = [f"run {name}: in the stored suite, not in this one" for name in before if name not in after]
+    found += [f"run {name}: in this suite, not in the stored one" for name in after if name not in before]
+    for name, old in before.items():
+        new = after.get(name)
+        if new is None:
+            continue
+        settings = [("gpus", old.gpus, new.gpus), ("timeout_s", old.timeout_s, new.timeout_s)]
+        settings += [(key if key == "profile" else f"params.{key}", old.params.get(key, _UNSET),
+                      new.params.get(key, _UNSET)) for key in dict.fromkeys([*old.params, *new.params])]
+        found += [f"run {name} (line {new.line}): {key} {_setting(was)} → {_setting(now)}"
+                  for key, was, now in settings if was != now]
+    return found
+
+
+_UNSET = object()
+
+
+def _setting(value) -> str:
+    return "(not set)" if value is _UNSET else _value(value)
+
+
 def parse(text: str, where: str = "<suite>", name: str = "suite") -> Suite:
     _bounded(text, where)
     try:

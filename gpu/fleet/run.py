@@ -17,9 +17,12 @@ whose GPUs failed (its worker gone, hung) does not run its node runs, and says w
 Faults: a task that fails (a bad parameter for that GPU, a CUDA fault, a wrong result, its own time limit) fails
 that (GPU, experiment) with its reason, and the GPU goes on with the next; a worker that leaves the cluster (killed,
 crashed, its node gone) or a task that outlives its time limit fails the GPU, and the other GPUs finish. Nothing
-partial is stored: a run is stored whole, in one transaction, only when its task returned every point. Running the
-same fleet id again measures only the (GPU, experiment) pairs, and the (node, experiment) pairs of node runs, that
-the store does not hold yet.
+partial is stored: a run is stored whole, in one transaction, only when its task returned every point. A scheduler
+that goes away (killed, its node gone) ends the fleet: what is left is named, not measured, and the runs stored
+stay. Running the same fleet id again measures only the (GPU, experiment) pairs, and the (node, experiment) pairs of
+node runs, that the store does not hold yet; a suite that measures differently from the stored one is refused
+(``gpu.fleet.resume``). While it measures, the command holds the fleet id's lease (``gpu.results.leases``): each run
+is stored only while it holds it.
 """
 
 from __future__ import annotations
@@ -28,9 +31,12 @@ import contextlib
 import datetime as dt
 import re
 import time
+from concurrent.futures import CancelledError
 from dataclasses import dataclass, field
 
 from distributed import Client, Future, wait
+from distributed.client import FuturesCancelledError
+from distributed.comm.core import CommClosedError
 
 from gpu.core import text
 from gpu.core.access import Actor
@@ -40,6 +46,7 @@ from gpu.experiments.suites import Suite, SuiteRun
 from gpu.fleet import task
 from gpu.fleet.nodes import FleetNode, RunQueue, group_by_host, plan_node_runs, start_node_run, stored_node_runs
 from gpu.fleet.progress import Progress, summary
+from gpu.fleet.resume import stored_pairs, suite_as_stored
 
 __all__ = ["FleetGpu", "FleetNode", "FleetResult", "Progress", "new_fleet_id", "run_fleet", "summary"]
 
@@ -50,9 +57,12 @@ IDENTIFY_TIMEOUT_S = 300.0
 
 
 def new_fleet_id(suite: Suite, now: dt.datetime | None = None) -> str:
-    """``health-20261125T0412Z``: the suite and when the fleet started (to the minute; resume by naming it)."""
+    """``health-20261125T0412Z``: the suite and when the fleet started (to the minute; resume by naming it); always a
+    valid fleet id (``gpu.fleet.command.FLEET_ID``), whatever the suite file is called."""
     now = now or dt.datetime.now(dt.UTC)
-    return f"{suite.name[:40]}-{now.strftime('%Y%m%dT%H%MZ')}"
+    # A suite file's name may hold anything (spaces, accents, brackets): only what a fleet id allows is kept.
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", suite.name).strip("-._")[:40].rstrip("-._") or "suite"
+    return f"{name}-{now.strftime('%Y%m%dT%H%MZ')}"
 
 
 @dataclass
@@ -104,12 +114,22 @@ class FleetResult:
 
 
 def run_fleet(client: Client, suite: Suite, catalog, fleet_id: str, service: str, *, label: str | None = None,
-              progress: Progress | None = None, identify_timeout: float = IDENTIFY_TIMEOUT_S) -> FleetResult:
-    """Measure ``suite`` on every GPU worker of ``client``'s cluster into ``catalog``'s store under ``fleet_id``."""
+              progress: Progress | None = None, identify_timeout: float = IDENTIFY_TIMEOUT_S,
+              lease=None) -> FleetResult:
+    """Measure ``suite`` on every GPU worker of ``client``'s cluster into ``catalog``'s store under ``fleet_id``.
+    ``lease``: the fleet id's ``gpu.results.leases.FleetLease``, held by this command: each run is stored only while
+    it holds it, and the fleet stops when it is lost."""
     progress = progress or Progress()
     started = time.perf_counter()
-    stored_before = _stored_pairs(catalog, fleet_id, suite)
-    gpus, problems = _identify(client, service, identify_timeout, progress)
+    suite = suite_as_stored(catalog, fleet_id, suite, progress)
+    stored_before = stored_pairs(catalog, fleet_id, suite)
+    try:
+        gpus, problems = _identify(client, service, identify_timeout, progress)
+    except Exception as exc:
+        if not scheduler_lost(client, exc):
+            raise
+        raise FleetError(f"the Dask scheduler {_address(client)} was lost before every GPU reported ({_why(exc)}): "
+                         "nothing was measured") from None
     nodes = group_by_host(gpus)
     result = FleetResult(fleet_id, suite.name, gpus, problems=problems, nodes=nodes)
     for gpu in gpus:
@@ -125,55 +145,104 @@ def run_fleet(client: Client, suite: Suite, catalog, fleet_id: str, service: str
     total = len(gpus) * len(suite.gpu_runs) + len(nodes) * len(suite.node_runs)
     alive_checked = 0.0
     while any(u.todo or u.current for u in [*gpus, *nodes] if not u.lost):
-        for gpu in gpus:
-            if not gpu.lost and gpu.current is None and gpu.todo:
-                _submit(client, gpu, service)
-        for node in nodes:
-            if not node.lost and node.current is None and node.todo and node.gpus_finished:
-                start_node_run(client, node, service, progress)
-        running = [u.future for u in [*gpus, *nodes] if u.future is not None]
-        if running:  # wake as soon as any run ends (or after POLL_S, to watch workers and time limits)
-            with contextlib.suppress(TimeoutError):
-                wait(running, timeout=POLL_S, return_when="FIRST_COMPLETED")
-        else:
-            time.sleep(POLL_S)
-        now = time.monotonic()
-        if now - alive_checked >= LIVENESS_EVERY_S:
-            alive_checked = now
-            alive = _alive_workers(client)
-            for gpu in gpus:
-                if not gpu.lost and gpu.worker not in alive and (gpu.current or gpu.todo):
-                    _lose(client, gpu, "its Dask worker left the cluster (killed, crashed or its node gone)",
-                          progress)
-            for node in nodes:
-                if not node.lost and node.current is not None and node.worker not in alive:
-                    _lose(client, node, "its Dask worker left the cluster (killed, crashed or its node gone)",
-                          progress, "the other nodes go on")
-        for unit in [*gpus, *nodes]:
-            if unit.current is None or unit.lost:
-                continue
-            if unit.future.done():
-                _finish(unit, catalog, fleet_id, suite, label, result, progress)
-            elif now - unit.started > unit.current.timeout_s + TASK_GRACE_S:
-                _lose(client, unit, f"hung: {unit.current.experiment} was still running {unit.current.timeout_s:.0f}"
-                                    " s after its time limit", progress,
-                      "the other GPUs go on" if isinstance(unit, FleetGpu) else "the other nodes go on")
+        try:
+            if lease is not None and lease.lost:
+                raise LeaseLost(lease.lost)
+            alive_checked = _step(client, gpus, nodes, catalog, fleet_id, suite, service, label, result, progress,
+                                  alive_checked, lease)
+        except LeaseLost as exc:
+            _lose_all(client, [*gpus, *nodes], f"fleet {fleet_id}'s lease was lost", str(exc), fleet_id, progress)
+            break
+        except Exception as exc:
+            if not scheduler_lost(client, exc):
+                raise
+            _lose_all(client, [*gpus, *nodes], f"the Dask scheduler {_address(client)} was lost", _why(exc), fleet_id,
+                      progress)
+            break
         progress.bar(gpus, total, nodes)
     result.wall_s = time.perf_counter() - started
     return result
 
 
-def _stored_pairs(catalog, fleet_id: str, suite: Suite) -> set[tuple]:
-    stored = catalog.store.runs(fleet_id=fleet_id)
-    other_suites = {s for s in stored["suite"].dropna() if s != suite.name}
-    if other_suites:
-        raise FleetError(f"fleet {fleet_id} was measured with suite {', '.join(sorted(other_suites))}, not "
-                         f"{suite.name}: give another --fleet-id")
-    kept = catalog.store.fleet_suite(fleet_id)
-    if kept is not None and suite.text and kept[1] != suite.text:
-        raise FleetError(f"fleet {fleet_id} was measured with another text of suite {suite.name} (its file changed "
-                         "since): give another --fleet-id")
-    return set(zip(stored["gpu_uuid"], stored["experiment"], strict=True))
+def _step(client: Client, gpus: list[FleetGpu], nodes: list[FleetNode], catalog, fleet_id: str, suite: Suite,
+          service: str, label, result: FleetResult, progress: Progress, alive_checked: float, lease=None) -> float:
+    """One turn of the fleet's loop: submit what may start, wait a little, watch workers and time limits, store
+    what finished. The time of the last liveness check."""
+    for gpu in gpus:
+        if not gpu.lost and gpu.current is None and gpu.todo:
+            _submit(client, gpu, service)
+    for node in nodes:
+        if not node.lost and node.current is None and node.todo and node.gpus_finished:
+            start_node_run(client, node, service, progress)
+    running = [u.future for u in [*gpus, *nodes] if u.future is not None]
+    if running:  # wake as soon as any run ends (or after POLL_S, to watch workers and time limits)
+        with contextlib.suppress(TimeoutError):
+            wait(running, timeout=POLL_S, return_when="FIRST_COMPLETED")
+    else:
+        time.sleep(POLL_S)
+    now = time.monotonic()
+    if now - alive_checked >= LIVENESS_EVERY_S:
+        alive_checked = now
+        alive = _alive_workers(client)
+        for gpu in gpus:
+            if not gpu.lost and gpu.worker not in alive and (gpu.current or gpu.todo):
+                _lose(client, gpu, "its Dask worker left the cluster (killed, crashed or its node gone)",
+                      progress)
+        for node in nodes:
+            if not node.lost and node.current is not None and node.worker not in alive:
+                _lose(client, node, "its Dask worker left the cluster (killed, crashed or its node gone)",
+                      progress, "the other nodes go on")
+    for unit in [*gpus, *nodes]:
+        if unit.current is None or unit.lost:
+            continue
+        if unit.future.done():
+            if unit.future.status == "cancelled" and scheduler_lost(client):
+                raise SchedulerLost("its connection closed")
+            _finish(unit, catalog, fleet_id, suite, label, result, progress, lease)
+        elif now - unit.started > unit.current.timeout_s + TASK_GRACE_S:
+            late = now - unit.started - unit.current.timeout_s
+            _lose(client, unit, f"hung: {unit.current.experiment} was still running {late:.0f} s after its time "
+                                f"limit of {unit.current.timeout_s:.0f} s", progress,
+                  "the other GPUs go on" if isinstance(unit, FleetGpu) else "the other nodes go on")
+    return alive_checked
+
+
+class SchedulerLost(FleetError):
+    """The fleet's Dask scheduler went away while runs were left."""
+
+
+class LeaseLost(FleetError):
+    """Another command took the fleet id's lease (this one was not heard from for the lease's time)."""
+
+
+def scheduler_lost(client: Client, exc: BaseException | None = None) -> bool:
+    """The client's scheduler is gone (killed, its node down, the link cut): Dask cancels every future then, and
+    calls to the scheduler fail with a closed connection."""
+    if client.status not in ("running", "newly-created"):
+        return True
+    return isinstance(exc, SchedulerLost | FuturesCancelledError | CommClosedError | CancelledError) or (
+        isinstance(exc, OSError) and "connect" in str(exc).lower())
+
+
+def _address(client: Client) -> str:
+    address = getattr(getattr(client, "scheduler", None), "address", None)
+    return f"at {address}" if address else "of the fleet"
+
+
+def _why(exc: BaseException) -> str:
+    if isinstance(exc, SchedulerLost | FuturesCancelledError):
+        return "its connection closed"
+    return f"{type(exc).__name__}: {' '.join(str(exc).split())[:160]}"
+
+
+def _lose_all(client: Client, units: list, reason: str, why: str, fleet_id: str, progress: Progress) -> None:
+    """Every GPU and node with runs left stops (the scheduler is gone, or the fleet's lease): nothing more is
+    measured."""
+    left = [u for u in units if not u.lost and (u.current is not None or u.todo)]
+    progress.event(f"{reason} ({why}): not measured on {', '.join(u.label() for u in left) or 'no GPU'}; the runs "
+                   f"stored so far are kept; measure what is missing with --fleet-id {fleet_id}")
+    for unit in left:
+        _lose(client, unit, reason, progress, "", cancel=False)
 
 
 def _alive_workers(client: Client) -> set[str]:
@@ -263,7 +332,8 @@ def _reason(future: Future) -> str:
     return f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
 
 
-def _finish(gpu: FleetGpu, catalog, fleet_id: str, suite: Suite, label, result: FleetResult, progress: Progress):
+def _finish(gpu: FleetGpu, catalog, fleet_id: str, suite: Suite, label, result: FleetResult, progress: Progress,
+            lease=None):
     run, future = gpu.current, gpu.future
     gpu.current, gpu.future = None, None
     elapsed = time.monotonic() - gpu.started
@@ -275,8 +345,8 @@ def _finish(gpu: FleetGpu, catalog, fleet_id: str, suite: Suite, label, result: 
     result.rows_sent += len(frame)
     try:
         saved = catalog.save(frame, "fleet", label, None, fleet=(fleet_id, suite.name),
-                             suite_text=suite.text or None, actor=Actor.local("fleet"))
-    except (StoreError, AccessRefused, ValueError) as exc:  # measured, but the store refused it: say so, go on
+                             suite_text=suite.text or None, actor=Actor.local("fleet"), lease=lease)
+    except (StoreError, AccessRefused, ValueError) as exc:  # measured, the store refused it: say so, the GPU goes on
         gpu.failed[run.experiment] = f"{run.experiment} was measured but not stored: {exc}"
         progress.event(f"{gpu.label()}: {gpu.failed[run.experiment]}")
         return
@@ -288,13 +358,14 @@ def _finish(gpu: FleetGpu, catalog, fleet_id: str, suite: Suite, label, result: 
 
 
 def _lose(client: Client, gpu: FleetGpu | FleetNode, reason: str, progress: Progress,
-          rest: str = "the other GPUs go on") -> None:
-    """The whole GPU (or node) stops: its current run fails with ``reason``, the rest of its suite is not run."""
-    if gpu.future is not None:
+          rest: str = "the other GPUs go on", cancel: bool = True) -> None:
+    """The whole GPU (or node) stops: its current run fails with ``reason``, the rest of its suite is not run
+    (``cancel``: its task is cancelled, which needs the scheduler)."""
+    if gpu.future is not None and cancel:
         client.cancel(gpu.future)
     if gpu.current is not None:
         gpu.failed[gpu.current.experiment] = f"{gpu.current.experiment}: {reason}"
     for run in gpu.todo:
         gpu.failed[run.experiment] = f"{run.experiment}: not run ({reason})"
     gpu.lost, gpu.current, gpu.future, gpu.todo = reason, None, None, []
-    progress.event(f"{gpu.label()}: failed: {reason}; {rest}")
+    progress.event(f"{gpu.label()}: failed: {reason}" + (f"; {rest}" if rest else ""))

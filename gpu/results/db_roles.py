@@ -3,8 +3,9 @@
 * the **owner** (default ``pinpoint``, the database's owner): owns the tables, so only it migrates
   (``pinpoint migrate``), alters or drops them;
 * the **writer** (``pinpoint_writer``), for measuring nodes, fleets and the app: reads; inserts runs, points,
-  boards, fleet suites and audit rows; moves runs to the trash, restores and purges them, replaces and relabels runs
-  (deletes and updates on the runs tables); never updates or deletes an audit row, never alters or drops a table;
+  boards, fleet suites and audit rows; takes, renews and releases fleet leases; moves runs to the trash, restores
+  and purges them, replaces and relabels runs (deletes and updates on the runs tables); never updates or deletes an
+  audit row, never alters or drops a table;
 * the **reader** (``pinpoint_reader``): reads every table (Runs, Compare, reports, the Fleet page); a write is
   refused by the server, which PinPoint says in one line naming the role.
 
@@ -17,7 +18,17 @@ from __future__ import annotations
 
 import re
 
-from gpu.results.migrations import AUDIT, BOARDS, FLEET_SUITES, META, POINTS, RUNS, TRASH, TRASH_POINTS
+from gpu.results.migrations import (
+    AUDIT,
+    BOARDS,
+    FLEET_LEASES,
+    FLEET_SUITES,
+    META,
+    POINTS,
+    RUNS,
+    TRASH,
+    TRASH_POINTS,
+)
 
 OWNER, WRITER, READER = "pinpoint", "pinpoint_writer", "pinpoint_reader"
 # What the writer may do to each table beyond reading it.
@@ -26,6 +37,7 @@ WRITER_GRANTS = {
     POINTS.name: "INSERT, DELETE",
     BOARDS.name: "INSERT, DELETE",
     FLEET_SUITES.name: "INSERT",
+    FLEET_LEASES.name: "INSERT, UPDATE, DELETE",  # a fleet command takes, renews and releases its lease
     TRASH.name: "INSERT, DELETE",  # delete: restore, purge
     TRASH_POINTS.name: "INSERT, DELETE",
     AUDIT.name: "INSERT",  # the trail is appended to, never rewritten

@@ -24,13 +24,18 @@ Tables (schema version ``SCHEMA_VERSION``, in ``pinpoint_meta``):
   replaced on import goes there too, so one run id may be in the trash several times beside a stored run;
 * ``audit`` – the audit trail (since version 5): one row per change (import, measure, label, trash, restore, purge,
   migrate), written in the change's own transaction: ``audit_id``, ``at``, ``who``, ``role``, ``source`` (app | cli
-  | fleet), ``action``, ``run_ids`` (a JSON list) and ``what`` (one sentence).
+  | fleet), ``action``, ``run_ids`` (a JSON list) and ``what`` (one sentence);
+* ``fleet_leases`` – who measures a fleet now (since version 6): ``fleet_id`` (primary key), ``holder`` (a random
+  token of the fleet command that holds it), ``who`` (its host and pid, for the message that refuses a second
+  command), ``taken_at``, ``renewed_at`` and ``expires_at`` (seconds since the epoch on the database's clock). One
+  fleet id has one writer; a holder that dies stops renewing and its lease expires (``gpu.results.leases``).
 
 Versions: 1, the first tables; 2, runs name their board (``runs.gpu_uuid``, from the first point), fleet and suite;
 3, a run's boards are ``run_boards``, filled from every point of every stored run (a run that spans several boards
 records all of them), taken out of each point's JSON, and ``runs.gpu_uuid`` is dropped: a board is stored once;
 4, a fleet keeps its suite's text (``fleet_suites``); fleets stored before hold only their suite's name; 5, the trash
-(``trash``, ``trash_points``) and the audit trail (``audit``), which records the migration to 5 as its first row.
+(``trash``, ``trash_points``) and the audit trail (``audit``), which records the migration to 5 as its first row;
+6, a fleet being measured holds a lease (``fleet_leases``), so a second command with its fleet id is refused.
 
 Migrations are a short list of versioned steps (``MIGRATIONS``), applied in one transaction, one migrator at a time
 (PostgreSQL: an advisory lock; SQLite: ``BEGIN IMMEDIATE``): three tables need no migration framework, and an
@@ -51,7 +56,7 @@ from gpu.core.errors import StoreError
 from gpu.core.schema import key_value
 from gpu.core.text import shorten
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 METADATA = sa.MetaData()
 
 META = sa.Table("pinpoint_meta", METADATA, sa.Column("key", sa.String(64), primary_key=True),
@@ -108,6 +113,12 @@ AUDIT = sa.Table(
     sa.Column("role", sa.String(16), nullable=False), sa.Column("source", sa.String(16), nullable=False),
     sa.Column("action", sa.String(16), nullable=False), sa.Column("run_ids", sa.Text, nullable=False),
     sa.Column("what", sa.Text, nullable=False),
+)
+FLEET_LEASES = sa.Table(
+    "fleet_leases", METADATA,
+    sa.Column("fleet_id", sa.String(64), primary_key=True), sa.Column("holder", sa.String(64), nullable=False),
+    sa.Column("who", sa.Text, nullable=False), sa.Column("taken_at", sa.Float, nullable=False),
+    sa.Column("renewed_at", sa.Float, nullable=False), sa.Column("expires_at", sa.Float, nullable=False),
 )
 FLEET_INDEX = sa.Index("ix_runs_fleet_id", RUNS.c.fleet_id)
 # Columns of ``runs`` as steps added them (step 3 drops gpu_uuid again: ``run_boards`` holds a run's boards).
@@ -220,8 +231,13 @@ def _trash_and_audit_v5(connection) -> None:
         table.create(connection)
 
 
+def _fleet_leases_v6(connection) -> None:
+    """A fleet being measured holds a lease: one writer per fleet id."""
+    FLEET_LEASES.create(connection)
+
+
 MIGRATIONS = [(1, _create_v1), (2, _add_boards_and_fleets_v2), (3, _boards_once_v3), (4, _fleet_suites_v4),
-              (5, _trash_and_audit_v5)]
+              (5, _trash_and_audit_v5), (6, _fleet_leases_v6)]
 AUDITED_SINCE = 5
 
 

@@ -145,17 +145,20 @@ class RunStore(Database):
     # --- writing ---------------------------------------------------------------------------------------------
     def save(self, frame: pd.DataFrame, source: str, label: str | None = None, notes: str | None = None,
              replace: bool = False, fleet: tuple[str, str] | None = None, suite_text: str | None = None,
-             actor: Actor | None = None) -> list[SaveResult]:
+             actor: Actor | None = None, lease=None) -> list[SaveResult]:
         """Store every run of ``frame`` (validated against the schema) in one transaction: all or nothing.
         A run stored with the same content is reported and left as it is; with different content it is
         refused unless ``replace``, which moves the stored one to the trash. ``fleet``: (fleet id, suite name) when
         a fleet measured the run; ``suite_text``: that suite's text, kept once per fleet (a fleet holds one suite:
         another text is refused). ``actor`` must be allowed to import (source import) or measure (live, runner,
         fleet); without one it is the person at this machine, from where the source says (``SAVE_ACTOR_SOURCE``).
-        The audit trail records what was stored, in the same transaction."""
-        return self.save_batches([(frame, label, notes, fleet, suite_text)], source, replace, actor)
+        The audit trail records what was stored, in the same transaction. ``lease``: the fleet's
+        ``leases.FleetLease``, checked in the same transaction (a command whose lease another one took stores
+        nothing)."""
+        return self.save_batches([(frame, label, notes, fleet, suite_text)], source, replace, actor, lease)
 
-    def save_batches(self, batches: list[tuple], source: str, replace: bool = False, actor: Actor | None = None) \
+    def save_batches(self, batches: list[tuple], source: str, replace: bool = False, actor: Actor | None = None,
+                     lease=None) \
             -> list[SaveResult]:
         """``save`` of several frames, each with its own (label, notes, fleet, suite text), in one transaction:
         another store's file is imported whole or not at all."""
@@ -178,6 +181,9 @@ class RunStore(Database):
         for attempt in range(2):
             try:
                 with self.engine.begin() as connection:
+                    if lease is not None and not lease.holds(connection):
+                        raise StoreError(f"fleet {shorten(lease.fleet_id)}'s lease is held by another command now: "
+                                         "nothing was written")
                     for kept in kept_suites:
                         _keep_suite(connection, *kept)
                     results = [self._save_one(connection, *run, replace=replace, actor=actor) for run in prepared]
