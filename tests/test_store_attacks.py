@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+import types
 from pathlib import Path
 
 import pandas as pd
@@ -420,9 +421,11 @@ def open_and_save(url, frame, barrier, index, results):
 
 @pytest.mark.slow  # eight processes at once, 20 rounds: minutes on a loaded 2-core machine
 @pytest.mark.parametrize("dialect,trials", [("sqlite", 20), ("postgresql", 5)])
-def test_eight_processes_opening_a_new_store_together_all_succeed(request, tmp_path, dialect, trials):
+def test_eight_processes_opening_a_new_store_together_all_succeed(request, tmp_path, monkeypatch, dialect, trials):
     # Openers forked from a single-threaded server that has imported PinPoint already: no interpreter start per
-    # opener, and no fork of this (threaded) test process.
+    # opener, and no fork of this (threaded) test process. The server must not re-run this process's __main__: after
+    # an AppTest it is the temporary script Streamlit ran (and fails there, so no opener ever answers).
+    monkeypatch.setitem(sys.modules, "__main__", types.ModuleType("__main__"))
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload([__name__])
     frame = schema.read_results(MANAGED).iloc[:2]
