@@ -124,8 +124,9 @@ def audit_section() -> None:
 
 
 def finish() -> None:
-    trash_section()
-    audit_section()
+    if ui.desk():  # on stage the runs and the run to open fill the screen: no management below them
+        trash_section()
+        audit_section()
     st.stop()
 
 
@@ -179,7 +180,7 @@ if isinstance(row["notes"], str) and row["notes"]:
     left.markdown(f"**Notes:** {plain(row['notes'], None)}")
 if row["origin"] == "bundled":
     right.caption("Bundled with PinPoint (a file in git): it cannot be moved to the trash.")
-else:
+elif ui.desk():  # labels and the trash are desk work
     label_text = left.text_input("Label", value=row["label"] if isinstance(row["label"], str) else "",
                                  key=f"runs_label_{run_id}", disabled=not actor.may("label"),
                                  help=actor.why_not("label"))
