@@ -51,6 +51,7 @@ PAGES = registry.experiment_pages()
 
 
 @pytest.mark.parametrize("page", [None, *PAGES])
+@pytest.mark.slow
 def test_every_page_says_it_replays_a_recorded_run(page):
     at = open_page(page)
     text = banner(at)
@@ -236,6 +237,7 @@ def test_every_page_script_is_an_entry_of_the_one_table_of_pages():
 
 
 @pytest.mark.parametrize("entry", shared.PAGES, ids=lambda entry: entry.url_path or "overview")
+@pytest.mark.slow
 def test_every_page_of_the_table_is_reachable_at_its_address(entry):
     """A PinPoint link (/?page=NAME) opens each page of the table through app.py's navigation: a page missing
     there could not be switched to, and the router would report another address."""

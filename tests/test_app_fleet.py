@@ -87,6 +87,7 @@ def test_what_the_page_says_of_a_whole_fleet_is_worked_out_once_for_every_sessio
     assert text(second) == text(first) and heatmap(second) == heatmap(first)
 
 
+@pytest.mark.slow
 def test_the_compare_link_of_a_board_without_a_uuid_opens_runs_that_share_points():
     """Each fleet link opens a comparison with points: the H100 run 160fed5b3810 measured with batched timers, and
     its median board must be a run measured with the same timer."""
@@ -178,6 +179,7 @@ def test_stored_runs_without_a_fleet_id_are_a_fleet_of_their_newest_runs(fresh_s
     assert "4 boards with a GPU UUID" in shown
 
 
+@pytest.mark.slow
 def test_the_stage_shows_the_heatmap_and_names_the_slowed_board(fresh_store):
     helper.fill_store(fresh_store, boards=8, runs_per_board=1)
     at = open_with("pages/fleet.py", present="1")
@@ -200,6 +202,7 @@ def test_the_stage_shows_the_bundled_boards_furthest_from_their_medians_at_20_px
     assert "7 boards with a UUID and 23 runs without one" in takeaway and "3\\.5\u00a0% to 54\\.5\u00a0%" in takeaway
 
 
+@pytest.mark.slow
 def test_a_fleet_whose_suite_is_gone_is_refused_in_one_line(fresh_store):
     from gpu.results.store import RunStore
 
@@ -235,6 +238,7 @@ def page_store(request, monkeypatch, fresh_store):
 
 
 @pytest.mark.parametrize("named", ["/dev/zero", "/etc/passwd", "../../etc/passwd.toml"])
+@pytest.mark.slow
 def test_a_stored_fleet_never_makes_the_page_read_a_file_its_data_names(page_store, monkeypatch, named):
     import builtins
     import io
@@ -266,6 +270,7 @@ def test_a_stored_fleet_never_makes_the_page_read_a_file_its_data_names(page_sto
     assert error.count("\n- ") == 1 and "keeps only its name" in error and "not valid TOML" not in error
 
 
+@pytest.mark.slow
 def test_a_fleet_of_a_suite_file_of_ones_own_is_shown_from_the_suite_the_store_keeps(page_store, tmp_path):
     from gpu.experiments import suites
     from gpu.results.store import RunStore

@@ -23,6 +23,7 @@ def two_gpus(monkeypatch):
     st.cache_resource.clear()
 
 
+@pytest.mark.slow
 def test_the_sidebar_offers_each_gpu_and_each_gets_its_own_worker():
     at = AppTest.from_file(APP, default_timeout=120).run()
     assert not at.exception, at.exception

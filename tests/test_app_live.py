@@ -35,6 +35,7 @@ def test_banner_says_live_and_nothing_is_measured_until_asked():
     assert at.radio(key="transfers_profile").value == "interactive"
 
 
+@pytest.mark.slow
 def test_measure_draws_the_result_and_keeps_it_across_reruns():
     at = transfers_page()
     at.text_input(key="transfers_custom_sizes").input("64KiB, 1MiB, 16MiB").run()
@@ -67,6 +68,7 @@ def test_limits_come_from_the_worker_and_bad_sizes_never_reach_it():
     ("pages/coalescing.py", "coalescing", 5), ("pages/reductions.py", "reduction", 2),
     ("pages/occupancy.py", "occupancy_sweep", 4),
 ])
+@pytest.mark.slow
 def test_kernel_pages_measure_on_request(page, key, chart_count):
     at = transfers_page(page)
     before = len(at.get("plotly_chart"))
@@ -84,6 +86,7 @@ def test_kernel_pages_measure_on_request(page, key, chart_count):
     assert any("Live NVIDIA H200" in c["layout"]["title"]["text"] for c in charts)
 
 
+@pytest.mark.slow
 def test_points_measured_before_are_reused_at_once_and_say_when():
     at = transfers_page()
     at.text_input(key="transfers_custom_sizes").input("64KiB, 1MiB, 16MiB").run()

@@ -129,6 +129,7 @@ def test_the_view_is_kept_in_the_address_and_restored_from_it(two_gpus):
 
 @pytest.mark.parametrize("key", ["peers_variant", "peers_method", "peers_size", "peers_pair"])
 @pytest.mark.parametrize("value", ["<script>alert(1)</script>" * 40, "9-9", "**bold** `x`"])
+@pytest.mark.slow
 def test_a_hostile_link_value_is_named_in_one_short_line_never_a_traceback(two_gpus, key, value):
     at = open_page(**{key: value})
     notes = link_notes(at)
@@ -170,6 +171,7 @@ def test_live_on_one_gpu_says_in_one_line_that_the_matrix_needs_two(live):
     assert not [b for b in at.button if b.label == "Measure"] and not at.get("plotly_chart")
 
 
+@pytest.mark.slow
 def test_live_on_two_gpus_offers_measure(live):
     live("TwoGpuRecordedService")
     at = AppTest.from_file(APP, default_timeout=180).run()

@@ -50,6 +50,7 @@ def test_compare_draws_the_bundled_h100_against_the_h200_with_verdict_counts():
     assert any(b.label.startswith("Download the review report") for b in at.get("download_button"))
 
 
+@pytest.mark.slow
 def test_compare_h100_against_h200_names_both_devices_and_normalizes():
     from gpu.core import schema
 
@@ -67,6 +68,7 @@ def test_compare_h100_against_h200_names_both_devices_and_normalizes():
     assert chart["layout"]["yaxis"]["title"]["text"] == "change in % of own device's limit"
 
 
+@pytest.mark.slow
 def test_the_ratio_chart_names_each_series_and_shows_the_verdict_as_the_shape():
     at = open_page("pages/compare.py")
     chart = json.loads(at.get("plotly_chart")[0].proto.spec)
@@ -86,6 +88,7 @@ def test_the_ratio_chart_names_each_series_and_shows_the_verdict_as_the_shape():
     assert chart["layout"]["xaxis"]["type"] == "log" and "1 GiB" in chart["layout"]["xaxis"]["ticktext"]
 
 
+@pytest.mark.slow
 def test_kernel_points_are_labelled_by_what_differs_and_coloured_by_variant():
     at = open_page("pages/compare.py")
     at.selectbox(key="compare_experiment").set_value("coalescing").run()
@@ -99,6 +102,7 @@ def test_kernel_points_are_labelled_by_what_differs_and_coloured_by_variant():
     assert axis.get("showticklabels", True) is not False
 
 
+@pytest.mark.slow
 def test_normalize_changes_the_headline_and_the_counters_too():
     at = open_page("pages/compare.py")
     at.selectbox(key="compare_experiment").set_value("coalescing").run()
@@ -117,6 +121,7 @@ def test_normalize_changes_the_headline_and_the_counters_too():
     assert f"{normalized['Faster beyond noise']} faster" in line or normalized["Faster beyond noise"] == 0
 
 
+@pytest.mark.slow
 def test_the_points_table_shows_microseconds_and_small_p_values_as_people_read_them():
     at = open_page("pages/compare.py")
     table = next(d.value for d in at.dataframe if "p (Mann-Whitney)" in d.value.columns)
@@ -127,6 +132,7 @@ def test_the_points_table_shows_microseconds_and_small_p_values_as_people_read_t
     assert (p == "< 0.001").any() and not (p == "0").any()
 
 
+@pytest.mark.slow
 def test_the_history_of_the_h200_shows_two_days():
     at = open_page("pages/compare.py")
     at.selectbox(key="compare_history_device").set_value("NVIDIA H200").run()
@@ -136,6 +142,7 @@ def test_the_history_of_the_h200_shows_two_days():
     assert any("2 runs;" in m.value for m in at.markdown)
 
 
+@pytest.mark.slow
 def test_runs_lists_stored_and_bundled_runs_and_moves_one_to_the_trash_with_confirmation(fresh_store):
     from gpu.core import schema
 

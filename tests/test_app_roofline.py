@@ -184,6 +184,7 @@ def test_links_set_the_gpu_and_present_a_highlighted_kernel(bundled):
     assert sentence.split(":")[0].split(" · ")[-1] in takeaway.replace("\\", "")
 
 
+@pytest.mark.slow
 def test_live_measure_runs_the_suite_one_experiment_after_another_and_places_what_answered(monkeypatch):
     """Through a real worker process that serves recorded numbers (tests.fake_service): no GPU here."""
     import streamlit as st

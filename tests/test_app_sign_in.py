@@ -115,6 +115,7 @@ def refusals(at) -> list[str]:
 
 @pytest.mark.parametrize("email,groups,role", [(ADMIN, (), "admin"), (MEMBER, (), "member"), (VIEWER, (), "viewer"),
                                                (VIEWER, ("gpu-admins",), "admin")])
+@pytest.mark.slow
 def test_the_sidebar_names_the_person_and_the_role_from_the_roles_file(email, groups, role):
     at = signed_in(email, groups=groups)
     assert identity(at) == f"**Signed in** · {plain(email, None)} · {role}"
@@ -132,6 +133,7 @@ def test_a_viewer_sees_the_runs_but_no_import_or_delete(team):
     assert at.button(key="runs_trash").disabled
 
 
+@pytest.mark.slow
 def test_a_viewer_posting_the_delete_by_hand_is_refused_and_the_run_stays(team):
     at = show_run(signed_in(VIEWER, "pages/runs.py"))
     # A hand-made websocket message sends widget states whatever the page disabled: the confirmation ticked and the
@@ -150,6 +152,7 @@ def test_a_member_may_import_but_not_delete(team):
     assert team.has_run("teamrun01") and not in_trash(team)
 
 
+@pytest.mark.slow
 def test_an_admin_moves_a_run_to_the_trash(team):
     at = show_run(signed_in(ADMIN, "pages/runs.py"))
     at.checkbox(key="runs_trash_sure_teamrun01").check().run()
@@ -157,6 +160,7 @@ def test_an_admin_moves_a_run_to_the_trash(team):
     assert not refusals(at) and in_trash(team)
 
 
+@pytest.mark.slow
 def test_a_role_claimed_in_the_address_changes_nothing(team):
     at = show_run(signed_in(VIEWER, "pages/runs.py",
                             query={"role": "admin", "email": ADMIN, "user": ADMIN, "is_logged_in": "1"}))
@@ -236,6 +240,7 @@ def test_a_viewer_replays_and_cannot_measure_even_by_posting_the_click(live_work
     assert "transfers_transfers_job" not in at.session_state and "transfers_job" not in at.session_state
 
 
+@pytest.mark.slow
 def test_a_member_measures_live(live_worker):
     at = signed_in(MEMBER, "pages/transfers.py")
     button = at.button(key="transfers_measure")

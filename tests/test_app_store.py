@@ -50,6 +50,7 @@ def test_an_ignored_compare_link_value_is_shown_as_text():
     assert_plain(warning, whole=False)  # shortened to about 40 characters, and escaped
 
 
+@pytest.mark.slow
 def test_run_notes_and_ids_on_the_runs_page_are_shown_as_text(fresh_store):
     fresh_store.save(schema.read_results(MANAGED).assign(run_id="notes01"), "import", label=PAYLOAD, notes=PAYLOAD)
     at = open_page("pages/runs.py")
@@ -58,6 +59,7 @@ def test_run_notes_and_ids_on_the_runs_page_are_shown_as_text(fresh_store):
     assert_plain(notes)
 
 
+@pytest.mark.slow
 def test_compare_of_disjoint_runs_says_why_without_an_exception(fresh_store):
     frame = schema.read_results(TRANSFERS)
     other = frame.assign(run_id="disjoint02", bytes=frame["bytes"] + 1)
@@ -108,6 +110,7 @@ def test_the_runs_page_refuses_a_divergent_run_until_replace_is_ticked(fresh_sto
     assert fresh_store.runs().loc[0, "points"] == 152
 
 
+@pytest.mark.slow
 def test_an_unreadable_stored_run_is_left_out_of_the_history_by_name(fresh_store):
     import sqlalchemy as sa
 

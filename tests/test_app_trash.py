@@ -45,6 +45,7 @@ def open_runs(monkeypatch, actor: Actor) -> AppTest:
     return at
 
 
+@pytest.mark.slow
 def test_an_admin_moves_a_run_to_the_trash_restores_it_and_purges_it(monkeypatch, store):
     at = open_runs(monkeypatch, ADMIN)
     at.checkbox(key="runs_trash_sure_keep0001").check().run()
@@ -67,6 +68,7 @@ def test_an_admin_moves_a_run_to_the_trash_restores_it_and_purges_it(monkeypatch
 
 
 @pytest.mark.parametrize("actor", [VIEWER, MEMBER])
+@pytest.mark.slow
 def test_controls_a_role_may_not_use_are_disabled_with_the_reason(monkeypatch, store, actor):
     store.trash(ADMIN, ["keep0001"])
     store.save(schema.read_results(MANAGED).assign(run_id="keep0002"), "import")
@@ -93,6 +95,7 @@ def test_a_viewer_posting_the_trash_action_by_hand_is_refused_by_the_store(monke
     assert store.has_run("keep0001") and store.trashed().empty
 
 
+@pytest.mark.slow
 def test_a_viewer_posting_restore_and_purge_by_hand_is_refused(monkeypatch, store):
     store.trash(ADMIN, ["keep0001"])
     as_actor(monkeypatch, VIEWER)
@@ -108,6 +111,7 @@ def test_a_viewer_posting_restore_and_purge_by_hand_is_refused(monkeypatch, stor
     assert store.trashed()["run_id"].tolist() == ["keep0001"]
 
 
+@pytest.mark.slow
 def test_a_member_relabels_a_run_and_a_viewer_cannot(monkeypatch, store):
     at = open_runs(monkeypatch, MEMBER)
     at.text_input(key="runs_label_keep0001").input("after driver 590").run()

@@ -37,6 +37,7 @@ def verdicts(table):
     return table["verdict"].value_counts().to_dict()
 
 
+@pytest.mark.slow
 def test_a_board_with_three_earlier_runs_is_judged_by_its_own_history():
     runs, board5 = coalescing_runs()
     candidate = on_board5(1.02, "two-percent")  # 2 % slower: boards of the model differ by more than that
@@ -106,6 +107,7 @@ def gate(monkeypatch, capsys, url, *args):
     return code, out, err
 
 
+@pytest.mark.slow
 def test_a_board_that_got_ten_percent_slower_fails_the_gate(monkeypatch, capsys, store_url, tmp_path):
     summary, junit = tmp_path / "summary.md", tmp_path / "junit.xml"
     code, out, err = gate(monkeypatch, capsys, store_url, "--candidate", "board5-slower", "--against", "history",
@@ -186,6 +188,7 @@ def test_a_board_without_runs_is_checked_against_its_models_newest_run(monkeypat
      "error: no history to check run f05fe7ce816f against: no earlier coalescing run of this device model"),
     (["--candidate", "board5-slower", "--against", "board5-slower"], "cannot be checked against itself"),
 ])
+@pytest.mark.slow
 def test_bad_input_exits_2_with_one_line(monkeypatch, capsys, store_url, args, says):
     code, out, err = gate(monkeypatch, capsys, store_url, *args)
     assert code == 2 and out == ""
@@ -222,6 +225,7 @@ def test_run_content_is_escaped_in_markdown_and_kept_valid_in_junit(monkeypatch,
     assert ET.parse(path).getroot().find("testsuite").get("name").startswith("coalescing on H200 <b>|x|</b>")
 
 
+@pytest.mark.slow
 def test_the_compare_page_says_a_band_came_from_the_boards_history(monkeypatch, store_url):
     import streamlit as st
     from streamlit.testing.v1 import AppTest
@@ -241,6 +245,7 @@ def test_the_compare_page_says_a_band_came_from_the_boards_history(monkeypatch, 
     st.cache_resource.clear()
 
 
+@pytest.mark.slow
 def test_the_exit_status_reaches_the_shell(store_url):
     import os
     import subprocess

@@ -124,6 +124,7 @@ def test_the_worker_starts_when_main_is_an_app_script(tmp_path, monkeypatch):
     assert sys.modules["__main__"] is fake_main
 
 
+@pytest.mark.slow
 def test_a_worker_started_from_a_thread_that_ends_keeps_serving():
     """Streamlit starts the worker on a script-run thread that ends at once: the worker must outlive that thread."""
     import threading
@@ -141,6 +142,7 @@ def test_a_worker_started_from_a_thread_that_ends_keeps_serving():
         client.close()
 
 
+@pytest.mark.slow
 def test_a_worker_whose_parent_is_killed_exits():
     """kill -9 of the app (or of a fleet's Dask worker) must not leave its worker process holding the GPU."""
     import os

@@ -297,6 +297,7 @@ def test_the_repeated_runs_flag_at_most_5_percent_of_their_points():
     assert points >= 250 and sum(flagged(t).sum() for t in tables) <= 0.05 * points
 
 
+@pytest.mark.slow
 def test_a_ten_percent_change_is_caught_wherever_runs_repeat_closer_than_that():
     quiet_points = 0
     for label, run, _ in [case for case in run_to_run.changed_cases() if not case[2]]:  # floors alone
@@ -313,6 +314,7 @@ def test_a_ten_percent_change_is_caught_wherever_runs_repeat_closer_than_that():
     assert quiet_points >= 100
 
 
+@pytest.mark.slow
 def test_a_ten_percent_change_of_kernels_is_caught():
     for name in ("coalescing on NVIDIA H200", "occupancy on NVIDIA H200"):
         run = max(run_to_run.repeated_runs()[name], key=len)
@@ -322,6 +324,7 @@ def test_a_ten_percent_change_of_kernels_is_caught():
         assert flagged(table[table["changed"]]).mean() >= 0.95 and not flagged(table[~table["changed"]]).any()
 
 
+@pytest.mark.slow
 def test_the_floors_are_the_spread_measured_between_runs():
     table = run_to_run.spread_table()
     assert run_to_run.derived_floors(table) == compare.RUN_TO_RUN_FLOORS
@@ -343,6 +346,7 @@ def test_a_two_percent_kernel_change_is_caught_on_one_board_and_is_run_to_run_ac
     assert not compare.same_board(run, run.assign(gpu_uuid=None))  # a run that names no board is not "the same"
 
 
+@pytest.mark.slow
 def test_the_runner_report_prints_every_verdict_count(tmp_path):
     import os
     import subprocess
@@ -366,6 +370,7 @@ def test_the_runner_report_prints_every_verdict_count(tmp_path):
     assert "within run-to-run noise" in html and "prediction interval" in html
 
 
+@pytest.mark.slow
 def test_the_compare_page_judges_a_candidate_by_its_devices_history(monkeypatch, tmp_path):
     import streamlit as st
     from streamlit.testing.v1 import AppTest

@@ -204,6 +204,7 @@ def test_a_local_cluster_has_one_worker_per_gpu_and_stores_into_postgresql(postg
     (["nightly"], {}, "no suite 'nightly'"),
     (["health", "--fleet-id", "../etc"], {}, "fleet id '../etc' must be"),
 ])
+@pytest.mark.slow
 def test_bad_fleet_input_is_refused_in_one_line_before_any_gpu_work(tmp_path, args, env, expected):
     args = [a.format(closed=free_port()) for a in args]
     started = time.monotonic()

@@ -94,6 +94,7 @@ def test_something_other_than_a_dask_scheduler_is_refused_in_one_line_within_10_
     assert expected in err and elapsed < 25, (elapsed, err)  # the probe's 10 s and the command's start
 
 
+@pytest.mark.slow
 def test_the_probe_tells_a_scheduler_from_other_servers_within_its_limit(fake_server, tmp_path):
     for mode, expected in (("garbage", "not a Dask handshake"), ("http", "within 3 s"), ("silent", "within 3 s")):
         host, port = fleet_cluster.scheduler_address(fake_server(mode))
@@ -124,6 +125,7 @@ def test_the_probe_tells_a_scheduler_from_other_servers_within_its_limit(fake_se
     ("local\n", r"unknown cluster 'local\n'"),
     ("kubernetes\x07", r"unknown cluster 'kubernetes\x07'"),
 ])
+@pytest.mark.slow
 def test_a_malformed_cluster_address_is_refused_in_one_line_that_shows_it_safely(tmp_path, cluster, expected):
     started = time.monotonic()
     code, out, err = fleet(f"sqlite:///{tmp_path}/runs.sqlite", "health", "--cluster", cluster, timeout=60)
@@ -181,6 +183,7 @@ def test_the_default_fleet_id_is_always_a_valid_fleet_id(name):
     assert FLEET_ID.fullmatch(fleet_id) and fleet_id.endswith("-20261125T0412Z"), fleet_id
 
 
+@pytest.mark.slow
 def test_a_suite_file_name_with_spaces_gives_a_default_fleet_id_the_command_takes(tmp_path):
     suite = tmp_path / "my night suite.toml"
     suite.write_text('[[run]]\nexperiment = "reduction"\n[run.params]\nsizes = [268435456]\n')

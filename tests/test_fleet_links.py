@@ -84,6 +84,7 @@ def test_the_link_matrix_chart_writes_gb_s_in_cells_and_escapes_the_host():
     assert "<b>" not in figure.layout.title.text
 
 
+@pytest.mark.slow
 def test_the_fleet_page_shows_each_nodes_link_matrix_and_names_the_slow_link(monkeypatch, tmp_path):
     url = f"sqlite:///{tmp_path}/runs.sqlite"
     monkeypatch.setenv("PINPOINT_BACKEND", "replay")
@@ -115,6 +116,7 @@ def test_the_fleet_page_shows_each_nodes_link_matrix_and_names_the_slow_link(mon
         st.cache_resource.clear()
 
 
+@pytest.mark.slow
 def test_check_judges_a_node_run_by_pair(monkeypatch, capsys, tmp_path):
     url = f"sqlite:///{tmp_path}/runs.sqlite"
     store = RunStore(url)

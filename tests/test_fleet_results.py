@@ -31,6 +31,7 @@ def sim(suite):
     return fleet_results.build(fleet_results.points(newest, suite), suite, fleet_results.points(earlier, suite))
 
 
+@pytest.mark.slow
 def test_deviation_is_the_ratio_to_the_model_median_in_floors(sim):
     cells = sim.cells
     slow = cells[cells["board"] == Board(simulated_fleet.board_uuid(helper.SLOW_BOARD))]
@@ -45,6 +46,7 @@ def test_deviation_is_the_ratio_to_the_model_median_in_floors(sim):
     assert (healthy["deviation"] == 0).all()  # seven identical boards: the median is theirs
 
 
+@pytest.mark.slow
 def test_a_lone_board_of_its_model_is_shown_but_not_judged(suite):
     frames = [simulated_fleet.as_board(helper.suite_recordings()["reduction"], i) for i in range(3)]
     frames[2] = frames[2].assign(device_name="NVIDIA H100 80GB HBM3")

@@ -245,6 +245,7 @@ def fake_node(monkeypatch):
         backend.client.close()
 
 
+@pytest.mark.slow
 def test_a_live_backend_on_a_pair_or_on_all_gpus_names_its_set(fake_node):
     pair = backends.open_live(devices="3,GPU-00000002")
     fake_node.append(pair)

@@ -95,6 +95,7 @@ def test_chart_text_escapes_plotly_markup_and_html_text_escapes_quotes():
     assert text.html_text('"x" <y>') == "&quot;x&quot; &lt;y&gt;"
 
 
+@pytest.mark.slow
 def test_compare_ratio_and_history_charts_and_messages_carry_no_live_markup(hostile_store):
     _, (first, second) = hostile_store
     at = AppTest.from_file(APP, default_timeout=120).run()
@@ -126,6 +127,7 @@ def test_memory_modes_opened_with_a_hostile_run_shows_its_reasons_and_title_as_t
         assert_no_live_markup(list(strings(spec)), reached=False)
 
 
+@pytest.mark.slow
 def test_runs_page_shows_a_hostile_run_as_text(hostile_store):
     _, (first, _) = hostile_store
     at = AppTest.from_file(APP, default_timeout=120).run()

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 FORBIDDEN = ("gpu.device", "gpu.sweeps", "pycuda")
 WORKER_PARTS = {"gpu.service.worker"}  # the one module of gpu.service that runs in the worker process
@@ -75,6 +77,7 @@ def loaded_worker_code(modules: list[str]) -> dict[str, list[str]]:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_nothing_but_the_worker_loads_the_device_layer_the_sweeps_or_pycuda():
     modules = non_worker_modules()
     assert {"gpu.results.compare", "gpu.experiments.transfers", "gpu.present.charts.compute",

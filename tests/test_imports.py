@@ -96,6 +96,7 @@ def cli(*args, env=None):
                           cwd=ROOT, env=env)
 
 
+@pytest.mark.slow
 def test_the_runner_imports_exports_and_reports_without_a_gpu(tmp_path):
     import os
 

@@ -16,6 +16,7 @@ def test_there_are_kernels():
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc (CUDA toolkit) is not on PATH")
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 @pytest.mark.parametrize("kernel", KERNELS, ids=lambda p: p.name)
+@pytest.mark.slow
 def test_kernel_compiles_without_spills(kernel, arch, tmp_path):
     done = subprocess.run(["nvcc", "--cubin", f"-arch={arch}", "-O3", "-Xptxas", "-v", "-o",
                            str(tmp_path / "k.cubin"), str(kernel)], capture_output=True, text=True, timeout=300)

@@ -26,6 +26,7 @@ def two_gpus(monkeypatch):
     st.cache_resource.clear()
 
 
+@pytest.mark.slow
 def test_the_app_keeps_one_worker_per_device_set_it_is_asked_for(two_gpus):
     pair, reason = ui.live_backend_for("0,1", need=2, job="the peers page")
     assert reason == "" and pair.indices == [0, 1] and pair.label() == "Live on GPUs 0,1 · NVIDIA H200 · desk-1"
@@ -44,6 +45,7 @@ def test_the_app_keeps_one_worker_per_device_set_it_is_asked_for(two_gpus):
     ("1", 2, "'1' names 1 GPU; the peers page needs two; the GPUs are: 0 · NVIDIA H200"),
     ("2", 1, "no GPU '2' here; the GPUs are: 0 · NVIDIA H200"),
 ])
+@pytest.mark.slow
 def test_a_bad_set_from_a_page_is_one_line(two_gpus, devices, need, message):
     backend, reason = ui.live_backend_for(devices, need=need, job="the peers page")
     assert backend is None and reason.startswith(message) and "\n" not in reason

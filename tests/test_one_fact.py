@@ -38,6 +38,7 @@ def test_every_judge_names_the_figures_a_page_shares():
 
 
 @pytest.mark.parametrize("scene", SCENES, ids=lambda s: s.judge)
+@pytest.mark.slow
 def test_the_talk_and_the_page_say_the_same_figures(scene):
     values = claims.CLAIMS[scene.judge](submit_values(ReplayBackend(), scene.experiment, scene.params).outcome())
     verdict = talks.headline(scene, submit_values(ReplayBackend(), scene.experiment, scene.params).outcome())

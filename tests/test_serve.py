@@ -300,6 +300,7 @@ def browser_view(url: str, url_path: str) -> list[str]:
                 return errors
 
 
+@pytest.mark.slow
 def test_after_start_up_a_first_view_of_any_page_finds_every_cached_figure_and_table_made(started):
     url, log = started
     assert f"first visit: {len(PAGES)} pages in" in log and " failed" not in log and " showed " not in log
@@ -314,6 +315,7 @@ def test_after_start_up_a_first_view_of_any_page_finds_every_cached_figure_and_t
     assert after[("st_cache_resource", "gpu.present.charts.transfers.bandwidth_figure", "hit")] >= 1
 
 
+@pytest.mark.slow
 def test_a_headless_server_asks_no_outside_address_at_start_up(tmp_path):
     """`streamlit run serve.py --server.headless true` on every interface, as a team server runs it: every HTTP(S)
     request it makes goes through a proxy that is a loopback listener here, which must see none by the time the

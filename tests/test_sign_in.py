@@ -129,6 +129,7 @@ def start(tmp_path, address: str = "127.0.0.1", **env) -> subprocess.CompletedPr
                           env={**os.environ, "PINPOINT_BACKEND": "replay", "HOME": str(tmp_path), **env})
 
 
+@pytest.mark.slow
 def test_serve_refuses_to_start_with_one_line_when_a_team_setting_cannot_be_used(tmp_path):
     roles = tmp_path / "roles.toml"
     roles.write_text('[roles]\n"ada@example.org" = "owner"\n')

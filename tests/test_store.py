@@ -130,6 +130,7 @@ def helper(url, path, *extra):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
 
 
+@pytest.mark.slow
 def test_two_processes_importing_at_once_lose_nothing(url):
     store.RunStore(url).migrate()  # created (and migrated) before the race, as a running app would have
     files = [POOLS, MANAGED, TRANSFERS]
@@ -146,6 +147,7 @@ def test_two_processes_importing_at_once_lose_nothing(url):
     assert len(store.RunStore(url).runs()) == 3
 
 
+@pytest.mark.slow
 def test_a_process_killed_mid_import_leaves_no_partial_run(url, tmp_path):
     store.RunStore(url).migrate()
     marker = tmp_path / "inside"
@@ -213,6 +215,7 @@ def _old_run(frame: pd.DataFrame) -> tuple[dict, list[dict]]:
     return run, points
 
 
+@pytest.mark.slow
 def test_a_version_one_store_is_read_as_it_is_then_migrated_with_each_runs_board(url):
     frame = schema.read_results(next(BUNDLED_DIRS[0].glob("coalescing_*.parquet")))
     board = "GPU-0818954e-aaaa-bbbb-cccc-000000000001"
@@ -269,6 +272,7 @@ def peer_experiment(monkeypatch):
     return pair_frames.register(monkeypatch)
 
 
+@pytest.mark.slow
 def test_a_version_two_store_migrates_keeping_every_run_and_every_board_of_a_peer_run(url, peer_experiment):
     one_board = schema.read_results(POOLS)
     no_board = schema.read_results(MANAGED).assign(gpu_uuid=None)

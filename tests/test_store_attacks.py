@@ -237,6 +237,7 @@ HOSTILE = [
 
 
 @pytest.mark.parametrize("case,name,build,named", HOSTILE, ids=[c[0] for c in HOSTILE])
+@pytest.mark.slow
 def test_a_hostile_file_is_refused_by_name_and_the_store_is_unchanged(seeded, case, name, build, named):
     before = snapshot(seeded)
     with pytest.raises(imports.ImportProblem) as caught:
@@ -296,6 +297,7 @@ EDGES = {"run_id": "é'\";--" + "x" * 58, "device_name": "Ünïcödé GPU 🚀 "
          "git_commit": "'); DROP TABLE runs; --"}
 
 
+@pytest.mark.slow
 def test_values_at_the_contract_edges_store_alike_in_both_databases(url):
     frame = good().assign(**EDGES)
     frame["timestamp"] = pd.Timestamp("2026-11-22T13:08:10+00:00")  # a typed timestamp is coerced to text
@@ -311,6 +313,7 @@ def test_values_at_the_contract_edges_store_alike_in_both_databases(url):
         runs.save(loaded, "import", label="nul\x00")
 
 
+@pytest.mark.slow
 def test_a_cut_file_without_manifest_is_one_run_and_the_whole_file_replaces_it_only_when_asked(url, tmp_path):
     env = {**os.environ, "PINPOINT_DB_URL": url}
     whole = schema.read_results(TRANSFERS).assign(run_id="cut0001")
@@ -336,6 +339,7 @@ def test_a_cut_file_without_manifest_is_one_run_and_the_whole_file_replaces_it_o
 
 
 @pytest.mark.parametrize("run_id", ["=cmd|calc!A0", "+1run", "-1run", "@sum", "'quoted"])
+@pytest.mark.slow
 def test_a_run_whose_id_starts_like_a_formula_exports_to_csv_and_comes_back(url, tmp_path, run_id):
     env = {**os.environ, "PINPOINT_DB_URL": url}
     runs = catalog.Catalog(store.RunStore(url))
@@ -348,6 +352,7 @@ def test_a_run_whose_id_starts_like_a_formula_exports_to_csv_and_comes_back(url,
     assert runfiles.manifest(back) == runfiles.manifest(runs.load(run_id))
 
 
+@pytest.mark.slow
 def test_empty_text_survives_a_csv_export_and_import(url, tmp_path):
     env = {**os.environ, "PINPOINT_DB_URL": url}
     runs = catalog.Catalog(store.RunStore(url))
@@ -360,6 +365,7 @@ def test_empty_text_survives_a_csv_export_and_import(url, tmp_path):
     assert again.returncode == 0 and "already in the store with the same content" in again.stderr, again.stderr
 
 
+@pytest.mark.slow
 def test_a_csv_without_manifest_keeps_its_apostrophes_as_written(url):
     frame = good().assign(host="'=x", git_commit="'plain")
     back = imports.read_upload("a.csv", data=csv(frame), unverified=True)
@@ -369,6 +375,7 @@ def test_a_csv_without_manifest_keeps_its_apostrophes_as_written(url):
     assert runs.load("hostile0001")["host"].iloc[0] == "'=x"
 
 
+@pytest.mark.slow
 def test_an_exported_run_carries_its_manifest_and_a_cut_copy_is_refused(url, tmp_path):
     env = {**os.environ, "PINPOINT_DB_URL": url}
     runs = store.RunStore(url)
@@ -384,6 +391,7 @@ def test_an_exported_run_carries_its_manifest_and_a_cut_copy_is_refused(url, tmp
     assert cut.returncode == 2 and "has 49 of the 152 points its manifest lists" in cut.stderr
 
 
+@pytest.mark.slow
 def test_a_bundled_run_id_cannot_be_shadowed(url):
     bundled = schema.read_results(MANAGED)
     runs = catalog.Catalog(store.RunStore(url))
@@ -490,6 +498,7 @@ def writable_again(*paths: Path):
 
 
 @pytest.mark.parametrize("place", ["file", "folder"])
+@pytest.mark.slow
 def test_a_read_only_sqlite_store_lists_exports_and_compares_and_refuses_imports(tmp_path, place):
     folder = tmp_path / "ro"
     folder.mkdir()
@@ -517,6 +526,7 @@ def test_a_read_only_sqlite_store_lists_exports_and_compares_and_refuses_imports
         writable_again(*locked)
 
 
+@pytest.mark.slow
 def test_a_select_only_postgresql_role_lists_exports_and_compares_and_refuses_imports(postgres_url, tmp_path):
     url = new_postgres_database(postgres_url)
     store.RunStore(url).save(schema.read_results(MANAGED).assign(run_id="ro0001"), "import")
@@ -540,6 +550,7 @@ def test_a_select_only_postgresql_role_lists_exports_and_compares_and_refuses_im
     assert len(store.RunStore(url).runs()) == 1
 
 
+@pytest.mark.slow
 def test_a_server_that_never_answers_gives_an_error_within_10_s():
     with socket.socket() as listener:  # accepts TCP (the kernel's backlog) and never says a word
         listener.bind(("127.0.0.1", 0))
@@ -599,6 +610,7 @@ class SilencingProxy:
             sock.close()
 
 
+@pytest.mark.slow
 def test_a_server_that_goes_silent_mid_session_gives_one_line_within_the_answer_timeout(postgres_url, monkeypatch):
     assert store.ANSWER_TIMEOUT_S + store.CONNECT_TIMEOUT_S <= 30 and store.STATEMENT_TIMEOUT_S < store.ANSWER_TIMEOUT_S
     monkeypatch.setattr(database, "ANSWER_TIMEOUT_S", 3)  # the mechanism, quickly; the default's figure: benchmark
@@ -623,6 +635,7 @@ def test_a_server_that_goes_silent_mid_session_gives_one_line_within_the_answer_
         proxy.close()
 
 
+@pytest.mark.slow
 def test_hostile_run_content_reaches_the_report_and_its_charts_only_as_text(url):
     from gpu.results import report
     from tests.test_hostile_content import assert_no_live_markup, hostile_runs, strings
@@ -673,6 +686,7 @@ def test_a_postgresql_database_holding_foreign_tables_of_our_names_is_refused_un
     engine.dispose()
 
 
+@pytest.mark.slow
 def test_a_label_that_is_not_utf8_gets_one_line_and_nothing_is_stored(url):
     env = {**os.environ, "PINPOINT_DB_URL": url}
     done = subprocess.run([sys.executable, "-m", "gpu.bench", "import", str(MANAGED), "--label", b"bad\xff\xfelabel"],
@@ -682,6 +696,7 @@ def test_a_label_that_is_not_utf8_gets_one_line_and_nothing_is_stored(url):
     assert store.RunStore(url).runs().empty
 
 
+@pytest.mark.slow
 def test_a_stored_run_id_holding_a_newline_stays_on_one_line_of_the_listing(url):
     store.RunStore(url).save(good().assign(run_id="two\nlines"), "import")  # not through an import: another tool
     done = cli_process("runs", env={**os.environ, "PINPOINT_DB_URL": url})
@@ -689,6 +704,7 @@ def test_a_stored_run_id_holding_a_newline_stays_on_one_line_of_the_listing(url)
     assert "two\\nlines" in line and "hostile" not in line
 
 
+@pytest.mark.slow
 def test_read_only_commands_never_create_a_store(tmp_path):
     place = tmp_path / "no" / "such" / "folder" / "runs.sqlite"
     env = {**os.environ, "PINPOINT_DB_URL": f"sqlite:///{place}"}
@@ -701,6 +717,7 @@ def test_read_only_commands_never_create_a_store(tmp_path):
     assert place.is_file()
 
 
+@pytest.mark.slow
 def test_an_in_memory_store_is_refused_for_the_runner_and_migrate_is_explicit(tmp_path):
     memory = cli_process("import", str(MANAGED), env={**os.environ, "PINPOINT_DB_URL": "sqlite://"})
     assert memory.returncode == 2 and "in memory: it would keep nothing" in memory.stderr
@@ -713,6 +730,7 @@ def test_an_in_memory_store_is_refused_for_the_runner_and_migrate_is_explicit(tm
     assert store.RunStore(url).version == store.SCHEMA_VERSION
 
 
+@pytest.mark.slow
 def test_a_report_of_disjoint_runs_says_why(tmp_path):
     env = {**os.environ, "PINPOINT_DB_URL": f"sqlite:///{tmp_path}/runs.sqlite"}
     frame = schema.read_results(TRANSFERS)
@@ -728,6 +746,7 @@ def test_a_report_of_disjoint_runs_says_why(tmp_path):
 
 
 
+@pytest.mark.slow
 def test_a_run_stored_with_scalar_samples_by_an_older_pinpoint_is_named_not_crashed_on(url, tmp_path):
     runs = store.RunStore(url)
     runs.save(good(), "import")
@@ -763,6 +782,7 @@ def test_csv_sample_values_are_capped_before_they_are_parsed(monkeypatch):
         imports.read_upload("a.csv", data=csv(good()))
 
 
+@pytest.mark.slow
 def test_escape_sequences_from_a_file_never_reach_the_terminal(tmp_path):
     url = f"sqlite:///{tmp_path}/runs.sqlite"
     bad_id = tmp_path / "esc-id.parquet"

@@ -56,6 +56,7 @@ def imported(path, capsys) -> tuple[int, list[str]]:
     return code, capsys.readouterr().err.strip().splitlines()
 
 
+@pytest.mark.slow
 def test_a_fleets_store_imports_whole_with_its_fleet_and_suite_text(tmp_path, target, capsys):
     path = source_store(tmp_path, runs(2))
     code, lines = imported(path, capsys)
@@ -65,6 +66,7 @@ def test_a_fleets_store_imports_whole_with_its_fleet_and_suite_text(tmp_path, ta
     assert "reduction" in team.fleet_suite("f-1")[1]
 
 
+@pytest.mark.slow
 def test_a_store_whose_second_run_is_bad_stores_nothing(tmp_path, target, capsys):
     path = source_store(tmp_path, runs(2))
     run_id = edit_point(path, 1, median_ms=-1)
@@ -86,6 +88,7 @@ def _repeated(frame):
     (_repeated, "variant", "repeats a point already in this run"),
     (lambda f: f.assign(median_ms=f["median_ms"] * 2), "median_ms", "the summary does not match its samples"),
 ])
+@pytest.mark.slow
 def test_each_breach_of_the_import_contract_is_refused_in_one_line_naming_file_run_and_column(
         tmp_path, target, capsys, change, column, words):
     good, bad = runs(2)
@@ -101,6 +104,7 @@ def test_each_breach_of_the_import_contract_is_refused_in_one_line_naming_file_r
     assert RunStore(target).runs().empty
 
 
+@pytest.mark.slow
 def test_a_store_over_the_import_limits_is_refused_before_its_points_are_read(tmp_path, target, capsys,
                                                                                monkeypatch):
     path = source_store(tmp_path, runs(1))
@@ -113,6 +117,7 @@ def test_a_store_over_the_import_limits_is_refused_before_its_points_are_read(tm
     assert code == 2 and "over 3 points, the limit" in lines[0] and RunStore(target).runs().empty
 
 
+@pytest.mark.slow
 def test_a_store_of_schema_version_minus_one_is_refused(tmp_path, target, capsys):
     path = source_store(tmp_path, runs(1))
     with sqlite3.connect(path) as connection:

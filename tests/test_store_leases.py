@@ -57,6 +57,7 @@ def test_a_second_holder_is_refused_naming_the_first_until_it_releases(url):
     second.release()
 
 
+@pytest.mark.slow
 def test_a_killed_holder_stops_renewing_and_its_lease_expires(url):
     holder = subprocess.Popen([sys.executable, "-c", HOLDER, url, "3"], cwd=ROOT, stdout=subprocess.PIPE, text=True,
                               env={**os.environ, "PYTHONPATH": str(ROOT)})
@@ -81,6 +82,7 @@ def test_a_killed_holder_stops_renewing_and_its_lease_expires(url):
     taken.release()
 
 
+@pytest.mark.slow
 def test_a_holder_whose_expired_lease_was_taken_over_stores_nothing_more(url):
     store = RunStore(url)
     old = leases.FleetLease(store, "f-1", lease_s=0.5, renew_every_s=3600)  # never renewed in time

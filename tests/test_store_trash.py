@@ -48,6 +48,7 @@ def content(frame: pd.DataFrame) -> str:
     return runfiles.content_hash(schema.frame_rows(frame))
 
 
+@pytest.mark.slow
 def test_a_trashed_run_is_left_out_everywhere_and_restores_whole_with_its_boards(url, monkeypatch):
     pair_frames.register(monkeypatch)
     runs = store.RunStore(url)
@@ -178,6 +179,7 @@ def test_every_change_is_in_the_audit_trail_with_who_role_source_and_runs(url):
 
 
 @pytest.mark.parametrize("action", ["trash", "restore", "purge", "label", "import"])
+@pytest.mark.slow
 def test_a_failure_after_the_audit_row_leaves_neither_the_change_nor_the_row(url, monkeypatch, action):
     runs = store.RunStore(url)
     runs.save(managed("atom0001"), "import")
@@ -253,6 +255,7 @@ def _version_four_store(url: str, frames: list[pd.DataFrame]) -> None:
     engine.dispose()
 
 
+@pytest.mark.slow
 def test_a_version_four_store_migrates_to_the_newest_keeping_every_run_and_recording_it(url):
     frames = [managed("four0001"), schema.read_results(POOLS)]
     _version_four_store(url, frames)
@@ -292,6 +295,7 @@ def test_a_failing_migration_step_leaves_the_version_four_store_as_it_was(url, m
 
 
 # --- the CLI verbs -------------------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_the_cli_trashes_restores_purges_and_exports_the_trail(tmp_path):
     env = {"PINPOINT_DB_URL": f"sqlite:///{tmp_path}/runs.sqlite"}
     runs = store.RunStore(env["PINPOINT_DB_URL"])
@@ -324,6 +328,7 @@ def test_the_cli_trashes_restores_purges_and_exports_the_trail(tmp_path):
     assert rows[0]["action"] == "purge" and rows[0]["run_ids"] == "cli00001" and len(rows) == len(entries)
 
 
+@pytest.mark.slow
 def test_hostile_text_in_the_trail_exports_safely(tmp_path):
     env = {"PINPOINT_DB_URL": f"sqlite:///{tmp_path}/runs.sqlite"}
     runs = store.RunStore(env["PINPOINT_DB_URL"])
@@ -353,6 +358,7 @@ def test_db_roles_prints_the_sql_the_docs_show():
 
 
 # --- PostgreSQL roles: the SQL the docs show, run against the real server --------------------------------------------
+@pytest.mark.slow
 def test_postgresql_roles_read_write_and_own_as_documented(postgres_url, tmp_path):
     from gpu.results import db_roles
 

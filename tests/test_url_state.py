@@ -227,6 +227,7 @@ def open_link(path: str, params: dict) -> AppTest:
 
 @pytest.mark.parametrize("path", ["transfers", "coalescing", "reductions", "occupancy", "streams", "memory-modes",
                                   "compare", "fleet"])
+@pytest.mark.slow
 def test_the_link_a_page_writes_reopens_it_with_every_control_as_written(path):
     """Each control a ui.Section creates writes its value into the address; that address, opened anew, restores
     every one of them (none named as unusable) and writes the same address back."""
