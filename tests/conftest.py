@@ -1,6 +1,7 @@
 import os
 import subprocess
 import sys
+import threading
 from functools import lru_cache
 from pathlib import Path
 
@@ -147,3 +148,13 @@ def new_postgres_database(base: str) -> str:
         connection.execute(sa.text(f'CREATE DATABASE "{name}"'))
     admin.dispose()
     return base.rsplit("/", 1)[0] + f"/{name}"
+
+
+def wait_until(condition, timeout: float = 10.0) -> None:
+    """Poll ``condition`` every 10 ms until it holds; AssertionError after ``timeout`` seconds."""
+    event = threading.Event()
+    for _ in range(int(timeout / 0.01)):
+        if condition():
+            return
+        event.wait(0.01)
+    raise AssertionError("timed out")

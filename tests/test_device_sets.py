@@ -9,6 +9,7 @@ import pytest
 from gpu.core import devices
 from gpu.core.errors import DeviceNotFound
 from gpu.service.locks import GpuClaim, GpuLocks
+from tests.conftest import wait_until
 
 
 def node(count: int) -> list[dict]:
@@ -93,14 +94,6 @@ def in_thread(locks: GpuLocks, wanted: GpuClaim, log: list, cancelled=lambda: Fa
     thread.start()
     return thread
 
-
-def wait_until(condition, timeout: float = 10.0) -> None:
-    event = threading.Event()
-    for _ in range(int(timeout / 0.01)):
-        if condition():
-            return
-        event.wait(0.01)
-    raise AssertionError("timed out")
 
 
 def test_a_pair_waits_for_the_gpu_a_job_holds_and_says_so():

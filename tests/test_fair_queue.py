@@ -13,6 +13,7 @@ from gpu.core.errors import AccessRefused, WorkerError
 from gpu.service.client import WorkerClient
 from gpu.service.jobs import JobHandle, whose_job
 from gpu.service.locks import GpuClaim, GpuLocks, Turns
+from tests.conftest import wait_until
 
 FAKE = "tests.fake_service:FakeService"
 ADMIN = Actor("root@example.com", Role.ADMIN)
@@ -66,17 +67,9 @@ def _take_in_turn(locks: GpuLocks, claims: list[GpuClaim], log: list) -> list[th
 
         threads.append(threading.Thread(target=take, daemon=True))
         threads[-1].start()
-        _until(lambda n=number: len(locks._waiting.get("GPU-0", [])) == n)  # each arrives after the one before
+        wait_until(lambda n=number: len(locks._waiting.get("GPU-0", [])) == n)  # each arrives after the one before
     return threads
 
-
-def _until(condition, timeout: float = 10.0) -> None:
-    event = threading.Event()
-    for _ in range(int(timeout / 0.01)):
-        if condition():
-            return
-        event.wait(0.01)
-    raise AssertionError("timed out")
 
 
 def test_a_gpus_lock_serves_its_waiters_in_turn_by_owner():
