@@ -206,7 +206,7 @@ def _old_run(frame: pd.DataFrame) -> tuple[dict, list[dict]]:
     """A run's ``runs`` row (version 1's columns) and ``points`` rows as versions 1 and 2 wrote them: every row's
     whole JSON, its board UUID included."""
     run, _, _, _ = store.RunStore._prepare(str(frame["run_id"].iloc[0]), frame, "runner", None, None)
-    for name in store.ADDED_IN_V2:
+    for name in [*store.ADDED_IN_V2, *store.ADDED_IN_V7]:
         run.pop(name, None)
     rows = schema.frame_rows(frame)
     points = [{"run_id": run["run_id"], "idx": i, "variant": row["variant"], "direction": row["direction"],
@@ -226,7 +226,7 @@ def test_a_version_one_store_is_read_as_it_is_then_migrated_with_each_runs_board
     listed = old.runs()  # opening never writes: the old columns are read, the new ones are empty
     assert listed.loc[0, "run_id"] == frame["run_id"].iloc[0] and pd.isna(listed.loc[0, "gpu_uuid"])
     assert old.runs(fleet_id="any").empty
-    assert old.migrate() == store.SCHEMA_VERSION == 6
+    assert old.migrate() == store.SCHEMA_VERSION == 7
     migrated = old.runs()
     assert migrated.loc[0, "gpu_uuid"] == board and pd.isna(migrated.loc[0, "fleet_id"])
     assert old.load(frame["run_id"].iloc[0])["median_ms"].tolist() == frame["median_ms"].tolist()
@@ -282,7 +282,7 @@ def test_a_version_two_store_migrates_keeping_every_run_and_every_board_of_a_pee
     assert old.version == 2
     listed = old.runs().set_index("run_id")  # read as it is: version 2 knew one board per run, its first row's
     assert listed.loc["node-8", "gpu_uuid"] == pair_frames.uuid(0, 0)
-    assert old.migrate() == store.SCHEMA_VERSION == 6
+    assert old.migrate() == store.SCHEMA_VERSION == 7
     migrated = old.runs().set_index("run_id")
     assert len(migrated) == 3
     eight = tuple(pair_frames.uuid(0, g) for g in range(8))
@@ -360,3 +360,80 @@ def test_the_catalog_names_the_bundled_runs_boards_once_and_lists_them_as_asked(
     assert set(with_one["run_id"]) == set(plain["run_id"]) | {one_reference}
     assert every.loc[every["run_id"] == one_reference, "boards"].iloc[0] == tuple(
         real(listing.bundled[one_reference]))
+
+
+HEALTH_TRANSFERS = {"sizes": [1048576, 268435456], "modes": ["pageable", "pinned"], "directions": ["h2d", "d2h"],
+                    "include_alloc": [False], "methods": ["single", "batched"], "profile": "precise/timeout_s=1"}
+
+
+def _version_six_store(url: str, runs: list[tuple[pd.DataFrame, tuple | None]], suites: dict[str, tuple]) -> None:
+    """A store as PinPoint wrote it at schema version 6 (before runs kept their parameters): each (frame, fleet) of
+    ``runs`` stored as version 6 stored it, and ``suites``: fleet id → (suite name, text) in ``fleet_suites``."""
+    engine = sa.create_engine(url)
+    with engine.begin() as connection:
+        store.META.create(connection)
+        for _, step in store.MIGRATIONS[:6]:
+            step(connection)
+        connection.execute(store.META.insert().values(key="schema_version", value="6"))
+        for fleet_id, (name, text) in suites.items():
+            connection.execute(store.FLEET_SUITES.insert().values(fleet_id=fleet_id, name=name, toml=text,
+                                                                  digest=store.suite_digest(text)))
+        for frame, fleet in runs:
+            run, boards, points, _ = store.RunStore._prepare(str(frame["run_id"].iloc[0]), frame,
+                                                             "fleet" if fleet else "runner", None, None, fleet)
+            for name in store.ADDED_IN_V7:
+                run.pop(name)
+            connection.execute(sa.text(f"INSERT INTO runs ({', '.join(run)}) VALUES "
+                                       f"({', '.join(':' + k for k in run)})"), run)
+            if boards:
+                connection.execute(store.BOARDS.insert(), boards)
+            connection.execute(store.POINTS.insert(), points)
+    engine.dispose()
+
+
+def test_a_version_six_store_migrates_and_its_fleet_runs_get_their_parameters_from_their_suite(url):
+    from gpu.experiments import suites
+
+    kept_text = suites.resolve("health").read_text()
+    transfers = schema.read_results(next(BUNDLED_DIRS[0].glob("transfers_*.parquet")))
+    by_name = transfers.assign(run_id="by-name")  # a fleet stored before fleets kept their suite's text
+    runner = schema.read_results(MANAGED)
+    _version_six_store(url, [(transfers, ("kept", "health")), (by_name, ("named", "health")), (runner, None)],
+                       {"kept": ("health", kept_text)})
+    old = store.RunStore(url)
+    assert old.version == 6 and old.run_params([runner["run_id"].iloc[0]])["params"].isna().all()
+    assert old.migrate() == store.SCHEMA_VERSION == 7
+    found = old.run_params([transfers["run_id"].iloc[0], "by-name", runner["run_id"].iloc[0]]).set_index("run_id")
+    for run_id in (transfers["run_id"].iloc[0], "by-name"):
+        assert json.loads(found.loc[run_id, "params"]) == HEALTH_TRANSFERS and found.loc[run_id, "gpus"] == "one"
+        assert found.loc[run_id, "params"] == store.canonical_params(HEALTH_TRANSFERS)
+    assert pd.isna(found.loc[runner["run_id"].iloc[0], "params"])  # no suite says what a runner run was asked
+    with old.engine.connect() as connection:
+        assert "7" in connection.execute(sa.text("SELECT what FROM audit")).scalars().one()
+
+
+def test_each_run_keeps_its_parameters_through_the_trash_and_hostile_ones_are_refused(url):
+    runs = store.RunStore(url)
+    frame = schema.read_results(POOLS)
+    run_id = frame["run_id"].iloc[0]
+    runs.save(frame, "fleet", fleet=("f", "health"), params={run_id: HEALTH_TRANSFERS}, gpus="node")
+    expected = store.canonical_params(HEALTH_TRANSFERS)
+    assert runs.run_params([run_id]).loc[0, ["params", "gpus"]].tolist() == [expected, "node"]
+    actor = Actor.local("cli")
+    runs.trash(actor, [run_id])
+    assert runs.run_params([run_id]).empty
+    runs.restore(actor, [run_id])
+    assert runs.run_params([run_id]).loc[0, "params"] == expected
+    other = schema.read_results(MANAGED)
+    other_id = other["run_id"].iloc[0]
+    for bad, why in (("{", "not JSON"), ("[1, 2]", "not an object"), ("x" * 70_000, "over the limit"),
+                     ({"sizes": float("nan")}, "cannot be kept as JSON")):
+        with pytest.raises(store.StoreError, match=f"run {other_id}: its parameters .*{why}"):
+            runs.save(other, "import", params={other_id: bad})
+    with pytest.raises(store.StoreError, match="gpus must be one of"):
+        runs.save(other, "import", gpus="all")
+    assert not runs.has_run(other_id)
+    with runs.engine.begin() as connection:  # a huge value written by hand is never read, only measured
+        connection.execute(sa.text("UPDATE runs SET params = :p"), {"p": "[" * 100_000})
+    huge = runs.run_params([run_id])
+    assert pd.isna(huge.loc[0, "params"]) and huge.loc[0, "params_chars"] == 100_000

@@ -6,7 +6,11 @@ Tables (schema version ``SCHEMA_VERSION``, in ``pinpoint_meta``):
 * ``runs`` – one row per run: ``run_id`` (primary key), ``experiment``, device, driver, CUDA and PyCUDA
   versions, host, ``timestamp`` (when it was measured), git commit, profile, ``label`` and ``notes`` (stored
   verbatim, always passed as bound parameters), ``source`` (live | runner | import), ``stored_at``, ``points``,
-  and for fleet runs ``fleet_id`` and ``suite``;
+  for fleet runs ``fleet_id`` and ``suite``, and (since version 7) ``params``: the parameters the run was measured
+  with, the checked request's plain values (``Request.plain``) as canonical JSON (keys sorted, no spaces; a JSON
+  list of them for a runner invocation that sent several requests, e.g. occupancy's register settings), NULL for a
+  run stored before version 7 whose parameters could not be recovered; and ``gpus``, for fleet runs, how the suite
+  ran it (``one``: each GPU on its own; ``node``: a node's GPUs together);
 * ``run_boards`` – every GPU board a run's rows name (since version 3), once per run: ``run_id``, ``position``,
   ``gpu_index`` (the board's ordinal in the run, empty for rows recorded before rows named one) and ``gpu_uuid``.
   A one-GPU run has one; a peer run of a node every GPU of its pairs;
@@ -35,7 +39,16 @@ Versions: 1, the first tables; 2, runs name their board (``runs.gpu_uuid``, from
 records all of them), taken out of each point's JSON, and ``runs.gpu_uuid`` is dropped: a board is stored once;
 4, a fleet keeps its suite's text (``fleet_suites``); fleets stored before hold only their suite's name; 5, the trash
 (``trash``, ``trash_points``) and the audit trail (``audit``), which records the migration to 5 as its first row;
-6, a fleet being measured holds a lease (``fleet_leases``), so a second command with its fleet id is refused.
+6, a fleet being measured holds a lease (``fleet_leases``), so a second command with its fleet id is refused;
+7, every run keeps the parameters it was measured with (``runs.params``) and a fleet run how its suite ran it
+(``runs.gpus``), so the Fleet page reads what each run was asked for from the run, never by parsing a suite on a view.
+They are columns of ``runs``, not a table of their own: one value per run, read with the run, carried by the trash's
+copy of a run's row (``trash.run_json``) and restored with it, and imported and exported with the run's other
+run-level fields. The step fills them for fleet runs from the fleet's stored suite (``fleet_suites``; for a fleet
+stored before version 4, the built-in suite of its name), parsed once per fleet here, the one place a stored suite is
+parsed for its runs' parameters; a fleet whose suite cannot be parsed, and every other run, keeps NULL (no
+declaration says which of a run's row columns are its parameters' axes), shown as "parameters not recorded (stored
+before version 7)".
 
 Migrations are a short list of versioned steps (``MIGRATIONS``), applied in one transaction, one migrator at a time
 (PostgreSQL: an advisory lock; SQLite: ``BEGIN IMMEDIATE``): three tables need no migration framework, and an
@@ -56,7 +69,7 @@ from gpu.core.errors import StoreError
 from gpu.core.schema import key_value
 from gpu.core.text import shorten
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 METADATA = sa.MetaData()
 
 META = sa.Table("pinpoint_meta", METADATA, sa.Column("key", sa.String(64), primary_key=True),
@@ -72,6 +85,8 @@ RUNS = sa.Table(
     sa.Column("stored_at", sa.Text, nullable=False), sa.Column("points", sa.Integer, nullable=False),
     # Added by step 2: for fleet runs the fleet and its suite.
     sa.Column("fleet_id", sa.String(64)), sa.Column("suite", sa.Text),
+    # Added by step 7: the run's parameters (canonical JSON) and, for fleet runs, how the suite ran it.
+    sa.Column("params", sa.Text), sa.Column("gpus", sa.String(8)),
 )
 POINTS = sa.Table(
     "points", METADATA,
@@ -123,6 +138,7 @@ FLEET_LEASES = sa.Table(
 FLEET_INDEX = sa.Index("ix_runs_fleet_id", RUNS.c.fleet_id)
 # Columns of ``runs`` as steps added them (step 3 drops gpu_uuid again: ``run_boards`` holds a run's boards).
 ADDED_IN_V2 = {"gpu_uuid": sa.Text(), "fleet_id": sa.String(64), "suite": sa.Text()}
+ADDED_IN_V7 = {"params": sa.Text(), "gpus": sa.String(8)}
 
 
 # --- a point's row as stored: its board UUIDs live once per run, in run_boards ---------------------------------
@@ -179,7 +195,7 @@ def restored_row(row_json: str, boards: dict) -> dict:
 def _create_v1(connection) -> None:
     """The tables as version 1 had them (``runs`` without the columns later steps add)."""
     v1 = sa.MetaData()
-    sa.Table(RUNS.name, v1, *(c._copy() for c in RUNS.columns if c.name not in ADDED_IN_V2))
+    sa.Table(RUNS.name, v1, *(c._copy() for c in RUNS.columns if c.name not in ADDED_IN_V2 | ADDED_IN_V7))
     POINTS.to_metadata(v1)
     v1.create_all(connection)
 
@@ -236,8 +252,37 @@ def _fleet_leases_v6(connection) -> None:
     FLEET_LEASES.create(connection)
 
 
+def canonical_params(value) -> str:
+    """A run's parameters as ``runs.params`` keeps them: JSON, keys sorted, no spaces, no NaN."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
+def _run_params_v7(connection) -> None:
+    """Runs keep their parameters (``runs.params``) and fleet runs how their suite ran them (``runs.gpus``); fleet
+    runs stored before get both from their fleet's stored suite, parsed once per fleet (a suite that no longer parses
+    leaves its runs NULL); other runs stay NULL."""
+    from gpu.experiments import suites  # the declarations: only this step reads them
+
+    dialect = connection.dialect
+    for name, kind in ADDED_IN_V7.items():
+        connection.execute(sa.text(f"ALTER TABLE {RUNS.name} ADD COLUMN {name} {kind.compile(dialect)}"))
+    fleets = connection.execute(sa.select(RUNS.c.fleet_id, sa.func.min(RUNS.c.suite))
+                                .where(RUNS.c.fleet_id.is_not(None)).group_by(RUNS.c.fleet_id)).all()
+    for fleet_id, name in fleets:
+        kept = connection.execute(sa.select(FLEET_SUITES.c.name, FLEET_SUITES.c.toml)
+                                  .where(FLEET_SUITES.c.fleet_id == fleet_id)).first()
+        try:
+            suite = suites.stored(fleet_id, kept[0] if kept else name, kept[1] if kept else None)
+        except suites.SuiteError:
+            continue
+        for run in suite.runs:
+            connection.execute(sa.update(RUNS).where((RUNS.c.fleet_id == fleet_id)
+                                                     & (RUNS.c.experiment == run.experiment))
+                               .values(params=canonical_params(run.checked().plain()), gpus=run.gpus))
+
+
 MIGRATIONS = [(1, _create_v1), (2, _add_boards_and_fleets_v2), (3, _boards_once_v3), (4, _fleet_suites_v4),
-              (5, _trash_and_audit_v5), (6, _fleet_leases_v6)]
+              (5, _trash_and_audit_v5), (6, _fleet_leases_v6), (7, _run_params_v7)]
 AUDITED_SINCE = 5
 
 

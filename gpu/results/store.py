@@ -19,9 +19,15 @@ the trash (so no reader of runs has to leave them out), ``restore`` brings them 
 trashed runs older than ``PINPOINT_TRASH_DAYS`` (``trash_days``) are purged whenever the trash changes or by
 ``purge_expired``; ``set_label`` relabels a run. Bad input is one ``StoreError`` line and changes nothing.
 
+Parameters: every writer gives each run the parameters it was measured with (``params``: run id → the checked
+request's plain values, or a list of them; ``params_by_run`` makes it from a frame and its requests), kept as canonical
+JSON in ``runs.params`` (at most ``MAX_PARAMS_CHARS``); a fleet run also how its suite ran it (``gpus``). They are no
+part of a run's content: a run stored with the same points is the same run.
+
 Reading: ``runs`` lists runs (``gpu_uuid``: the run's one board, empty when it names none or several; ``boards``:
 every board it names); ``load`` gives one run as a results frame; ``points`` gives the rows of many runs at once,
-only the fields asked for and without samples when asked (the Fleet page reads hundreds of runs so).
+only the fields asked for and without samples when asked (the Fleet page reads hundreds of runs so); ``run_params``
+gives the parameters of many runs at once, next to it (a value over ``MAX_PARAMS_CHARS`` is never read: its length is).
 """
 
 from __future__ import annotations
@@ -51,6 +57,7 @@ from gpu.results.database import (  # noqa: F401 (the engine's names, as callers
 )
 from gpu.results.migrations import (  # noqa: F401 (the tables and steps, as callers and tests know them here)
     ADDED_IN_V2,
+    ADDED_IN_V7,
     AUDIT,
     AUDITED_SINCE,
     BOARDS,
@@ -64,6 +71,7 @@ from gpu.results.migrations import (  # noqa: F401 (the tables and steps, as cal
     TRASH,
     TRASH_POINTS,
     _create_v1,
+    canonical_params,
     now_text,
     read_version,
     record,
@@ -75,7 +83,11 @@ MAX_LABEL_CHARS = 256
 MAX_NOTES_CHARS = 4096
 MAX_SUITE_CHARS = 1_000_000  # a suite's text, as a suite file is read (gpu.experiments.suites.MAX_SUITE_BYTES)
 MAX_RUN_SPAN_S = 6 * 3600
-RUN_COLUMNS = [c.name for c in RUNS.columns] + ["gpu_uuid", "boards"]
+MAX_PARAMS_CHARS = 65_536  # a run's parameters as JSON: a few hundred characters in practice
+GPUS = ("one", "node")  # how a fleet's suite ran a run (``runs.gpus``)
+# What ``runs`` lists: every column but a run's parameters (``run_params`` reads those, for the runs asked).
+RUN_COLUMNS = [c.name for c in RUNS.columns if c.name not in ADDED_IN_V7] + ["gpu_uuid", "boards"]
+PARAMS_COLUMNS = ["run_id", "experiment", "timestamp", "gpus", "params", "params_chars"]
 BULK_RUNS = 500  # run ids per query of a bulk read
 SAMPLES_KEY = '"samples_ms":['
 TRASH_DAYS = 30  # how long a trashed run can be restored, unless PINPOINT_TRASH_DAYS says otherwise
@@ -103,6 +115,41 @@ def trash_days() -> float:
         raise StoreError(f"PINPOINT_TRASH_DAYS is {shorten(text)}: give the days a trashed run is kept, a number "
                          f"from 0 to 36500 (default {TRASH_DAYS})")
     return days
+
+
+def params_by_run(frame: pd.DataFrame, *requests) -> dict[str, object]:
+    """run id → the parameters ``requests`` (checked requests: ``Request``) measured, for every run of ``frame``:
+    one request's plain values, or a list of them when one run was measured by several (a runner invocation)."""
+    values = [r.plain() for r in requests]
+    value = values[0] if len(values) == 1 else values
+    return {str(run_id): value for run_id in dict.fromkeys(frame["run_id"])} if values else {}
+
+
+def checked_params(run_id: str, value) -> str | None:
+    """A run's parameters as ``runs.params`` keeps them (canonical JSON of an object, or a list of objects), from
+    plain values or JSON text (an import's); ``StoreError`` naming the run otherwise."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        if len(value) > MAX_PARAMS_CHARS:
+            raise StoreError(f"run {shorten(run_id)}: its parameters are {len(value):,} characters of JSON, over the "
+                             f"limit of {MAX_PARAMS_CHARS:,}")
+        try:
+            value = json.loads(value)
+        except ValueError as exc:
+            raise StoreError(f"run {shorten(run_id)}: its parameters are not JSON ({shorten(str(exc), 80)})") from None
+    if not (isinstance(value, dict) or isinstance(value, list) and value and all(isinstance(v, dict) for v in value)):
+        raise StoreError(f"run {shorten(run_id)}: its parameters are {shorten(value)}, not an object of parameters "
+                         "(or a list of them)")
+    try:
+        text = canonical_params(value)
+    except (TypeError, ValueError) as exc:
+        raise StoreError(f"run {shorten(run_id)}: its parameters cannot be kept as JSON ({shorten(str(exc), 80)})") \
+            from None
+    if len(text) > MAX_PARAMS_CHARS or "\x00" in text:
+        raise StoreError(f"run {shorten(run_id)}: its parameters are {len(text):,} characters of JSON, over the limit "
+                         f"of {MAX_PARAMS_CHARS:,}, or hold a NUL character")
+    return text
 
 
 def _expiry(trashed_at: str, days: float) -> str:
@@ -145,7 +192,8 @@ class RunStore(Database):
     # --- writing ---------------------------------------------------------------------------------------------
     def save(self, frame: pd.DataFrame, source: str, label: str | None = None, notes: str | None = None,
              replace: bool = False, fleet: tuple[str, str] | None = None, suite_text: str | None = None,
-             actor: Actor | None = None, lease=None) -> list[SaveResult]:
+             actor: Actor | None = None, lease=None, params: dict | None = None, gpus: str | None = None) \
+            -> list[SaveResult]:
         """Store every run of ``frame`` (validated against the schema) in one transaction: all or nothing.
         A run stored with the same content is reported and left as it is; with different content it is
         refused unless ``replace``, which moves the stored one to the trash. ``fleet``: (fleet id, suite name) when
@@ -154,18 +202,23 @@ class RunStore(Database):
         fleet); without one it is the person at this machine, from where the source says (``SAVE_ACTOR_SOURCE``).
         The audit trail records what was stored, in the same transaction. ``lease``: the fleet's
         ``leases.FleetLease``, checked in the same transaction (a command whose lease another one took stores
-        nothing)."""
-        return self.save_batches([(frame, label, notes, fleet, suite_text)], source, replace, actor, lease)
+        nothing). ``params``: run id → the parameters each run was measured with (``params_by_run``); ``gpus``: how a
+        fleet's suite ran them (``GPUS``)."""
+        return self.save_batches([(frame, label, notes, fleet, suite_text, params, gpus)], source, replace, actor,
+                                 lease)
 
     def save_batches(self, batches: list[tuple], source: str, replace: bool = False, actor: Actor | None = None,
                      lease=None) \
             -> list[SaveResult]:
-        """``save`` of several frames, each with its own (label, notes, fleet, suite text), in one transaction:
-        another store's file is imported whole or not at all."""
+        """``save`` of several frames, each with its own (label, notes, fleet, suite text[, params, gpus]), in one
+        transaction: another store's file is imported whole or not at all."""
         actor = actor or Actor.local(SAVE_ACTOR_SOURCE.get(source, "cli"))
         require(actor, SAVE_ACTION.get(source, "import"))
         prepared, kept_suites = [], []
-        for frame, label, notes, fleet, suite_text in batches:
+        for frame, label, notes, fleet, suite_text, *more in batches:
+            params, gpus = (*more, None, None)[:2]
+            if gpus is not None and gpus not in GPUS:
+                raise StoreError(f"gpus must be one of {', '.join(GPUS)}, not {shorten(gpus)}")
             _check_text("label", label, MAX_LABEL_CHARS)
             _check_text("notes", notes, MAX_NOTES_CHARS)
             if fleet is not None:
@@ -175,7 +228,8 @@ class RunStore(Database):
                 if suite_text is not None:
                     kept_suites.append((fleet[0], fleet[1], suite_text))
             frame = schema.validate(frame)
-            prepared += [self._prepare(str(run_id), part.reset_index(drop=True), source, label, notes, fleet)
+            prepared += [self._prepare(str(run_id), part.reset_index(drop=True), source, label, notes, fleet,
+                                       checked_params(str(run_id), (params or {}).get(str(run_id))), gpus)
                          for run_id, part in frame.groupby("run_id", sort=False)]
         self.migrate(actor)
         for attempt in range(2):
@@ -222,7 +276,7 @@ class RunStore(Database):
         return SaveResult(run_id, True, run["points"], replaced=bool(exists))
 
     @staticmethod
-    def _prepare(run_id: str, part: pd.DataFrame, source: str, label, notes, fleet=None) \
+    def _prepare(run_id: str, part: pd.DataFrame, source: str, label, notes, fleet=None, params=None, gpus=None) \
             -> tuple[dict, list[dict], list[dict], str]:
         """The run's ``runs`` row, its ``run_boards`` rows, its ``points`` rows and its content hash."""
         if len(run_id) > RUNS.c.run_id.type.length or "\x00" in run_id:
@@ -241,7 +295,7 @@ class RunStore(Database):
         run = {"run_id": run_id, "experiment": str(first["experiment"]), "source": source, "timestamp": start,
                "stored_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "points": len(part),
                "label": label, "notes": notes, "fleet_id": fleet[0] if fleet else None,
-               "suite": fleet[1] if fleet else None,
+               "suite": fleet[1] if fleet else None, "params": params, "gpus": gpus,
                **{c: None if pd.isna(first[c]) or first[c] == "" else str(first[c]) for c in
                   ("device_name", "driver_version", "cuda_version", "pycuda_version", "host", "git_commit",
                    "profile")}}
@@ -466,7 +520,8 @@ class RunStore(Database):
         if self.version == 0:
             return pd.DataFrame(columns=RUN_COLUMNS)
         # Opening never writes, so a store of an older version is read as it is: its missing columns stay empty.
-        columns = [c for c in RUNS.columns if self.version >= 2 or c.name not in ADDED_IN_V2]
+        columns = [c for c in RUNS.columns if (self.version >= 2 or c.name not in ADDED_IN_V2)
+                   and c.name not in ADDED_IN_V7]
         if self.version == 2:
             columns.append(sa.column("gpu_uuid"))  # version 2 kept a run's (first row's) board in runs
         query = sa.select(*columns).order_by(RUNS.c.timestamp.desc())
@@ -488,6 +543,28 @@ class RunStore(Database):
                 ((row["gpu_uuid"],) if row.get("gpu_uuid") else ())
             row["boards"], row["gpu_uuid"] = uuids, uuids[0] if len(uuids) == 1 else None
         return pd.DataFrame(rows, columns=RUN_COLUMNS)
+
+    def run_params(self, run_ids: list[str]) -> pd.DataFrame:
+        """The bulk parameters read, beside ``points``: of each of ``run_ids`` its experiment, timestamp, ``gpus`` and
+        ``params`` (the JSON text; None when not recorded, or when longer than ``MAX_PARAMS_CHARS``, which is then
+        never read: ``params_chars`` says how long it is). One query per ``BULK_RUNS`` runs; unknown ids give no row.
+        A store before version 7 records none."""
+        rows: list[dict] = []
+        if self.version and run_ids:
+            chars = sa.func.length(RUNS.c.params) if self.version >= 7 else sa.null()
+            columns = [RUNS.c.run_id, RUNS.c.experiment, RUNS.c.timestamp,
+                       (RUNS.c.gpus if self.version >= 7 else sa.null()).label("gpus"),
+                       (sa.case((chars <= MAX_PARAMS_CHARS, RUNS.c.params)) if self.version >= 7 else sa.null())
+                       .label("params"), chars.label("params_chars")]
+            try:
+                with self.engine.connect() as connection:
+                    for start in range(0, len(run_ids), BULK_RUNS):
+                        chunk = [str(r) for r in run_ids[start:start + BULK_RUNS]]
+                        rows += [dict(r) for r in connection.execute(sa.select(*columns).where(
+                            RUNS.c.run_id.in_(chunk))).mappings()]
+            except sa.exc.SQLAlchemyError as exc:
+                raise self.failure(exc, "reading runs' parameters") from None
+        return pd.DataFrame(rows, columns=PARAMS_COLUMNS)
 
     def _boards(self, connection, run_ids: list[str] | None) -> dict[str, dict]:
         """run_id → {ordinal: UUID} of ``run_ids`` (every run when None), in each run's order."""
