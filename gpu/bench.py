@@ -36,7 +36,7 @@ from gpu.core.units import SizeError, format_bytes
 from gpu.experiments import get_experiment, registry
 from gpu.experiments.request import check_params
 from gpu.results import admin_commands, catalog, check, compare, imports, report, runfiles
-from gpu.results.store import RunStore, StoreError
+from gpu.results.store import RunStore, StoreError, canonical_params, params_by_run
 from gpu.service.backends import gpus_needed, open_live, start_live
 
 
@@ -176,8 +176,8 @@ def record_driver_occupancy(out: str, device: str | None = None) -> int:
     return 0
 
 
-def write_frame(frame, out: str) -> None:
-    runfiles.write(frame, out)
+def write_frame(frame, out: str, params: dict[str, str] | None = None) -> None:
+    runfiles.write(frame, out, params)
 
 
 def unexpected(exc: Exception) -> str:
@@ -237,7 +237,8 @@ def _review(args) -> int:
                         print(printable(f"{path}: {result.message()}"), file=sys.stderr)
                     continue
                 frame = imports.read_upload(path, path=path, unverified=args.unverified)
-                for result in runs.save(frame, "import", args.label, args.notes, replace=args.replace, actor=me):
+                for result in runs.save(frame, "import", args.label, args.notes, replace=args.replace, actor=me,
+                                        params=imports.params_of(frame)):
                     print(printable(f"{path}: {result.message()}"), file=sys.stderr)
             except (imports.ImportProblem, StoreError, AccessRefused, OSError) as exc:
                 failed += 1
@@ -255,7 +256,9 @@ def _review(args) -> int:
               if not table.empty else "no runs yet")
         return 0
     if args.experiment == "export":
-        write_frame(runs.load(args.run_id), args.out)
+        asked = runs.store.run_params([args.run_id])  # a stored run's parameters travel in its manifest
+        write_frame(runs.load(args.run_id), args.out,
+                    {r: p for r, p in zip(asked["run_id"], asked["params"], strict=True) if isinstance(p, str)})
         print(f"wrote run {args.run_id} to {args.out}", file=sys.stderr)
         return 0
     baseline = runs.load(args.baseline)
@@ -345,14 +348,15 @@ def main(argv=None, prog: str = "python -m gpu.bench") -> int:
     print(f"{len(frame)} points in {time.perf_counter() - started:.1f} s", file=sys.stderr)
     print(summary_table(experiment, frame).to_string(index=False))
     if args.out:
-        write_frame(frame, args.out)
+        write_frame(frame, args.out, {r: canonical_params(v) for r, v in params_by_run(frame, *requests).items()})
         print(f"wrote {args.out}", file=sys.stderr)
     if args.store:
         try:
             runs = RunStore()
             if runs.in_memory:
                 raise StoreError("PINPOINT_DB_URL is a SQLite database in memory, which keeps nothing")
-            for result in runs.save(frame, "runner", args.label, args.notes, actor=Actor.local("cli")):
+            for result in runs.save(frame, "runner", args.label, args.notes, actor=Actor.local("cli"),
+                                    params=params_by_run(frame, *requests)):
                 print(result.message(), file=sys.stderr)
         except (StoreError, AccessRefused) as exc:  # the measurement is kept in --out; say why the store refused it
             print(f"warning: the run was not stored: {exc}", file=sys.stderr)

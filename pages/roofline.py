@@ -61,7 +61,7 @@ def live_runs() -> pd.DataFrame | None:
             if frame is not None and not frame.empty:  # an experiment that answered no point adds nothing
                 frames.append(frame)
                 if state.get("save_to_store", True):
-                    save_run(frame)
+                    save_run(frame, handle.payload["request"])
                 with shown.container():
                     draw(pd.concat(frames, ignore_index=True), f"roofline_chart_after{number}")
         shown.empty()

@@ -50,7 +50,7 @@ with st.expander("Import runs from other machines (runner Parquet or CSV)"):
             try:
                 frame = imports.read_upload(upload.name, data=upload.getvalue(), unverified=unverified)
                 for result in catalog.save(frame, "import", label or None, notes or None, replace=replace,
-                                           actor=actor):
+                                           actor=actor, params=imports.params_of(frame)):
                     (st.success if result.stored else st.info)(f"{plain(upload.name)}: {plain(result.message(), None)}")
             except (imports.ImportProblem, SchemaError, *REFUSED) as exc:  # every file gets its own message
                 st.error(f"Nothing from {plain(upload.name)} was stored: {plain(exc, None)}")

@@ -47,6 +47,7 @@ from gpu.fleet import task
 from gpu.fleet.nodes import FleetNode, RunQueue, group_by_host, plan_node_runs, start_node_run, stored_node_runs
 from gpu.fleet.progress import Progress, summary
 from gpu.fleet.resume import stored_pairs, suite_as_stored
+from gpu.results.store import params_by_run
 
 __all__ = ["FleetGpu", "FleetNode", "FleetResult", "Progress", "new_fleet_id", "run_fleet", "summary"]
 
@@ -345,7 +346,8 @@ def _finish(gpu: FleetGpu, catalog, fleet_id: str, suite: Suite, label, result: 
     result.rows_sent += len(frame)
     try:
         saved = catalog.save(frame, "fleet", label, None, fleet=(fleet_id, suite.name),
-                             suite_text=suite.text or None, actor=Actor.local("fleet"), lease=lease)
+                             suite_text=suite.text or None, actor=Actor.local("fleet"), lease=lease,
+                             params=params_by_run(frame, run.checked()), gpus=run.gpus)
     except (StoreError, AccessRefused, ValueError) as exc:  # measured, the store refused it: say so, the GPU goes on
         gpu.failed[run.experiment] = f"{run.experiment} was measured but not stored: {exc}"
         progress.event(f"{gpu.label()}: {gpu.failed[run.experiment]}")

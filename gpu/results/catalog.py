@@ -98,11 +98,12 @@ class Catalog:
 
     def save(self, frame: pd.DataFrame, source: str, label: str | None = None, notes: str | None = None,
              replace: bool = False, fleet: tuple[str, str] | None = None, suite_text: str | None = None,
-             actor: Actor | None = None, lease=None) -> list[SaveResult]:
+             actor: Actor | None = None, lease=None, params: dict | None = None,
+             gpus: str | None = None) -> list[SaveResult]:
         """The store's save, refusing a run that would shadow a bundled run of the same id with other content."""
         self._refuse_shadowing(frame)
         return self.store.save(frame, source, label, notes, replace=replace, fleet=fleet, suite_text=suite_text,
-                               actor=actor, lease=lease)
+                               actor=actor, lease=lease, params=params, gpus=gpus)
 
     def trash(self, actor: Actor, run_ids: list[str]) -> list[str]:
         """The store's trash, naming a bundled run (a file in git, which no one trashes) as such."""

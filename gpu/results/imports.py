@@ -38,7 +38,17 @@ from gpu.core.text import shorten
 from gpu.experiments import EXPERIMENTS
 from gpu.results import runfiles
 from gpu.results.compare import key_columns
-from gpu.results.store import MAX_LABEL_CHARS, MAX_NOTES_CHARS, MAX_RUN_SPAN_S, RUNS, RunStore, run_times
+from gpu.results.store import (
+    GPUS,
+    MAX_LABEL_CHARS,
+    MAX_NOTES_CHARS,
+    MAX_PARAMS_CHARS,
+    MAX_RUN_SPAN_S,
+    RUNS,
+    RunStore,
+    checked_params,
+    run_times,
+)
 
 DEFAULT_MAX_BYTES = 256 * 1024**2
 MAX_ROWS = 200_000
@@ -89,11 +99,33 @@ def read_upload(name: str, data: bytes | None = None, path: str | Path | None = 
     else:
         frame, manifest = _read_parquet(shown, data)
     checked = check(frame, shown, manifest)
+    checked.attrs["params"] = _manifest_params(shown, manifest)
     if manifest is None and name.lower().endswith(".csv") and not unverified:
         raise ImportProblem(f"{shown}: a CSV without a manifest (not a PinPoint export): a cut copy would be "
                             f"stored as a shorter run without a word; refused ({UNVERIFIED_HINT} stores it "
                             "as it is)")
     return checked
+
+
+def params_of(frame: pd.DataFrame) -> dict[str, str]:
+    """run id → the parameters (JSON text) a read file's manifest carries for its runs (none for a file without)."""
+    return dict(frame.attrs.get("params") or {})
+
+
+def _manifest_params(shown: str, manifest: dict | None) -> dict[str, str]:
+    """Each run's parameters from the manifest, checked as the store keeps them; ImportProblem naming the run."""
+    found = {}
+    for run_id, entry in (manifest or {}).items():
+        value = entry.get("params")
+        if value is None:
+            continue
+        if not isinstance(value, str):
+            raise ImportProblem(f"{shown}: run {shorten(run_id)}, manifest params: {_shown(value)} is not JSON text")
+        try:
+            found[run_id] = checked_params(run_id, value)
+        except StoreError as exc:
+            raise ImportProblem(f"{shown}: {exc}") from None
+    return found
 
 
 def _read_regular_file(shown: str, path: Path, limit: int) -> bytes:
@@ -154,6 +186,7 @@ def read_store(name: str, path: str | Path, limit: int | None = None) -> list[tu
         if total > MAX_VALUES:
             raise ImportProblem(f"{shown}: {total:,} sample values, over the limit of {MAX_VALUES:,}")
         kept = {r.fleet_id: source.fleet_suite(r.fleet_id) for r in runs.itertuples() if _is_id(r.fleet_id)}
+        asked = source.run_params(list(runs["run_id"])).set_index("run_id")
     finally:
         source.close()
     frame = check(rows, shown)
@@ -178,7 +211,21 @@ def read_store(name: str, path: str | Path, limit: int | None = None) -> list[tu
             raise ImportProblem(f"{shown}: run {run}, column run_id: the run has no points")
         fleet = (texts["fleet_id"], texts["suite"] or "") if texts["fleet_id"] else None
         suite = kept.get(texts["fleet_id"]) if fleet else None
-        batches.append((part, texts["label"], texts["notes"], fleet, suite[1] if suite else None))
+        params, gpus = (asked.loc[row.run_id, "params"], asked.loc[row.run_id, "gpus"]) if row.run_id in asked.index \
+            else (None, None)
+        chars = asked.loc[row.run_id, "params_chars"] if row.run_id in asked.index else None
+        if not pd.isna(chars) and chars > MAX_PARAMS_CHARS:
+            raise ImportProblem(f"{shown}: run {run}, column params: {int(chars):,} characters, over the limit of "
+                                f"{MAX_PARAMS_CHARS:,}")
+        if not pd.isna(gpus) and gpus not in GPUS:
+            raise ImportProblem(f"{shown}: run {run}, column gpus: value {_shown(gpus)} is not one of "
+                                f"{', '.join(GPUS)}")
+        try:
+            params = checked_params(str(row.run_id), None if pd.isna(params) else params)
+        except StoreError as exc:
+            raise ImportProblem(f"{shown}: {exc}") from None
+        batches.append((part, texts["label"], texts["notes"], fleet, suite[1] if suite else None,
+                        {str(row.run_id): params} if params else None, None if pd.isna(gpus) else gpus))
     return batches
 
 
@@ -201,14 +248,17 @@ def _read_csv(shown: str, data: bytes) -> tuple[pd.DataFrame, dict | None]:
             if column not in NUMBER_COLUMNS:
                 frame[column] = frame[column].astype(object).map(runfiles.unescape_cell)
         manifest = {}
-        for i, (run_id, points, digest) in enumerate(zip(frame["run_id"], frame["manifest_points"],
-                                                         frame["manifest_sha256"], strict=True)):
-            entry = {"points": points, "sha256": digest}
+        given = frame[runfiles.PARAMS_COLUMN] if runfiles.PARAMS_COLUMN in frame.columns else [None] * len(frame)
+        for i, (run_id, points, digest, params) in enumerate(zip(frame["run_id"], frame["manifest_points"],
+                                                                 frame["manifest_sha256"], given, strict=True)):
+            entry = {"points": points, "sha256": digest, "params": None if pd.isna(params) else params}
             if manifest.setdefault(str(run_id), entry) != entry:
                 raise ImportProblem(f"{shown}: row {i + 1} (run {shorten(run_id)}), column manifest_points/"
-                                    "manifest_sha256: differs from the run's first row: the manifest was edited")
+                                    f"manifest_sha256{'/' + runfiles.PARAMS_COLUMN if params is not None else ''}: "
+                                    "differs from the run's first row: the manifest was edited")
         try:
-            manifest = {r: {"points": int(e["points"]), "sha256": str(e["sha256"])} for r, e in manifest.items()}
+            manifest = {r: {"points": int(e["points"]), "sha256": str(e["sha256"]), "params": e["params"]}
+                        for r, e in manifest.items()}
         except (TypeError, ValueError):
             raise ImportProblem(f"{shown}: column manifest_points holds a value that is not a count") from None
     return frame, manifest
@@ -288,7 +338,7 @@ def _read_parquet(shown: str, data: bytes) -> tuple[pd.DataFrame, dict | None]:
     manifest = None
     if raw is not None:
         try:
-            manifest = {str(r): {"points": int(e["points"]), "sha256": str(e["sha256"])}
+            manifest = {str(r): {"points": int(e["points"]), "sha256": str(e["sha256"]), "params": e.get("params")}
                         for r, e in json.loads(raw).items()}
         except (ValueError, TypeError, KeyError, AttributeError):
             raise ImportProblem(f"{shown}: its manifest (Parquet metadata {runfiles.MANIFEST_KEY.decode()}) is "

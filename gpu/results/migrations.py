@@ -68,6 +68,7 @@ from gpu.core.boards import Board
 from gpu.core.errors import StoreError
 from gpu.core.schema import key_value
 from gpu.core.text import shorten
+from gpu.experiments import suites
 
 SCHEMA_VERSION = 7
 METADATA = sa.MetaData()
@@ -261,8 +262,6 @@ def _run_params_v7(connection) -> None:
     """Runs keep their parameters (``runs.params``) and fleet runs how their suite ran them (``runs.gpus``); fleet
     runs stored before get both from their fleet's stored suite, parsed once per fleet (a suite that no longer parses
     leaves its runs NULL); other runs stay NULL."""
-    from gpu.experiments import suites  # the declarations: only this step reads them
-
     dialect = connection.dialect
     for name, kind in ADDED_IN_V7.items():
         connection.execute(sa.text(f"ALTER TABLE {RUNS.name} ADD COLUMN {name} {kind.compile(dialect)}"))

@@ -12,6 +12,10 @@ OWASP rule) are written with a leading apostrophe; so is a cell that starts with
 reading strips exactly one back, and empty text is a lone apostrophe (an empty cell is a missing value). Only a
 file that carries a manifest (a PinPoint export) is unescaped on import: in any other CSV a leading apostrophe is
 the writer's own and kept. Numeric columns are numbers and are never prefixed.
+
+A run's parameters (``runs.params``: the JSON its checked request's plain values make) travel in the manifest too,
+when the writer knows them: as ``params`` in a run's Parquet manifest entry, and as a ``manifest_params`` column on
+every row of a CSV; an import stores them with the run.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from gpu.core.schema import ESCAPE, FORMULA_STARTS, escape_cell, frame_rows, une
 
 MANIFEST_KEY = b"pinpoint.manifest"
 MANIFEST_COLUMNS = ["manifest_points", "manifest_sha256"]
+PARAMS_COLUMN = "manifest_params"  # a CSV's run parameters, on every row of the run (when the writer knows them)
 
 
 def _canonical(value):
@@ -63,9 +68,9 @@ def manifest(frame: pd.DataFrame) -> dict[str, dict]:
             for run_id, part in frame.groupby("run_id", sort=False)}
 
 
-def to_csv_bytes(frame: pd.DataFrame) -> bytes:
+def to_csv_bytes(frame: pd.DataFrame, params: dict[str, str] | None = None) -> bytes:
     """A results frame as CSV: samples as JSON lists (exact floats), formula-like text escaped, and the manifest
-    as two columns on every row."""
+    as two columns on every row (three with ``params``: run id → its parameters as JSON text)."""
     frame = schema.validate(frame)
     runs = manifest(frame)
     out = frame.copy()
@@ -77,25 +82,29 @@ def to_csv_bytes(frame: pd.DataFrame) -> bytes:
             out[column] = out[column].map(escape_cell)
     out["manifest_points"] = run_ids.map(lambda r: runs[r]["points"])
     out["manifest_sha256"] = run_ids.map(lambda r: runs[r]["sha256"])
+    if params:
+        out[PARAMS_COLUMN] = run_ids.map(lambda r: params.get(r)).map(lambda p: None if p is None else escape_cell(p))
     # CRLF row ends (RFC 4180): a cell holding a lone CR is then quoted, not read back as a row break.
     return out.to_csv(index=False, lineterminator="\r\n").encode()
 
 
-def write_parquet(frame: pd.DataFrame, path) -> None:
-    """A results frame as Parquet with the manifest in the file's metadata."""
+def write_parquet(frame: pd.DataFrame, path, params: dict[str, str] | None = None) -> None:
+    """A results frame as Parquet with the manifest in the file's metadata (each run's ``params`` in its entry)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     frame = schema.validate(frame)
     table = pa.Table.from_pandas(frame, preserve_index=False)
-    metadata = {**(table.schema.metadata or {}), MANIFEST_KEY: json.dumps(manifest(frame)).encode()}
+    runs = {r: {**e, **({"params": params[r]} if (params or {}).get(r) is not None else {})}
+            for r, e in manifest(frame).items()}
+    metadata = {**(table.schema.metadata or {}), MANIFEST_KEY: json.dumps(runs).encode()}
     pq.write_table(table.replace_schema_metadata(metadata), path)
 
 
-def write(frame: pd.DataFrame, out: str) -> None:
-    """Parquet, or CSV when ``out`` ends in .csv; both carry the manifest."""
+def write(frame: pd.DataFrame, out: str, params: dict[str, str] | None = None) -> None:
+    """Parquet, or CSV when ``out`` ends in .csv; both carry the manifest (and each run's ``params``, when given)."""
     if str(out).lower().endswith(".csv"):
         with open(out, "wb") as f:
-            f.write(to_csv_bytes(frame))
+            f.write(to_csv_bytes(frame, params))
     else:
-        write_parquet(frame, out)
+        write_parquet(frame, out, params)

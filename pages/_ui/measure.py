@@ -13,7 +13,7 @@ from gpu.core.schema import SchemaError
 from gpu.core.text import plain
 from gpu.experiments.request import Request
 from gpu.present.noise import noisy_points
-from gpu.results.store import StoreError
+from gpu.results.store import StoreError, params_by_run
 from gpu.service.jobs import JobHandle, whose_job
 from pages._ui import access
 from pages._ui.backends import opened_run, run_catalog, session_id
@@ -106,7 +106,7 @@ def measured_frame(backend, checked: Request, key: str, run_id: str | None = Non
             if job.kind != "reused":  # reused points were kept and stored when they were measured
                 backend.cache.remember(state[f"{key}_result"], checked.profile)
                 if state.get("save_to_store", True):
-                    save_run(state[f"{key}_result"])
+                    save_run(state[f"{key}_result"], checked)
     frame = state.get(f"{key}_result")
     if frame is None:
         st.info("Choose the settings, then press **Measure**. Results stay here while you change chart options.")
@@ -144,14 +144,16 @@ def cancel_job(backend, job, refused_key: str) -> None:
         st.session_state[refused_key] = str(exc)
 
 
-def save_run(frame) -> None:
-    """Keep a live measurement in the runs store; a store that fails never costs the measurement."""
+def save_run(frame, checked: Request) -> None:
+    """Keep a live measurement in the runs store, with the parameters of the ``checked`` request that measured it;
+    a store that fails never costs the measurement."""
     catalog, reason = run_catalog()
     if catalog is None:
         st.warning(f"This measurement was not saved: {plain(reason, None)}")
         return
     try:
-        for result in catalog.store.save(frame, "live", actor=access.current_actor()):
+        for result in catalog.store.save(frame, "live", actor=access.current_actor(),
+                                         params=params_by_run(frame, checked)):
             st.caption(f"Saved in the runs store as run {plain(result.run_id)} (Runs and Compare pages).")
     except (StoreError, SchemaError, AccessRefused) as exc:  # one line that says why (a server gone, a refused run)
         st.warning(f"This measurement was not saved in the runs store: {plain(exc, 300)}")
