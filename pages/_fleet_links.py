@@ -28,11 +28,11 @@ def _bundled_links(directories: tuple) -> pd.DataFrame:
     return fleet_links.links(frames.values())
 
 
-def show(controls, catalog, stored: pd.DataFrame, choice: str, suite, bundled: bool, bundled_dirs) -> None:
+def show(controls, catalog, stored: pd.DataFrame, choice: str, plan, bundled: bool, bundled_dirs) -> None:
     st.subheader("Nodes: the links between their GPUs")
-    node_experiments = [run.experiment for run in suite.node_runs]
+    node_experiments = list(plan.node_experiments)
     if not node_experiments:
-        st.caption(f"The {plain(suite.title)} suite has no node run (gpus = \"node\"): no links were measured.")
+        st.caption(f"The {plain(plan.title)} suite has no node run (gpus = \"node\"): no links were measured.")
         return
     if bundled:
         table = _bundled_links(tuple(bundled_dirs))

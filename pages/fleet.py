@@ -1,6 +1,8 @@
 """Fleet: every board of a fleet against the median of its GPU model (a heatmap in run-to-run floors), the boards
 that are off named in words with the provenance that differs, boards of one model that fall into groups, each
-board's drift over time, and a board opened against the fleet's median board in Compare."""
+board's drift over time, and a board opened against the fleet's median board in Compare. A stored fleet's figures come
+from the parameters each of its runs was measured with (read from the store with its points): a view never parses
+the fleet's suite; a run whose parameters cannot be read is named in one line, and the rest of the fleet shown."""
 
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from pages import _ui as ui
 BUNDLED = "bundled boards"
 STORED = "stored runs: every board's newest"
 BUNDLED_SUITE = "health"
+MAX_PROBLEMS = 10  # runs named for parameters that cannot be read; the rest counted
 STAGE_HEATMAP_PX = 600  # with the title and a two-line takeaway, the stage fits 1920×960
 
 page = ui.Page("Fleet: which boards are off")
@@ -31,28 +34,36 @@ except StoreError as exc:
     st.stop()
 
 
+@st.cache_resource(show_spinner=False)
+def health_plan() -> fleet_results.Plan:
+    """The built-in health suite's figures (a file shipped with PinPoint, read once per process): what the bundled
+    boards and every stored board's newest runs are judged on."""
+    return fleet_results.Plan.of_suite(suites.load(BUNDLED_SUITE))
+
+
 @st.cache_resource(show_spinner="Reading the bundled boards…")
 def bundled_fleet():
     """The runs bundled with PinPoint as one fleet (the catalog's bundled runs: assets/fleet, the replay recordings,
     review runs and the noise runs of more H200 boards, read once for Compare and this page), judged on the health
     suite's figures they hold; and each run's file."""
-    suite = suites.load(BUNDLED_SUITE)
-    return fleet_results.build(fleet_results.points(catalog.bundled.values(), suite), suite), catalog.files, suite
+    plan = health_plan()
+    return fleet_results.build(fleet_results.points(catalog.bundled.values(), plan), plan), catalog.files, plan
 
 
 @st.cache_resource(show_spinner="Reading the fleet's runs…", max_entries=8, ttl=600)
 def stored_fleet(fleet_id: str, suite_name: str, _run_ids: tuple, fingerprint: tuple):
-    """A stored fleet: its runs' points, read in bulk once per fleet and store state (``fingerprint``)."""
-    suite = suites.load(BUNDLED_SUITE) if fleet_id == STORED else \
-        fleet_results.stored_suite(catalog.store, fleet_id, suite_name)
-    return fleet_results.build(fleet_results.stored_points(catalog.store, list(_run_ids), suite), suite), suite
+    """A stored fleet: its runs' parameters and points, each read in bulk once per fleet and store state
+    (``fingerprint``); every stored board's newest runs are judged on the health suite's figures."""
+    plan = health_plan() if fleet_id == STORED else \
+        fleet_results.stored_plan(catalog.store, list(_run_ids), suite_name)
+    return fleet_results.build(fleet_results.stored_points(catalog.store, list(_run_ids), plan), plan), plan
 
 
 @st.cache_resource(show_spinner=False, max_entries=64, ttl=600)
-def board_history(board: str, fleet_id: str, _suite, _run_ids: tuple, fingerprint: tuple):
+def board_history(board: str, fleet_id: str, _plan, _run_ids: tuple, fingerprint: tuple):
     """The points of a board's other stored runs (its drift), read when the board is shown, once per store state
-    and fleet (whose suite ``_suite`` is)."""
-    return fleet_results.stored_points(catalog.store, list(_run_ids), _suite)
+    and fleet (whose figures ``_plan`` names)."""
+    return fleet_results.stored_points(catalog.store, list(_run_ids), _plan)
 
 
 @st.cache_resource(show_spinner=False, max_entries=8, ttl=600)
@@ -80,7 +91,7 @@ fleets = (stored.dropna(subset=["fleet_id"]).groupby("fleet_id").agg(suite=("sui
                                                                       newest=("timestamp", "max"))
           .sort_values("newest", ascending=False))
 # Every stored board's newest runs as one fleet, fleet id or not (runs imported with `gpu.bench … --label` have none).
-newest_stored = fleet_results.newest_runs(stored, suites.load(BUNDLED_SUITE).experiments) if not stored.empty else []
+newest_stored = fleet_results.newest_runs(stored, health_plan().experiments) if not stored.empty else []
 choices = [*fleets.index, *([STORED] if newest_stored else []), BUNDLED]
 page.link_notes()
 controls = ui.Section(page)
@@ -92,15 +103,19 @@ files: dict[str, str] = {}
 try:
     fingerprint = (catalog.store.describe(), len(stored), str(stored["stored_at"].max()))
     if choice == BUNDLED:
-        fleet, files, suite = bundled_fleet()
+        fleet, files, plan = bundled_fleet()
     elif choice == STORED:
-        fleet, suite = stored_fleet(choice, BUNDLED_SUITE, tuple(newest_stored), fingerprint)
+        fleet, plan = stored_fleet(choice, BUNDLED_SUITE, tuple(newest_stored), fingerprint)
     else:
-        fleet, suite = stored_fleet(choice, str(fleets.loc[choice, "suite"]),
+        fleet, plan = stored_fleet(choice, str(fleets.loc[choice, "suite"]),
                                     tuple(stored.loc[stored["fleet_id"] == choice, "run_id"]), fingerprint)
 except (suites.SuiteError, StoreError) as exc:
     ui.show_reasons([str(exc)], "The fleet cannot be shown")
     st.stop()
+for problem in plan.problems[:MAX_PROBLEMS]:  # runs left out: each named in one line, the rest is shown
+    st.warning(plain(problem, None))
+if len(plan.problems) > MAX_PROBLEMS:
+    st.warning(f"{len(plan.problems) - MAX_PROBLEMS} more runs left out for their parameters.")
 if fleet.empty:
     st.info(f"The runs of {plain(choice)} hold none of the figures of its suite.")
     page.sync()
@@ -153,7 +168,7 @@ with right:
                  height=min(640, 38 + 35 * len(shown)))
 
 intro = (f"**{plain(counted, None)}** ({', '.join(f'{n} {plain(m)}' for m, n in models.items())}) on "
-         f"{len(fleet.figures)} figures of the {plain(suite.title)} suite. Each cell is a board's newest value "
+         f"{len(fleet.figures)} figures of the {plain(plan.title)} suite. Each cell is a board's newest value "
          f"({fleet_results.UNIT}) against the median of the boards of its model (of its group, where the model's "
          "boards split into two groups on that figure), in units of that point's run-to-run floor (Compare's, "
          f"which counts boards): here {fleet_results.floor_words(fleet)}. **Red is slower, blue faster**, white "
@@ -190,7 +205,7 @@ st.caption(f"Two groups: a model's values of a figure, sorted, split at their wi
            f"{fleet_results.GROUP_GAP_FLOORS:g} run-to-run floors of the median and leaves at least two boards on "
            "each side. Each board of a group is judged against its group's median.")
 
-fleet_links_section.show(controls, catalog, stored, choice, suite, choice == BUNDLED, BUNDLED_DIRS)
+fleet_links_section.show(controls, catalog, stored, choice, plan, choice == BUNDLED, BUNDLED_DIRS)
 
 st.subheader("One board: drift, and Compare against the median board")
 rows = list(boards["row"])
@@ -213,9 +228,9 @@ page.sync()
 earlier = None
 if choice != BUNDLED and board.named:  # the board's other stored runs of the suite's experiments
     others = stored[stored["boards"].map(lambda named: board.uuid in named)
-                    & stored["experiment"].isin(suite.experiments)
+                    & stored["experiment"].isin(plan.experiments)
                     & ~stored["run_id"].isin(set(fleet.history["run_id"]))]
-    earlier = board_history(board, choice, suite, tuple(others["run_id"]), fingerprint)
+    earlier = board_history(board, choice, plan, tuple(others["run_id"]), fingerprint)
 drift = fleet_results.drift(fleet, board, earlier)
 repeated = drift.groupby("figure")["run_id"].transform("count") >= 2 if not drift.empty else pd.Series(dtype=bool)
 if drift.empty or not repeated.any():

@@ -10,7 +10,7 @@ import pandas as pd
 
 from gpu.core import schema
 from gpu.experiments import registry, suites
-from gpu.results.store import RunStore
+from gpu.results.store import RunStore, params_by_run
 from tests import simulated_fleet
 
 SLOW_BOARD = 3
@@ -37,16 +37,17 @@ def board_runs(boards: int, runs_per_board: int = 1, slow_board: int = SLOW_BOAR
                downtrained: bool = True, start: dt.datetime | None = None) -> list[tuple[int, int, pd.DataFrame]]:
     """(run number, board, frame) for each board's run of each experiment, the newest run (number
     ``runs_per_board - 1``) with ``slow_board`` slowed by ``slowdown`` and, when ``downtrained``, recording PCIe
-    Gen4 ×8; earlier runs are the unslowed recording a day apart."""
+    Gen4 ×8; earlier runs are the unslowed recording a day apart. A board's experiments start a minute apart, in
+    suite order, as a fleet measures them."""
     start = start or dt.datetime(2026, 11, 1, tzinfo=dt.UTC)
     recordings = suite_recordings()
     out = []
     for number in range(runs_per_board):
         newest = number == runs_per_board - 1
-        when = (start + dt.timedelta(days=number)).isoformat(timespec="seconds")
         for board in range(boards):
             slowed = newest and board == slow_board
-            for experiment, frame in recordings.items():
+            for minute, (experiment, frame) in enumerate(recordings.items()):
+                when = (start + dt.timedelta(days=number, minutes=minute)).isoformat(timespec="seconds")
                 run = simulated_fleet.as_board(frame, board, slowdown if slowed else 1.0, when=when,
                                                run_id=f"b{board:03d}r{number:03d}{experiment[:6]}")
                 if slowed and downtrained:
@@ -56,9 +57,13 @@ def board_runs(boards: int, runs_per_board: int = 1, slow_board: int = SLOW_BOAR
 
 
 def fill_store(url: str, boards: int = 8, runs_per_board: int = 1, **options) -> RunStore:
-    """A store holding the simulated fleet: run number N is fleet ``sim-fleet-N`` (the newest: ``sim-fleet``)."""
+    """A store holding the simulated fleet: run number N is fleet ``sim-fleet-N`` (the newest: ``sim-fleet``), each
+    run saved as a fleet saves it, with its suite run's parameters."""
     store = RunStore(url)
+    suite = suites.load("health")
     for number, _, frame in board_runs(boards, runs_per_board, **options):
         fleet_id = "sim-fleet" if number == runs_per_board - 1 else f"sim-fleet-{number:03d}"
-        store.save(frame, "fleet", fleet=(fleet_id, "health"))
+        run = suite.run_for(frame["experiment"].iloc[0])
+        store.save(frame, "fleet", fleet=(fleet_id, "health"), params=params_by_run(frame, run.checked()),
+                   gpus=run.gpus)
     return store

@@ -2,7 +2,6 @@
 provenance that differs, groups, drift, the median board, and the bundled fleet."""
 
 import math
-import types
 
 import pandas as pd
 import pytest
@@ -13,7 +12,7 @@ from gpu.present.charts import fleet as fleet_charts
 from gpu.results import compare
 from gpu.results import fleet as fleet_results
 from gpu.results.catalog import ASSETS, read_bundled
-from gpu.results.store import RunStore
+from gpu.results.store import RUNS, RunStore
 from tests import fleet_page_helper as helper
 from tests import pair_frames, simulated_fleet
 
@@ -103,8 +102,8 @@ def test_drift_of_a_board_over_its_runs(sim):
     slow = Board(simulated_fleet.board_uuid(helper.SLOW_BOARD))
     table = fleet_results.drift(sim, slow)
     assert table["run_id"].nunique() == 3 * 5  # three runs of each of the suite's five experiments
-    newest = table[table["when"] == table["when"].max()]
-    older = table[table["when"] < table["when"].max()]
+    newest_run = table["run_id"].str[4:8] == "r002"  # run number 2 of each experiment (b003r002…)
+    newest, older = table[newest_run], table[~newest_run]
     assert (older["change"] == 0).all()  # the two unslowed runs are the board's median
     assert newest["change"].to_numpy() == pytest.approx(1 / helper.SLOWDOWN - 1)
     summary = fleet_results.drift_summary(sim).set_index("board")
@@ -147,6 +146,60 @@ def test_stored_points_read_in_bulk_match_the_frames(tmp_path, suite):
     assert isinstance(store, RunStore)
 
 
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request, tmp_path):
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'fleet.sqlite'}"
+    from tests.conftest import new_postgres_database
+
+    return new_postgres_database(request.getfixturevalue("postgres_url"))
+
+
+def _cells(fleet) -> pd.DataFrame:
+    return fleet.cells[["board", "figure", "value", "median", "deviation", "run_id"]].sort_values(
+        ["board", "figure"]).reset_index(drop=True)
+
+
+@pytest.mark.slow
+def test_a_stored_fleet_read_from_its_runs_parameters_shows_what_its_suite_shows(store_url, suite, monkeypatch):
+    store = helper.fill_store(store_url, boards=4, runs_per_board=2)
+    ids = list(store.runs(fleet_id="sim-fleet")["run_id"])
+    before = fleet_results.build(fleet_results.stored_points(store, ids, suite), suite)
+
+    def parsing(*args, **kwargs):
+        raise AssertionError("a suite was parsed")
+    monkeypatch.setattr(suites, "parse", parsing)
+    plan = fleet_results.stored_plan(store, ids, "health")
+    after = fleet_results.build(fleet_results.stored_points(store, ids, plan), plan)
+    # the same figures as the suite's one-GPU runs, in suite order
+    assert plan.problems == () and list(plan.keys.items()) == list(fleet_results.Plan.of_suite(suite).keys.items())
+    pd.testing.assert_frame_equal(_cells(after), _cells(before))
+    assert list(after.figures["figure"]) == list(before.figures["figure"])
+
+
+@pytest.mark.slow
+def test_a_run_whose_parameters_cannot_be_read_is_named_in_one_line_and_the_rest_is_shown(store_url):
+    store = helper.fill_store(store_url, boards=4)
+    runs = store.runs(fleet_id="sim-fleet")
+    ids = list(runs["run_id"])
+    hostile = {"b000r000transf": "{not json", "b001r000transf": '{"sizes": "many", "profile": 7}',
+               "b002r000transf": '[{"sizes": [1048576]}, 5]', "b003r000transf": None,
+               "b001r000coales": "[" * 30_000 + "]" * 30_000}
+    hostile["b000r000coales"] = "x" * 70_000  # written past the store's checks: never read, its length named
+    with store.engine.begin() as connection:
+        for run_id, text in hostile.items():
+            connection.execute(RUNS.update().where(RUNS.c.run_id == run_id).values(params=text))
+    plan = fleet_results.stored_plan(store, ids, "health")
+    named = {line.split(" ")[1]: line for line in plan.problems}
+    assert set(named) == set(hostile) and all("\n" not in line and len(line) < 400 for line in plan.problems)
+    assert "not JSON" in named["b000r000transf"] and "cannot be read" in named["b001r000transf"]
+    assert "parameters not recorded (stored before version 7)" in named["b003r000transf"]
+    assert "70,000 characters" in named["b000r000coales"] and "not an object" in named["b002r000transf"]
+    assert "not JSON" in named["b001r000coales"]  # nested past any parser's depth
+    fleet = fleet_results.build(fleet_results.stored_points(store, ids, plan), plan)
+    assert len(fleet.boards) == 4 and {"reduction", "occupancy", "host_latency"} <= set(fleet.cells["experiment"])
+
+
 def test_the_bundled_fleet_holds_the_noise_boards_the_fleet_run_and_the_h200_groups(suite):
     frames, _, _ = read_bundled((ASSETS / "fleet", ASSETS / "replay", ASSETS / "runs", ASSETS / "noise"))
     fleet = fleet_results.build(fleet_results.points(frames.values(), suite), suite)
@@ -182,8 +235,7 @@ def test_a_slowed_pair_of_one_node_is_named_against_the_same_pair_of_the_other_n
              for n in range(4)]
     keys = sorted({(v, s, d, pair_frames.ELEMENTS, "cuda_event") for v in pair_frames.VARIANTS
                    for s in range(8) for d in range(8) if s != d})
-    run = types.SimpleNamespace(experiment=pair_frames.NAME, on_node=False, points=lambda: keys)
-    suite = types.SimpleNamespace(runs=[run])
+    suite = fleet_results.Plan("pairs", {pair_frames.NAME: keys})
     table = fleet_results.points(nodes, suite)
     assert len(table) == 4 * len(keys)  # no pair dropped or merged
     assert table["board"].nunique() == 32 and all(isinstance(b, Board) and b.named for b in table["board"])

@@ -426,7 +426,8 @@ def test_each_run_keeps_its_parameters_through_the_trash_and_hostile_ones_are_re
     assert runs.run_params([run_id]).loc[0, "params"] == expected
     other = schema.read_results(MANAGED)
     other_id = other["run_id"].iloc[0]
-    for bad, why in (("{", "not JSON"), ("[1, 2]", "not an object"), ("x" * 70_000, "over the limit"),
+    for bad, why in (("{", "not JSON"), ("[" * 30_000 + "]" * 30_000, "not JSON"), ("[1, 2]", "not an object"),
+                     ("x" * 70_000, "over the limit"),
                      ({"sizes": float("nan")}, "cannot be kept as JSON")):
         with pytest.raises(store.StoreError, match=f"run {other_id}: its parameters .*{why}"):
             runs.save(other, "import", params={other_id: bad})

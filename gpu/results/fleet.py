@@ -6,10 +6,16 @@ Generic over experiments: a figure is one point key of a suite run (the experime
 judged as Compare labels and judges points (``compare.point_label``, ``compare.point_kind``, ``compare.floor``).
 Every value is the measured GB/s of the point's row (host-memory latency too: bytes chased per second), so higher
 is faster everywhere.
+
+Which points are figures, and in which order, is a ``Plan``: from a suite (the bundled boards, judged on the health
+suite's figures) or, for a stored fleet, from the parameters each of its runs was measured with (``runs.params``,
+read in bulk beside its points): a view never parses a stored fleet's suite. A run whose parameters cannot be read
+is named in one line (``Plan.problems``) and left out; the rest of the fleet is shown.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -18,9 +24,14 @@ import pandas as pd
 
 from gpu.core import schema
 from gpu.core.boards import Board
-from gpu.experiments import suites
+from gpu.core.errors import ValidationError
+from gpu.core.text import shorten
+from gpu.experiments import registry, suites
 from gpu.results import compare
-from gpu.results.store import RunStore
+from gpu.results.store import MAX_PARAMS_CHARS, RunStore
+
+NOT_RECORDED = "parameters not recorded (stored before version 7)"
+MAX_RUN_POINTS = 100_000  # the point keys one run's parameters may name (a suite's runs name tens)
 
 UNIT = "GB/s"
 OUTLIER_FLOORS = 1.0  # a cell further than one run-to-run floor from its model's median is named
@@ -44,17 +55,107 @@ def _text(value) -> str:
     return "—" if value is None else str(value)
 
 
+# --- what a fleet's runs were asked for --------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Plan:
+    """The figures of a fleet: per experiment measured on each board on its own, its point keys in order (each a
+    heatmap column), experiments in order; the experiments measured on a node's GPUs together (not a board's
+    figures: ``fleet_links`` shows them); a title; and one line per run whose parameters could not be read."""
+
+    title: str
+    keys: dict[str, list[tuple]]
+    node_experiments: tuple[str, ...] = ()
+    problems: tuple[str, ...] = ()
+
+    @property
+    def experiments(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys([*self.keys, *self.node_experiments]))
+
+    @classmethod
+    def of_suite(cls, suite) -> Plan:
+        """The figures of a suite's runs (its one-GPU runs' points, in suite order)."""
+        if isinstance(suite, Plan):
+            return suite
+        keys: dict[str, list[tuple]] = {}
+        for run in suite.runs:
+            if not run.on_node:
+                keys.setdefault(run.experiment, []).extend(_keys(run.points()))
+        return cls(suite.title, {e: list(dict.fromkeys(k)) for e, k in keys.items()},
+                   tuple(r.experiment for r in suite.runs if r.on_node))
+
+
+def _keys(points) -> list[tuple]:
+    return [tuple(schema.key_value(v) for v in key) for key in points]
+
+
+def stored_plan(store: RunStore, run_ids: list[str], title: str) -> Plan:
+    """The plan of stored runs, from the parameters each was measured with (one bulk read): a run's points are its
+    experiment's ``parse_params(params).points()``; experiments in the order the fleet first measured them (a fleet
+    measures a GPU's suite runs in suite order), then by the registry's. A run whose parameters are missing or
+    cannot be read is named in ``problems`` and left out."""
+    asked = store.run_params(list(run_ids))
+    keys: dict[str, list[tuple]] = {}
+    node: list[str] = []
+    problems: list[str] = []
+    read: dict[tuple, list[tuple]] = {}  # a fleet's boards share their runs' parameters: each text is read once
+    order = {name: i for i, name in enumerate(registry.BY_NAME)}
+    asked = asked.assign(when=pd.to_datetime(asked["timestamp"], utc=True, errors="coerce", format="mixed"),
+                         rank=asked["experiment"].map(lambda e: order.get(e, len(order))))
+    for run in asked.sort_values(["when", "rank", "run_id"], kind="stable").itertuples():
+        try:
+            text = run.params if isinstance(run.params, str) else None
+            if text is None:
+                raise ValueError(f"its parameters are {int(run.params_chars):,} characters, over the limit of "
+                                 f"{MAX_PARAMS_CHARS:,}" if not pd.isna(run.params_chars) else NOT_RECORDED)
+            if (run.experiment, text) not in read:
+                read[(run.experiment, text)] = _run_keys(str(run.experiment), text)
+            if run.gpus == suites.NODE:
+                node.append(str(run.experiment))
+            else:
+                keys.setdefault(str(run.experiment), []).extend(read[(run.experiment, text)])
+        except ValueError as exc:
+            problems.append(f"run {shorten(str(run.run_id))} ({shorten(str(run.experiment))}): {exc}; left out")
+    return Plan(title, {e: list(dict.fromkeys(k)) for e, k in keys.items()}, tuple(dict.fromkeys(node)),
+                tuple(problems))
+
+
+def _run_keys(experiment: str, text: str) -> list[tuple]:
+    """The point keys a run's stored parameters (JSON text) measure; ValueError in one line when they cannot be
+    read (not JSON, not an experiment's parameters, or too many points)."""
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        raise ValueError(f"its parameters are not JSON ({shorten(text)})") from None
+    requests = value if isinstance(value, list) else [value]
+    try:
+        module = registry.get_experiment(experiment)
+        keys: list[tuple] = []
+        for plain in requests:
+            if not isinstance(plain, dict):
+                raise ValidationError([f"{shorten(plain)} is not an object of parameters"])
+            for key in module.parse_params(plain).points():
+                keys.append(tuple(schema.key_value(v) for v in key))
+                if len(keys) > MAX_RUN_POINTS:
+                    raise ValidationError([f"they name over {MAX_RUN_POINTS:,} points"])
+    except ValidationError as exc:
+        raise ValueError(f"its parameters cannot be read: {shorten('; '.join(exc.reasons), 200)}") from None
+    except (TypeError, ValueError, AttributeError, KeyError, OverflowError, RecursionError) as exc:
+        raise ValueError(f"its parameters cannot be read: {type(exc).__name__}: {shorten(str(exc), 120)}") from None
+    return keys
+
+
 # --- the points of a fleet -----------------------------------------------------------------------------------
 def suite_keys(suite) -> dict[str, set[tuple]]:
-    """experiment → the point keys a suite measures (each a heatmap column). Node runs (a node's GPUs together)
-    are not a board's figures: ``fleet_links`` shows them."""
-    return {run.experiment: {tuple(schema.key_value(v) for v in key) for key in run.points()}
-            for run in suite.runs if not run.on_node}
+    """experiment → the point keys a suite (or plan) measures (each a heatmap column). Node runs (a node's GPUs
+    together) are not a board's figures: ``fleet_links`` shows them."""
+    return {experiment: set(keys) for experiment, keys in Plan.of_suite(suite).keys.items()}
 
 
 def points(frames: Iterable[pd.DataFrame], suite) -> pd.DataFrame:
-    """One row per measured suite point of ``frames`` (runs of any experiments): its figure (id, label, kind and
-    floor), its board and the run's provenance. Points outside the suite are left out."""
+    """One row per measured point of ``frames`` (runs of any experiments) that ``suite`` (a suite or a ``Plan``)
+    names: its figure (id, label, kind and floor), its board and the run's provenance. Other points are left
+    out."""
+    suite = Plan.of_suite(suite)
     wanted = suite_keys(suite)
     parts = []
     for frame in frames:
@@ -107,13 +208,6 @@ def _short_labels(labels: dict[str, str], records: dict[str, dict]) -> dict[str,
     return short
 
 
-def stored_suite(store: RunStore, fleet_id: str, name) -> suites.Suite:
-    """The suite fleet ``fleet_id`` was measured with, from what the store holds (its text; for a fleet stored
-    before fleets kept it, a built-in suite of its name); ``suites.SuiteError`` in one line otherwise."""
-    kept = store.fleet_suite(fleet_id)
-    return suites.stored(fleet_id, kept[0] if kept else name, kept[1] if kept else None)
-
-
 def stored_points(store: RunStore, run_ids: list[str], suite) -> pd.DataFrame:
     """``points`` of stored runs, through the store's bulk read (only the fields the Fleet page needs, not the
     samples): a fleet's history is hundreds of runs, and ``RunStore.load`` of each would take seconds."""
@@ -121,8 +215,9 @@ def stored_points(store: RunStore, run_ids: list[str], suite) -> pd.DataFrame:
 
 
 def _fields(suite) -> list[str]:
-    """The row fields a fleet reads: ``ROW_FIELDS`` and every key column of the suite's experiments."""
-    return list(dict.fromkeys(ROW_FIELDS + [c for run in suite.runs for c in compare.key_columns(run.experiment)]))
+    """The row fields a fleet reads: ``ROW_FIELDS`` and every key column of the plan's experiments."""
+    return list(dict.fromkeys(ROW_FIELDS + [c for experiment in Plan.of_suite(suite).experiments
+                                            for c in compare.key_columns(experiment)]))
 
 
 # --- the fleet: boards, cells, deviations -------------------------------------------------------------------
@@ -143,9 +238,8 @@ def build(table: pd.DataFrame, suite, history: pd.DataFrame | None = None) -> Fl
     the median of the boards of its model. ``history``: more points of the same boards (earlier runs), for drift."""
     history = table if history is None else pd.concat([table, history], ignore_index=True).drop_duplicates(
         subset=["run_id", "figure"])
-    order = {f"{run.experiment}|{tuple(schema.key_value(v) for v in key)!r}": i
-             for i, (run, key) in enumerate((run, key) for run in suite.runs if not run.on_node
-                                            for key in run.points())}
+    order = {f"{experiment}|{key!r}": i for i, (experiment, key) in enumerate(
+        (experiment, key) for experiment, keys in Plan.of_suite(suite).keys.items() for key in keys)}
     if table.empty:
         empty = pd.DataFrame()
         return Fleet(empty, empty, empty, history)

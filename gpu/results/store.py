@@ -136,14 +136,14 @@ def checked_params(run_id: str, value) -> str | None:
                              f"limit of {MAX_PARAMS_CHARS:,}")
         try:
             value = json.loads(value)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # nested past the parser's depth is not JSON it reads
             raise StoreError(f"run {shorten(run_id)}: its parameters are not JSON ({shorten(str(exc), 80)})") from None
     if not (isinstance(value, dict) or isinstance(value, list) and value and all(isinstance(v, dict) for v in value)):
         raise StoreError(f"run {shorten(run_id)}: its parameters are {shorten(value)}, not an object of parameters "
                          "(or a list of them)")
     try:
         text = canonical_params(value)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, RecursionError) as exc:
         raise StoreError(f"run {shorten(run_id)}: its parameters cannot be kept as JSON ({shorten(str(exc), 80)})") \
             from None
     if len(text) > MAX_PARAMS_CHARS or "\x00" in text:
