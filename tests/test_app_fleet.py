@@ -203,15 +203,16 @@ def test_the_stage_shows_the_bundled_boards_furthest_from_their_medians_at_20_px
 
 
 @pytest.mark.slow
-def test_a_fleet_whose_suite_is_gone_is_refused_in_one_line(fresh_store):
+def test_a_fleet_whose_runs_record_no_parameters_names_each_run_in_one_line(fresh_store):
     from gpu.results.store import RunStore
 
     [(_, _, frame)] = [run for run in helper.board_runs(1) if run[2]["experiment"].iloc[0] == "reduction"]
     RunStore(fresh_store).save(frame, "fleet", fleet=("lost-suite", "/no/such/suite.toml"))
     at = open_with("pages/fleet.py", fleet_choice="lost-suite")
-    assert not at.get("plotly_chart")
-    [error] = [e.value for e in at.error]
-    assert error.count("\n- ") == 1 and "keeps only its name" in error and "/no/such/suite" in error  # one reason
+    assert not at.get("plotly_chart") and not at.exception and not at.error
+    [warning] = [w.value.replace("\\", "") for w in at.warning]  # shown as plain text: Markdown escaped
+    assert warning.count("\n") == 0 and "run b000r000reduct (reduction): parameters not recorded" in warning
+    assert any("hold none of the figures" in i.value for i in at.info)
 
 
 QUICK_SUITE = """title = "Quick copies"
@@ -263,17 +264,17 @@ def test_a_stored_fleet_never_makes_the_page_read_a_file_its_data_names(page_sto
     monkeypatch.setattr(io, "open", watched_open)
     monkeypatch.setattr(pathlib.Path, "read_text", watched_read_text)
     [(_, _, frame)] = [run for run in helper.board_runs(1) if run[2]["experiment"].iloc[0] == "reduction"]
-    RunStore(page_store).save(frame, "fleet", fleet=("hostile", named))
+    RunStore(page_store).save(frame, "fleet", fleet=("hostile", named))  # a run that records no parameters
     at = open_with("pages/fleet.py", fleet_choice="hostile")
-    assert not at.exception and not at.get("plotly_chart") and opened == []
-    [error] = [e.value for e in at.error]
-    assert error.count("\n- ") == 1 and "keeps only its name" in error and "not valid TOML" not in error
+    assert not at.exception and not at.get("plotly_chart") and opened == [] and not at.error
+    [warning] = [w.value.replace("\\", "") for w in at.warning]  # shown as plain text: Markdown escaped
+    assert "b000r000reduct" in warning and "parameters not recorded (stored before version 7)" in warning
 
 
 @pytest.mark.slow
 def test_a_fleet_of_a_suite_file_of_ones_own_is_shown_from_the_suite_the_store_keeps(page_store, tmp_path):
     from gpu.experiments import suites
-    from gpu.results.store import RunStore
+    from gpu.results.store import RunStore, params_by_run
 
     path = tmp_path / "quick.toml"
     path.write_text(QUICK_SUITE)
@@ -281,16 +282,60 @@ def test_a_fleet_of_a_suite_file_of_ones_own_is_shown_from_the_suite_the_store_k
     store = RunStore(page_store)
     for _, _, frame in helper.board_runs(4):
         if frame["experiment"].iloc[0] == "coalescing":
-            store.save(frame, "fleet", fleet=("quick-fleet", suite.name), suite_text=suite.text)
+            store.save(frame, "fleet", fleet=("quick-fleet", suite.name), suite_text=suite.text,
+                       params=params_by_run(frame, suite.runs[0].checked()), gpus="one")
     path.unlink()  # the page reads the store, not the file
     at = open_with("pages/fleet.py", fleet_choice="quick-fleet")
     assert not at.exception and not at.error
     figure = heatmap(at)
     assert len(figure["data"][0]["y"]) == 4 and len(figure["data"][0]["x"]) == len(suite.runs[0].points())
-    assert "Quick copies suite" in text(at)
+    assert "the quick suite" in text(at)  # its name: the suite's text is not parsed on a view
     # a fleet keeps one suite: another text under its id is refused, nothing written
     other = QUICK_SUITE.replace("[64]", "[32]")
     [(_, _, frame)] = [run for run in helper.board_runs(5)[-5:] if run[2]["experiment"].iloc[0] == "coalescing"]
     with pytest.raises(Exception, match="measured with another suite"):
         store.save(frame, "fleet", fleet=("quick-fleet", "quick"), suite_text=other)
     assert store.fleet_suite("quick-fleet") == ("quick", QUICK_SUITE)
+
+
+@pytest.mark.slow
+def test_a_stored_fleet_is_shown_from_its_runs_parameters_without_parsing_a_suite(page_store, monkeypatch):
+    """The same cells as its suite gives, with the fleet's suite never parsed (only the built-in health suite, which
+    the page reads once for the bundled boards' figures); a run whose parameters cannot be read is named in one line
+    and the rest of the fleet is shown."""
+    from gpu.experiments import suites
+    from gpu.results.store import RUNS, RunStore
+
+    store = helper.fill_store(page_store, boards=4, runs_per_board=2)
+    suite = suites.load("health")
+    ids = list(store.runs(fleet_id="sim-fleet")["run_id"])
+    expected = fleet_results.build(fleet_results.stored_points(store, ids, suite), suite)
+    health = str(suites.resolve("health"))
+    real_parse, parsed = suites.parse, []
+
+    def watched_parse(text, where="<suite>", name="suite"):
+        parsed.append(where)
+        if where != health:
+            raise AssertionError(f"the Fleet view parsed {where}")
+        return real_parse(text, where, name)
+
+    def no_suite_text(*_args):
+        raise AssertionError("the Fleet view read a fleet's suite text")
+
+    monkeypatch.setattr(suites, "parse", watched_parse)
+    monkeypatch.setattr(RunStore, "fleet_suite", no_suite_text)
+    at = open_with("pages/fleet.py", fleet_choice="sim-fleet")
+    assert not at.exception and not at.error and not at.warning
+    assert set(parsed) <= {health}
+    trace = heatmap(at)["data"][0]
+    want = json.loads(fleet_charts.heatmap_figure(expected, "expected").to_json())["data"][0]
+    assert trace["y"] == want["y"] and trace["x"] == want["x"] and trace["text"] == want["text"]
+    assert len(trace["x"]) == len(expected.figures) >= 10 and len(trace["y"]) == 4
+    with store.engine.begin() as connection:  # one run's parameters damaged: named, the rest still shown
+        connection.execute(RUNS.update().where(RUNS.c.run_id == "b002r001reduct").values(params='{"sizes": "x"}'))
+    st.cache_resource.clear()
+    at = open_with("pages/fleet.py", fleet_choice="sim-fleet")
+    assert not at.exception and not at.error
+    [warning] = [w.value.replace("\\", "") for w in at.warning]  # shown as plain text: Markdown escaped
+    assert "b002r001reduct" in warning and "cannot be read" in warning and "Traceback" not in warning
+    assert heatmap(at)["data"][0]["y"] == want["y"]  # every board still shown
