@@ -125,3 +125,45 @@ def test_a_store_of_schema_version_minus_one_is_refused(tmp_path, target, capsys
     connection.close()
     code, lines = imported(path, capsys)
     assert code == 2 and "not a PinPoint runs store (schema version -1)" in lines[0]
+
+
+REDUCTION = {"block_sizes": [256], "profile": "precise/timeout_s=1", "sizes": [268435456],
+             "variants": ["warp_shuffle"]}
+
+
+@pytest.mark.slow
+def test_each_runs_parameters_travel_with_it_through_a_store_file_and_an_export(tmp_path, target, capsys):
+    from gpu.results.store import canonical_params
+
+    path = tmp_path / "gpu_machine.sqlite"
+    source = RunStore(f"sqlite:///{path}")
+    frames = runs(2)
+    for frame in frames:
+        source.save(frame, "fleet", fleet=("f-1", "health"), params={frame["run_id"].iloc[0]: REDUCTION}, gpus="one")
+    source.close()
+    assert imported(path, capsys)[0] == 0
+    team = RunStore(target)
+    ids = [f["run_id"].iloc[0] for f in frames]
+    asked = team.run_params(ids).set_index("run_id")
+    assert list(asked.loc[ids, "params"]) == [canonical_params(REDUCTION)] * 2 and set(asked["gpus"]) == {"one"}
+    for suffix in ("parquet", "csv"):  # exported with its parameters, imported into a fresh store with them
+        out = tmp_path / f"run.{suffix}"
+        assert bench.main(["export", ids[0], "--out", str(out)]) == 0
+        fresh = f"sqlite:///{tmp_path}/fresh-{suffix}.sqlite"
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("PINPOINT_DB_URL", fresh)
+            assert bench.main(["import", str(out)]) == 0, capsys.readouterr().err
+        assert RunStore(fresh).run_params([ids[0]]).loc[0, "params"] == canonical_params(REDUCTION)
+
+
+def test_an_export_whose_parameters_were_edited_is_refused_naming_the_run(tmp_path):
+    from gpu.results import imports, runfiles
+
+    frame = runs(1)[0]
+    run_id = frame["run_id"].iloc[0]
+    out = tmp_path / "run.csv"
+    runfiles.write(frame, str(out), {run_id: '{"sizes": [1]'})
+    with pytest.raises(imports.ImportProblem, match=f"run.csv: run {run_id}: its parameters are not JSON"):
+        imports.read_upload("run.csv", path=out)
+    runfiles.write(frame, str(out), {run_id: '{"sizes":[1]}'})
+    assert imports.params_of(imports.read_upload("run.csv", path=out)) == {run_id: '{"sizes":[1]}'}
