@@ -161,3 +161,41 @@ def test_the_worker_refuses_a_request_whose_memory_is_gone_since_it_was_checked(
     with pytest.raises(ValidationError, match="does not fit in device memory"):
         backend.submit(request)
     assert CopySweep.copied == [] and counts["parsed"] == 1
+
+
+def _page_saving(backend):
+    """``_page`` with the measurement kept in the runs store, as the app does by default."""
+    import streamlit as st
+
+    from pages._ui import measure
+
+    st.session_state["save_to_store"] = True
+    measure.section_frame(backend, "transfers", {"sizes": [4096, 65536], "modes": ["pinned"], "directions": ["h2d"]},
+                          "transfers")
+
+
+def test_the_page_and_the_runner_store_each_run_with_the_parameters_it_was_measured_with(counted, monkeypatch,
+                                                                                         tmp_path):
+    import json
+
+    import streamlit as st
+
+    from gpu import bench
+    from gpu.results.store import RunStore
+
+    monkeypatch.setenv("PINPOINT_DB_URL", f"sqlite:///{tmp_path}/runs.sqlite")
+    st.cache_resource.clear()
+    backend, counts = counted
+    at = AppTest.from_function(_page_saving, args=(backend,), default_timeout=30).run()
+    at.button(key="transfers_measure").click().run()
+    assert not at.exception, at.exception
+    monkeypatch.setattr(bench, "open_runner_backend", lambda experiment, args: backend)
+    assert bench.main(["transfers", "--sizes", "4KiB", "--modes", "pinned", "--directions", "h2d"]) == 0
+    store = RunStore()
+    listed = store.runs().set_index("source")
+    asked = store.run_params(list(listed["run_id"])).set_index("run_id")
+    page = json.loads(asked.loc[listed.loc["live", "run_id"], "params"])
+    runner = json.loads(asked.loc[listed.loc["runner", "run_id"], "params"])
+    assert page["sizes"] == [4096, 65536] and page["modes"] == ["pinned"] and runner["sizes"] == [4096]
+    assert counts["parsed"] == 3  # the page's view and its click, the runner's request: none more to store them
+    st.cache_resource.clear()
