@@ -4,6 +4,7 @@ healthy NVLink pair at 396 GB/s), one link of an 8-GPU node slowed to 0.51×."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -91,8 +92,9 @@ def test_the_fleet_page_shows_each_nodes_link_matrix_and_names_the_slow_link(mon
     monkeypatch.setenv("PINPOINT_DB_URL", url)
     st.cache_resource.clear()
     store = helper.fill_store(url, boards=4)
-    for frame in node_frames():
-        store.save(frame, "fleet", fleet=("sim-fleet", "health"))
+    for frame in node_frames():  # as a fleet stores a node run: with its parameters, measured on the node's GPUs
+        store.save(frame, "fleet", fleet=("sim-fleet", "health"), gpus="node",
+                   params={frame["run_id"].iloc[0]: dataclasses.asdict(params())})
     try:
         at = open_with("pages/fleet.py")
         assert not at.exception

@@ -14,6 +14,7 @@ from gpu.experiments import peers as peers_experiment
 from gpu.experiments import suites
 from gpu.fleet import nodes as fleet_nodes
 from gpu.fleet import run as fleet_run
+from gpu.results.store import RunStore, canonical_params
 from tests.simulated_fleet import board_uuid
 from tests.test_fleet import Cluster, fleet, stored
 
@@ -72,6 +73,11 @@ def test_a_node_run_waits_for_its_nodes_one_gpu_runs_and_never_runs_beside_them(
     peers = runs[runs["experiment"] == "peers"].set_index("host")
     # every ordered pair × 2 copy variants, every GPU × 2 host-link variants
     assert peers.loc["node-0", "points"] == 2 * 2 + 2 * 2 and peers.loc["node-1", "points"] == 56 * 2 + 8 * 2
+    # each run keeps the parameters its suite run asked for, and how the suite ran it
+    asked = RunStore(url).run_params(list(runs["run_id"])).set_index("run_id")
+    for run in suites.load(str(suite_file(tmp_path))).runs:
+        mine = asked.loc[list(runs.loc[runs["experiment"] == run.experiment, "run_id"])]
+        assert set(mine["params"]) == {canonical_params(run.checked().plain())} and set(mine["gpus"]) == {run.gpus}
 
     done = jobs(log)
     node_jobs = [j for j in done if len(j["boards"]) > 1]
