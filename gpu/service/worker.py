@@ -115,14 +115,8 @@ class GpuService:
             rows = measure(params, self.devices, _RunRowProgress(progress, {**provenance, **point}), should_cancel)
             frame = schema.make_frame([{**point, **row} for row in rows], provenance)
             return in_point_order(frame, module, params)  # measured story-first, returned in point order
-        if kind == "warm_host_pool":
-            sweeps = [(entry, entry.sweep_module()) for entry in REGISTRY]
-            wanted = [buffer for entry, sweep in sweeps if hasattr(sweep, "pooled_host_buffers")
-                      for buffer in sweep.pooled_host_buffers(entry.module.parse_params({}))]
-            # Only where the pinned budget leaves room for a job's own pinned memory beside them.
-            if sum(nbytes for nbytes, _ in wanted) <= self.runtime.limits().pinned_budget_bytes // 2:
-                self.runtime.warm_host_pool(wanted)
-            return {"pooled_bytes": self.runtime.host_pool.held_bytes}
+        if kind == "warm_up":
+            return self.warm_up()
         if kind == "health":
             return self.runtime.health_check()
         if kind == "memory":
@@ -135,6 +129,25 @@ class GpuService:
         if kind == "fault":
             return self.runtime.fault()
         raise ValidationError([f"unknown job kind '{kind}'"])
+
+    def warm_up(self) -> dict:
+        """The app's first job, while nobody waits: pin the host buffers that sweeps keep between jobs (their
+        ``pooled_host_buffers`` at default settings), then let each sweep that declares ``warm_up(gpu)`` build what
+        its first job would otherwise build while a person waits (a kernel PyCUDA compiles on first use).
+        Returns what was pooled and how long each sweep's warm-up took."""
+        sweeps = [(entry, entry.sweep_module()) for entry in REGISTRY]
+        wanted = [buffer for entry, sweep in sweeps if hasattr(sweep, "pooled_host_buffers")
+                  for buffer in sweep.pooled_host_buffers(entry.module.parse_params({}))]
+        # Only where the pinned budget leaves room for a job's own pinned memory beside them.
+        if sum(nbytes for nbytes, _ in wanted) <= self.runtime.limits().pinned_budget_bytes // 2:
+            self.runtime.warm_host_pool(wanted)
+        warmed = {}
+        for entry, sweep in sweeps:
+            if hasattr(sweep, "warm_up"):
+                started = time.perf_counter()
+                sweep.warm_up(self.runtime)
+                warmed[entry.module.NAME] = round(time.perf_counter() - started, 3)
+        return {"pooled_bytes": self.runtime.host_pool.held_bytes, "warmed_s": warmed}
 
     def after_error(self, exc: BaseException) -> bool:
         """True when the context is still usable after ``exc``: not after a sticky CUDA error (by its CUresult), nor

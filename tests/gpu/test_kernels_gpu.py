@@ -85,3 +85,24 @@ def test_calculator_agrees_exactly_with_the_driver(live_backend):
 def test_bad_block_sizes_are_refused_by_the_worker(live_backend, experiment, params, message):
     with pytest.raises(ValidationError, match=message):
         submit_values(live_backend, experiment, params).outcome()
+
+
+def test_a_fresh_workers_warm_up_builds_gpuarray_dot_and_pins_the_pool_before_any_measure():
+    """The app's first job on a new worker (``LiveBackend.warm``): the pooled host buffers pinned and each sweep's
+    declared warm-up run (the reduction's ``gpuarray.dot`` verified on 4096 ones), so the first Measure of the dot
+    products then compiles nothing; that dot product then verifies in a real job."""
+    from gpu.service.backends import LiveBackend
+    from gpu.service.client import WorkerClient
+
+    client = WorkerClient()
+    try:
+        backend = LiveBackend(client)
+        answer = backend.warm().outcome()
+        print(f"\nwarm-up: {answer}")
+        assert "reduction" in answer["warmed_s"] and answer["warmed_s"]["reduction"] >= 0
+        assert answer["pooled_bytes"] > 0
+        frame = submit_values(backend, "reduction", {"sizes": [1 << 20], "block_sizes": [256],
+                                                     "variants": ["gpuarray_dot"], "profile": "interactive"}).outcome()
+        assert frame["verified"].all() and frame["rel_error"].max() < 1e-4
+    finally:
+        client.close()
