@@ -27,7 +27,7 @@ from gpu.device import libcuda
 from gpu.device.context import visible_gpus
 from gpu.device.device_set import DeviceSet
 from gpu.device.driver_occupancy import driver_occupancy_table
-from gpu.experiments import REGISTRY, get_experiment, in_point_order, occupancy_sweep, sweep_of
+from gpu.experiments import REGISTRY, get_experiment, in_point_order, sweep_of
 from gpu.experiments.request import Request
 from gpu.service.client import load_service_class
 from gpu.service.messages import Failure, Freed, Hello, InitFailed, Progress, Result, Row
@@ -85,8 +85,6 @@ class GpuService:
         ordinals = [self._choose(spec) for spec in wanted]
         self.devices = DeviceSet(ordinals)
         self.runtime = self.devices.first
-        # Host-only NumPy work that every Occupancy measure needs; built once, off the CUDA thread.
-        threading.Thread(target=occupancy_sweep.chase_data, name="pinpoint-chase-cycle", daemon=True).start()
 
     def _choose(self, spec) -> int:
         return devices.choose(spec, self.gpus)
