@@ -77,7 +77,7 @@ def test_register_pressure_applies_to_the_latency_bound_kernel_only():
 @pytest.mark.parametrize("nodes", [1 << 10, (1 << 22) + 17, 3 << 22])
 def test_chase_cycle_visits_every_node_and_is_the_permutation_of_its_seed(nodes):
     """One cycle through every node, linked in slices (the last slice wraps to the start), in the order of
-    ``rng.permutation`` of its seed: the chase the recordings measured."""
+    ``rng.permutation`` of its seed: the chase the recordings measured (before it was linked in slices)."""
     from gpu.sweeps.occupancy_sweep import chase_cycle
 
     nxt = chase_cycle(nodes, seed=1)

@@ -129,22 +129,22 @@ class GpuService:
         raise ValidationError([f"unknown job kind '{kind}'"])
 
     def warm_up(self) -> dict:
-        """The app's first job, while nobody waits: pin the host buffers that sweeps keep between jobs (their
-        ``pooled_host_buffers`` at default settings), then let each sweep that declares ``warm_up(gpu)`` build what
-        its first job would otherwise build while a person waits (a kernel PyCUDA compiles on first use).
-        Returns what was pooled and how long each sweep's warm-up took."""
+        """The app's first job, while nobody waits: each sweep that declares ``warm_up(gpu)`` builds what its first
+        job would otherwise build while a person waits (a kernel PyCUDA compiles on first use, host data started on
+        a thread), then the host buffers that sweeps keep between jobs (their ``pooled_host_buffers`` at default
+        settings) are pinned. Returns what was pooled and how long each sweep's warm-up took."""
         sweeps = [(entry, entry.sweep_module()) for entry in REGISTRY]
-        wanted = [buffer for entry, sweep in sweeps if hasattr(sweep, "pooled_host_buffers")
-                  for buffer in sweep.pooled_host_buffers(entry.module.parse_params({}))]
-        # Only where the pinned budget leaves room for a job's own pinned memory beside them.
-        if sum(nbytes for nbytes, _ in wanted) <= self.runtime.limits().pinned_budget_bytes // 2:
-            self.runtime.warm_host_pool(wanted)
         warmed = {}
         for entry, sweep in sweeps:
             if hasattr(sweep, "warm_up"):
                 started = time.perf_counter()
                 sweep.warm_up(self.runtime)
                 warmed[entry.module.NAME] = round(time.perf_counter() - started, 3)
+        wanted = [buffer for entry, sweep in sweeps if hasattr(sweep, "pooled_host_buffers")
+                  for buffer in sweep.pooled_host_buffers(entry.module.parse_params({}))]
+        # Only where the pinned budget leaves room for a job's own pinned memory beside them.
+        if sum(nbytes for nbytes, _ in wanted) <= self.runtime.limits().pinned_budget_bytes // 2:
+            self.runtime.warm_host_pool(wanted)
         return {"pooled_bytes": self.runtime.host_pool.held_bytes, "warmed_s": warmed}
 
     def after_error(self, exc: BaseException) -> bool:

@@ -137,8 +137,8 @@ def _chase_data(nodes: int, threads: int, steps: int, seed: int) -> tuple[np.nda
 
 
 def chase_data() -> tuple[np.ndarray, np.ndarray]:
-    """The chase's cycle and the node each thread must end on. A random cycle over 2^26 nodes takes a second or
-    more to shuffle, and it depends on nothing but its fixed seed: built once per process (by the worker's warm-up
+    """The chase's cycle and the node each thread must end on. A random cycle over 2^26 nodes takes about 3 s to
+    build, and it depends on nothing but its fixed seed: built once per process (by the worker's warm-up
     in the app), not on every Measure."""
     with _CHASE_LOCK:
         return _chase_data(CHASE_NODES, CHASE_THREADS, CHASE_STEPS, 11)
@@ -146,11 +146,10 @@ def chase_data() -> tuple[np.ndarray, np.ndarray]:
 
 def chase_cycle(nodes: int, seed: int) -> np.ndarray:
     """next[] forming one random cycle through all nodes, so chains never settle into the cache."""
-    # The same cycle as rng.permutation(nodes), shuffled in 32-bit words (the shuffle draws depend on the count
-    # only): half the memory traffic of permutation's 64-bit one; then linked in slices, which NumPy's indexing
-    # runs without the GIL, on several cores (2^26 nodes: 7.4 + 1.3 s before, 3.4 + 0.5 s after, on 2 cores).
-    order = np.arange(nodes, dtype=np.uint32)
-    np.random.default_rng(seed).shuffle(order)
+    # Linked in slices, which NumPy's indexing runs without the GIL, on several cores: 2^26 nodes linked in one
+    # call took 1.3 s on 2 cores, in slices 0.5 s. (Shuffling 32-bit words gives the same cycle but is slower on
+    # the GPU machine's host, 2.51 s against 1.94 s: NumPy swaps words of a pointer's size faster.)
+    order = np.random.default_rng(seed).permutation(nodes).astype(np.uint32)
     nxt = np.empty(nodes, dtype=np.uint32)
 
     def link(lo: int) -> None:
@@ -162,6 +161,8 @@ def chase_cycle(nodes: int, seed: int) -> np.ndarray:
 
 
 def warm_up(gpu) -> None:
-    """Build the chase's cycle in the worker's first job, while nobody waits: a first Measure of occupancy (or the
-    Roofline suite) in a fresh worker otherwise waits about a second for it."""
-    chase_data()
+    """Start building the chase's cycle when the worker's first job runs, on a thread of its own: about 3 s of
+    host work (most of it without the GIL) that a first Measure of occupancy, or of the Roofline suite, in a fresh
+    worker would otherwise wait for; a Measure that comes first measures meanwhile, and ``setup`` waits for the
+    cycle only if it is not built yet."""
+    threading.Thread(target=chase_data, name="pinpoint-chase-cycle", daemon=True).start()
