@@ -43,7 +43,7 @@ class FakeService:
             while not should_cancel() and time.monotonic() < deadline and not os.path.exists(job["release"]):
                 time.sleep(0.01)
             return {"points": job.get("n", 3)}
-        if kind == "warm_up":  # the app's first job (LiveBackend.warm): no page-locked memory here
+        if kind == "warm_host_pool":  # the app's first job (LiveBackend.warm): no page-locked memory here
             return {"pooled_bytes": 0}
         if kind == "invalid":
             raise ValidationError(["size 0 B is too small"])

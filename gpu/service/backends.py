@@ -151,11 +151,10 @@ class LiveBackend:
         return self.client.submit("experiment", {"request": request}, session, owner)
 
     def warm(self) -> JobHandle:
-        """Queue the worker's first job (``GpuService.warm_up``): pin the host buffers that experiments keep between
-        jobs and build what sweeps would otherwise build on their first job, while nobody waits, so the first Measure
-        pins and compiles nothing. The app asks for it when it starts its worker; a measure that arrives meanwhile
-        waits behind it (a few seconds)."""
-        return self.client.submit("warm_up", {})
+        """Queue the worker's first job: pin the host buffers that experiments keep between jobs (their
+        ``pooled_host_buffers`` at default settings), while nobody waits, so the first Measure pins nothing. The app
+        asks for it when it starts its worker; a measure that arrives meanwhile waits behind it (about 1 s)."""
+        return self.client.submit("warm_host_pool", {})
 
 
 class ReplayBackend:

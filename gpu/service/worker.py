@@ -85,6 +85,23 @@ class GpuService:
         ordinals = [self._choose(spec) for spec in wanted]
         self.devices = DeviceSet(ordinals)
         self.runtime = self.devices.first
+        self.warmed = self._warm_up()
+
+    def _warm_up(self) -> dict:
+        """Each sweep that declares ``warm_up(gpu)`` builds, as the worker starts, what its first job would
+        otherwise build while a person waits: a kernel PyCUDA compiles on first use, host data started on a thread.
+        Seconds each took, or why it failed: a failed warm-up costs only its own experiment's first job the time."""
+        warmed = {}
+        for entry in REGISTRY:
+            sweep = entry.sweep_module()
+            if hasattr(sweep, "warm_up"):
+                started = time.perf_counter()
+                try:
+                    sweep.warm_up(self.runtime)
+                    warmed[entry.module.NAME] = round(time.perf_counter() - started, 3)
+                except Exception as exc:  # the experiment's own job meets it again, and says so
+                    warmed[entry.module.NAME] = f"failed: {type(exc).__name__}: {exc}"
+        return warmed
 
     def _choose(self, spec) -> int:
         return devices.choose(spec, self.gpus)
@@ -92,11 +109,12 @@ class GpuService:
     def hello(self) -> dict:
         """The first GPU's facts and limits (as one-GPU callers read them), every visible GPU (``gpus``), and the
         set this worker holds: its ordinals (``gpu_indices``) and each GPU's index, UUID, name and limits
-        (``devices``), with the peer access and link of every ordered pair (``links``)."""
+        (``devices``), with the peer access and link of every ordered pair (``links``); ``warmed``: what the
+        sweeps' warm-ups took."""
         return {"facts": self.runtime.facts, "limits": self.runtime.limits().as_dict(), "pid": os.getpid(),
                 "occupancy_device": self.runtime.occupancy_limits().as_dict(), "gpus": self.gpus,
                 "gpu_index": self.runtime.device_ordinal, "gpu_indices": self.devices.ordinals,
-                "devices": self.devices.devices(),
+                "devices": self.devices.devices(), "warmed": self.warmed,
                 "links": [{"source": a, "destination": b, "peer_access": self.devices.can_peer(a, b),
                            "link": self.devices.link(a, b)} for a, b in self.devices.pairs()]}
 
@@ -113,8 +131,14 @@ class GpuService:
             rows = measure(params, self.devices, _RunRowProgress(progress, {**provenance, **point}), should_cancel)
             frame = schema.make_frame([{**point, **row} for row in rows], provenance)
             return in_point_order(frame, module, params)  # measured story-first, returned in point order
-        if kind == "warm_up":
-            return self.warm_up()
+        if kind == "warm_host_pool":
+            sweeps = [(entry, entry.sweep_module()) for entry in REGISTRY]
+            wanted = [buffer for entry, sweep in sweeps if hasattr(sweep, "pooled_host_buffers")
+                      for buffer in sweep.pooled_host_buffers(entry.module.parse_params({}))]
+            # Only where the pinned budget leaves room for a job's own pinned memory beside them.
+            if sum(nbytes for nbytes, _ in wanted) <= self.runtime.limits().pinned_budget_bytes // 2:
+                self.runtime.warm_host_pool(wanted)
+            return {"pooled_bytes": self.runtime.host_pool.held_bytes}
         if kind == "health":
             return self.runtime.health_check()
         if kind == "memory":
@@ -127,25 +151,6 @@ class GpuService:
         if kind == "fault":
             return self.runtime.fault()
         raise ValidationError([f"unknown job kind '{kind}'"])
-
-    def warm_up(self) -> dict:
-        """The app's first job, while nobody waits: each sweep that declares ``warm_up(gpu)`` builds what its first
-        job would otherwise build while a person waits (a kernel PyCUDA compiles on first use, host data started on
-        a thread), then the host buffers that sweeps keep between jobs (their ``pooled_host_buffers`` at default
-        settings) are pinned. Returns what was pooled and how long each sweep's warm-up took."""
-        sweeps = [(entry, entry.sweep_module()) for entry in REGISTRY]
-        warmed = {}
-        for entry, sweep in sweeps:
-            if hasattr(sweep, "warm_up"):
-                started = time.perf_counter()
-                sweep.warm_up(self.runtime)
-                warmed[entry.module.NAME] = round(time.perf_counter() - started, 3)
-        wanted = [buffer for entry, sweep in sweeps if hasattr(sweep, "pooled_host_buffers")
-                  for buffer in sweep.pooled_host_buffers(entry.module.parse_params({}))]
-        # Only where the pinned budget leaves room for a job's own pinned memory beside them.
-        if sum(nbytes for nbytes, _ in wanted) <= self.runtime.limits().pinned_budget_bytes // 2:
-            self.runtime.warm_host_pool(wanted)
-        return {"pooled_bytes": self.runtime.host_pool.held_bytes, "warmed_s": warmed}
 
     def after_error(self, exc: BaseException) -> bool:
         """True when the context is still usable after ``exc``: not after a sticky CUDA error (by its CUresult), nor

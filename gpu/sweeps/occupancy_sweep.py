@@ -56,7 +56,7 @@ class OccupancySweep(harness.Sweep):
         self.src_host = k.small_int_floats(STREAM_ELEMENTS, seed=7)
         self.src, self.dst = ledger.device_buffer(STREAM_ELEMENTS * 4), ledger.device_buffer(STREAM_ELEMENTS * 4)
         cuda.memcpy_htod(self.src, self.src_host)
-        if not _chase_data.cache_info().currsize:  # not built by the worker's warm-up (a runner's worker)
+        if not _chase_data.cache_info().currsize:  # the worker started moments ago: its warm-up's build runs
             self.progress(0, len(list(self.params.points())),
                           "preparing the random chase cycle (once per worker, a few seconds)")
         nxt, self.expected_chase = chase_data()
@@ -139,7 +139,7 @@ def _chase_data(nodes: int, threads: int, steps: int, seed: int) -> tuple[np.nda
 def chase_data() -> tuple[np.ndarray, np.ndarray]:
     """The chase's cycle and the node each thread must end on. A random cycle over 2^26 nodes takes about 3 s to
     build, and it depends on nothing but its fixed seed: built once per process (by the worker's warm-up
-    in the app), not on every Measure."""
+    as it starts), not on every Measure."""
     with _CHASE_LOCK:
         return _chase_data(CHASE_NODES, CHASE_THREADS, CHASE_STEPS, 11)
 
@@ -161,8 +161,8 @@ def chase_cycle(nodes: int, seed: int) -> np.ndarray:
 
 
 def warm_up(gpu) -> None:
-    """Start building the chase's cycle when the worker's first job runs, on a thread of its own: about 3 s of
-    host work (most of it without the GIL) that a first Measure of occupancy, or of the Roofline suite, in a fresh
-    worker would otherwise wait for; a Measure that comes first measures meanwhile, and ``setup`` waits for the
-    cycle only if it is not built yet."""
+    """Start building the chase's cycle as the worker starts, on a thread of its own: about 3 s of host work (most
+    of it without the GIL) that a first Measure of occupancy, or of the Roofline suite, in a fresh worker would
+    otherwise wait for; other jobs measure meanwhile, and ``setup`` waits for the cycle only if it is not built
+    yet."""
     threading.Thread(target=chase_data, name="pinpoint-chase-cycle", daemon=True).start()

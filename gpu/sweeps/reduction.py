@@ -147,9 +147,9 @@ run = harness.runner(ReductionSweep)
 
 
 def warm_up(gpu) -> None:
-    """Build ``gpuarray.dot``'s kernel in the worker's first job, while nobody waits: PyCUDA compiles its two-stage
-    reduction on first use (nvcc, or its compiler cache, then a module load), about 2 s of a first Measure of the
-    dot products or of the Roofline suite in a fresh worker."""
+    """Build ``gpuarray.dot``'s kernel as the worker starts: PyCUDA compiles its two-stage reduction on first use
+    (nvcc, or its compiler cache, then a module load: 0.2–0.3 s from the cache on an H200's host), which a first
+    Measure of the dot products, or of the Roofline suite, would otherwise wait for."""
     ones = gpu.gpuarray.to_gpu(np.ones(4096, np.float32))  # to_gpu, not zeros: zeros would compile a fill kernel
     value = float(gpu.gpuarray.dot(ones, ones).get())
     if value != 4096.0:

@@ -3,9 +3,10 @@
 one before has answered, and reports per rerun: seconds to the first streamed row, to each experiment's answer and
 to the whole suite, from the client (the worker already started, as on a page that has measured before).
 
-``--fresh``: first, in three fresh workers each, the suite as a first Measure: with no warm-up job (as a runner's
-worker), right after the app's warm-up job has answered (a presenter who opens the app, then the page), and submitted
-at once behind the warm-up (timed from the worker's start, so the warm-up counts).
+``--fresh``: first, in three fresh workers each, the suite as a first Measure: with no pinned pool (as a runner's
+worker), right after the app's first job (``LiveBackend.warm``) has answered (a presenter who opens the app, then the
+page), and submitted at once behind that job (timed from when the worker answered its start, so the job counts).
+Each prints the worker's warm-ups (``warmed`` in its hello: what sweeps build as the worker starts).
 
 Run on the GPU machine: ``python3 tests/benchmarks/roofline_live.py [--reruns 3] [--fresh]``.
 """
@@ -44,17 +45,19 @@ def main() -> None:
         return total
 
     if args.fresh:
-        for mode in ("no warm-up", "after the warm-up", "at once behind the warm-up"):
+        for mode in ("no pinned pool", "after the first job", "at once behind the first job"):
+            begun = time.perf_counter()
             backend, reason = start_live()
             if backend is None:
                 sys.exit(f"needs a GPU: {reason}")
             try:
                 started = time.perf_counter()
-                if mode != "no warm-up":
+                print(f"FRESH worker started in {started - begun:.2f} s, warm-ups {backend.client.info.get('warmed')}")
+                if mode != "no pinned pool":
                     warm = backend.warm()
-                    if mode == "after the warm-up":
+                    if mode == "after the first job":
                         answer = warm.outcome()
-                        print(f"FRESH warm-up job {time.perf_counter() - started:.2f} s: {answer}")
+                        print(f"FRESH first job {time.perf_counter() - started:.2f} s: {answer}")
                         started = time.perf_counter()
                 print(f"FRESH worker, {mode}:")
                 print(f"FRESH {mode}: whole suite {measure(backend, started):.2f} s")
