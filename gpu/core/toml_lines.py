@@ -33,7 +33,8 @@ class KeyLines:
     """Each key path's line (1-based) in one TOML text."""
 
     def __init__(self, text: str):
-        self.source = text.encode("utf-8", "surrogatepass")  # tomllib takes any str; its lines are all that matter
+        # tomllib takes any str, a lone surrogate included: as "?", it still leaves every line where it was
+        self.source = text.encode("utf-8", "replace")
         root = _parser().parse(self.source).root_node
         self.end = _first_error(root) if root.has_error else len(self.source)
         self.lines: dict[tuple, int] = {}
@@ -75,7 +76,7 @@ class KeyLines:
             return
         path = table + tuple(keys)
         self._mark(path, key)
-        value = node.children[-1]
+        value = next(child for child in reversed(node.children) if child.type != "comment")  # a comment may end it
         if value.type == "inline_table":
             for child in value.children:
                 if child.type == "pair" and child.start_byte < self.end:
@@ -102,10 +103,12 @@ class KeyLines:
         if node.type == "dotted_key":
             parts = [self._keys(child) for child in node.children if child.type in KEYS]
             return None if not parts or None in parts else [key for part in parts for key in part]
-        raw = self.source[node.start_byte:node.end_byte].decode("utf-8", "surrogatepass")
+        raw = self.source[node.start_byte:node.end_byte].decode("utf-8", "replace")
         if node.type == "bare_key":
             return [raw]
-        try:  # a quoted key's escapes, read by tomllib
+        if raw.startswith("'") or "\\" not in raw:  # a literal key, or a basic one without escapes: as written
+            return [raw[1:-1]]
+        try:  # a basic key's escapes, read by tomllib
             return list(tomllib.loads(f"{raw} = 0"))
         except (tomllib.TOMLDecodeError, UnicodeError):
             return None
