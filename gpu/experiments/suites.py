@@ -20,8 +20,11 @@ runs (``gpu.fleet.run``). An experiment that needs more than one GPU (``min_gpus
 when its points are keyed by a peer) must be a node run; a node with fewer GPUs reports "no peer" for it.
 
 Everything is checked against the registry before any GPU work: an unknown experiment, an unknown or bad
-parameter, a bad profile or a TOML error is refused with the file and line it is on. A suite's points (each run's
-``Params.points()``) are the figures a fleet review reads: one column each on the Fleet page.
+parameter, a bad profile or a TOML error is refused with the file and line it is on: tomllib reads the values, and
+each key's line comes from tree-sitter's syntax tree of the same text (``gpu.core.toml_lines``), for any layout
+(quoted or dotted keys, inline tables, ``[run.params]``, CRLF; ``[[run]]`` in a comment or a string is not a table).
+A suite's points (each run's ``Params.points()``) are the figures a fleet review reads: one column each on the Fleet
+page.
 """
 
 from __future__ import annotations
