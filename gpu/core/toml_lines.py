@@ -70,15 +70,14 @@ class KeyLines:
                 self._pair(child, path)
 
     def _pair(self, node, table: tuple) -> None:
-        key = node.children[0] if node.child_count else None
-        keys = self._keys(key) if key is not None and key.type in KEYS else None
+        parts = node.children  # the key, "=", the value and a comment, if one ends the line
+        keys = self._keys(parts[0]) if len(parts) >= 3 and parts[0].type in KEYS else None
         if not keys:
             return
         path = table + tuple(keys)
-        self._mark(path, key)
-        value = next(child for child in reversed(node.children) if child.type != "comment")  # a comment may end it
-        if value.type == "inline_table":
-            for child in value.children:
+        self._mark(path, parts[0], len(table))
+        if parts[2].type == "inline_table":
+            for child in parts[2].children:
                 if child.type == "pair" and child.start_byte < self.end:
                     self._pair(child, path)
 
@@ -91,11 +90,11 @@ class KeyLines:
                 path += (self.arrays[path] - 1,)
         return path
 
-    def _mark(self, path: tuple, node) -> None:
-        """``path`` and the tables it implies (``a`` and ``a.b`` for ``a.b.c``) start at ``node``'s line at the
-        latest: the first place each appears is kept."""
+    def _mark(self, path: tuple, node, known: int = 0) -> None:
+        """``path`` and the tables it implies (``a`` and ``a.b`` for ``a.b.c``; its first ``known`` parts are marked
+        already) start at ``node``'s line at the latest: the first place each appears is kept."""
         line = node.start_point.row + 1
-        for length in range(1, len(path) + 1):
+        for length in range(known + 1, len(path) + 1):
             self.lines.setdefault(path[:length], line)
 
     def _keys(self, node) -> list[str] | None:
