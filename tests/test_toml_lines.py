@@ -66,3 +66,12 @@ def test_text_that_is_not_toml_or_not_utf8_raises_nothing():
     broken = KeyLines("[[a]\nx = [1,\n")
     assert broken.get("a", 0) is None
     assert KeyLines("").lines == {}
+
+
+def test_threads_reading_at_once_each_get_their_own_lines():
+    from concurrent.futures import ThreadPoolExecutor
+
+    texts = [("\n" * n) + "[[a]]\n" + "".join(f"k{i} = {i}\n" for i in range(2000)) for n in range(16)]
+    with ThreadPoolExecutor(8) as pool:
+        found = list(pool.map(lambda text: KeyLines(text).get("a", 0, "k1999"), texts))
+    assert found == [n + 2001 for n in range(16)]

@@ -25,8 +25,8 @@ KEYS = ("bare_key", "quoted_key", "dotted_key")
 
 
 @cache
-def _parser() -> tree_sitter.Parser:
-    return tree_sitter.Parser(tree_sitter.Language(tree_sitter_toml.language()))
+def _toml() -> tree_sitter.Language:
+    return tree_sitter.Language(tree_sitter_toml.language())
 
 
 class KeyLines:
@@ -35,7 +35,7 @@ class KeyLines:
     def __init__(self, text: str):
         # tomllib takes any str, a lone surrogate included: as "?", it still leaves every line where it was
         self.source = text.encode("utf-8", "replace")
-        root = _parser().parse(self.source).root_node
+        root = tree_sitter.Parser(_toml()).parse(self.source).root_node  # a parser each: pages run in threads
         self.end = _first_error(root) if root.has_error else len(self.source)
         self.lines: dict[tuple, int] = {}
         self.arrays: dict[tuple, int] = {}  # an array of tables' path → its count of elements so far
