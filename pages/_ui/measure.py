@@ -119,7 +119,7 @@ def queue_panel(backend, key: str) -> None:
     """The worker's jobs, measuring and queued in the order they will be served, each with whose it is as this
     person may know it; an admin can cancel any of them (the client checks the role again: ``cancel_as``)."""
     actor = access.current_actor()
-    jobs = [job for job in backend.client.jobs() if job.kind != "warm_up"]
+    jobs = [job for job in backend.client.jobs() if job.kind != "warm_host_pool"]
     refused = st.session_state.pop(f"{key}_cancel_refused", None)
     if refused:
         st.warning(refused)
