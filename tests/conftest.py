@@ -158,3 +158,13 @@ def wait_until(condition, timeout: float = 10.0) -> None:
             return
         event.wait(0.01)
     raise AssertionError("timed out")
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.slow)])
+def store_url(request, tmp_path):
+    """A fresh, empty runs store's URL: a SQLite file of the test's, then a database on the session's PostgreSQL
+    server (``postgres_url``, started once for the whole session), so the test runs on both. The PostgreSQL half of
+    an AppTest doubles its time: it is in the slow set, which ``make test`` runs too."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path}/runs.sqlite"
+    return new_postgres_database(request.getfixturevalue("postgres_url"))

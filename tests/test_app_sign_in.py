@@ -1,6 +1,7 @@
 """A team server's pages by role (AppTest: the signed-in person is given as ``st.user``, as Streamlit fills it from
 its signed session cookie): what each role sees, what the server refuses whatever the browser sends, and a visitor
-who is not signed in, whose sign-in is too old, who is not on the roles list, or whose provider is down."""
+who is not signed in, whose sign-in is too old, who is not on the roles list, or whose provider is down. What reaches
+the runs store runs on SQLite and on PostgreSQL."""
 
 import socket
 import time
@@ -42,8 +43,8 @@ def auth(metadata_url: str | None = None) -> dict:
 
 
 @pytest.fixture(autouse=True)
-def team(monkeypatch, tmp_path):
-    """A team server with sign-in (PINPOINT_SERVE=team), its roles file and one stored run."""
+def team_server(monkeypatch, tmp_path):
+    """A team server with sign-in (PINPOINT_SERVE=team) and its roles file, over an empty SQLite store."""
     monkeypatch.setenv("PINPOINT_BACKEND", "replay")
     monkeypatch.setenv("PINPOINT_SERVE", "team")
     monkeypatch.delenv("PINPOINT_NO_SIGN_IN", raising=False)
@@ -52,10 +53,21 @@ def team(monkeypatch, tmp_path):
     monkeypatch.setenv("PINPOINT_ROLES", str(roles))
     monkeypatch.setenv("PINPOINT_DB_URL", f"sqlite:///{tmp_path}/runs.sqlite")
     st.cache_resource.clear()
-    store = RunStore(f"sqlite:///{tmp_path}/runs.sqlite")
+    yield
+    st.cache_resource.clear()
+
+
+@pytest.fixture
+def team(monkeypatch, store_url):
+    """The team server's store holding one run, on SQLite and on PostgreSQL: the tests whose role logic reaches the
+    store."""
+    monkeypatch.setenv("PINPOINT_DB_URL", store_url)
+    st.cache_resource.clear()
+    store = RunStore(store_url)
     store.save(schema.read_results(MANAGED).assign(run_id="teamrun01"), "import", label="team review")
     yield store
     st.cache_resource.clear()
+    store.engine.dispose()
 
 
 def signed_in(email: str | None, page: str | None = None, groups=(), issued: float | None = None, query=None,

@@ -1,5 +1,6 @@
-"""The Runs page's trash, labels and audit trail through AppTest (replay mode, a throwaway store per test): each
-control a role may not use is disabled with the reason, and the store refuses the action whatever the browser sent."""
+"""The Runs page's trash, labels and audit trail through AppTest (replay mode, a throwaway store per test, on SQLite
+and on PostgreSQL): each control a role may not use is disabled with the reason, and the store refuses the action
+whatever the browser sent."""
 
 from pathlib import Path
 
@@ -20,16 +21,17 @@ VIEWER = Actor("vic@example.org", Role.VIEWER, "app")
 
 
 @pytest.fixture(autouse=True)
-def store(monkeypatch, tmp_path):
+def store(monkeypatch, store_url):
     monkeypatch.setenv("PINPOINT_BACKEND", "replay")
-    monkeypatch.setenv("PINPOINT_DB_URL", f"sqlite:///{tmp_path}/runs.sqlite")
+    monkeypatch.setenv("PINPOINT_DB_URL", store_url)
     st.cache_resource.clear()
     st.cache_data.clear()
-    runs = RunStore(f"sqlite:///{tmp_path}/runs.sqlite")
+    runs = RunStore(store_url)
     runs.save(schema.read_results(MANAGED).assign(run_id="keep0001"), "import", label="before")
     yield runs
     st.cache_resource.clear()
     st.cache_data.clear()
+    runs.engine.dispose()
 
 
 def as_actor(monkeypatch, actor: Actor) -> None:

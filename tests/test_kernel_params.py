@@ -74,14 +74,21 @@ def test_register_pressure_applies_to_the_latency_bound_kernel_only():
     assert ("stream", 256, 0, 0) in points and ("chase", 256, 64, 0) in points
 
 
-def test_chase_cycle_visits_every_node():
-    nxt = occupancy_sweep.chase_cycle(1 << 10, seed=1)
+@pytest.mark.parametrize("nodes", [1 << 10, (1 << 22) + 17, 3 << 22])
+def test_chase_cycle_visits_every_node_and_is_the_permutation_of_its_seed(nodes):
+    """One cycle through every node, linked in slices (the last slice wraps to the start), in the order of
+    ``rng.permutation`` of its seed: the chase the recordings measured (before it was linked in slices)."""
+    from gpu.sweeps.occupancy_sweep import chase_cycle
+
+    nxt = chase_cycle(nodes, seed=1)
+    order = np.random.default_rng(1).permutation(nodes)
+    assert (nxt[order] == np.roll(order, -1)).all()
     node, seen = 0, set()
-    for _ in range(1 << 10):
+    for _ in range(min(nodes, 1 << 10)):
         seen.add(node)
         node = int(nxt[node])
-    assert len(seen) == 1 << 10 and node == 0
-    assert np.unique(nxt).size == 1 << 10
+    assert len(seen) == min(nodes, 1 << 10)
+    assert np.unique(nxt).size == nodes
 
 
 @pytest.mark.parametrize("stride", [1, 2, 8, 64])

@@ -12,11 +12,6 @@ Bytes: stream reads and writes 4 bytes per element; chase counts 4 bytes per dep
 
 from __future__ import annotations
 
-import functools
-import threading
-
-import numpy as np
-
 from gpu.experiments import _kernels as k
 from gpu.experiments import axes
 
@@ -72,35 +67,6 @@ def shared_memory_reasons(params: Params, max_dynamic_shared: int) -> list[str]:
 def memory_reasons(params: Params, limits) -> list[str]:
     """What can change between the check and the run: whether the buffers fit in the memory free now."""
     return k.memory_reasons(3 * STREAM_ELEMENTS * 4 + 256 * 1024**2, limits, "this sweep")
-
-
-_CHASE_LOCK = threading.Lock()
-
-
-@functools.lru_cache(maxsize=1)
-def _chase_data(nodes: int, threads: int, steps: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    nxt = chase_cycle(nodes, seed)
-    expected = np.arange(threads, dtype=np.uint32)
-    for _ in range(steps):
-        expected = nxt[expected]
-    nxt.flags.writeable = expected.flags.writeable = False  # shared by every job of this process
-    return nxt, expected
-
-
-def chase_data() -> tuple[np.ndarray, np.ndarray]:
-    """The chase's cycle and the node each thread must end on. A random cycle over 2^26 nodes takes seconds to
-    shuffle, and it depends on nothing but its fixed seed: built once per process (the worker starts building
-    it in the background when it starts), not on every Measure."""
-    with _CHASE_LOCK:
-        return _chase_data(CHASE_NODES, CHASE_THREADS, CHASE_STEPS, 11)
-
-
-def chase_cycle(nodes: int, seed: int) -> np.ndarray:
-    """next[] forming one random cycle through all nodes, so chains never settle into the cache."""
-    order = np.random.default_rng(seed).permutation(nodes).astype(np.uint32)
-    nxt = np.empty(nodes, dtype=np.uint32)
-    nxt[order] = np.roll(order, -1)
-    return nxt
 
 
 def flops(row) -> float:

@@ -69,6 +69,12 @@ LABELS = {"ce_read": "copy engine, destination pulls (cuMemcpyPeerAsync)",
           "ce_bidir": "copy engines, both directions at once", "latency": "pointer chase in the peer's memory",
           "h2d_all": "host → GPU, every GPU at once", "d2h_all": "GPU → host, every GPU at once",
           "h2d_alone": "host → GPU, this GPU alone", "d2h_alone": "GPU → host, this GPU alone"}
+# The same variants in the words of a matrix, a chart's legend or a menu, where the API behind each is not room-worthy.
+SHORT_LABELS = {"ce_read": "copy engine, destination pulls", "ce_write": "copy engine, source pushes",
+                "sm_read": "SM kernel, destination reads", "sm_write": "SM kernel, source writes",
+                "ce_bidir": "copy engine, both directions at once", "latency": "latency (pointer chase)",
+                "h2d_alone": "host → GPU, alone", "h2d_all": "host → GPU, every GPU at once",
+                "d2h_alone": "GPU → host, alone", "d2h_all": "GPU → host, every GPU at once"}
 # What each pair variant needs of peer access: (the GPU whose access is needed, the GPU whose memory it touches).
 NEEDS_PEER_ACCESS = {"sm_read": ("destination", "source"), "sm_write": ("source", "destination"),
                      "latency": ("source", "destination")}

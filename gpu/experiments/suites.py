@@ -20,8 +20,11 @@ runs (``gpu.fleet.run``). An experiment that needs more than one GPU (``min_gpus
 when its points are keyed by a peer) must be a node run; a node with fewer GPUs reports "no peer" for it.
 
 Everything is checked against the registry before any GPU work: an unknown experiment, an unknown or bad
-parameter, a bad profile or a TOML error is refused with the file and line it is on. A suite's points (each run's
-``Params.points()``) are the figures a fleet review reads: one column each on the Fleet page.
+parameter, a bad profile or a TOML error is refused with the file and line it is on: tomllib reads the values, and
+each key's line comes from tree-sitter's syntax tree of the same text (``gpu.core.toml_lines``), for any layout
+(quoted or dotted keys, inline tables, ``[run.params]``, CRLF; ``[[run]]`` in a comment or a string is not a table).
+A suite's points (each run's ``Params.points()``) are the figures a fleet review reads: one column each on the Fleet
+page.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from pathlib import Path
 
 from gpu.core import paths
 from gpu.core.errors import ValidationError
+from gpu.core.toml_lines import KeyLines
 from gpu.experiments import registry, request
 from gpu.experiments.request import Request
 
@@ -215,21 +219,26 @@ def parse(text: str, where: str = "<suite>", name: str = "suite") -> Suite:
             from None
     except RecursionError:  # the nesting bound above keeps tomllib far from this; one line if it is ever reached
         raise SuiteError([f"{where}: arrays and tables nested too deep"]) from None
-    lines = _Lines(text)
+    lines = KeyLines(text)  # where each key sits, from tree-sitter's syntax tree of the text tomllib accepted
+
+    def top(key: str) -> int:  # a top-level key's line; line 1 for one not written
+        return lines.get(key) or 1
+
     reasons = []
     for key in sorted(set(data) - SUITE_KEYS):
-        reasons.append(f"{where}: line {lines.top(key)}: unknown key '{key}' (known: {', '.join(sorted(SUITE_KEYS))})")
+        reasons.append(f"{where}: line {top(key)}: unknown key '{key}' (known: {', '.join(sorted(SUITE_KEYS))})")
     profile = data.get("profile", DEFAULT_PROFILE)
     timeout = data.get("timeout_s", DEFAULT_TIMEOUT_S)
     if not isinstance(profile, str):
-        reasons.append(f"{where}: line {lines.top('profile')}: profile must be text, e.g. \"{DEFAULT_PROFILE}\"")
+        reasons.append(f"{where}: line {top('profile')}: profile must be text, e.g. \"{DEFAULT_PROFILE}\"")
     if not _timeout(timeout):
-        reasons.append(f"{where}: line {lines.top('timeout_s')}: {TIMEOUT_WORDS}, not {_value(timeout)}")
+        reasons.append(f"{where}: line {top('timeout_s')}: {TIMEOUT_WORDS}, not {_value(timeout)}")
     if "title" in data and not isinstance(data["title"], str):
-        reasons.append(f"{where}: line {lines.top('title')}: title must be text, not {_value(data['title'])}")
+        reasons.append(f"{where}: line {top('title')}: title must be text, not {_value(data['title'])}")
     entries = data.get("run", [])
     if not isinstance(entries, list) or not entries:
-        reasons.append(f"{where}: line 1: a suite lists at least one [[run]] (an experiment and its parameters)")
+        reasons.append(f"{where}: line {top('run')}: a suite lists at least one [[run]] (an experiment and its "
+                       "parameters)")
         entries = []
     runs = []
     for index, entry in enumerate(entries):
@@ -305,39 +314,43 @@ RUN_HEADER = re.compile(r"^[ \t]*\[\[", re.MULTILINE)
 TOKEN = re.compile(r'\\.|"""|\'\'\'|"|\'|#|\n|[\[\]{}]')
 
 
-def _run(entry, index: int, profile: str, timeout: float, lines: _Lines) -> tuple[SuiteRun | None, list]:
-    header = lines.run(index)
+def _run(entry, index: int, profile: str, timeout: float, lines: KeyLines) -> tuple[SuiteRun | None, list]:
+    header = lines.get("run", index) or lines.get("run") or 1
+
+    def at(*keys: str) -> int:  # a key of this run, else its [[run]] header
+        return lines.get("run", index, *keys) or header
+
     if not isinstance(entry, dict):
         return None, [(header, "each [[run]] is a table with an experiment and its [run.params]")]
-    problems = [(lines.key(index, key), f"unknown key '{key}' in a run (known: {', '.join(sorted(RUN_KEYS))})")
+    problems = [(at(key), f"unknown key '{key}' in a run (known: {', '.join(sorted(RUN_KEYS))})")
                 for key in sorted(set(entry) - RUN_KEYS)]
     name = entry.get("experiment")
     entry_for = registry.BY_NAME.get(name) or registry.BY_COMMAND.get(name) if isinstance(name, str) else None
     if entry_for is None:
         known = ", ".join(e.name for e in registry.REGISTRY)
         shown = repr(name)[:60] if name is not None else "none"
-        return None, problems + [(lines.key(index, "experiment"), f"unknown experiment {shown} (known: {known})")]
+        return None, problems + [(at("experiment"), f"unknown experiment {shown} (known: {known})")]
     params = entry.get("params", {})
     if not isinstance(params, dict):
-        return None, problems + [(lines.key(index, "params"), "[run.params] must be a table of parameters")]
+        return None, problems + [(at("params"), "[run.params] must be a table of parameters")]
     run_profile = entry.get("profile", profile)
     run_timeout = entry.get("timeout_s", timeout)
     if not isinstance(run_profile, str):
-        problems.append((lines.key(index, "profile"), f"profile must be text, e.g. \"{DEFAULT_PROFILE}\", not "
-                                                      f"{_value(run_profile)}"))
+        problems.append((at("profile"), f"profile must be text, e.g. \"{DEFAULT_PROFILE}\", not "
+                                        f"{_value(run_profile)}"))
         run_profile = DEFAULT_PROFILE
     if not _timeout(run_timeout):
-        problems.append((lines.key(index, "timeout_s"), f"{TIMEOUT_WORDS}, not {_value(run_timeout)}"))
+        problems.append((at("timeout_s"), f"{TIMEOUT_WORDS}, not {_value(run_timeout)}"))
     gpus = entry.get("gpus", ONE_GPU)
     if gpus not in (ONE_GPU, NODE):
         shown = repr(gpus)[:40]
-        problems.append((lines.key(index, "gpus"), f"gpus must be \"{ONE_GPU}\" (each GPU on its own, the default) or "
-                                                   f"\"{NODE}\" (all GPUs of a node together), not {shown}"))
+        problems.append((at("gpus"), f"gpus must be \"{ONE_GPU}\" (each GPU on its own, the default) or "
+                                     f"\"{NODE}\" (all GPUs of a node together), not {shown}"))
     elif gpus == ONE_GPU and min_gpus(entry_for.module) > 1:
-        problems.append((lines.key(index, "experiment"), f"{entry_for.name} measures {min_gpus(entry_for.module)} "
-                                                         "or more GPUs together: give gpus = \"node\""))
+        problems.append((at("experiment"), f"{entry_for.name} measures {min_gpus(entry_for.module)} "
+                                           "or more GPUs together: give gpus = \"node\""))
     if "profile" in params:
-        problems.append((lines.key(index, "profile", in_params=True),
+        problems.append((at("params", "profile"),
                          "the profile is the suite's or the run's (profile = …), not a parameter"))
     params = {**params, "profile": run_profile}
     try:
@@ -345,52 +358,20 @@ def _run(entry, index: int, profile: str, timeout: float, lines: _Lines) -> tupl
     except ValidationError as exc:
         checked, reasons = None, exc.reasons
     for reason in reasons:  # a reason that names a parameter points at its line, else at the run's experiment
-        problems.append((lines.mentioned(index, reason, params) or lines.key(index, "experiment"),
+        problems.append((_mentioned(lines, index, reason, params) or at("experiment"),
                          f"{entry_for.name}: {reason}"))
     if problems:
         return None, problems
     return SuiteRun(entry_for.name, params, float(run_timeout), header, gpus, checked), []
 
 
-class _Lines:
-    """Where keys sit in the suite's text: tomllib gives values, not their lines. No maintained TOML parser for
-    Python reports a key's position (tomlkit keeps the formatting, not line numbers; a tree-sitter grammar gives a
-    syntax tree whose values a second, home-made reader would have to convert and validate), so tomllib reads the
-    values and this finds their lines, once per suite."""
-
-    def __init__(self, text: str):
-        self.lines = text.splitlines()
-        self.headers = [i + 1 for i, line in enumerate(self.lines) if re.match(r"\s*\[\[\s*run\s*\]\]", line)]
-
-    def _find(self, key: str, start: int, stop: int) -> int | None:
-        pattern = re.compile(rf"\s*[\"']?{re.escape(key)}[\"']?\s*=")
-        for number in range(start, min(stop, len(self.lines)) + 1):
-            if pattern.match(self.lines[number - 1]):
-                return number
-        return None
-
-    def top(self, key: str) -> int:
-        return self._find(key, 1, (self.headers[0] - 1) if self.headers else len(self.lines)) or 1
-
-    def run(self, index: int) -> int:
-        return self.headers[index] if index < len(self.headers) else 1
-
-    def _block(self, index: int) -> tuple[int, int]:
-        start = self.run(index)
-        stop = self.headers[index + 1] - 1 if index + 1 < len(self.headers) else len(self.lines)
-        return start, stop
-
-    def key(self, index: int, key: str, in_params: bool = False) -> int:
-        start, stop = self._block(index)
-        return self._find(key, start, stop) or start
-
-    def mentioned(self, index: int, reason: str, params: dict) -> int | None:
-        """The line of the first parameter that ``reason`` names (by its name or its words)."""
-        start, stop = self._block(index)
-        for name in params:
-            spoken = name.replace("_", " ").rstrip("s")
-            if name in reason or spoken in reason:
-                found = self._find(name, start, stop)
-                if found:
-                    return found
-        return None
+def _mentioned(lines: KeyLines, index: int, reason: str, params: dict) -> int | None:
+    """The line of the first parameter of run ``index`` that ``reason`` names (by its name or its words); the profile,
+    a parameter that the run or the suite gives, is looked for among the run's keys too."""
+    for name in params:
+        spoken = name.replace("_", " ").rstrip("s")
+        if name in reason or spoken in reason:
+            found = lines.get("run", index, "params", name) or lines.get("run", index, name)
+            if found:
+                return found
+    return None

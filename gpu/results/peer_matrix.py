@@ -28,17 +28,14 @@ import pandas as pd
 
 from gpu.core import text
 from gpu.core.units import format_bytes
+from gpu.experiments import peers
 
 ONE_WAY = ("ce_read", "ce_write", "sm_read", "sm_write")
 BIDIRECTIONAL = "ce_bidir"
 LATENCY = "latency"
 SWEPT = (*ONE_WAY, BIDIRECTIONAL)  # the variants of a pair's size sweep (latency is read in ns, not GB/s)
 HOST = {"h2d": ("h2d_alone", "h2d_all"), "d2h": ("d2h_alone", "d2h_all")}  # direction → (alone, all at once)
-LABELS = {"ce_read": "copy engine, destination pulls", "ce_write": "copy engine, source pushes",
-          "sm_read": "SM kernel, destination reads", "sm_write": "SM kernel, source writes",
-          "ce_bidir": "copy engine, both directions at once", "latency": "latency (pointer chase)",
-          "h2d_alone": "host → GPU, alone", "h2d_all": "host → GPU, every GPU at once",
-          "d2h_alone": "GPU → host, alone", "d2h_all": "GPU → host, every GPU at once"}
+LABELS = peers.SHORT_LABELS  # the declaration's words for each variant, short
 HOST_WORDS = {"h2d": "copying from the host", "d2h": "copying to the host"}
 SINGLE, BATCHED = "cuda_event", "cuda_event_batched_held"
 CHASE = "cuda_event_held"  # the latency chase: one held launch a sample

@@ -153,7 +153,7 @@ class LiveBackend:
     def warm(self) -> JobHandle:
         """Queue the worker's first job: pin the host buffers that experiments keep between jobs (their
         ``pooled_host_buffers`` at default settings), while nobody waits, so the first Measure pins nothing. The app
-        asks for it when it starts its worker; a measure that arrives meanwhile waits behind it (about 1.5 s)."""
+        asks for it when it starts its worker; a measure that arrives meanwhile waits behind it (about 1 s)."""
         return self.client.submit("warm_host_pool", {})
 
 

@@ -27,7 +27,7 @@ from gpu.device import libcuda
 from gpu.device.context import visible_gpus
 from gpu.device.device_set import DeviceSet
 from gpu.device.driver_occupancy import driver_occupancy_table
-from gpu.experiments import REGISTRY, get_experiment, in_point_order, occupancy_sweep, sweep_of
+from gpu.experiments import REGISTRY, get_experiment, in_point_order, sweep_of
 from gpu.experiments.request import Request
 from gpu.service.client import load_service_class
 from gpu.service.messages import Failure, Freed, Hello, InitFailed, Progress, Result, Row
@@ -85,8 +85,23 @@ class GpuService:
         ordinals = [self._choose(spec) for spec in wanted]
         self.devices = DeviceSet(ordinals)
         self.runtime = self.devices.first
-        # Host-only NumPy work that every Occupancy measure needs; built once, off the CUDA thread.
-        threading.Thread(target=occupancy_sweep.chase_data, name="pinpoint-chase-cycle", daemon=True).start()
+        self.warmed = self._warm_up()
+
+    def _warm_up(self) -> dict:
+        """Each sweep that declares ``warm_up(gpu)`` builds, as the worker starts, what its first job would
+        otherwise build while a person waits: a kernel PyCUDA compiles on first use, host data started on a thread.
+        Seconds each took, or why it failed: a failed warm-up costs only its own experiment's first job the time."""
+        warmed = {}
+        for entry in REGISTRY:
+            sweep = entry.sweep_module()
+            if hasattr(sweep, "warm_up"):
+                started = time.perf_counter()
+                try:
+                    sweep.warm_up(self.runtime)
+                    warmed[entry.module.NAME] = round(time.perf_counter() - started, 3)
+                except Exception as exc:  # the experiment's own job meets it again, and says so
+                    warmed[entry.module.NAME] = f"failed: {type(exc).__name__}: {exc}"
+        return warmed
 
     def _choose(self, spec) -> int:
         return devices.choose(spec, self.gpus)
@@ -94,11 +109,12 @@ class GpuService:
     def hello(self) -> dict:
         """The first GPU's facts and limits (as one-GPU callers read them), every visible GPU (``gpus``), and the
         set this worker holds: its ordinals (``gpu_indices``) and each GPU's index, UUID, name and limits
-        (``devices``), with the peer access and link of every ordered pair (``links``)."""
+        (``devices``), with the peer access and link of every ordered pair (``links``); ``warmed``: what the
+        sweeps' warm-ups took."""
         return {"facts": self.runtime.facts, "limits": self.runtime.limits().as_dict(), "pid": os.getpid(),
                 "occupancy_device": self.runtime.occupancy_limits().as_dict(), "gpus": self.gpus,
                 "gpu_index": self.runtime.device_ordinal, "gpu_indices": self.devices.ordinals,
-                "devices": self.devices.devices(),
+                "devices": self.devices.devices(), "warmed": self.warmed,
                 "links": [{"source": a, "destination": b, "peer_access": self.devices.can_peer(a, b),
                            "link": self.devices.link(a, b)} for a, b in self.devices.pairs()]}
 

@@ -3,6 +3,9 @@ says what is measured, how it is timed and how it is checked)."""
 
 from __future__ import annotations
 
+import functools
+import threading
+
 import numpy as np
 
 from gpu.core.occupancy import occupancy
@@ -13,15 +16,13 @@ from gpu.experiments.occupancy_sweep import (
     CHASE_THREADS,
     LABELS,
     STREAM_ELEMENTS,
-    _chase_data,
-    chase_data,
     memory_reasons,
     shared_memory_reasons,
 )
 from gpu.sweeps import _kernels as k
 from gpu.sweeps import harness
 from gpu.sweeps.harness import coarse_first
-from gpu.sweeps.verify import verify_equal
+from gpu.sweeps.verify import verify_equal, verify_pool
 
 
 class OccupancySweep(harness.Sweep):
@@ -55,7 +56,7 @@ class OccupancySweep(harness.Sweep):
         self.src_host = k.small_int_floats(STREAM_ELEMENTS, seed=7)
         self.src, self.dst = ledger.device_buffer(STREAM_ELEMENTS * 4), ledger.device_buffer(STREAM_ELEMENTS * 4)
         cuda.memcpy_htod(self.src, self.src_host)
-        if not _chase_data.cache_info().currsize:  # the worker started moments ago: its background build runs
+        if not _chase_data.cache_info().currsize:  # the worker started moments ago: its warm-up's build runs
             self.progress(0, len(list(self.params.points())),
                           "preparing the random chase cycle (once per worker, a few seconds)")
         nxt, self.expected_chase = chase_data()
@@ -120,3 +121,48 @@ class OccupancySweep(harness.Sweep):
 
 
 run = harness.runner(OccupancySweep)
+
+_CHASE_LOCK = threading.Lock()
+SLICE = 1 << 22  # nodes linked per slice of the cycle, the slices on several cores
+
+
+@functools.lru_cache(maxsize=1)
+def _chase_data(nodes: int, threads: int, steps: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    nxt = chase_cycle(nodes, seed)
+    expected = np.arange(threads, dtype=np.uint32)
+    for _ in range(steps):
+        expected = nxt[expected]
+    nxt.flags.writeable = expected.flags.writeable = False  # shared by every job of this process
+    return nxt, expected
+
+
+def chase_data() -> tuple[np.ndarray, np.ndarray]:
+    """The chase's cycle and the node each thread must end on. A random cycle over 2^26 nodes takes about 3 s to
+    build, and it depends on nothing but its fixed seed: built once per process (by the worker's warm-up
+    as it starts), not on every Measure."""
+    with _CHASE_LOCK:
+        return _chase_data(CHASE_NODES, CHASE_THREADS, CHASE_STEPS, 11)
+
+
+def chase_cycle(nodes: int, seed: int) -> np.ndarray:
+    """next[] forming one random cycle through all nodes, so chains never settle into the cache."""
+    # Linked in slices, which NumPy's indexing runs without the GIL, on several cores: 2^26 nodes linked in one
+    # call took 1.3 s on 2 cores, in slices 0.5 s. (Shuffling 32-bit words gives the same cycle but is slower on
+    # the GPU machine's host, 2.51 s against 1.94 s: NumPy swaps words of a pointer's size faster.)
+    order = np.random.default_rng(seed).permutation(nodes).astype(np.uint32)
+    nxt = np.empty(nodes, dtype=np.uint32)
+
+    def link(lo: int) -> None:
+        hi = min(lo + SLICE, nodes)
+        nxt[order[lo:hi]] = order[lo + 1:hi + 1] if hi < nodes else np.append(order[lo + 1:hi], order[0])
+
+    list(verify_pool().map(link, range(0, nodes, SLICE)))
+    return nxt
+
+
+def warm_up(gpu) -> None:
+    """Start building the chase's cycle as the worker starts, on a thread of its own: about 3 s of host work (most
+    of it without the GIL) that a first Measure of occupancy, or of the Roofline suite, in a fresh worker would
+    otherwise wait for; other jobs measure meanwhile, and ``setup`` waits for the cycle only if it is not built
+    yet."""
+    threading.Thread(target=chase_data, name="pinpoint-chase-cycle", daemon=True).start()

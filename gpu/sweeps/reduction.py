@@ -144,3 +144,13 @@ class ReductionSweep(harness.Sweep):
 
 
 run = harness.runner(ReductionSweep)
+
+
+def warm_up(gpu) -> None:
+    """Build ``gpuarray.dot``'s kernel as the worker starts: PyCUDA compiles its two-stage reduction on first use
+    (nvcc, or its compiler cache, then a module load: 0.2–0.3 s from the cache on an H200's host), which a first
+    Measure of the dot products, or of the Roofline suite, would otherwise wait for."""
+    ones = gpu.gpuarray.to_gpu(np.ones(4096, np.float32))  # to_gpu, not zeros: zeros would compile a fill kernel
+    value = float(gpu.gpuarray.dot(ones, ones).get())
+    if value != 4096.0:
+        raise VerificationError(f"warming up gpuarray.dot: 4096 ones dotted with themselves gave {value!r}")

@@ -85,3 +85,27 @@ def test_calculator_agrees_exactly_with_the_driver(live_backend):
 def test_bad_block_sizes_are_refused_by_the_worker(live_backend, experiment, params, message):
     with pytest.raises(ValidationError, match=message):
         submit_values(live_backend, experiment, params).outcome()
+
+
+def test_a_fresh_worker_warms_up_gpuarray_dot_and_the_chase_cycle_as_it_starts():
+    """As a worker starts, each sweep's declared warm-up runs (the reduction's ``gpuarray.dot`` built and verified
+    on 4096 ones, occupancy's chase cycle started on a thread), so a first Measure compiles nothing; the app's
+    first job pins the pool; the dot product and the chase then verify in real jobs."""
+    from gpu.service.backends import LiveBackend
+    from gpu.service.client import WorkerClient
+
+    client = WorkerClient()
+    try:
+        backend = LiveBackend(client)
+        assert backend.warm().outcome()["pooled_bytes"] > 0
+        warmed = backend.client.info["warmed"]  # from the worker's hello
+        print(f"\nwarm-ups: {warmed}")
+        assert isinstance(warmed["reduction"], float) and isinstance(warmed["occupancy"], float)
+        frame = submit_values(backend, "reduction", {"sizes": [1 << 20], "block_sizes": [256],
+                                                     "variants": ["gpuarray_dot"], "profile": "interactive"}).outcome()
+        assert frame["verified"].all() and frame["rel_error"].max() < 1e-4
+        frame = submit_values(backend, "occupancy", {"block_sizes": [256], "kernels": ["chase"],
+                                                     "profile": "interactive"}).outcome()
+        assert frame["verified"].all() and len(frame) == 1
+    finally:
+        client.close()
