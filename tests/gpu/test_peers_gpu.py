@@ -86,9 +86,12 @@ def test_every_variant_verifies_on_both_pairs_and_both_gpus(pair_backend):
 
 @two_gpus
 def test_bad_pairs_and_sizes_get_one_line_each_and_the_worker_is_kept(pair_backend):
+    too_big = 64 * GiB  # a source and a destination of this size do not fit the GPU: 64 GiB on an H100, 128 on an H200
+    while 2 * too_big <= pair_backend.known_limits().total_device_bytes:
+        too_big *= 2
     cases = [({"pairs": ["0-0"]}, "names GPU 0 twice"),
              ({"gpus": [0, 7]}, "GPU 7 is not in this set"),
-             ({"sizes": [64 * GiB]}, "of device memory")]
+             ({"sizes": [too_big]}, "of device memory")]
     for raw, expected in cases:
         with pytest.raises(ValidationError) as caught:
             submit_values(pair_backend, peers.NAME, {"variants": ["ce_read"], "sizes": [4 * KiB], **raw}).outcome()
