@@ -167,3 +167,27 @@ def test_an_export_whose_parameters_were_edited_is_refused_naming_the_run(tmp_pa
         imports.read_upload("run.csv", path=out)
     runfiles.write(frame, str(out), {run_id: '{"sizes":[1]}'})
     assert imports.params_of(imports.read_upload("run.csv", path=out)) == {run_id: '{"sizes":[1]}'}
+
+
+def test_a_pages_download_of_a_stored_run_carries_its_parameters_and_imports_with_them(target, tmp_path):
+    """'Download this run' on a page (a live run saved as measured, or a run opened from the store) writes the
+    parameters the store keeps, so the file imports into another store with them; a run the store does not hold
+    (a bundled recording) downloads without."""
+    from gpu.results import imports, runfiles
+    from pages._ui import backends, controls
+
+    frame = runs(1)[0]
+    run_id = frame["run_id"].iloc[0]
+    store = RunStore(target)
+    store.save(frame, "live", params={run_id: {"sizes": [1 << 20], "block_sizes": [256]}})
+    store.close()
+    backends._open_catalog.clear()
+    try:
+        params = controls.stored_params(frame)
+        assert params == {run_id: '{"block_sizes":[256],"sizes":[1048576]}'}
+        out = tmp_path / "download.csv"
+        out.write_bytes(runfiles.to_csv_bytes(frame, params))
+        assert imports.params_of(imports.read_upload("download.csv", path=out)) == params
+        assert controls.stored_params(runs(2)[1]) is None  # not in the store: the points alone
+    finally:
+        backends._open_catalog.clear()

@@ -11,6 +11,8 @@ from gpu.core.text import plain
 from gpu.experiments import registry
 from gpu.experiments.axes import Axis
 from gpu.results import runfiles
+from gpu.results.store import StoreError
+from pages._ui.backends import run_catalog
 from pages._ui.stage import more_settings
 from pages._ui.url_state import UrlState
 
@@ -64,9 +66,25 @@ def recorded_values(backend, experiment: str, column: str, run_id: str | None = 
 def download(frame, name: str) -> None:
     # Built when clicked, not on every rerun: writing every sample as CSV costs more than the rest of a page.
     st.download_button("Download this run (CSV in the schema of gpu/core/schema.py, every sample included)",
-                       data=lambda: runfiles.to_csv_bytes(frame), mime="text/csv", key=f"{name}_download",
+                       data=lambda: runfiles.to_csv_bytes(frame, stored_params(frame)), mime="text/csv",
+                       key=f"{name}_download",
                        on_click="ignore",
                        file_name=f"pinpoint-{name}-{frame['run_id'].iloc[0]}.csv")
+
+
+def stored_params(frame) -> dict[str, str] | None:
+    """The parameters the runs store keeps for the frame's runs (a live run is saved as it is measured, an opened
+    one was), so a downloaded run imports with them, as ``gpu.bench export`` writes it; None for runs it does not
+    hold (bundled recordings) or when the store cannot be read: the points download all the same."""
+    catalog, _ = run_catalog()
+    if catalog is None:
+        return None
+    try:
+        known = catalog.store.run_params(sorted(set(frame["run_id"].astype(str))))
+    except StoreError:
+        return None
+    kept = {str(r.run_id): r.params for r in known.itertuples() if isinstance(r.params, str)}
+    return kept or None
 
 
 def axis_options(backend, experiment: str, column: str, run_id: str | None, live_options: list[int],
