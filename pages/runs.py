@@ -199,6 +199,8 @@ elif ui.desk():  # labels and the trash are desk work
                           help=actor.why_not("trash"))
     right.button("Move to trash", key="runs_trash", disabled=not (sure and actor.may("trash")), type="secondary",
                  help=actor.why_not("trash"), on_click=ui.request, args=(f"runs_trash_{run_id}",))
+    if not actor.may("trash"):  # the reason on the page, not only in a tooltip; also the answer to a forged press
+        right.caption(f"Not moved to the trash: {plain(actor.why_not('trash'), None)}")
     if st.session_state.pop(f"runs_trash_{run_id}", False) and sure:
         try:
             catalog.trash(actor, [run_id])

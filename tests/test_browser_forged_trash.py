@@ -181,7 +181,7 @@ def test_the_trash_posted_by_hand_over_the_websocket_moves_the_run_for_an_admin_
     # A viewer and a member: their page shows the trash controls disabled with the reason; the hand-made messages
     # tick the confirmation, then press Move to trash, as a tab does. Streamlit drops a disabled widget's posted value
     # and skips its callback, so the page's action never starts: nothing is done, the run stays, the trail is as it
-    # was, and the answer is the same page with the same one-line reason on the disabled controls.
+    # was, and the answer is the same page with the same one-line reason under the disabled controls.
     sent = {}
     for login, role in ((VIEWER, "viewer"), (MEMBER, "member")):
         reason = f"trash needs the admin role; {login} is a {role}"  # a control's help text, as it is
@@ -192,7 +192,9 @@ def test_the_trash_posted_by_hand_over_the_websocket_moves_the_run_for_an_admin_
             ticked = connection.rerun(forged_trash(page)[:3])
             answer = connection.rerun(forged_trash(page))
             sent[login] = [state.id for state in forged_trash(page)]
-        for shown in (ticked, answer):
+        for shown in (page, ticked, answer):
+            assert [p.body for k, p in elements(shown) if k == "markdown" and p.body.startswith("Not moved")] == \
+                [f"Not moved to the trash: {plain(reason, None)}"]
             assert not [p.body for k, p in elements(shown) if k == "alert" and "trash" in p.body]
             assert widget(shown, "checkbox", f"runs_trash_sure_{RUN}").help == reason
             assert widget(shown, "button", "runs_trash").disabled
