@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from gpu.core import schema
 from gpu.core.access import Actor, Role
 from gpu.core.errors import AccessRefused
-from gpu.results import audit, catalog, migrations, runfiles, store
+from gpu.results import audit, catalog, changes, migrations, runfiles, store
 from tests import pair_frames
 from tests.conftest import new_postgres_database
 from tests.test_store_attacks import cli
@@ -192,7 +192,8 @@ def test_a_failure_after_the_audit_row_leaves_neither_the_change_nor_the_row(url
         real(connection, *args)
         raise sa.exc.OperationalError("after the audit row", {}, Exception("the server went away"))
 
-    monkeypatch.setattr(store, "record", record_then_fail)
+    monkeypatch.setattr(store, "record", record_then_fail)  # a save's audit row
+    monkeypatch.setattr(changes, "record", record_then_fail)  # a trash, restore, purge or label change's
     with pytest.raises(store.StoreError, match="went away"):
         if action == "label":
             runs.set_label(ADMIN, "atom0001", "changed")
