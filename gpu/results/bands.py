@@ -295,3 +295,11 @@ def _same_method(rows, row) -> list[float]:
     """The medians of ``rows`` measured as ``row`` was: the same timer and profile family."""
     return [r["median_ms"] for r in rows if r["timer"] == row["timer"]
             and str(r["profile"]).split("/")[0] == str(row["profile"]).split("/")[0]]
+
+
+def against_median(rows: pd.DataFrame, judged) -> None:
+    """Each row's ``ratio`` to its ``median`` and its ``deviation`` from it in run-to-run floors (its ``floor``),
+    NaN where not ``judged`` (too few to make a median): how a board's figure (``fleet``) and a node's link
+    (``fleet_links``) are read against their peers, in place."""
+    rows["ratio"] = rows["value"] / rows["median"]
+    rows["deviation"] = np.where(judged, (rows["ratio"] - 1) / rows["floor"], np.nan)

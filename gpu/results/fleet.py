@@ -21,7 +21,7 @@ import pandas as pd
 
 from gpu.core import schema
 from gpu.core.boards import Board
-from gpu.results import compare
+from gpu.results import bands, compare
 from gpu.results.fleet_plan import NOT_RECORDED, Plan, stored_plan  # noqa: F401 (the Fleet page's names, here)
 from gpu.results.store import RunStore
 
@@ -162,9 +162,7 @@ def build(table: pd.DataFrame, suite, history: pd.DataFrame | None = None) -> Fl
             low, high = split
             cells.loc[low.index, ["group", "median"]] = ["low", float(low["value"].median())]
             cells.loc[high.index, ["group", "median"]] = ["high", float(high["value"].median())]
-    cells["ratio"] = cells["value"] / cells["median"]
-    judged = cells["boards_of_model"] >= MIN_BOARDS
-    cells["deviation"] = np.where(judged, (cells["ratio"] - 1) / cells["floor"], np.nan)
+    bands.against_median(cells, cells["boards_of_model"] >= MIN_BOARDS)
     figures = (cells.drop_duplicates("figure")[["figure", "experiment", "label", "full_label", "kind", "floor"]]
                .assign(order=lambda f: f["figure"].map(order)).sort_values("order").reset_index(drop=True))
     boards = _boards(newest)

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-import numpy as np
 import pandas as pd
 
 from gpu.core import schema
 from gpu.results import compare
+from gpu.results.bands import against_median
 from gpu.results.fleet import model_name
 
 SLOW_FLOORS = 1.0
@@ -95,8 +95,7 @@ def judge(table: pd.DataFrame, figure: str) -> pd.DataFrame:
     by_type = rows.groupby(["model", "link"])["value"]
     rows["median"] = by_type.transform("median")
     rows["links"] = by_type.transform("count")
-    rows["ratio"] = rows["value"] / rows["median"]
-    rows["deviation"] = np.where(rows["links"] >= MIN_LINKS, (rows["ratio"] - 1) / rows["floor"], np.nan)
+    against_median(rows, rows["links"] >= MIN_LINKS)
     rows["slow"] = rows["deviation"] < -SLOW_FLOORS
     return rows.sort_values(["host", "gpu_index", "peer_index"]).reset_index(drop=True)
 
