@@ -15,14 +15,12 @@ from pathlib import Path
 import pytest
 from websockets.sync.client import connect
 
-from gpu.core import schema
 from gpu.core.access import Actor, Role
 from gpu.core.text import plain
 from gpu.results.store import RunStore
-from tests.browser_helper import CHROMIUM, free_port, streamlit_app
+from tests.browser_helper import CHROMIUM
 from tests.conftest import new_postgres_database
-from tests.oidc_helper import oidc_provider
-from tests.test_browser_sign_in import ACCOUNTS, COOKIE_SECRET, MANAGED, ROLES, sign_in
+from tests.test_browser_sign_in import ROLES, sign_in, signed_in_server
 
 ADMIN, MEMBER, VIEWER = "ada@example.org", "bob@example.org", "vic@elsewhere.net"
 RUN = "teamrun01"
@@ -38,23 +36,12 @@ pytestmark = [
 def team_server(request, tmp_path_factory):
     """A provider and a team server whose sign-in it is, over a store (SQLite or PostgreSQL) holding one run."""
     folder = tmp_path_factory.mktemp(f"forged-{request.param}")
-    port = free_port()
-    address = f"http://127.0.0.1:{port}"
-    if request.param == "sqlite":
-        url = f"sqlite:///{folder}/runs.sqlite"
-    else:
-        url = new_postgres_database(request.getfixturevalue("postgres_url"))
-    store = RunStore(url)
-    store.save(schema.read_results(MANAGED).assign(run_id=RUN), "import", label="team review")
-    (folder / "roles.toml").write_text(ROLES)
-    with oidc_provider(folder, f"{address}/oauth2callback", ACCOUNTS) as provider:
-        (folder / ".streamlit").mkdir()
-        (folder / ".streamlit" / "secrets.toml").write_text(provider.secrets(f"{address}/oauth2callback",
-                                                                             COOKIE_SECRET))
-        with streamlit_app(log=folder / "server.log", port=port, PINPOINT_SERVE="team", HOME=str(folder),
-                           PINPOINT_ROLES=str(folder / "roles.toml"), PINPOINT_DB_URL=url):
-            yield address, store, folder / "roles.toml"
-    store.engine.dispose()
+    url = f"sqlite:///{folder}/runs.sqlite" if request.param == "sqlite" else \
+        new_postgres_database(request.getfixturevalue("postgres_url"))
+    with signed_in_server(folder, url) as (address, _):
+        store = RunStore(url)  # opened once the run is stored: a store reads its schema version when opened
+        yield address, store, folder / "roles.toml"
+        store.engine.dispose()
 
 
 def session_cookies(browser, url: str, login: str) -> dict[str, str]:

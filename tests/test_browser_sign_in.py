@@ -6,6 +6,7 @@ headless Debian Chromium driven by Playwright)."""
 import json
 import re
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -33,23 +34,30 @@ pytestmark = [
 ]
 
 
-@pytest.fixture(scope="module")
-def team_server(tmp_path_factory):
-    """A provider and a team server whose sign-in it is, over a store holding one run."""
-    folder = tmp_path_factory.mktemp("team-server")
+@contextmanager
+def signed_in_server(folder: Path, store_url: str):
+    """A provider (``ACCOUNTS``) and a team server whose sign-in it is (roles ``ROLES``), over ``store_url`` with
+    one run, ``teamrun01``, stored: (the server's address, the provider)."""
     port = free_port()
     address = f"http://127.0.0.1:{port}"
-    store = f"sqlite:///{folder}/runs.sqlite"
-    RunStore(store).save(schema.read_results(MANAGED).assign(run_id="teamrun01"), "import", label="team review")
+    RunStore(store_url).save(schema.read_results(MANAGED).assign(run_id="teamrun01"), "import", label="team review")
     (folder / "roles.toml").write_text(ROLES)
     with oidc_provider(folder, f"{address}/oauth2callback", ACCOUNTS) as provider:
         (folder / ".streamlit").mkdir()
         (folder / ".streamlit" / "secrets.toml").write_text(provider.secrets(f"{address}/oauth2callback",
                                                                              COOKIE_SECRET))
         with streamlit_app(log=folder / "server.log", port=port, PINPOINT_SERVE="team", HOME=str(folder),
-                           PINPOINT_ROLES=str(folder / "roles.toml"), PINPOINT_DB_URL=store) as url:
+                           PINPOINT_ROLES=str(folder / "roles.toml"), PINPOINT_DB_URL=store_url) as url:
             assert url == address
             yield url, provider
+
+
+@pytest.fixture(scope="module")
+def team_server(tmp_path_factory):
+    """A provider and a team server whose sign-in it is, over a store holding one run."""
+    folder = tmp_path_factory.mktemp("team-server")
+    with signed_in_server(folder, f"sqlite:///{folder}/runs.sqlite") as (url, provider):
+        yield url, provider
 
 
 def settled(page):
