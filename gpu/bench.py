@@ -256,9 +256,8 @@ def _review(args) -> int:
               if not table.empty else "no runs yet")
         return 0
     if args.experiment == "export":
-        asked = runs.store.run_params([args.run_id])  # a stored run's parameters travel in its manifest
-        write_frame(runs.load(args.run_id), args.out,
-                    {r: p for r, p in zip(asked["run_id"], asked["params"], strict=True) if isinstance(p, str)})
+        # a stored run's parameters travel in its manifest
+        write_frame(runs.load(args.run_id), args.out, runs.store.kept_params([args.run_id]))
         print(f"wrote run {args.run_id} to {args.out}", file=sys.stderr)
         return 0
     baseline = runs.load(args.baseline)

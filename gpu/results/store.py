@@ -384,6 +384,12 @@ class RunStore(CheckedChanges, Database):
                 raise self.failure(exc, "reading runs' parameters") from None
         return pd.DataFrame(rows, columns=PARAMS_COLUMNS)
 
+    def kept_params(self, run_ids: list[str]) -> dict[str, str]:
+        """run id → the parameters (JSON text) the store keeps for each of ``run_ids`` that has them: what an export
+        of those runs carries in its manifest."""
+        asked = self.run_params(run_ids)
+        return {str(r): p for r, p in zip(asked["run_id"], asked["params"], strict=True) if isinstance(p, str)}
+
     def _boards(self, connection, run_ids: list[str] | None) -> dict[str, dict]:
         """run_id → {ordinal: UUID} of ``run_ids`` (every run when None), in each run's order."""
         if self.version < 3:

@@ -80,11 +80,9 @@ def stored_params(frame) -> dict[str, str] | None:
     if catalog is None:
         return None
     try:
-        known = catalog.store.run_params(sorted(set(frame["run_id"].astype(str))))
+        return catalog.store.kept_params(sorted(set(frame["run_id"].astype(str)))) or None
     except StoreError:
         return None
-    kept = {str(r.run_id): r.params for r in known.itertuples() if isinstance(r.params, str)}
-    return kept or None
 
 
 def axis_options(backend, experiment: str, column: str, run_id: str | None, live_options: list[int],
