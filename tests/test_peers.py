@@ -234,15 +234,15 @@ def test_the_chase_figure_is_the_mean_over_whole_rotations_of_every_sm_as_nvband
         walked.append(block)
         return per_block[block]
 
-    summary = chase_summary(launch, 132, stats.get_profile("interactive"))
+    summary = chase_summary(launch, 132, 2048, stats.get_profile("interactive"))
     assert walked[0] == 0 and walked[1:] == list(range(132))  # a warm-up launch, then one whole rotation
     assert summary.samples == 132 and summary.median_ms == pytest.approx(sum(per_block) / 132)
     assert summary.median_ms != pytest.approx(per_block[0]) and summary.stop_reason == "converged"
     assert (summary.min_ms, summary.max_ms) == (min(per_block), max(per_block))
     assert 0 < summary.cv < 0.001
     walked.clear()
-    longer = chase_summary(launch, 132, stats.get_profile("interactive/min_time_s=0.5"))  # 0.22 s a rotation
+    longer = chase_summary(launch, 132, 2048, stats.get_profile("interactive/min_time_s=0.5"))  # 0.22 s a rotation
     assert len(walked) == 1 + 3 * 132 and longer.samples == 3 * 132
     walked.clear()
-    capped = chase_summary(launch, 132, stats.get_profile("interactive/min_time_s=5,timeout_s=0.000001"))
+    capped = chase_summary(launch, 132, 2048, stats.get_profile("interactive/min_time_s=5,timeout_s=0.000001"))
     assert len(walked) == 1 + 132 and capped.stop_reason == "timeout"  # at least one rotation, none begun past it

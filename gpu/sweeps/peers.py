@@ -72,6 +72,7 @@ class PeersSweep(harness.Sweep):
     # one block on one SM, median of its samples, as PinPoint measured before (kept for the accuracy benchmark's
     # before/after, tests/benchmarks/peer_bar.py).
     CHASE_FROM_EVERY_SM = True
+    CHASE_STEPS = declared.CHASE_STEPS  # loads a launch (the benchmark's before: 8192, as PinPoint walked then)
 
     NAME, TITLE, AXES, KEY_COLUMNS = declared.NAME, declared.TITLE, declared.AXES, declared.KEY_COLUMNS
     invalid_reasons = staticmethod(declared.invalid_reasons)
@@ -255,7 +256,7 @@ class PeersSweep(harness.Sweep):
         slot of its own, so every walk is checked."""
         state = point.state
         walker, peer = self.devices[state["source"]], self.devices[state["destination"]]
-        steps = declared.CHASE_STEPS
+        steps = self.CHASE_STEPS
         point.columns.update({"param": "loads per sample", "param_value": steps})
         blocks = walker.runtime.sm_count if self.CHASE_FROM_EVERY_SM else 1
 
@@ -268,7 +269,7 @@ class PeersSweep(harness.Sweep):
 
         if not self.CHASE_FROM_EVERY_SM:
             return lambda: launch(0)
-        return chase_summary(launch, blocks, self.profile)
+        return chase_summary(launch, blocks, steps, self.profile)
 
     # --- checks -------------------------------------------------------------------------------------------------------
     def verify(self, point) -> None:
@@ -295,7 +296,7 @@ class PeersSweep(harness.Sweep):
         state = point.state
         walker, peer = self.devices[state["source"]], self.devices[state["destination"]]
         nodes = state["size"] // declared.CHASE_STRIDE_BYTES
-        expected = int(peer.dst) + (declared.CHASE_STEPS % nodes) * declared.CHASE_STRIDE_BYTES
+        expected = int(peer.dst) + (self.CHASE_STEPS % nodes) * declared.CHASE_STRIDE_BYTES
         blocks = walker.runtime.sm_count if self.CHASE_FROM_EVERY_SM else 1
         got = np.empty(walker.runtime.sm_count, np.uint64)
         with self.gpus.activate(walker.ordinal):
@@ -306,19 +307,20 @@ class PeersSweep(harness.Sweep):
                                     f"at 0x{int(got[wrong[0]]):x}, expected 0x{expected:x})")
 
 
-def chase_summary(launch, blocks: int, profile: stats.Profile) -> stats.Summary:
-    """The chase's figure from whole rotations of ``launch(block)`` (ms per load of one launch walked by ``block``)
-    over ``blocks``: after one warm-up launch, as many rotations as the profile's ``min_time_s`` of samples asks (at
-    least one, and none begun past its ``timeout_s``). ``median_ms`` is the mean over every launch, as nvbandwidth sums
-    its launches' times and divides by the loads (each launch walks as many), so every SM weighs the same; the
-    samples are the launches (their spread is the SMs'), and ``cv`` the mean's relative standard error over them."""
+def chase_summary(launch, blocks: int, steps: int, profile: stats.Profile) -> stats.Summary:
+    """The chase's figure from whole rotations of ``launch(block)`` (ms per load of one launch of ``steps`` loads
+    walked by ``block``) over ``blocks``: after one warm-up launch, as many rotations as the profile's ``min_time_s``
+    of samples asks (at least one, and none begun past its ``timeout_s``). ``median_ms`` is the mean over every
+    launch, as nvbandwidth sums its launches' times and divides by the loads (each launch walks as many), so every SM
+    weighs the same; the samples are the launches (their spread is the SMs'), and ``cv`` the mean's relative standard
+    error over them."""
     launch(0)  # the first launch pays one-time costs (the peer's TLB entries, its L2 filled with the chain)
     began = time.perf_counter()
     samples: list[float] = []
     while True:
         samples.extend(launch(block) for block in range(blocks))
         spent = time.perf_counter() - began
-        enough = sum(samples) / 1e3 * declared.CHASE_STEPS >= profile.min_time_s
+        enough = sum(samples) / 1e3 * steps >= profile.min_time_s
         if enough or spent * (1 + blocks / len(samples)) > profile.timeout_s:  # done, or the next rotation overruns
             break
     values = np.asarray(samples)
