@@ -261,10 +261,11 @@ class PeersSweep(harness.Sweep):
         blocks = walker.runtime.sm_count if self.CHASE_FROM_EVERY_SM else 1
 
         def launch(block: int) -> float:
+            self.telemetry.sample()  # the harness's reading before a sample (at most one every 50 ms)
             with self.gpus.activate(walker.ordinal):
                 ms = walker.timer.time(lambda: walker.chase_kernel.prepared_async_call(
                     (blocks, 1), (1, 1, 1), walker.stream, int(peer.dst), np.uint32(steps), np.uint32(block),
-                    walker.end), walker.holder)
+                    int(walker.end) + 8 * block), walker.holder)  # the walking block's own slot
             return ms / steps
 
         if not self.CHASE_FROM_EVERY_SM:
