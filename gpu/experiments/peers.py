@@ -34,6 +34,10 @@ two events, the stream held while Python queues them (``cuda_event_batched_held`
 lasts at least 1 ms (at most 512), kept in ``param_value``. Where several streams run at once (bidirectional, all
 GPUs) each has its own hold and events, released together.
 
+On a node of more GPUs than ``whole_matrix_gpus`` (4 by default) the other pair copies are sampled
+(``Params.pairs_for``): ``ce_read`` keeps every ordered pair, the rest take each GPU to the next and to the one half
+the node away.
+
 Defaults: the matrix at one size (``MATRIX_SIZE``, batched; ``MATRIX_VARIANTS``), what the Peers page measures first
 and the health suite measures; ``FULL_SWEEP`` adds every size, the SM copies and single copies.
 
@@ -97,6 +101,12 @@ CHASE_STRIDE_BYTES = 128  # nvbandwidth's strideLen: 16 pointers, one 128-byte l
 # Dependent loads a launch: ~1.7 ms at ~0.83 µs, so a launch's few µs of start-up weigh ~0.2 % and a rotation over 132
 # SMs takes ~0.25 s (nvbandwidth: 1,000,000 loads over its 132 launches, ~7,600 each).
 CHASE_STEPS = 2048
+# A node of more GPUs than ``whole_matrix_gpus`` (default WHOLE_MATRIX_GPUS) is measured on a sampled plan: this copy
+# on every ordered pair, at every size asked (a slow link, in either direction, shows in it), and the other pair
+# copies on a sample of the pairs whose count grows with the GPUs, not their square: each GPU to the next
+# (i → i + 1) and to the one half the node away (i → i + n/2). An 8-GPU node then measures 104 pair points, not 224.
+EVERY_PAIR_VARIANT = "ce_read"
+WHOLE_MATRIX_GPUS = 4
 GUARD_BYTES = 256  # poisoned bytes after each destination: a copy that writes past its end fails
 DEVICE_RESERVE_BYTES = 512 * 1024**2
 MIN_BYTES, MAX_BYTES = 4 * KiB, 256 * GiB
@@ -124,6 +134,10 @@ AXES = (
               help="comma-separated GPU indices of the worker's set to measure between (default: all of them)"),
     axes.Axis("pairs", "GPU pairs", [], kind="words", one="pair", may_be_empty=True,
               help="ordered pairs source-destination, e.g. 0-1,1-0 (default: every ordered pair of the GPUs)"),
+    axes.Axis("whole_matrix_gpus", "GPUs measured on every pair", WHOLE_MATRIX_GPUS, kind="int", low=2, high=1024,
+              help="the largest node whose every pair gets every copy; on more GPUs the copy engine's pull takes every "
+                   "ordered pair and the other copies a sample (each GPU to the next and to the one half the node "
+                   "away), so a node's time grows with its GPUs, not their square (named pairs are measured whole)"),
 )
 
 
@@ -141,6 +155,15 @@ class Params(axes.parameters(AXES)):
             return list(dict.fromkeys(p for p in named if p is not None and p[0] != p[1]))
         return [(a, b) for a in self.gpus for b in self.gpus if a != b]
 
+    def pairs_for(self, variant: str) -> list[tuple[int, int]]:
+        """The ordered pairs ``variant`` is measured on: every one of ``pair_list``, or on a node of more than
+        ``whole_matrix_gpus`` (without named pairs) for all but ``EVERY_PAIR_VARIANT`` each GPU to the next and to the
+        one half the node away."""
+        every = self.pair_list()
+        if self.pairs or variant == EVERY_PAIR_VARIANT or len(self.gpu_list()) <= self.whole_matrix_gpus:
+            return every
+        return sampled(self.gpu_list(), every)
+
     def gpu_list(self) -> list[int]:
         """The GPUs the job touches: ``gpus``, else those its pairs name."""
         if self.gpus:
@@ -155,7 +178,7 @@ class Params(axes.parameters(AXES)):
                         for method in self.methods:
                             yield variant, gpu, None, size, TIMERS[method]
                 continue
-            for source, destination in self.pair_list():
+            for source, destination in self.pairs_for(variant):
                 for size in self.sizes:
                     if variant == "latency":
                         yield variant, source, destination, size, LATENCY_TIMER
@@ -165,6 +188,15 @@ class Params(axes.parameters(AXES)):
 
 
 parse_params = axes.parser(Params)
+
+
+def sampled(gpus: list[int], every: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The sample of ``every`` ordered pair of ``gpus`` (n of them): each GPU to the next (i → i + 1 mod n) and to the
+    one half the node away (i → i + n/2): 2n pairs, or n where the two coincide (2 GPUs: both pairs), in the order of
+    ``every``."""
+    n = len(gpus)
+    chosen = {(gpus[i], gpus[(i + shift) % n]) for shift in dict.fromkeys((1, n // 2)) if shift for i in range(n)}
+    return [pair for pair in every if pair in chosen]
 
 
 def with_devices(params: Params, ordinals) -> Params:

@@ -115,7 +115,7 @@ class PeersSweep(harness.Sweep):
                 if variant in declared.HOST_VARIANTS:
                     places = [(gpu, None) for gpu in params.gpu_list()]
                 else:
-                    places = params.pair_list()
+                    places = params.pairs_for(variant)
                 for source, destination in places:
                     for method in methods:
                         columns = {"variant": variant, "elements": int(size), "gpu_index": source,
