@@ -187,7 +187,7 @@ def main() -> int:
                 row = spread.iloc[0]
                 notes.append(f"latency GPU {a}→{b}: nvbandwidth {', '.join(f'{v:,.1f}' for v in runs)} ns (before, "
                              f"after PinPoint); every SM's launch {row['min_ms'] * 1e6:,.1f}–{row['max_ms'] * 1e6:,.1f}"
-                             f" ns over {int(row['samples'])} launches ({int(row['sm_count'])} SMs)")
+                             f" ns over {int(row['samples'])} launches")
     # Both directions at once: nvbandwidth prints each direction (two matrices) and their total; PinPoint a row each.
     bidir = reference.get("bidir") or []
     for a, b in [(a, b) for a in ordinals for b in ordinals if a < b]:
