@@ -80,6 +80,12 @@ def pytest_configure(config):
 
         folder = tempfile.mkdtemp(prefix="pinpoint-test-store-")
         os.environ["PINPOINT_DB_URL"] = f"sqlite:///{folder}/runs.sqlite"
+    # Nor the machine's GPU locks: simulated boards lock files of their own folder (GPU tests that must meet other
+    # processes' real measurements name the machine's folder themselves).
+    if "PINPOINT_LOCK_DIR" not in os.environ:
+        import tempfile
+
+        os.environ["PINPOINT_LOCK_DIR"] = tempfile.mkdtemp(prefix="pinpoint-test-locks-")
 
 
 def _postgres_bin() -> Path | None:
