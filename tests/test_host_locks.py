@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -240,3 +241,43 @@ def _alive(pid: int) -> bool:
     except (OSError, IndexError):
         return False
     return state != "Z"  # a zombie has exited (its new parent reaps it)
+
+
+def _held_elsewhere(purpose: str) -> subprocess.Popen:
+    """Another process holding GPU 0's lock for ``purpose`` until its stdin closes."""
+    script = ("import sys\nfrom gpu.service.host_locks import HostClaim\n"
+              "claim = HostClaim(('GPU-x',), (0,), sys.argv[1])\nclaim.acquire()\nprint('held', flush=True)\n"
+              "sys.stdin.read()\n")
+    holder = subprocess.Popen([sys.executable, "-c", script, purpose], cwd=ROOT, env=_env(), stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline() == "held\n"
+    return holder
+
+
+def _queue_panel(backend):
+    from pages._ui import measure
+
+    measure.queue_panel(backend, "q")
+
+
+def test_the_queue_panel_lists_other_processes_as_plain_text_and_the_apps_wait_limit(lock_dir):
+    import types
+
+    from streamlit.testing.v1 import AppTest
+
+    holder = _held_elsewhere("[click me](https://evil.example/q) **now**")
+    try:
+        backend = types.SimpleNamespace(client=types.SimpleNamespace(jobs=lambda: [], wait_s=600.0))
+        at = AppTest.from_function(_queue_panel, args=(backend,), default_timeout=30).run()
+        assert at.expander[0].label == "GPU queue: 0 jobs · 1 other process measuring"
+        listed, limit = (c.value for c in at.caption)
+        assert re.fullmatch(re.escape("another process · GPU 0 is measuring for `[click me](https://evil.example/q) "
+                                      f"**now**` (pid {holder.pid}, for ") + r"\d+ s\)",
+                            listed.replace("\\", "").replace("\u200b", ""))  # as the reader sees it
+        assert "](" not in listed and "**" not in listed  # escaped: no link, no emphasis
+        assert limit == "A job here waits at most 600 s for a GPU that another process measures on, then is refused."
+    finally:
+        holder.stdin.close()
+        holder.wait(10)
+    at.run()
+    assert len(at.expander) == 0  # nothing measures any more: no panel

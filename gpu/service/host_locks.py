@@ -38,6 +38,7 @@ DEFAULT_LOCK_DIR = "/tmp/pinpoint-gpu-locks"
 POLL_S = 0.05  # how often a waiter tries again: a freed GPU is taken within this
 RECORD_BYTES = 2048  # the most read of a holder's record: another process's text
 PURPOSE_CHARS = 80
+APP_WAIT_S = 600.0  # the app's jobs wait at most this for a GPU that another process measures on (the page says so)
 EXIT_GPU_BUSY = 4  # the runner's and the fleet command's exit code when a wait limit ran out
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
@@ -196,7 +197,7 @@ class HostClaim:
                         os.close(fd)
                         raise GpuBusy(f"refused: {holder.text()} and stayed busy past the wait limit of "
                                       f"{wait_s:g} s (--wait)")
-                    waiting(f"{holder.text()}; waiting")
+                    waiting(f"{holder.text()}; waiting" + (f" (at most {wait_s:g} s)" if wait_s is not None else ""))
                     time.sleep(poll_s)
                 self._held.append(fd)
                 self._write_record(fd, index)
