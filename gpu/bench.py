@@ -122,6 +122,10 @@ def parse_args(argv=None, prog: str = "python -m gpu.bench"):
     f.add_argument("--fleet-id", help="name the fleet; an id already in the store measures only its missing "
                                       "(GPU, experiment) pairs (default: the suite and the start time)")
     f.add_argument("--label", help="a label for every stored run")
+    f.add_argument("--wait", type=wait_seconds, metavar="SECONDS",
+                   help="how long each run waits for a GPU that another process of its node (the app, a runner) is "
+                        "measuring on; past it that run fails, named in the summary (exit code 1). Default: up to the "
+                        "run's own time limit")
     f.add_argument("--nodes", type=int, default=1, help="slurm: nodes, one job each")
     f.add_argument("--gpus-per-node", type=int, default=1, help="slurm: GPUs (and workers) per node")
     f.add_argument("--partition", help="slurm: the partition (queue)")

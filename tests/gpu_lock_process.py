@@ -38,3 +38,23 @@ def main(tag: str, log: str, seconds: float, wait_s: float | None, release: str 
 if __name__ == "__main__":
     tag, log, seconds, wait, release = (sys.argv[1:] + ["-", ""])[:5]
     sys.exit(main(tag, log, float(seconds), None if wait == "-" else float(wait), release or None))
+
+
+def worker_pids(service: str) -> tuple[int, int]:
+    """Run on a Dask worker: its pid and its GPU worker process's pid (started here, as a fleet's first task does)."""
+    import os
+
+    from gpu.fleet import task
+
+    return os.getpid(), task.backend(service).client.worker_pid
+
+
+class SlowListing:
+    """A service whose GPUs take minutes to list: a process asking for them is killed meanwhile."""
+
+    @staticmethod
+    def visible_gpus() -> list[dict]:
+        import time
+
+        time.sleep(120)
+        return []

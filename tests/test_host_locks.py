@@ -281,3 +281,99 @@ def test_the_queue_panel_lists_other_processes_as_plain_text_and_the_apps_wait_l
         holder.wait(10)
     at.run()
     assert len(at.expander) == 0  # nothing measures any more: no panel
+
+
+# --- fleets: --wait, and no GPU worker outlives its Dask worker ----------------------------------------------------
+QUICK_SUITE = 'profile = "interactive"\n[[run]]\nexperiment = "host_latency"\n[run.params]\nsizes = [1048576]\n' \
+              'variants = ["mapped"]\n'
+
+
+@pytest.mark.slow  # a Dask scheduler and worker
+def test_a_fleet_run_past_its_wait_fails_naming_the_process_that_held_its_gpu(tmp_path):
+    from tests.simulated_fleet import board_uuid
+    from tests.test_fleet import Cluster, fleet
+
+    cluster = Cluster(tmp_path)
+    suite = tmp_path / "quick.toml"
+    suite.write_text(QUICK_SUITE)
+    holder = HostClaim((board_uuid(0),), (0,), "pinpoint measure transfers")
+    try:
+        cluster.add_worker(0)
+        cluster.wait_for_workers(1)
+        assert holder.acquire()
+        code, out, err = fleet(f"sqlite:///{tmp_path}/runs.sqlite", str(suite), "--cluster", cluster.address,
+                               "--fleet-id", "w1", "--wait", "0.5")
+    finally:
+        holder.release()
+        cluster.stop()
+    assert code == 1, err
+    refusal = re.escape(f"host_latency failed: refused: GPU 0 is measuring for `pinpoint measure transfers` (pid "
+                        f"{os.getpid()}, for ") + r"\d+ s\) and stayed busy past the wait limit of 0\.5 s \(--wait\)"
+    assert re.search(refusal, out), out
+
+
+def _gpu_worker_outlives(kill_dask_worker, client, service: str) -> float:
+    """Seconds the GPU worker lived on after its Dask worker was killed (kill -9)."""
+    dask_pid, gpu_pid = client.submit(_pids, service, pure=False).result(timeout=120)
+    assert _alive(gpu_pid)
+    kill_dask_worker(dask_pid)
+    killed = time.monotonic()
+    _until(lambda: not _alive(gpu_pid), timeout=15)
+    return time.monotonic() - killed
+
+
+def _pids(service: str):
+    from tests.gpu_lock_process import worker_pids
+
+    return worker_pids(service)
+
+
+@pytest.mark.slow  # a Dask scheduler and a worker, killed
+def test_a_gpu_worker_exits_when_its_tcp_dask_worker_is_killed(tmp_path):
+    from distributed import Client
+
+    from tests.test_fleet import SIMULATED, Cluster
+
+    cluster = Cluster(tmp_path)
+    try:
+        cluster.add_worker(0)
+        cluster.wait_for_workers(1)
+        with Client(cluster.address, timeout=20) as client:
+            assert _gpu_worker_outlives(lambda pid: os.kill(pid, signal.SIGKILL), client, SIMULATED) < 10
+    finally:
+        cluster.stop()
+
+
+@pytest.mark.slow  # a LocalCluster, a worker killed
+def test_a_gpu_worker_exits_when_its_local_dask_worker_is_killed(monkeypatch):
+    from gpu.fleet.cluster import open_cluster
+    from tests.test_fleet import SIMULATED, environment
+
+    for name, value in environment().items():
+        monkeypatch.setenv(name, value)
+    with open_cluster("local", SIMULATED) as client:
+        assert _gpu_worker_outlives(lambda pid: os.kill(pid, signal.SIGKILL), client, SIMULATED) < 10
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for stat_file in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if int(stat_file.read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(stat_file.parent.name))
+        except (OSError, IndexError, ValueError):
+            continue
+    return found
+
+
+def test_a_process_listing_the_gpus_exits_once_its_parent_is_killed():
+    script = ("from gpu.service.client import visible_gpus\nprint('asking', flush=True)\n"
+              "visible_gpus('tests.gpu_lock_process:SlowListing')\n")
+    parent = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, env=_env(), stdout=subprocess.PIPE, text=True)
+    assert parent.stdout.readline() == "asking\n"
+    children = _until(lambda: [pid for pid in _children(parent.pid)
+                               if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes()])
+    time.sleep(1.0)  # the listing has started (its process imported the service)
+    parent.kill()
+    parent.wait(10)
+    _until(lambda: not any(_alive(pid) for pid in children), timeout=10)

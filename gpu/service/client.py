@@ -31,6 +31,7 @@ from gpu.service.host_locks import GpuBusy, HostClaim, LockFolderUnusable, clean
 from gpu.service.jobs import JobHandle
 from gpu.service.locks import GPU_LOCKS, GpuClaim, GpuLocks, Turns
 from gpu.service.messages import Failure, Freed, Hello, InitFailed, Progress, Result, Row
+from gpu.service.parent_watch import exit_with_parent
 
 DEFAULT_SERVICE = "gpu.service.worker:GpuService"
 FREED_TIMEOUT_S = 60.0  # the longest a finished job's GPUs wait for its worker to free its buffers
@@ -73,8 +74,8 @@ def main_module_hidden():
 def visible_gpus(service: str = DEFAULT_SERVICE, timeout_s: float = 120.0) -> list[dict]:
     """The GPUs that ``service``'s workers would see here (index, model, board UUID, host), asked in a spawned process:
     this one never initialises CUDA. WorkerUnavailable, in one line, where they cannot be listed (no driver)."""
-    with main_module_hidden(), \
-            concurrent.futures.ProcessPoolExecutor(1, mp_context=mp.get_context("spawn")) as pool:
+    with main_module_hidden(), concurrent.futures.ProcessPoolExecutor(
+            1, mp_context=mp.get_context("spawn"), initializer=exit_with_parent) as pool:
         try:
             return pool.submit(_list_gpus, service).result(timeout=timeout_s)
         except PinPointError:
