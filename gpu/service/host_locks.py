@@ -210,21 +210,17 @@ class HostClaim:
     def _write_record(self, fd: int, index: int) -> None:
         record = json.dumps({"pid": os.getpid(), "purpose": self.purpose, "started": time.time(), "gpu": index,
                              "host": socket.gethostname()})
-        try:
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, record.encode(), 0)
+        data = record.encode()
+        try:  # written over the last holder's, then cut to length: a waiter never reads an empty record
+            os.pwrite(fd, data, 0)
+            os.ftruncate(fd, len(data))
         except OSError:  # a full disk costs the waiters' words, never the lock
             pass
 
     def release(self) -> None:
-        """Give back every GPU held (none is fine): the record is cleared, then the lock dropped."""
+        """Give back every GPU held (none is fine). The record stays: only a held lock's record is ever read."""
         while self._held:
-            fd = self._held.pop()
-            try:
-                os.ftruncate(fd, 0)
-            except OSError:
-                pass
-            os.close(fd)  # closing drops the flock
+            os.close(self._held.pop())  # closing drops the flock
 
 
 def holders(exclude_pid: int | None = None) -> list[Holder]:
