@@ -359,7 +359,7 @@ def main(argv=None, prog: str = "python -m gpu.bench") -> int:
     except ValidationError as exc:
         return _invalid(exc.reasons)
     except GpuBusy as exc:
-        print(printable(f"error: {exc}"), file=sys.stderr)
+        print(printable(f"error: {exc} (--wait)"), file=sys.stderr)
         return EXIT_GPU_BUSY
     except WorkerError as exc:
         print(printable(f"error: {exc}"), file=sys.stderr)

@@ -104,7 +104,7 @@ def test_a_wait_limit_refuses_in_one_line(lock_dir, tmp_path):
         assert second.returncode == host_locks.EXIT_GPU_BUSY, err
         assert out.splitlines()[-1].startswith(f"refused: GPU 0 is measuring for `lock test first` (pid {first.pid}, "
                                                "for ")
-        assert out.splitlines()[-1].endswith("and stayed busy past the wait limit of 0.3 s (--wait)")
+        assert out.splitlines()[-1].endswith("and stayed busy past the wait limit of 0.3 s")
         assert ("second", "start") not in _events(log)
     finally:
         first.kill()
@@ -125,7 +125,7 @@ def test_the_runner_refused_by_its_wait_limit_says_so_in_one_line_with_exit_code
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith("error: refused: GPU 0 is measuring for `the app (owner ada@example.org)` "
                            f"(pid {os.getpid()}, for ")
-    assert last.endswith("and stayed busy past the wait limit of 0.2 s (--wait)")
+    assert last.endswith("and stayed busy past the wait limit of 0.2 s (--wait)")  # the runner names its flag
 
 
 @pytest.mark.parametrize("value", ["-1", "soon", "1e9", "nan"])

@@ -27,6 +27,7 @@ from gpu.core.errors import PinPointError, ValidationError, WorkerUnavailable
 from gpu.experiments.request import Request
 from gpu.service.backends import LiveBackend
 from gpu.service.client import WorkerClient
+from gpu.service.host_locks import GpuBusy
 
 _BACKENDS: dict[str, LiveBackend] = {}
 _LOCK = threading.Lock()
@@ -163,5 +164,7 @@ def _run(live: LiveBackend, key: str, request: Request, timeout_s: float, purpos
         raise TaskFailed(f"timed out: {experiment} did not finish within {timeout_s:.0f} s")
     try:
         return handle.outcome()
+    except GpuBusy as exc:  # the fleet's --wait ran out: the holder is named, the run can be resumed
+        raise TaskFailed(f"{experiment} failed: {' '.join(str(exc).split())[:300]} (--wait)") from None
     except PinPointError as exc:  # ValidationError, WorkerError (a CUDA fault, a wrong result): say why, in one line
         raise TaskFailed(f"{experiment} failed: {' '.join(str(exc).split())[:300]}") from None

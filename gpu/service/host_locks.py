@@ -196,7 +196,7 @@ class HostClaim:
                     if deadline is not None and time.monotonic() >= deadline:
                         os.close(fd)
                         raise GpuBusy(f"refused: {holder.text()} and stayed busy past the wait limit of "
-                                      f"{wait_s:g} s (--wait)")
+                                      f"{wait_s:g} s")
                     waiting(f"{holder.text()}; waiting" + (f" (at most {wait_s:g} s)" if wait_s is not None else ""))
                     time.sleep(poll_s)
                 self._held.append(fd)

@@ -1,6 +1,6 @@
 """Two runners on one GPU take turns (run on the GPU machine: pytest -m gpu): the second waits while the first
-measures, says whose measurement it waits for, and measures once the first has let go; never both at once. Through the
-machine's own lock folder, as every PinPoint process of the machine uses it."""
+measures, says whose measurement it waits for, and measures once the first has let go. Through the machine's own lock
+folder (tests/gpu/conftest.py), as every PinPoint process of the machine uses it."""
 
 import os
 import subprocess
@@ -21,8 +21,7 @@ FIRST = ["transfers", "--sizes", "4MiB:1GiB", "--modes", "pinned", "--directions
 SECOND = ["transfers", "--sizes", "1GiB", "--modes", "pinned", "--directions", "h2d", "--no-store", "--device", "0"]
 
 
-def test_two_runners_on_one_gpu_are_serialized_and_the_second_names_the_first(monkeypatch, tmp_path):
-    monkeypatch.setenv(host_locks.LOCK_DIR_ENV, host_locks.DEFAULT_LOCK_DIR)  # the machine's, not the tests' own
+def test_two_runners_on_one_gpu_are_serialized_and_the_second_names_the_first():
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     held: dict[int, list[float]] = {}
     stop = threading.Event()
