@@ -377,3 +377,12 @@ def test_a_process_listing_the_gpus_exits_once_its_parent_is_killed():
     parent.kill()
     parent.wait(10)
     _until(lambda: not any(_alive(pid) for pid in children), timeout=10)
+
+
+@pytest.mark.parametrize(("argv", "expected"), [
+    (["/usr/lib/python3/site-packages/pytest/__main__.py", "-m", "gpu"], "python -m pytest -m gpu"),
+    (["/opt/venv/bin/pinpoint", "measure", "transfers"], "pinpoint measure transfers")])
+def test_a_process_that_names_no_purpose_is_named_by_its_command_line(monkeypatch, argv, expected):
+    monkeypatch.setattr(sys, "argv", argv)
+    monkeypatch.setattr(host_locks, "_purpose", "")
+    assert host_locks.process_purpose() == expected

@@ -68,8 +68,9 @@ def process_purpose() -> str:
     """This process's purpose, or its command line where it set none."""
     if _purpose:
         return _purpose
-    argv = [Path(sys.argv[0]).name if sys.argv and sys.argv[0] else "python", *sys.argv[1:]]
-    return " ".join(argv)
+    program = Path(sys.argv[0]) if sys.argv and sys.argv[0] else Path("python")
+    name = f"python -m {program.parent.name}" if program.name == "__main__.py" else program.name  # -m pytest
+    return " ".join([name, *sys.argv[1:]])
 
 
 def clean(value: object, limit: int = PURPOSE_CHARS) -> str:
