@@ -42,8 +42,12 @@ from gpu.service.host_locks import EXIT_GPU_BUSY, GpuBusy, set_process_purpose
 
 
 def _progress_bar(handle, stream=sys.stderr, width=30) -> None:
+    said = ""
     while not handle.wait(0.2):
-        if handle.state == "queued":
+        if handle.state == "queued" and handle.waiting and not said:  # whose GPU it waits for, once on its own line
+            said = handle.waiting
+            stream.write(f"\r{printable(said)}\n")
+        elif handle.state == "queued":
             stream.write(f"\r{printable(handle.queue_text())[:160]:<160}")
         elif handle.total:
             filled = int(width * handle.done / handle.total)

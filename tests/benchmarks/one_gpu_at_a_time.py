@@ -115,7 +115,7 @@ def scenario_runners(device: str, out_dir: Path, env: dict, alone: float | None,
     both = overlap(a, b)
     for process, out, log, other in ((first, first_out, first_log, second), (second, second_out, second_log, first)):
         named = ("waited; names the other's pid" if names_pid(log, other.pid) else "waited; does NOT name it") \
-            if waited(log) else "measured first"
+            if waited(log) else "did not wait"
         lines.append(row(f"runner {process.pid} (exit {process.returncode})", figure(out), alone,
                          watch.interval(process.pid), both, named))
     return lines
@@ -142,9 +142,9 @@ def scenario_app(device: str, out_dir: Path, env: dict, alone: float | None, app
         error = f" ({handle.error})" if handle.error is not None else ""
         app_interval, runner_interval = watch.interval(os.getpid()), watch.interval(runner.pid)
         both = overlap(app_interval, runner_interval)
-        app_named = f"waited: {waited_text}" if waited_text else "measured first"
+        app_named = f"waited: {waited_text}" if waited_text else "did not wait"
         runner_named = ("waited; names the app's pid" if names_pid(runner_log, os.getpid()) else
-                        "waited; does NOT name it") if waited(runner_log) else "measured first"
+                        "waited; does NOT name it") if waited(runner_log) else "did not wait"
         return [row(f"the app (pid {os.getpid()}){error}", app_gbps, app_alone, app_interval, both, app_named),
                 row(f"runner {runner.pid} (exit {runner.returncode})", figure(runner_out), alone, runner_interval,
                     both, runner_named)]
