@@ -15,7 +15,6 @@ verified) until one ``Result`` (then ``Freed`` once its buffers are freed) or ``
 from __future__ import annotations
 
 import os
-import threading
 import time
 import traceback
 import uuid
@@ -31,9 +30,9 @@ from gpu.experiments import REGISTRY, get_experiment, in_point_order, sweep_of
 from gpu.experiments.request import Request
 from gpu.service.client import load_service_class
 from gpu.service.messages import Failure, Freed, Hello, InitFailed, Progress, Result, Row
+from gpu.service.parent_watch import exit_with_parent
 
 EXIT_AFTER_FATAL = 70
-EXIT_PARENT_GONE = 71
 
 
 def _rss_bytes() -> int:
@@ -185,24 +184,9 @@ def load_service(spec: str, options: dict):
     return load_service_class(spec)(**(options or {}))
 
 
-def _exit_with_parent(every_s: float = 1.0) -> None:
-    """End this process once its parent is gone: a worker whose app or Dask worker was killed (kill -9) must not live
-    on holding its GPU. A watch on the parent's pid, not Linux's PR_SET_PDEATHSIG, which fires when the parent
-    *thread* that started the worker ends (Streamlit starts it on a script-run thread that ends at once)."""
-    parent = os.getppid()
-
-    def watch() -> None:
-        while True:
-            time.sleep(every_s)
-            if os.getppid() != parent:
-                os._exit(EXIT_PARENT_GONE)
-
-    threading.Thread(target=watch, name="pinpoint-parent-watch", daemon=True).start()
-
-
 def serve(job_queue, event_queue, cancel_value, service_spec: str, service_options: dict) -> None:
     """Process entry point: build the service, announce it, serve jobs until a None arrives."""
-    _exit_with_parent()
+    exit_with_parent()  # a killed app, runner or Dask worker never leaves this process holding the GPU
     try:
         service = load_service(service_spec, service_options)
         event_queue.put(Hello(service.hello()))
