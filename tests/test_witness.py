@@ -69,6 +69,20 @@ def test_the_thread_reads_nvml_at_most_every_50_ms(tele):
     assert 3 <= readings <= elapsed / witness.INTERVAL_S + 3
 
 
+def test_a_point_longer_than_the_idle_stop_keeps_its_readings(tele, monkeypatch):
+    monkeypatch.setattr(witness, "IDLE_STOP_S", 0.05)
+    readings = json.loads(_point(tele, seconds=0.6)["witness"])["n"]
+    assert readings >= 6  # a point is no idle time: the thread read on through it
+
+
+def test_a_sweep_that_does_not_restart_per_point_gets_each_points_readings(tele, nvml):
+    nvml.pcie = (4, 16)
+    tele.point_summary()  # its first point began nowhere: the readings from here on are the next point's
+    time.sleep(0.2)
+    summary = tele.point_summary()
+    assert json.loads(summary["witness"])["n"] >= 3 and summary["conditions"] == "PCIe Gen4 ×16 of Gen5 ×16"
+
+
 def test_a_foreign_process_is_named_with_its_pid_and_name_and_our_own_pid_is_not(tele, nvml, other_process):
     nvml.pids = [os.getpid()]
     assert _point(tele)["conditions"] == conditions.CLEAN  # PinPoint's own worker is no foreign process

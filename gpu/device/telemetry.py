@@ -90,6 +90,7 @@ class Telemetry:
         now = time.perf_counter()
         if not force and now - self._last < 0.05:
             return
+        self.witness.touch()
         self._last = now
         clock = self._call("nvmlDeviceGetClockInfo", self.nvml.NVML_CLOCK_SM, default=0)
         reasons = self._call("nvmlDeviceGetCurrentClocksEventReasons", default=None)

@@ -25,7 +25,8 @@ from gpu.core import conditions
 from gpu.core.errors import PinPointError
 
 INTERVAL_S = 0.05  # the fastest the thread reads NVML during a point
-IDLE_STOP_S = 2.0  # the thread stops this long after the last point began or ended (a job is over)
+IDLE_STOP_S = 2.0  # the thread stops this long after the last point ended (a job is over) …
+POINT_STOP_S = 120.0  # … or this long into a point that never ended and never sampled (its job failed)
 UTIL_WINDOW_S = 1.0  # NVML's utilisation covers up to its last second: PinPoint's own work must be older
 BUSY_PERCENT = 50  # utilisation between points that names a busy GPU
 MAX_NAMED_PROCESSES = 3  # foreign processes named one by one; more are counted
@@ -100,12 +101,14 @@ class Witness:
         self.own_pid = os.getpid() if own_pid is None else own_pid
         self.interval_s = interval_s
         self._lock = threading.Lock()
+        self._state = threading.Lock()
         self._samples: list[dict] = []
         self._refused: Counter = Counter()
         self._before: dict = {}
         self._latest: dict = {}
         self._last_point_end: float | None = None
         self._last_activity = 0.0
+        self._in_point = False
         self._active = threading.Event()
         self._thread: threading.Thread | None = None
         self._closed = False
@@ -261,12 +264,16 @@ class Witness:
         self._take(before, "limit_w", lambda: self._number("limit_w", self._read("nvmlDeviceGetEnforcedPowerLimit"),
                                                            1000))
         if self._max_link is None:
-            link: dict = {}
-            self._take(link, "max", lambda: [int(self._number("pcie_gen", self._read(
-                "nvmlDeviceGetMaxPcieLinkGeneration"))), int(self._number("pcie_width", self._read(
-                    "nvmlDeviceGetMaxPcieLinkWidth")))])
-            self._max_link = link.get("max") or []
+            self._max_pcie_link()
         return before
+
+    def _max_pcie_link(self) -> None:
+        """The most the device and its slot allow (generation, width), read once."""
+        link: dict = {}
+        self._take(link, "max", lambda: [int(self._number("pcie_gen", self._read(
+            "nvmlDeviceGetMaxPcieLinkGeneration"))), int(self._number("pcie_width", self._read(
+                "nvmlDeviceGetMaxPcieLinkWidth")))])
+        self._max_link = link.get("max") or []
 
     # --- a point --------------------------------------------------------------------------------------------------
     def begin(self) -> None:
@@ -275,17 +282,27 @@ class Witness:
             return
         with self._lock:
             self._samples, self._refused = [], Counter()
+        self._names.clear()  # a pid may be another process's by now
         before = self._before_point()
         first = self.sample()
         with self._lock:
             self._before, self._limit_w = before, before.get("limit_w")
             self._samples.append(first)
             self._latest = first
+        self._in_point = True
         self._wake()
 
+    def touch(self) -> None:
+        """The measuring loop is still at work (it calls this between samples): keep reading."""
+        if self.nvml is not None:
+            self._wake()
+
     def _wake(self) -> None:
-        self._last_activity = time.monotonic()
-        self._active.set()
+        with self._state:  # the thread stops for idleness under the same lock: never just after this wake
+            self._last_activity = time.monotonic()
+            if self._active.is_set() and self._thread is not None and self._thread.is_alive():
+                return
+            self._active.set()
         if self._thread is None or not self._thread.is_alive():
             self._thread = threading.Thread(target=self._run, name="pinpoint-witness", daemon=True)
             self._thread.start()
@@ -294,9 +311,10 @@ class Witness:
         while not self._closed:
             if not self._active.wait(1.0):
                 continue
-            if time.monotonic() - self._last_activity > IDLE_STOP_S:
-                self._active.clear()
-                continue
+            with self._state:
+                if time.monotonic() - self._last_activity > (POINT_STOP_S if self._in_point else IDLE_STOP_S):
+                    self._active.clear()
+                    continue
             try:
                 reading = self.sample()
             except Exception:  # never let the thread die on a reading: the point says what was refused
@@ -314,6 +332,8 @@ class Witness:
             return {"conditions": conditions.NOT_OBSERVED,
                     "witness": json.dumps({"observed": False, "why": self.unavailable or "witness off"},
                                           separators=(",", ":"))}
+        if self._max_link is None:  # a sweep that does not restart per point: its first point began nowhere
+            self._max_pcie_link()
         last = self.sample()
         after = self._counters()
         with self._lock:
@@ -321,6 +341,7 @@ class Witness:
             self._samples, self._refused, self._before = [], Counter(), after
             self._latest = last
         self._last_point_end = time.monotonic()
+        self._in_point = False
         self._wake()
         return self.summarize(samples, refused, before, after)
 
