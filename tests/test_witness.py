@@ -75,6 +75,16 @@ def test_a_point_longer_than_the_idle_stop_keeps_its_readings(tele, monkeypatch)
     assert readings >= 6  # a point is no idle time: the thread read on through it
 
 
+def test_the_thread_ends_once_points_stop_and_a_new_point_starts_it_again(tele, monkeypatch):
+    monkeypatch.setattr(witness, "IDLE_STOP_S", 0.05)
+    _point(tele)
+    deadline = time.monotonic() + 2
+    while tele.witness._thread is not None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert tele.witness._thread is None  # an idle worker reads nothing
+    assert json.loads(_point(tele, seconds=0.3)["witness"])["n"] >= 4
+
+
 def test_a_sweep_that_does_not_restart_per_point_gets_each_points_readings(tele, nvml):
     nvml.pcie = (4, 16)
     tele.point_summary()  # its first point began nowhere: the readings from here on are the next point's

@@ -109,7 +109,6 @@ class Witness:
         self._last_point_end: float | None = None
         self._last_activity = 0.0
         self._in_point = False
-        self._active = threading.Event()
         self._thread: threading.Thread | None = None
         self._closed = False
         self._max_link = self._nvlinks = None
@@ -298,23 +297,20 @@ class Witness:
             self._wake()
 
     def _wake(self) -> None:
-        with self._state:  # the thread stops for idleness under the same lock: never just after this wake
+        with self._state:  # the thread decides to stop under the same lock: never just after this wake
             self._last_activity = time.monotonic()
-            if self._active.is_set() and self._thread is not None and self._thread.is_alive():
-                return
-            self._active.set()
-        if self._thread is None or not self._thread.is_alive():
-            self._thread = threading.Thread(target=self._run, name="pinpoint-witness", daemon=True)
-            self._thread.start()
+            if self._thread is None and not self._closed:
+                self._thread = threading.Thread(target=self._run, name="pinpoint-witness", daemon=True)
+                self._thread.start()
 
     def _run(self) -> None:
-        while not self._closed:
-            if not self._active.wait(1.0):
-                continue
+        """Read every ``interval_s`` while points are measured; end once idle (the next point starts a new one)."""
+        while True:
             with self._state:
-                if time.monotonic() - self._last_activity > (POINT_STOP_S if self._in_point else IDLE_STOP_S):
-                    self._active.clear()
-                    continue
+                idle = time.monotonic() - self._last_activity
+                if self._closed or idle > (POINT_STOP_S if self._in_point else IDLE_STOP_S):
+                    self._thread = None
+                    return
             try:
                 reading = self.sample()
             except Exception:  # never let the thread die on a reading: the point says what was refused
@@ -346,8 +342,8 @@ class Witness:
         return self.summarize(samples, refused, before, after)
 
     def close(self) -> None:
-        self._closed = True
-        self._active.set()
+        with self._state:
+            self._closed = True
 
     def now(self) -> dict:
         """The latest reading, small and plain (a live conditions strip): clocks, power against its limit,
