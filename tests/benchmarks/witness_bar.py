@@ -9,7 +9,7 @@ On the GPU machine, in one call:
    device-copy run: points marked with its pid; then the same runs alone: points marked (target 0);
 4. which NVML fields answered on this machine, and which did not (with NVML's words).
 
-``python3 tests/benchmarks/witness_bar.py [--device 0] [--profile precise]``; the table and every run's conditions
+``python3 tests/benchmarks/witness_bar.py [--device 0] [--profile precise] [--parts fields,foreign,cost]``; the table and every run's conditions
 also go to ``$OUT/witness_bar.txt`` and ``$OUT/witness_bar.json`` when ``OUT`` is set.
 """
 
@@ -190,22 +190,28 @@ def main() -> None:
     parser.add_argument("--device", type=int, default=0)
     parser.add_argument("--profile", default="precise", help="the on/off runs' profile")
     parser.add_argument("--foreign-profile", default="precise/timeout_s=2", help="the foreign-loop runs' profile")
-    parser.add_argument("--skip-cost", action="store_true")
+    parser.add_argument("--parts", default="fields,foreign,cost",
+                        help="which parts, comma-separated: fields (NVML fields and the witness's own cost), foreign "
+                             "(the CuPy loop), cost (figures with the witness on and off)")
     args = parser.parse_args()
+    parts = set(args.parts.split(","))
     os.environ.setdefault("PINPOINT_DEVICE", str(args.device))
-    fields(args.device)
-    per_point(args.device)
-    started = time.monotonic()
-    foreign(args.device, args.foreign_profile)
-    say(f"(foreign-loop runs took {time.monotonic() - started:.0f} s)")
-    started = time.monotonic()
-    if not args.skip_cost:
+    if "fields" in parts:
+        fields(args.device)
+        per_point(args.device)
+    if "foreign" in parts:
+        started = time.monotonic()
+        foreign(args.device, args.foreign_profile)
+        say(f"(foreign-loop runs took {time.monotonic() - started:.0f} s)")
+    if "cost" in parts:
+        started = time.monotonic()
         cost(args.profile)
         say(f"(on/off runs took {time.monotonic() - started:.0f} s)")
     out = os.environ.get("OUT")
     if out:
-        Path(out, "witness_bar.txt").write_text("\n".join(LINES) + "\n")
-        Path(out, "witness_bar.json").write_text(json.dumps(FOUND, indent=1, default=str))
+        tag = "_".join(sorted(parts))
+        Path(out, f"witness_bar_{tag}.txt").write_text("\n".join(LINES) + "\n")
+        Path(out, f"witness_bar_{tag}.json").write_text(json.dumps(FOUND, indent=1, default=str))
 
 
 if __name__ == "__main__":
