@@ -9,8 +9,8 @@ On the GPU machine, in one call:
    device-copy run: points marked with its pid; then the same runs alone: points marked (target 0);
 4. which NVML fields answered on this machine, and which did not (with NVML's words).
 
-``python3 tests/benchmarks/witness_bar.py [--device 0] [--profile precise] [--parts fields,foreign,cost]``; the table and every run's conditions
-also go to ``$OUT/witness_bar.txt`` and ``$OUT/witness_bar.json`` when ``OUT`` is set.
+``python3 tests/benchmarks/witness_bar.py [--device 0] [--profile precise] [--parts fields,foreign,cost]``; the
+tables and every run's conditions also go to ``$OUT/witness_bar_<parts>.txt`` and ``.json`` when ``OUT`` is set.
 """
 
 from __future__ import annotations
