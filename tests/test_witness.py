@@ -263,6 +263,20 @@ def test_progress_messages_carry_the_latest_reading_and_a_failing_reading_sends_
     assert events.get_nowait().conditions_now == {}
 
 
+@pytest.mark.slow
+def test_the_client_keeps_the_workers_latest_reading_on_the_job_handle():
+    from gpu.service.client import WorkerClient
+
+    client = WorkerClient(service="tests.fake_service:FakeService", start_timeout=60)
+    try:
+        job = client.submit("steps", {"n": 2, "seconds": 0.01})
+        job.outcome()
+        assert job.conditions_now == {"gpu": 0, "sm_mhz": 1980, "others": [[1039, "python3"]],
+                                      "reasons": ["SW power cap"]}
+    finally:
+        client.close()
+
+
 def test_a_process_name_is_one_plain_line_without_the_causes_separator(tmp_path, monkeypatch):
     real_open = open
 
