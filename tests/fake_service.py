@@ -55,6 +55,10 @@ class FakeService:
             os._exit(9)
         raise ValidationError([f"unknown job kind '{kind}'"])
 
+    def conditions_now(self) -> dict:
+        """The witness's latest reading, as ``GpuService.conditions_now`` gives it (a live conditions strip)."""
+        return {"gpu": 0, "sm_mhz": 1980, "others": [[1039, "python3"]], "reasons": ["SW power cap"]}
+
     def after_error(self, exc) -> bool:
         return "illegal memory access" not in str(exc)
 

@@ -369,6 +369,7 @@ class WorkerClient:
                 continue  # a late message from a job already given up on
             if isinstance(message, Progress):
                 handle.done, handle.total, handle.text = message.done, message.total, message.text
+                handle.conditions_now = message.conditions_now
             elif isinstance(message, Row):
                 handle.rows.append(message.row)
             elif isinstance(message, Result):

@@ -45,13 +45,18 @@ def _rss_bytes() -> int:
 
 class JobProgress:
     """A job's progress callback, ``progress(done, total, text)``, that can also send a finished row at once
-    (``progress.row(row)``), so the page draws points as they are measured."""
+    (``progress.row(row)``), so the page draws points as they are measured. ``conditions_now``: the service's latest
+    witness reading (a live conditions strip), sent with each progress message."""
 
-    def __init__(self, event_queue, job_id: int):
-        self._events, self._job_id = event_queue, job_id
+    def __init__(self, event_queue, job_id: int, conditions_now=None):
+        self._events, self._job_id, self._now = event_queue, job_id, conditions_now
 
     def __call__(self, done, total, text="") -> None:
-        self._events.put(Progress(self._job_id, int(done), int(total), str(text)))
+        try:
+            now = dict(self._now()) if self._now is not None else {}
+        except Exception:  # a strip's reading never fails a job
+            now = {}
+        self._events.put(Progress(self._job_id, int(done), int(total), str(text), now))
 
     def row(self, row: dict) -> None:
         self._events.put(Row(self._job_id, row))
@@ -164,6 +169,11 @@ class GpuService:
         except Exception:
             return False
 
+    def conditions_now(self) -> dict:
+        """The first GPU's latest witness reading (``gpu.device.witness.Witness.now``), with its ordinal."""
+        reading = self.runtime.telemetry.now()
+        return {"gpu": self.runtime.device_ordinal, **reading} if reading else {}
+
     def after_reply(self) -> None:
         """Once a job's answer is on its way: free what the job allocated (on every GPU of the set)."""
         self.devices.release_after_reply()
@@ -202,7 +212,7 @@ def serve(job_queue, event_queue, cancel_value, service_spec: str, service_optio
             break
         job_id = job["id"]
 
-        progress = JobProgress(event_queue, job_id)
+        progress = JobProgress(event_queue, job_id, getattr(service, "conditions_now", None))
 
         def should_cancel(_id=job_id) -> bool:
             return cancel_value.value == _id
