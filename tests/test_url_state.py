@@ -371,3 +371,26 @@ def test_the_runs_page_offers_a_link_with_its_filters_and_takes_them_back():
     at = open_link("runs", {"runs_filter_dates": "2026-13-01~2026-11-25"})
     assert "runs_filter_dates=2026-13-01~2026-11-25: '2026-13-01' is not a date (YYYY-MM-DD); the default is used" \
         in warnings(at)
+
+
+@pytest.mark.parametrize("path", ["memory-modes", "fleet", "peers", "compare", "occupancy"])
+def test_a_linked_value_replaces_the_default_without_streamlit_logging_a_stack_dump(path, monkeypatch):
+    """Given a default and a value set through Session State, Streamlit logs a warning with a stack dump (once per
+    process, hence the flag reset). A value from a link replaces the default instead. (Ranges keep theirs: Streamlit
+    reads their two ends from it; none is on these pages.)"""
+    import logging
+
+    from streamlit.elements.lib import policies
+
+    written = dict(open_link(path, {}).query_params)
+    records = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    logger = logging.getLogger(policies.__name__)
+    monkeypatch.setattr(policies, "_shown_default_value_warning", False)
+    logger.addHandler(handler)
+    try:
+        open_link(path, written)
+    finally:
+        logger.removeHandler(handler)
+    assert not [r.getMessage() for r in records if "created with a default value" in r.getMessage()]

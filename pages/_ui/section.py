@@ -40,8 +40,9 @@ class Section:
 
     def _widget(self, make: str, key: str, kind: str, allowed, where, *args, check=None, **kwargs):
         """Restore ``key`` (a value of ``kind`` among ``allowed``), then create Streamlit's widget ``make``; a value
-        the link set replaces the widget's default (given both, Streamlit logs a warning with a stack dump)."""
-        if self.url.restore(key, kind, allowed, check):
+        the link set replaces the widget's default (given both, Streamlit logs a warning with a stack dump). A range's
+        default stays: Streamlit reads from it that the widget has two ends."""
+        if self.url.restore(key, kind, allowed, check) and not kind.endswith("_range"):
             kwargs = {k: v for k, v in kwargs.items() if k not in ("value", "index", "default")}
         return getattr(self._place(where), make)(*args, key=key, **kwargs)
 
