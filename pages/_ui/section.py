@@ -57,7 +57,7 @@ class Section:
     def slider(self, label: str, low: int, high: int, value: int, key: str, step: int = 1, where=None, **kwargs):
         """A numeric slider from ``low`` to ``high``; a linked value must be one of its steps."""
         allowed = (low, high) if step == 1 else list(range(low, high + 1, step))
-        return self._widget("slider", key, "int", allowed, where, label, low, high, value, step=step, **kwargs)
+        return self._widget("slider", key, "int", allowed, where, label, low, high, value=value, step=step, **kwargs)
 
     def radio(self, label: str, options: list, key: str, where=None, **kwargs):
         return self._widget("radio", key, value_kind(options), options, where, label, options, **kwargs)
