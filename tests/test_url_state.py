@@ -394,3 +394,12 @@ def test_a_linked_value_replaces_the_default_without_streamlit_logging_a_stack_d
     finally:
         logger.removeHandler(handler)
     assert not [r.getMessage() for r in records if "created with a default value" in r.getMessage()]
+
+
+def test_a_page_that_syncs_twice_names_every_unusable_value_of_its_link():
+    """Compare writes its history's controls after the comparisons: their notes join the first ones."""
+    at = open_link("compare", {"colour": "blue", "compare_history_point": "nowhere"})
+    warning = warnings(at)
+    assert "colour is not a setting of this page" in warning
+    assert "compare_history_point=nowhere: 'nowhere' is not one of the choices" in warning
+    assert len([w for w in at.warning if "Not used as written" in w.value]) == 1

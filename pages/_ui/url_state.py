@@ -153,6 +153,7 @@ class UrlState:
         self.registered: dict[str, str] = {}  # widget key → kind, for this page run
         self.problems: list[str] = self.carried
         self.carried = []
+        self.noted: list[str] = []  # what that warning says so far
         self.slot = None  # where the "Not used as written" warning goes
         self.link = None  # the "Link to this view" box
         self.unsynced = False  # a control was restored since the last sync
@@ -253,10 +254,11 @@ class UrlState:
         if problems and presenting():  # on stage a box would push the takeaway off the screen: a toast takes no room
             st.toast(note, icon=":material/link_off:", duration="long")
             self.problems = []
-        elif problems:
+        elif problems:  # a page that syncs twice (Compare's history below) keeps the first sync's notes in the box
+            self.noted += problems
             if self.slot is None:
                 self.slot = st.empty()
-            self.slot.warning(note)
+            self.slot.warning("Not used as written in this link:\n" + "\n".join(f"- {p}" for p in self.noted))
             self.problems = []
         if not link:
             return
