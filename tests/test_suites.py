@@ -208,17 +208,19 @@ def test_a_stored_suite_with_a_lone_surrogate_is_read_with_its_lines():
     assert caught.value.reasons[0].startswith("fleet f1's suite: line 3: timeout_s must be a positive")
 
 
-def test_the_largest_allowed_suite_is_read_with_its_lines_within_2_s():
+def test_the_largest_allowed_suite_is_read_with_its_lines_within_2_s_of_cpu():
     import time
 
     runs = ['[[run]]\nexperiment = "reduction"\n' + "".join(f'params."k{run}_{i}" = {i}\n' for i in range(420))
             for run in range(suites.MAX_RUNS)]
     text = "".join(runs)
     assert 0.9 * suites.MAX_SUITE_BYTES < len(text) <= suites.MAX_SUITE_BYTES
-    started = time.monotonic()
+    # CPU time of this process, not the wall clock, which a loaded machine stretches: the bound guards against a
+    # reading that grows with the square of the suite, not against a busy neighbour.
+    started = time.process_time()
     with pytest.raises(suites.SuiteError) as caught:
         suites.parse(text, "x.toml")
-    assert time.monotonic() - started < 2.0
+    assert time.process_time() - started < 2.0
     assert caught.value.reasons[0].startswith("x.toml: line 3: reduction: unknown parameters: k0_0")
     assert caught.value.reasons[1].startswith("x.toml: line 425: reduction: unknown parameters: k1_0")
 
