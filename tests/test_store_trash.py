@@ -95,6 +95,40 @@ def test_replacing_a_run_on_import_keeps_the_replaced_one_in_the_trash(url):
     assert runs.purge(ADMIN, ["again01"]) == ["again01"] and runs.trashed().empty
 
 
+def test_replace_is_a_trash_an_admins_refused_to_others_in_one_line_and_audited_as_such(url):
+    runs = store.RunStore(url)
+    first = managed("theirs01")
+    runs.save(first, "import", actor=MEMBER)
+    before = counts(runs)
+    forged = first.assign(median_ms=first["median_ms"] * 2)
+    for actor in (MEMBER, VIEWER):
+        with pytest.raises(AccessRefused) as refused:
+            runs.save(forged, "import", replace=True, actor=actor)
+        assert "\n" not in str(refused.value)
+    with pytest.raises(AccessRefused, match=r"^run theirs01 was not replaced, and nothing was written: replace needs "
+                                            r"the admin role; max@example.org is a member \(it moves the stored run "
+                                            r"to the trash\)$"):
+        runs.save(forged, "import", replace=True, actor=MEMBER)
+    assert counts(runs) == before and runs.trashed().empty
+    assert content(runs.load("theirs01")) == content(first)
+    [result] = runs.save(forged, "import", replace=True, actor=ADMIN)
+    assert result.replaced and runs.trashed().loc[0, "trashed_by"] == ADMIN.who
+    trail = runs.audit_trail(ADMIN)
+    trash_row = trail[trail["action"] == "trash"].iloc[0]
+    assert trash_row["who"] == ADMIN.who and trash_row["run_ids"] == ["theirs01"]
+    assert trash_row["what"].startswith("trashed run theirs01") and "replaced by an import" in trash_row["what"]
+
+
+def test_a_label_set_to_the_value_it_has_writes_no_audit_row(url):
+    runs = store.RunStore(url)
+    runs.save(managed("label001"), "import", label="same")
+    rows = counts(runs)["audit"]
+    runs.set_label(MEMBER, "label001", "same")
+    assert counts(runs)["audit"] == rows
+    runs.set_label(MEMBER, "label001", "other")
+    assert counts(runs)["audit"] == rows + 1
+
+
 def test_bad_input_is_one_line_and_changes_nothing(url):
     runs = store.RunStore(url)
     runs.save(managed("live0001"), "import")
@@ -387,7 +421,7 @@ def test_postgresql_roles_read_write_and_own_as_documented(postgres_url, tmp_pat
 
     writer = store.RunStore(as_role[db_roles.WRITER])
     writer.save(managed("pg000002"), "live", actor=MEMBER)
-    writer.save(managed("pg000002").assign(median_ms=1.0), "import", replace=True, actor=MEMBER)
+    writer.save(managed("pg000002").assign(median_ms=1.0), "import", replace=True, actor=ADMIN)
     writer.set_label(MEMBER, "pg000002", "from a node")
     writer.trash(ADMIN, ["pg000001"])
     writer.restore(ADMIN, ["pg000001"])

@@ -145,6 +145,8 @@ class CheckedChanges:
             row = connection.execute(sa.select(RUNS.c.label).where(RUNS.c.run_id == run_id)).first()
             if row is None:
                 raise StoreError(self._not_stored(connection, run_id))
+            if row[0] == label:
+                return []  # nothing changed: nothing to record
             connection.execute(RUNS.update().where(RUNS.c.run_id == run_id).values(label=label))
             before.append(row[0])
             return [run_id]
