@@ -36,7 +36,8 @@ from gpu.core.units import SizeError, format_bytes
 from gpu.experiments import get_experiment, registry
 from gpu.experiments.request import check_params
 from gpu.results import admin_commands, catalog, check, compare, imports, report, runfiles
-from gpu.results.store import RunStore, StoreError, canonical_params, params_by_run
+from gpu.results.changes import check_text
+from gpu.results.store import MAX_LABEL_CHARS, MAX_NOTES_CHARS, RunStore, StoreError, canonical_params, params_by_run
 from gpu.service.backends import gpus_needed, open_live, start_live
 
 
@@ -256,6 +257,9 @@ def _review(args) -> int:
               if not table.empty else "no runs yet")
         return 0
     if args.experiment == "export":
+        if problem := runfiles.out_problem(args.out):
+            print(printable(f"error: {problem}"), file=sys.stderr)
+            return 2
         # a stored run's parameters travel in its manifest
         write_frame(runs.load(args.run_id), args.out, runs.store.kept_params([args.run_id]))
         print(f"wrote run {args.run_id} to {args.out}", file=sys.stderr)
@@ -303,6 +307,9 @@ def main(argv=None, prog: str = "python -m gpu.bench") -> int:
 
         return fleet_command(args)
     experiment = registry.BY_COMMAND[args.experiment].name  # a subcommand may spell it differently (host-latency)
+    if problems := output_problems(args):  # before anything is measured: a run is never lost to its own arguments
+        print("error: " + "\n  ".join(problems), file=sys.stderr)
+        return 2
     try:
         jobs = experiment_jobs(args)
     except (SizeError, ValueError) as exc:
@@ -346,9 +353,20 @@ def main(argv=None, prog: str = "python -m gpu.bench") -> int:
     frame = pd.concat(frames, ignore_index=True).assign(run_id=frames[0]["run_id"].iloc[0])
     print(f"{len(frame)} points in {time.perf_counter() - started:.1f} s", file=sys.stderr)
     print(summary_table(experiment, frame).to_string(index=False))
+    out_failed = False
     if args.out:
-        write_frame(frame, args.out, {r: canonical_params(v) for r, v in params_by_run(frame, *requests).items()})
-        print(f"wrote {args.out}", file=sys.stderr)
+        try:
+            written, reason = runfiles.write_or_keep(
+                frame, args.out, {r: canonical_params(v) for r, v in params_by_run(frame, *requests).items()})
+        except OSError as exc:  # not even the temporary folder: the store below still keeps it
+            written, reason = None, exc.strerror or str(exc)
+        out_failed = reason is not None
+        if not out_failed:
+            print(f"wrote {args.out}", file=sys.stderr)
+        else:
+            kept = f"the run is kept in {written}" if written else "no file could be written"
+            print(printable(f"error: --out {args.out} could not be written after measuring ({reason}); {kept}"),
+                  file=sys.stderr)
     if args.store:
         try:
             runs = RunStore()
@@ -361,7 +379,21 @@ def main(argv=None, prog: str = "python -m gpu.bench") -> int:
             print(f"warning: the run was not stored: {exc}", file=sys.stderr)
         except Exception as exc:  # unforeseen: still one line, and the measurement above is not lost
             print(f"warning: the run was not stored: {unexpected(exc)}", file=sys.stderr)
-    return 0
+    return 1 if out_failed else 0
+
+
+def output_problems(args) -> list[str]:
+    """What is wrong with where a measurement would go (--out, --label, --notes), one line each: checked before the
+    GPU measures anything, so a run is never measured only to be lost."""
+    problems = []
+    if args.out and (problem := runfiles.out_problem(args.out)):
+        problems.append(problem)
+    for flag, value, limit in (("--label", args.label, MAX_LABEL_CHARS), ("--notes", args.notes, MAX_NOTES_CHARS)):
+        try:
+            check_text(flag[2:], value, limit)
+        except StoreError as exc:
+            problems.append(f"{flag}: {exc}")
+    return problems
 
 
 if __name__ == "__main__":
