@@ -465,3 +465,23 @@ def test_importing_another_store_leaves_its_trash_behind(tmp_path):
     assert team.store.trashed().empty
     [row] = team.store.audit_trail(ADMIN).head(1).to_dict("records")
     assert row["action"] == "import" and row["run_ids"] == ["keep0001"] and row["who"] == MEMBER.who
+
+
+def test_audits_arguments_are_checked_in_one_line(url, monkeypatch, capsys, tmp_path):
+    from gpu import bench
+
+    runs = store.RunStore(url)
+    runs.save(managed("audit001"), "import")
+    monkeypatch.setenv("PINPOINT_DB_URL", url)
+    (tmp_path / "folder").mkdir()
+    for args, says in ((["--limit", "-5"], "--limit must be a whole number of entries, 1 or more; got -5"),
+                       (["--limit", "0"], "--limit must be a whole number of entries, 1 or more; got 0"),
+                       (["--out", "/proc/x"], "--out /proc/x cannot be written"),
+                       (["--out", f"{tmp_path}/missing/trail.csv"], "cannot be written: no such folder"),
+                       (["--out", f"{tmp_path}/folder"], "is not a regular file")):
+        code = bench.main(["audit", *args])
+        out, err = capsys.readouterr()
+        assert code == 2 and out == "" and err.startswith("error: ") and says in err, err
+        assert len(err.strip().splitlines()) == 1 and "unexpected" not in err
+    assert bench.main(["audit", "--limit", "1", "--format", "json"]) == 0
+    assert len(json.loads(capsys.readouterr().out)) == 1

@@ -218,6 +218,8 @@ class CheckedChanges:
     def audit_trail(self, actor: Actor, limit: int | None = None) -> pd.DataFrame:
         """The audit trail, newest first (``run_ids`` as lists): for those who may read it (admins)."""
         require(actor, "audit")
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+            raise StoreError(f"--limit must be a whole number of entries, 1 or more; got {shorten(limit)}")
         if self.version < AUDITED_SINCE:
             return pd.DataFrame(columns=AUDIT_COLUMNS)
         query = sa.select(*(AUDIT.c[c] for c in AUDIT_COLUMNS)).order_by(AUDIT.c.audit_id.desc())

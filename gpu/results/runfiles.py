@@ -112,9 +112,15 @@ def out_problem(out: str) -> str | None:
     """Why a run file cannot be written at ``out``, in one line, or None: its suffix must name a format (.parquet or
     .csv), its folder must exist, and it must be a regular file that can be created or appended to. Asked before
     anything is measured; a file it creates to find out is removed again (nothing existing is changed)."""
-    path = Path(out)
-    if path.suffix.lower() not in FORMATS:
+    if Path(out).suffix.lower() not in FORMATS:
         return f"--out {shorten_path(out)}: the name must end in {' or '.join(FORMATS)}, the format it is written in"
+    return writable_problem(out)
+
+
+def writable_problem(out: str) -> str | None:
+    """Why a file cannot be written at ``out`` (its folder missing, not a regular file, no permission), or None.
+    Nothing existing is changed: a file created to find out is removed again, and a pipe is never opened."""
+    path = Path(out)
     try:
         info = path.stat()
     except FileNotFoundError:
