@@ -98,17 +98,32 @@ class KeyLines:
             self.lines.setdefault(path[:length], line)
 
     def _keys(self, node) -> list[str] | None:
-        """A key's parts, unquoted (``a."b.c"`` is ``["a", "b.c"]``); None for one that cannot be read."""
-        if node.type == "dotted_key":
-            parts = [self._keys(child) for child in node.children if child.type in KEYS]
-            return None if not parts or None in parts else [key for part in parts for key in part]
+        """A key's parts, unquoted (``a."b.c"`` is ``["a", "b.c"]``); None for one that cannot be read. Walked with a
+        stack, not by recursion: tree-sitter nests a dotted key one level per part, however many parts it has."""
+        keys: list[str] = []
+        stack = [node]
+        while stack:
+            part = stack.pop()
+            if part.type == "dotted_key":
+                children = [child for child in part.children if child.type in KEYS]
+                if not children:
+                    return None
+                stack.extend(reversed(children))
+                continue
+            key = self._key(part)
+            if key is None:
+                return None
+            keys.append(key)
+        return keys
+
+    def _key(self, node) -> str | None:
         raw = self.source[node.start_byte:node.end_byte].decode("utf-8", "replace")
         if node.type == "bare_key":
-            return [raw]
+            return raw
         if raw.startswith("'") or "\\" not in raw:  # a literal key, or a basic one without escapes: as written
-            return [raw[1:-1]]
+            return raw[1:-1]
         try:  # a basic key's escapes, read by tomllib
-            return list(tomllib.loads(f"{raw} = 0"))
+            return next(iter(tomllib.loads(f"{raw} = 0")))
         except (tomllib.TOMLDecodeError, UnicodeError):
             return None
 
