@@ -3,8 +3,11 @@ Python), and serve.py refusing to start with one line."""
 
 import os
 import re
+import socket
 import subprocess
 import sys
+import threading
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -198,3 +201,64 @@ def test_serve_refuses_to_start_with_one_line_when_a_team_setting_cannot_be_used
     assert done.returncode == 0, done.stderr[-2000:]
     assert "PinPoint serves a team at http://127.0.0.1:8501 (loopback: reached through a proxy on this machine): " \
            "sign-in required" in done.stdout
+
+
+def _provider(handler_body) -> tuple[str, threading.Event]:
+    """A provider on a loopback port whose connections are served by ``handler_body(connection, stop)``."""
+    server = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def serve():
+        with server:
+            server.settimeout(0.2)
+            while not stop.is_set():
+                try:
+                    connection, _ = server.accept()
+                except TimeoutError:
+                    continue
+                threading.Thread(target=handler_body, args=(connection, stop), daemon=True).start()
+
+    threading.Thread(target=serve, daemon=True).start()
+    return f"http://127.0.0.1:{server.getsockname()[1]}/.well-known/openid-configuration", stop
+
+
+def _trickle(connection, stop):
+    """Answers one byte every 0.5 s, for a minute: every read gets something before its own timeout."""
+    with connection:
+        connection.recv(65536)
+        body = b'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\r\n{"authorization_endpoint": "x"}' * 100
+        for byte in body:
+            if stop.wait(0.5):
+                return
+            try:
+                connection.sendall(bytes([byte]))
+            except OSError:
+                return
+
+
+def test_a_trickling_provider_is_cut_off_at_the_total_deadline():
+    url, stop = _provider(_trickle)
+    started = time.monotonic()
+    try:
+        with pytest.raises(TimeoutError, match="no whole answer within 1 s"):
+            srv.fetch_discovery(url, deadline_s=1.0)
+        # a read-by-read timeout would wait for the whole minute of bytes
+        assert time.monotonic() - started < 30
+        assert srv.PROVIDER_DEADLINE_S < 5  # so the sign-in page says why within 5 s
+    finally:
+        stop.set()
+
+
+def test_an_answering_provider_is_read_whole():
+    def answer(connection, stop):
+        with connection:
+            connection.recv(65536)
+            connection.sendall(b'HTTP/1.1 200 OK\r\nContent-Length: 32\r\n\r\n{"authorization_endpoint": "x"}\n')
+
+    url, stop = _provider(answer)
+    try:
+        assert srv.fetch_discovery(url) == b'{"authorization_endpoint": "x"}\n'
+    finally:
+        stop.set()
+    with pytest.raises(ValueError, match="is not an http"):
+        srv.fetch_discovery("file:///etc/passwd")

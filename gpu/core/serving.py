@@ -16,11 +16,15 @@ with its line. No streamlit here: serve.py checks all of it at start-up, and the
 
 from __future__ import annotations
 
+import http.client
 import ipaddress
 import os
 import re
+import socket
 import stat
+import threading
 import tomllib
+import urllib.parse
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -275,6 +279,51 @@ def providers(auth: Mapping | None) -> dict[str, str]:
             if not section.get(key):
                 raise ServingError(f".streamlit/secrets.toml: [auth{'.' + name if name else ''}] has no {key}")
     return found
+
+
+PROVIDER_DEADLINE_S = 4.0  # connect, send and read the whole discovery document: a page says why within 5 s
+PROVIDER_MAX_BYTES = 1_000_000
+
+
+def fetch_discovery(url: str, deadline_s: float = PROVIDER_DEADLINE_S) -> bytes:
+    """The body of a provider's discovery document, fetched within ``deadline_s`` in all (connecting and reading
+    together): a provider that answers a byte at a time is cut off at the deadline like a silent one. OSError (or
+    ValueError for an address that is not http(s)) says why not."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"{url[:80]} is not an http(s) address")
+    kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+    connection = kind(parts.hostname, parts.port, timeout=deadline_s)
+    found: dict = {}
+
+    def fetch() -> None:
+        try:
+            connection.request("GET", (parts.path or "/") + (f"?{parts.query}" if parts.query else ""),
+                               headers={"Accept": "application/json"})
+            answer = connection.getresponse()
+            if answer.status != 200:
+                raise OSError(f"HTTP {answer.status} {answer.reason}")
+            found["body"] = answer.read(PROVIDER_MAX_BYTES + 1)
+        except Exception as exc:  # handed to the caller, whatever it is
+            found["error"] = exc
+
+    worker = threading.Thread(target=fetch, name="provider-discovery", daemon=True)
+    worker.start()
+    worker.join(deadline_s)
+    if worker.is_alive():  # wake the read that waits for the next byte, so the thread ends now
+        try:
+            if connection.sock is not None:
+                connection.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        connection.close()
+        raise TimeoutError(f"no whole answer within {deadline_s:g} s")
+    connection.close()
+    if "error" in found:
+        raise found["error"]
+    if len(found["body"]) > PROVIDER_MAX_BYTES:
+        raise ValueError(f"an answer over {PROVIDER_MAX_BYTES:,} bytes")
+    return found["body"]
 
 
 def session_hours(env: Mapping[str, str] | None = None) -> float:
