@@ -59,6 +59,9 @@ def check_text(what: str, value: str | None, limit: int) -> None:
         shown = value.encode("utf-8", "backslashreplace").decode("ascii", "backslashreplace")
         raise StoreError(f"the {what} is not valid UTF-8 text: {shorten(shown)}") from None
 
+SIGN_OUT = "sign out"  # the audit trail's action for a sign-out
+
+
 class CheckedChanges:
     """The trash, labels and the audit trail of a ``RunStore`` (which gives ``engine``, ``version``, ``migrate``
     and ``failure``)."""
@@ -192,6 +195,33 @@ class CheckedChanges:
         if _is_stored(connection, run_id):
             return f"run {shorten(run_id)} is not in the trash (it is stored): nothing was {doing}"
         return f"no run with id {shorten(run_id)} in the trash: nothing was {doing}"
+
+    # --- sign-outs: a signed-in person's sign-ins up to a moment are over, on every server of the store --------
+    def sign_out(self, actor: Actor) -> None:
+        """Record that ``actor`` signed out now: a row of the audit trail (action ``sign out``), so a copy of their
+        session cookie, valid until it expires, no longer signs them in (``signed_out_at``). A new store is made;
+        an older one is not upgraded (an admin's action): one without an audit trail records nothing."""
+        if not self.version:
+            self.migrate(actor)
+        if self.version < AUDITED_SINCE:
+            return
+        try:
+            with self.engine.begin() as connection:
+                record(connection, actor, SIGN_OUT, [], "signed out: every sign-in of theirs until now is over")
+        except sa.exc.SQLAlchemyError as exc:
+            raise self.failure(exc, "recording a sign-out") from None
+
+    def signed_out_at(self, who: str) -> float | None:
+        """When ``who`` last signed out (seconds since the epoch, to the second), or None."""
+        if self.version < AUDITED_SINCE:
+            return None
+        try:
+            with self.engine.connect() as connection:
+                at = connection.execute(sa.select(sa.func.max(AUDIT.c.at))
+                                        .where(AUDIT.c.action == SIGN_OUT, AUDIT.c.who == who)).scalar()
+        except sa.exc.SQLAlchemyError as exc:
+            raise self.failure(exc, "reading sign-outs") from None
+        return dt.datetime.fromisoformat(at).timestamp() if at else None
 
     # --- reading the trash and the trail (never writes) --------------------------------------------------------
     def trashed(self) -> pd.DataFrame:

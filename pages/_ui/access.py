@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 import streamlit as st
@@ -22,7 +23,7 @@ from streamlit import config
 
 from gpu.core import serving as srv
 from gpu.core.access import Actor, Role, require
-from gpu.core.errors import AccessRefused
+from gpu.core.errors import AccessRefused, StoreError
 from gpu.core.text import plain
 
 
@@ -48,9 +49,56 @@ def roles() -> srv.Roles:
     return _roles_cache[key]
 
 
+# who → when they last signed out on this server (seconds since the epoch): at once, even where the store cannot
+# record it; the store (``RunStore.sign_out``) keeps it for every server of the store and across restarts.
+_signed_out: dict[str, float] = {}
+
+
+_stored_sign_outs: dict[str, tuple[float, float | None]] = {}  # who → (when asked, the store's answer)
+STORED_SIGN_OUT_TTL_S = 2.0  # a page view asks for its actor many times: the store once per person per 2 s
+
+
+def signed_out_at(who: str) -> float | None:
+    """When ``who`` last signed out, on this server or in the runs store; None when never (or unknown)."""
+    from pages._ui import backends
+
+    here = _signed_out.get(who)
+    asked, stored = _stored_sign_outs.get(who, (-1e18, None))
+    if time.monotonic() - asked > STORED_SIGN_OUT_TTL_S:
+        catalog, _ = backends.run_catalog()
+        try:
+            stored = catalog.store.signed_out_at(who) if catalog is not None else None
+        except StoreError:
+            stored = None
+        _stored_sign_outs[who] = (time.monotonic(), stored)
+    times = [t for t in (here, stored) if t is not None]
+    return max(times) if times else None
+
+
+def sign_out() -> None:
+    """The Sign out button's on_click: the sign-in is revoked (on this server at once, and in the runs store's audit
+    trail), then Streamlit's cookie is cleared. A copy of the cookie no longer signs anyone in."""
+    from pages._ui import backends
+
+    try:
+        actor = current_actor()
+    except (AccessRefused, srv.ServingError):
+        actor = None
+    if actor is not None:
+        _signed_out[actor.who] = float(int(time.time()))  # to the second, as the store keeps it
+        _stored_sign_outs.pop(actor.who, None)
+        catalog, _ = backends.run_catalog()
+        if catalog is not None:
+            try:
+                catalog.store.sign_out(actor)
+            except (StoreError, AccessRefused):
+                pass  # kept on this server; the store cannot record it (read-only, or gone)
+    st.logout()
+
+
 def signed_in_actor(claims: dict) -> Actor:
     """The actor of a signed-in session's claims (the ID token's, as Streamlit keeps them in its signed cookie);
-    NotSignedIn when the session is over or the roles file turns the person away."""
+    NotSignedIn when the session is over, was signed out, or the roles file turns the person away."""
     if reason := srv.session_expired(claims, srv.session_hours()):
         raise srv.NotSignedIn(reason)
     email = claims.get("email") if isinstance(claims.get("email"), str) else None
@@ -58,6 +106,9 @@ def signed_in_actor(claims: dict) -> Actor:
     who = email or str(claims.get("sub") or "")
     if not who:
         raise srv.NotSignedIn("the sign-in provider named nobody (no email or sub claim)")
+    out = signed_out_at(who)
+    if out is not None and float(claims["iat"]) < out:  # a sign-in from before the sign-out: revoked
+        raise srv.NotSignedIn(f"{who} signed out of this sign-in: sign in again")
     role = roles().role_for(email, groups, email_verified=claims.get("email_verified") is not False)
     if role is None:
         raise srv.NotSignedIn(f"{who} is not on this server's roles list: ask its operator for a role")
@@ -174,5 +225,5 @@ def sign_in_gate() -> Actor | None:
             st.caption(f"No sign-in on this server: every visitor is an {actor.role.word}")
         else:
             st.markdown(f"**Signed in** · {plain(actor.who)} · {actor.role.word}")
-            st.button("Sign out", key="sign_out", on_click=st.logout)
+            st.button("Sign out", key="sign_out", on_click=sign_out)
     return actor
