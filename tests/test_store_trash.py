@@ -452,6 +452,24 @@ def test_postgresql_roles_read_write_and_own_as_documented(postgres_url, tmp_pat
     assert cli("migrate", env={"PINPOINT_DB_URL": as_role[db_roles.WRITER]}).returncode == 0  # at version: nothing
     assert counts(store.RunStore(owner))["runs"] == 1
 
+    # The writer forges audit rows: its own ids (the next ones, to squat them) and times. The server's trigger
+    # gives each row the sequence's next id and the server's time; every later change still writes its row.
+    with writer.engine.begin() as connection:
+        last = connection.exec_driver_sql("SELECT max(audit_id) FROM audit").scalar()
+        for forged_id in (last + 1, last + 2, last + 3, last + 4, 10**6):
+            connection.exec_driver_sql(
+                "INSERT INTO audit (audit_id, at, who, role, source, action, run_ids, what) VALUES "
+                f"({forged_id}, '2020-01-01T00:00:00+00:00', 'ada@example.org', 'admin', 'cli', 'purge', "
+                "'[\"pg000001\"]', 'purged')")
+    writer.set_label(MEMBER, "pg000001", "after the forgery")  # takes the next id: not refused
+    with store.RunStore(owner).engine.connect() as connection:
+        rows = connection.exec_driver_sql("SELECT audit_id, at, action, what FROM audit ORDER BY audit_id").all()
+    forged = [row for row in rows if row.what == "purged"]
+    trashed_at = max(row.at for row in rows if row.action == "trash")
+    assert len(forged) == 5 and all(row.at >= trashed_at for row in forged)  # the server's time, not 2020
+    assert [row.audit_id for row in forged] == list(range(last + 1, last + 6))  # the sequence's: 10**6 was not
+    assert rows[-1].action == "label" and rows[-1].audit_id == last + 6
+
 
 def test_importing_another_store_leaves_its_trash_behind(tmp_path):
     fleet_file = store.RunStore(f"sqlite:///{tmp_path}/fleet.sqlite")
