@@ -136,3 +136,40 @@ def _first_error(root) -> int:
         if child is None or child.is_error or child.is_missing:
             return (child or node).start_byte
         node = child
+
+
+# --- the depth of tomllib's values, for a bound checked before anything walks the keys ------------------------
+def deepest_path(data, within: int) -> tuple:
+    """The longest path of keys (and array indices) in tomllib's values, found with a stack, not by recursion; ()
+    when none is longer than ``within`` (the common case, found by depths alone)."""
+    deepest = 0
+    stack: list[tuple[int, object]] = [(0, data)]
+    while stack:
+        depth, value = stack.pop()
+        deepest = max(deepest, depth)
+        if isinstance(value, dict):
+            stack.extend((depth + 1, item) for item in value.values())
+        elif isinstance(value, list):
+            stack.extend((depth + 1, item) for item in value)
+    if deepest <= within:
+        return ()
+    paths: list[tuple[tuple, object]] = [((), data)]  # again, with paths, to name the one that is too deep
+    while paths:
+        path, value = paths.pop()
+        if len(path) == deepest:
+            return path
+        if isinstance(value, dict):
+            paths.extend((path + (key,), item) for key, item in value.items())
+        elif isinstance(value, list):
+            paths.extend((path + (index,), item) for index, item in enumerate(value))
+    return ()
+
+
+def line_spelling(text: str, path: tuple) -> int:
+    """The first line that spells the innermost keys of ``path`` (``y.z``, or ``z``); line 1 when none does."""
+    keys = [part for part in path if isinstance(part, str)]
+    for needle in (".".join(keys[-2:]), keys[-1] if keys else ""):
+        for number, line in enumerate(text.splitlines(), start=1):
+            if needle and needle in line.replace(" ", ""):
+                return number
+    return 1

@@ -40,7 +40,7 @@ from pathlib import Path
 from gpu.core import paths
 from gpu.core.errors import ValidationError
 from gpu.core.text import shorten
-from gpu.core.toml_lines import KeyLines
+from gpu.core.toml_lines import KeyLines, deepest_path, line_spelling
 from gpu.experiments import registry, request
 from gpu.experiments.request import Request
 
@@ -222,10 +222,10 @@ def parse(text: str, where: str = "<suite>", name: str = "suite") -> Suite:
         raise SuiteError([f"{where}: arrays and tables nested too deep"]) from None
     # A dotted key nests a table per part (a.b.c… of 1,000 parts is 1,000 levels) with no bracket to count: bounded
     # here, on tomllib's values and without recursion, before anything walks the keys.
-    deepest = _deepest(data)
+    deepest = deepest_path(data, MAX_NESTING)
     if deepest:
         shown = shorten(".".join(str(part) for part in deepest[:MAX_NESTING + 1]), 80)
-        raise SuiteError([f"{where}: line {_line_of_path(text, deepest)}: keys nested deeper than {MAX_NESTING} "
+        raise SuiteError([f"{where}: line {line_spelling(text, deepest)}: keys nested deeper than {MAX_NESTING} "
                           f"levels ({shown}…, {len(deepest):,} levels)"])
     lines = KeyLines(text)  # where each key sits, from tree-sitter's syntax tree of the text tomllib accepted
 
@@ -281,42 +281,6 @@ def _timeout(value) -> bool:
 
 def _value(value) -> str:
     return repr(value)[:40]
-
-
-def _deepest(data, within: int = MAX_NESTING) -> tuple:
-    """The longest path of keys (and array indices) in tomllib's values, found with a stack, not by recursion; ()
-    when none is longer than ``within`` (the common case, found by depths alone)."""
-    deepest = 0
-    stack: list[tuple[int, object]] = [(0, data)]
-    while stack:
-        depth, value = stack.pop()
-        deepest = max(deepest, depth)
-        if isinstance(value, dict):
-            stack.extend((depth + 1, item) for item in value.values())
-        elif isinstance(value, list):
-            stack.extend((depth + 1, item) for item in value)
-    if deepest <= within:
-        return ()
-    paths: list[tuple[tuple, object]] = [((), data)]  # again, with paths, to name the one that is too deep
-    while paths:
-        path, value = paths.pop()
-        if len(path) == deepest:
-            return path
-        if isinstance(value, dict):
-            paths.extend((path + (key,), item) for key, item in value.items())
-        elif isinstance(value, list):
-            paths.extend((path + (index,), item) for index, item in enumerate(value))
-    return ()
-
-
-def _line_of_path(text: str, path: tuple) -> int:
-    """The first line that spells the innermost keys of ``path`` (``y.z``, or ``z``); line 1 when none does."""
-    keys = [part for part in path if isinstance(part, str)]
-    for needle in (".".join(keys[-2:]), keys[-1] if keys else ""):
-        for number, line in enumerate(text.splitlines(), start=1):
-            if needle and needle in line.replace(" ", ""):
-                return number
-    return 1
 
 
 def _bounded(text: str, where: str) -> None:

@@ -25,6 +25,7 @@ from gpu.core import serving as srv
 from gpu.core.access import Actor, Role, require
 from gpu.core.errors import AccessRefused, StoreError
 from gpu.core.text import plain
+from gpu.results.store import RunStore
 
 
 def serving_now() -> srv.Serving:
@@ -58,16 +59,27 @@ _stored_sign_outs: dict[str, tuple[float, float | None]] = {}  # who → (when a
 STORED_SIGN_OUT_TTL_S = 2.0  # a page view asks for its actor many times: the store once per person per 2 s
 
 
+@st.cache_resource(show_spinner=False, max_entries=8)
+def _sign_out_store(url: str | None) -> RunStore:
+    return RunStore(url)  # one per store address (PINPOINT_DB_URL as it is now), shared by every session
+
+
+def sign_out_store() -> RunStore | None:
+    """The runs store that keeps sign-outs; None when it cannot be opened (then this server's memory keeps them)."""
+    try:
+        return _sign_out_store(os.environ.get("PINPOINT_DB_URL") or None)
+    except StoreError:
+        return None
+
+
 def signed_out_at(who: str) -> float | None:
     """When ``who`` last signed out, on this server or in the runs store; None when never (or unknown)."""
-    from pages._ui import backends
-
     here = _signed_out.get(who)
     asked, stored = _stored_sign_outs.get(who, (-1e18, None))
     if time.monotonic() - asked > STORED_SIGN_OUT_TTL_S:
-        catalog, _ = backends.run_catalog()
+        store = sign_out_store()
         try:
-            stored = catalog.store.signed_out_at(who) if catalog is not None else None
+            stored = store.signed_out_at(who) if store is not None else None
         except StoreError:
             stored = None
         _stored_sign_outs[who] = (time.monotonic(), stored)
@@ -78,8 +90,6 @@ def signed_out_at(who: str) -> float | None:
 def sign_out() -> None:
     """The Sign out button's on_click: the sign-in is revoked (on this server at once, and in the runs store's audit
     trail), then Streamlit's cookie is cleared. A copy of the cookie no longer signs anyone in."""
-    from pages._ui import backends
-
     try:
         actor = current_actor()
     except (AccessRefused, srv.ServingError):
@@ -87,10 +97,10 @@ def sign_out() -> None:
     if actor is not None:
         _signed_out[actor.who] = float(int(time.time()))  # to the second, as the store keeps it
         _stored_sign_outs.pop(actor.who, None)
-        catalog, _ = backends.run_catalog()
-        if catalog is not None:
+        store = sign_out_store()
+        if store is not None:
             try:
-                catalog.store.sign_out(actor)
+                store.sign_out(actor)
             except (StoreError, AccessRefused):
                 pass  # kept on this server; the store cannot record it (read-only, or gone)
     st.logout()

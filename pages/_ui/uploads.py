@@ -18,9 +18,12 @@ import threading
 from collections.abc import Callable
 
 from starlette.responses import PlainTextResponse
+from streamlit import config
+from streamlit.runtime import Runtime
 
 from gpu.core import serving as srv
 from gpu.core.errors import AccessRefused
+from pages._ui import access
 
 MAX_FILES = 16  # files a session keeps at once (the Runs page's import takes a handful)
 MAX_BYTES = 256 * 1024 * 1024  # bytes a session keeps at once, all its files together
@@ -29,8 +32,6 @@ MAX_BYTES = 256 * 1024 * 1024  # bytes a session keeps at once, all its files to
 def session_user(session_id: str) -> dict | None:
     """What Streamlit knows of a session's person (its ``st.user``: ``is_logged_in`` and the sign-in's claims), or
     None when there is no such session."""
-    from streamlit.runtime import Runtime
-
     if not Runtime.exists():
         return None
     info = Runtime.instance()._session_mgr.get_active_session_info(session_id)  # noqa: SLF001 (no public way)
@@ -40,8 +41,6 @@ def session_user(session_id: str) -> dict | None:
 
 
 def session_alive(session_id: str) -> bool:
-    from streamlit.runtime import Runtime
-
     return Runtime.exists() and Runtime.instance().is_active_session(session_id)
 
 
@@ -53,8 +52,6 @@ def upload_refusal(user: dict | None, plan: srv.Serving) -> str | None:
         return None
     if not user.get("is_logged_in"):
         return "sign in first: nothing is uploaded before sign-in"
-    from pages._ui import access
-
     try:
         actor = access.signed_in_actor(user)
     except (AccessRefused, srv.ServingError) as exc:
@@ -131,6 +128,4 @@ class UploadLimits:
 
 
 def _address():
-    from streamlit import config
-
     return config.get_option("server.address")
