@@ -55,3 +55,28 @@ def test_a_single_bad_earlier_run_cannot_silence_it_either(monkeypatch, capsys, 
     code, out, _ = gate(monkeypatch, capsys, url, "--candidate", "candidate-slower", "--against", "history")
     assert code == 1 and out.startswith("FAILED: 25 of 25 points slower beyond noise"), out
     assert "bad-run (on 25 points)" in out
+
+
+@pytest.mark.slow
+def test_compare_shows_the_imports_that_lie_as_left_out_of_the_history(monkeypatch, store_url):
+    import streamlit as st
+    from streamlit.testing.v1 import AppTest
+
+    from tests import run_to_run
+
+    url = poisoned(store_url)
+    _, board5 = coalescing_runs()
+    monkeypatch.setenv("PINPOINT_BACKEND", "replay")
+    monkeypatch.setenv("PINPOINT_DB_URL", url)
+    st.cache_resource.clear()
+    at = AppTest.from_file(str(run_to_run.ASSETS.parent / "app.py"), default_timeout=120).run()
+    at.switch_page("pages/compare.py").run()
+    at.selectbox(key="compare_experiment").set_value("coalescing").run()
+    at.selectbox(key="compare_baseline").set_value(board5[-1]["run_id"].iloc[0]).run()
+    at.multiselect(key="compare_candidates").set_value(["candidate-slower"]).run()
+    assert not at.exception, at.exception
+    shown = " ".join(c.value for c in at.caption).replace("\\", "")
+    assert "Left out of the history, more than 5 run-to-run floors from the baseline: lie-faster (on 25 points), " \
+           "lie-slower (on 25 points)" in shown
+    assert "an import that does not hold what was measured" in shown
+    st.cache_resource.clear()
