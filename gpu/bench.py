@@ -381,11 +381,11 @@ def main(argv=None, prog: str = "python -m gpu.bench") -> int:
     frame = pd.concat(frames, ignore_index=True).assign(run_id=frames[0]["run_id"].iloc[0])
     print(f"{len(frame)} points in {time.perf_counter() - started:.1f} s", file=sys.stderr)
     print(summary_table(experiment, frame).to_string(index=False))
-    out_failed = False
+    out_failed, written = False, None
+    file_params = {r: canonical_params(v) for r, v in params_by_run(frame, *requests).items()}
     if args.out:
         try:
-            written, reason = runfiles.write_or_keep(
-                frame, args.out, {r: canonical_params(v) for r, v in params_by_run(frame, *requests).items()})
+            written, reason = runfiles.write_or_keep(frame, args.out, file_params)
         except OSError as exc:  # not even the temporary folder: the store below still keeps it
             written, reason = None, exc.strerror or str(exc)
         out_failed = reason is not None
@@ -403,11 +403,23 @@ def main(argv=None, prog: str = "python -m gpu.bench") -> int:
             for result in runs.save(frame, "runner", args.label, args.notes, actor=Actor.local("cli"),
                                     params=params_by_run(frame, *requests)):
                 print(result.message(), file=sys.stderr)
-        except (StoreError, AccessRefused) as exc:  # the measurement is kept in --out; say why the store refused it
-            print(f"warning: the run was not stored: {exc}", file=sys.stderr)
+        except (StoreError, AccessRefused) as exc:  # the measurement is kept in a file; say why the store refused it
+            print(printable(f"warning: the run was not stored: {exc}{_kept_words(frame, written, file_params)}"),
+                  file=sys.stderr)
         except Exception as exc:  # unforeseen: still one line, and the measurement above is not lost
-            print(f"warning: the run was not stored: {unexpected(exc)}", file=sys.stderr)
+            print(printable(f"warning: the run was not stored: {unexpected(exc)}"
+                            f"{_kept_words(frame, written, file_params)}"), file=sys.stderr)
     return 1 if out_failed else 0
+
+
+def _kept_words(frame, written: str | None, params: dict) -> str:
+    """Where a run the store refused is kept: the file already written, else one in the temporary folder."""
+    if written is None:
+        try:
+            written = runfiles.keep(frame, params)
+        except OSError as exc:
+            return f"; no file could keep it either ({exc.strerror or exc})"
+    return f"; it is kept in {written}"
 
 
 def output_problems(args) -> list[str]:

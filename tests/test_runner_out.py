@@ -69,3 +69,18 @@ def test_a_run_that_cannot_be_written_after_measuring_is_kept_and_stored(counted
     frame = schema.read_results(kept)
     [stored] = RunStore().runs()["run_id"].tolist()
     assert frame["run_id"].iloc[0] == stored and len(frame) == 1
+
+
+def test_a_run_the_store_refuses_without_out_is_kept_in_a_file_the_message_names(counted, monkeypatch,  # noqa: F811
+                                                                                  capsys, tmp_path):
+    import tempfile
+
+    backend, _ = counted
+    monkeypatch.setenv("PINPOINT_DB_URL", "sqlite://")  # in memory: keeps nothing
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(bench, "open_runner_backend", lambda experiment, args: backend)
+    assert bench.main(TRANSFERS) == 0
+    [line] = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning: ")]
+    assert line.startswith("warning: the run was not stored: PINPOINT_DB_URL is a SQLite database in memory")
+    kept = line.split("; it is kept in ")[1]
+    assert kept.startswith(str(tmp_path)) and len(schema.read_results(kept)) == 1

@@ -154,12 +154,17 @@ def write_or_keep(frame: pd.DataFrame, out: str, params: dict[str, str] | None =
         return out, None
     except OSError as exc:
         reason = shorten_path(" ".join(str(exc.strerror or exc).split()))
+    suffix = Path(out).suffix.lower()
+    return keep(frame, params, suffix if suffix in FORMATS else ".parquet"), reason
+
+
+def keep(frame: pd.DataFrame, params: dict[str, str] | None = None, suffix: str = ".parquet") -> str:
+    """Write a measured run that has nowhere else to go to the temporary folder, named by its run id; its path."""
     run_id = str(frame["run_id"].iloc[0]) if "run_id" in frame.columns and not frame.empty else "run"
     safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in run_id)[:64]
-    suffix = Path(out).suffix.lower() if Path(out).suffix.lower() in FORMATS else ".parquet"
     kept = Path(tempfile.gettempdir()) / f"pinpoint-{safe}{suffix}"
     write(frame, str(kept), params)
-    return str(kept), reason
+    return str(kept)
 
 
 def write(frame: pd.DataFrame, out: str, params: dict[str, str] | None = None) -> None:
