@@ -171,7 +171,7 @@ def main() -> int:
     args = parser.parse_args()
     out_dir = Path(os.environ.get("OUT") or tempfile.mkdtemp(prefix="one-gpu-at-a-time-"))
     out_dir.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     if args.simulate:
         env.update(PINPOINT_BACKEND="auto", PINPOINT_WORKER_SERVICE="tests.fake_service:TwoGpuRecordedService",
                    PINPOINT_FAKE_SECONDS_PER_POINT="2")

@@ -22,7 +22,7 @@ SECOND = ["transfers", "--sizes", "1GiB", "--modes", "pinned", "--directions", "
 
 
 def test_two_runners_on_one_gpu_are_serialized_and_the_second_names_the_first():
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     held: dict[int, list[float]] = {}
     stop = threading.Event()
 
