@@ -35,9 +35,8 @@ from gpu.core.text import printable, shorten
 from gpu.core.units import SizeError, format_bytes
 from gpu.experiments import get_experiment, registry
 from gpu.experiments.request import check_params
-from gpu.results import admin_commands, catalog, check, compare, imports, report, runfiles
-from gpu.results.changes import check_text
-from gpu.results.store import MAX_LABEL_CHARS, MAX_NOTES_CHARS, RunStore, StoreError, canonical_params, params_by_run
+from gpu.results import admin_commands, catalog, check, compare, imports, report, run_output, runfiles
+from gpu.results.store import StoreError, canonical_params, params_by_run
 from gpu.service.backends import gpus_needed, open_live, start_live
 from gpu.service.host_locks import EXIT_GPU_BUSY, GpuBusy, set_process_purpose
 
@@ -330,7 +329,8 @@ def main(argv=None, prog: str = "python -m gpu.bench") -> int:
 
         return fleet_command(args)
     experiment = registry.BY_COMMAND[args.experiment].name  # a subcommand may spell it differently (host-latency)
-    if problems := output_problems(args):  # before anything is measured: a run is never lost to its own arguments
+    # Before anything is measured: a run is never lost to its own arguments.
+    if problems := run_output.problems(args.out, args.label, args.notes):
         print("error: " + "\n  ".join(problems), file=sys.stderr)
         return 2
     set_process_purpose(f"{prog} {args.experiment}")  # what a process waiting for this GPU is told
@@ -381,59 +381,10 @@ def main(argv=None, prog: str = "python -m gpu.bench") -> int:
     frame = pd.concat(frames, ignore_index=True).assign(run_id=frames[0]["run_id"].iloc[0])
     print(f"{len(frame)} points in {time.perf_counter() - started:.1f} s", file=sys.stderr)
     print(summary_table(experiment, frame).to_string(index=False))
-    out_failed, written = False, None
-    file_params = {r: canonical_params(v) for r, v in params_by_run(frame, *requests).items()}
-    if args.out:
-        try:
-            written, reason = runfiles.write_or_keep(frame, args.out, file_params)
-        except OSError as exc:  # not even the temporary folder: the store below still keeps it
-            written, reason = None, exc.strerror or str(exc)
-        out_failed = reason is not None
-        if not out_failed:
-            print(f"wrote {args.out}", file=sys.stderr)
-        else:
-            kept = f"the run is kept in {written}" if written else "no file could be written"
-            print(printable(f"error: --out {args.out} could not be written after measuring ({reason}); {kept}"),
-                  file=sys.stderr)
-    if args.store:
-        try:
-            runs = RunStore()
-            if runs.in_memory:
-                raise StoreError("PINPOINT_DB_URL is a SQLite database in memory, which keeps nothing")
-            for result in runs.save(frame, "runner", args.label, args.notes, actor=Actor.local("cli"),
-                                    params=params_by_run(frame, *requests)):
-                print(result.message(), file=sys.stderr)
-        except (StoreError, AccessRefused) as exc:  # the measurement is kept in a file; say why the store refused it
-            print(printable(f"warning: the run was not stored: {exc}{_kept_words(frame, written, file_params)}"),
-                  file=sys.stderr)
-        except Exception as exc:  # unforeseen: still one line, and the measurement above is not lost
-            print(printable(f"warning: the run was not stored: {unexpected(exc)}"
-                            f"{_kept_words(frame, written, file_params)}"), file=sys.stderr)
+    out_failed = run_output.keep_measured(
+        frame, args.out, args.store, args.label, args.notes,
+        {r: canonical_params(v) for r, v in params_by_run(frame, *requests).items()}, params_by_run(frame, *requests))
     return 1 if out_failed else 0
-
-
-def _kept_words(frame, written: str | None, params: dict) -> str:
-    """Where a run the store refused is kept: the file already written, else one in the temporary folder."""
-    if written is None:
-        try:
-            written = runfiles.keep(frame, params)
-        except OSError as exc:
-            return f"; no file could keep it either ({exc.strerror or exc})"
-    return f"; it is kept in {written}"
-
-
-def output_problems(args) -> list[str]:
-    """What is wrong with where a measurement would go (--out, --label, --notes), one line each: checked before the
-    GPU measures anything, so a run is never measured only to be lost."""
-    problems = []
-    if args.out and (problem := runfiles.out_problem(args.out)):
-        problems.append(problem)
-    for flag, value, limit in (("--label", args.label, MAX_LABEL_CHARS), ("--notes", args.notes, MAX_NOTES_CHARS)):
-        try:
-            check_text(flag[2:], value, limit)
-        except StoreError as exc:
-            problems.append(f"{flag}: {exc}")
-    return problems
 
 
 if __name__ == "__main__":
