@@ -174,28 +174,6 @@ def test_a_tampered_session_cookie_gets_nobody_in(browser, team_server):
         context.close()
 
 
-def test_a_provider_that_goes_down_is_named_and_nothing_is_served(browser, team_server):
-    """Last in this module: it stops the provider."""
-    url, provider = team_server
-    stop(provider)
-    context = browser.new_context()
-    page = context.new_page()
-    try:
-        deadline = time.monotonic() + 60  # the app asks the provider again 15 s after its last answer
-        while True:
-            page.goto(f"{url}/runs")
-            settled(page)
-            if page.get_by_text("Nobody can sign in now", exact=False).count():
-                break
-            assert time.monotonic() < deadline, page.locator("body").inner_text()[:500]
-            page.wait_for_timeout(2000)
-        assert "does not answer" in text_of(page.locator("[data-testid='stMain']"))
-        assert page.get_by_role("button", name="Sign in", exact=True).count() == 0
-        assert page.locator(".st-key-runs_filter_label").count() == 0
-    finally:
-        context.close()
-
-
 def _session_ids(page) -> list[str]:
     """Streamlit's session id of each websocket the page opens, read from its first message (NewSession)."""
     from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
@@ -244,3 +222,26 @@ def test_nothing_is_uploaded_before_sign_in_and_a_member_uploads_after(browser, 
         assert _raw_put(context, url, member, "g0", 1024).status == 204  # a member's import file is kept
     finally:
         context.close()
+
+
+def test_a_provider_that_goes_down_is_named_and_nothing_is_served(browser, team_server):
+    """Last in this module: it stops the provider."""
+    url, provider = team_server
+    stop(provider)
+    context = browser.new_context()
+    page = context.new_page()
+    try:
+        deadline = time.monotonic() + 60  # the app asks the provider again 15 s after its last answer
+        while True:
+            page.goto(f"{url}/runs")
+            settled(page)
+            if page.get_by_text("Nobody can sign in now", exact=False).count():
+                break
+            assert time.monotonic() < deadline, page.locator("body").inner_text()[:500]
+            page.wait_for_timeout(2000)
+        assert "does not answer" in text_of(page.locator("[data-testid='stMain']"))
+        assert page.get_by_role("button", name="Sign in", exact=True).count() == 0
+        assert page.locator(".st-key-runs_filter_label").count() == 0
+    finally:
+        context.close()
+
