@@ -35,8 +35,8 @@ from gpu.core.text import printable, shorten
 from gpu.core.units import SizeError, format_bytes
 from gpu.experiments import get_experiment, registry
 from gpu.experiments.request import check_params
-from gpu.results import admin_commands, catalog, check, compare, imports, report, runfiles
-from gpu.results.store import RunStore, StoreError, canonical_params, params_by_run
+from gpu.results import admin_commands, catalog, check, compare, imports, report, run_output, runfiles
+from gpu.results.store import StoreError, canonical_params, params_by_run
 from gpu.service.backends import gpus_needed, open_live, start_live
 from gpu.service.host_locks import EXIT_GPU_BUSY, GpuBusy, set_process_purpose
 
@@ -279,6 +279,9 @@ def _review(args) -> int:
               if not table.empty else "no runs yet")
         return 0
     if args.experiment == "export":
+        if problem := runfiles.out_problem(args.out):
+            print(printable(f"error: {problem}"), file=sys.stderr)
+            return 2
         # a stored run's parameters travel in its manifest
         write_frame(runs.load(args.run_id), args.out, runs.store.kept_params([args.run_id]))
         print(f"wrote run {args.run_id} to {args.out}", file=sys.stderr)
@@ -326,6 +329,10 @@ def main(argv=None, prog: str = "python -m gpu.bench") -> int:
 
         return fleet_command(args)
     experiment = registry.BY_COMMAND[args.experiment].name  # a subcommand may spell it differently (host-latency)
+    # Before anything is measured: a run is never lost to its own arguments.
+    if problems := run_output.problems(args.out, args.label, args.notes):
+        print("error: " + "\n  ".join(problems), file=sys.stderr)
+        return 2
     set_process_purpose(f"{prog} {args.experiment}")  # what a process waiting for this GPU is told
     try:
         jobs = experiment_jobs(args)
@@ -374,22 +381,10 @@ def main(argv=None, prog: str = "python -m gpu.bench") -> int:
     frame = pd.concat(frames, ignore_index=True).assign(run_id=frames[0]["run_id"].iloc[0])
     print(f"{len(frame)} points in {time.perf_counter() - started:.1f} s", file=sys.stderr)
     print(summary_table(experiment, frame).to_string(index=False))
-    if args.out:
-        write_frame(frame, args.out, {r: canonical_params(v) for r, v in params_by_run(frame, *requests).items()})
-        print(f"wrote {args.out}", file=sys.stderr)
-    if args.store:
-        try:
-            runs = RunStore()
-            if runs.in_memory:
-                raise StoreError("PINPOINT_DB_URL is a SQLite database in memory, which keeps nothing")
-            for result in runs.save(frame, "runner", args.label, args.notes, actor=Actor.local("cli"),
-                                    params=params_by_run(frame, *requests)):
-                print(result.message(), file=sys.stderr)
-        except (StoreError, AccessRefused) as exc:  # the measurement is kept in --out; say why the store refused it
-            print(f"warning: the run was not stored: {exc}", file=sys.stderr)
-        except Exception as exc:  # unforeseen: still one line, and the measurement above is not lost
-            print(f"warning: the run was not stored: {unexpected(exc)}", file=sys.stderr)
-    return 0
+    out_failed = run_output.keep_measured(
+        frame, args.out, args.store, args.label, args.notes,
+        {r: canonical_params(v) for r, v in params_by_run(frame, *requests).items()}, params_by_run(frame, *requests))
+    return 1 if out_failed else 0
 
 
 if __name__ == "__main__":

@@ -40,7 +40,8 @@ with st.expander("Import runs from other machines (runner Parquet or CSV)"):
                           placeholder="e.g. after driver 580")
     notes = st.text_area("Notes (optional)", key="runs_import_notes")
     replace = st.checkbox("Yes, replace a stored run of the same id whose content differs (its stored points are "
-                          "deleted, in the same transaction)", key="runs_import_replace")
+                          "deleted, in the same transaction)", key="runs_import_replace",
+                          disabled=not actor.may("replace"), help=actor.why_not("replace"))
     unverified = st.checkbox("Store a CSV without a manifest (not a PinPoint export) as it is: nothing can show "
                              "that rows are missing from it", key="runs_import_unverified")
     st.button("Import", key="runs_import", disabled=not uploads or not actor.may("import"),

@@ -44,7 +44,7 @@ import sqlalchemy as sa
 
 from gpu.core import schema
 from gpu.core.access import Actor, require
-from gpu.core.errors import StoreError
+from gpu.core.errors import AccessRefused, StoreError
 from gpu.core.schema import frame_rows
 from gpu.core.text import shorten
 from gpu.results import migrations, runfiles
@@ -255,7 +255,13 @@ class RunStore(CheckedChanges, Database):
                 raise StoreError(f"run {run_id} is already in the store with different content (stored: "
                                  f"{len(stored)} points, new: {run['points']} points): it differs, so nothing was "
                                  "written; replace it explicitly (--replace, or the Runs page's replace box)")
+            # Replacing is trashing the stored run: the trash's role, and its own audit row (in this transaction).
+            if not actor.may("replace"):
+                raise AccessRefused(f"run {run_id} was not replaced, and nothing was written: "
+                                    f"{actor.why_not('replace')} (it moves the stored run to the trash)")
             to_trash(connection, run_id, actor, "replaced")
+            record(connection, actor, "trash", [run_id], f"trashed run {run_id} ({len(stored)} points): replaced by "
+                   f"an import of {run['points']} points")
         connection.execute(RUNS.insert(), [run])
         if boards:
             connection.execute(BOARDS.insert(), boards)

@@ -36,10 +36,9 @@ def follow(handle: JobHandle, preview=None) -> None:
     slot = st.empty() if preview is not None else None
     drawn, redraws, last = 0, 0, -1e9
     while not handle.wait(POLL_S):
-        if handle.state == "queued":  # whose job it waits behind, as this person may know it
-            bar.progress(0.0, text=plain(handle.queue_text(access.current_actor()), None))
-        elif handle.total:
-            bar.progress(min(handle.done / handle.total, 1.0), text=f"{handle.done}/{handle.total} · {handle.text}")
+        if handle.state == "queued" or handle.total:
+            bar.progress(0.0 if handle.state == "queued" else min(handle.done / handle.total, 1.0),
+                         text=progress_text(handle, access.current_actor()))
         if slot is None or len(handle.rows) <= drawn or time.monotonic() - last < REDRAW_S:
             continue
         frame = handle.partial_frame()
@@ -58,6 +57,14 @@ def follow(handle: JobHandle, preview=None) -> None:
         slot.empty()
 
 
+def progress_text(handle: JobHandle, viewer) -> str:
+    """A job's progress line as the progress bar shows it (Markdown): whose job it waits behind, as ``viewer`` may
+    know it, or how far it is. Names come from sign-in and labels from people: escaped by ``plain``, so a name
+    like ``[click me](https://…)@example.org`` shows as typed, never as a link or an image."""
+    said = handle.queue_text(viewer) if handle.state == "queued" else f"{handle.done}/{handle.total} · {handle.text}"
+    return plain(said, None)
+
+
 def outcome(handle: JobHandle):
     """The job's result, or None after showing its error as a message (never a traceback)."""
     try:
@@ -66,14 +73,14 @@ def outcome(handle: JobHandle):
         show_reasons(exc.reasons)
         return None
     except WorkerError as exc:
-        if handle.state == "cancelled":
-            st.info(f"Measurement stopped: {exc}")
+        if handle.state == "cancelled":  # "cancelled by NAME": a signed-in name, shown as text
+            st.info(f"Measurement stopped: {plain(exc, None)}")
         else:
             extra = " The GPU worker was replaced; the next measurement runs on a fresh one." if exc.fatal else ""
-            st.error(f"The measurement failed: {exc}.{extra}")
+            st.error(f"The measurement failed: {plain(exc, None)}.{extra}")
         return None
     for note in handle.notes:
-        st.caption(note)
+        st.caption(note)  # PinPoint's own sentences (what was reused, what replay lacks)
     return result
 
 
@@ -125,8 +132,8 @@ def queue_panel(backend, key: str) -> None:
     jobs = [job for job in backend.client.jobs() if job.kind != "warm_host_pool"]
     others = host_locks.holders(exclude_pid=os.getpid())
     refused = st.session_state.pop(f"{key}_cancel_refused", None)
-    if refused:
-        st.warning(refused)
+    if refused:  # names the person refused: text, not Markdown
+        st.warning(plain(refused, None))
     if not jobs and not others:
         return
     title = f"GPU queue: {text.count(len(jobs), 'job')}" + (f" · {text.count(len(others), 'other process')} measuring"
