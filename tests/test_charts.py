@@ -116,6 +116,9 @@ def test_every_chart_module_titles_with_the_source_of_its_numbers(frame):
     assert title.startswith("Bandwidth<br><sup>Replay of a run recorded on NVIDIA H200")
     assert title.endswith(f"profile {frame['profile'].iloc[0]}</sup>")
     assert chart_common.source_title("Empty", frame.iloc[:0])["text"] == "Empty<br><sup></sup>"
+    # the board that measured: the end of its UUID, said to be one
+    board = frame.assign(gpu_uuid="GPU-0c1d2e3f-aaaa-bbbb-cccc-dd0050595206")
+    assert "recorded on NVIDIA H200 (board …50595206) · " in chart_common.source_title("Bandwidth", board)["text"]
 
 
 def test_variant_parts_follow_the_declared_order_and_skip_what_the_run_lacks(frame):

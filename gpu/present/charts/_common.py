@@ -35,7 +35,9 @@ def source_label(frame: pd.DataFrame) -> str:
     when = str(first["timestamp"]).replace("T", " ")[:16] + " UTC"
     prefix = "Live" if first["backend"] == "live" else "Replay of a run recorded on"
     board = first.get("gpu_uuid")  # the board that measured, where the run names it (boards of a model differ)
-    device = f"{first['device_name']} {uuid_tail(board)}" if isinstance(board, str) and board else first["device_name"]
+    # "board …50595206": the end of its GPU UUID, named as such (a bare "…50595206" read as a cut-off name)
+    device = (f"{first['device_name']} (board {uuid_tail(board)})" if isinstance(board, str) and board
+              else first["device_name"])
     return f"{prefix} {chart_text(device)} · {chart_text(when)} · profile {chart_text(first['profile'])}"
 
 
@@ -68,7 +70,25 @@ def stage_figure(fig: go.Figure, height: int) -> go.Figure:
         annotation.font.size = max(annotation.font.size or 0, STAGE_FONT_PX)
     for kind in ("bar", "scatter"):
         fig.update_traces(textfont={"size": STAGE_FONT_PX}, cliponaxis=False, selector={"type": kind})
+    _stage_title_room(fig)
+    # A legend click on stage would hide a series mid-talk (and Plotly's "Double-click on legend…" tip covers the page)
+    fig.update_layout(legend={"itemclick": False, "itemdoubleclick": False})
     return fig
+
+
+def _stage_title_room(fig: go.Figure) -> None:
+    """At stage fonts a title with its source line under it is two lines tall, and panels' own titles (subplot
+    titles: annotations at the top of the plot area) sat on it: the title is pinned to the top of the figure and the
+    plot area starts below it and the panel titles."""
+    title = fig.layout.title.text or ""
+    if not title:
+        return
+    lines = title.count("<br>") + 1
+    panel_titles = any(a.yref == "paper" and (a.y or 0) >= 1 and a.yanchor == "bottom"
+                       for a in fig.layout.annotations)
+    room = 12 + STAGE_TITLE_PX + (lines - 1) * round(STAGE_FONT_PX * 1.3) + (STAGE_FONT_PX + 16 if panel_titles else 8)
+    fig.update_layout(title={"y": 1, "yref": "container", "yanchor": "top", "pad": {"t": 8}},
+                      margin={"t": max(room, fig.layout.margin.t or 0)})
 
 
 def reference_line(fig: go.Figure, value: float, name: str, level: str, log: bool) -> None:
