@@ -151,7 +151,9 @@ def axis_choices(experiment: str, name: str, key: str, options=None, default=Non
     declared defaults that are offered chosen (else the first option)."""
     declared = axis(experiment, name)
     options = list(declared.values if options is None else options)
-    if default is None:
+    if key in st.session_state:  # its value is set (from the URL, or by the pills): a default too would be logged
+        default = None
+    elif default is None:
         default = [v for v in declared.default if v in options] or options[:1]
     return st.pills(label or axis_label(declared), options, selection_mode="multi", default=default, key=key,
                     **kwargs)
@@ -165,8 +167,11 @@ def select_one(label: str, options: list, key: str, value=None, format_func=str,
         st.session_state[key] = options[0]
         where.markdown(f"{label}: **{format_func(options[0])}** (the only value here)")
         return options[0]
-    return where.select_slider(label, options=options, value=value if value in options else options[0],
-                               format_func=format_func, key=key, **kwargs)
+    if key in st.session_state:  # its value is set (from the URL, or by the slider): a default too would be logged
+        value = None
+    elif value not in options:
+        value = options[0]
+    return where.select_slider(label, options=options, value=value, format_func=format_func, key=key, **kwargs)
 
 
 def axis_slider(experiment: str, name: str, key: str, options: list, label: str | None = None, otherwise: int = -1,

@@ -11,6 +11,8 @@ import streamlit as st
 
 from pages._ui import controls
 
+DEFAULTS = ("index", "value", "default")  # the arguments by which Streamlit's widgets take their default
+
 
 def value_kind(options, many: bool = False) -> str:
     """How a control's value is written in the URL (``url_state.parse_url_value``): whole numbers when every option
@@ -39,8 +41,12 @@ class Section:
         return nullcontext() if where is st else where
 
     def _widget(self, make: str, key: str, kind: str, allowed, where, *args, check=None, **kwargs):
-        """Restore ``key`` (a value of ``kind`` among ``allowed``), then create Streamlit's widget ``make``."""
+        """Restore ``key`` (a value of ``kind`` among ``allowed``), then create Streamlit's widget ``make``. A value
+        already in the session (restored from the URL, or the widget's own) is the widget's: its default is not passed
+        too, which Streamlit logs as a warning with a stack dump."""
         self.url.restore(key, kind, allowed, check)
+        if key in st.session_state:
+            kwargs = {name: v for name, v in kwargs.items() if name not in DEFAULTS}
         return getattr(self._place(where), make)(*args, key=key, **kwargs)
 
     # --- Streamlit's widgets ------------------------------------------------------------------------------------
@@ -54,7 +60,7 @@ class Section:
     def slider(self, label: str, low: int, high: int, value: int, key: str, step: int = 1, where=None, **kwargs):
         """A numeric slider from ``low`` to ``high``; a linked value must be one of its steps."""
         allowed = (low, high) if step == 1 else list(range(low, high + 1, step))
-        return self._widget("slider", key, "int", allowed, where, label, low, high, value, step=step, **kwargs)
+        return self._widget("slider", key, "int", allowed, where, label, low, high, value=value, step=step, **kwargs)
 
     def radio(self, label: str, options: list, key: str, where=None, **kwargs):
         return self._widget("radio", key, value_kind(options), options, where, label, options, **kwargs)
