@@ -88,3 +88,12 @@ def test_a_linked_board_logs_no_streamlit_warning():
         logger.removeHandler(keep)
     assert at.selectbox(key="fleet_board").value == board
     assert not [s for s in said if "default value" in s], said
+
+
+def test_every_memory_modes_tab_has_its_takeaway_on_stage_and_no_desk_sentences():
+    at = open_with("pages/memory_modes.py", present="1")
+    takeaways = [m.value for m in at.markdown if m.value.startswith("### ")]
+    # managed, pools and batching (host-memory latency runs only while its tab is open)
+    assert len(takeaways) == 3, takeaways
+    assert any("per call ÷ pooled" in t for t in takeaways) and any("Each separate copy costs" in t for t in takeaways)
+    assert not [m.value for m in at.markdown if m.value.startswith("- **")]  # the desk's bullets stay at the desk
