@@ -70,7 +70,10 @@ def test_the_fleet_stage_labels_columns_at_16_px_dark_staggered_and_titles_no_ho
     assert " on vm" not in figure["layout"]["title"]["text"]
 
 
-def test_a_linked_board_logs_no_streamlit_warning():
+def test_a_linked_board_logs_no_streamlit_warning(monkeypatch):
+    from streamlit.elements.lib import policies
+
+    monkeypatch.setattr(policies, "_shown_default_value_warning", False)  # Streamlit says it once per process
     first = open_with("pages/fleet.py")
     board = first.selectbox(key="fleet_board").options[-1]
     said: list[str] = []

@@ -146,12 +146,12 @@ def axis_steps(experiment: str, name: str, step: int = 1, high: int | None = Non
 
 
 def axis_choices(experiment: str, name: str, key: str, options=None, default=None, label: str | None = None,
-                 **kwargs) -> list:
+                 linked: bool = False, **kwargs) -> list:
     """Multi-select pills over the axis's values (or ``options``, e.g. a recording's): labelled as the axis, the
     declared defaults that are offered chosen (else the first option)."""
     declared = axis(experiment, name)
     options = list(declared.values if options is None else options)
-    if key in st.session_state:  # its value is set (from the URL, or by the pills): a default too would be logged
+    if linked:  # its value was just set from the URL: a default too would be logged as a warning
         default = None
     elif default is None:
         default = [v for v in declared.default if v in options] or options[:1]
@@ -159,7 +159,8 @@ def axis_choices(experiment: str, name: str, key: str, options=None, default=Non
                     **kwargs)
 
 
-def select_one(label: str, options: list, key: str, value=None, format_func=str, where=st, **kwargs):
+def select_one(label: str, options: list, key: str, value=None, format_func=str, where=st, linked: bool = False,
+               **kwargs):
     """``st.select_slider`` over ``options`` (in ``where``: a column or container); with one option, that option
     written out instead (a slider of one value draws a lone dot that moves nowhere), its value kept under ``key``
     as the slider's would be (the address keeps it)."""
@@ -167,7 +168,7 @@ def select_one(label: str, options: list, key: str, value=None, format_func=str,
         st.session_state[key] = options[0]
         where.markdown(f"{label}: **{format_func(options[0])}** (the only value here)")
         return options[0]
-    if key in st.session_state:  # its value is set (from the URL, or by the slider): a default too would be logged
+    if linked:  # its value was just set from the URL: a default too would be logged as a warning
         value = None
     elif value not in options:
         value = options[0]

@@ -41,13 +41,18 @@ class Section:
         return nullcontext() if where is st else where
 
     def _widget(self, make: str, key: str, kind: str, allowed, where, *args, check=None, **kwargs):
-        """Restore ``key`` (a value of ``kind`` among ``allowed``), then create Streamlit's widget ``make``. A value
-        already in the session (restored from the URL, or the widget's own) is the widget's: its default is not passed
-        too, which Streamlit logs as a warning with a stack dump."""
-        self.url.restore(key, kind, allowed, check)
-        if key in st.session_state:
+        """Restore ``key`` (a value of ``kind`` among ``allowed``), then create Streamlit's widget ``make``. A range
+        keeps its default pair (without it Streamlit's slider would take one value, not two)."""
+        if self._restore(key, kind, allowed, check) and kind != "int_range":
             kwargs = {name: v for name, v in kwargs.items() if name not in DEFAULTS}
         return getattr(self._place(where), make)(*args, key=key, **kwargs)
+
+    def _restore(self, key: str, kind: str, options=None, check=None) -> bool:
+        """Restore ``key`` from the URL; True when that set its value in this run: the widget is then created
+        without its default, which Streamlit would log as a warning with a stack dump (a value set twice)."""
+        had = key in st.session_state
+        self.url.restore(key, kind, options, check)
+        return not had and key in st.session_state
 
     # --- Streamlit's widgets ------------------------------------------------------------------------------------
     def select_slider(self, label: str, options: list, key: str, where=None, **kwargs):
@@ -87,21 +92,21 @@ class Section:
     # --- PinPoint's controls (pages/_ui/controls.py) ------------------------------------------------------------
     def select_one(self, label: str, options: list, key: str, where=None, **kwargs):
         """``controls.select_one``: a slider over ``options``, or the one option written out."""
-        self.url.restore(key, value_kind(options), options)
-        return controls.select_one(label, options, key, where=self._place(where), **kwargs)
+        linked = self._restore(key, value_kind(options), options)
+        return controls.select_one(label, options, key, where=self._place(where), linked=linked, **kwargs)
 
     def axis_slider(self, experiment: str, name: str, key: str, options: list, where=None, **kwargs):
         """``controls.axis_slider``: one value of the experiment's axis, labelled and defaulted as it declares."""
-        self.url.restore(key, value_kind(options), options)
+        linked = self._restore(key, value_kind(options), options)
         with self._inside(where):
-            return controls.axis_slider(experiment, name, key, options, **kwargs)
+            return controls.axis_slider(experiment, name, key, options, linked=linked, **kwargs)
 
     def axis_choices(self, experiment: str, name: str, key: str, options=None, where=None, **kwargs) -> list:
         """``controls.axis_choices``: several of the axis's values (or of ``options``), as the axis declares."""
         offered = list(controls.axis(experiment, name).values if options is None else options)
-        self.url.restore(key, value_kind(offered, many=True), offered)
+        linked = self._restore(key, value_kind(offered, many=True), offered)
         with self._inside(where):
-            return controls.axis_choices(experiment, name, key, offered, **kwargs)
+            return controls.axis_choices(experiment, name, key, offered, linked=linked, **kwargs)
 
     def block_size(self, key: str, options: list[int], label: str, placeholder: str, default: int = 256,
                    settings=None, where=None) -> list[int]:
