@@ -70,25 +70,49 @@ def stage_figure(fig: go.Figure, height: int) -> go.Figure:
         annotation.font.size = max(annotation.font.size or 0, STAGE_FONT_PX)
     for kind in ("bar", "scatter"):
         fig.update_traces(textfont={"size": STAGE_FONT_PX}, cliponaxis=False, selector={"type": kind})
-    _stage_title_room(fig)
+    _stage_title_room(fig, height)
+    _stage_ticks(fig)
     # A legend click on stage would hide a series mid-talk (and Plotly's "Double-click on legend…" tip covers the page)
     fig.update_layout(legend={"itemclick": False, "itemdoubleclick": False})
     return fig
 
 
-def _stage_title_room(fig: go.Figure) -> None:
+STAGE_MOST_TICKS = 8  # a written-out axis (sizes, points) on stage: at 20 px more labels than this ran into each other
+STAGE_MOST_CATEGORIES = 6  # named points ("block 128 · stride 8") are longer: fewer of them
+
+
+def _stage_ticks(fig: go.Figure) -> None:
+    """On stage an axis whose ticks are written out (tickvals and ticktext) or named (categories) keeps every k-th
+    label, evenly spread, so that no two run into each other; every point is still drawn and named on hover."""
+    def thinned(values: list, most: int) -> list:
+        step = -(-len(values) // most)
+        return values[::step]
+
+    for axis in [getattr(fig.layout, name) for name in fig.layout if name.startswith("xaxis")]:
+        if axis.tickvals is not None and len(axis.tickvals) > STAGE_MOST_TICKS:
+            pairs = thinned(list(zip(axis.tickvals, axis.ticktext or axis.tickvals, strict=False)), STAGE_MOST_TICKS)
+            axis.update(tickvals=[v for v, _ in pairs], ticktext=[t for _, t in pairs])
+        elif axis.type == "category" and axis.categoryarray is not None \
+                and len(axis.categoryarray) > STAGE_MOST_CATEGORIES:
+            shown = thinned(list(axis.categoryarray), STAGE_MOST_CATEGORIES)
+            axis.update(tickmode="array", tickvals=shown, ticktext=shown)
+
+
+def _stage_title_room(fig: go.Figure, height: int) -> None:
     """At stage fonts a title with its source line under it is two lines tall, and panels' own titles (subplot
-    titles: annotations at the top of the plot area) sat on it: the title is pinned to the top of the figure and the
-    plot area starts below it and the panel titles."""
+    titles: annotations at the top of the plot area) sat on it: the title block is centred in a band at the top of the
+    figure (Plotly centres a block of several lines; anchored at its top, it drew the first line above the figure)
+    and the plot area starts below that band and the panel titles."""
     title = fig.layout.title.text or ""
     if not title:
         return
     lines = title.count("<br>") + 1
+    block = STAGE_TITLE_PX * 1.3 + (lines - 1) * STAGE_TITLE_PX * 0.8
     panel_titles = any(a.yref == "paper" and (a.y or 0) >= 1 and a.yanchor == "bottom"
                        for a in fig.layout.annotations)
-    room = 12 + STAGE_TITLE_PX + (lines - 1) * round(STAGE_FONT_PX * 1.3) + (STAGE_FONT_PX + 16 if panel_titles else 8)
-    fig.update_layout(title={"y": 1, "yref": "container", "yanchor": "top", "pad": {"t": 8}},
-                      margin={"t": max(room, fig.layout.margin.t or 0)})
+    top = 8 + block + 10 + (STAGE_FONT_PX + 12 if panel_titles else 0)
+    fig.update_layout(title={"y": 1 - (8 + block / 2) / height, "yref": "container", "yanchor": "middle"},
+                      margin={"t": round(max(top, fig.layout.margin.t or 0))})
 
 
 def reference_line(fig: go.Figure, value: float, name: str, level: str, log: bool) -> None:
