@@ -22,8 +22,7 @@ MIN_TEXT_PX = 14
 # Pages with a chart and a takeaway on stage; the others (Overview, Runs) are lists, checked for fit and text only.
 NO_CHART = {"", "runs"}
 # A menu with more entries than this (a kernel to highlight, a run among many; a long menu lists only the entries in
-# view) is checked at its first, middle and
-# last entries: every entry of a device or recording menu is checked.
+# view) is checked at its first, middle and last entries: every entry of a device or recording menu is checked.
 WHOLE_MENU = 10
 TALK_SCENES = 6
 
