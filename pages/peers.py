@@ -193,7 +193,8 @@ else:
 page.sync()
 
 st.subheader("The numbers")
-st.dataframe(ui.cached(charts.numbers_table)(frame), hide_index=True,
+# A latency row has no GB/s and a copy no ns per access: "—" there, not Streamlit's "None"
+st.dataframe(ui.cached(charts.numbers_table)(frame), hide_index=True, placeholder="—",
              column_config={"GB/s": st.column_config.NumberColumn(format="%.1f"),
                             "ns per access": st.column_config.NumberColumn(format="%.0f"),
                             "median µs": st.column_config.NumberColumn(format="%.2f"),
