@@ -240,7 +240,11 @@ async def apply(page, state: State) -> None:
         else:  # typed, so a long menu (which draws only the entries in view) shows the one wanted
             await open_menu(page, key)
             await where.locator("input").fill(state.action[3])
-            await page.get_by_role("option", name=state.action[3], exact=True).first.click()
+            try:
+                await page.get_by_role("option", name=state.action[3], exact=True).first.click(timeout=5_000)
+            except Exception:  # noqa: BLE001  (the list filtered to that entry: the keys pick it)
+                await where.locator("input").press("ArrowDown")
+                await where.locator("input").press("Enter")
     await settle(page, before)
     await close_more_settings(page)
     await settle(page)

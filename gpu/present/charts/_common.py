@@ -78,7 +78,7 @@ def stage_figure(fig: go.Figure, height: int) -> go.Figure:
 
 
 STAGE_MOST_TICKS = 8  # a written-out axis (sizes, points) on stage: at 20 px more labels than this ran into each other
-STAGE_MOST_CATEGORIES = 6  # named points ("block 128 · stride 8") are longer: fewer of them
+STAGE_MOST_CATEGORIES = 4  # named points ("block 128 · 1,048,576 elements", slanted) are longer: fewer of them
 
 
 def _stage_ticks(fig: go.Figure) -> None:

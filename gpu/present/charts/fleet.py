@@ -131,9 +131,11 @@ def heatmap_figure(fleet, title: str, height: int | None = None, rows: list[str]
                          tickfont={"size": STAGE_NAME_PX, "color": STAGE_LABEL_COLOR})
         fig.update_xaxes(tickangle=0, tickmode="array", tickvals=columns, ticktext=staggered(columns),
                          tickfont={"size": STAGE_COLUMN_PX, "color": STAGE_LABEL_COLOR})
+        # the colour bar's labels under their ticks: its top label sat on the bar's title
         fig.update_traces(textfont={"size": STAGE_NAME_PX - 4}, colorbar={"title": {"font": {"size": 16}},
-                                                                         "tickfont": {"size": 16}})
-        fig.update_layout(margin={"l": 10, "r": 10, "t": 40, "b": 10}, font={"size": STAGE_FONT_PX},
+                                                                         "tickfont": {"size": 16},
+                                                                         "ticklabelposition": "outside bottom"})
+        fig.update_layout(margin={"l": 10, "r": 10, "t": 56, "b": 10}, font={"size": STAGE_FONT_PX},
                           title_font={"size": STAGE_TITLE_PX}, hoverlabel={"font_size": STAGE_FONT_PX})
     return fig
 
