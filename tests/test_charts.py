@@ -135,3 +135,30 @@ def test_theoretical_lines_draw_only_the_limits_the_run_recorded(frame):
                                    {"hbm_gbps_theoretical": "HBM", "pcie_gbps_theoretical": "PCIe"}, log=False)
     assert [a.text.split("<br>")[0] for a in fig.layout.annotations] == ["PCIe"]
     assert fig.layout.shapes[0].y0 == pytest.approx(frame["pcie_gbps_theoretical"].iloc[0])
+
+
+def test_a_stage_figure_keeps_its_title_clear_of_the_panel_titles_and_its_ticks_apart(frame):
+    """On stage (20 px ticks, a 26 px title over its source line) the title is centred in a band above the panels'
+    titles, a written-out size axis keeps at most 8 labels (the largest size among them), legend clicks do nothing."""
+    from gpu.present.charts import transfers as transfer_charts
+
+    fig = chart_common.stage_figure(transfer_charts.bandwidth_figure(frame), 480)
+    title = fig.layout.title
+    assert title.yref == "container" and title.yanchor == "middle"
+    centre = (1 - title.y) * 480
+    block = chart_common.STAGE_TITLE_PX * 1.3 + chart_common.STAGE_TITLE_PX * 0.8  # two lines
+    assert centre - block / 2 >= 0  # the first line inside the figure
+    assert fig.layout.margin.t >= centre + block / 2 + chart_common.STAGE_FONT_PX  # the panel titles under it
+    ticks = fig.layout.xaxis.tickvals
+    assert len(ticks) <= chart_common.STAGE_MOST_TICKS and ticks[-1] == frame["bytes"].max()
+    assert fig.layout.legend.itemclick is False and fig.layout.legend.itemdoubleclick is False
+
+
+def test_a_stage_figure_names_a_few_points_of_a_long_category_axis():
+    import plotly.graph_objects as go
+
+    names = [f"{n:,} elements · cuda_event_batched" for n in (4096 * 2 ** i for i in range(17))]
+    fig = go.Figure(go.Scatter(x=names, y=list(range(17))))
+    fig.update_xaxes(type="category", categoryarray=names)
+    shown = chart_common.stage_figure(fig, 480).layout.xaxis.tickvals
+    assert 2 <= len(shown) <= 3 and shown[-1] == names[-1]  # ~37 letters a name: three fit the stage's width
