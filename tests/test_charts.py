@@ -154,11 +154,15 @@ def test_a_stage_figure_keeps_its_title_clear_of_the_panel_titles_and_its_ticks_
     assert fig.layout.legend.itemclick is False and fig.layout.legend.itemdoubleclick is False
 
 
-def test_a_stage_figure_names_a_few_points_of_a_long_category_axis():
+def test_a_stage_figure_names_a_few_points_of_a_category_axis_and_long_names_on_hover_only():
     import plotly.graph_objects as go
 
-    names = [f"{n:,} elements · cuda_event_batched" for n in (4096 * 2 ** i for i in range(17))]
-    fig = go.Figure(go.Scatter(x=names, y=list(range(17))))
-    fig.update_xaxes(type="category", categoryarray=names)
-    shown = chart_common.stage_figure(fig, 480).layout.xaxis.tickvals
-    assert 2 <= len(shown) <= 3 and shown[-1] == names[-1]  # ~37 letters a name: three fit the stage's width
+    def staged(names):
+        fig = go.Figure(go.Scatter(x=names, y=list(range(len(names)))))
+        fig.update_xaxes(type="category", categoryarray=names, title_text="point")
+        return chart_common.stage_figure(fig, 480).layout.xaxis
+
+    short = staged([f"block {b} · stride {s}" for b in (128, 256, 512) for s in (1, 2, 4, 8, 16, 32)])
+    assert len(short.tickvals) <= chart_common.STAGE_MOST_CATEGORIES and short.tickvals[-1] == "block 512 · stride 32"
+    long = staged([f"{n:,} elements · cuda_event_batched_held" for n in (4096 * 2 ** i for i in range(17))])
+    assert long.showticklabels is False and long.title.text == "point (names on hover)"

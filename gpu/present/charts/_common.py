@@ -79,12 +79,13 @@ def stage_figure(fig: go.Figure, height: int) -> go.Figure:
 
 STAGE_MOST_TICKS = 8  # a written-out axis (sizes, points) on stage: at 20 px more labels than this ran into each other
 STAGE_MOST_CATEGORIES = 4  # named points ("block 128 · 1,048,576 elements", slanted) are longer: fewer of them
-STAGE_CATEGORY_ROOM_PX = 1200  # the width slanted point names share on stage; a name takes ~half its font per letter
+STAGE_LONGEST_NAME = 32  # letters: a longer point name, slanted, took half the chart's height on stage
 
 
 def _stage_ticks(fig: go.Figure) -> None:
     """On stage an axis whose ticks are written out (tickvals and ticktext) or named (categories) keeps every k-th
-    label, evenly spread, so that no two run into each other; every point is still drawn and named on hover."""
+    label, evenly spread, so that no two run into each other (long point names: none, the axis says they are on
+    hover); every point is still drawn and named on hover."""
     def thinned(values: list, most: int) -> list:  # every step-th, the last one (the largest size) always kept
         step = -(-len(values) // most)
         return values[(len(values) - 1) % step::step]
@@ -95,10 +96,11 @@ def _stage_ticks(fig: go.Figure) -> None:
             axis.update(tickvals=[v for v, _ in pairs], ticktext=[t for _, t in pairs])
         elif axis.type == "category" and axis.categoryarray is not None \
                 and len(axis.categoryarray) > STAGE_MOST_CATEGORIES:
-            longest = max(len(str(c)) for c in axis.categoryarray) * STAGE_FONT_PX // 2
-            shown = thinned(list(axis.categoryarray),
-                            max(2, min(STAGE_MOST_CATEGORIES, STAGE_CATEGORY_ROOM_PX // max(longest, 1))))
-            axis.update(tickmode="array", tickvals=shown, ticktext=shown)
+            if max(len(str(c)) for c in axis.categoryarray) > STAGE_LONGEST_NAME:  # named on hover only
+                axis.update(showticklabels=False, title_text=f"{axis.title.text or 'point'} (names on hover)")
+            else:
+                shown = thinned(list(axis.categoryarray), STAGE_MOST_CATEGORIES)
+                axis.update(tickmode="array", tickvals=shown, ticktext=shown)
 
 
 def _stage_title_room(fig: go.Figure, height: int) -> None:
