@@ -251,11 +251,19 @@ async def apply(page, state: State) -> None:
 
 
 async def check(page, state: State, height: int, shots: bool) -> list[str]:
+    charted = state.scene is not None or state.path not in NO_CHART
     seen = await page.evaluate(CHECKS, MIN_TEXT_PX)
+    if charted and not seen["drawn"] and not seen["reasons"]:
+        # a page may run once more after its first run (its address written back): wait for what it draws then
+        try:
+            await page.wait_for_selector(".js-plotly-plot .main-svg >> visible=true", timeout=20_000)
+        except Exception:  # noqa: BLE001  (reported below)
+            pass
+        await settle(page)
+        seen = await page.evaluate(CHECKS, MIN_TEXT_PX)
     problems = list(seen["problems"])
     if seen["exception"]:
         problems.append("an exception is shown")
-    charted = state.scene is not None or state.path not in NO_CHART
     if charted:
         if not seen["drawn"]:
             lines = [r for r in seen["reasons"] if "\n" not in r]
