@@ -280,7 +280,13 @@ async def check(page, state: State, height: int, shots: bool) -> list[str]:
 async def discover(page, server: str, path: str) -> list[State]:
     await page.goto(stage_address(server, State(path)))
     await settle(page, before=0)
-    controls = [] if path in NO_CHART else await page.evaluate(CONTROLS)
+    if path in NO_CHART:
+        return states_of(path, [], {})
+    # the page drawn to its end (a takeaway, or the line saying why not) before its controls are read
+    await page.wait_for_selector("[class*='st-key-stage_takeaway'], [data-testid=stAlert] >> visible=true",
+                                 timeout=60_000)
+    await settle(page)
+    controls = await page.evaluate(CONTROLS)
     menus = {c["key"]: await menu_entries(page, c["key"]) for c in controls if c["kind"] == "menu"}
     return states_of(path, controls, menus)
 
