@@ -138,10 +138,10 @@ counted = (f"{named_boards} board{'s' if named_boards != 1 else ''} with a GPU U
 
 if ui.presenting():  # the heatmap takes what the title and the takeaway leave of 960 px
     rows_shown = fleet_charts.stage_rows(fleet, STAGE_HEATMAP_PX)
-    hosts = sorted(set(boards["host"]))
-    where = f" on {hosts[0]}" if len(hosts) == 1 else ""
+    # The title names the boards, not the machine they were recorded on (a host name such as "vm" read as a kind of
+    # board); the rows leave out the one host they share.
     part = "" if len(rows_shown) == len(boards) else f" ({len(rows_shown)} furthest of {len(boards)})"
-    st.plotly_chart(heatmap(fleet, fleet_key, f"{name}{where}{part}: floors from the median", STAGE_HEATMAP_PX,
+    ui.plot(heatmap(fleet, fleet_key, f"{name}{part}: floors from the median", STAGE_HEATMAP_PX,
                             rows_shown, stage=True), key="fleet_heatmap")
     more = f" {len(sentences) - 1} more boards are beyond a floor." if len(sentences) > 1 else ""
     sizes = sorted(fleet.figures["floor"].unique())

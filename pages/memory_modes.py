@@ -103,8 +103,10 @@ with tab_pools:
     if frame is not None:
         table = ui.cached(memory_charts.pool_table)(frame)
         parts = headlines.pools(table, memory_charts.pool_crossover)
-        st.markdown("\n".join(f"- {p}" for p in parts))
+        if ui.desk():  # on stage the takeaway under the chart says it
+            st.markdown("\n".join(f"- {p}" for p in parts))
         chart(pools.NAME, memory_charts.pools_figure, frame)
+        ui.takeaway("; ".join(parts) + "." if parts else None, key="stage_takeaway_pools")
         numbers(pools.NAME, table.assign(bytes=table["bytes"].map(format_bytes)), frame)
 
 with tab_batching:
@@ -125,9 +127,10 @@ with tab_batching:
     if frame is not None:
         table = ui.cached(memory_charts.batching_table)(frame)
         overhead = headlines.batching(table)
-        if overhead:
+        if overhead and ui.desk():  # on stage the takeaway under the chart says it
             st.markdown(overhead)
         chart(batching.NAME, memory_charts.batching_figure, frame)
+        ui.takeaway(overhead.replace("**", "") if overhead else None, key="stage_takeaway_batching")
         numbers(batching.NAME, table.assign(**{"piece bytes": table["piece bytes"].map(format_bytes)}), frame)
 
 with tab_latency:
@@ -147,11 +150,13 @@ with tab_latency:
         if frame is not None:
             largest = frame[frame["param_value"] == frame["param_value"].max()]
             ns = (largest["median_ms"] * 1e6 / largest["elements"]).groupby(largest["variant"]).first()
-            if {"mapped", "device"} <= set(ns.index):
-                st.markdown(f"With a {format_bytes(int(largest['param_value'].iloc[0]))} chain, a dependent load "
-                            f"takes **{ns['mapped']:,.0f} ns** over PCIe and **{ns['device']:,.0f} ns** in device "
-                            f"memory ({ns['mapped'] / ns['device']:.1f}× longer).")
+            line = (f"With a {format_bytes(int(largest['param_value'].iloc[0]))} chain, a dependent load takes "
+                    f"{ns['mapped']:,.0f} ns over PCIe and {ns['device']:,.0f} ns in device memory "
+                    f"({ns['mapped'] / ns['device']:.1f}× longer)." if {"mapped", "device"} <= set(ns.index) else None)
+            if line and ui.desk():  # on stage the takeaway under the chart says it
+                st.markdown(line)
             chart(host_latency.NAME, memory_charts.host_latency_figure, frame)
+            ui.takeaway(line, key="stage_takeaway_host_latency")
             numbers(host_latency.NAME,
                     frame[["variant", "param_value", "elements", "median_ms", "cv", "samples", "timer"]].assign(
                         variant=lambda f: f["variant"].map(host_latency.LABELS),

@@ -112,9 +112,9 @@ def recorded_frame():
 def show(figure, key: str) -> None:
     """A matrix-sized figure: taller than the stage's other charts (8 GPUs keep two readable lines per cell)."""
     if ui.presenting():
-        st.plotly_chart(charts.for_stage(figure), key=key)
+        ui.plot(charts.for_stage(figure), key=key)
     else:
-        st.plotly_chart(figure, key=key)
+        ui.plot(figure, key=key)
 
 
 def offered(key: str, options: list) -> None:
@@ -135,7 +135,8 @@ if default is None:
 controls = ui.Section(page)
 pairs = pm.pair_rows(frame)
 variants = [v for v in (*pm.ONE_WAY, pm.BIDIRECTIONAL) if v in set(pairs["variant"])]
-left, middle, right = st.columns([5, 2, 4])
+# The copy menu's five entries wrap onto three rows in a narrower column: 43 px more than a 1920×960 stage holds.
+left, middle, right = st.columns([7, 2, 3])
 variant = controls.radio("Copy", variants, "peers_variant", where=left, horizontal=True,
                          index=variants.index(default.variant), format_func=lambda v: pm.LABELS.get(v, v),
                          help="Copy engine: cuMemcpyPeerAsync, started by the destination's GPU (pulls) or the "
@@ -189,12 +190,12 @@ if both_view or latency_view:
     both_column, latency_column = st.columns(2)
     if both_view:
         with both_column:
-            st.plotly_chart(ui.cached_figure(charts.bidirectional_figure)(frame, both_view), key="chart_bidirectional")
+            ui.plot(ui.cached_figure(charts.bidirectional_figure)(frame, both_view), key="chart_bidirectional")
     else:
         both_column.caption("This run did not copy both directions of a pair at once.")
     if latency_view:
         with latency_column:
-            st.plotly_chart(ui.cached_figure(charts.latency_figure)(frame, latency_view), key="chart_latency")
+            ui.plot(ui.cached_figure(charts.latency_figure)(frame, latency_view), key="chart_latency")
             st.caption(f"ns per dependent load, working set {format_bytes(latency_view.size)} (the largest measured).")
     else:
         latency_column.caption("This run did not measure latency between GPUs.")
@@ -205,7 +206,7 @@ pair_names = [f"{s}-{d}" for s, d in ordered]
 pair = controls.selectbox("Pair (source → destination)", pair_names, PAIR_KEY,
                           format_func=lambda p: "GPU {} → GPU {}".format(*p.split("-")))
 source, destination = (int(v) for v in pair.split("-"))
-st.plotly_chart(ui.cached_figure(charts.pair_sweep_figure)(frame, source, destination), key="chart_pair_sweep")
+ui.plot(ui.cached_figure(charts.pair_sweep_figure)(frame, source, destination), key="chart_pair_sweep")
 st.caption("Solid: batched copies; dotted: one copy at a time (its issue cost included). Small copies are bound "
            "by their start-up cost, large ones by the link.")
 
@@ -213,13 +214,14 @@ st.subheader("Host links: alone and all at once")
 host_line = ui.cached(pm.host_sentence)(frame)
 if host_line:
     st.markdown(text.plain(host_line, None))
-    st.plotly_chart(ui.cached_figure(charts.host_figure)(frame), key="chart_host")
+    ui.plot(ui.cached_figure(charts.host_figure)(frame), key="chart_host")
 else:
     st.caption("This run did not copy between the host and every GPU at once.")
 page.sync()
 
 st.subheader("The numbers")
-st.dataframe(ui.cached(charts.numbers_table)(frame), hide_index=True,
+# A latency row has no GB/s and a copy no ns per access: "—" there, not Streamlit's "None"
+st.dataframe(ui.cached(charts.numbers_table)(frame), hide_index=True, placeholder="—",
              column_config={"GB/s": st.column_config.NumberColumn(format="%.1f"),
                             "ns per access": st.column_config.NumberColumn(format="%.0f"),
                             "median µs": st.column_config.NumberColumn(format="%.2f"),

@@ -98,7 +98,7 @@ def show(figure, key: str) -> None:
     charts (two panels over six decades; the page has no controls on stage), which ``ui.chart`` would set to its
     one height."""
     if ui.presenting():
-        st.plotly_chart(figure, key=key)
+        ui.plot(figure, key=key)
     else:
         ui.chart(figure, key=key)
 

@@ -45,12 +45,11 @@ st.caption(f"{talk.title} · scene {index + 1} of {count}")
 st.markdown(f"# {scene.claim}")
 
 # --- the measurement: live if asked and answered in time, else the bundled recording -----------------------
-live, reason = ui.live_backend()
+live, _ = ui.live_backend()
+measurable = live is not None and not ui.use_replay()  # while replaying there is nothing to measure: no button
 frame, source, fallback = None, "", ""
-if state.pop("talk_measure_requested", False):
-    if live is None or ui.use_replay():
-        fallback = f"no live GPU here: {reason or 'replay switched on'}"
-    elif ui.permitted("measure"):
+if state.pop("talk_measure_requested", False) and measurable:
+    if ui.permitted("measure"):
         handle = ui.submit_values(live, scene.experiment, {**scene.params, "profile": "interactive"},
                                   session=ui.session_id(), owner=current_actor().who)
         with st.spinner(f"Measuring on {live.facts.get('device_name')}…"):
@@ -74,7 +73,7 @@ else:
         source = (f"**Bundled recording** from {first['device_name']}, {str(first['timestamp'])[:10]} "
                   "(measured by PinPoint's runner, not now)"
                   + (f" · {fallback[0].upper() + fallback[1:]}: showing the bundled recording" if fallback else "")
-                  + ("" if live is None else " · press **m** to measure live"))
+                  + (" · press **m** to measure live" if measurable else ""))
     except ValidationError as exc:
         ui.show_reasons(exc.reasons, "This scene has no recording to show")
 
@@ -99,14 +98,18 @@ if frame is not None:
     ui.chart(figure, key=f"talk_chart_{index}")
     ui.takeaway(line, "##", always=True)
     st.caption(source)
-    with st.expander("Speaker notes and method"):
+
+# One row under the verdict: ← previous, the speaker notes, Measure live (only where a GPU answers: while replaying
+# there is nothing to measure), next →. Rows of their own pushed the buttons off a 1920×960 screen.
+cells = st.columns([1, 4, 1.2, 1] if measurable else [1, 5, 1], vertical_alignment="top")
+cells[0].button("← previous", key="talk_prev", on_click=move, args=(-1,), disabled=index == 0)
+if frame is not None:
+    with cells[1].expander("Speaker notes and method"):
         st.markdown(scene.notes)
         st.caption(f"Experiment `{scene.experiment}`, judged by `gpu/present/claims.py:{scene.judge}` from the numbers "
                    "above. "
                    f"Parameters: {talks.describe_params(scene.params, scene.experiment)}.")
-
-left, middle, right = st.columns([1, 2, 1])
-left.button("← previous", key="talk_prev", on_click=move, args=(-1,), disabled=index == 0)
-middle.button("Measure live (m)", key="talk_measure", on_click=ui.request, args=("talk_measure_requested",))
-right.button("next →", key="talk_next", on_click=move, args=(1,), disabled=index == count - 1)
+if measurable:
+    cells[2].button("Measure live (m)", key="talk_measure", on_click=ui.request, args=("talk_measure_requested",))
+cells[-1].button("next →", key="talk_next", on_click=move, args=(1,), disabled=index == count - 1)
 ui.shortcuts(talk_prev="arrowleft", talk_next="arrowright", talk_measure="m")

@@ -115,7 +115,12 @@ with_alloc = frame[frame["include_alloc"]]
 verdict = ui.cached(headlines.transfers_verdict)
 
 
-if not with_alloc.empty:
+if not with_alloc.empty and ui.presenting():
+    # On stage one chart holds both (solid: copy only; dashed: allocated per copy) and the takeaway says the ratios:
+    # two side-by-side charts of two panels each were too small to read and too tall for the screen.
+    ui.chart(bandwidth_figure(frame).update_layout(title=source_title("Copy only vs including allocation", frame)),
+             key="chart_bw_both")
+elif not with_alloc.empty:
     st.subheader("Copy only vs including allocation")
     lines = [v for v in (verdict(copy_only, "Copy only"), verdict(with_alloc, "Including allocation")) if v]
     if lines:

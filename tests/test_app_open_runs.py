@@ -45,7 +45,7 @@ def test_every_bundled_run_opens_on_its_page_without_an_error_or_a_server_path()
         shown = messages(at)
         assert not at.exception and not at.error, (run_id, experiment, shown)
         assert at.query_params["run"] == run_id
-        assert any(f"**Stored run** {run_id}" in i.value for i in at.info), (run_id, shown)
+        assert any(f"**Bundled run** {run_id}" in i.value for i in at.info), (run_id, shown)  # not "Stored run"
         assert at.get("plotly_chart"), (run_id, experiment, shown)  # the run is drawn, not only talked about
         assert not [t for t in shown if "cannot run" in t or "nothing to replay" in t], (run_id, shown)
         assert not server_paths(shown), (run_id, server_paths(shown))
@@ -58,7 +58,7 @@ def test_a_run_in_the_root_address_opens_its_page():
     at.run()
     assert not at.exception
     assert at.query_params["run"] == run_id and "coalescing_elements" in at.query_params  # the Coalescing page's
-    assert any(f"**Stored run** {run_id}" in i.value for i in at.info)
+    assert any(f"**Bundled run** {run_id}" in i.value for i in at.info)  # a recording shipped with PinPoint
 
 
 def test_a_replay_without_the_experiment_names_no_folder(tmp_path):

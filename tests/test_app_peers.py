@@ -92,11 +92,12 @@ def test_two_gpus_replayed_draw_the_matrix_topology_sweep_and_host_links(two_gpu
     matrix = shown["Peer bandwidth, source → destination"]
     assert "Replay of a run recorded on 2 × NVIDIA H100 80GB HBM3" in matrix["layout"]["title"]["text"]
     assert "batched · 1 GiB" in matrix["layout"]["title"]["text"]  # the default: the batched copy engine, largest
-    assert matrix["data"][0]["text"] == [["", "391<br>NV18"], ["391<br>NV18", ""]]
+    assert matrix["data"][0]["text"] == [["same GPU", "391<br>NV18"], ["391<br>NV18", "same GPU"]]
     words = " ".join(m.value for m in at.markdown)
     assert "GPU 0 ↔ GPU 1\\: 18 NVLinks \\(NVLink 4\\), 391 GB/s one way, the only measured pair" in words
     assert "GPU 0 loses 18 % copying to the host when both GPUs do at once" in words
     assert len(at.dataframe[0].value) == 220 and not at.warning
+    assert at.dataframe[0].proto.placeholder == "—"  # a latency row's GB/s reads "—", not "None"
 
 
 def test_eight_gpus_replayed_read_as_a_matrix_with_the_slow_pair_named(eight_gpus):

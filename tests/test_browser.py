@@ -96,8 +96,9 @@ def test_the_built_in_talk_steps_through_every_scene_with_the_keyboard(server, b
         page.screenshot(path=str(tmp_path / f"scene-{number}.png"))
         assert (tmp_path / f"scene-{number}.png").stat().st_size > 20_000
         page.mouse.click(5, 1070)  # focus the page, not a widget
-        wait_for_shortcut(page, "arrowright" if number < 6 else "m")
-        page.keyboard.press("ArrowRight" if number < 6 else "m")
-    page.wait_for_function("document.body.innerText.includes('No live GPU here')", timeout=60_000)
+        if number < 6:
+            wait_for_shortcut(page, "arrowright")
+            page.keyboard.press("ArrowRight")
+    assert not page.get_by_text("Measure live").count()  # replaying: nothing to measure live
     assert len(set(headlines)) == 6
     page.close()

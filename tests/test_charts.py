@@ -116,6 +116,9 @@ def test_every_chart_module_titles_with_the_source_of_its_numbers(frame):
     assert title.startswith("Bandwidth<br><sup>Replay of a run recorded on NVIDIA H200")
     assert title.endswith(f"profile {frame['profile'].iloc[0]}</sup>")
     assert chart_common.source_title("Empty", frame.iloc[:0])["text"] == "Empty<br><sup></sup>"
+    # the board that measured: the end of its UUID, said to be one
+    board = frame.assign(gpu_uuid="GPU-0c1d2e3f-aaaa-bbbb-cccc-dd0050595206")
+    assert "recorded on NVIDIA H200 (board …50595206) · " in chart_common.source_title("Bandwidth", board)["text"]
 
 
 def test_variant_parts_follow_the_declared_order_and_skip_what_the_run_lacks(frame):
@@ -132,3 +135,34 @@ def test_theoretical_lines_draw_only_the_limits_the_run_recorded(frame):
                                    {"hbm_gbps_theoretical": "HBM", "pcie_gbps_theoretical": "PCIe"}, log=False)
     assert [a.text.split("<br>")[0] for a in fig.layout.annotations] == ["PCIe"]
     assert fig.layout.shapes[0].y0 == pytest.approx(frame["pcie_gbps_theoretical"].iloc[0])
+
+
+def test_a_stage_figure_keeps_its_title_clear_of_the_panel_titles_and_its_ticks_apart(frame):
+    """On stage (20 px ticks, a 26 px title over its source line) the title is centred in a band above the panels'
+    titles, a written-out size axis keeps at most 8 labels (the largest size among them), legend clicks do nothing."""
+    from gpu.present.charts import transfers as transfer_charts
+
+    fig = chart_common.stage_figure(transfer_charts.bandwidth_figure(frame), 480)
+    title = fig.layout.title
+    assert title.yref == "container" and title.yanchor == "middle"
+    centre = (1 - title.y) * 480
+    block = chart_common.STAGE_TITLE_PX * 1.3 + chart_common.STAGE_TITLE_PX * 0.8  # two lines
+    assert centre - block / 2 >= 0  # the first line inside the figure
+    assert fig.layout.margin.t >= centre + block / 2 + chart_common.STAGE_FONT_PX  # the panel titles under it
+    ticks = fig.layout.xaxis.tickvals
+    assert len(ticks) <= chart_common.STAGE_MOST_TICKS and ticks[-1] == frame["bytes"].max()
+    assert fig.layout.legend.itemclick is False and fig.layout.legend.itemdoubleclick is False
+
+
+def test_a_stage_figure_names_a_few_points_of_a_category_axis_and_long_names_on_hover_only():
+    import plotly.graph_objects as go
+
+    def staged(names):
+        fig = go.Figure(go.Scatter(x=names, y=list(range(len(names)))))
+        fig.update_xaxes(type="category", categoryarray=names, title_text="point")
+        return chart_common.stage_figure(fig, 480).layout.xaxis
+
+    short = staged([f"block {b} · stride {s}" for b in (128, 256, 512) for s in (1, 2, 4, 8, 16, 32)])
+    assert len(short.tickvals) <= chart_common.STAGE_MOST_CATEGORIES and short.tickvals[-1] == "block 512 · stride 32"
+    long = staged([f"{n:,} elements · cuda_event_batched_held" for n in (4096 * 2 ** i for i in range(17))])
+    assert long.showticklabels is False and long.title.text == "point (names on hover)"

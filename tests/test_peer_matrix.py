@@ -124,7 +124,7 @@ def test_the_takeaway_says_the_rates_the_link_both_ways_and_latency(two, eight):
     assert takeaways.peers(two[two["peer_index"].isna()]) is None
 
 
-def test_the_matrix_figure_has_a_cell_per_pair_with_its_link_and_an_empty_diagonal(eight):
+def test_the_matrix_figure_has_a_cell_per_pair_with_its_link_and_a_diagonal_that_says_same_gpu(eight):
     view = pm.default_view(eight)
     figure = spec(charts.matrix_figure(eight.assign(backend="replay"), view))
     [heatmap] = figure["data"]
@@ -132,7 +132,7 @@ def test_the_matrix_figure_has_a_cell_per_pair_with_its_link_and_an_empty_diagon
     assert z.shape == (8, 8) and np.isnan(np.diag(z)).all()
     assert heatmap["x"] == heatmap["y"] == [f"GPU {g}" for g in range(8)]
     assert heatmap["text"][0][1] == "391<br>NV18" and heatmap["text"][6][7] == "47<br>host"
-    assert heatmap["text"][3][3] == ""
+    assert heatmap["text"][3][3] == "same GPU"  # the empty diagonal explained, not a blank cell
     assert "GPU 2 → GPU 5<br>199.3 GB/s one way" in heatmap["customdata"][2][5]
     assert "link: NVLink 4 ×18" in heatmap["customdata"][2][5]
     assert figure["layout"]["xaxis"]["title"]["text"] == "destination GPU"

@@ -44,6 +44,24 @@ def test_unrecorded_sizes_are_named_never_interpolated(replay):
     assert any("48 KiB" in note and "never interpolates" in note for note in handle.notes)
 
 
+STREAMS_DEFAULT_VIEW = {"size_bytes": 256 * MiB, "chunks": [4, 16, 64], "streams": [1, 2, 4, 8, 16],
+                        "host_memory": ["pinned", "pageable"], "issue_orders": ["depth_first", "staged"],
+                        "intensities": [0], "pageable_grid": False}
+
+
+def test_a_recording_made_before_a_later_variant_is_not_told_it_lacks_it(replay):
+    """The Streams page's default view over the H200 recording of 2026-11-23, made before the runner paired both-way
+    copies with the pipelines (bidir_paired): every point of the view is there but those, and nothing is said."""
+    handle = submit_values(replay, "streams", STREAMS_DEFAULT_VIEW)
+    frame = handle.outcome()
+    assert "bidir_paired" not in set(frame["variant"]) and (frame["variant"] == "pipeline").any()
+    assert not handle.notes
+    # a point the recording could have held, of a variant it holds, is still named
+    handle = submit_values(replay, "streams", {**STREAMS_DEFAULT_VIEW, "intensities": [0, 4096]})
+    handle.outcome()
+    assert any("never interpolates" in note for note in handle.notes)
+
+
 def test_nothing_recorded_is_a_clear_error(replay):
     with pytest.raises(ValidationError, match="none of the requested points were recorded"):
         submit_values(replay, "transfers", {"sizes": [48 * KiB]}).outcome()

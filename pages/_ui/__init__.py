@@ -53,6 +53,7 @@ from pages._ui.stage import (
     check_present_value,
     desk,
     more_settings,
+    plot,
     presenting,
     shortcuts,
     stage_exit,
@@ -65,7 +66,7 @@ __all__ = ["Page", "Section", "UrlState", "axis", "axis_choices", "axis_default"
            "axis_slider", "axis_steps", "backends", "block_size_setting", "cached", "cached_figure", "chart",
            "check_present_value", "controls", "current_actor", "current_backend", "desk", "download", "first_default",
            "frame_key", "live_backend", "loaded_run", "measure", "more_settings", "open_linked_page", "open_run_page",
-           "opened_run", "outcome", "parse_url_value", "permitted", "presenting", "replay_backend", "request",
+           "opened_run", "outcome", "parse_url_value", "permitted", "plot", "presenting", "replay_backend", "request",
            "require_router", "run_catalog", "select_one", "session_id", "shortcuts", "show_reasons", "sign_in_gate",
            "source_banner", "source_sidebar", "stage_exit", "stage_style", "submit_values", "takeaway",
            "typed_block_size", "url_state", "url_text", "use_replay", "view_link", "why_not"]

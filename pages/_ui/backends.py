@@ -160,6 +160,15 @@ def _opened_run_backend(run_id: str, store_url: str) -> tuple[ReplayBackend | No
     return ReplayBackend(frames=[frame]), ""
 
 
+def opened_run_kind(run_id: str) -> str:
+    """"Bundled run" for a recording shipped with PinPoint (a file in git, not in the runs store), else
+    "Stored run"."""
+    catalog, _ = run_catalog()
+    bundled = catalog is not None and run_id in catalog.bundled \
+        and not (catalog.store is not None and catalog.store.has_run(run_id))
+    return "Bundled run" if bundled else "Stored run"
+
+
 def open_run_page(navigation) -> None:
     """``/?run=ID`` on Overview (the app's root) opens the run on its experiment's page, with the address's other
     values; an unknown run stays on Overview, where the banner names it."""
@@ -227,7 +236,7 @@ def source_banner() -> None:
         backend, reason = opened_run_backend(run_id)
         if backend is not None:
             first = backend.data.iloc[0]
-            st.info(f"**Stored run** {plain(run_id)} · recorded on {plain(first['device_name'])} "
+            st.info(f"**{opened_run_kind(run_id)}** {plain(run_id)} · recorded on {plain(first['device_name'])} "
                     f"({plain(str(first['timestamp'])[:16])}) by PinPoint, not measured now; experiment: "
                     f"{plain(first['experiment'])}. Remove ?run= from the address to measure or replay.",
                     icon=page_entry("pages/runs.py").icon)

@@ -143,8 +143,22 @@ def takeaway(text: str | None, heading: str = "###", always: bool = False, key: 
             st.markdown(f"{heading} {keep_units(text)}")
 
 
+# On stage a chart is quiet: no toolbar over it on hover, no tips popping up (Plotly's "Double-click on legend…"),
+# legend clicks that hide nothing (stage_figure's itemclick).
+QUIET = {"displayModeBar": False, "showTips": False, "displaylogo": False}
+
+
+def plot(figure, key: str) -> None:
+    """``st.plotly_chart``, quiet on stage (``QUIET``, legend clicks off); a figure already at stage size."""
+    if presenting():
+        figure.update_layout(legend={"itemclick": False, "itemdoubleclick": False})
+        st.plotly_chart(figure, key=key, config=QUIET)
+    else:
+        st.plotly_chart(figure, key=key)
+
+
 def chart(figure, key: str) -> None:
     """A chart at stage size when presenting (fonts for the back of the room, a height that fits), else as is."""
     if presenting():
         stage_figure(figure, STAGE_CHART_HEIGHT)
-    st.plotly_chart(figure, key=key)
+    plot(figure, key)

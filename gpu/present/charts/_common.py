@@ -35,7 +35,9 @@ def source_label(frame: pd.DataFrame) -> str:
     when = str(first["timestamp"]).replace("T", " ")[:16] + " UTC"
     prefix = "Live" if first["backend"] == "live" else "Replay of a run recorded on"
     board = first.get("gpu_uuid")  # the board that measured, where the run names it (boards of a model differ)
-    device = f"{first['device_name']} {uuid_tail(board)}" if isinstance(board, str) and board else first["device_name"]
+    # "board …50595206": the end of its GPU UUID, named as such (a bare "…50595206" read as a cut-off name)
+    device = (f"{first['device_name']} (board {uuid_tail(board)})" if isinstance(board, str) and board
+              else first["device_name"])
     return f"{prefix} {chart_text(device)} · {chart_text(when)} · profile {chart_text(first['profile'])}"
 
 
@@ -68,7 +70,54 @@ def stage_figure(fig: go.Figure, height: int) -> go.Figure:
         annotation.font.size = max(annotation.font.size or 0, STAGE_FONT_PX)
     for kind in ("bar", "scatter"):
         fig.update_traces(textfont={"size": STAGE_FONT_PX}, cliponaxis=False, selector={"type": kind})
+    _stage_title_room(fig, height)
+    _stage_ticks(fig)
+    # A legend click on stage would hide a series mid-talk (and Plotly's "Double-click on legend…" tip covers the page)
+    fig.update_layout(legend={"itemclick": False, "itemdoubleclick": False})
     return fig
+
+
+STAGE_MOST_TICKS = 8  # a written-out axis (sizes, points) on stage: at 20 px more labels than this ran into each other
+STAGE_MOST_CATEGORIES = 4  # named points ("block 128 · 1,048,576 elements", slanted) are longer: fewer of them
+STAGE_LONGEST_NAME = 32  # letters: a longer point name, slanted, took half the chart's height on stage
+
+
+def _stage_ticks(fig: go.Figure) -> None:
+    """On stage an axis whose ticks are written out (tickvals and ticktext) or named (categories) keeps every k-th
+    label, evenly spread, so that no two run into each other (long point names: none, the axis says they are on
+    hover); every point is still drawn and named on hover."""
+    def thinned(values: list, most: int) -> list:  # every step-th, the last one (the largest size) always kept
+        step = -(-len(values) // most)
+        return values[(len(values) - 1) % step::step]
+
+    for axis in [getattr(fig.layout, name) for name in fig.layout if name.startswith("xaxis")]:
+        if axis.tickvals is not None and len(axis.tickvals) > STAGE_MOST_TICKS:
+            pairs = thinned(list(zip(axis.tickvals, axis.ticktext or axis.tickvals, strict=False)), STAGE_MOST_TICKS)
+            axis.update(tickvals=[v for v, _ in pairs], ticktext=[t for _, t in pairs])
+        elif axis.type == "category" and axis.categoryarray is not None \
+                and len(axis.categoryarray) > STAGE_MOST_CATEGORIES:
+            if max(len(str(c)) for c in axis.categoryarray) > STAGE_LONGEST_NAME:  # named on hover only
+                axis.update(showticklabels=False, title_text=f"{axis.title.text or 'point'} (names on hover)")
+            else:
+                shown = thinned(list(axis.categoryarray), STAGE_MOST_CATEGORIES)
+                axis.update(tickmode="array", tickvals=shown, ticktext=shown)
+
+
+def _stage_title_room(fig: go.Figure, height: int) -> None:
+    """At stage fonts a title with its source line under it is two lines tall, and panels' own titles (subplot
+    titles: annotations at the top of the plot area) sat on it: the title block is centred in a band at the top of the
+    figure (Plotly centres a block of several lines; anchored at its top, it drew the first line above the figure)
+    and the plot area starts below that band and the panel titles."""
+    title = fig.layout.title.text or ""
+    if not title:
+        return
+    lines = title.count("<br>") + 1
+    block = STAGE_TITLE_PX * 1.3 + (lines - 1) * STAGE_TITLE_PX * 0.8
+    panel_titles = any(a.yref == "paper" and (a.y or 0) >= 1 and a.yanchor == "bottom"
+                       for a in fig.layout.annotations)
+    top = 8 + block + 10 + (STAGE_FONT_PX + 12 if panel_titles else 0)
+    fig.update_layout(title={"y": 1 - (8 + block / 2) / height, "yref": "container", "yanchor": "middle"},
+                      margin={"t": round(max(top, fig.layout.margin.t or 0))})
 
 
 def reference_line(fig: go.Figure, value: float, name: str, level: str, log: bool) -> None:

@@ -18,8 +18,11 @@ MAX_TEXT_ROWS = 32  # more boards than this: the numbers leave the cells (too sm
 SCALE_CAP_FLOORS = 10.0  # the colour scale ends at the largest deviation, at least the outlier line, at most this
 STAGE_NAME_PX = STAGE_FONT_PX  # on stage: board names and column labels readable from the back of a room
 STAGE_ROW_PX = 30  # a 20 px name and the gap to the next
-STAGE_COLUMN_PX = 13  # on stage: up to 23 columns share the width, so their labels are wrapped at this size
-STAGE_TOP_PX = 200  # on stage: the title and the column labels under the rows (horizontal, up to five lines)
+STAGE_COLUMN_PX = 16  # on stage: up to 23 columns share the width; their labels, wrapped and staggered, at this size
+STAGE_COLUMN_CHARS = 11  # a column label's line on stage: staggered, a label has two columns' width
+STAGE_COLUMN_LINES = 4  # the most lines a wrapped column label takes: the lower row of labels starts under them
+STAGE_LABEL_COLOR = "#31333F"  # the page's text colour: light grey tick labels were hard to read on a projector
+STAGE_TOP_PX = 280  # on stage: the title and the column labels under the rows (two staggered rows of up to four lines)
 
 
 def tick_labels(figures) -> list[str]:
@@ -41,6 +44,13 @@ def wrapped(label: str, width: int = 8) -> str:
         else:
             lines.append(word)
     return "<br>".join(lines)
+
+
+def staggered(labels: list[str], width: int = STAGE_COLUMN_CHARS, lines: int = STAGE_COLUMN_LINES) -> list[str]:
+    """Column labels wrapped (``wrapped``) and staggered: every other one starts ``lines`` lines lower, so each has
+    the width of two columns and neighbours never run into each other ("pageablepageable")."""
+    blank = "\u00a0<br>" * lines
+    return [("" if i % 2 == 0 else blank) + wrapped(label, width) for i, label in enumerate(labels)]
 
 
 def scale_end(fleet) -> float:
@@ -69,7 +79,7 @@ def heatmap_figure(fleet, title: str, height: int | None = None, rows: list[str]
     median of the boards of its model (or of its group, where the model's boards split) in floors (red slower, blue
     faster, white within noise); empty where the board did not measure the figure or is the only board of its model.
     ``rows``: only these boards. ``stage``: at stage size (``height``), names of STAGE_NAME_PX, column labels
-    horizontal and wrapped, a host that every board shares left out of the names (the title names it)."""
+    horizontal, wrapped and staggered, a host that every board shares left out of the names."""
     chosen = rows
 
     def shown(table):
@@ -117,12 +127,15 @@ def heatmap_figure(fleet, title: str, height: int | None = None, rows: list[str]
         hosts = set(fleet.boards.set_index("row").loc[list(deviation.index), "host"])
         prefix = chart_text(f"{next(iter(hosts))} · ") if len(hosts) == 1 else ""
         names = [r[len(prefix):] if prefix and r.startswith(prefix) else r for r in rows]
-        fig.update_yaxes(tickmode="array", tickvals=rows, ticktext=names, tickfont={"size": STAGE_NAME_PX})
-        fig.update_xaxes(tickangle=0, tickmode="array", tickvals=columns, ticktext=[wrapped(c) for c in columns],
-                         tickfont={"size": STAGE_COLUMN_PX})
+        fig.update_yaxes(tickmode="array", tickvals=rows, ticktext=names,
+                         tickfont={"size": STAGE_NAME_PX, "color": STAGE_LABEL_COLOR})
+        fig.update_xaxes(tickangle=0, tickmode="array", tickvals=columns, ticktext=staggered(columns),
+                         tickfont={"size": STAGE_COLUMN_PX, "color": STAGE_LABEL_COLOR})
+        # the colour bar's labels under their ticks: its top label sat on the bar's title
         fig.update_traces(textfont={"size": STAGE_NAME_PX - 4}, colorbar={"title": {"font": {"size": 16}},
-                                                                         "tickfont": {"size": 16}})
-        fig.update_layout(margin={"l": 10, "r": 10, "t": 40, "b": 10}, font={"size": STAGE_FONT_PX},
+                                                                         "tickfont": {"size": 16},
+                                                                         "ticklabelposition": "outside bottom"})
+        fig.update_layout(margin={"l": 10, "r": 10, "t": 56, "b": 10}, font={"size": STAGE_FONT_PX},
                           title_font={"size": STAGE_TITLE_PX}, hoverlabel={"font_size": STAGE_FONT_PX})
     return fig
 

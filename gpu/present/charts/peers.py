@@ -71,13 +71,14 @@ def _top(z: np.ndarray, better_low: bool) -> float | None:
 def _heatmap(frame: pd.DataFrame, view: pm.View, values: pd.Series, cell, hover, unit: str, title: str,
              better_low: bool = False) -> go.Figure:
     """A source × destination heatmap over every GPU of the run: ``values`` (aligned with the view's rows) colour
-    the cells, ``cell(row, value)`` writes one, ``hover(row, value)`` its hover; diagonal and unmeasured pairs
-    empty."""
+    the cells, ``cell(row, value)`` writes one, ``hover(row, value)`` its hover; the diagonal reads "same GPU",
+    an unmeasured pair "—"."""
     rows = pm.matrix_rows(frame, view)
     every = pm.gpus(frame)
     where = {g: i for i, g in enumerate(every)}
     z = np.full((len(every), len(every)), np.nan)
-    cells = [["" if s == d else "—" for d in every] for s in every]  # —: a pair the run did not measure
+    # —: a pair the run did not measure; the diagonal says why it is empty (a GPU does not copy to itself here)
+    cells = [["same GPU" if s == d else "—" for d in every] for s in every]
     hovers = [["" for _ in every] for _ in every]
     links = pm.pair_links(frame)
     for row, value in zip(rows.itertuples(), values.loc[rows.index], strict=True):
