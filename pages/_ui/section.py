@@ -11,8 +11,6 @@ import streamlit as st
 
 from pages._ui import controls
 
-DEFAULTS = ("index", "value", "default")  # the arguments by which Streamlit's widgets take their default
-
 
 def value_kind(options, many: bool = False) -> str:
     """How a control's value is written in the URL (``url_state.parse_url_value``): whole numbers when every option
