@@ -1,0 +1,175 @@
+"""Causes named where people decide: Compare's verdicts, ``check``'s exit code, terminal lines, Markdown and JUnit,
+with fake conditions set on recorded runs (a throttle, a PCIe link at Gen4 ×8, NVLink CRC errors, another process on
+the GPU). Runs without a ``conditions`` column read as not observed, never as clean.
+
+Data: board 5's recorded H200 coalescing repeats (assets/noise), one of them slowed by a known factor as a later run
+of the same board (``tests.simulated_fleet.as_board``); only the ``conditions`` column is made up here.
+"""
+
+import types
+import xml.etree.ElementTree as ET
+
+import pandas as pd
+import pytest
+
+from gpu.results import causes, check, compare
+from tests import run_to_run
+from tests.simulated_fleet import as_board
+
+LATER = "2026-11-24T10:00:00+00:00"
+THROTTLE = "SW power cap in 38 % of samples"
+PCIE = "PCIe Gen4 ×8 of Gen5 ×16"
+NVLINK = "NVLink 2 CRC errors +12"
+SHARED = "shared with pid 1039 (python3) for 100 % of samples"
+
+
+def board5_runs():
+    runs = run_to_run.repeated_runs()["coalescing on NVIDIA H200"]
+    board = compare.board_of(runs[-1])
+    return [run for run in runs if compare.board_of(run) == board]
+
+
+def later(slowdown: float, run_id: str, conditions: str | None):
+    """Board 5's second repeat measured again later, slowed by ``slowdown``, with ``conditions`` on every point
+    (None: no column, as a run recorded before witnesses)."""
+    board5 = board5_runs()
+    frame = as_board(board5[1], 0, slowdown, when=LATER, run_id=run_id).assign(gpu_uuid=compare.board_of(board5[0]))
+    return frame if conditions is None else frame.assign(conditions=conditions)
+
+
+def baseline(conditions: str | None = "clean"):
+    frame = board5_runs()[-1]
+    return frame if conditions is None else frame.assign(conditions=conditions)
+
+
+class FakeCatalog:
+    """Just what ``check`` reads of a catalog: the listing of an experiment's runs and each run loaded."""
+
+    def __init__(self, *frames):
+        self.frames = {str(f["run_id"].iloc[0]): f for f in frames}
+
+    def runs(self, experiment):
+        rows = [f.iloc[0][["run_id", "experiment", "device_name", "profile", "timestamp", "gpu_uuid"]]
+                for f in self.frames.values() if f["experiment"].iloc[0] == experiment]
+        return pd.DataFrame(rows).reset_index(drop=True)
+
+    def load(self, run_id):
+        return self.frames[run_id]
+
+
+def gate(capsys, tmp_path, base, candidate):
+    summary, junit = tmp_path / "summary.md", tmp_path / "junit.xml"
+    args = types.SimpleNamespace(candidate=str(candidate["run_id"].iloc[0]), against=str(base["run_id"].iloc[0]),
+                                 summary=str(summary), junit=str(junit))
+    code = check.check_command(args, FakeCatalog(base, candidate))
+    out, err = capsys.readouterr()
+    return code, out, err, summary.read_text(), ET.parse(junit).getroot()
+
+
+@pytest.mark.parametrize("cause", [THROTTLE, PCIE, NVLINK, SHARED])
+def test_a_slower_candidate_that_was_not_clean_names_its_cause_everywhere_and_exits_3(capsys, tmp_path, cause):
+    hostile = f"{cause}; <b>x</b> | [link](http://x)"  # stored text: escaped in every output
+    code, out, err, summary, junit = gate(capsys, tmp_path, baseline(), later(1.1, "slow-not-clean", hostile))
+    assert code == check.NOT_CLEAN == 3 and err == ""
+    assert out.startswith("NOT CLEAN (measure again on a quiet GPU): 25 of 25 points slower beyond noise")
+    assert f"25 of them not clean (candidate: {cause}" in out
+    assert f"slower, not clean — candidate: {cause}" in out
+    assert "conditions: candidate: " + cause in out and "baseline: clean" in out
+    # Markdown: the cause in the verdict column of each slower point, every punctuation escaped
+    assert summary.count("not clean — candidate\\: ") == 2 * 25
+    assert "<b>" not in summary and "\\<b\\>" in summary and "\\| \\[link\\]" in summary
+    assert "- Conditions: candidate\\: " in summary
+    suite = junit.find("testsuite")
+    failures = [case.find("failure") for case in suite.findall("testcase")]
+    assert all(f is not None and f.get("type") == "slower beyond noise, not clean" for f in failures)
+    assert all(f.get("message").startswith(f"slower beyond noise, not clean — candidate: {cause}") for f in failures)
+    properties = {p.get("name"): p.get("value") for p in suite.find("properties")}
+    assert properties["conditions"].startswith(f"candidate: {cause}")
+
+
+def test_a_baseline_that_was_not_clean_is_named_as_the_baseline(capsys, tmp_path):
+    table = compare.compare(baseline(THROTTLE), later(1.1, "slow", "clean"))
+    assert set(table["conditions"]) == {f"baseline: {THROTTLE}"}
+    assert table["not_clean"].all()
+    assert compare.verdict_text(table.iloc[0]) == f"slower beyond noise, not clean — baseline: {THROTTLE}"
+
+
+def test_a_slower_clean_candidate_is_a_regression_and_says_clean(capsys, tmp_path):
+    code, out, _, summary, junit = gate(capsys, tmp_path, baseline(), later(1.1, "slow-clean", "clean"))
+    assert code == check.REGRESSED == 1
+    assert out.startswith("FAILED: 25 of 25 points slower beyond noise") and "not clean" not in out
+    assert "conditions: candidate: clean · baseline: clean" in out
+    assert summary.count("| clean |") == 2 * 25
+    failure = junit.find("testsuite").find("testcase").find("failure")
+    assert failure.get("type") == "slower beyond noise" and "conditions: clean" in failure.get("message")
+
+
+def test_one_clean_slower_point_beside_not_clean_ones_is_still_a_regression():
+    candidate = later(1.1, "mixed", THROTTLE)
+    candidate.loc[0, "conditions"] = "clean"
+    result = check.Check(candidate, baseline(), compare.compare(baseline(), candidate), "run", 0, 0)
+    assert len(result.slower) == 25 and len(result.slower_not_clean) == 24
+    assert result.exit_code == check.REGRESSED
+
+
+def test_not_clean_but_not_slower_passes_with_its_cause_in_the_headline(capsys, tmp_path):
+    code, out, *_ = gate(capsys, tmp_path, baseline(), later(1.0, "same-throttled", THROTTLE))
+    assert code == check.PASSED
+    assert out.startswith("passed: none of 25 points slower beyond noise")
+    assert f"25 not clean (candidate: {THROTTLE})" in out
+
+
+def test_runs_without_conditions_read_as_not_observed_never_clean(capsys, tmp_path):
+    code, out, _, summary, junit = gate(capsys, tmp_path, baseline(None), later(1.1, "slow-unwatched", None))
+    assert code == check.REGRESSED  # nothing observed explains it: a regression, as before witnesses
+    assert "conditions: candidate: not observed · baseline: not observed" in out
+    assert "clean" not in out.replace("not clean", "")
+    assert summary.count("| not observed |") == 2 * 25 and "| clean |" not in summary
+    message = junit.find("testsuite").find("testcase").find("failure").get("message")
+    assert message.endswith("conditions: not observed")
+    table = compare.compare(baseline(None), later(1.1, "x", None))
+    assert set(table["conditions"]) == {"not observed"} and not table["not_clean"].any()
+    # one side watched and clean, the other not watched: still not 'clean'
+    half = compare.compare(baseline("clean"), later(1.1, "y", None))
+    assert set(half["conditions"]) == {"candidate: not observed"}
+
+
+def test_the_compare_headline_names_the_cause_of_slower_points():
+    table = compare.compare(baseline(), later(1.1, "slow", SHARED))
+    line = compare.headline(table)
+    assert line.startswith("25 of 25 points slower beyond noise, worst")
+    assert f"25 of them not clean (candidate: {SHARED})" in line
+    assert "not clean" not in compare.headline(compare.compare(baseline(), later(1.1, "c", "clean")))
+
+
+def test_the_points_table_and_the_ratio_chart_carry_conditions_escaped():
+    from gpu.results import report
+
+    hostile = "shared with pid 7 (<img src=x onerror=alert(1)>) for 50 % of samples"
+    table = compare.compare(baseline(), later(1.1, "slow", hostile))
+    shown = report.points_table(table)
+    assert set(shown["conditions"]) == {f"candidate: {hostile}"}
+    assert shown["verdict"].iloc[0].startswith("slower beyond noise, not clean — candidate: shared with pid 7")
+    figure = report.ratio_figure(table, "t")
+    hover = [str(v) for trace in figure.data for row in trace.customdata for v in row]
+    assert not any("<img" in v for v in hover) and any("&lt;img" in v for v in hover)
+    outlines = [w for trace in figure.data for w in trace.marker.line.width[1:]]
+    assert outlines and set(outlines) == {4}  # every point drawn with the not-clean outline
+    assert "dark outline: not clean" in figure.layout.title.text
+    clean_figure = report.ratio_figure(compare.compare(baseline(), later(1.1, "c", "clean")), "t")
+    assert {w for trace in clean_figure.data for w in trace.marker.line.width[1:]} == {2}
+
+
+def test_causes_words():
+    assert causes.pair_words("clean", "clean") == "clean"
+    assert causes.pair_words(None, float("nan")) == "not observed"
+    assert causes.pair_words("clean", f"{THROTTLE}; {PCIE}") == f"candidate: {THROTTLE}; {PCIE}"
+    assert causes.board_cause([f"{THROTTLE}", "clean"]) == "SW power cap in 38 % of its samples"
+    assert causes.board_cause(["clean", "clean"]) == causes.NO_CAUSE
+    assert causes.board_cause([None, "not observed"]) == "conditions not observed"
+    frame = pd.DataFrame({"x": [1, 2, 3]})
+    assert list(causes.of_frame(frame)) == ["not observed"] * 3
+    assert causes.count_line(frame) == "Conditions not observed for these 3 points (no witness watched them)"
+    assert causes.count_line(frame.assign(conditions=["clean", THROTTLE, "clean"])) == \
+        f"1 of 3 points not clean: {THROTTLE}"
+    assert causes.count_line(frame.assign(conditions="clean")) is None
