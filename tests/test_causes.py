@@ -173,3 +173,103 @@ def test_causes_words():
     assert causes.count_line(frame.assign(conditions=["clean", THROTTLE, "clean"])) == \
         f"1 of 3 points not clean: {THROTTLE}"
     assert causes.count_line(frame.assign(conditions="clean")) is None
+
+
+# --- the Fleet page's words ------------------------------------------------------------------------------------
+def reduction_fleet(conditions: dict[int, str] | None, slow_board: int | None = 3, default: str | None = "clean"):
+    """Four boards of the recorded H200 reduction run, ``slow_board`` taking 1.3× as long; each board's points carry
+    ``conditions[board]`` (else ``default``; None: no column)."""
+    from gpu.experiments import suites
+    from gpu.results import fleet as fleet_results
+    from tests import fleet_page_helper as helper
+    from tests.simulated_fleet import as_board
+
+    suite = suites.load("health")
+    frames = []
+    for board in range(4):
+        frame = as_board(helper.suite_recordings()["reduction"], board, 1.3 if board == slow_board else 1.0)
+        said = (conditions or {}).get(board, default)
+        frames.append(frame if said is None else frame.assign(conditions=said))
+    return fleet_results.build(fleet_results.points(frames, suite), suite)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cause", [THROTTLE, PCIE, SHARED])
+def test_the_fleet_names_the_cause_of_a_slow_board(cause):
+    from gpu.results import fleet as fleet_results
+
+    [sentence] = fleet_results.outlier_sentences(reduction_fleet({3: cause}))
+    assert "0.77× the H200 median" in sentence
+    assert f"slower); {cause.replace(' of samples', ' of its samples')}." in sentence
+
+
+@pytest.mark.slow
+def test_a_slow_board_with_nothing_observed_says_so_and_a_clean_fleet_names_no_cause():
+    from gpu.results import fleet as fleet_results
+
+    [watched] = fleet_results.outlier_sentences(reduction_fleet({}))
+    assert "slower); no cause observed." in watched
+    [unwatched] = fleet_results.outlier_sentences(reduction_fleet({}, default=None))
+    assert "slower); conditions not observed." in unwatched and "clean" not in unwatched
+    # a clean fleet: no board off, no cause named anywhere the page speaks
+    clean = reduction_fleet({}, slow_board=None)
+    assert fleet_results.outlier_sentences(clean) == []
+    assert set(clean.cells["conditions"]) == {"clean"}
+
+
+def test_the_fleet_names_nvlink_crc_errors_on_a_slow_link():
+    from gpu.experiments import peers
+    from gpu.results import fleet_links
+    from tests.simulated_fleet import peer_frame
+
+    params = peers.parse_params({"sizes": [268435456], "variants": ["ce_write"], "methods": ["batched"],
+                                 "profile": "interactive"})
+    node3 = peer_frame(list(range(2, 10)), params, {(4, 7): 1 / 0.51}, host="node-3", run_id="node3peers")
+    slow_pair = (node3["gpu_index"] == 2) & (node3["peer_index"] == 5)
+    node3 = node3.assign(conditions=["clean"] * len(node3)).astype({"conditions": object})
+    node3.loc[slow_pair, "conditions"] = NVLINK
+    judged = fleet_links.judge(fleet_links.links([node3]), fleet_links.figures(fleet_links.links([node3]))
+                               ["figure"].iloc[0])
+    [sentence] = fleet_links.slow_link_sentences(judged)
+    assert sentence.startswith("node-3: GPU 2 → GPU 5 at 0.51×") and sentence.endswith(f"); {NVLINK}.")
+    healthy = peer_frame(list(range(2, 10)), params, host="node-3", run_id="clean").assign(conditions="clean")
+    table = fleet_links.links([healthy])
+    assert fleet_links.slow_link_sentences(fleet_links.judge(table, fleet_links.figures(table)["figure"].iloc[0])) \
+        == []
+
+
+# --- charts: non-clean points marked, their conditions in the hover (escaped) ----------------------------------
+HOSTILE = "shared with pid 7 (<script>alert(1)</script>) for 50 % of samples"
+
+
+def test_the_shared_chart_helper_rings_not_clean_points_with_escaped_conditions():
+    from gpu.present.charts import transfers as transfer_charts
+    from tests.simulated_fleet import recorded
+
+    frame = recorded("transfers")
+    frame = frame.assign(conditions="clean").astype({"conditions": object})
+    frame.loc[frame.index[:3], "conditions"] = HOSTILE
+    figure = transfer_charts.bandwidth_figure(frame)
+    rings = [trace for trace in figure.data if trace.name == "not clean (hover: its conditions)"]
+    assert sum(len(trace.x) for trace in rings) == 3
+    hovers = [row[0] for trace in rings for row in trace.customdata]
+    assert all(h.startswith("conditions: shared with pid 7 (&lt;script&gt;") for h in hovers)
+    assert sum(1 for trace in rings if trace.showlegend) == 1  # one legend entry, however many panels
+    for clean in (frame.assign(conditions="clean"), frame.drop(columns="conditions")):
+        assert not [t for t in transfer_charts.bandwidth_figure(clean).data if t.name and "not clean" in t.name]
+
+
+@pytest.mark.slow
+def test_the_fleet_heatmap_marks_a_not_clean_cell_and_escapes_its_conditions():
+    from gpu.present.charts import fleet as fleet_charts
+
+    fleet = reduction_fleet({3: HOSTILE})
+    figure = fleet_charts.heatmap_figure(fleet, "t")
+    text = figure.data[0].text
+    hover = figure.data[0].customdata
+    flagged = [(i, j) for i in range(len(text)) for j in range(len(text[i])) if str(text[i][j]).endswith("!")]
+    assert flagged and all("conditions: shared with pid 7 (&lt;script&gt;" in hover[i][j] for i, j in flagged)
+    assert not any("<script>" in str(h) for row in hover for h in row)
+    clean = fleet_charts.heatmap_figure(reduction_fleet({}), "t").data[0]
+    assert not any(str(t).endswith("!") for row in clean.text for t in row)
+    assert all("conditions: clean" in h for row in clean.customdata for h in row if h and "not measured" not in h)
