@@ -13,7 +13,7 @@ from gpu.core.overlap import gain_text as overlap_gain
 from gpu.core.units import format_bytes
 from gpu.present import facts
 from gpu.present.claims import ClaimError, pinned_allocated_per_call, pinned_speedups
-from gpu.results import peer_matrix
+from gpu.results import causes, normal, peer_matrix
 
 _ratio_text = facts.ratio_text  # the one style of a speed ratio, as the talk's verdicts write it
 
@@ -167,3 +167,20 @@ def peers(frame: pd.DataFrame, view: peer_matrix.View | None = None) -> str | No
         chased = peer_matrix.matrix_rows(frame, latency)
         parts.append(f"latency into the peer's memory {_rate_range(peer_matrix.ns_per_access(chased), 'ns')}")
     return _sentence(parts)
+
+
+def context(frame: pd.DataFrame, stage: bool = False) -> str | None:
+    """The line under a page's headline or takeaway: is its headline figure normal (``gpu.results.normal``: against
+    its physical limit and the bundled recording of its GPU model), and how many of its points were not clean and
+    why. At the desk a run no witness watched says so; on stage (``stage``) that is left out, and the line names
+    only what was seen. None when there is nothing to say."""
+    if frame.empty:
+        return None
+    parts = []
+    figure = normal.is_this_normal(frame)
+    if figure:
+        parts.append(f"Is this normal? {figure}")
+    seen = causes.count_line(frame)
+    if seen and (not stage or causes.of_frame(frame).map(causes.has_causes).any()):
+        parts.append(seen)
+    return ". ".join(parts) + "." if parts else None

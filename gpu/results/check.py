@@ -195,10 +195,8 @@ def verdict_line(check: Check) -> str:
 
 
 def conditions_words(check: Check) -> str:
-    """The conditions of both runs in one line: 'candidate: SW power cap in 38 % of samples · baseline: clean';
-    'not observed' for a run no witness watched, never 'clean'."""
-    return " · ".join(f"{role}: {causes.summary(causes.of_frame(frame))}"
-                      for role, frame in (("candidate", check.candidate), ("baseline", check.baseline)))
+    """The conditions of both runs in one line (``compare.conditions_words``)."""
+    return compare.conditions_words(check.baseline, check.candidate)
 
 
 def _figures(row) -> str:
