@@ -21,7 +21,7 @@ import pandas as pd
 
 from gpu.core import schema
 from gpu.core.boards import Board
-from gpu.results import bands, causes, compare
+from gpu.results import bands, causes, compare, normal
 from gpu.results.fleet_plan import NOT_RECORDED, Plan, stored_plan  # noqa: F401 (the Fleet page's names, here)
 from gpu.results.store import RunStore
 
@@ -34,7 +34,7 @@ PROVENANCE = {"driver": "driver_version", "PCIe": "pcie", "SM clock max (MHz)": 
 ROW_FIELDS = ["run_id", "experiment", "gbps", "median_ms", "timer", "variant", "direction", "param", "host_memory",
               "include_alloc", "chunks", "device_name", "gpu_index", "gpu_uuid", "peer_index", "peer_uuid", "link",
               "host", "timestamp", "driver_version", "pcie_gen", "pcie_width", "sm_clock_max_mhz", "mem_clock_max_mhz",
-              "conditions"]
+              "pcie_gbps_theoretical", "hbm_gbps_theoretical", "conditions"]
 
 
 def model_name(device_name) -> str:
@@ -256,7 +256,9 @@ def outlier_sentences(fleet: Fleet, threshold: float = OUTLIER_FLOORS, limit: in
         whose = f"the {cell['group']} group of {info['model']} boards'" if cell["group"] else f"the {info['model']}"
         # what the witness saw while the board's off cells were measured: the cause, or that none was seen
         seen = causes.board_cause(part["conditions"] if "conditions" in part else [None])
-        sentence = (f"{who}: {cell['label']} ({cell['experiment']}) {_figure_words(cell['value'])} {UNIT}, "
+        limits = _normal_words(fleet, cell)
+        sentence = (f"{who}: {cell['label']} ({cell['experiment']}) {_figure_words(cell['value'])} {UNIT}"
+                    f"{f' ({limits})' if limits else ''}, "
                     f"{cell['ratio']:.2f}× {whose} median of {_figure_words(cell['median'])} "
                     f"({abs(cell['deviation']):.1f} run-to-run floors of {percent(cell['floor'])} {side}); {seen}.")
         sentence += " " + _provenance_words(fleet, board)
@@ -265,6 +267,14 @@ def outlier_sentences(fleet: Fleet, threshold: float = OUTLIER_FLOORS, limit: in
                         ("s" if threshold != 1 else "") + "."
         sentences.append(sentence)
     return sentences[:limit] if limit else sentences
+
+
+def _normal_words(fleet: Fleet, cell) -> str:
+    """The cell's figure against its limit and the bundled recording of its model (``normal.words``), from its
+    measured row."""
+    history = fleet.history
+    row = history[(history["run_id"] == cell["run_id"]) & (history["figure"] == cell["figure"])]
+    return normal.words(row.iloc[0].to_dict()) if not row.empty else ""
 
 
 def _provenance_words(fleet: Fleet, board: str) -> str:

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 import pandas as pd
 
 from gpu.core import schema
-from gpu.results import causes, compare
+from gpu.results import causes, compare, normal
 from gpu.results.bands import against_median
 from gpu.results.fleet import model_name
 
@@ -130,9 +130,16 @@ def slow_link_sentences(judged: pd.DataFrame, limit: int | None = None) -> list[
     slow = judged[judged["slow"]].sort_values("ratio", kind="stable")
     seen = slow["conditions"] if "conditions" in slow else pd.Series([None] * len(slow), index=slow.index)
     sentences = [f"{r.host}: GPU {r.gpu_index} → GPU {r.peer_index} at {r.ratio:.2f}× the {r.link} median "
-                 f"({_gbps(r.value)} GB/s against {_gbps(r.median)} GB/s; {r.label}); {causes.board_cause([c])}."
+                 f"({_gbps(r.value)} GB/s against {_gbps(r.median)} GB/s; {r.label}{_limit_words(r)}); "
+                 f"{causes.board_cause([c])}."
                  for r, c in zip(slow.itertuples(), seen, strict=True)]
     return sentences[:limit] if limit else sentences
+
+
+def _limit_words(link) -> str:
+    """'; 45 % of 18 NVLink 4 links': the pair's figure against its link's limit (``normal.words``), where known."""
+    said = normal.words({"direction": "peer", "link": link.link, "gbps": link.value}, recordings=())
+    return f"; {said}" if said else ""
 
 
 def summary(judged: pd.DataFrame) -> str:

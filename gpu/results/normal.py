@@ -105,12 +105,12 @@ def bundled_row(row, recordings=None) -> dict | None:
 
 
 def _gbps(value: float) -> str:
-    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}" if value < 10 else f"{value:.1f}"
+    return f"{value:,.0f}" if value >= 100 else f"{value:.2f}" if value < 10 else f"{value:.1f}"
 
 
-def normal(row, recordings=None) -> str:
-    """'54.7 GB/s: 87 % of PCIe Gen5 ×16, 0.99× the bundled H200 recording': a measured row's figure against its
-    limit and the bundled recording of its model and point (each part only where known); '' for a row without GB/s."""
+def words(row, recordings=None) -> str:
+    """'87 % of PCIe Gen5 ×16, 0.99× the bundled H100 recording': ``normal`` without the figure itself ('' when
+    neither the limit nor a bundled recording is known)."""
     gbps = _number(row.get("gbps"))
     if math.isnan(gbps):
         return ""
@@ -122,7 +122,17 @@ def normal(row, recordings=None) -> str:
     recorded = _number(reference.get("gbps")) if reference else math.nan
     if not math.isnan(recorded):
         parts.append(f"{gbps / recorded:.2f}× the bundled {model_name(row.get('device_name'))} recording")
-    return f"{_gbps(gbps)} GB/s" + (f": {', '.join(parts)}" if parts else "")
+    return ", ".join(parts)
+
+
+def normal(row, recordings=None) -> str:
+    """'54.7 GB/s: 87 % of PCIe Gen5 ×16, 0.99× the bundled H200 recording': a measured row's figure against its
+    limit and the bundled recording of its model and point (each part only where known); '' for a row without GB/s."""
+    gbps = _number(row.get("gbps"))
+    if math.isnan(gbps):
+        return ""
+    said = words(row, recordings)
+    return f"{_gbps(gbps)} GB/s" + (f": {said}" if said else "")
 
 
 def headline_row(frame: pd.DataFrame) -> dict | None:
