@@ -13,7 +13,7 @@ from gpu.core.overlap import gain_text as overlap_gain
 from gpu.core.units import format_bytes
 from gpu.present import facts
 from gpu.present.claims import ClaimError, pinned_allocated_per_call, pinned_speedups
-from gpu.results import causes, normal, peer_matrix
+from gpu.results import causes, compare, normal, peer_matrix
 
 _ratio_text = facts.ratio_text  # the one style of a speed ratio, as the talk's verdicts write it
 
@@ -184,3 +184,12 @@ def context(frame: pd.DataFrame, stage: bool = False) -> str | None:
     if seen and (not stage or causes.of_frame(frame).map(causes.has_causes).any()):
         parts.append(seen)
     return ". ".join(parts) + "." if parts else None
+
+
+def comparison_context(baseline: pd.DataFrame, candidate: pd.DataFrame) -> str:
+    """Under a comparison's headline: each run's headline figure against its limit and the bundled recording of its
+    model (``normal.is_this_normal``), and both runs' conditions (``compare.conditions_words``)."""
+    figures = [f"{role} {said}" for role, frame in (("candidate", candidate), ("baseline", baseline))
+               for said in [normal.is_this_normal(frame)] if said]
+    return ("Is this normal? " + "; ".join(figures) + ". " if figures else "") + \
+        f"Conditions: {compare.conditions_words(baseline, candidate)}."

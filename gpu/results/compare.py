@@ -44,7 +44,7 @@ from gpu.core.stats import (  # noqa: F401 (ALPHA, MIN_EFFECT, robust_spread: Co
     robust_spread,
     verdict,
 )
-from gpu.results import bands, causes, normal, points
+from gpu.results import bands, causes, points
 from gpu.results.bands import (  # noqa: F401 (history and bands, as Compare's callers know them)
     BOARD_HISTORY,
     HISTORY_LEVEL,
@@ -200,15 +200,6 @@ def conditions_words(baseline: pd.DataFrame, candidate: pd.DataFrame) -> str:
     observed' for a run no witness watched, never 'clean'."""
     return " · ".join(f"{role}: {causes.summary(causes.of_frame(frame))}"
                       for role, frame in (("candidate", candidate), ("baseline", baseline)))
-
-
-def context_line(baseline: pd.DataFrame, candidate: pd.DataFrame) -> str:
-    """Under a comparison's headline: each run's headline figure against its limit and the bundled recording of its
-    model (``normal.is_this_normal``), and both runs' conditions."""
-    figures = [f"{role} {said}" for role, frame in (("candidate", candidate), ("baseline", baseline))
-               for said in [normal.is_this_normal(frame)] if said]
-    return ("Is this normal? " + "; ".join(figures) + ". " if figures else "") + \
-        f"Conditions: {conditions_words(baseline, candidate)}."
 
 
 def verdict_counts(table: pd.DataFrame) -> dict[str, int]:

@@ -254,9 +254,10 @@ def outlier_sentences(fleet: Fleet, threshold: float = OUTLIER_FLOORS, limit: in
             f"The {info['model']} of run {board.run_id} on {info['host']}"
         side = "slower" if cell["deviation"] < 0 else "faster"
         whose = f"the {cell['group']} group of {info['model']} boards'" if cell["group"] else f"the {info['model']}"
-        # what the witness saw while the board's off cells were measured: the cause, or that none was seen
-        seen = causes.board_cause(part["conditions"] if "conditions" in part else [None])
-        limits = _normal_words(fleet, cell)
+        seen = causes.board_cause(part["conditions"])  # what the witness saw on its off cells, or that it saw none
+        # the figure against its limit and the bundled recording of its model, from its measured row
+        row = fleet.history[(fleet.history["run_id"] == cell["run_id"]) & (fleet.history["figure"] == cell["figure"])]
+        limits = normal.words(row.iloc[0].to_dict()) if not row.empty else ""
         sentence = (f"{who}: {cell['label']} ({cell['experiment']}) {_figure_words(cell['value'])} {UNIT}"
                     f"{f' ({limits})' if limits else ''}, "
                     f"{cell['ratio']:.2f}× {whose} median of {_figure_words(cell['median'])} "
@@ -267,14 +268,6 @@ def outlier_sentences(fleet: Fleet, threshold: float = OUTLIER_FLOORS, limit: in
                         ("s" if threshold != 1 else "") + "."
         sentences.append(sentence)
     return sentences[:limit] if limit else sentences
-
-
-def _normal_words(fleet: Fleet, cell) -> str:
-    """The cell's figure against its limit and the bundled recording of its model (``normal.words``), from its
-    measured row."""
-    history = fleet.history
-    row = history[(history["run_id"] == cell["run_id"]) & (history["figure"] == cell["figure"])]
-    return normal.words(row.iloc[0].to_dict()) if not row.empty else ""
 
 
 def _provenance_words(fleet: Fleet, board: str) -> str:

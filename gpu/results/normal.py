@@ -27,6 +27,7 @@ import pandas as pd
 from gpu.core import schema, text
 from gpu.experiments import registry
 from gpu.results import peer_matrix, points
+from gpu.results.catalog import ASSETS, read_bundled
 
 # GB/s per link and direction by NVLink generation (NVIDIA's figures: NVLink 4 is 18 links × 25 GB/s = 450 GB/s one
 # way on an H100 SXM; NVLink 5 doubles the per-link rate).
@@ -80,8 +81,6 @@ def _key(row, experiment: str) -> tuple:
 @functools.lru_cache(maxsize=1)
 def _bundled() -> tuple[pd.DataFrame, ...]:
     """The bundled recordings pages replay and reviews compare (read once per process)."""
-    from gpu.results.catalog import ASSETS, read_bundled
-
     frames, _, _ = read_bundled((ASSETS / "replay", ASSETS / "runs"))
     return tuple(frames.values())
 
