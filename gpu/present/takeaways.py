@@ -172,17 +172,16 @@ def peers(frame: pd.DataFrame, view: peer_matrix.View | None = None) -> str | No
 def context(frame: pd.DataFrame, stage: bool = False) -> str | None:
     """The line under a page's headline or takeaway: is its headline figure normal (``gpu.results.normal``: against
     its physical limit and the bundled recording of its GPU model), and how many of its points were not clean and
-    why. At the desk a run no witness watched says so; on stage (``stage``) that is left out, and the line names
-    only what was seen. None when there is nothing to say."""
+    why; a run no witness watched says so. On stage (``stage``), where the chart and takeaway fill the screen, only
+    the points that were not clean are said, and None when there are none."""
     if frame.empty:
         return None
-    parts = []
-    figure = normal.is_this_normal(frame)
-    if figure:
-        parts.append(f"Is this normal? {figure}")
     seen = causes.count_line(frame)
-    if seen and (not stage or causes.of_frame(frame).map(causes.has_causes).any()):
-        parts.append(seen)
+    if stage:
+        return seen + "." if seen and causes.of_frame(frame).map(causes.has_causes).any() else None
+    figure = normal.is_this_normal(frame)
+    parts = [f"Is this normal? {figure}"] if figure else []
+    parts += [seen] if seen else []
     return ". ".join(parts) + "." if parts else None
 
 
