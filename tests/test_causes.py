@@ -273,3 +273,18 @@ def test_the_fleet_heatmap_marks_a_not_clean_cell_and_escapes_its_conditions():
     clean = fleet_charts.heatmap_figure(reduction_fleet({}), "t").data[0]
     assert not any(str(t).endswith("!") for row in clean.text for t in row)
     assert all("conditions: clean" in h for row in clean.customdata for h in row if h and "not measured" not in h)
+
+
+def test_the_peer_matrix_marks_a_pair_with_nvlink_errors_and_escapes_its_conditions():
+    from gpu.present.charts import peers as peer_charts
+    from gpu.results import peer_matrix as pm
+    from tests.peer_frames import peer_frame
+
+    frame = peer_frame(4).assign(backend="replay", conditions="clean").astype({"conditions": object})
+    frame.loc[(frame["gpu_index"] == 1) & (frame["peer_index"] == 2), "conditions"] = f"{NVLINK}; <i>{HOSTILE}</i>"
+    heatmap = peer_charts.matrix_figure(frame, pm.default_view(frame)).data[0]
+    assert str(heatmap.text[1][2]).split("<br>")[0].endswith("!")
+    assert f"conditions: {NVLINK}; &lt;i&gt;shared with pid 7 (&lt;script&gt;" in heatmap.customdata[1][2]
+    assert not any(str(t).split("<br>")[0].endswith("!") for i, row in enumerate(heatmap.text)
+                   for j, t in enumerate(row) if (i, j) != (1, 2))
+    assert "conditions: clean" in heatmap.customdata[0][1]
