@@ -288,3 +288,18 @@ def test_the_peer_matrix_marks_a_pair_with_nvlink_errors_and_escapes_its_conditi
     assert not any(str(t).split("<br>")[0].endswith("!") for i, row in enumerate(heatmap.text)
                    for j, t in enumerate(row) if (i, j) != (1, 2))
     assert "conditions: clean" in heatmap.customdata[0][1]
+
+
+def test_the_roofline_rings_kernels_that_were_not_clean():
+    from gpu.present.charts import roofline as roofline_chart
+    from gpu.results import roofline as rl
+    from gpu.service.backends import ReplayBackend
+
+    data = ReplayBackend().data
+    data = data.assign(conditions=[THROTTLE if e == "reduction" else "clean" for e in data["experiment"]])
+    roofs = rl.measured_roofs(data)
+    points = rl.kernel_points(data, roofs)
+    assert set(points.loc[points["experiment"] == "reduction", "conditions"]) == {THROTTLE}
+    figure = roofline_chart.figure(points, roofs)
+    rings = [t for t in figure.data if t.name == "not clean (hover: its conditions)"]
+    assert sum(len(t.x) for t in rings) == int((points["experiment"] == "reduction").sum())
