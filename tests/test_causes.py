@@ -87,11 +87,15 @@ def test_a_slower_candidate_that_was_not_clean_names_its_cause_everywhere_and_ex
     assert properties["conditions"].startswith(f"candidate: {cause}")
 
 
-def test_a_baseline_that_was_not_clean_is_named_as_the_baseline(capsys, tmp_path):
+def test_a_baseline_that_was_not_clean_is_named_but_excuses_no_slower_candidate(capsys, tmp_path):
     table = compare.compare(baseline(THROTTLE), later(1.1, "slow", "clean"))
     assert set(table["conditions"]) == {f"baseline: {THROTTLE}"}
     assert table["not_clean"].all()
     assert compare.verdict_text(table.iloc[0]) == f"slower beyond noise, not clean — baseline: {THROTTLE}"
+    # a throttled baseline could only have been slower: a candidate slower still is a regression, its cause named
+    code, out, _, summary, _ = gate(capsys, tmp_path, baseline(THROTTLE), later(1.1, "slow-after-throttle", "clean"))
+    assert code == check.REGRESSED and out.startswith("FAILED: 25 of 25 points slower beyond noise")
+    assert f"slower, not clean — baseline: {THROTTLE}" in out
 
 
 def test_a_slower_clean_candidate_is_a_regression_and_says_clean(capsys, tmp_path):

@@ -4,11 +4,12 @@ Judges every point of a candidate run with Compare's verdicts (``gpu.results.com
 ``continuous`` does: **1** when a point got *slower beyond noise*, **0** when none did, **2** when it could not
 check (a run id it cannot find, runs of two experiments, runs that share no point, no earlier run to check against,
 a store that cannot be opened, a file it cannot write), with one line on stderr; and **3** when every slower point
-was *not clean* (the witness named a cause on its candidate's or baseline's side: another process on the GPU, a
-power cap, a downtrained link): the run cannot say whether the code regressed, so the job should measure again on a
-quiet GPU rather than pass or blame the change. A slower point whose conditions were clean or not observed is a
-regression (1), whatever else is not clean; a point that is not clean but not slower passes (conditions slow a
-figure, they do not make a regression disappear). Every output names each not-clean point's causes.
+was *not clean* on the candidate's side (the witness named a cause while it was measured: another process on the
+GPU, a power cap, a downtrained link): the run cannot say whether the code regressed, so the job should measure
+again on a quiet GPU rather than pass or blame the change. A slower point whose candidate was clean or not observed
+is a regression (1), whatever else is not clean (a cause on the baseline's side alone could only have made the
+baseline slower, so it is named but excuses nothing); a point that is not clean but not slower passes. Every output
+names each not-clean point's causes.
 
 ``--against RUN``: the candidate against that baseline run, as Compare shows the pair (each point's band from the
 history of the candidate's board or model in the catalog, see ``compare``).
@@ -77,9 +78,12 @@ class Check:
 
     @property
     def slower_not_clean(self) -> pd.DataFrame:
-        """The slower points whose baseline or candidate the witness found not clean."""
+        """The slower points whose candidate the witness found not clean. A cause on the baseline's side alone is
+        named too, but cannot excuse a slower candidate: it could only have made the baseline slower."""
         slower = self.slower
-        return slower[slower["not_clean"].astype(bool)] if "not_clean" in slower else slower.iloc[0:0]
+        if "candidate_conditions" not in slower:
+            return slower.iloc[0:0]
+        return slower[slower["candidate_conditions"].map(causes.has_causes).astype(bool)]
 
     @property
     def exit_code(self) -> int:
