@@ -78,11 +78,24 @@ def _key(row, experiment: str) -> tuple:
     return tuple(schema.key_value(row.get(c)) for c in points.key_columns(experiment))
 
 
+def _index(frames) -> dict[tuple, dict]:
+    """(experiment, device, point key, timer) → the first recording's row of that point."""
+    index: dict[tuple, dict] = {}
+    for frame in frames:
+        if frame.empty or frame["experiment"].iloc[0] not in registry.EXPERIMENTS:
+            continue
+        experiment = frame["experiment"].iloc[0]
+        for row in frame.to_dict("records"):
+            timer = schema.key_value(row.get("timer"))
+            index.setdefault((experiment, row["device_name"], _key(row, experiment), timer), row)
+    return index
+
+
 @functools.lru_cache(maxsize=1)
-def _bundled() -> tuple[pd.DataFrame, ...]:
-    """The bundled recordings pages replay and reviews compare (read once per process)."""
+def _bundled() -> dict[tuple, dict]:
+    """The points of the bundled recordings pages replay and reviews compare, indexed (read once per process)."""
     frames, _, _ = read_bundled((ASSETS / "replay", ASSETS / "runs"))
-    return tuple(frames.values())
+    return _index(frames.values())
 
 
 def bundled_row(row, recordings=None) -> dict | None:
@@ -92,15 +105,10 @@ def bundled_row(row, recordings=None) -> dict | None:
     experiment = row.get("experiment")
     if not experiment or experiment not in registry.EXPERIMENTS:
         return None
-    key = _key(row, experiment)
-    for frame in recordings if recordings is not None else _bundled():
-        first = frame.iloc[0]
-        if first["experiment"] != experiment or first["device_name"] != row.get("device_name"):
-            continue
-        for candidate in frame.to_dict("records"):
-            if _key(candidate, experiment) == key and candidate.get("timer") == row.get("timer"):
-                return None if candidate["run_id"] == row.get("run_id") else candidate
-    return None
+    index = _bundled() if recordings is None else _index(recordings)
+    timer = schema.key_value(row.get("timer"))
+    found = index.get((experiment, row.get("device_name"), _key(row, experiment), timer))
+    return None if found is None or found["run_id"] == row.get("run_id") else found
 
 
 def _gbps(value: float) -> str:
