@@ -73,7 +73,7 @@ def test_a_slower_candidate_that_was_not_clean_names_its_cause_everywhere_and_ex
     assert code == check.NOT_CLEAN == 3 and err == ""
     assert out.startswith("NOT CLEAN (measure again on a quiet GPU): 25 of 25 points slower beyond noise")
     assert f"25 of them not clean (candidate: {cause}" in out
-    assert f"slower, not clean — candidate: {cause}" in out
+    assert f"  slower, not clean (candidate: {cause}" in out
     assert "conditions: candidate: " + cause in out and "baseline: clean" in out
     # Markdown: the cause in the verdict column of each slower point, every punctuation escaped
     assert summary.count("not clean — candidate\\: ") == 2 * 25
@@ -95,7 +95,7 @@ def test_a_baseline_that_was_not_clean_is_named_but_excuses_no_slower_candidate(
     # a throttled baseline could only have been slower: a candidate slower still is a regression, its cause named
     code, out, _, summary, _ = gate(capsys, tmp_path, baseline(THROTTLE), later(1.1, "slow-after-throttle", "clean"))
     assert code == check.REGRESSED and out.startswith("FAILED: 25 of 25 points slower beyond noise")
-    assert f"slower, not clean — baseline: {THROTTLE}" in out
+    assert f"  slower, not clean (baseline: {THROTTLE}): " in out
 
 
 def test_a_slower_clean_candidate_is_a_regression_and_says_clean(capsys, tmp_path):

@@ -297,8 +297,8 @@ def check_command(args, catalog=None) -> int:
                         f"{conditions_words(check)}"))
         slower = check.slower.sort_values("change")
         for row in slower.head(SHOWN_SLOWER).to_dict("records"):
-            print(printable(f"  {compare.verdict_text(row).replace('slower beyond noise', 'slower', 1)}: "
-                            f"{row['point']}: {_figures(row)}"))
+            named = causes.cause_words(row.get("baseline_conditions"), row.get("candidate_conditions"))
+            print(printable(f"  slower{f', not clean ({named})' if named else ''}: {row['point']}: {_figures(row)}"))
         if len(slower) > SHOWN_SLOWER:
             print(f"  and {len(slower) - SHOWN_SLOWER} more slower points (the summary and JUnit files list each)")
         summary = markdown(check)
