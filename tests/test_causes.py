@@ -307,3 +307,12 @@ def test_the_roofline_rings_kernels_that_were_not_clean():
     figure = roofline_chart.figure(points, roofs)
     rings = [t for t in figure.data if t.name == "not clean (hover: its conditions)"]
     assert sum(len(t.x) for t in rings) == int((points["experiment"] == "reduction").sum())
+
+
+def test_pandas_missing_values_read_as_not_observed_never_as_a_cause():
+    frame = pd.DataFrame({"conditions": pd.array([pd.NA, "clean", None], dtype="string")})
+    assert list(causes.of_frame(frame)) == ["not observed", "clean", "not observed"]
+    assert causes.words(pd.NA) == "not observed" and not causes.has_causes(pd.NA)
+    assert causes.pair_words(pd.NA, "clean") == "baseline: not observed"
+    assert causes.board_cause([pd.NA, float("nan")]) == "conditions not observed"
+    assert causes.summary([pd.NA, "clean"]) == "not observed"

@@ -21,6 +21,17 @@ NOT_CLEAN = "not clean"
 NO_CAUSE = "no cause observed"
 
 
+def _value(value):
+    """A stored value as ``gpu.core.conditions`` reads it: pandas' missing values (NA, NaT, NaN) as None, which
+    would otherwise read as the text '<NA>'."""
+    if isinstance(value, str) or value is None:
+        return value
+    try:
+        return None if bool(pd.isna(value)) else value
+    except (TypeError, ValueError):  # a list or an array: not a missing value
+        return value
+
+
 def of_frame(frame: pd.DataFrame) -> pd.Series:
     """Each row's conditions text, ``not observed`` where the frame has no column or the row holds none."""
     if frame.empty:
@@ -28,22 +39,23 @@ def of_frame(frame: pd.DataFrame) -> pd.Series:
     values = frame.get(COLUMN)
     if values is None:
         return pd.Series([conditions.NOT_OBSERVED] * len(frame), index=frame.index, dtype=object)
-    return values.map(lambda v: conditions.NOT_OBSERVED if not conditions.is_observed(v) else str(v).strip())
+    return values.map(lambda v: conditions.NOT_OBSERVED if not conditions.is_observed(_value(v)) else str(v).strip())
 
 
 def of_row(row) -> str:
     """One row's (a dict or a Series) conditions text: ``not observed`` where it holds none."""
-    value = row.get(COLUMN) if hasattr(row, "get") else None
+    value = _value(row.get(COLUMN)) if hasattr(row, "get") else None
     return str(value).strip() if conditions.is_observed(value) else conditions.NOT_OBSERVED
 
 
 def has_causes(value) -> bool:
     """A witness named at least one cause (not clean, and observed)."""
-    return bool(conditions.causes(value))
+    return bool(conditions.causes(_value(value)))
 
 
 def words(value) -> str:
     """A point's conditions for a reader: 'clean', 'not observed', or its causes."""
+    value = _value(value)
     if conditions.is_clean(value):
         return conditions.CLEAN
     found = conditions.causes(value)
@@ -53,7 +65,7 @@ def words(value) -> str:
 def pair_words(baseline, candidate) -> str:
     """A compared point's conditions on both sides: 'clean' when both were watched and clean; otherwise each side
     that was not clean, named ('candidate: SW power cap in 38 % of samples; baseline: not observed')."""
-    sides = [("candidate", candidate), ("baseline", baseline)]
+    sides = [("candidate", _value(candidate)), ("baseline", _value(baseline))]
     if all(conditions.is_clean(v) for _, v in sides):
         return conditions.CLEAN
     if not any(conditions.is_observed(v) for _, v in sides):
@@ -68,7 +80,7 @@ def explained(baseline, candidate) -> bool:
 
 def cause_words(baseline, candidate) -> str:
     """Only the sides with causes ('candidate: shared with pid 1039 (python3) for 100 % of samples'), '' for none."""
-    return conditions.SEPARATOR.join(f"{side}: {conditions.SEPARATOR.join(conditions.causes(v))}"
+    return conditions.SEPARATOR.join(f"{side}: {conditions.SEPARATOR.join(conditions.causes(_value(v)))}"
                                      for side, v in (("candidate", candidate), ("baseline", baseline))
                                      if has_causes(v))
 
@@ -83,7 +95,7 @@ def verdict_words(name: str, baseline, candidate) -> str:
 
 def summary(values) -> str:
     """Many points' conditions in one line: 'clean', 'not observed', or each distinct cause once."""
-    return conditions.summary(list(values))
+    return conditions.summary([_value(v) for v in values])
 
 
 def count_line(frame: pd.DataFrame) -> str | None:
@@ -107,7 +119,7 @@ def board_cause(values) -> str:
     """What a slow board's or link's points had in common, for the Fleet page's words: their causes with 'in its
     samples' ('SW power cap in 38 % of its samples'), ``no cause observed`` where a witness saw none, ``conditions not
     observed`` where none watched."""
-    values = list(values)
+    values = [_value(v) for v in values]
     found = [c for v in values for c in conditions.causes(v)]
     if found:
         return conditions.SEPARATOR.join(dict.fromkeys(c.replace(" of samples", " of its samples") for c in found))
