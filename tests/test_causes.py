@@ -316,3 +316,19 @@ def test_pandas_missing_values_read_as_not_observed_never_as_a_cause():
     assert causes.pair_words(pd.NA, "clean") == "baseline: not observed"
     assert causes.board_cause([pd.NA, float("nan")]) == "conditions not observed"
     assert causes.summary([pd.NA, "clean"]) == "not observed"
+
+
+def test_the_streams_sweep_rings_pipelines_that_were_not_clean():
+    from gpu.core import overlap
+    from gpu.present.charts import streams as stream_charts
+    from tests.simulated_fleet import recorded
+
+    frame = recorded("streams").assign(conditions="clean").astype({"conditions": object})
+    first = frame.index[frame["variant"] == "pipeline"][0]
+    frame.loc[first, "conditions"] = SHARED
+    table = overlap.pipeline_table(frame)
+    assert list(table.loc[table["conditions"] == SHARED].index) == [0] and len(table) > 1
+    figure = stream_charts.sweep_figure(table, frame)
+    rings = [t for t in figure.data if t.name == "not clean (hover: its conditions)"]
+    assert sum(len(t.x) for t in rings) == 1
+    assert rings[0].customdata[0][0] == f"conditions: {SHARED}"
