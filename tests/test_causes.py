@@ -228,15 +228,20 @@ def test_the_fleet_names_nvlink_crc_errors_on_a_slow_link():
 
     params = peers.parse_params({"sizes": [268435456], "variants": ["ce_write"], "methods": ["batched"],
                                  "profile": "interactive"})
-    node3 = peer_frame(list(range(2, 10)), params, {(4, 7): 1 / 0.51}, host="node-3", run_id="node3peers")
-    slow_pair = (node3["gpu_index"] == 2) & (node3["peer_index"] == 5)
+    boards = list(range(2, 10))
+    healthy = peer_frame(boards, params, host="node-3", run_id="clean").assign(conditions="clean")
+    pairs = healthy[healthy["peer_index"].notna() & (healthy["peer_index"] != healthy["gpu_index"])]
+    source, destination = int(pairs["gpu_index"].iloc[0]), int(pairs["peer_index"].iloc[0])  # a measured pair
+    node3 = peer_frame(boards, params, {(boards[source], boards[destination]): 1 / 0.51}, host="node-3",
+                       run_id="node3peers")
+    slow_pair = (node3["gpu_index"] == source) & (node3["peer_index"] == destination)
     node3 = node3.assign(conditions=["clean"] * len(node3)).astype({"conditions": object})
     node3.loc[slow_pair, "conditions"] = NVLINK
     judged = fleet_links.judge(fleet_links.links([node3]), fleet_links.figures(fleet_links.links([node3]))
                                ["figure"].iloc[0])
     [sentence] = fleet_links.slow_link_sentences(judged)
-    assert sentence.startswith("node-3: GPU 2 → GPU 5 at 0.51×") and sentence.endswith(f"); {NVLINK}.")
-    healthy = peer_frame(list(range(2, 10)), params, host="node-3", run_id="clean").assign(conditions="clean")
+    assert sentence.startswith(f"node-3: GPU {source} → GPU {destination} at 0.51×")
+    assert sentence.endswith(f"); {NVLINK}.")
     table = fleet_links.links([healthy])
     assert fleet_links.slow_link_sentences(fleet_links.judge(table, fleet_links.figures(table)["figure"].iloc[0])) \
         == []
