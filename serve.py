@@ -1,5 +1,5 @@
 """PinPoint's server. Run with ``streamlit run serve.py``: Streamlit's own server (``st.App``) runs app.py and
-every page exactly as ``streamlit run app.py`` does, with five additions.
+every page exactly as ``streamlit run app.py`` does, with six additions.
 
 - **It serves this machine only, unless told to serve a team.** .streamlit/config.toml sets the loopback address;
   an address beyond this machine without ``PINPOINT_SERVE=team``, a team server whose sign-in is not set up
@@ -29,6 +29,8 @@ every page exactly as ``streamlit run app.py`` does, with five additions.
   (/static/…, 11 MB); through Streamlit's file serving, each one a few thread hops and the whole middleware stack,
   they cost ~0.2 s of the server's CPU per visit. They are content-hashed and served as immutable, so each is read
   once per server process and answered from memory with the same type and caching headers.
+- **Uploads are bounded.** Nothing is uploaded before sign-in on a team server, and each session keeps at most 16
+  files and 256 MiB at once (pages/_ui/uploads.py).
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ from gpu.core import serving as srv
 from gpu.experiments.registry import EXPERIMENTS
 from pages import _ui
 from pages._shared import PAGES
+from pages._ui.uploads import UploadLimits
 
 ROOT = paths.ROOT  # the folder of app.py and pages/, a checkout or the installed copy
 STATIC = Path(file_util.get_static_dir())
@@ -255,4 +258,5 @@ def check_serving() -> srv.Serving:
 
 
 SERVING = check_serving()
-app = st.App("app.py", routes=page_routes(), middleware=[Middleware(FrontendFiles)], lifespan=warm_up)
+app = st.App("app.py", routes=page_routes(),
+             middleware=[Middleware(FrontendFiles), Middleware(UploadLimits, prefix=url_prefix())], lifespan=warm_up)

@@ -35,21 +35,37 @@ from gpu.core.text import printable, shorten
 from gpu.core.units import SizeError, format_bytes
 from gpu.experiments import get_experiment, registry
 from gpu.experiments.request import check_params
-from gpu.results import admin_commands, catalog, check, compare, imports, report, runfiles
-from gpu.results.store import RunStore, StoreError, canonical_params, params_by_run
+from gpu.results import admin_commands, catalog, check, compare, imports, report, run_output, runfiles
+from gpu.results.store import StoreError, canonical_params, params_by_run
 from gpu.service.backends import gpus_needed, open_live, start_live
+from gpu.service.host_locks import EXIT_GPU_BUSY, GpuBusy, set_process_purpose
 
 
 def _progress_bar(handle, stream=sys.stderr, width=30) -> None:
+    said = ""
     while not handle.wait(0.2):
-        if handle.state == "queued":
-            stream.write(f"\r{handle.queue_text()[:100]:<100}")
+        if handle.state == "queued" and handle.waiting and not said:  # whose GPU it waits for, once on its own line
+            said = handle.waiting
+            stream.write(f"\r{printable(said)}\n")
+        elif handle.state == "queued":
+            stream.write(f"\r{printable(handle.queue_text())[:160]:<160}")
         elif handle.total:
             filled = int(width * handle.done / handle.total)
             stream.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {handle.done}/{handle.total} "
                          f"{handle.text[:60]:<60}")
         stream.flush()
     stream.write("\n")
+
+
+def wait_seconds(value: str) -> float:
+    """``--wait``'s value: seconds, 0 (refuse at once when the GPU is busy) up to a week."""
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = float("nan")
+    if not 0 <= seconds <= 7 * 86400:
+        raise argparse.ArgumentTypeError(f"{shorten(value, 20)!r} is not a number of seconds from 0 to 604800")
+    return seconds
 
 
 def parse_args(argv=None, prog: str = "python -m gpu.bench"):
@@ -82,6 +98,9 @@ def parse_args(argv=None, prog: str = "python -m gpu.bench"):
                        help="save the run in the runs store (PINPOINT_DB_URL, else SQLite in the user data dir)")
         p.add_argument("--label", help="a label for the stored run, e.g. 'after driver 580'")
         p.add_argument("--notes", help="notes for the stored run")
+        p.add_argument("--wait", type=wait_seconds, metavar="SECONDS",
+                       help="how long to wait for a GPU that another process (the app, another runner, a fleet) is "
+                            f"measuring on; past it the run is refused, exit code {EXIT_GPU_BUSY}. Default: no limit")
     i = sub.add_parser("import", help="import runner Parquet/CSV files, or another runs store's SQLite file (a "
                                       "fleet's, with its fleet ids), from other machines into the runs store")
     i.add_argument("files", nargs="+")
@@ -107,6 +126,10 @@ def parse_args(argv=None, prog: str = "python -m gpu.bench"):
     f.add_argument("--fleet-id", help="name the fleet; an id already in the store measures only its missing "
                                       "(GPU, experiment) pairs (default: the suite and the start time)")
     f.add_argument("--label", help="a label for every stored run")
+    f.add_argument("--wait", type=wait_seconds, metavar="SECONDS",
+                   help="how long each run waits for a GPU that another process of its node (the app, a runner) is "
+                        "measuring on; past it that run fails, named in the summary (exit code 1). Default: up to the "
+                        "run's own time limit")
     f.add_argument("--nodes", type=int, default=1, help="slurm: nodes, one job each")
     f.add_argument("--gpus-per-node", type=int, default=1, help="slurm: GPUs (and workers) per node")
     f.add_argument("--partition", help="slurm: the partition (queue)")
@@ -256,6 +279,9 @@ def _review(args) -> int:
               if not table.empty else "no runs yet")
         return 0
     if args.experiment == "export":
+        if problem := runfiles.out_problem(args.out):
+            print(printable(f"error: {problem}"), file=sys.stderr)
+            return 2
         # a stored run's parameters travel in its manifest
         write_frame(runs.load(args.run_id), args.out, runs.store.kept_params([args.run_id]))
         print(f"wrote run {args.run_id} to {args.out}", file=sys.stderr)
@@ -303,6 +329,11 @@ def main(argv=None, prog: str = "python -m gpu.bench") -> int:
 
         return fleet_command(args)
     experiment = registry.BY_COMMAND[args.experiment].name  # a subcommand may spell it differently (host-latency)
+    # Before anything is measured: a run is never lost to its own arguments.
+    if problems := run_output.problems(args.out, args.label, args.notes):
+        print("error: " + "\n  ".join(problems), file=sys.stderr)
+        return 2
+    set_process_purpose(f"{prog} {args.experiment}")  # what a process waiting for this GPU is told
     try:
         jobs = experiment_jobs(args)
     except (SizeError, ValueError) as exc:
@@ -327,6 +358,7 @@ def main(argv=None, prog: str = "python -m gpu.bench") -> int:
     except ValidationError as exc:
         backend.client.close()
         return _invalid(exc.reasons)
+    backend.client.wait_s = args.wait
     print(f"{backend.label()} · profile {args.profile} · {text.count(len(jobs), 'run')}", file=sys.stderr)
     started = time.perf_counter()
     frames = []
@@ -337,8 +369,11 @@ def main(argv=None, prog: str = "python -m gpu.bench") -> int:
             frames.append(handle.outcome())
     except ValidationError as exc:
         return _invalid(exc.reasons)
+    except GpuBusy as exc:
+        print(printable(f"error: {exc} (--wait)"), file=sys.stderr)
+        return EXIT_GPU_BUSY
     except WorkerError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(printable(f"error: {exc}"), file=sys.stderr)
         return 1
     finally:
         backend.client.close()
@@ -346,22 +381,10 @@ def main(argv=None, prog: str = "python -m gpu.bench") -> int:
     frame = pd.concat(frames, ignore_index=True).assign(run_id=frames[0]["run_id"].iloc[0])
     print(f"{len(frame)} points in {time.perf_counter() - started:.1f} s", file=sys.stderr)
     print(summary_table(experiment, frame).to_string(index=False))
-    if args.out:
-        write_frame(frame, args.out, {r: canonical_params(v) for r, v in params_by_run(frame, *requests).items()})
-        print(f"wrote {args.out}", file=sys.stderr)
-    if args.store:
-        try:
-            runs = RunStore()
-            if runs.in_memory:
-                raise StoreError("PINPOINT_DB_URL is a SQLite database in memory, which keeps nothing")
-            for result in runs.save(frame, "runner", args.label, args.notes, actor=Actor.local("cli"),
-                                    params=params_by_run(frame, *requests)):
-                print(result.message(), file=sys.stderr)
-        except (StoreError, AccessRefused) as exc:  # the measurement is kept in --out; say why the store refused it
-            print(f"warning: the run was not stored: {exc}", file=sys.stderr)
-        except Exception as exc:  # unforeseen: still one line, and the measurement above is not lost
-            print(f"warning: the run was not stored: {unexpected(exc)}", file=sys.stderr)
-    return 0
+    out_failed = run_output.keep_measured(
+        frame, args.out, args.store, args.label, args.notes,
+        {r: canonical_params(v) for r, v in params_by_run(frame, *requests).items()}, params_by_run(frame, *requests))
+    return 1 if out_failed else 0
 
 
 if __name__ == "__main__":

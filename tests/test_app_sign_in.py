@@ -12,6 +12,7 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from gpu.core import schema
+from gpu.core.access import Actor
 from gpu.core.text import plain
 from gpu.results.catalog import BUNDLED_DIRS
 from gpu.results.store import RunStore
@@ -199,6 +200,31 @@ def test_a_sign_in_older_than_the_session_limit_signs_in_again(team):
                                                    "in again", None)]
     assert at.button(key="sign_out").label == "Sign in again"
     assert not at.dataframe and not identity(at)
+
+
+def test_sign_out_revokes_the_session_cookie_on_every_server_of_the_store(team, monkeypatch):
+    from pages._ui import access
+
+    monkeypatch.setattr(access, "_signed_out", {})  # this server's sign-outs: none yet
+    monkeypatch.setattr(access, "_stored_sign_outs", {})
+    issued = time.time() - 60
+    at = signed_in(MEMBER, "pages/runs.py", issued=issued)
+    assert identity(at)
+    at.button(key="sign_out").click().run()  # records the sign-out, then Streamlit clears its cookie
+    assert not at.exception, at.exception
+    trail = team.audit_trail(Actor.local())
+    assert trail.iloc[0]["action"] == "sign out" and trail.iloc[0]["who"] == MEMBER
+    for restarted in (False, True):  # this server; then one that never saw the sign-out (the store's row)
+        if restarted:
+            monkeypatch.setattr(access, "_signed_out", {})
+            monkeypatch.setattr(access, "_stored_sign_outs", {})
+        replayed = signed_in(MEMBER, "pages/runs.py", issued=issued)  # a copy of the old cookie
+        assert [w.value for w in replayed.warning] == [plain(f"{MEMBER} signed out of this sign-in: sign in again",
+                                                             None)]
+        assert not replayed.dataframe and not identity(replayed)
+    again = signed_in(MEMBER, "pages/runs.py", issued=time.time() + 2)  # a new sign-in after the sign-out
+    assert identity(again) and again.dataframe
+    assert identity(signed_in(ADMIN, "pages/runs.py", issued=issued))  # another person's sign-in is theirs
 
 
 def test_someone_not_on_the_roles_list_is_refused_when_the_file_says_so(team, tmp_path):

@@ -174,6 +174,56 @@ def test_a_tampered_session_cookie_gets_nobody_in(browser, team_server):
         context.close()
 
 
+def _session_ids(page) -> list[str]:
+    """Streamlit's session id of each websocket the page opens, read from its first message (NewSession)."""
+    from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+    found: list[str] = []
+
+    def frame(payload) -> None:
+        if isinstance(payload, bytes | bytearray):
+            message = ForwardMsg()
+            try:
+                message.ParseFromString(bytes(payload))
+            except Exception:  # noqa: BLE001 (not a ForwardMsg: not ours to read)
+                return
+            if message.HasField("new_session") and message.new_session.initialize.session_id:
+                found.append(message.new_session.initialize.session_id)
+
+    page.on("websocket", lambda socket: socket.on("framereceived", frame))
+    return found
+
+
+def _raw_put(context, url: str, session: str, name: str, size: int):
+    xsrf = next((c["value"] for c in context.cookies() if c["name"] == "_streamlit_xsrf"), "")
+    return context.request.put(f"{url}/_stcore/upload_file/{session}/{name}", headers={"X-Xsrftoken": xsrf},
+                               multipart={"file": {"name": "run.parquet", "mimeType": "application/octet-stream",
+                                                   "buffer": b"x" * size}})
+
+
+def test_nothing_is_uploaded_before_sign_in_and_a_member_uploads_after(browser, team_server):
+    url, _ = team_server
+    context = browser.new_context()
+    page = context.new_page()
+    try:
+        sessions = _session_ids(page)
+        page.goto(url)
+        settled(page)
+        page.get_by_role("button", name="Sign in", exact=True).wait_for(timeout=30_000)
+        screen = sessions[-1]
+        for i in range(3):  # the sign-in screen's own session, with its XSRF cookie: 3 x 4 MB
+            answer = _raw_put(context, url, screen, f"f{i}", 4 * 1024 * 1024)
+            assert answer.status == 403 and answer.text() == "upload refused: sign in first: nothing is uploaded " \
+                                                              "before sign-in"
+        sign_in(page, url, "bob@example.org")
+        settled(page)
+        member = sessions[-1]
+        assert member != screen
+        assert _raw_put(context, url, member, "g0", 1024).status == 204  # a member's import file is kept
+    finally:
+        context.close()
+
+
 def test_a_provider_that_goes_down_is_named_and_nothing_is_served(browser, team_server):
     """Last in this module: it stops the provider."""
     url, provider = team_server
@@ -194,3 +244,4 @@ def test_a_provider_that_goes_down_is_named_and_nothing_is_served(browser, team_
         assert page.locator(".st-key-runs_filter_label").count() == 0
     finally:
         context.close()
+

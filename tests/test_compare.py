@@ -1,6 +1,7 @@
 """Verdicts on synthetic sample sets whose answer is known, run-to-run bands (a device's history, the measured floors),
 the headline, the provenance diff and history; the floors and bars on the recorded runs of unchanged code."""
 
+import math
 import sys
 
 import numpy as np
@@ -207,14 +208,36 @@ def test_three_earlier_runs_replace_the_floor_with_their_spread():
     assert compare.compare(steady[-1], candidate, steady[-2:-1]).iloc[0]["run_to_run_source"] == "mapped floor"
 
 
-def test_a_noisy_history_widens_the_band_beyond_the_floor():
+def test_a_noisy_history_never_widens_the_band_beyond_the_floor():
     floor = compare.floor("mapped")
     noisy = history_runs([20.0 * f for f in (1.0, 1 + 2 * floor, 1 - 2 * floor, 1 + floor)])
     candidate = make_run("cand", {(1 << 30, "mapped"): 20.0 * (1 + 1.5 * floor)}, cv=0.002, timestamp=day(20),
                          exact=True)
     assert compare.compare(noisy[0], candidate).iloc[0]["verdict"] == "slower"  # beyond the floor alone
     judged = compare.compare(noisy[0], candidate, noisy[1:]).iloc[0]
-    assert judged["verdict"] == "run-to-run" and judged["run_to_run"] > 2 * floor
+    # the history's spread is wider than the floor, but the runs a band judges against cannot widen it past the
+    # band of a store with no history
+    assert judged["verdict"] == "slower" and judged["run_to_run"] <= math.expm1(floor) + 1e-12
+    assert judged["run_to_run_source"] == "history of 4 runs of the device model"
+
+
+@pytest.mark.parametrize("poison", [(1.45, 0.7), (1.45, 1.45), (1.6,)])
+def test_runs_far_outside_their_history_cannot_silence_a_slower_candidate(poison):
+    """Two imports of the candidate's board, one 1.45x slower and one 0.7x faster (or both slower, or one truly bad
+    earlier run), beside the baseline: a candidate 1.3x slower is still slower beyond noise, and the lying runs are
+    named as left out of the history."""
+    floor = compare.floor("mapped")
+    honest = history_runs([20.0, 20.0 * (1 + floor / 4), 20.0 * (1 - floor / 4)])
+    lies = [make_run(f"lie{i}", {(1 << 30, "mapped"): 20.0 * f}, cv=0.002, timestamp=day(10 + i), exact=True)
+            for i, f in enumerate(poison)]
+    candidate = make_run("cand", {(1 << 30, "mapped"): 26.0}, cv=0.002, timestamp=day(20), exact=True)
+    for earlier in ([*honest[:-1], *lies], lies):
+        judged = compare.compare(honest[-1], candidate, earlier)
+        assert judged.iloc[0]["verdict"] == "slower", judged.iloc[0]["run_to_run_source"]
+        assert set(judged.iloc[0]["run_to_run_left_out"]) == {run["run_id"].iloc[0] for run in lies}
+        summary = compare.band_summary(judged)
+        assert f"Left out of the history, more than {bands.OUTLIER_FLOORS} run-to-run floors from the baseline: " \
+               + ", ".join(f"lie{i} (on 1 point)" for i in range(len(poison))) in summary
 
 
 def test_history_counts_only_earlier_runs_of_the_candidates_device():
@@ -415,7 +438,8 @@ def test_the_band_summary_names_where_run_to_run_noise_came_from():
     line = compare.band_summary(compare.compare(base, candidate, steady[:-1]))
     assert line == "Run-to-run noise: the history of 4 runs of the device model for 1 point; measured floors for 1 " \
                    "point (small copy −38.7 % … +63.2 %). 3 or more earlier runs of the board (of the device model, " \
-                   "for runs on two boards) give a point a band of its own."
+                   "for runs on two boards) give a point a band of its own. Bands made from 4 earlier runs: h0, h1, " \
+                   "h2, h3."
 
 
 @pytest.mark.parametrize("slower_by", [0.409, 0.343, 0.30, 0.45])

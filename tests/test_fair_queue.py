@@ -203,3 +203,23 @@ def test_the_queue_panel_names_owners_to_an_admin_only_and_lets_only_an_admin_ca
     assert alices.state == "cancelled" and str(alices.error) == f"cancelled by {ADMIN.who}"
     assert blocker.state == "running"
     client.cancel(blocker)
+
+
+def test_a_markdown_name_in_the_queue_is_shown_as_typed_never_as_a_link(client):
+    """A member signed in as a Markdown link presses Measure; the admin queued behind reads the name as typed."""
+    from gpu.core.text import plain
+    from pages._ui import measure
+
+    name = "[click me](https://evil.example/q)@example.org"
+    image = "![x](https://evil.example/pixel.png)@example.org"
+    for owner in (name, image):
+        blocker = _running(client, owner)
+        admins = client.submit("echo", {}, session="admin-tab", owner=ADMIN.who)
+        line = measure.progress_text(admins, ADMIN)
+        assert line == plain(f"queued behind 1 job; the one just ahead: {owner}'s job", None)
+        assert "](" not in line and "\\[" in line and "\\]\\(https\\:" in line  # no link or image can form
+        assert shown(line) == f"queued behind 1 job; the one just ahead: {owner}'s job"
+        client.cancel(admins)
+        client.cancel(blocker)
+        with pytest.raises(WorkerError):
+            blocker.outcome()

@@ -2,8 +2,12 @@
 Python), and serve.py refusing to start with one line."""
 
 import os
+import re
+import socket
 import subprocess
 import sys
+import threading
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -26,7 +30,7 @@ AUTH = {"redirect_uri": "http://127.0.0.1:8501/oauth2callback", "cookie_secret":
 
 
 def test_by_default_the_app_serves_this_machine_only_without_sign_in():
-    plan = srv.serving({}, None)
+    plan = srv.serving({}, "127.0.0.1")  # .streamlit/config.toml's address
     assert (plan.mode, plan.address, plan.sign_in) == ("local", "127.0.0.1", False)
     assert plan.startup_line(8501).startswith("PinPoint serves http://127.0.0.1:8501 to this machine only")
     assert "PINPOINT_SERVE=team" in plan.startup_line()
@@ -44,11 +48,11 @@ def test_an_address_beyond_this_machine_needs_the_team_setting_and_then_sign_in(
 
 def test_only_the_whole_opt_out_value_serves_a_team_without_sign_in():
     env = {"PINPOINT_SERVE": "team", "PINPOINT_NO_SIGN_IN": srv.NO_SIGN_IN_VALUE}
-    plan = srv.serving(env, "0.0.0.0")
+    plan = srv.serving(env, "10.0.0.5")
     assert not plan.sign_in and "every visitor is an admin" in plan.startup_line()
     for guess in ("1", "true", "yes"):
         with pytest.raises(srv.ServingError, match=f"PINPOINT_NO_SIGN_IN='{guess}' is not the opt-out"):
-            srv.serving({**env, "PINPOINT_NO_SIGN_IN": guess}, "0.0.0.0")
+            srv.serving({**env, "PINPOINT_NO_SIGN_IN": guess}, "10.0.0.5")
     with pytest.raises(srv.ServingError, match="'everyone' is not a serving mode"):
         srv.serving({"PINPOINT_SERVE": "everyone"}, None)
 
@@ -117,8 +121,50 @@ def test_a_sign_in_older_than_the_session_limit_is_over():
                                                                                 12, now)
     assert "carries no time" in srv.session_expired({"iat": "yesterday"}, 12, now)
     assert srv.session_hours({}) == srv.SESSION_HOURS and srv.session_hours({"PINPOINT_SESSION_HOURS": "1.5"}) == 1.5
-    with pytest.raises(srv.ServingError, match="'-1' is not a positive number of hours"):
-        srv.session_hours({"PINPOINT_SESSION_HOURS": "-1"})
+    for hours in ("-1", "0.5", "169", "inf", "nan", "1e12", "soon"):
+        with pytest.raises(srv.ServingError, match=f"'{hours}' is not a number of hours from 1 to 168"):
+            srv.session_hours({"PINPOINT_SESSION_HOURS": hours})
+    assert srv.session_hours({"PINPOINT_SESSION_HOURS": "168"}) == 168
+
+
+def test_two_spellings_of_one_address_give_the_higher_role_whatever_their_order():
+    for first, second in (("admin", "viewer"), ("viewer", "admin")):
+        roles = srv.parse_roles(f'[roles]\n"ada@example.org" = "{first}"\n"ADA@Example.org" = "{second}"\n'
+                                f'"@Example.org" = "{first}"\n"@example.ORG" = "{second}"\n')
+        assert roles.role_for("ada@example.org") is Role.ADMIN
+        assert roles.role_for("bob@example.org") is Role.ADMIN
+
+
+def test_the_roles_file_must_be_a_regular_file_under_the_size_limit(tmp_path):
+    fifo = tmp_path / "roles.fifo"
+    os.mkfifo(fifo)  # reading it would wait for a writer forever
+    for path in (tmp_path, Path("/dev/zero"), fifo):  # on a build that opened them: a directory fails first
+        with pytest.raises(srv.ServingError, match=f"the roles file {path} is not a regular file"):
+            srv.read_roles(path)
+    big = tmp_path / "big.toml"
+    big.write_text("# " + "x" * srv.ROLES_MAX_BYTES + "\n")
+    with pytest.raises(srv.ServingError, match=r"is 1,048,579 bytes, over the 1,048,576-byte limit"):
+        srv.read_roles(big)
+
+
+@pytest.mark.parametrize("address,bound", [(None, "::"), ("", "0.0.0.0"), ("0.0.0.0", "0.0.0.0"), ("::", "::")])
+def test_every_interface_in_any_spelling_is_served_only_to_a_team_with_sign_in(address, bound):
+    with pytest.raises(srv.ServingError, match="serves beyond this machine: set PINPOINT_SERVE=team"):
+        srv.serving({}, address)
+    plan = srv.serving({"PINPOINT_SERVE": "team"}, address)
+    assert (plan.address, plan.sign_in) == (bound, True)  # the address Streamlit binds, not the loopback
+    assert "(every interface: the network): sign-in required" in plan.startup_line()
+    with pytest.raises(srv.ServingError, match="listens on every interface, and PINPOINT_NO_SIGN_IN would make "
+                                               "everyone on the network an admin"):
+        srv.serving({"PINPOINT_SERVE": "team", "PINPOINT_NO_SIGN_IN": srv.NO_SIGN_IN_VALUE}, address)
+
+
+@pytest.mark.parametrize("address", [" ", "*", "\t127.0.0.1"])
+def test_an_address_streamlit_cannot_bind_is_refused_in_one_line(address):
+    for env in ({}, {"PINPOINT_SERVE": "team"}):
+        with pytest.raises(srv.ServingError, match=f"server.address {re.escape(repr(address))} is not an address to "
+                                                   "listen on"):
+            srv.serving(env, address)
 
 
 def start(tmp_path, address: str = "127.0.0.1", **env) -> subprocess.CompletedProcess:
@@ -142,6 +188,9 @@ def test_serve_refuses_to_start_with_one_line_when_a_team_setting_cannot_be_used
         ({"PINPOINT_SERVE": "team", "PINPOINT_ROLES": str(tmp_path / "none.toml"), "HOME": "/nonexistent"},
          "PinPoint does not start: a team server with sign-in needs [auth] in .streamlit/secrets.toml"),
         ({"address": "0.0.0.0"}, "PinPoint does not start: server.address 0.0.0.0 serves beyond this machine"),
+        ({"address": ""}, "PinPoint does not start: server.address '' (Streamlit binds 0.0.0.0: every interface) "
+                          "serves beyond this machine"),
+        ({"address": " "}, "PinPoint does not start: server.address ' ' is not an address to listen on"),
     ]
     for env, line in cases:
         done = start(tmp_path, **env)
@@ -152,3 +201,64 @@ def test_serve_refuses_to_start_with_one_line_when_a_team_setting_cannot_be_used
     assert done.returncode == 0, done.stderr[-2000:]
     assert "PinPoint serves a team at http://127.0.0.1:8501 (loopback: reached through a proxy on this machine): " \
            "sign-in required" in done.stdout
+
+
+def _provider(handler_body) -> tuple[str, threading.Event]:
+    """A provider on a loopback port whose connections are served by ``handler_body(connection, stop)``."""
+    server = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def serve():
+        with server:
+            server.settimeout(0.2)
+            while not stop.is_set():
+                try:
+                    connection, _ = server.accept()
+                except TimeoutError:
+                    continue
+                threading.Thread(target=handler_body, args=(connection, stop), daemon=True).start()
+
+    threading.Thread(target=serve, daemon=True).start()
+    return f"http://127.0.0.1:{server.getsockname()[1]}/.well-known/openid-configuration", stop
+
+
+def _trickle(connection, stop):
+    """Answers one byte every 0.5 s, for a minute: every read gets something before its own timeout."""
+    with connection:
+        connection.recv(65536)
+        body = b'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\r\n{"authorization_endpoint": "x"}' * 100
+        for byte in body:
+            if stop.wait(0.5):
+                return
+            try:
+                connection.sendall(bytes([byte]))
+            except OSError:
+                return
+
+
+def test_a_trickling_provider_is_cut_off_at_the_total_deadline():
+    url, stop = _provider(_trickle)
+    started = time.monotonic()
+    try:
+        with pytest.raises(TimeoutError, match="no whole answer within 1 s"):
+            srv.fetch_discovery(url, deadline_s=1.0)
+        # a read-by-read timeout would wait for the whole minute of bytes
+        assert time.monotonic() - started < 30
+        assert srv.PROVIDER_DEADLINE_S < 5  # so the sign-in page says why within 5 s
+    finally:
+        stop.set()
+
+
+def test_an_answering_provider_is_read_whole():
+    def answer(connection, stop):
+        with connection:
+            connection.recv(65536)
+            connection.sendall(b'HTTP/1.1 200 OK\r\nContent-Length: 32\r\n\r\n{"authorization_endpoint": "x"}\n')
+
+    url, stop = _provider(answer)
+    try:
+        assert srv.fetch_discovery(url) == b'{"authorization_endpoint": "x"}\n'
+    finally:
+        stop.set()
+    with pytest.raises(ValueError, match="is not an http"):
+        srv.fetch_discovery("file:///etc/passwd")

@@ -95,6 +95,40 @@ def test_replacing_a_run_on_import_keeps_the_replaced_one_in_the_trash(url):
     assert runs.purge(ADMIN, ["again01"]) == ["again01"] and runs.trashed().empty
 
 
+def test_replace_is_a_trash_an_admins_refused_to_others_in_one_line_and_audited_as_such(url):
+    runs = store.RunStore(url)
+    first = managed("theirs01")
+    runs.save(first, "import", actor=MEMBER)
+    before = counts(runs)
+    forged = first.assign(median_ms=first["median_ms"] * 2)
+    for actor in (MEMBER, VIEWER):
+        with pytest.raises(AccessRefused) as refused:
+            runs.save(forged, "import", replace=True, actor=actor)
+        assert "\n" not in str(refused.value)
+    with pytest.raises(AccessRefused, match=r"^run theirs01 was not replaced, and nothing was written: replace needs "
+                                            r"the admin role; max@example.org is a member \(it moves the stored run "
+                                            r"to the trash\)$"):
+        runs.save(forged, "import", replace=True, actor=MEMBER)
+    assert counts(runs) == before and runs.trashed().empty
+    assert content(runs.load("theirs01")) == content(first)
+    [result] = runs.save(forged, "import", replace=True, actor=ADMIN)
+    assert result.replaced and runs.trashed().loc[0, "trashed_by"] == ADMIN.who
+    trail = runs.audit_trail(ADMIN)
+    trash_row = trail[trail["action"] == "trash"].iloc[0]
+    assert trash_row["who"] == ADMIN.who and trash_row["run_ids"] == ["theirs01"]
+    assert trash_row["what"].startswith("trashed run theirs01") and "replaced by an import" in trash_row["what"]
+
+
+def test_a_label_set_to_the_value_it_has_writes_no_audit_row(url):
+    runs = store.RunStore(url)
+    runs.save(managed("label001"), "import", label="same")
+    rows = counts(runs)["audit"]
+    runs.set_label(MEMBER, "label001", "same")
+    assert counts(runs)["audit"] == rows
+    runs.set_label(MEMBER, "label001", "other")
+    assert counts(runs)["audit"] == rows + 1
+
+
 def test_bad_input_is_one_line_and_changes_nothing(url):
     runs = store.RunStore(url)
     runs.save(managed("live0001"), "import")
@@ -254,7 +288,8 @@ def _version_four_store(url: str, frames: list[pd.DataFrame]) -> None:
             connection.execute(store.RUNS.insert().values(run))
             if boards:
                 connection.execute(store.BOARDS.insert(), boards)
-            connection.execute(store.POINTS.insert(), points)
+            connection.execute(store.POINTS.insert(), [{k: v for k, v in p.items() if k not in store.ADDED_IN_V8}
+                                                       for p in points])
     engine.dispose()
 
 
@@ -268,7 +303,7 @@ def test_a_version_four_store_migrates_to_the_newest_keeping_every_run_and_recor
     with pytest.raises(AccessRefused, match="migrate needs the admin role"):
         old.save(managed("four0002"), "live", actor=MEMBER)  # upgrading a store is an admin's
     assert old.version == 4
-    assert old.migrate(ADMIN) == store.SCHEMA_VERSION == 7
+    assert old.migrate(ADMIN) == store.SCHEMA_VERSION == 8
     pd.testing.assert_frame_equal(old.runs(), listed)
     for frame in frames:
         assert content(old.load(frame["run_id"].iloc[0])) == content(frame)
@@ -387,7 +422,7 @@ def test_postgresql_roles_read_write_and_own_as_documented(postgres_url, tmp_pat
 
     writer = store.RunStore(as_role[db_roles.WRITER])
     writer.save(managed("pg000002"), "live", actor=MEMBER)
-    writer.save(managed("pg000002").assign(median_ms=1.0), "import", replace=True, actor=MEMBER)
+    writer.save(managed("pg000002").assign(median_ms=1.0), "import", replace=True, actor=ADMIN)
     writer.set_label(MEMBER, "pg000002", "from a node")
     writer.trash(ADMIN, ["pg000001"])
     writer.restore(ADMIN, ["pg000001"])
@@ -418,6 +453,24 @@ def test_postgresql_roles_read_write_and_own_as_documented(postgres_url, tmp_pat
     assert cli("migrate", env={"PINPOINT_DB_URL": as_role[db_roles.WRITER]}).returncode == 0  # at version: nothing
     assert counts(store.RunStore(owner))["runs"] == 1
 
+    # The writer forges audit rows: its own ids (the next ones, to squat them) and times. The server's trigger
+    # gives each row the sequence's next id and the server's time; every later change still writes its row.
+    with writer.engine.begin() as connection:
+        last = connection.exec_driver_sql("SELECT max(audit_id) FROM audit").scalar()
+        for forged_id in (last + 1, last + 2, last + 3, last + 4, 10**6):
+            connection.exec_driver_sql(
+                "INSERT INTO audit (audit_id, at, who, role, source, action, run_ids, what) VALUES "
+                f"({forged_id}, '2020-01-01T00:00:00+00:00', 'ada@example.org', 'admin', 'cli', 'purge', "
+                "'[\"pg000001\"]', 'purged')")
+    writer.set_label(MEMBER, "pg000001", "after the forgery")  # takes the next id: not refused
+    with store.RunStore(owner).engine.connect() as connection:
+        rows = connection.exec_driver_sql("SELECT audit_id, at, action, what FROM audit ORDER BY audit_id").all()
+    forged = [row for row in rows if row.what == "purged"]
+    trashed_at = max(row.at for row in rows if row.action == "trash")
+    assert len(forged) == 5 and all(row.at >= trashed_at for row in forged)  # the server's time, not 2020
+    assert [row.audit_id for row in forged] == list(range(last + 1, last + 6))  # the sequence's: 10**6 was not
+    assert rows[-1].action == "label" and rows[-1].audit_id == last + 6
+
 
 def test_importing_another_store_leaves_its_trash_behind(tmp_path):
     fleet_file = store.RunStore(f"sqlite:///{tmp_path}/fleet.sqlite")
@@ -431,3 +484,23 @@ def test_importing_another_store_leaves_its_trash_behind(tmp_path):
     assert team.store.trashed().empty
     [row] = team.store.audit_trail(ADMIN).head(1).to_dict("records")
     assert row["action"] == "import" and row["run_ids"] == ["keep0001"] and row["who"] == MEMBER.who
+
+
+def test_audits_arguments_are_checked_in_one_line(url, monkeypatch, capsys, tmp_path):
+    from gpu import bench
+
+    runs = store.RunStore(url)
+    runs.save(managed("audit001"), "import")
+    monkeypatch.setenv("PINPOINT_DB_URL", url)
+    (tmp_path / "folder").mkdir()
+    for args, says in ((["--limit", "-5"], "--limit must be a whole number of entries, 1 or more; got -5"),
+                       (["--limit", "0"], "--limit must be a whole number of entries, 1 or more; got 0"),
+                       (["--out", "/proc/x"], "--out /proc/x cannot be written"),
+                       (["--out", f"{tmp_path}/missing/trail.csv"], "cannot be written: no such folder"),
+                       (["--out", f"{tmp_path}/folder"], "is not a regular file")):
+        code = bench.main(["audit", *args])
+        out, err = capsys.readouterr()
+        assert code == 2 and out == "" and err.startswith("error: ") and says in err, err
+        assert len(err.strip().splitlines()) == 1 and "unexpected" not in err
+    assert bench.main(["audit", "--limit", "1", "--format", "json"]) == 0
+    assert len(json.loads(capsys.readouterr().out)) == 1

@@ -88,6 +88,28 @@ def test_a_deeply_nested_suite_is_refused_in_one_line_before_parsing(text):
     assert "nested deeper than 8 levels" in reason and reason.startswith("x.toml: line ")
 
 
+@pytest.mark.parametrize("text", [
+    '[[run]]\nexperiment = "reduction"\n[run.params]\n' + ".".join(f"k{i}" for i in range(1000)) + " = 1\n",
+    '[[run]]\nexperiment = "reduction"\n[run.params.' + ".".join(f"k{i}" for i in range(1000)) + "]\n",
+    '[[run]]\nexperiment = "reduction"\nparams = { ' + ".".join(f'"k{i}"' for i in range(20000)) + " = 1 }\n",
+])
+def test_a_dotted_key_of_a_thousand_parts_is_refused_in_one_line_before_any_recursion(text):
+    with pytest.raises(suites.SuiteError) as caught:
+        suites.parse(text, "x.toml")
+    [reason] = caught.value.reasons
+    assert reason.startswith("x.toml: line ") and "keys nested deeper than 8 levels" in reason
+    with pytest.raises(suites.SuiteError, match="keys nested deeper than 8 levels"):
+        suites.stored("f1", "mine", text)  # a fleet's kept suite, read again on resume
+
+
+def test_the_key_lines_of_a_very_dotted_key_are_found_without_recursion():
+    from gpu.core.toml_lines import KeyLines
+
+    keys = [f"k{i}" for i in range(3000)]
+    lines = KeyLines("\n" + ".".join(keys) + " = 1\n")
+    assert lines.get(*keys) == 2 and lines.get("k0") == 2
+
+
 def test_brackets_in_strings_and_comments_do_not_count_as_nesting():
     text = ('title = "[[[[[[[[[[{{{{{{{{{{"  # ]]]]]]]]]] [[[[[[[[[[\n'
             "profile = 'precise/timeout_s=1' # '[[[[[[[[[[\n"
@@ -208,17 +230,19 @@ def test_a_stored_suite_with_a_lone_surrogate_is_read_with_its_lines():
     assert caught.value.reasons[0].startswith("fleet f1's suite: line 3: timeout_s must be a positive")
 
 
-def test_the_largest_allowed_suite_is_read_with_its_lines_within_2_s():
+def test_the_largest_allowed_suite_is_read_with_its_lines_within_2_s_of_cpu():
     import time
 
     runs = ['[[run]]\nexperiment = "reduction"\n' + "".join(f'params."k{run}_{i}" = {i}\n' for i in range(420))
             for run in range(suites.MAX_RUNS)]
     text = "".join(runs)
     assert 0.9 * suites.MAX_SUITE_BYTES < len(text) <= suites.MAX_SUITE_BYTES
-    started = time.monotonic()
+    # CPU time of this process, not the wall clock, which a loaded machine stretches: the bound guards against a
+    # reading that grows with the square of the suite, not against a busy neighbour.
+    started = time.process_time()
     with pytest.raises(suites.SuiteError) as caught:
         suites.parse(text, "x.toml")
-    assert time.monotonic() - started < 2.0
+    assert time.process_time() - started < 2.0
     assert caught.value.reasons[0].startswith("x.toml: line 3: reduction: unknown parameters: k0_0")
     assert caught.value.reasons[1].startswith("x.toml: line 425: reduction: unknown parameters: k1_0")
 

@@ -35,6 +35,7 @@ NEEDS: dict[str, Role] = {
     "import": Role.MEMBER,
     "label": Role.MEMBER,
     "trash": Role.ADMIN,
+    "replace": Role.ADMIN,  # an import that replaces a stored run moves that run to the trash: the trash's role
     "restore": Role.ADMIN,
     "purge": Role.ADMIN,
     "audit": Role.ADMIN,

@@ -16,9 +16,15 @@ with its line. No streamlit here: serve.py checks all of it at start-up, and the
 
 from __future__ import annotations
 
+import http.client
+import ipaddress
 import os
 import re
+import socket
+import stat
+import threading
 import tomllib
+import urllib.parse
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -37,6 +43,11 @@ SESSION_HOURS_ENV = "PINPOINT_SESSION_HOURS"
 SESSION_HOURS = 12.0  # a sign-in older than this is signed in again (Streamlit's own cookie lasts 30 days)
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
 LOCAL_ADDRESS = "127.0.0.1"
+# What Streamlit binds when server.address is empty (set to "") or not set at all: every interface.
+EMPTY_BINDS = "0.0.0.0"
+UNSET_BINDS = "::"
+ROLES_MAX_BYTES = 1 << 20  # a roles file is a list of people: a megabyte is tens of thousands of lines
+SESSION_HOURS_RANGE = (1.0, 168.0)  # an hour to a week
 DOCS = "docs/operations/team-server.md"
 # The keys Streamlit's st.login needs in secrets.toml's [auth] (and in a named provider's [auth.NAME]).
 AUTH_KEYS = ("redirect_uri", "cookie_secret")
@@ -61,34 +72,71 @@ class Serving:
 
     def startup_line(self, port: int | str = 8501) -> str:
         """The one line the server prints at start-up: where it listens, and how to serve a team."""
-        where = f"http://{self.address}:{port}"
+        host = f"[{self.address}]" if ":" in self.address else self.address
+        where = f"http://{host}:{port}"
         if self.mode == "local":
             return (f"PinPoint serves {where} to this machine only (loopback). To serve a team: "
                     f"{SERVE_ENV}=team with --server.address 0.0.0.0, sign-in and a roles file ({DOCS}).")
-        reach = "loopback: reached through a proxy on this machine" if self.address in LOOPBACK else "the network"
+        reach = ("loopback: reached through a proxy on this machine" if is_loopback(self.address) else
+                 "every interface: the network" if every_interface(self.address) else "the network")
         how = ("sign-in required, roles from the roles file" if self.sign_in else
                f"NO sign-in ({NO_SIGN_IN_ENV}): every visitor is an admin")
         return f"PinPoint serves a team at {where} ({reach}): {how}."
 
 
+def bound_address(address: str | None) -> str:
+    """The address Streamlit binds for its ``server.address`` option: an empty value binds every interface
+    (0.0.0.0), as does an unset one (::, both IPv4 and IPv6)."""
+    if address is None:
+        return UNSET_BINDS
+    return address or EMPTY_BINDS
+
+
+def is_loopback(address: str) -> bool:
+    if address == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return False
+
+
+def every_interface(address: str) -> bool:
+    try:
+        return ipaddress.ip_address(address).is_unspecified
+    except ValueError:
+        return False
+
+
 def serving(env: Mapping[str, str] | None = None, address: str | None = None) -> Serving:
-    """The serving settings from ``env`` (the process's environment) and Streamlit's ``server.address``."""
+    """The serving settings from ``env`` (the process's environment) and Streamlit's ``server.address``: the
+    address reported is the one Streamlit binds. Every interface (an empty or unset address, 0.0.0.0, ::) is served
+    only to a team with sign-in; any other spelling is refused with one line."""
     env = os.environ if env is None else env
     mode = (env.get(SERVE_ENV) or "local").strip().lower()
     if mode not in MODES:
         raise ServingError(f"{SERVE_ENV}={env.get(SERVE_ENV)[:40]!r} is not a serving mode: use local (this "
                            "machine only, the default) or team")
-    address = (address or "").strip() or LOCAL_ADDRESS
+    bound = bound_address(address)
+    if bound != bound.strip() or any(c.isspace() for c in bound) or bound == "*":
+        raise ServingError(f"server.address {bound[:60]!r} is not an address to listen on: use {LOCAL_ADDRESS} (this "
+                           f"machine only), or {EMPTY_BINDS} for every interface with {SERVE_ENV}=team and sign-in")
     opt_out = env.get(NO_SIGN_IN_ENV, "").strip()
     if opt_out and opt_out != NO_SIGN_IN_VALUE:
         raise ServingError(f"{NO_SIGN_IN_ENV}={opt_out[:40]!r} is not the opt-out: to serve a team without sign-in, "
                            f"set it to exactly {NO_SIGN_IN_VALUE}")
+    shown = bound[:60] if address == bound else \
+        f"{'not set' if address is None else repr(address)} (Streamlit binds {bound}: every interface)"
     if mode == "local":
-        if address not in LOOPBACK:
-            raise ServingError(f"server.address {address[:60]} serves beyond this machine: set {SERVE_ENV}=team to "
+        if not is_loopback(bound):
+            raise ServingError(f"server.address {shown} serves beyond this machine: set {SERVE_ENV}=team to "
                                f"serve a team (sign-in required, {DOCS}), or serve on {LOCAL_ADDRESS}")
-        return Serving("local", address, sign_in=False)
-    return Serving("team", address, sign_in=not opt_out)
+        return Serving("local", bound, sign_in=False)
+    if opt_out and every_interface(bound):
+        raise ServingError(f"server.address {shown} listens on every interface, and {NO_SIGN_IN_ENV} would make "
+                           "everyone on the network an admin: serve every interface with sign-in, or without it "
+                           "on one address (this machine's own on the team's network, or loopback behind a proxy)")
+    return Serving("team", bound, sign_in=not opt_out)
 
 
 # --- the roles file -------------------------------------------------------------------------------------------
@@ -164,23 +212,44 @@ def parse_roles(text: str, name: str = ROLES_FILE) -> Roles:
             raise refuse(f"{shown!r} = {str(word)[:40]!r}: the role is one of {', '.join(ROLE_WORDS)}", key)
         role = ROLE_WORDS[word]
         entry = key.strip().lower()
+        # Addresses and domains compare case-folded, so two spellings of one person are one entry: the highest role
+        # of the two wins, whatever their order in the file.
         if entry.startswith("group:") and entry[6:].strip():
-            roles.groups[key.strip()[6:].strip()] = role  # groups keep their case: providers send them as named
+            _raise(roles.groups, key.strip()[6:].strip(), role)  # groups keep their case: providers send them so
         elif DOMAIN.match(entry):
-            roles.domains[entry[1:]] = role
+            _raise(roles.domains, entry[1:], role)
         elif EMAIL.match(entry):
-            roles.emails[entry] = role
+            _raise(roles.emails, entry, role)
         else:
             raise refuse(f"{shown!r} is not an e-mail address, a domain (@example.org) or a group (group:NAME)", key)
     return roles
 
 
+def _raise(entries: dict[str, Role], key: str, role: Role) -> None:
+    entries[key] = max(entries.get(key, role), role)
+
+
 def read_roles(path: Path) -> Roles:
+    """The roles file at ``path``: a regular file of at most ROLES_MAX_BYTES (a FIFO or a device is never opened
+    for reading, so it cannot hang the server or fill its memory)."""
     try:
-        text = path.read_text(encoding="utf-8")
+        info = path.stat()
     except FileNotFoundError:
         raise ServingError(f"no roles file at {path}: a team server with sign-in needs one ({ROLES_ENV} names "
                            f"another path; {DOCS})") from None
+    except OSError as exc:
+        raise ServingError(f"the roles file {path} cannot be read: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise ServingError(f"the roles file {path} is not a regular file: name a TOML file ({ROLES_ENV})")
+    if info.st_size > ROLES_MAX_BYTES:
+        raise ServingError(f"the roles file {path} is {info.st_size:,} bytes, over the {ROLES_MAX_BYTES:,}-byte "
+                           "limit of a roles file")
+    try:
+        with path.open("rb") as handle:
+            data = handle.read(ROLES_MAX_BYTES + 1)  # the file may have grown since stat
+        if len(data) > ROLES_MAX_BYTES:
+            raise ServingError(f"the roles file {path} is over the {ROLES_MAX_BYTES:,}-byte limit of a roles file")
+        text = data.decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ServingError(f"the roles file {path} cannot be read: {exc}") from None
     return parse_roles(text, str(path))
@@ -212,6 +281,51 @@ def providers(auth: Mapping | None) -> dict[str, str]:
     return found
 
 
+PROVIDER_DEADLINE_S = 4.0  # connect, send and read the whole discovery document: a page says why within 5 s
+PROVIDER_MAX_BYTES = 1_000_000
+
+
+def fetch_discovery(url: str, deadline_s: float = PROVIDER_DEADLINE_S) -> bytes:
+    """The body of a provider's discovery document, fetched within ``deadline_s`` in all (connecting and reading
+    together): a provider that answers a byte at a time is cut off at the deadline like a silent one. OSError (or
+    ValueError for an address that is not http(s)) says why not."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"{url[:80]} is not an http(s) address")
+    kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+    connection = kind(parts.hostname, parts.port, timeout=deadline_s)
+    found: dict = {}
+
+    def fetch() -> None:
+        try:
+            connection.request("GET", (parts.path or "/") + (f"?{parts.query}" if parts.query else ""),
+                               headers={"Accept": "application/json"})
+            answer = connection.getresponse()
+            if answer.status != 200:
+                raise OSError(f"HTTP {answer.status} {answer.reason}")
+            found["body"] = answer.read(PROVIDER_MAX_BYTES + 1)
+        except Exception as exc:  # handed to the caller, whatever it is
+            found["error"] = exc
+
+    worker = threading.Thread(target=fetch, name="provider-discovery", daemon=True)
+    worker.start()
+    worker.join(deadline_s)
+    if worker.is_alive():  # wake the read that waits for the next byte, so the thread ends now
+        try:
+            if connection.sock is not None:
+                connection.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        connection.close()
+        raise TimeoutError(f"no whole answer within {deadline_s:g} s")
+    connection.close()
+    if "error" in found:
+        raise found["error"]
+    if len(found["body"]) > PROVIDER_MAX_BYTES:
+        raise ValueError(f"an answer over {PROVIDER_MAX_BYTES:,} bytes")
+    return found["body"]
+
+
 def session_hours(env: Mapping[str, str] | None = None) -> float:
     env = os.environ if env is None else env
     raw = env.get(SESSION_HOURS_ENV, "").strip()
@@ -221,8 +335,9 @@ def session_hours(env: Mapping[str, str] | None = None) -> float:
         hours = float(raw)
     except ValueError:
         hours = float("nan")
-    if not hours > 0:
-        raise ServingError(f"{SESSION_HOURS_ENV}={raw[:20]!r} is not a positive number of hours")
+    low, high = SESSION_HOURS_RANGE
+    if not low <= hours <= high:  # also refuses nan and inf: a sign-in that never expires is not a setting
+        raise ServingError(f"{SESSION_HOURS_ENV}={raw[:20]!r} is not a number of hours from {low:g} to {high:g}")
     return hours
 
 

@@ -98,17 +98,32 @@ class KeyLines:
             self.lines.setdefault(path[:length], line)
 
     def _keys(self, node) -> list[str] | None:
-        """A key's parts, unquoted (``a."b.c"`` is ``["a", "b.c"]``); None for one that cannot be read."""
-        if node.type == "dotted_key":
-            parts = [self._keys(child) for child in node.children if child.type in KEYS]
-            return None if not parts or None in parts else [key for part in parts for key in part]
+        """A key's parts, unquoted (``a."b.c"`` is ``["a", "b.c"]``); None for one that cannot be read. Walked with a
+        stack, not by recursion: tree-sitter nests a dotted key one level per part, however many parts it has."""
+        keys: list[str] = []
+        stack = [node]
+        while stack:
+            part = stack.pop()
+            if part.type == "dotted_key":
+                children = [child for child in part.children if child.type in KEYS]
+                if not children:
+                    return None
+                stack.extend(reversed(children))
+                continue
+            key = self._key(part)
+            if key is None:
+                return None
+            keys.append(key)
+        return keys
+
+    def _key(self, node) -> str | None:
         raw = self.source[node.start_byte:node.end_byte].decode("utf-8", "replace")
         if node.type == "bare_key":
-            return [raw]
+            return raw
         if raw.startswith("'") or "\\" not in raw:  # a literal key, or a basic one without escapes: as written
-            return [raw[1:-1]]
+            return raw[1:-1]
         try:  # a basic key's escapes, read by tomllib
-            return list(tomllib.loads(f"{raw} = 0"))
+            return next(iter(tomllib.loads(f"{raw} = 0")))
         except (tomllib.TOMLDecodeError, UnicodeError):
             return None
 
@@ -121,3 +136,40 @@ def _first_error(root) -> int:
         if child is None or child.is_error or child.is_missing:
             return (child or node).start_byte
         node = child
+
+
+# --- the depth of tomllib's values, for a bound checked before anything walks the keys ------------------------
+def deepest_path(data, within: int) -> tuple:
+    """The longest path of keys (and array indices) in tomllib's values, found with a stack, not by recursion; ()
+    when none is longer than ``within`` (the common case, found by depths alone)."""
+    deepest = 0
+    stack: list[tuple[int, object]] = [(0, data)]
+    while stack:
+        depth, value = stack.pop()
+        deepest = max(deepest, depth)
+        if isinstance(value, dict):
+            stack.extend((depth + 1, item) for item in value.values())
+        elif isinstance(value, list):
+            stack.extend((depth + 1, item) for item in value)
+    if deepest <= within:
+        return ()
+    paths: list[tuple[tuple, object]] = [((), data)]  # again, with paths, to name the one that is too deep
+    while paths:
+        path, value = paths.pop()
+        if len(path) == deepest:
+            return path
+        if isinstance(value, dict):
+            paths.extend((path + (key,), item) for key, item in value.items())
+        elif isinstance(value, list):
+            paths.extend((path + (index,), item) for index, item in enumerate(value))
+    return ()
+
+
+def line_spelling(text: str, path: tuple) -> int:
+    """The first line that spells the innermost keys of ``path`` (``y.z``, or ``z``); line 1 when none does."""
+    keys = [part for part in path if isinstance(part, str)]
+    for needle in (".".join(keys[-2:]), keys[-1] if keys else ""):
+        for number, line in enumerate(text.splitlines(), start=1):
+            if needle and needle in line.replace(" ", ""):
+                return number
+    return 1

@@ -39,7 +39,8 @@ from pathlib import Path
 
 from gpu.core import paths
 from gpu.core.errors import ValidationError
-from gpu.core.toml_lines import KeyLines
+from gpu.core.text import shorten
+from gpu.core.toml_lines import KeyLines, deepest_path, line_spelling
 from gpu.experiments import registry, request
 from gpu.experiments.request import Request
 
@@ -219,6 +220,13 @@ def parse(text: str, where: str = "<suite>", name: str = "suite") -> Suite:
             from None
     except RecursionError:  # the nesting bound above keeps tomllib far from this; one line if it is ever reached
         raise SuiteError([f"{where}: arrays and tables nested too deep"]) from None
+    # A dotted key nests a table per part (a.b.c… of 1,000 parts is 1,000 levels) with no bracket to count: bounded
+    # here, on tomllib's values and without recursion, before anything walks the keys.
+    deepest = deepest_path(data, MAX_NESTING)
+    if deepest:
+        shown = shorten(".".join(str(part) for part in deepest[:MAX_NESTING + 1]), 80)
+        raise SuiteError([f"{where}: line {line_spelling(text, deepest)}: keys nested deeper than {MAX_NESTING} "
+                          f"levels ({shown}…, {len(deepest):,} levels)"])
     lines = KeyLines(text)  # where each key sits, from tree-sitter's syntax tree of the text tomllib accepted
 
     def top(key: str) -> int:  # a top-level key's line; line 1 for one not written

@@ -12,7 +12,7 @@ from gpu.core import text
 from gpu.core.access import Actor
 from gpu.core.errors import StoreError
 from gpu.core.text import printable
-from gpu.results import audit, db_roles
+from gpu.results import audit, db_roles, runfiles
 
 STORE_COMMANDS = ("trash", "restore", "purge", "audit")
 DONE = {"trash": "moved to the trash", "restore": "restored", "purge": "purged from the trash"}
@@ -47,10 +47,15 @@ def say_purged(run_ids: list[str]) -> None:
 def run(runs, me: Actor, args) -> int:
     """trash, restore and purge: all the named runs or, on the first problem, none (StoreError naming it); audit."""
     if args.experiment == "audit":
+        if args.out and (problem := runfiles.writable_problem(args.out)):
+            raise StoreError(problem)
         exported = audit.export(runs.store.audit_trail(me, args.limit), args.format)
         if args.out:
-            with open(args.out, "w", encoding="utf-8", newline="") as f:
-                f.write(exported)
+            try:
+                with open(args.out, "w", encoding="utf-8", newline="") as f:
+                    f.write(exported)
+            except OSError as exc:
+                raise StoreError(f"--out {args.out} cannot be written: {exc.strerror or exc}") from None
             print(f"wrote the audit trail to {args.out}", file=sys.stderr)
         else:
             sys.stdout.write(exported)

@@ -13,7 +13,9 @@ Run-to-run noise is judged as Conbench does, against earlier results of the same
   be of that model. With such a history, the band is the ``HISTORY_LEVEL`` prediction interval of their log medians
   (Student's t: mean ± t·s·√(1 + 1/n)); the candidate is beyond run-to-run noise when its median falls outside that
   band, on the side of its change against the baseline. The band's ``source`` says which history it came from:
-  "history of 3 runs of this board" or "history of 6 runs of the device model";
+  "history of 3 runs of this board" or "history of 6 runs of the device model". The runs it judges against
+  cannot widen it: an earlier run more than ``OUTLIER_FLOORS`` floors from the baseline is left out (and named),
+  and the band stays within the baseline's median ± the kind's floor, the band no history gives;
 * otherwise the band is the baseline's median ± the kind's floor (``RUN_TO_RUN_FLOORS``): the 95th percentile of
   |log(median ratio)| between runs of unchanged software, per kind of point (``point_kind``).
 
@@ -139,8 +141,13 @@ def listed_boards(runs: pd.DataFrame) -> pd.Series:
 BOARD_HISTORY, MODEL_HISTORY = "this board", "the device model"  # whose history a band came from
 
 
-def _usable(medians) -> list[float]:
-    return [m for m in medians if m and m > 0]
+OUTLIER_FLOORS = 5  # an earlier run more than this many of its kind's floors from the baseline is left out of it
+
+
+def _usable(medians) -> list[tuple[float, str | None]]:
+    """(median, run id) of each usable earlier median; a bare number is a median whose run is not named."""
+    pairs = [m if isinstance(m, tuple) else (m, None) for m in medians]
+    return [(float(m), run) for m, run in pairs if m and m > 0]
 
 
 def run_to_run_band(kind: str, baseline_median: float, earlier_medians=(), one_board: bool = False,
@@ -149,20 +156,91 @@ def run_to_run_band(kind: str, baseline_median: float, earlier_medians=(), one_b
     runs name the same board (``one_board``): from the board's own earlier medians (``board_medians``) when there are
     ``MIN_HISTORY`` or more, else the baseline ± the kind's one-board floor; never from the model's history, which
     mixes boards that differ by up to 13 % and would hide a board's own change. Otherwise from the device model's
-    earlier medians (``earlier_medians``) when there are ``MIN_HISTORY`` or more, else the baseline ± the floor."""
+    earlier medians (``earlier_medians``) when there are ``MIN_HISTORY`` or more, else the baseline ± the floor.
+
+    Earlier medians are numbers or (median, run id) pairs. The history cannot be turned against the gate that reads
+    it: an earlier run more than ``OUTLIER_FLOORS`` of the kind's floors from the baseline's median is left out
+    (``left_out``: an import that lies, or a run of other software), and the band never reaches beyond the
+    baseline's median ± the kind's floor, the band that no history gives: a history narrows the band, never widens
+    it. ``runs`` names the runs that made it."""
     sources = ((board_medians, BOARD_HISTORY),) if one_board else ((earlier_medians, MODEL_HISTORY),)
+    cap = floor(kind)
+    left_out: tuple = ()
     for medians, whose in sources:
-        earlier = np.log(np.asarray(_usable(medians), dtype=float))
+        usable = _usable(medians)
+        if not usable:
+            continue
+        logs = np.log(np.asarray([m for m, _ in usable], dtype=float))
+        kept = np.abs(logs - math.log(baseline_median)) <= OUTLIER_FLOORS * cap
+        left_out = tuple(run for (_, run), keep in zip(usable, kept, strict=True) if not keep and run)
+        earlier = logs[kept]
         if earlier.size < MIN_HISTORY:
             continue
         from scipy.stats import t
 
         n = earlier.size
         half = float(t.ppf(0.5 + HISTORY_LEVEL / 2, n - 1) * earlier.std(ddof=1) * math.sqrt(1 + 1 / n))
-        return {"center": float(earlier.mean()), "half_width": half, "source": f"history of {n} runs of {whose}"}
+        center = float(earlier.mean())
+        # Within the baseline's median ± the floor: at worst the band of a store with no history.
+        low = max(center - half, math.log(baseline_median) - cap)
+        high = min(center + half, math.log(baseline_median) + cap)
+        runs = tuple(run for (_, run), keep in zip(usable, kept, strict=True) if keep and run)
+        if low <= high:
+            return {"center": (low + high) / 2, "half_width": (high - low) / 2,
+                    "source": f"history of {n} runs of {whose}", "runs": runs, "left_out": left_out}
+        left_out = (*left_out, *runs)  # the baseline lies outside its own history: judged by its floor alone
     narrow = one_board and kind in ONE_BOARD_FLOORS
     return {"center": math.log(baseline_median), "half_width": floor(kind, narrow),
-            "source": f"{kind} {'one-board ' if narrow else ''}floor"}
+            "source": f"{kind} {'one-board ' if narrow else ''}floor", "runs": (), "left_out": left_out}
+
+
+def runs_off_their_history(frames: list[pd.DataFrame]) -> dict[str, tuple[int, int]]:
+    """Run id → (points off, points compared) for each run of ``frames`` (runs of one experiment on one board or
+    model) whose median lies more than ``OUTLIER_FLOORS`` of its kind's floors from the median of all of them on more
+    than half of its points: a run that does not hold what the others measured. Needs ``MIN_HISTORY`` runs."""
+    frames = [f for f in frames if not f.empty]
+    if len(frames) < MIN_HISTORY:
+        return {}
+    experiment = _first(frames[0], "experiment")
+    keys = key_columns(experiment)
+    by_point: dict[tuple, list[tuple[str, float, str]]] = {}
+    for frame in frames:
+        for row in frame.to_dict("records"):
+            if row["median_ms"] and row["median_ms"] > 0:
+                by_point.setdefault(tuple(_key(row[k]) for k in keys), []).append(
+                    (str(row["run_id"]), math.log(row["median_ms"]), point_kind(experiment, row)))
+    counts: dict[str, list[int]] = {}
+    for measured in by_point.values():
+        if len(measured) < MIN_HISTORY:
+            continue
+        middle = float(np.median([log for _, log, _ in measured]))
+        for run, log, kind in measured:
+            tally = counts.setdefault(run, [0, 0])
+            tally[0] += abs(log - middle) > OUTLIER_FLOORS * floor(kind)
+            tally[1] += 1
+    return {run: (off, total) for run, (off, total) in counts.items() if off * 2 > total}
+
+
+def band_runs_text(table: pd.DataFrame) -> str:
+    """Which earlier runs made the run-to-run bands of a compare table, and which were left out of them as lying
+    far outside their history (on how many points): '' when no band came from a history."""
+    if table.empty or "run_to_run_runs" not in table.columns:
+        return ""
+    made = sorted({run for runs in table["run_to_run_runs"] for run in runs})
+    out: dict[str, int] = {}
+    for runs in table["run_to_run_left_out"]:
+        for run in runs:
+            out[run] = out.get(run, 0) + 1
+    parts = []
+    if made:
+        parts.append(f"Bands made from {text.count(len(made), 'earlier run')}: {', '.join(made)}.")
+    if out:
+        named = ", ".join(f"{run} (on {text.count(count, 'point')})" for run, count in sorted(out.items()))
+        parts.append(f"Left out of the history, more than {OUTLIER_FLOORS} run-to-run floors from the baseline: "
+                     f"{named}; a "
+                     "stored run that far from its board's or model's other runs is another setup, other software, "
+                     "or an import that does not hold what was measured.")
+    return " ".join(parts)
 
 
 def run_to_run_spread(runs: list[pd.DataFrame]) -> pd.DataFrame:
@@ -212,8 +290,8 @@ def _same_history(run, device: str, profile: str, before: pd.Timestamp | None) -
 
 
 def earlier_medians(baseline, candidate, earlier, keyed, board: frozenset[str] | None = None) -> dict:
-    """Point key → (median, timer) of each run in the candidate's history (of its model, or of the runs that name
-    the boards ``board`` only). Empty when the baseline is of another device: a history of one device says nothing
+    """Point key → (median, timer, run id) of each run in the candidate's history (of its model, or of the runs that
+    name the boards ``board`` only). Empty when the baseline is of another device: a history of one device says nothing
     about the gap between two."""
     device, profile = _first(candidate, "device_name"), _first(candidate, "profile")
     if _first(baseline, "device_name") != device:
@@ -225,7 +303,7 @@ def earlier_medians(baseline, candidate, earlier, keyed, board: frozenset[str] |
     medians: dict = {}
     for frame in sorted(runs.values(), key=lambda f: _when(_first(f, "timestamp")))[-HISTORY_RUNS:]:
         for key, row in keyed(frame).items():
-            medians.setdefault(key, []).append((float(row["median_ms"]), row.get("timer")))
+            medians.setdefault(key, []).append((float(row["median_ms"]), row.get("timer"), _first(frame, "run_id")))
     return medians
 
 

@@ -25,7 +25,7 @@ TRASH_COLUMNS = ["trash_id", "run_id", "experiment", "device_name", "timestamp",
 AUDIT_COLUMNS = ["at", "who", "role", "source", "action", "run_ids", "what"]
 DOING = {"trash": "moving runs to the trash", "restore": "restoring runs", "purge": "purging runs",
          "label": "changing a label"}
-POINT_COLUMNS = ["idx", "variant", "direction", "bytes", "median_ms", "gbps", "row_json"]
+POINT_COLUMNS = ["idx", "variant", "direction", "bytes", "median_ms", "gbps", "row_json", "conditions"]
 
 
 def trash_days() -> float:
@@ -58,6 +58,9 @@ def check_text(what: str, value: str | None, limit: int) -> None:
     except UnicodeEncodeError:  # bytes from a command line that are not UTF-8 (kept by Python as surrogates)
         shown = value.encode("utf-8", "backslashreplace").decode("ascii", "backslashreplace")
         raise StoreError(f"the {what} is not valid UTF-8 text: {shorten(shown)}") from None
+
+SIGN_OUT = "sign out"  # the audit trail's action for a sign-out
+
 
 class CheckedChanges:
     """The trash, labels and the audit trail of a ``RunStore`` (which gives ``engine``, ``version``, ``migrate``
@@ -145,6 +148,8 @@ class CheckedChanges:
             row = connection.execute(sa.select(RUNS.c.label).where(RUNS.c.run_id == run_id)).first()
             if row is None:
                 raise StoreError(self._not_stored(connection, run_id))
+            if row[0] == label:
+                return []  # nothing changed: nothing to record
             connection.execute(RUNS.update().where(RUNS.c.run_id == run_id).values(label=label))
             before.append(row[0])
             return [run_id]
@@ -191,6 +196,33 @@ class CheckedChanges:
             return f"run {shorten(run_id)} is not in the trash (it is stored): nothing was {doing}"
         return f"no run with id {shorten(run_id)} in the trash: nothing was {doing}"
 
+    # --- sign-outs: a signed-in person's sign-ins up to a moment are over, on every server of the store --------
+    def sign_out(self, actor: Actor) -> None:
+        """Record that ``actor`` signed out now: a row of the audit trail (action ``sign out``), so a copy of their
+        session cookie, valid until it expires, no longer signs them in (``signed_out_at``). A new store is made;
+        an older one is not upgraded (an admin's action): one without an audit trail records nothing."""
+        if not self.version:
+            self.migrate(actor)
+        if self.version < AUDITED_SINCE:
+            return
+        try:
+            with self.engine.begin() as connection:
+                record(connection, actor, SIGN_OUT, [], "signed out: every sign-in of theirs until now is over")
+        except sa.exc.SQLAlchemyError as exc:
+            raise self.failure(exc, "recording a sign-out") from None
+
+    def signed_out_at(self, who: str) -> float | None:
+        """When ``who`` last signed out (seconds since the epoch, to the second), or None."""
+        if self.version < AUDITED_SINCE:
+            return None
+        try:
+            with self.engine.connect() as connection:
+                at = connection.execute(sa.select(sa.func.max(AUDIT.c.at))
+                                        .where(AUDIT.c.action == SIGN_OUT, AUDIT.c.who == who)).scalar()
+        except sa.exc.SQLAlchemyError as exc:
+            raise self.failure(exc, "reading sign-outs") from None
+        return dt.datetime.fromisoformat(at).timestamp() if at else None
+
     # --- reading the trash and the trail (never writes) --------------------------------------------------------
     def trashed(self) -> pd.DataFrame:
         """The runs in the trash, latest first: who moved each there and when, why (trashed or replaced), and when
@@ -216,6 +248,8 @@ class CheckedChanges:
     def audit_trail(self, actor: Actor, limit: int | None = None) -> pd.DataFrame:
         """The audit trail, newest first (``run_ids`` as lists): for those who may read it (admins)."""
         require(actor, "audit")
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+            raise StoreError(f"--limit must be a whole number of entries, 1 or more; got {shorten(limit)}")
         if self.version < AUDITED_SINCE:
             return pd.DataFrame(columns=AUDIT_COLUMNS)
         query = sa.select(*(AUDIT.c[c] for c in AUDIT_COLUMNS)).order_by(AUDIT.c.audit_id.desc())

@@ -46,7 +46,7 @@ import pandas as pd
 from gpu.core import text
 from gpu.core.errors import PinPointError
 from gpu.core.text import plain, printable, shorten
-from gpu.results import causes, compare, report
+from gpu.results import bands, causes, compare, report
 from gpu.results.catalog import Catalog
 from gpu.results.store import StoreError
 
@@ -67,6 +67,7 @@ class Check:
     against: str  # "run" or "history"
     history_runs: int  # earlier runs loaded beside the baseline (the catalog's, for the bands)
     board_runs: int  # of those and the baseline, how many name the candidate's board
+    passed_over: tuple[str, ...] = ()  # newer runs of the history not taken as baseline: far off the others
 
     @property
     def experiment(self) -> str:
@@ -107,9 +108,11 @@ def _first(frame: pd.DataFrame, column: str):
     return frame[column].iloc[0] if column in frame.columns and not frame.empty else None
 
 
-def history_baseline(catalog, candidate: pd.DataFrame) -> pd.DataFrame:
+def history_baseline(catalog, candidate: pd.DataFrame) -> tuple[pd.DataFrame, tuple[str, ...]]:
     """The newest earlier run of the candidate's board that shares a point with it, else of its device model
-    (same experiment and profile family, measured before it); CheckError when there is none."""
+    (same experiment and profile family, measured before it), and the newer runs passed over because they lie far
+    outside the other runs of the history (``bands.runs_off_their_history``: an import that does not hold what was
+    measured must not become the baseline); CheckError when there is none."""
     device, profile = str(_first(candidate, "device_name")), str(_first(candidate, "profile"))
     mine = compare.listed_history(catalog.runs(str(_first(candidate, "experiment"))), candidate)
     board = compare.boards_of(candidate)
@@ -117,10 +120,22 @@ def history_baseline(catalog, candidate: pd.DataFrame) -> pd.DataFrame:
     # Board first, then newest first: the run the candidate is most like.
     ordered = mine.assign(on_board=on_board).sort_values(["on_board", "when"], ascending=False, kind="stable")
     points = compare.point_keys(candidate)
-    for run_id in ordered["run_id"]:
+    loaded = []
+    for run_id, own_board in zip(ordered["run_id"], ordered["on_board"], strict=True):
+        if len(loaded) >= compare.HISTORY_RUNS or (loaded and own_board != loaded[0][1]):
+            break
         frame = catalog.load(run_id)
         if not points.isdisjoint(compare.point_keys(frame)):
-            return frame
+            loaded.append((frame, own_board))
+    if loaded:
+        off = bands.runs_off_their_history([frame for frame, _ in loaded])
+        passed_over = []
+        for frame, _ in loaded:
+            run_id = str(_first(frame, "run_id"))
+            if run_id not in off:
+                return frame, tuple(passed_over)
+            passed_over.append(run_id)
+        return loaded[0][0], ()  # every run is off the others: none can be told from a lie
     where = f"{boards_words(candidate)} or its model" if board else "this device model"
     raise CheckError(f"no history to check run {shorten(str(_first(candidate, 'run_id')))} against: no earlier "
                      f"{_first(candidate, 'experiment')} run of {where} ({device}, profile "
@@ -131,8 +146,9 @@ def run_check(catalog, candidate_id: str, against: str) -> Check:
     """The candidate judged against a baseline run (``against``: a run id) or against its history
     (``against="history"``): see the module's text for the baseline and band used."""
     candidate = _load(catalog, candidate_id, "candidate")
+    passed_over: tuple[str, ...] = ()
     if against == HISTORY:
-        baseline = history_baseline(catalog, candidate)
+        baseline, passed_over = history_baseline(catalog, candidate)
     else:
         if against == candidate_id:
             raise CheckError(f"run {shorten(candidate_id)} cannot be checked against itself")
@@ -150,7 +166,8 @@ def run_check(catalog, candidate_id: str, against: str) -> Check:
     # as compare counts them: the newest HISTORY_RUNS of the board's runs, the baseline among them
     board_runs = min(compare.HISTORY_RUNS, sum(compare.boards_of(f) == board for f in [baseline, *earlier])) \
         if board else 0
-    return Check(candidate, baseline, table, "history" if against == HISTORY else "run", len(earlier), board_runs)
+    return Check(candidate, baseline, table, "history" if against == HISTORY else "run", len(earlier), board_runs,
+                 passed_over)
 
 
 def boards_words(frame: pd.DataFrame) -> str:
@@ -170,6 +187,12 @@ def _short_run(frame: pd.DataFrame) -> str:
 
 def against_words(check: Check) -> str:
     """What the candidate was judged against, in a sentence."""
+    passed = (f"; passed over as baseline, far outside the other runs of its history: {', '.join(check.passed_over)}"
+              if check.passed_over else "")
+    return _against_words(check) + passed
+
+
+def _against_words(check: Check) -> str:
     if check.against == "run":
         return f"baseline {_run_words(check.baseline)}"
     board = boards_words(check.candidate)

@@ -117,8 +117,8 @@ def compare(baseline: pd.DataFrame, candidate: pd.DataFrame, earlier: list[pd.Da
         kind = point_kind(experiment, b)
         timer = c.get("timer")  # the same method only
         band = run_to_run_band(kind, float(np.median(b["samples_ms"])),
-                               [m for m, t in model_history.get(key, ()) if t == timer], one_board,
-                               [m for m, t in board_history.get(key, ()) if t == timer])
+                               [(m, run) for m, t, run in model_history.get(key, ()) if t == timer], one_board,
+                               [(m, run) for m, t, run in board_history.get(key, ()) if t == timer])
         result = verdict(b["samples_ms"], c["samples_ms"], band=band)
         low, high = band_limits(band, float(np.median(b["samples_ms"])))
         limit_b, limit_c = limit_gbps(b), limit_gbps(c)
@@ -131,6 +131,7 @@ def compare(baseline: pd.DataFrame, candidate: pd.DataFrame, earlier: list[pd.Da
                      "baseline_samples": int(b["samples"]), "candidate_samples": int(c["samples"]),
                      "ratio": b["median_ms"] / c["median_ms"], **result,
                      "run_to_run_low": low, "run_to_run_high": high,
+                     "run_to_run_runs": band["runs"], "run_to_run_left_out": band["left_out"],
                      "baseline_pct_of_limit": b["gbps"] / limit_b * 100 if limit_b else math.nan,
                      "candidate_pct_of_limit": c["gbps"] / limit_c * 100 if limit_c else math.nan,
                      "baseline_conditions": b_seen, "candidate_conditions": c_seen,
@@ -224,14 +225,15 @@ def band_summary(table: pd.DataFrame) -> str:
     floored = table[table["run_to_run_source"].str.endswith("floor")]
     parts = histories
     if not floored.empty:
-        bands = {(kind, source.endswith("one-board floor"))
-                 for kind, source in zip(floored["kind"], floored["run_to_run_source"], strict=True)}
+        floors = {(kind, source.endswith("one-board floor"))
+                  for kind, source in zip(floored["kind"], floored["run_to_run_source"], strict=True)}
         kinds = ", ".join(f"{kind}{' (one board)' if narrow else ''} {floor_text(kind, narrow)}"
-                          for kind, narrow in sorted(bands, key=lambda band: floor(*band)))
+                          for kind, narrow in sorted(floors, key=lambda band: floor(*band)))
         parts.append(f"measured floors for {_points(len(floored))} ({kinds})")
     hint = f" {MIN_HISTORY} or more earlier runs of the board (of the device model, for runs on two boards) give a " \
         "point a band of its own." if not floored.empty else ""
-    return "Run-to-run noise: " + "; ".join(parts) + "." + hint
+    runs = bands.band_runs_text(table)
+    return "Run-to-run noise: " + "; ".join(parts) + "." + hint + (f" {runs}" if runs else "")
 
 
 def _provenance(frame: pd.DataFrame) -> dict:

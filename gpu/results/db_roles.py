@@ -3,7 +3,8 @@
 * the **owner** (default ``pinpoint``, the database's owner): owns the tables, so only it migrates
   (``pinpoint migrate``), alters or drops them;
 * the **writer** (``pinpoint_writer``), for measuring nodes, fleets and the app: reads; inserts runs, points,
-  boards, fleet suites and audit rows; takes, renews and releases fleet leases; moves runs to the trash, restores
+  boards, fleet suites and audit rows (whose ids and times a trigger takes from the server: ``AUDIT_STAMP``);
+  takes, renews and releases fleet leases; moves runs to the trash, restores
   and purges them, replaces and relabels runs (deletes and updates on the runs tables); never updates or deletes an
   audit row, never alters or drops a table;
 * the **reader** (``pinpoint_reader``): reads every table (Runs, Compare, reports, the Fleet page); a write is
@@ -43,6 +44,26 @@ WRITER_GRANTS = {
     AUDIT.name: "INSERT",  # the trail is appended to, never rewritten
     META.name: "",
 }
+# A trigger owned by the table's owner, which the writer can neither drop nor alter: each audit row's id is the
+# sequence's next one and its time the server's clock, whatever the INSERT gave, so a writer can neither date a row
+# nor squat the ids later changes take. The sequence continues past any id already taken.
+AUDIT_STAMP = [
+    "CREATE OR REPLACE FUNCTION pinpoint_audit_stamp() RETURNS trigger LANGUAGE plpgsql AS $f$",
+    f"DECLARE ids regclass := pg_get_serial_sequence('{AUDIT.name}', 'audit_id');",
+    "BEGIN",
+    "  BEGIN  -- the id the column's default just took from the sequence is kept; any other is replaced",
+    "    IF NEW.audit_id IS DISTINCT FROM currval(ids) THEN NEW.audit_id := nextval(ids); END IF;",
+    "  EXCEPTION WHEN object_not_in_prerequisite_state THEN NEW.audit_id := nextval(ids);",
+    "  END;",
+    "  NEW.at := to_char(clock_timestamp() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS') || '+00:00';",
+    "  RETURN NEW;",
+    "END $f$;",
+    f"DROP TRIGGER IF EXISTS pinpoint_audit_stamp ON {AUDIT.name};",
+    f"CREATE TRIGGER pinpoint_audit_stamp BEFORE INSERT ON {AUDIT.name} FOR EACH ROW "
+    "EXECUTE FUNCTION pinpoint_audit_stamp();",
+    f"SELECT setval(pg_get_serial_sequence('{AUDIT.name}', 'audit_id'), "
+    f"GREATEST((SELECT max(audit_id) FROM {AUDIT.name}), 1));",
+]
 _NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
 
@@ -73,5 +94,7 @@ def sql(owner: str = OWNER, writer: str = WRITER, reader: str = READER) -> str:
         f"ALTER DEFAULT PRIVILEGES FOR ROLE {owner} IN SCHEMA public GRANT SELECT ON TABLES TO {reader};",
         f"ALTER DEFAULT PRIVILEGES FOR ROLE {owner} IN SCHEMA public GRANT SELECT, INSERT ON TABLES TO {writer};",
         f"ALTER DEFAULT PRIVILEGES FOR ROLE {owner} IN SCHEMA public GRANT USAGE, SELECT ON SEQUENCES TO {writer};",
+        f"-- the audit trail's ids and times come from the server, whatever an INSERT by {writer} says",
+        *AUDIT_STAMP,
     ]
     return "\n".join(lines) + "\n"

@@ -23,6 +23,10 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
+import stat
+import tempfile
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -99,6 +103,68 @@ def write_parquet(frame: pd.DataFrame, path, params: dict[str, str] | None = Non
             for r, e in manifest(frame).items()}
     metadata = {**(table.schema.metadata or {}), MANIFEST_KEY: json.dumps(runs).encode()}
     pq.write_table(table.replace_schema_metadata(metadata), path)
+
+
+FORMATS = (".parquet", ".csv")  # what a run file's suffix names
+
+
+def out_problem(out: str) -> str | None:
+    """Why a run file cannot be written at ``out``, in one line, or None: its suffix must name a format (.parquet or
+    .csv), its folder must exist, and it must be a regular file that can be created or appended to. Asked before
+    anything is measured; a file it creates to find out is removed again (nothing existing is changed)."""
+    if Path(out).suffix.lower() not in FORMATS:
+        return f"--out {shorten_path(out)}: the name must end in {' or '.join(FORMATS)}, the format it is written in"
+    return writable_problem(out)
+
+
+def writable_problem(out: str) -> str | None:
+    """Why a file cannot be written at ``out`` (its folder missing, not a regular file, no permission), or None.
+    Nothing existing is changed: a file created to find out is removed again, and a pipe is never opened."""
+    path = Path(out)
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        info = None
+    except OSError as exc:
+        return f"--out {shorten_path(out)} cannot be written: {exc.strerror or exc}"
+    if info is not None and not stat.S_ISREG(info.st_mode):
+        return f"--out {shorten_path(out)} is not a regular file (a folder, a device or a pipe)"
+    try:
+        if info is None:
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+            path.unlink()
+        else:
+            os.close(os.open(path, os.O_WRONLY | os.O_APPEND))
+    except OSError as exc:
+        reason = "no such folder" if isinstance(exc, FileNotFoundError) else exc.strerror or str(exc)
+        return f"--out {shorten_path(out)} cannot be written: {reason}"
+    return None
+
+
+def shorten_path(out: str) -> str:
+    text = str(out)
+    return text if len(text) <= 120 else f"{text[:120]}…"
+
+
+def write_or_keep(frame: pd.DataFrame, out: str, params: dict[str, str] | None = None) -> tuple[str, str | None]:
+    """Write the run file at ``out``; when that fails after the measurement (the disk filled, the folder went away),
+    keep it in a file of the temporary folder instead: (the path written, why ``out`` was not, or None)."""
+    try:
+        write(frame, out, params)
+        return out, None
+    except OSError as exc:
+        reason = shorten_path(" ".join(str(exc.strerror or exc).split()))
+    suffix = Path(out).suffix.lower()
+    return keep(frame, params, suffix if suffix in FORMATS else ".parquet"), reason
+
+
+def keep(frame: pd.DataFrame, params: dict[str, str] | None = None, suffix: str = ".parquet") -> str:
+    """Write a measured run that has nowhere else to go to the temporary folder, named by its run id; its path."""
+    run_id = str(frame["run_id"].iloc[0]) if "run_id" in frame.columns and not frame.empty else "run"
+    safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in run_id)[:64]
+    kept = Path(tempfile.gettempdir()) / f"pinpoint-{safe}{suffix}"
+    write(frame, str(kept), params)
+    return str(kept)
 
 
 def write(frame: pd.DataFrame, out: str, params: dict[str, str] | None = None) -> None:

@@ -44,7 +44,7 @@ import sqlalchemy as sa
 
 from gpu.core import schema
 from gpu.core.access import Actor, require
-from gpu.core.errors import StoreError
+from gpu.core.errors import AccessRefused, StoreError
 from gpu.core.schema import frame_rows
 from gpu.core.text import shorten
 from gpu.results import migrations, runfiles
@@ -70,6 +70,7 @@ from gpu.results.database import (  # noqa: F401 (the engine's names, as callers
 from gpu.results.migrations import (  # noqa: F401 (the tables and steps, as callers and tests know them here)
     ADDED_IN_V2,
     ADDED_IN_V7,
+    ADDED_IN_V8,
     AUDIT,
     AUDITED_SINCE,
     BOARDS,
@@ -85,6 +86,7 @@ from gpu.results.migrations import (  # noqa: F401 (the tables and steps, as cal
     _create_v1,
     canonical_params,
     now_text,
+    point_conditions,
     read_version,
     record,
     restored_row,
@@ -253,7 +255,13 @@ class RunStore(CheckedChanges, Database):
                 raise StoreError(f"run {run_id} is already in the store with different content (stored: "
                                  f"{len(stored)} points, new: {run['points']} points): it differs, so nothing was "
                                  "written; replace it explicitly (--replace, or the Runs page's replace box)")
+            # Replacing is trashing the stored run: the trash's role, and its own audit row (in this transaction).
+            if not actor.may("replace"):
+                raise AccessRefused(f"run {run_id} was not replaced, and nothing was written: "
+                                    f"{actor.why_not('replace')} (it moves the stored run to the trash)")
             to_trash(connection, run_id, actor, "replaced")
+            record(connection, actor, "trash", [run_id], f"trashed run {run_id} ({len(stored)} points): replaced by "
+                   f"an import of {run['points']} points")
         connection.execute(RUNS.insert(), [run])
         if boards:
             connection.execute(BOARDS.insert(), boards)
@@ -291,7 +299,8 @@ class RunStore(CheckedChanges, Database):
                 raise StoreError(f"run {shorten(run_id)}: {column} holds a NUL character")
         points = [{"run_id": run_id, "idx": i, "variant": row["variant"], "direction": row["direction"],
                    "bytes": row["bytes"], "median_ms": row["median_ms"], "gbps": row["gbps"],
-                   "row_json": json.dumps(row, separators=(",", ":"), allow_nan=False)} for i, row in enumerate(kept)]
+                   "row_json": json.dumps(row, separators=(",", ":"), allow_nan=False),
+                   "conditions": point_conditions(row)} for i, row in enumerate(kept)]
         board_rows = [{"run_id": run_id, "position": i, "gpu_index": index, "gpu_uuid": uuid}
                       for i, (index, uuid) in enumerate(boards)]
         return run, board_rows, points, runfiles.content_hash(rows)

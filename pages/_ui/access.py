@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import os
-import urllib.request
+import time
 from pathlib import Path
 
 import streamlit as st
@@ -23,10 +23,9 @@ from streamlit import config
 
 from gpu.core import serving as srv
 from gpu.core.access import Actor, Role, require
-from gpu.core.errors import AccessRefused
+from gpu.core.errors import AccessRefused, StoreError
 from gpu.core.text import plain
-
-PROVIDER_TIMEOUT_S = 3.0
+from gpu.results.store import RunStore
 
 
 def serving_now() -> srv.Serving:
@@ -51,9 +50,65 @@ def roles() -> srv.Roles:
     return _roles_cache[key]
 
 
+# who → when they last signed out on this server (seconds since the epoch): at once, even where the store cannot
+# record it; the store (``RunStore.sign_out``) keeps it for every server of the store and across restarts.
+_signed_out: dict[str, float] = {}
+
+
+_stored_sign_outs: dict[str, tuple[float, float | None]] = {}  # who → (when asked, the store's answer)
+STORED_SIGN_OUT_TTL_S = 2.0  # a page view asks for its actor many times: the store once per person per 2 s
+
+
+@st.cache_resource(show_spinner=False, max_entries=8)
+def _sign_out_store(url: str | None) -> RunStore:
+    return RunStore(url)  # one per store address (PINPOINT_DB_URL as it is now), shared by every session
+
+
+def sign_out_store() -> RunStore | None:
+    """The runs store that keeps sign-outs; None when it cannot be opened (then this server's memory keeps them)."""
+    try:
+        return _sign_out_store(os.environ.get("PINPOINT_DB_URL") or None)
+    except StoreError:
+        return None
+
+
+def signed_out_at(who: str) -> float | None:
+    """When ``who`` last signed out, on this server or in the runs store; None when never (or unknown)."""
+    here = _signed_out.get(who)
+    asked, stored = _stored_sign_outs.get(who, (-1e18, None))
+    if time.monotonic() - asked > STORED_SIGN_OUT_TTL_S:
+        store = sign_out_store()
+        try:
+            stored = store.signed_out_at(who) if store is not None else None
+        except StoreError:
+            stored = None
+        _stored_sign_outs[who] = (time.monotonic(), stored)
+    times = [t for t in (here, stored) if t is not None]
+    return max(times) if times else None
+
+
+def sign_out() -> None:
+    """The Sign out button's on_click: the sign-in is revoked (on this server at once, and in the runs store's audit
+    trail), then Streamlit's cookie is cleared. A copy of the cookie no longer signs anyone in."""
+    try:
+        actor = current_actor()
+    except (AccessRefused, srv.ServingError):
+        actor = None
+    if actor is not None:
+        _signed_out[actor.who] = float(int(time.time()))  # to the second, as the store keeps it
+        _stored_sign_outs.pop(actor.who, None)
+        store = sign_out_store()
+        if store is not None:
+            try:
+                store.sign_out(actor)
+            except (StoreError, AccessRefused):
+                pass  # kept on this server; the store cannot record it (read-only, or gone)
+    st.logout()
+
+
 def signed_in_actor(claims: dict) -> Actor:
     """The actor of a signed-in session's claims (the ID token's, as Streamlit keeps them in its signed cookie);
-    NotSignedIn when the session is over or the roles file turns the person away."""
+    NotSignedIn when the session is over, was signed out, or the roles file turns the person away."""
     if reason := srv.session_expired(claims, srv.session_hours()):
         raise srv.NotSignedIn(reason)
     email = claims.get("email") if isinstance(claims.get("email"), str) else None
@@ -61,6 +116,9 @@ def signed_in_actor(claims: dict) -> Actor:
     who = email or str(claims.get("sub") or "")
     if not who:
         raise srv.NotSignedIn("the sign-in provider named nobody (no email or sub claim)")
+    out = signed_out_at(who)
+    if out is not None and float(claims["iat"]) < out:  # a sign-in from before the sign-out: revoked
+        raise srv.NotSignedIn(f"{who} signed out of this sign-in: sign in again")
     role = roles().role_for(email, groups, email_verified=claims.get("email_verified") is not False)
     if role is None:
         raise srv.NotSignedIn(f"{who} is not on this server's roles list: ask its operator for a role")
@@ -117,9 +175,8 @@ def auth_settings():
 def provider_problem(url: str) -> str | None:
     """Why the provider behind ``url`` (its OpenID discovery document) cannot sign anyone in now, or None. Asked
     again after 15 s, so a provider back up is used without a restart."""
-    try:
-        with urllib.request.urlopen(url, timeout=PROVIDER_TIMEOUT_S) as answer:  # noqa: S310 (the operator's URL)
-            document = json.loads(answer.read(1_000_000))
+    try:  # one deadline for connecting and reading: a provider that trickles is cut off like a silent one
+        document = json.loads(srv.fetch_discovery(url))
     except (OSError, ValueError) as exc:
         return f"the sign-in provider at {url} does not answer ({getattr(exc, 'reason', None) or exc})"
     if not isinstance(document, dict) or "authorization_endpoint" not in document:
@@ -178,5 +235,5 @@ def sign_in_gate() -> Actor | None:
             st.caption(f"No sign-in on this server: every visitor is an {actor.role.word}")
         else:
             st.markdown(f"**Signed in** · {plain(actor.who)} · {actor.role.word}")
-            st.button("Sign out", key="sign_out", on_click=st.logout)
+            st.button("Sign out", key="sign_out", on_click=sign_out)
     return actor

@@ -12,8 +12,10 @@ from gpu.core.errors import DeviceNotFound
 from gpu.core.text import plain
 from gpu.experiments.registry import PAGE_OF
 from gpu.results.catalog import BUNDLED_DIRS, Catalog, read_bundled
-from gpu.results.store import StoreError
+from gpu.results.database import default_url
+from gpu.results.store import RunStore, StoreError
 from gpu.service.backends import LiveBackend, ReplayBackend, replay_reason, resolve_devices, start_live
+from gpu.service.host_locks import APP_WAIT_S
 from pages._shared import entry as page_entry
 from pages._ui.access import why_not
 
@@ -23,9 +25,17 @@ def default_live_backend() -> tuple[LiveBackend | None, str]:
     """The worker of PINPOINT_DEVICE's GPU (else the first), shared by all sessions; None (with the reason) where no
     GPU works. Its hello lists every GPU of the machine, for the sidebar. Its first job pins the host buffers that
     sweeps keep between jobs, while nobody waits (``LiveBackend.warm``)."""
-    live, reason = start_live()
+    live, reason = for_the_app(*start_live())
     if live is not None:
         live.warm()
+    return live, reason
+
+
+def for_the_app(live: LiveBackend | None, reason: str) -> tuple[LiveBackend | None, str]:
+    """A live backend of the app: its jobs say "the app" to other processes waiting for their GPUs, and wait at most
+    ``APP_WAIT_S`` for a GPU another process measures on (the queue panel says so)."""
+    if live is not None:
+        live.client.purpose, live.client.wait_s = "the app", APP_WAIT_S
     return live, reason
 
 
@@ -33,7 +43,7 @@ def default_live_backend() -> tuple[LiveBackend | None, str]:
 def live_backend_on(uuid: str) -> tuple[LiveBackend | None, str]:
     """Each GPU its own worker process, shared by all sessions: two GPUs measure at once, while the jobs of one
     GPU stay one at a time."""
-    return start_live(uuid)
+    return for_the_app(*start_live(uuid))
 
 
 @st.cache_resource(show_spinner="Starting a worker for those GPUs…", max_entries=64)
@@ -43,7 +53,7 @@ def live_backend_on_set(boards: tuple[str, ...]) -> tuple[LiveBackend | None, st
     default, reason = default_live_backend()
     if default is None:
         return None, reason
-    return start_live(devices=list(boards), gpus=default.gpus)
+    return for_the_app(*start_live(devices=list(boards), gpus=default.gpus))
 
 
 def live_backend_for(devices, need: int = 1, job: str = "this page") -> tuple[LiveBackend | None, str]:
@@ -97,25 +107,31 @@ def require_router() -> None:
         st.rerun()
 
 
-@st.cache_resource(show_spinner=False)
-def _open_catalog():
-    # The bundled replay recordings are already read (and validated) by the replay backend: not a second time.
-    return Catalog(bundled=read_bundled(BUNDLED_DIRS, already_read=replay_backend().files))
+@st.cache_resource(show_spinner=False, max_entries=8)
+def _open_catalog(store_url: str):
+    # One catalog per store address (PINPOINT_DB_URL as it is now), so a process that is pointed at another store
+    # never reads the first one's runs from the cache. The bundled replay recordings are already read (and
+    # validated) by the replay backend: not a second time.
+    return Catalog(RunStore(store_url), bundled=read_bundled(BUNDLED_DIRS, already_read=replay_backend().files))
 
 
 def run_catalog():
     """The runs store and the bundled runs; (None, reason) when the store cannot be opened, so the rest of the
     app keeps working and the review pages say why. A failure is not cached: the next page view tries again."""
     try:
-        return _open_catalog(), ""
+        return _open_catalog(default_url()), ""
     except StoreError as exc:  # the store wraps whatever stopped it (URL, server, file) in one that says why
         return None, str(exc)
 
 
-@st.cache_resource(show_spinner=False, max_entries=32, ttl=600)
 def loaded_run(run_id: str):
     """A stored or bundled run by id, decoded once for all sessions (a stored run's samples are JSON in the
     store). Shared, so callers must not change it. Raises StoreError as ``Catalog.load`` does."""
+    return _loaded_run(run_id, default_url())
+
+
+@st.cache_resource(show_spinner=False, max_entries=32, ttl=600)
+def _loaded_run(run_id: str, store_url: str):
     catalog, reason = run_catalog()
     if catalog is None:
         raise StoreError(reason)
@@ -128,8 +144,12 @@ def opened_run() -> str | None:
     return str(value) if value else None
 
 
-@st.cache_resource(show_spinner=False, max_entries=16)
 def opened_run_backend(run_id: str) -> tuple[ReplayBackend | None, str]:
+    return _opened_run_backend(run_id, default_url())
+
+
+@st.cache_resource(show_spinner=False, max_entries=16)
+def _opened_run_backend(run_id: str, store_url: str) -> tuple[ReplayBackend | None, str]:
     catalog, reason = run_catalog()
     if catalog is None:
         return None, reason

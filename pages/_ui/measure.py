@@ -3,6 +3,7 @@ live measurement in the runs store."""
 
 from __future__ import annotations
 
+import os
 import time
 
 import streamlit as st
@@ -15,6 +16,7 @@ from gpu.experiments.request import Request
 from gpu.present.live import conditions_strip
 from gpu.present.noise import noisy_points
 from gpu.results.store import StoreError, params_by_run
+from gpu.service import host_locks
 from gpu.service.jobs import JobHandle, whose_job
 from pages._ui import access
 from pages._ui.backends import opened_run, run_catalog, session_id
@@ -36,10 +38,9 @@ def follow(handle: JobHandle, preview=None) -> None:
     slot = st.empty() if preview is not None else None
     drawn, redraws, last = 0, 0, -1e9
     while not handle.wait(POLL_S):
-        if handle.state == "queued":  # whose job it waits behind, as this person may know it
-            bar.progress(0.0, text=handle.queue_text(access.current_actor()))
-        elif handle.total:
-            bar.progress(min(handle.done / handle.total, 1.0), text=f"{handle.done}/{handle.total} · {handle.text}")
+        if handle.state == "queued" or handle.total:
+            bar.progress(0.0 if handle.state == "queued" else min(handle.done / handle.total, 1.0),
+                         text=progress_text(handle, access.current_actor()))
         line = conditions_strip(getattr(handle, "conditions_now", None))
         if line != shown:
             shown = line
@@ -66,6 +67,14 @@ def follow(handle: JobHandle, preview=None) -> None:
         slot.empty()
 
 
+def progress_text(handle: JobHandle, viewer) -> str:
+    """A job's progress line as the progress bar shows it (Markdown): whose job it waits behind, as ``viewer`` may
+    know it, or how far it is. Names come from sign-in and labels from people: escaped by ``plain``, so a name
+    like ``[click me](https://…)@example.org`` shows as typed, never as a link or an image."""
+    said = handle.queue_text(viewer) if handle.state == "queued" else f"{handle.done}/{handle.total} · {handle.text}"
+    return plain(said, None)
+
+
 def outcome(handle: JobHandle):
     """The job's result, or None after showing its error as a message (never a traceback)."""
     try:
@@ -74,14 +83,14 @@ def outcome(handle: JobHandle):
         show_reasons(exc.reasons)
         return None
     except WorkerError as exc:
-        if handle.state == "cancelled":
-            st.info(f"Measurement stopped: {exc}")
+        if handle.state == "cancelled":  # "cancelled by NAME": a signed-in name, shown as text
+            st.info(f"Measurement stopped: {plain(exc, None)}")
         else:
             extra = " The GPU worker was replaced; the next measurement runs on a fresh one." if exc.fatal else ""
-            st.error(f"The measurement failed: {exc}.{extra}")
+            st.error(f"The measurement failed: {plain(exc, None)}.{extra}")
         return None
     for note in handle.notes:
-        st.caption(note)
+        st.caption(note)  # PinPoint's own sentences (what was reused, what replay lacks)
     return result
 
 
@@ -127,15 +136,24 @@ def measured_frame(backend, checked: Request, key: str, run_id: str | None = Non
 
 def queue_panel(backend, key: str) -> None:
     """The worker's jobs, measuring and queued in the order they will be served, each with whose it is as this
-    person may know it; an admin can cancel any of them (the client checks the role again: ``cancel_as``)."""
+    person may know it; an admin can cancel any of them (the client checks the role again: ``cancel_as``). Then what
+    other processes of this machine measure now (a runner, a fleet task, the tests: ``host_locks.holders``)."""
     actor = access.current_actor()
     jobs = [job for job in backend.client.jobs() if job.kind != "warm_host_pool"]
+    others = host_locks.holders(exclude_pid=os.getpid())
     refused = st.session_state.pop(f"{key}_cancel_refused", None)
-    if refused:
-        st.warning(refused)
-    if not jobs:
+    if refused:  # names the person refused: text, not Markdown
+        st.warning(plain(refused, None))
+    if not jobs and not others:
         return
-    with st.expander(f"GPU queue: {text.count(len(jobs), 'job')}"):
+    title = f"GPU queue: {text.count(len(jobs), 'job')}" + (f" · {text.count(len(others), 'other process')} measuring"
+                                                             if others else "")
+    with st.expander(title):
+        for holder in others:  # another process's own words: shown as text
+            st.caption(plain(f"another process · {holder.text()}", None))
+        if backend.client.wait_s is not None:
+            st.caption(f"A job here waits at most {backend.client.wait_s:g} s for a GPU that another process "
+                       "measures on, then is refused.")
         for place, job in enumerate(jobs):
             whose = whose_job(job.owner, actor) or "a job of this machine"
             where = "measuring" if place == 0 and job.state == "running" else job.queue_text(actor)
