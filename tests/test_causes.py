@@ -337,3 +337,24 @@ def test_the_streams_sweep_rings_pipelines_that_were_not_clean():
     rings = [t for t in figure.data if t.name == "not clean (hover: its conditions)"]
     assert sum(len(t.x) for t in rings) == 1
     assert rings[0].customdata[0][0] == f"conditions: {SHARED}"
+
+
+@pytest.mark.slow
+def test_the_runner_check_reads_stored_conditions_and_exits_3(monkeypatch, capsys, tmp_path):
+    from gpu import bench
+    from gpu.results.store import RunStore
+
+    url = f"sqlite:///{tmp_path}/runs.sqlite"
+    store = RunStore(url)
+    store.save(baseline(), "import")
+    store.save(later(1.1, "stored-throttled", THROTTLE), "import")
+    store.close()
+    monkeypatch.setenv("PINPOINT_DB_URL", url)
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    summary = tmp_path / "summary.md"
+    code = bench.main(["check", "--candidate", "stored-throttled", "--against", str(baseline()["run_id"].iloc[0]),
+                       "--summary", str(summary)])
+    out, err = capsys.readouterr()
+    assert code == 3 and err == "", err
+    assert out.startswith("NOT CLEAN") and f"conditions: candidate: {THROTTLE} · baseline: " in out
+    assert "not clean — candidate\\: SW power cap in 38 % of samples" in summary.read_text()
