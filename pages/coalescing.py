@@ -61,6 +61,7 @@ if ui.desk():
 if "strided" in set(frame["variant"]):
     ui.chart(ui.cached_figure(kernel_charts.sweep_figure)(frame, "strided"), key="chart_strided")
 ui.takeaway(ui.cached(takeaways.coalescing)(frame))
+ui.context(frame)  # is the headline figure normal, and were its points clean
 if not ui.desk():
     st.stop()  # on stage: the strided sweep and the takeaway
 if "offset" in set(frame["variant"]):

@@ -10,6 +10,7 @@ import streamlit as st
 from gpu.core import text
 from gpu.core.text import plain
 from gpu.experiments import registry
+from gpu.present import takeaways
 from gpu.results import compare, report
 from gpu.results.store import StoreError
 from pages import _ui as ui
@@ -116,6 +117,7 @@ for candidate_id, candidate in zip(candidate_ids, candidates, strict=True):
         for column, (name, count) in zip(m[1:], counts.items(), strict=True):
             column.metric(name.capitalize(), count)
         st.caption(compare.band_summary(table))
+        st.caption(plain(takeaways.comparison_context(baseline, candidate), None))  # stored text: plain
     ratio = report.ratio_figure(table, "Normalized: each point as % of its own device's limit" if normalized
                                 else "Candidate speed vs baseline, per point", normalized=normalized,
                                 labels=registry.labels_of(experiment))

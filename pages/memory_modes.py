@@ -78,6 +78,7 @@ with tab_managed:
             st.markdown(headlines.managed(row))
         chart(managed.NAME, memory_charts.managed_figure, frame)
         ui.takeaway(ui.cached(takeaways.managed)(frame))
+        ui.context(frame)  # is the headline figure normal, and were its points clean
         numbers(managed.NAME, frame[["variant", "bytes", "median_ms", "min_ms", "max_ms", "cv", "samples", "gbps",
                                      "stop_reason", "timer"]].assign(variant=lambda f: f["variant"].map(managed.LABELS),
                                                                      bytes=lambda f: f["bytes"].map(format_bytes)),

@@ -131,6 +131,7 @@ with measured_slot:
                    "launch (too many registers) have no point.")
     ui.chart(ui.cached_figure(kernel_charts.occupancy_sweep_figure)(frame), key="chart_occupancy_sweep")
     ui.takeaway(ui.cached(takeaways.occupancy)(frame))
+    ui.context(frame)  # is the headline figure normal, and were its points clean
 if not ui.desk():
     st.stop()  # on stage: the measured curves and the takeaway
 st.dataframe(frame[["variant", "block_size", "registers_per_thread", "shared_bytes_per_block",

@@ -159,6 +159,7 @@ if not ui.desk():
 
 show(ui.cached_figure(charts.matrix_figure)(frame, view), "chart_matrix")
 ui.takeaway(ui.cached(takeaways.peers)(frame, view))
+ui.context(frame)  # is the headline figure normal, and were its points clean
 if not ui.desk():
     st.stop()  # on stage: the matrix and its takeaway; the topology and the other views are for the desk
 

@@ -50,6 +50,7 @@ if best and ui.desk():  # on stage the takeaway under the chart says it
 if not kernels.empty:
     ui.chart(ui.cached_figure(kernel_charts.reduction_figure)(frame), key="chart_reduction")
 ui.takeaway(ui.cached(takeaways.reduction)(frame))
+ui.context(frame)  # is the headline figure normal, and were its points clean
 if not ui.desk():
     st.stop()  # on stage: the kernels and the takeaway
 if set(reduction.END_TO_END) & set(frame["variant"]):

@@ -189,6 +189,7 @@ except ValueError as exc:
     st.warning(f"This point's timeline cannot be drawn: {exc}")
     timeline_drawn = False
 ui.takeaway(takeaways.streams(frame))
+ui.context(frame)  # is the headline figure normal, and were its points clean
 if not ui.desk():
     st.stop()  # on stage: the timeline and its takeaway
 if timeline_drawn:

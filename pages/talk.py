@@ -97,6 +97,7 @@ if frame is not None:
                                             f"Timeline: {stream_charts.config_label(best)}")
     ui.chart(figure, key=f"talk_chart_{index}")
     ui.takeaway(line, "##", always=True)
+    ui.context(frame, key=f"stage_context_{index}")  # the figure against its limit; points not clean
     st.caption(source)
 
 # One row under the verdict: ← previous, the speaker notes, Measure live (only where a GPU answers: while replaying

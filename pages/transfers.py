@@ -141,6 +141,7 @@ else:
     ui.chart(bandwidth_figure(copy_only), key="chart_bw_copy")
 
 ui.takeaway(ui.cached(takeaways.transfers)(frame))
+ui.context(frame)  # is the headline figure normal, and were its points clean
 if not ui.desk():
     st.stop()  # on stage: the chart and its takeaway; the analysis below is for the desk
 

@@ -48,7 +48,7 @@ def test_each_pair_is_judged_against_the_median_of_its_link_type_and_the_slow_li
     assert slow["ratio"].iloc[0] == pytest.approx(0.51)
     assert fleet_links.slow_link_sentences(judged) == [
         f"node-3: GPU 2 → GPU 5 at 0.51× the {NVLINK} median (202 GB/s against 396 GB/s; ce_write 256 MiB "
-        "batched)."]
+        "batched; 45 % of 18 NVLink 4 links); conditions not observed."]
     assert fleet_links.summary(judged).startswith(f"58 links between GPUs on 2 nodes (58 {NVLINK}): 1 is more")
     assert fleet_links.hosts(judged) == ["node-3", "node-0"]  # the node with a slow link first
     matrix = fleet_links.node_matrix(judged, "node-3")

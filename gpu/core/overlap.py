@@ -190,7 +190,7 @@ def pipeline_table(frame: pd.DataFrame) -> pd.DataFrame:
                "pipeline_ms", "serial_ms", "h2d_ms", "kernel_ms", "d2h_ms", "engine_bound_ms", "duplex_gbps",
                "duplex_cv", "duplex_paired", "duplex_bound_ms", "bound_ms", "bound_kind", "efficiency",
                "engine_efficiency", "speedup", "vs_bound", "vs_engine_bound", "cv", "serial_cv", "samples_ms",
-               "serial_samples_ms", "intervals"]
+               "serial_samples_ms", "intervals", "conditions"]
     pipelines = frame[frame["variant"] == "pipeline"]
     if pipelines.empty:
         return pd.DataFrame(columns=columns)
@@ -232,6 +232,7 @@ def pipeline_table(frame: pd.DataFrame) -> pd.DataFrame:
             "vs_engine_bound": row.median_ms / engine_bound if engine_bound > 0 else math.nan, "cv": row.cv,
             "serial_cv": serial_row[1], "samples_ms": getattr(row, "samples_ms", None),
             "serial_samples_ms": serial_row[2] if len(serial_row) > 2 else None, "intervals": row.intervals,
+            "conditions": getattr(row, "conditions", None),  # the pipeline point's, as its witness saw it
         })
     return pd.DataFrame(rows, columns=columns)
 

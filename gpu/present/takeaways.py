@@ -13,7 +13,7 @@ from gpu.core.overlap import gain_text as overlap_gain
 from gpu.core.units import format_bytes
 from gpu.present import facts
 from gpu.present.claims import ClaimError, pinned_allocated_per_call, pinned_speedups
-from gpu.results import peer_matrix
+from gpu.results import causes, compare, normal, peer_matrix
 
 _ratio_text = facts.ratio_text  # the one style of a speed ratio, as the talk's verdicts write it
 
@@ -167,3 +167,28 @@ def peers(frame: pd.DataFrame, view: peer_matrix.View | None = None) -> str | No
         chased = peer_matrix.matrix_rows(frame, latency)
         parts.append(f"latency into the peer's memory {_rate_range(peer_matrix.ns_per_access(chased), 'ns')}")
     return _sentence(parts)
+
+
+def context(frame: pd.DataFrame, stage: bool = False) -> str | None:
+    """The line under a page's headline or takeaway: is its headline figure normal (``gpu.results.normal``: against
+    its physical limit and the bundled recording of its GPU model), and how many of its points were not clean and
+    why; a run no witness watched says so. On stage (``stage``), where the chart and takeaway fill the screen, only
+    the points that were not clean are said, and None when there are none."""
+    if frame.empty:
+        return None
+    seen = causes.count_line(frame)
+    if stage:
+        return seen + "." if seen and causes.of_frame(frame).map(causes.has_causes).any() else None
+    figure = normal.is_this_normal(frame)
+    parts = [f"Is this normal? {figure}"] if figure else []
+    parts += [seen] if seen else []
+    return ". ".join(parts) + "." if parts else None
+
+
+def comparison_context(baseline: pd.DataFrame, candidate: pd.DataFrame) -> str:
+    """Under a comparison's headline: each run's headline figure against its limit and the bundled recording of its
+    model (``normal.is_this_normal``), and both runs' conditions (``compare.conditions_words``)."""
+    figures = [f"{role} {said}" for role, frame in (("candidate", candidate), ("baseline", baseline))
+               for said in [normal.is_this_normal(frame)] if said]
+    return ("Is this normal? " + "; ".join(figures) + ". " if figures else "") + \
+        f"Conditions: {compare.conditions_words(baseline, candidate)}."

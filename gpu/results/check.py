@@ -3,7 +3,13 @@
 Judges every point of a candidate run with Compare's verdicts (``gpu.results.compare``) and exits as asv's
 ``continuous`` does: **1** when a point got *slower beyond noise*, **0** when none did, **2** when it could not
 check (a run id it cannot find, runs of two experiments, runs that share no point, no earlier run to check against,
-a store that cannot be opened, a file it cannot write), with one line on stderr.
+a store that cannot be opened, a file it cannot write), with one line on stderr; and **3** when every slower point
+was *not clean* on the candidate's side (the witness named a cause while it was measured: another process on the
+GPU, a power cap, a downtrained link): the run cannot say whether the code regressed, so the job should measure
+again on a quiet GPU rather than pass or blame the change. A slower point whose candidate was clean or not observed
+is a regression (1), whatever else is not clean (a cause on the baseline's side alone could only have made the
+baseline slower, so it is named but excuses nothing); a point that is not clean but not slower passes. Every output
+names each not-clean point's causes.
 
 ``--against RUN``: the candidate against that baseline run, as Compare shows the pair (each point's band from the
 history of the candidate's board or model in the catalog, see ``compare``).
@@ -40,12 +46,12 @@ import pandas as pd
 from gpu.core import text
 from gpu.core.errors import PinPointError
 from gpu.core.text import plain, printable, shorten
-from gpu.results import bands, compare, report
+from gpu.results import bands, causes, compare, report
 from gpu.results.catalog import Catalog
 from gpu.results.store import StoreError
 
 HISTORY = "history"
-PASSED, REGRESSED, CANNOT_CHECK = 0, 1, 2
+PASSED, REGRESSED, CANNOT_CHECK, NOT_CLEAN = 0, 1, 2, 3
 SHOWN_SLOWER = 20  # slower points printed on the terminal; the files hold every one
 
 
@@ -72,8 +78,20 @@ class Check:
         return self.table[self.table["verdict"] == compare.SLOWER]
 
     @property
+    def slower_not_clean(self) -> pd.DataFrame:
+        """The slower points whose candidate the witness found not clean. A cause on the baseline's side alone is
+        named too, but cannot excuse a slower candidate: it could only have made the baseline slower."""
+        slower = self.slower
+        if "candidate_conditions" not in slower:
+            return slower.iloc[0:0]
+        return slower[slower["candidate_conditions"].map(causes.has_causes).astype(bool)]
+
+    @property
     def exit_code(self) -> int:
-        return REGRESSED if not self.slower.empty else PASSED
+        if self.slower.empty:
+            return PASSED
+        # a slower point with nothing observed to explain it is a regression, whatever else is not clean
+        return NOT_CLEAN if len(self.slower_not_clean) == len(self.slower) else REGRESSED
 
 
 def _load(catalog, run_id: str, role: str) -> pd.DataFrame:
@@ -194,10 +212,18 @@ def _against_words(check: Check) -> str:
             f"{_run_words(check.baseline)}, as baseline; {bands}")
 
 
+OUTCOMES = {PASSED: "passed", REGRESSED: "FAILED", NOT_CLEAN: "NOT CLEAN (measure again on a quiet GPU)"}
+
+
 def verdict_line(check: Check) -> str:
     headline = compare.headline(check.table, len(check.baseline) - len(check.table),
                                 len(check.candidate) - len(check.table))
-    return ("FAILED: " if check.exit_code else "passed: ") + headline
+    return f"{OUTCOMES[check.exit_code]}: {headline}"
+
+
+def conditions_words(check: Check) -> str:
+    """The conditions of both runs in one line (``compare.conditions_words``)."""
+    return compare.conditions_words(check.baseline, check.candidate)
 
 
 def _figures(row) -> str:
@@ -206,7 +232,8 @@ def _figures(row) -> str:
         if pd.notna(row.get("baseline_gbps")) and pd.notna(row.get("candidate_gbps")) else ""
     return (f"{compare.percent(row['change'])}: median {text.duration_ms(row['baseline_ms'])} → "
             f"{text.duration_ms(row['candidate_ms'])}{gbps}; run-to-run ±{text.percent(row['run_to_run'], 1)} "
-            f"({row['run_to_run_source']}); Mann-Whitney p {text.p_value(row['p_value'])}")
+            f"({row['run_to_run_source']}); Mann-Whitney p {text.p_value(row['p_value'])}; conditions: "
+            f"{row.get('conditions') or causes.words(None)}")
 
 
 def _md(value) -> str:
@@ -223,16 +250,18 @@ def markdown(check: Check) -> str:
              f"- Candidate: {_md(_run_words(check.candidate))}",
              f"- Against: {_md(against_words(check))}",
              f"- {_md(compare.band_summary(table))}",
+             f"- Conditions: {_md(conditions_words(check))}",
              "- Verdict counts: " + " · ".join(f"{_md(name)}: {count}"
                                                for name, count in compare.verdict_counts(table).items()), ""]
-    header = ["| point | baseline | candidate | change | verdict | run-to-run ± | band from |",
-              "|---|---:|---:|---:|---|---:|---|"]
+    header = ["| point | baseline | candidate | change | verdict | run-to-run ± | band from | conditions |",
+              "|---|---:|---:|---:|---|---:|---|---|"]
 
     def rows(part):
         return [f"| {_md(r['point'])} | {text.duration_ms(r['baseline_ms'])} | "
                 f"{text.duration_ms(r['candidate_ms'])} | {compare.percent(r['change'])} | "
-                f"{compare.VERDICT_NAMES[r['verdict']]} | ±{text.percent(r['run_to_run'], 1)} | "
-                f"{_md(r['run_to_run_source'])} |" for r in part.to_dict("records")]
+                f"{_md(compare.verdict_text(r))} | ±{text.percent(r['run_to_run'], 1)} | "
+                f"{_md(r['run_to_run_source'])} | {_md(r.get('conditions') or causes.words(None))} |"
+                for r in part.to_dict("records")]
 
     if not check.slower.empty:
         lines += [f"### Slower beyond noise ({len(check.slower)})", "", *header,
@@ -254,19 +283,19 @@ def junit_xml(check: Check) -> str:
                           tests=str(len(check.table)), failures=str(len(check.slower)), errors="0", skipped="0")
     properties = ET.SubElement(suite, "properties")
     for name, value in (("candidate", _run_words(check.candidate)), ("against", against_words(check)),
-                        ("bands", compare.band_summary(check.table))):
+                        ("bands", compare.band_summary(check.table)), ("conditions", conditions_words(check))):
         ET.SubElement(properties, "property", name=name, value=clean(value))
     for row in check.table.to_dict("records"):
         case = ET.SubElement(suite, "testcase", classname=clean(f"pinpoint.{check.experiment}"),
                              name=clean(row["point"]))
         if row["verdict"] == compare.SLOWER:
-            failure = ET.SubElement(case, "failure", type="slower beyond noise",
-                                    message=clean(f"slower beyond noise, {_figures(row)}"))
+            said = compare.verdict_text(row)
+            failure = ET.SubElement(case, "failure", type="slower beyond noise, not clean" if row.get("not_clean")
+                                    else "slower beyond noise", message=clean(f"{said}, {_figures(row)}"))
             failure.text = clean(f"{row['point']}: {_figures(row)}\ncandidate {_short_run(check.candidate)} against "
                                  f"{against_words(check)}")
         else:
-            ET.SubElement(case, "system-out").text = clean(f"{compare.VERDICT_NAMES[row['verdict']]}, "
-                                                           f"{_figures(row)}")
+            ET.SubElement(case, "system-out").text = clean(f"{compare.verdict_text(row)}, {_figures(row)}")
     ET.indent(suites)
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
 
@@ -281,16 +310,18 @@ def _write(path: str, content: str, append: bool = False) -> None:
 
 def check_command(args, catalog=None) -> int:
     """The runner's ``check``: 0 none slower, 1 some point slower beyond noise, 2 could not check (one line on
-    stderr, never a traceback)."""
+    stderr, never a traceback), 3 every slower point not clean (its causes named)."""
     try:
         if catalog is None:
             catalog = Catalog()
         check = run_check(catalog, args.candidate, args.against)
         print(printable(f"{verdict_line(check)}\n  candidate: {_run_words(check.candidate)}\n  against: "
-                        f"{against_words(check)}\n  {compare.band_summary(check.table)}"))
+                        f"{against_words(check)}\n  {compare.band_summary(check.table)}\n  conditions: "
+                        f"{conditions_words(check)}"))
         slower = check.slower.sort_values("change")
         for row in slower.head(SHOWN_SLOWER).to_dict("records"):
-            print(printable(f"  slower: {row['point']}: {_figures(row)}"))
+            named = causes.cause_words(row.get("baseline_conditions"), row.get("candidate_conditions"))
+            print(printable(f"  slower{f', not clean ({named})' if named else ''}: {row['point']}: {_figures(row)}"))
         if len(slower) > SHOWN_SLOWER:
             print(f"  and {len(slower) - SHOWN_SLOWER} more slower points (the summary and JUnit files list each)")
         summary = markdown(check)

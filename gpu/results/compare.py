@@ -44,7 +44,7 @@ from gpu.core.stats import (  # noqa: F401 (ALPHA, MIN_EFFECT, robust_spread: Co
     robust_spread,
     verdict,
 )
-from gpu.results import bands, points
+from gpu.results import bands, causes, points
 from gpu.results.bands import (  # noqa: F401 (history and bands, as Compare's callers know them)
     BOARD_HISTORY,
     HISTORY_LEVEL,
@@ -122,6 +122,8 @@ def compare(baseline: pd.DataFrame, candidate: pd.DataFrame, earlier: list[pd.Da
         result = verdict(b["samples_ms"], c["samples_ms"], band=band)
         low, high = band_limits(band, float(np.median(b["samples_ms"])))
         limit_b, limit_c = limit_gbps(b), limit_gbps(c)
+        # what the witness saw on each side (``not observed`` for runs recorded before witnesses)
+        b_seen, c_seen = causes.of_row(b), causes.of_row(c)
         rows.append({**{k: b[k] for k in keys}, "point": point_label(experiment, b), "direction": b["direction"],
                      "kind": kind, "baseline_ms": b["median_ms"], "candidate_ms": c["median_ms"],
                      "baseline_gbps": b["gbps"], "candidate_gbps": c["gbps"],
@@ -131,7 +133,10 @@ def compare(baseline: pd.DataFrame, candidate: pd.DataFrame, earlier: list[pd.Da
                      "run_to_run_low": low, "run_to_run_high": high,
                      "run_to_run_runs": band["runs"], "run_to_run_left_out": band["left_out"],
                      "baseline_pct_of_limit": b["gbps"] / limit_b * 100 if limit_b else math.nan,
-                     "candidate_pct_of_limit": c["gbps"] / limit_c * 100 if limit_c else math.nan})
+                     "candidate_pct_of_limit": c["gbps"] / limit_c * 100 if limit_c else math.nan,
+                     "baseline_conditions": b_seen, "candidate_conditions": c_seen,
+                     "conditions": causes.pair_words(b_seen, c_seen),
+                     "not_clean": causes.explained(b_seen, c_seen)})
     table = pd.DataFrame(rows)
     if not table.empty:
         table["normalized_change"] = table["candidate_pct_of_limit"] / table["baseline_pct_of_limit"] - 1
@@ -149,7 +154,7 @@ def headline(table: pd.DataFrame, unmatched_baseline: int = 0, unmatched_candida
     if not slower.empty:
         worst = slower.sort_values("change").iloc[0]
         parts.append(f"{len(slower)} of {total} points slower beyond noise, worst {percent(worst['change'])} at "
-                     f"{worst['point']}")
+                     f"{worst['point']}" + _not_clean_words(slower, "of them "))
     else:
         parts.append(f"none of {total} points slower beyond noise")
     if not faster.empty:
@@ -159,12 +164,43 @@ def headline(table: pd.DataFrame, unmatched_baseline: int = 0, unmatched_candida
     if drifting:
         parts.append(f"{drifting} within run-to-run noise")
     parts.append(f"{int((table['verdict'] == SAME).sum())} the same within noise")
+    if slower.empty and "not_clean" in table:
+        named = _not_clean_words(table, "")
+        if named:
+            parts.append(named.lstrip("; "))
     few = int(table["few_samples"].sum())
     if few:
         parts.append(f"{few} with fewer than {MIN_SAMPLES} samples on a side (little statistical power)")
     if unmatched_baseline or unmatched_candidate:
         parts.append(f"{unmatched_baseline + unmatched_candidate} points measured in only one run are left out")
     return "; ".join(parts)
+
+
+def _not_clean_words(part: pd.DataFrame, of_them: str) -> str:
+    """'; 3 of them not clean (candidate: SW power cap in 38 % of samples)': the points of ``part`` whose
+    baseline or candidate the witness found not clean, with their causes; '' when there are none."""
+    if "not_clean" not in part:
+        return ""
+    named = part[part["not_clean"].astype(bool)]
+    if named.empty:
+        return ""
+    said = causes.summary(causes.cause_words(b, c) for b, c in zip(named["baseline_conditions"],
+                                                                    named["candidate_conditions"], strict=True))
+    return f"; {len(named)} {of_them}{causes.NOT_CLEAN} ({said})"
+
+
+def verdict_text(row) -> str:
+    """A point's verdict in words with its conditions (``causes.verdict_words``): a point whose baseline or
+    candidate was not clean is never a bare 'slower'."""
+    return causes.verdict_words(VERDICT_NAMES[row["verdict"]], row.get("baseline_conditions"),
+                                row.get("candidate_conditions"))
+
+
+def conditions_words(baseline: pd.DataFrame, candidate: pd.DataFrame) -> str:
+    """Both runs' conditions in one line: 'candidate: SW power cap in 38 % of samples · baseline: clean'; 'not
+    observed' for a run no witness watched, never 'clean'."""
+    return " · ".join(f"{role}: {causes.summary(causes.of_frame(frame))}"
+                      for role, frame in (("candidate", candidate), ("baseline", baseline)))
 
 
 def verdict_counts(table: pd.DataFrame) -> dict[str, int]:

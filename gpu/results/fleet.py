@@ -21,7 +21,7 @@ import pandas as pd
 
 from gpu.core import schema
 from gpu.core.boards import Board
-from gpu.results import bands, compare
+from gpu.results import bands, causes, compare, normal
 from gpu.results.fleet_plan import NOT_RECORDED, Plan, stored_plan  # noqa: F401 (the Fleet page's names, here)
 from gpu.results.store import RunStore
 
@@ -33,7 +33,8 @@ PROVENANCE = {"driver": "driver_version", "PCIe": "pcie", "SM clock max (MHz)": 
               "memory clock max (MHz)": "mem_clock_max_mhz"}
 ROW_FIELDS = ["run_id", "experiment", "gbps", "median_ms", "timer", "variant", "direction", "param", "host_memory",
               "include_alloc", "chunks", "device_name", "gpu_index", "gpu_uuid", "peer_index", "peer_uuid", "link",
-              "host", "timestamp", "driver_version", "pcie_gen", "pcie_width", "sm_clock_max_mhz", "mem_clock_max_mhz"]
+              "host", "timestamp", "driver_version", "pcie_gen", "pcie_width", "sm_clock_max_mhz", "mem_clock_max_mhz",
+              "pcie_gbps_theoretical", "hbm_gbps_theoretical", "conditions"]
 
 
 def model_name(device_name) -> str:
@@ -148,7 +149,7 @@ def build(table: pd.DataFrame, suite, history: pd.DataFrame | None = None) -> Fl
         return Fleet(empty, empty, empty, history)
     newest = table.sort_values("when", kind="stable").drop_duplicates(["board", "figure"], keep="last")
     cells = newest[["board", "figure", "experiment", "label", "full_label", "kind", "floor", "model", "gbps", "run_id",
-                    "when"]]
+                    "when"]].assign(conditions=causes.of_frame(newest))
     cells = cells.rename(columns={"gbps": "value"}).reset_index(drop=True)
     by_model = cells.groupby(["model", "figure"])["value"]
     cells["median"] = by_model.transform("median")
@@ -253,9 +254,14 @@ def outlier_sentences(fleet: Fleet, threshold: float = OUTLIER_FLOORS, limit: in
             f"The {info['model']} of run {board.run_id} on {info['host']}"
         side = "slower" if cell["deviation"] < 0 else "faster"
         whose = f"the {cell['group']} group of {info['model']} boards'" if cell["group"] else f"the {info['model']}"
-        sentence = (f"{who}: {cell['label']} ({cell['experiment']}) {_figure_words(cell['value'])} {UNIT}, "
+        seen = causes.board_cause(part["conditions"])  # what the witness saw on its off cells, or that it saw none
+        # the figure against its limit and the bundled recording of its model, from its measured row
+        row = fleet.history[(fleet.history["run_id"] == cell["run_id"]) & (fleet.history["figure"] == cell["figure"])]
+        limits = normal.words(row.iloc[0].to_dict()) if not row.empty else ""
+        sentence = (f"{who}: {cell['label']} ({cell['experiment']}) {_figure_words(cell['value'])} {UNIT}"
+                    f"{f' ({limits})' if limits else ''}, "
                     f"{cell['ratio']:.2f}× {whose} median of {_figure_words(cell['median'])} "
-                    f"({abs(cell['deviation']):.1f} run-to-run floors of {percent(cell['floor'])} {side}).")
+                    f"({abs(cell['deviation']):.1f} run-to-run floors of {percent(cell['floor'])} {side}); {seen}.")
         sentence += " " + _provenance_words(fleet, board)
         if len(part) > 1:
             sentence += f" {len(part) - 1} more of its figures are beyond {threshold:g} floor" + \

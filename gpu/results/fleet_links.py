@@ -18,7 +18,7 @@ from collections.abc import Iterable
 import pandas as pd
 
 from gpu.core import schema
-from gpu.results import compare
+from gpu.results import causes, compare, normal
 from gpu.results.bands import against_median
 from gpu.results.fleet import model_name
 
@@ -27,7 +27,7 @@ MIN_LINKS = 3
 PAIR = ("gpu_index", "peer_index")
 UNKNOWN_LINK = "unknown link"
 COLUMNS = ["host", "model", "link", "experiment", "figure", "label", "gpu_index", "peer_index", "gpu_uuid",
-           "peer_uuid", "value", "kind", "floor", "run_id", "when"]
+           "peer_uuid", "value", "kind", "floor", "run_id", "when", "conditions"]
 
 
 def _keyed_by_pair(experiment: str) -> bool:
@@ -74,6 +74,7 @@ def _pairs(experiment: str, rows: pd.DataFrame) -> pd.DataFrame:
     out["label"] = [compare.point_label(experiment, {**r, "gpu_index": None, "peer_index": None}) for r in records]
     out["kind"] = [compare.point_kind(experiment, r) for r in records]
     out["floor"] = out["kind"].map(compare.floor)
+    out["conditions"] = causes.of_frame(rows).to_numpy()
     return out[COLUMNS]
 
 
@@ -123,12 +124,22 @@ def _gbps(value: float) -> str:
 
 
 def slow_link_sentences(judged: pd.DataFrame, limit: int | None = None) -> list[str]:
-    """One sentence per slow link, slowest first: 'node-3: GPU 2 → GPU 5 at 0.51× the NVLink 4 ×18 median (201
-    GB/s against 394 GB/s; ce_write · 268,435,456 elements).'"""
+    """One sentence per slow link, slowest first, with what the witness saw on it: 'node-3: GPU 2 → GPU 5 at 0.51× the
+    NVLink 4 ×18 median (201 GB/s against 394 GB/s; ce_write · 268,435,456 elements); NVLink 2 CRC errors +12.'
+    ('no cause observed', 'conditions not observed')."""
     slow = judged[judged["slow"]].sort_values("ratio", kind="stable")
+    seen = slow["conditions"] if "conditions" in slow else pd.Series([None] * len(slow), index=slow.index)
     sentences = [f"{r.host}: GPU {r.gpu_index} → GPU {r.peer_index} at {r.ratio:.2f}× the {r.link} median "
-                 f"({_gbps(r.value)} GB/s against {_gbps(r.median)} GB/s; {r.label})." for r in slow.itertuples()]
+                 f"({_gbps(r.value)} GB/s against {_gbps(r.median)} GB/s; {r.label}{_limit_words(r)}); "
+                 f"{causes.board_cause([c])}."
+                 for r, c in zip(slow.itertuples(), seen, strict=True)]
     return sentences[:limit] if limit else sentences
+
+
+def _limit_words(link) -> str:
+    """'; 45 % of 18 NVLink 4 links': the pair's figure against its link's limit (``normal.words``), where known."""
+    said = normal.words({"direction": "peer", "link": link.link, "gbps": link.value}, recordings=())
+    return f"; {said}" if said else ""
 
 
 def summary(judged: pd.DataFrame) -> str:

@@ -83,14 +83,18 @@ def ratio_figure(table: pd.DataFrame, title: str, normalized: bool = False, labe
         fig.add_trace(go.Scatter(
             x=[None, *shown_x], y=[None, *(part[column] * 100)], mode="markers", name=name, legendgroup="series",
             legendrank=10 + i,
-            marker={"color": colour, "size": 11, "line": {"width": 2, "color": colour},
+            # a point whose baseline or candidate was not clean: a thick dark outline (its causes in the hover)
+            marker={"color": colour, "size": 11,
+                    "line": {"width": [2, *(4 if n else 2 for n in _not_clean(part))],
+                             "color": [colour, *(NOT_CLEAN_OUTLINE if n else colour for n in _not_clean(part))]},
                     "symbol": [LEGEND_SYMBOL, *(VERDICT_SYMBOLS.get(v, "circle") for v in part["verdict"])]},
             customdata=np.column_stack([part["point"].map(text.chart_text),
                                         [text.duration_ms(v) for v in part["baseline_ms"]],
                                         [text.duration_ms(v) for v in part["candidate_ms"]],
                                         [text.p_value(v) for v in part["p_value"]],
                                         [text.percent(v, 1) for v in part["noise"]],
-                                        part["verdict"].map(compare.VERDICT_NAMES),
+                                        [text.chart_text(compare.verdict_text(r))
+                                         for r in part.to_dict("records")],
                                         [compare.band_text(lo, hi) for lo, hi in
                                          zip(part["run_to_run_low"], part["run_to_run_high"], strict=True)],
                                         part["run_to_run_source"].fillna("—")]),
@@ -109,11 +113,20 @@ def ratio_figure(table: pd.DataFrame, title: str, normalized: bool = False, labe
     # The shapes' key under the title, not in the legend: the legend is the series' colours alone, short enough for
     # the stage (a key of four shapes there pushed three series out of its box).
     key = " · ".join(f"{VERDICT_GLYPHS[v]} {compare.VERDICT_NAMES[v]}" for v in VERDICT_SYMBOLS)
+    if any(_not_clean(table)):
+        key += " · dark outline: not clean (hover for the cause)"
     fig.update_layout(title={"text": f"{text.chart_text(title)}<br><sup>shape: {key}</sup>"}, xaxis=axis,
                       yaxis_title=("change in % of own device's limit" if normalized else
                                    "candidate speed vs baseline (%)"),
                       height=560, legend={"groupclick": "toggleitem", "tracegroupgap": 12})
     return fig
+
+
+NOT_CLEAN_OUTLINE = "#222222"
+
+
+def _not_clean(part: pd.DataFrame) -> list[bool]:
+    return list(part["not_clean"].astype(bool)) if "not_clean" in part else [False] * len(part)
 
 
 def points_table(table: pd.DataFrame) -> pd.DataFrame:
@@ -122,7 +135,8 @@ def points_table(table: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame({
         "point": table["point"], "baseline": table["baseline_ms"].map(text.duration_ms),
         "candidate": table["candidate_ms"].map(text.duration_ms), "change": table["change"] * 100,
-        "verdict": table["verdict"].map(compare.VERDICT_NAMES), "kind": table["kind"],
+        "verdict": [compare.verdict_text(r) for r in table.to_dict("records")], "kind": table["kind"],
+        "conditions": table["conditions"] if "conditions" in table else "not observed",
         "p (Mann-Whitney)": table["p_value"].map(text.p_value), "noise (cv)": table["noise"] * 100,
         "run-to-run band": [compare.band_text(lo, hi) for lo, hi in
                             zip(table["run_to_run_low"], table["run_to_run_high"], strict=True)],

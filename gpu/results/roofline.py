@@ -38,6 +38,7 @@ from gpu.core import text
 from gpu.core.roofline import COMPUTE, MEMORY, Roof, attainable, ridge_intensity
 from gpu.core.schema import key_value
 from gpu.experiments.registry import EXPERIMENTS
+from gpu.results import causes
 
 KERNEL_PRECISION = "fp32"
 CACHE_MARGIN = 1.10  # above the DRAM roof by more than this: judged against the next memory roof
@@ -46,7 +47,7 @@ KERNEL_KEY = ["run_id", "experiment", "variant", "group", "param", "param_value"
 POINT_COLUMNS = ["kernel", "experiment", "variant", "run_id", "device_name", "block_size", "elements",
                  "param", "param_value", "intensity", "configurations", "bytes", "flops", "median_ms",
                  "bytes_per_s", "flops_per_s", "flop_per_byte", "memory_only", "roof", "bound", "fraction",
-                 "sentence", "path", "precision"]
+                 "sentence", "path", "precision", "conditions"]
 
 
 def _experiments(experiments: dict[str, ModuleType] | None) -> dict[str, ModuleType]:
@@ -329,6 +330,7 @@ def kernel_points(data: pd.DataFrame, roofs: list[Roof],
             "flops_per_s": flops / float(best["seconds"]),
             "flop_per_byte": flops / float(best["bytes"]) if flops > 0 else math.nan, "memory_only": flops == 0,
             "precision": _precision(modules[best["experiment"]], best.to_dict()),
+            "conditions": causes.of_row(best),  # what the witness saw while the placed point was measured
         }
         point["sentence"], point["roof"], point["bound"], point["fraction"] = sentence(
             point, binding_memory_roof(point["bytes_per_s"], roofs), compute_roof(roofs, point["precision"]))

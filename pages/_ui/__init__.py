@@ -31,6 +31,7 @@ from pages._ui.backends import (
     use_replay,
 )
 from pages._ui.cache import cached, cached_figure, frame_key
+from pages._ui.context import context
 from pages._ui.controls import (
     axis,
     axis_choices,
@@ -64,7 +65,8 @@ from pages._ui.url_state import UrlState, open_linked_page, parse_url_value, url
 
 __all__ = ["Page", "Section", "UrlState", "axis", "axis_choices", "axis_default", "axis_label", "axis_powers",
            "axis_slider", "axis_steps", "backends", "block_size_setting", "cached", "cached_figure", "chart",
-           "check_present_value", "controls", "current_actor", "current_backend", "desk", "download", "first_default",
+           "check_present_value", "context", "controls", "current_actor", "current_backend", "desk", "download",
+           "first_default",
            "frame_key", "live_backend", "loaded_run", "measure", "more_settings", "open_linked_page", "open_run_page",
            "opened_run", "outcome", "parse_url_value", "permitted", "plot", "presenting", "replay_backend", "request",
            "require_router", "run_catalog", "select_one", "session_id", "shortcuts", "show_reasons", "sign_in_gate",

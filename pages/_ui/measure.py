@@ -13,6 +13,7 @@ from gpu.core.errors import AccessRefused, ValidationError, WorkerError
 from gpu.core.schema import SchemaError
 from gpu.core.text import plain
 from gpu.experiments.request import Request
+from gpu.present.live import conditions_strip
 from gpu.present.noise import noisy_points
 from gpu.results.store import StoreError, params_by_run
 from gpu.service import host_locks
@@ -33,12 +34,20 @@ def follow(handle: JobHandle, preview=None) -> None:
     measured so far are drawn as they arrive, redrawn in place as more come (``suffix`` makes each redraw's
     element keys unique); the page's full view replaces the preview when the job ends."""
     bar = st.progress(0.0, text="starting…")
+    strip, shown = st.empty(), None  # the GPU's conditions now, where the worker's witness reports them
     slot = st.empty() if preview is not None else None
     drawn, redraws, last = 0, 0, -1e9
     while not handle.wait(POLL_S):
         if handle.state == "queued" or handle.total:
             bar.progress(0.0 if handle.state == "queued" else min(handle.done / handle.total, 1.0),
                          text=progress_text(handle, access.current_actor()))
+        line = conditions_strip(getattr(handle, "conditions_now", None))
+        if line != shown:
+            shown = line
+            if line:
+                strip.caption(plain(line, None))
+            else:
+                strip.empty()
         if slot is None or len(handle.rows) <= drawn or time.monotonic() - last < REDRAW_S:
             continue
         frame = handle.partial_frame()
@@ -53,6 +62,7 @@ def follow(handle: JobHandle, preview=None) -> None:
             except PARTIAL_FRAME_ERRORS as exc:  # a partial sweep may lack what a chart needs: wait for more points
                 st.caption(f"(more points needed to draw: {exc})")
     bar.empty()
+    strip.empty()
     if slot is not None:
         slot.empty()
 

@@ -11,6 +11,7 @@ import plotly.graph_objects as go
 from gpu.core.devices import uuid_tail
 from gpu.core.text import chart_text
 from gpu.core.units import format_bytes
+from gpu.results import causes
 
 # Plotly's default qualitative colours, in its order: a series keeps its colour from chart to chart.
 PALETTE = ["#636EFA", "#EF553B", "#00CC96", "#AB63FA", "#FFA15A", "#19D3F3", "#FF6692", "#B6E880"]
@@ -145,3 +146,31 @@ def variant_parts(frame: pd.DataFrame, variants, by: str):
         part = frame[frame["variant"] == variant].sort_values(by)
         if not part.empty:
             yield variant, part
+
+
+NOT_CLEAN_NAME = "not clean (hover: its conditions)"
+NOT_CLEAN_MARKER = {"symbol": "circle-open", "size": 18, "color": "#222222", "line": {"width": 3}}
+
+
+def conditions_hover(value) -> str:
+    """'conditions: SW power cap in 38 % of samples' for a hover text: clean, not observed or the causes, escaped
+    (stored text, from any run)."""
+    return f"conditions: {chart_text(causes.words(value))}"
+
+
+def mark_not_clean(fig: go.Figure, frame: pd.DataFrame, x, y, **where) -> None:
+    """A dark ring around each point of ``frame`` whose witness named a cause, with its conditions in the hover:
+    ``x`` and ``y`` are the columns the chart plots (or Series aligned with the frame), ``where`` the subplot
+    (``row``, ``col``). Nothing is drawn for clean points or runs no witness watched (those read 'not observed'
+    in the page's conditions line, never 'clean')."""
+    seen = causes.of_frame(frame)
+    named = seen.map(causes.has_causes)
+    if frame.empty or not named.any():
+        return
+    xs = (frame[x] if isinstance(x, str) else pd.Series(list(x), index=frame.index))[named]
+    ys = (frame[y] if isinstance(y, str) else pd.Series(list(y), index=frame.index))[named]
+    shown = any(trace.name == NOT_CLEAN_NAME for trace in fig.data)
+    fig.add_trace(go.Scatter(x=list(xs), y=list(ys), mode="markers", name=NOT_CLEAN_NAME, legendgroup="not clean",
+                             showlegend=not shown, marker=NOT_CLEAN_MARKER,
+                             customdata=[[conditions_hover(v)] for v in seen[named]],
+                             hovertemplate="%{customdata[0]}<extra>not clean</extra>"), **where)

@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 from gpu.core.text import chart_text
 from gpu.core.units import format_bytes
 from gpu.experiments import device_copy
-from gpu.present.charts._common import LEGEND_BELOW, LOG_VALUE_AXIS, source_label, stage_figure
+from gpu.present.charts._common import LEGEND_BELOW, LOG_VALUE_AXIS, mark_not_clean, source_label, stage_figure
 from gpu.results import roofline as rl
 
 COLORS = {"copy_engine": "#EF553B", "sm_copy": "#636EFA"}
@@ -86,6 +86,7 @@ def figure(frame: pd.DataFrame, *, stage: bool = False) -> go.Figure:
             customdata=np.column_stack([series["elements"].map(format_bytes), series["median_ms"] * 1e3,
                                         series["cv"] * 100, _samples_note(series)]),
             hovertemplate=HOVER + "<extra>%{fullData.name}</extra>"))
+        mark_not_clean(fig, series, "elements", "gbps")
     if not frame.empty:
         x_range = [frame["elements"].min(), frame["elements"].max()]
         _l2_band(fig, frame)

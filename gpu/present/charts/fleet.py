@@ -11,8 +11,11 @@ import numpy as np
 import plotly.graph_objects as go
 
 from gpu.core.text import chart_text
-from gpu.present.charts._common import STAGE_FONT_PX, STAGE_TITLE_PX
+from gpu.present.charts._common import STAGE_FONT_PX, STAGE_TITLE_PX, conditions_hover
+from gpu.results import causes
 from gpu.results import fleet as fleet_results
+
+NOT_CLEAN_MARK = "!"  # after a cell's number: the witness named a cause for that board's point (hover: which)
 
 MAX_TEXT_ROWS = 32  # more boards than this: the numbers leave the cells (too small to read), the hover keeps them
 SCALE_CAP_FLOORS = 10.0  # the colour scale ends at the largest deviation, at least the outlier line, at most this
@@ -95,6 +98,7 @@ def heatmap_figure(fleet, title: str, height: int | None = None, rows: list[str]
     full = [chart_text(labels.loc[f, "full_label"]) for f in deviation.columns]
     floors_pct = [fleet_results.percent(labels.loc[f, "floor"]) for f in deviation.columns]
     group = shown(fleet_results.matrix(fleet, "group"))
+    seen = shown(fleet_results.matrix(fleet, "conditions")) if "conditions" in fleet.cells else None
     hover = np.empty(deviation.shape, dtype=object)
     for i, row in enumerate(rows):
         for j, _ in enumerate(deviation.columns):
@@ -107,11 +111,16 @@ def heatmap_figure(fleet, title: str, height: int | None = None, rows: list[str]
                 hover[i, j] = (f"{row}<br>{full[j]}<br>{v:.1f} GB/s, {r:.3f}× the median of its "
                                f"{'model' if not group.iat[i, j] else group.iat[i, j] + ' group'} "
                                f"({m:.1f} GB/s)<br>{d:+.1f} run-to-run floors of {floors_pct[j]}")
+            if not np.isnan(v):
+                hover[i, j] += "<br>" + conditions_hover(seen.iat[i, j] if seen is not None else None)
     floors = deviation.to_numpy(dtype=float)
     measured = ~np.isnan(value.to_numpy(dtype=float))
     # In the cell: the deviation; "·" where the board measured the figure but no other board of its model did.
     text = np.where(np.isnan(floors), np.where(measured, "·", ""),
                     np.vectorize(lambda d: f"{d:+.1f}")(np.nan_to_num(floors)))
+    if seen is not None:  # a cell whose point the witness found not clean: marked, its causes in the hover
+        flagged = np.vectorize(causes.has_causes, otypes=[bool])(seen.to_numpy(dtype=object))
+        text = np.where(flagged & measured, np.char.add(text.astype(str), NOT_CLEAN_MARK), text)
     end = scale_end(fleet)
     fig = go.Figure(go.Heatmap(
         z=np.clip(deviation.to_numpy(dtype=float), -end, end), x=columns, y=rows,

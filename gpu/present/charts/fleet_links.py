@@ -8,7 +8,8 @@ import numpy as np
 import plotly.graph_objects as go
 
 from gpu.core.text import chart_text
-from gpu.results import fleet_links
+from gpu.present.charts._common import conditions_hover
+from gpu.results import causes, fleet_links
 
 CLIP = 0.5  # the colour scale spans 0.5× … 1.5× the median; a cell beyond keeps its number
 
@@ -21,6 +22,7 @@ def link_matrix_figure(judged, host: str, title: str, height: int | None = None)
     median = fleet_links.node_matrix(judged, host, "median")
     link = fleet_links.node_matrix(judged, host, "link")
     deviation = fleet_links.node_matrix(judged, host, "deviation")
+    seen = fleet_links.node_matrix(judged, host, "conditions") if "conditions" in judged else None
     labels = [f"GPU {i}" for i in value.index]
     host_text = chart_text(host)
     hover = np.full(value.shape, "", dtype=object)
@@ -33,10 +35,12 @@ def link_matrix_figure(judged, host: str, title: str, height: int | None = None)
             d = deviation.iat[i, j]
             judged_text = (f"{d:+.1f} run-to-run floors" if not np.isnan(d)
                            else f"fewer than {fleet_links.MIN_LINKS} links of its type: not judged")
-            text[i, j] = f"{v:.0f}" if v >= 10 else f"{v:.3g}"
+            condition = seen.iat[i, j] if seen is not None else None
+            # "!" after the number: the witness named a cause for this pair (the hover says which)
+            text[i, j] = (f"{v:.0f}" if v >= 10 else f"{v:.3g}") + ("!" if causes.has_causes(condition) else "")
             pair = f"{host_text}: {labels[i]} → {labels[j]} ({chart_text(link.iat[i, j])})"
             hover[i, j] = (f"{pair}<br>{v:.1f} GB/s, {ratio.iat[i, j]:.2f}× the median of its link type "
-                           f"({median.iat[i, j]:.1f} GB/s)<br>{judged_text}")
+                           f"({median.iat[i, j]:.1f} GB/s)<br>{judged_text}<br>{conditions_hover(condition)}")
     fig = go.Figure(go.Heatmap(
         z=np.clip(ratio.to_numpy(dtype=float), 1 - CLIP, 1 + CLIP), x=labels, y=labels, text=text,
         texttemplate="%{text}", customdata=hover, hovertemplate="%{customdata}<extra></extra>",

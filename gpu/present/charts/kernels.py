@@ -14,7 +14,7 @@ from gpu.experiments.coalescing import CONTIGUOUS_REFERENCE
 from gpu.experiments.coalescing import LABELS as COALESCING_LABELS
 from gpu.experiments.occupancy_sweep import LABELS as OCCUPANCY_LABELS
 from gpu.experiments.reduction import LABELS as REDUCTION_LABELS
-from gpu.present.charts._common import LEGEND_BELOW, LOG_VALUE_AXIS, series_color, source_title
+from gpu.present.charts._common import LEGEND_BELOW, LOG_VALUE_AXIS, mark_not_clean, series_color, source_title
 
 
 def with_peak_share(frame: pd.DataFrame) -> pd.DataFrame:
@@ -55,6 +55,7 @@ def sweep_figure(frame: pd.DataFrame, variant: str) -> go.Figure:
         customdata=np.column_stack([part["pct_of_dtod"], part["median_ms"] * 1e3, part["cv"] * 100]),
         hovertemplate=axis_title + " %{x}: %{y:.0f} GB/s (%{customdata[0]:.0f} % of memcpy_dtod)<br>"
                       "median %{customdata[1]:.1f} µs, cv %{customdata[2]:.2f} %<extra></extra>"))
+    mark_not_clean(fig, part, "param_value", "gbps")
     if not part.empty:
         x_range = [part["param_value"].min(), part["param_value"].max()]
         _reference_lines(fig, data, x_range)
@@ -92,6 +93,7 @@ def variants_figure(frame: pd.DataFrame, variants, title: str) -> go.Figure:
         customdata=np.column_stack([part["median_ms"] * 1e3, part["samples"]]),
         hovertemplate="%{x}: %{y:.0f} GB/s (%{text} of memcpy_dtod)<br>median %{customdata[0]:.1f} µs, "
                       "%{customdata[1]} samples<extra></extra>"))
+    mark_not_clean(fig, part, [COALESCING_LABELS[v] for v in part["variant"]], "gbps")
     fig.update_layout(title=source_title(title + " · labels: % of memcpy_dtod in this run", frame),
                       yaxis_title="effective GB/s (10⁹ B/s)", height=420, showlegend=False)
     return fig
@@ -109,6 +111,7 @@ def reduction_figure(frame: pd.DataFrame) -> go.Figure:
         customdata=np.column_stack([part["median_ms"], part["rel_error"], part["samples"]]),
         hovertemplate="%{x}: %{y:,.0f} GB/s<br>median %{customdata[0]:.3f} ms · relative error %{customdata[1]:.1e}"
                       " · %{customdata[2]} samples<extra></extra>"))
+    mark_not_clean(fig, part, [REDUCTION_LABELS[v] for v in part["variant"]], "gbps")
     fig.update_yaxes(**LOG_VALUE_AXIS, title_text="GB/s read (both vectors, 10⁹ B/s)")
     title = "Dot product, kernel only" + (" (grey: PyCUDA's gpuarray.dot)" if "gpuarray_dot" in order else "")
     fig.update_layout(title=source_title(title, frame), height=440, showlegend=False)
@@ -190,6 +193,7 @@ def occupancy_sweep_figure(frame: pd.DataFrame) -> go.Figure:
                                                                part["theoretical_occupancy"] * 100]),
             hovertemplate="block %{x}: %{y:.0f} GB/s · %{customdata[0]} registers · occupancy "
                           "%{customdata[1]:.0f} %<extra></extra>"), row=1, col=col, secondary_y=False)
+        mark_not_clean(fig, part, "block_size", "gbps", row=1, col=col, secondary_y=False)
         fig.add_trace(go.Scatter(
             x=part["block_size"], y=part["theoretical_occupancy"] * 100, mode="lines", line_shape="hv",
             line={"color": "gray", "dash": "dot"}, name=f"{OCCUPANCY_LABELS[kernel]}: theoretical occupancy",

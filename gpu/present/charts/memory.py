@@ -13,7 +13,14 @@ import plotly.graph_objects as go
 
 from gpu.core.units import format_bytes
 from gpu.experiments import batching, host_latency, managed, pools
-from gpu.present.charts._common import LEGEND_BELOW, LOG_VALUE_AXIS, source_title, theoretical_lines, variant_parts
+from gpu.present.charts._common import (
+    LEGEND_BELOW,
+    LOG_VALUE_AXIS,
+    mark_not_clean,
+    source_title,
+    theoretical_lines,
+    variant_parts,
+)
 
 COLORS = {"device": "#888888", "first_touch": "#EF553B", "prefetch": "#FFA15A", "after_prefetch": "#00CC96",
           "resident": "#636EFA", "device_per_call": "#FFA15A", "device_pooled": "#19D3F3",
@@ -104,6 +111,7 @@ def pools_figure(frame: pd.DataFrame) -> go.Figure:
             customdata=np.column_stack([part["bytes"].map(format_bytes), part["cv"] * 100, part["samples"]]),
             hovertemplate="%{customdata[0]}: %{y:,.1f} µs per iteration · cv %{customdata[1]:.1f} % · "
                           "%{customdata[2]} iterations<extra>%{fullData.name}</extra>"))
+        mark_not_clean(fig, part, "bytes", part["median_ms"] * 1e3)
     fig.update_layout(title=source_title("Allocate → copy → free: time per iteration", frame), xaxis=_size_axis(
         frame["bytes"]), yaxis={**LOG_VALUE_AXIS, "title": "µs per iteration (median)"}, xaxis_title="buffer size",
         height=440, legend=LEGEND_BELOW)
@@ -133,6 +141,7 @@ def batching_figure(frame: pd.DataFrame) -> go.Figure:
                                         part["median_ms"] * 1e3, part["cv"] * 100]),
             hovertemplate="%{customdata[1]} × %{customdata[0]}: %{y:.2f} GB/s · %{customdata[2]:,.1f} µs in all · "
                           "cv %{customdata[3]:.1f} %<extra>%{fullData.name}</extra>"))
+        mark_not_clean(fig, part, "param_value", "gbps")
     theoretical_lines(fig, frame, {"pcie_gbps_theoretical": "PCIe theoretical"}, log=True)
     fig.update_layout(title=source_title("K small copies vs one copy (effective GB/s of all K pieces)", frame),
                       xaxis={**_size_axis(frame["param_value"]), "title": "piece size s"},
@@ -159,6 +168,7 @@ def host_latency_figure(frame: pd.DataFrame) -> go.Figure:
             customdata=np.column_stack([part["param_value"].map(format_bytes), part["elements"], part["cv"] * 100]),
             hovertemplate="%{customdata[0]} chain · %{y:,.1f} ns per load · %{customdata[1]:,} loads a sample · "
                           "cv %{customdata[2]:.2f} %<extra>%{fullData.name}</extra>"))
+        mark_not_clean(fig, part, "param_value", ns)
     fig.update_layout(title=source_title(
                           "Host-memory latency: one GPU thread chasing pointers (ns per load, log scale)", frame),
                       xaxis={**_size_axis(frame["param_value"]), "title": "chain's working set"},

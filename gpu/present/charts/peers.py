@@ -13,7 +13,15 @@ from plotly.subplots import make_subplots
 
 from gpu.core.text import chart_text
 from gpu.core.units import format_bytes
-from gpu.present.charts._common import LEGEND_BELOW, STAGE_FONT_PX, series_color, size_ticks, stage_figure
+from gpu.present.charts._common import (
+    LEGEND_BELOW,
+    STAGE_FONT_PX,
+    conditions_hover,
+    series_color,
+    size_ticks,
+    stage_figure,
+)
+from gpu.results import causes
 from gpu.results import peer_matrix as pm
 
 VARIANT_COLORS = {v: series_color(i) for i, v in enumerate(pm.SWEPT)}
@@ -85,8 +93,10 @@ def _heatmap(frame: pd.DataFrame, view: pm.View, values: pd.Series, cell, hover,
         i, j = where[row.source], where[row.destination]
         z[i, j] = value
         link = links.get((row.source, row.destination), pm.link_of(None))
-        cells[i][j] = f"{cell(row, value)}<br>{chart_text(link.short)}"
-        hovers[i][j] = f"{hover(row, value)}<br>link: {chart_text(link.text or 'not named')}"
+        seen = getattr(row, "conditions", None)  # "!": the witness named a cause for this pair (the hover: which)
+        cells[i][j] = f"{cell(row, value)}{'!' if causes.has_causes(seen) else ''}<br>{chart_text(link.short)}"
+        hovers[i][j] = (f"{hover(row, value)}<br>link: {chart_text(link.text or 'not named')}<br>"
+                        f"{conditions_hover(seen)}")
     labels = [f"GPU {g}" for g in every]
     # A few GPUs take part of the width (cells of a two-GPU matrix as wide as half the page read as banners), many
     # the whole of it; the colour bar stands beside the cells.

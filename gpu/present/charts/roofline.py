@@ -19,7 +19,7 @@ from plotly.subplots import make_subplots
 
 from gpu.core.roofline import COMPUTE, MEMORY, Roof
 from gpu.core.text import chart_text
-from gpu.present.charts._common import LEGEND_BELOW, LOG_VALUE_AXIS, stage_figure
+from gpu.present.charts._common import LEGEND_BELOW, LOG_VALUE_AXIS, mark_not_clean, stage_figure
 from gpu.results import roofline as rl
 
 PALETTE = ["#636EFA", "#EF553B", "#00CC96", "#AB63FA", "#FFA15A", "#19D3F3", "#FF6692", "#B6E880"]
@@ -165,6 +165,8 @@ def figure(points: pd.DataFrame, roofs: list[Roof], subtitle: str = "", stage: b
                 x=column + spread, y=strip["bytes_per_s"] / 1e9, mode="markers", name=chart_text(experiment),
                 legendgroup=experiment, showlegend=part.empty, marker=_marker(False, colour, stage),
                 hovertext=_hover(strip), hoverinfo="text"), row=1, col=2)
+            mark_not_clean(fig, strip, column + spread, strip["bytes_per_s"] / 1e9, row=1, col=2)
+    mark_not_clean(fig, with_flops, "flop_per_byte", with_flops["flops_per_s"] / TERA, row=1, col=1)
     if highlight and not points.empty and (points["kernel"] == highlight).any():
         chosen = points[points["kernel"] == highlight].iloc[0]
         on_left = not chosen["memory_only"]

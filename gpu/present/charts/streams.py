@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 from gpu.core import overlap, text, timelines
 from gpu.core.units import format_bytes
 from gpu.experiments.streams import LABELS, ORDER_LABELS
-from gpu.present.charts._common import LEGEND_BELOW, reference_line, series_color, source_title
+from gpu.present.charts._common import LEGEND_BELOW, mark_not_clean, reference_line, series_color, source_title
 
 OP_COLORS = {"h2d": "#EF553B", "kernel": "#00CC96", "d2h": "#636EFA"}
 
@@ -114,6 +114,7 @@ def sweep_figure(table: pd.DataFrame, frame: pd.DataFrame) -> go.Figure:
             hovertemplate=(f"{chunks} chunks, one stream per stage: %{{y:.3f}} ms<br>overlap efficiency "
                            "%{customdata[0]:.0f} % · %{customdata[1]:.2f}× serial · cv %{customdata[2]:.2f} %"
                            "<extra></extra>")))
+        mark_not_clean(fig, part, "streams", "pipeline_ms")
     for chunks, part in table[~is_staged].groupby("chunks"):
         part = part.sort_values("streams")
         color = colors[chunks]
@@ -124,6 +125,7 @@ def sweep_figure(table: pd.DataFrame, frame: pd.DataFrame) -> go.Figure:
             hovertemplate=(f"{chunks} chunks, %{{x}} streams: %{{y:.3f}} ms<br>overlap efficiency "
                            "%{customdata[0]:.0f} % · %{customdata[1]:.2f}× serial · cv %{customdata[2]:.2f} %"
                            "<extra></extra>")))
+        mark_not_clean(fig, part, "streams", "pipeline_ms")
         for what in levels:
             level = float(part[what].iloc[0])
             if not math.isfinite(level):

@@ -17,7 +17,7 @@ from gpu.core.stats import fit_latency_bandwidth
 from gpu.core.units import format_bytes
 from gpu.experiments.transfers import MODE_LABELS
 from gpu.present import headlines
-from gpu.present.charts._common import LEGEND_BELOW, LOG_VALUE_AXIS, size_ticks, source_title
+from gpu.present.charts._common import LEGEND_BELOW, LOG_VALUE_AXIS, mark_not_clean, size_ticks, source_title
 
 MODE_COLORS = {"pageable": "#636EFA", "pinned": "#EF553B", "pinned_wc": "#00CC96", "mapped": "#AB63FA"}
 # Pinned and write-combined often measure the same: distinct markers keep both visible.
@@ -111,6 +111,7 @@ def bandwidth_figure(frame: pd.DataFrame) -> go.Figure:
                 error_y=_middle_of_samples(series), **_mode_style(mode, alloc, col),
                 customdata=_hover(series), hovertemplate=HOVER + "<extra>%{fullData.name}</extra>",
             ), row=1, col=col)
+            mark_not_clean(fig, series, "bytes", "gbps", row=1, col=col)
         if not math.isnan(pcie):
             fig.add_trace(go.Scatter(
                 x=[part["bytes"].min(), part["bytes"].max()], y=[pcie, pcie], mode="lines",
