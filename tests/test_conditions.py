@@ -7,7 +7,10 @@ from gpu.core import conditions
 
 def test_only_a_watched_clean_point_is_clean():
     assert conditions.is_clean("clean")
-    for value in (None, math.nan, "", "not observed", "shared with pid 7 (python3) for 40 % of samples"):
+    import pandas as pd
+
+    assert conditions.causes(pd.NA) == [] and conditions.summary([pd.NA]) == "not observed"
+    for value in (None, math.nan, pd.NA, "", "not observed", "shared with pid 7 (python3) for 40 % of samples"):
         assert not conditions.is_clean(value)
     assert conditions.is_observed("clean") and conditions.is_observed("SW power cap in 38 % of samples")
     assert not conditions.is_observed("not observed") and not conditions.is_observed(None)

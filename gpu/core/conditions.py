@@ -20,8 +20,8 @@ SEPARATOR = "; "
 
 
 def _text(value) -> str | None:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return None
+    if value is None or (isinstance(value, float) and math.isnan(value)) or type(value).__name__ == "NAType":
+        return None  # None, NaN, and pandas' NA (an empty cell of a text column): never read as a cause
     text = str(value).strip()
     return text or None
 
