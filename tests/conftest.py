@@ -50,11 +50,12 @@ def live_backend():
 
 
 @pytest.fixture(scope="session")
-def server():
+def server(tmp_path_factory):
     """One PinPoint server in replay mode for the browser tests that need nothing else (``streamlit_app``)."""
     from tests.browser_helper import streamlit_app
 
-    with streamlit_app() as url:
+    store = tmp_path_factory.mktemp("server-store") / "runs.sqlite"
+    with streamlit_app(PINPOINT_DB_URL=f"sqlite:///{store}") as url:  # its own store, whichever test starts it
         yield url
 
 
@@ -74,12 +75,20 @@ def browser():
 
 
 def pytest_configure(config):
-    # Tests never touch the user's own runs store: one throwaway SQLite file per test session.
+    # Tests never touch the user's own runs store: a throwaway SQLite file for the session's start, and each test its
+    # own (``own_store``) on top of it.
     if "PINPOINT_DB_URL" not in os.environ:
         import tempfile
 
         folder = tempfile.mkdtemp(prefix="pinpoint-test-store-")
         os.environ["PINPOINT_DB_URL"] = f"sqlite:///{folder}/runs.sqlite"
+
+
+@pytest.fixture(autouse=True)
+def own_store(monkeypatch, tmp_path_factory):
+    """Each test gets its own empty runs store (PINPOINT_DB_URL): what one test saves is never seen by another, so no
+    test's result depends on which tests ran before it. A test that wants another store sets its own on top."""
+    monkeypatch.setenv("PINPOINT_DB_URL", f"sqlite:///{tmp_path_factory.mktemp('own-store')}/runs.sqlite")
 
 
 def _postgres_bin() -> Path | None:

@@ -12,7 +12,8 @@ from gpu.core.errors import DeviceNotFound
 from gpu.core.text import plain
 from gpu.experiments.registry import PAGE_OF
 from gpu.results.catalog import BUNDLED_DIRS, Catalog, read_bundled
-from gpu.results.store import StoreError
+from gpu.results.database import default_url
+from gpu.results.store import RunStore, StoreError
 from gpu.service.backends import LiveBackend, ReplayBackend, replay_reason, resolve_devices, start_live
 from pages._shared import entry as page_entry
 from pages._ui.access import why_not
@@ -97,25 +98,31 @@ def require_router() -> None:
         st.rerun()
 
 
-@st.cache_resource(show_spinner=False)
-def _open_catalog():
-    # The bundled replay recordings are already read (and validated) by the replay backend: not a second time.
-    return Catalog(bundled=read_bundled(BUNDLED_DIRS, already_read=replay_backend().files))
+@st.cache_resource(show_spinner=False, max_entries=8)
+def _open_catalog(store_url: str):
+    # One catalog per store address (PINPOINT_DB_URL as it is now), so a process that is pointed at another store
+    # never reads the first one's runs from the cache. The bundled replay recordings are already read (and
+    # validated) by the replay backend: not a second time.
+    return Catalog(RunStore(store_url), bundled=read_bundled(BUNDLED_DIRS, already_read=replay_backend().files))
 
 
 def run_catalog():
     """The runs store and the bundled runs; (None, reason) when the store cannot be opened, so the rest of the
     app keeps working and the review pages say why. A failure is not cached: the next page view tries again."""
     try:
-        return _open_catalog(), ""
+        return _open_catalog(default_url()), ""
     except StoreError as exc:  # the store wraps whatever stopped it (URL, server, file) in one that says why
         return None, str(exc)
 
 
-@st.cache_resource(show_spinner=False, max_entries=32, ttl=600)
 def loaded_run(run_id: str):
     """A stored or bundled run by id, decoded once for all sessions (a stored run's samples are JSON in the
     store). Shared, so callers must not change it. Raises StoreError as ``Catalog.load`` does."""
+    return _loaded_run(run_id, default_url())
+
+
+@st.cache_resource(show_spinner=False, max_entries=32, ttl=600)
+def _loaded_run(run_id: str, store_url: str):
     catalog, reason = run_catalog()
     if catalog is None:
         raise StoreError(reason)
@@ -128,8 +135,12 @@ def opened_run() -> str | None:
     return str(value) if value else None
 
 
-@st.cache_resource(show_spinner=False, max_entries=16)
 def opened_run_backend(run_id: str) -> tuple[ReplayBackend | None, str]:
+    return _opened_run_backend(run_id, default_url())
+
+
+@st.cache_resource(show_spinner=False, max_entries=16)
+def _opened_run_backend(run_id: str, store_url: str) -> tuple[ReplayBackend | None, str]:
     catalog, reason = run_catalog()
     if catalog is None:
         return None, reason
