@@ -95,9 +95,16 @@ newest_stored = fleet_results.newest_runs(stored, health_plan().experiments) if 
 choices = [*fleets.index, *([STORED] if newest_stored else []), BUNDLED]
 page.link_notes()
 controls = ui.Section(page)
+# A store of ordinary runs (no fleet id: a user's own imports and saved measurements) holds a board or two, rarely a
+# suite's figures: the bundled boards stay the default until the store holds a fleet.
 choice = controls.selectbox("Fleet", choices, "fleet_choice",
                             format_func=lambda c: c if c in (BUNDLED, STORED)
-                            else f"{c} (suite {fleets.loc[c, 'suite']})")
+                            else f"{c} (suite {fleets.loc[c, 'suite']})",
+                            index=0 if len(fleets) else choices.index(BUNDLED))
+if choice == BUNDLED and fleets.empty and not stored.empty and ui.desk():
+    st.caption(f"The runs store holds {len(stored)} run{'s' if len(stored) != 1 else ''} but no fleet (a fleet is "
+               f"measured by `pinpoint fleet`), so these are the boards bundled with PinPoint; “{STORED}” in the "
+               "menu judges the stored runs instead.")
 
 files: dict[str, str] = {}
 try:
@@ -117,7 +124,9 @@ for problem in plan.problems[:MAX_PROBLEMS]:  # runs left out: each named in one
 if len(plan.problems) > MAX_PROBLEMS:
     st.warning(f"{len(plan.problems) - MAX_PROBLEMS} more runs left out for their parameters.")
 if fleet.empty:
-    st.info(f"The runs of {plain(choice)} hold none of the figures of its suite.")
+    st.info(f"The stored runs hold none of the {BUNDLED_SUITE} suite's figures: choose “{BUNDLED}” to see the boards "
+            "bundled with PinPoint." if choice == STORED else
+            f"The runs of {plain(choice)} hold none of the figures of its suite.")
     page.sync()
     st.stop()
 
