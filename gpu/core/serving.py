@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from gpu.core import paths
 from gpu.core.access import Role
 from gpu.core.errors import AccessRefused, PinPointError
 
@@ -37,7 +38,8 @@ SESSION_HOURS_ENV = "PINPOINT_SESSION_HOURS"
 SESSION_HOURS = 12.0  # a sign-in older than this is signed in again (Streamlit's own cookie lasts 30 days)
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
 LOCAL_ADDRESS = "127.0.0.1"
-DOCS = "docs/operations/team-server.md"
+# The guide a message points to, in this copy: a checkout's docs/, or the installed copy's (setup.py ships docs/).
+DOCS = paths.ROOT / "docs" / "operations" / "team-server.md"
 # The keys Streamlit's st.login needs in secrets.toml's [auth] (and in a named provider's [auth.NAME]).
 AUTH_KEYS = ("redirect_uri", "cookie_secret")
 PROVIDER_KEYS = ("client_id", "client_secret", "server_metadata_url")
