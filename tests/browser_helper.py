@@ -37,8 +37,57 @@ SHORTCUT_READY = """(key) => window.__pinpointKeys === true && Object.entries(wi
   .some(([name, shortcut]) => shortcut === key && document.querySelector(`.st-key-${name} button:not([disabled])`))"""
 
 
-def wait_for_charts(page, timeout: int = 60_000) -> None:
-    """Until every chart on the page is drawn and has stopped changing (instead of a fixed pause after the run)."""
+# Every script run a page starts, counted in the page from its first script on (``watch_runs``): a run begins when
+# stApp's script state leaves 'notRunning' (for 'running' or 'rerunRequested'); a fresh page may say 'notRunning'
+# before its first run, and a page just clicked still says it until the server answers, so the state alone cannot
+# tell a finished run from one not begun.
+RUN_WATCH = """(() => {
+  if (window.__pinpointRunsBegun !== undefined) return;  // watched twice: counted once
+  window.__pinpointRunsBegun = 0;
+  const watch = () => {
+    const app = document.querySelector("[data-testid='stApp']");
+    if (!app) return false;
+    let last = app.getAttribute('data-test-script-state');
+    const seen = () => {
+      const now = app.getAttribute('data-test-script-state');
+      if (now !== last && (now === 'running' || now === 'rerunRequested')) window.__pinpointRunsBegun++;
+      last = now;
+    };
+    if (last === 'running' || last === 'rerunRequested') window.__pinpointRunsBegun++;
+    new MutationObserver(seen).observe(app, {attributes: true, attributeFilter: ['data-test-script-state']});
+    return true;
+  };
+  const start = () => {
+    if (watch()) return;
+    const look = new MutationObserver(() => { if (watch()) look.disconnect(); });
+    look.observe(document.documentElement, {childList: true, subtree: true});
+  };
+  if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', start); else start();
+})();"""
+RUN_ENDED = """(after) => (window.__pinpointRunsBegun || 0) > after && document.querySelector(
+  "[data-testid='stApp']")?.getAttribute('data-test-script-state') === 'notRunning'"""
+
+
+def watch_runs(page) -> None:
+    """Count the page's script runs on every load from now on (before the page's first ``goto``; twice is once)."""
+    page.add_init_script(RUN_WATCH)
+
+
+def runs_begun(page) -> int:
+    """The script runs begun since the page's last load: ``wait_for_run(page, runs_begun(page))`` after a click."""
+    return page.evaluate("window.__pinpointRunsBegun || 0")
+
+
+def wait_for_run(page, after: int = 0) -> None:
+    """Until a script run begun after the first ``after`` has ended (the state back at 'notRunning'): after a ``goto``,
+    its first run; after a click, the run it started. No clock of its own: a loaded machine can take minutes for a
+    page, and the test's pytest-timeout (pyproject.toml) is the one limit."""
+    page.wait_for_function(RUN_ENDED, arg=after, polling=50, timeout=0)
+
+
+def wait_for_charts(page, timeout: int = 0) -> None:
+    """Until every chart on the page is drawn and has stopped changing (instead of a fixed pause after the run); by
+    default no clock of its own, as ``wait_for_run``."""
     page.evaluate("delete window.__pinpointChartsSeen")
     page.wait_for_function(CHARTS_STEADY, arg=STEADY_MS, polling=50, timeout=timeout)
 

@@ -6,7 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser_helper import CHROMIUM, Socket, streamlit_app, wait_for_shortcut
+from tests.browser_helper import (
+    CHROMIUM,
+    Socket,
+    streamlit_app,
+    wait_for_charts,
+    wait_for_run,
+    wait_for_shortcut,
+    watch_runs,
+)
 
 pytestmark = [
     pytest.mark.browser,
@@ -27,11 +35,12 @@ def test_each_page_renders_its_banner_and_a_chart(fresh_server, browser):
     # Each load opens a websocket and runs the page's script once: a rerun on load (st.rerun, or state changed while
     # the page is drawn) would double the server's work per view.
     socket = Socket(page)
+    watch_runs(page)  # waits follow the script's runs, not a clock: a loaded machine takes its time
     # A fresh server's first visit goes straight to /transfers: it must still run through app.py.
     page.goto(f"{server}/transfers")
-    page.wait_for_selector("[data-testid='stApp']")
-    page.wait_for_selector(".js-plotly-plot .main-svg .scatterlayer .trace", timeout=60_000)
-    page.wait_for_selector("[data-test-script-state='notRunning']", timeout=60_000)
+    wait_for_run(page)
+    page.wait_for_selector(".js-plotly-plot .main-svg .scatterlayer .trace", timeout=0)  # drawn after the run
+    wait_for_charts(page)
     assert page.get_by_text("not measured now", exact=False).first.is_visible()  # the app-wide banner
     assert page.locator(".js-plotly-plot").count() >= 3
     assert "Bandwidth vs size" in page.locator(".js-plotly-plot").first.inner_text()
@@ -41,15 +50,16 @@ def test_each_page_renders_its_banner_and_a_chart(fresh_server, browser):
                         ("occupancy", "Occupancy vs block size"), ("streams", "Timeline: pinned"),
                         ("memory-modes", "Managed memory"), ("compare", "Candidate speed vs baseline")]:
         page.goto(f"{server}/{path}")
-        page.wait_for_selector("[data-test-script-state='notRunning']", timeout=60_000)
-        page.wait_for_selector(".js-plotly-plot .main-svg .trace", timeout=60_000)
+        wait_for_run(page)
+        page.wait_for_selector(".js-plotly-plot .main-svg .trace", timeout=0)
+        wait_for_charts(page)
         assert page.get_by_text("not measured now", exact=False).first.is_visible(), path
         assert title in page.locator(".js-plotly-plot").first.inner_text(), path
         runs, socket.runs = socket.runs, 0
         assert runs == 1, (path, runs)
     page.goto(server)
-    page.wait_for_selector("[data-test-script-state='notRunning']", timeout=60_000)
-    page.wait_for_selector("text=Recorded runs")
+    wait_for_run(page)
+    page.wait_for_selector("text=Recorded runs", timeout=0)
     assert page.get_by_text("not measured now", exact=False).first.is_visible()
     assert socket.runs == 1
     page.close()
