@@ -44,6 +44,7 @@ SHORTCUT_READY = """(key) => window.__pinpointKeys === true && Object.entries(wi
 RUN_WATCH = """(() => {
   if (window.__pinpointRunsBegun !== undefined) return;  // watched twice: counted once
   window.__pinpointRunsBegun = 0;
+  window.__pinpointLoad = Math.random();  // this load of the page, told from the next
   const watch = () => {
     const app = document.querySelector("[data-testid='stApp']");
     if (!app) return false;
@@ -64,8 +65,11 @@ RUN_WATCH = """(() => {
   };
   if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', start); else start();
 })();"""
-RUN_ENDED = """(after) => (window.__pinpointRunsBegun || 0) > after && document.querySelector(
-  "[data-testid='stApp']")?.getAttribute('data-test-script-state') === 'notRunning'"""
+RUN_ENDED = """(after) => {
+  const begun = window.__pinpointRunsBegun || 0;
+  const since = after && after[0] === window.__pinpointLoad ? after[1] : 0;  // a new load counts from its start
+  return begun > since && document.querySelector("[data-testid='stApp']")
+    ?.getAttribute('data-test-script-state') === 'notRunning'; }"""
 
 
 def watch_runs(page) -> None:
@@ -73,15 +77,16 @@ def watch_runs(page) -> None:
     page.add_init_script(RUN_WATCH)
 
 
-def runs_begun(page) -> int:
-    """The script runs begun since the page's last load: ``wait_for_run(page, runs_begun(page))`` after a click."""
-    return page.evaluate("window.__pinpointRunsBegun || 0")
+def runs_begun(page) -> list:
+    """The page's load and the script runs begun in it so far: ``wait_for_run(page, runs_begun(page))`` after a
+    click (or a key that may load the page anew)."""
+    return page.evaluate("[window.__pinpointLoad, window.__pinpointRunsBegun || 0]")
 
 
-def wait_for_run(page, after: int = 0) -> None:
-    """Until a script run begun after the first ``after`` has ended (the state back at 'notRunning'): after a ``goto``,
-    its first run; after a click, the run it started. No clock of its own: a loaded machine can take minutes for a
-    page, and the test's pytest-timeout (pyproject.toml) is the one limit."""
+def wait_for_run(page, after: list | None = None) -> None:
+    """Until a script run begun after ``after`` (``runs_begun``; None: since the page's load) has ended, the state
+    back at 'notRunning': after a ``goto``, its first run; after a click, the run it started. No clock of its own: a
+    loaded machine can take minutes for a page, and the test's pytest-timeout (pyproject.toml) is the one limit."""
     page.wait_for_function(RUN_ENDED, arg=after, polling=50, timeout=0)
 
 

@@ -9,6 +9,7 @@ import pytest
 from tests.browser_helper import (
     CHROMIUM,
     Socket,
+    runs_begun,
     streamlit_app,
     wait_for_charts,
     wait_for_run,
@@ -90,15 +91,16 @@ def test_the_review_report_opens_offline_with_its_charts_drawn(browser, tmp_path
 
 def test_the_built_in_talk_steps_through_every_scene_with_the_keyboard(server, browser, tmp_path):
     page = browser.new_page(viewport={"width": 1920, "height": 1080})
+    watch_runs(page)
     page.goto(f"{server}/talk?present=1")
-    headlines = []
+    headlines, begun = [], None
     for number in range(1, 7):
-        page.wait_for_function(f"document.body.innerText.includes('scene {number} of 6')", timeout=60_000)
-        page.wait_for_selector("[data-test-script-state='notRunning']", timeout=60_000)
-        page.wait_for_selector(".js-plotly-plot .main-svg", timeout=60_000)
+        wait_for_run(page, begun)  # the run the last key started (the first: the page's own)
+        page.wait_for_function(f"document.body.innerText.includes('scene {number} of 6')", timeout=0)
+        page.wait_for_selector(".js-plotly-plot .main-svg", timeout=0)
         if headlines:  # the new scene's verdict, not the last one's still on screen
             page.wait_for_function("(old) => { const h = document.querySelector('h2'); "
-                                   "return h && h.innerText !== old; }", arg=headlines[-1], timeout=60_000)
+                                   "return h && h.innerText !== old; }", arg=headlines[-1], timeout=0)
         headline = page.locator("h2").first.inner_text()
         assert headline and not headline.startswith("No verdict"), headline
         headlines.append(headline)
@@ -107,7 +109,9 @@ def test_the_built_in_talk_steps_through_every_scene_with_the_keyboard(server, b
         assert (tmp_path / f"scene-{number}.png").stat().st_size > 20_000
         page.mouse.click(5, 1070)  # focus the page, not a widget
         wait_for_shortcut(page, "arrowright" if number < 6 else "m")
+        begun = runs_begun(page)
         page.keyboard.press("ArrowRight" if number < 6 else "m")
-    page.wait_for_function("document.body.innerText.includes('No live GPU here')", timeout=60_000)
+    wait_for_run(page, begun)
+    page.wait_for_function("document.body.innerText.includes('No live GPU here')", timeout=0)
     assert len(set(headlines)) == 6
     page.close()
