@@ -37,57 +37,66 @@ SHORTCUT_READY = """(key) => window.__pinpointKeys === true && Object.entries(wi
   .some(([name, shortcut]) => shortcut === key && document.querySelector(`.st-key-${name} button:not([disabled])`))"""
 
 
-# Every script run a page starts, counted in the page from its first script on (``watch_runs``): a run begins when
-# stApp's script state leaves 'notRunning' (for 'running' or 'rerunRequested'); a fresh page may say 'notRunning'
-# before its first run, and a page just clicked still says it until the server answers, so the state alone cannot
-# tell a finished run from one not begun.
-RUN_WATCH = """(() => {
-  if (window.__pinpointRunsBegun !== undefined) return;  // watched twice: counted once
-  window.__pinpointRunsBegun = 0;
-  window.__pinpointLoad = Math.random();  // this load of the page, told from the next
-  const watch = () => {
-    const app = document.querySelector("[data-testid='stApp']");
-    if (!app) return false;
-    let last = app.getAttribute('data-test-script-state');
-    const seen = () => {
-      const now = app.getAttribute('data-test-script-state');
-      if (now !== last && (now === 'running' || now === 'rerunRequested')) window.__pinpointRunsBegun++;
-      last = now;
-    };
-    if (last === 'running' || last === 'rerunRequested') window.__pinpointRunsBegun++;
-    new MutationObserver(seen).observe(app, {attributes: true, attributeFilter: ['data-test-script-state']});
-    return true;
-  };
-  const start = () => {
-    if (watch()) return;
-    const look = new MutationObserver(() => { if (watch()) look.disconnect(); });
-    look.observe(document.documentElement, {childList: true, subtree: true});
-  };
-  if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', start); else start();
-})();"""
-RUN_ENDED = """(after) => {
-  const begun = window.__pinpointRunsBegun || 0;
-  const since = after && after[0] === window.__pinpointLoad ? after[1] : 0;  // a new load counts from its start
-  return begun > since && document.querySelector("[data-testid='stApp']")
-    ?.getAttribute('data-test-script-state') === 'notRunning'; }"""
+class Runs:
+    """The script runs the server has finished for a page, from its websocket (ForwardMsg ``script_finished``): what
+    a wait follows, rather than stApp's script state alone, which says 'notRunning' on a fresh page before its first
+    run and on a page just clicked until the server answers, and may skip 'running' for a run shorter than a frame.
+    Each load of the page (a document request of its main frame) opens a websocket of its own; its runs count from
+    zero."""
+
+    def __init__(self, page) -> None:
+        self.load = self.socket = self.ended = 0
+        self.socket_load = -1  # the load whose websocket is counted
+        page.on("request", self.requested)
+        page.on("websocket", self.opened)
+
+    def requested(self, request) -> None:
+        if request.resource_type == "document" and request.frame.parent_frame is None:
+            self.load += 1
+
+    def opened(self, socket) -> None:
+        self.socket, self.socket_load, self.ended = self.socket + 1, self.load, 0
+        number = self.socket
+        socket.on("framereceived", lambda payload: self.received(number, payload))
+
+    def received(self, number: int, payload) -> None:
+        from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+        if number == self.socket and isinstance(payload, bytes) \
+                and ForwardMsg.FromString(payload).WhichOneof("type") == "script_finished":
+            self.ended += 1
+
+
+WATCHED: dict = {}  # page → its Runs (``watch_runs``)
+NOT_RUNNING = """() => document.querySelector("[data-testid='stApp']")
+  ?.getAttribute('data-test-script-state') === 'notRunning'"""
 
 
 def watch_runs(page) -> None:
-    """Count the page's script runs on every load from now on (before the page's first ``goto``; twice is once)."""
-    page.add_init_script(RUN_WATCH)
+    """Count the page's script runs from now on (before its first ``goto``; twice is once)."""
+    WATCHED.setdefault(page, Runs(page))
 
 
-def runs_begun(page) -> list:
-    """The page's load and the script runs begun in it so far: ``wait_for_run(page, runs_begun(page))`` after a
-    click (or a key that may load the page anew)."""
-    return page.evaluate("[window.__pinpointLoad, window.__pinpointRunsBegun || 0]")
+def runs_begun(page) -> tuple[int, int]:
+    """Where the page's runs stand (its websocket, runs finished on it): ``wait_for_run(page, runs_begun(page))``
+    after a click or a key, which may also load the page anew."""
+    runs = WATCHED[page]
+    return runs.socket, runs.ended
 
 
-def wait_for_run(page, after: list | None = None) -> None:
-    """Until a script run begun after ``after`` (``runs_begun``; None: since the page's load) has ended, the state
-    back at 'notRunning': after a ``goto``, its first run; after a click, the run it started. No clock of its own: a
-    loaded machine can take minutes for a page, and the test's pytest-timeout (pyproject.toml) is the one limit."""
-    page.wait_for_function(RUN_ENDED, arg=after, polling=50, timeout=0)
+def wait_for_run(page, after: tuple[int, int] | None = None) -> None:
+    """Until a script run finished after ``after`` (``runs_begun``; None: the first of the page's current load) and
+    the page has drawn it (stApp back at 'notRunning'). No clock of its own: a loaded machine can take minutes for a
+    page, and the test's pytest-timeout (pyproject.toml) is the one limit."""
+    runs = WATCHED[page]
+
+    def finished() -> bool:
+        if after is None:
+            return runs.socket_load == runs.load and runs.ended > 0
+        return runs.ended > (after[1] if runs.socket == after[0] else 0)
+
+    while not (finished() and page.evaluate(NOT_RUNNING)):
+        page.wait_for_timeout(50)  # lets Playwright deliver the websocket's frames; no limit of its own
 
 
 def wait_for_charts(page, timeout: int = 0) -> None:
