@@ -38,18 +38,34 @@ from gpu.experiments.request import check_params
 from gpu.results import admin_commands, catalog, check, compare, imports, report, runfiles
 from gpu.results.store import RunStore, StoreError, canonical_params, params_by_run
 from gpu.service.backends import gpus_needed, open_live, start_live
+from gpu.service.host_locks import EXIT_GPU_BUSY, GpuBusy, set_process_purpose
 
 
 def _progress_bar(handle, stream=sys.stderr, width=30) -> None:
+    said = ""
     while not handle.wait(0.2):
-        if handle.state == "queued":
-            stream.write(f"\r{handle.queue_text()[:100]:<100}")
+        if handle.state == "queued" and handle.waiting and not said:  # whose GPU it waits for, once on its own line
+            said = handle.waiting
+            stream.write(f"\r{printable(said)}\n")
+        elif handle.state == "queued":
+            stream.write(f"\r{printable(handle.queue_text())[:160]:<160}")
         elif handle.total:
             filled = int(width * handle.done / handle.total)
             stream.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {handle.done}/{handle.total} "
                          f"{handle.text[:60]:<60}")
         stream.flush()
     stream.write("\n")
+
+
+def wait_seconds(value: str) -> float:
+    """``--wait``'s value: seconds, 0 (refuse at once when the GPU is busy) up to a week."""
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = float("nan")
+    if not 0 <= seconds <= 7 * 86400:
+        raise argparse.ArgumentTypeError(f"{shorten(value, 20)!r} is not a number of seconds from 0 to 604800")
+    return seconds
 
 
 def parse_args(argv=None, prog: str = "python -m gpu.bench"):
@@ -82,6 +98,9 @@ def parse_args(argv=None, prog: str = "python -m gpu.bench"):
                        help="save the run in the runs store (PINPOINT_DB_URL, else SQLite in the user data dir)")
         p.add_argument("--label", help="a label for the stored run, e.g. 'after driver 580'")
         p.add_argument("--notes", help="notes for the stored run")
+        p.add_argument("--wait", type=wait_seconds, metavar="SECONDS",
+                       help="how long to wait for a GPU that another process (the app, another runner, a fleet) is "
+                            f"measuring on; past it the run is refused, exit code {EXIT_GPU_BUSY}. Default: no limit")
     i = sub.add_parser("import", help="import runner Parquet/CSV files, or another runs store's SQLite file (a "
                                       "fleet's, with its fleet ids), from other machines into the runs store")
     i.add_argument("files", nargs="+")
@@ -107,6 +126,10 @@ def parse_args(argv=None, prog: str = "python -m gpu.bench"):
     f.add_argument("--fleet-id", help="name the fleet; an id already in the store measures only its missing "
                                       "(GPU, experiment) pairs (default: the suite and the start time)")
     f.add_argument("--label", help="a label for every stored run")
+    f.add_argument("--wait", type=wait_seconds, metavar="SECONDS",
+                   help="how long each run waits for a GPU that another process of its node (the app, a runner) is "
+                        "measuring on; past it that run fails, named in the summary (exit code 1). Default: up to the "
+                        "run's own time limit")
     f.add_argument("--nodes", type=int, default=1, help="slurm: nodes, one job each")
     f.add_argument("--gpus-per-node", type=int, default=1, help="slurm: GPUs (and workers) per node")
     f.add_argument("--partition", help="slurm: the partition (queue)")
@@ -303,6 +326,7 @@ def main(argv=None, prog: str = "python -m gpu.bench") -> int:
 
         return fleet_command(args)
     experiment = registry.BY_COMMAND[args.experiment].name  # a subcommand may spell it differently (host-latency)
+    set_process_purpose(f"{prog} {args.experiment}")  # what a process waiting for this GPU is told
     try:
         jobs = experiment_jobs(args)
     except (SizeError, ValueError) as exc:
@@ -327,6 +351,7 @@ def main(argv=None, prog: str = "python -m gpu.bench") -> int:
     except ValidationError as exc:
         backend.client.close()
         return _invalid(exc.reasons)
+    backend.client.wait_s = args.wait
     print(f"{backend.label()} · profile {args.profile} · {text.count(len(jobs), 'run')}", file=sys.stderr)
     started = time.perf_counter()
     frames = []
@@ -337,8 +362,11 @@ def main(argv=None, prog: str = "python -m gpu.bench") -> int:
             frames.append(handle.outcome())
     except ValidationError as exc:
         return _invalid(exc.reasons)
+    except GpuBusy as exc:
+        print(printable(f"error: {exc} (--wait)"), file=sys.stderr)
+        return EXIT_GPU_BUSY
     except WorkerError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(printable(f"error: {exc}"), file=sys.stderr)
         return 1
     finally:
         backend.client.close()

@@ -7,14 +7,20 @@ import streamlit as st
 
 from gpu.core import text
 from gpu.core.units import format_bytes
+from gpu.experiments import peers as declared_peers
 from gpu.experiments import registry
 from gpu.present import takeaways
 from gpu.present.charts import peers as charts
+from gpu.results import peer_cost
 from gpu.results import peer_matrix as pm
 from pages import _ui as ui
 
 NAME = "peers"  # the peer experiment (gpu/experiments/peers.py)
 PAIR_KEY = "peers_pair"
+SCOPE_KEY = "peers_scope"  # what a live Measure measures: the matrix at one size first, the full sweep on request
+SCOPES = {"matrix": f"The matrix at {format_bytes(declared_peers.MATRIX_SIZE)}",
+          "sweep": f"Every size, {format_bytes(min(declared_peers.SWEEP_SIZES))} to "
+                   f"{format_bytes(max(declared_peers.SWEEP_SIZES))}, every copy and timing"}
 MANY_PAIRS = 6  # more pairs than this (4 GPUs and up): the topology is summed up, each pair listed on request
 page = ui.Page("Peers: GPU to GPU", intro=(
     "Every GPU of a node copying into every other's memory: the **matrix** reads source (row) → destination "
@@ -29,12 +35,32 @@ backend = page.backend
 page.link_notes()
 
 
-def peer_request() -> dict:
+def peer_request(scope: str = "matrix") -> dict:
     """What the live Measure asks the worker for, in one place for the multi-GPU service: the peer experiment's
-    declared defaults, every ordered pair of the GPUs the job holds. The job's device set (every GPU of this
-    machine) is the service's to name; this is where a request names it."""
+    declared defaults (the matrix at one size, as the health suite measures it), or with ``scope`` "sweep" its full
+    sweep, every ordered pair of the GPUs the job holds. The job's device set (every GPU of this machine) is the
+    service's to name; this is where a request names it."""
     declared = registry.BY_NAME.get(NAME)
-    return {axis.name: axis.default for axis in declared.arguments} if declared else {}
+    request = {axis.name: axis.default for axis in declared.arguments} if declared else {}
+    return {**request, **declared_peers.FULL_SWEEP} if declared and scope == "sweep" else request
+
+
+def scope_choice() -> str:
+    """The live Measure's choice, the matrix at one size or the full sweep, each with how long it should take on this
+    machine's GPUs before it starts: an estimate from a recorded peer run (``peer_cost``)."""
+    recorded = peer_cost.pricing_run(ui.backends.replay_backend().data, backend.gpu_name())
+    gpus = list(range(max(len(backend.gpus), 2)))
+    found = {scope: peer_cost.estimate(declared_peers.with_devices(declared_peers.parse_params(
+        {k: v for k, v in peer_request(scope).items() if k != "profile"}), gpus), recorded) for scope in SCOPES}
+    captions = [text.plain(peer_cost.duration(f.seconds) + f", {text.count(f.points, 'point')}", None) if f else
+                "time unknown" for f in found.values()]
+    scope = ui.Section(page).radio("Measure", list(SCOPES), SCOPE_KEY, horizontal=True, format_func=SCOPES.get,
+                                   captions=captions,
+                                   help="The matrix: each pair's copy engine both ways and both directions at once, "
+                                        "latency, and every GPU's host link, at one size, batched. Every size adds "
+                                        "the size sweep, the SM copies and single copies.")
+    st.caption(text.plain(peer_cost.sentence(found[scope]), None))
+    return scope
 
 
 def preview(partial, suffix: str) -> None:
@@ -62,8 +88,9 @@ def live_frame():
         st.info(f"{reason} Switch on **Replay recorded runs** in the sidebar to see a recorded node.",
                 icon=":material/hub:")
         st.stop()
+    scope = scope_choice()
     page.sync(final=False)
-    return ui.measure.checked_frame(live, NAME, peer_request(), "peers", preview=preview)
+    return ui.measure.checked_frame(live, NAME, peer_request(scope), "peers", preview=preview)
 
 
 def recorded_frame():

@@ -74,6 +74,9 @@ def browser():
         chromium.close()
 
 
+MACHINE_LOCK_DIR: str | None = None  # PINPOINT_LOCK_DIR as the session found it
+
+
 def pytest_configure(config):
     # Tests never touch the user's own runs store: a throwaway SQLite file for the session's start, and each test its
     # own (``own_store``) on top of it.
@@ -82,6 +85,13 @@ def pytest_configure(config):
 
         folder = tempfile.mkdtemp(prefix="pinpoint-test-store-")
         os.environ["PINPOINT_DB_URL"] = f"sqlite:///{folder}/runs.sqlite"
+    # Nor the machine's GPU locks: simulated boards lock files of this session's own folder, so test sessions side by
+    # side never wait for each other; GPU tests take the machine's (tests/gpu/conftest.py).
+    global MACHINE_LOCK_DIR
+    MACHINE_LOCK_DIR = os.environ.get("PINPOINT_LOCK_DIR")
+    import tempfile
+
+    os.environ["PINPOINT_LOCK_DIR"] = tempfile.mkdtemp(prefix="pinpoint-test-locks-")
 
 
 @pytest.fixture(autouse=True)

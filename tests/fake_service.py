@@ -55,6 +55,10 @@ class FakeService:
             os._exit(9)
         raise ValidationError([f"unknown job kind '{kind}'"])
 
+    def conditions_now(self) -> dict:
+        """The witness's latest reading, as ``GpuService.conditions_now`` gives it (a live conditions strip)."""
+        return {"gpu": 0, "sm_mhz": 1980, "others": [[1039, "python3"]], "reasons": ["SW power cap"]}
+
     def after_error(self, exc) -> bool:
         return "illegal memory access" not in str(exc)
 
@@ -96,6 +100,7 @@ class RecordedService(FakeService):
     def handle(self, job, progress, should_cancel):
         from gpu.core.errors import JobCancelled
         from gpu.core.limits import Limits
+        from gpu.core.schema import key_value
         from gpu.experiments import get_experiment
         from gpu.experiments.request import memory_reasons
         from gpu.service.worker import checked
@@ -110,11 +115,13 @@ class RecordedService(FakeService):
         reasons = memory_reasons(module.NAME, params, Limits(**self._limits()))
         if reasons:
             raise ValidationError(reasons)
+        if hasattr(module, "with_devices") and getattr(self, "set", None):  # the GPUs of its set, as the worker's
+            params = module.with_devices(params, [int(g["index"]) for g in self.set])
         points = list(params.points())
-        wanted = set(points)
+        wanted = {tuple(key_value(v) for v in point) for point in points}  # a missing peer: None here, NaN stored
         recorded = self.recorded[self.recorded["experiment"] == module.NAME]
         keys = zip(*(recorded[c] for c in module.KEY_COLUMNS), strict=True)
-        rows = recorded[[key in wanted for key in keys]].reset_index(drop=True)
+        rows = recorded[[tuple(key_value(v) for v in key) in wanted for key in keys]].reset_index(drop=True)
         records = rows.to_dict("records")
         for i, _ in enumerate(points):
             if should_cancel():

@@ -132,6 +132,7 @@ class SimulatedBoard:
             gpu_devices.choose(device, self.visible_gpus())
         listed = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",") if v.strip()] or ["0"]
         boards = [int(v[7:12]) if v.startswith("GPU-sim") else int(v) for v in listed]
+        self.visible = boards
         self.boards = [boards[i] for i in devices] if devices is not None else boards[:1]
         self.index = self.boards[0]
         self.slowdown = _board_table(os.environ.get("PINPOINT_SIM_SLOW", "")).get(self.index, 1.0)
@@ -156,7 +157,11 @@ class SimulatedBoard:
         from tests.fake_service import RecordedService
 
         # An H200's limits, as its worker reports them: a fleet task checks a suite's run against them.
-        return {"facts": facts, "limits": RecordedService._limits(), "pid": os.getpid(), "gpus": self.visible_gpus(),
+        # The boards this process sees, by their place in CUDA_VISIBLE_DEVICES, as CUDA numbers them: each one's lock
+        # is its board's, whichever worker holds it.
+        visible = [{"index": i, "name": "NVIDIA H200", "uuid": board_uuid(b), "host": board_host(b)}
+                   for i, b in enumerate(self.visible)]
+        return {"facts": facts, "limits": RecordedService._limits(), "pid": os.getpid(), "gpus": visible,
                 "gpu_indices": list(range(len(self.boards)))}
 
     def handle(self, job, progress, should_cancel):

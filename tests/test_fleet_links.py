@@ -25,7 +25,7 @@ SLOW = {(4, 7): 1 / 0.51}  # boards 4 → 7: GPUs 2 → 5 of the 8-GPU node (boa
 
 def params(*variants):
     return peers.parse_params({"sizes": [268435456], "variants": list(variants) or ["ce_write", "h2d_all"],
-                               "methods": ["batched"], "profile": "interactive"})
+                               "methods": ["batched"], "profile": "interactive", "whole_matrix_gpus": 8})
 
 
 def node_frames(slow=SLOW, when="2026-11-25T10:00:00+00:00"):

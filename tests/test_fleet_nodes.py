@@ -71,8 +71,9 @@ def test_a_node_run_waits_for_its_nodes_one_gpu_runs_and_never_runs_beside_them(
     runs = stored(url, "n1")
     assert len(runs) == 10 * 2 + 2
     peers = runs[runs["experiment"] == "peers"].set_index("host")
-    # every ordered pair × 2 copy variants, every GPU × 2 host-link variants
-    assert peers.loc["node-0", "points"] == 2 * 2 + 2 * 2 and peers.loc["node-1", "points"] == 56 * 2 + 8 * 2
+    # every ordered pair × 2 copy variants, every GPU × 2 host-link variants; on 8 GPUs the sampled plan: the pull on
+    # every ordered pair, the push on 16 of them (each GPU to the next and to the one 4 away)
+    assert peers.loc["node-0", "points"] == 2 * 2 + 2 * 2 and peers.loc["node-1", "points"] == 56 + 16 + 8 * 2
     # each run keeps the parameters its suite run asked for, and how the suite ran it
     asked = RunStore(url).run_params(list(runs["run_id"])).set_index("run_id")
     for run in suites.load(str(suite_file(tmp_path))).runs:
@@ -175,8 +176,13 @@ def test_the_health_suite_measures_the_peer_matrix_once_per_node():
                                     "d2h_alone"}
     assert {p[3] for p in node} == {256 << 20} and {p[4] for p in node} == {"cuda_event_batched_held",
                                                                             peers_experiment.LATENCY_TIMER}
-    assert {(p[1], p[2]) for p in node if p[0] == "ce_write"} == {(a, b) for a in range(8) for b in range(8) if a != b}
-    assert {p[1] for p in node if p[0] == "h2d_all"} == set(range(8)) and len(node) == 56 * 4 + 8 * 4
+    every = {(a, b) for a in range(8) for b in range(8) if a != b}
+    assert {(p[1], p[2]) for p in node if p[0] == "ce_read"} == every  # the copy engine's pull: every ordered pair
+    sampled = {(a, (a + shift) % 8) for a in range(8) for shift in (1, 4)}  # the others: a sample growing with n
+    assert {(p[1], p[2]) for p in node if p[0] == "ce_write"} == sampled and len(sampled) == 16
+    assert {p[1] for p in node if p[0] == "h2d_all"} == set(range(8)) and len(node) == 56 + 16 * 3 + 8 * 4
+    four = list(peers_experiment.with_devices(params, range(4)).points())  # up to 4 GPUs: every pair, every copy
+    assert len(four) == 12 * 4 + 4 * 4
 
 
 def test_nodes_are_the_gpus_of_one_host_in_the_fleets_order():

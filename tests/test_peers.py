@@ -38,7 +38,7 @@ def resolved(raw: dict, ordinals=(0, 1)):
 
 
 def test_every_ordered_pair_of_the_set_is_a_point_of_each_variant_and_host_rows_have_no_peer():
-    params = resolved({"sizes": [4 * KiB, 256 * MiB]})
+    params = resolved({**peers.FULL_SWEEP, "sizes": [4 * KiB, 256 * MiB]})
     assert params.gpus == [0, 1] and params.pair_list() == [(0, 1), (1, 0)]
     points = list(params.points())
     assert len(points) == len(set(points))
@@ -49,6 +49,24 @@ def test_every_ordered_pair_of_the_set_is_a_point_of_each_variant_and_host_rows_
     assert {p[4] for p in latency} == {peers.LATENCY_TIMER} and len(latency) == 2 * 2  # one method: a launch a sample
     # 5 copy variants × 2 pairs × 2 methods + latency 2 pairs, + 4 host variants × 2 GPUs × 2 methods, per size
     assert len(points) == 2 * (5 * 2 * 2 + 2 + 4 * 2 * 2)
+
+
+def test_the_defaults_are_the_matrix_at_one_size_batched_and_the_health_suite_measures_them():
+    """The page's live Measure asks for the declaration's defaults: the matrix nvbandwidth prints, at one size, batched
+    (copy engine both ways, both directions at once, latency, every GPU's host link); the health suite asks for the
+    same, so a fleet's peer figures and the page's agree."""
+    from gpu.experiments import suites
+
+    params = resolved({})
+    points = list(params.points())
+    assert params.sizes == [peers.MATRIX_SIZE] == [256 * MiB] and params.methods == ["batched"]
+    assert set(params.variants) == {"ce_read", "ce_write", "ce_bidir", "latency", *peers.HOST_VARIANTS}
+    assert len(points) == 4 * 2 + 4 * 2  # 4 pair variants × 2 ordered pairs + 4 host variants × 2 GPUs
+    assert points[0][:3] == ("ce_read", 0, 1)  # the matrix the page draws first is measured first
+    [run] = [r for r in suites.load("health").runs if r.experiment == peers.NAME]
+    assert run.request.params == peers.parse_params({"profile": run.request.params.profile})
+    full = resolved(peers.FULL_SWEEP)
+    assert len(list(full.points())) == 10 * (5 * 2 * 2 + 2 + 4 * 2 * 2)
 
 
 def test_named_pairs_limit_the_grid_and_the_gpus_they_touch():
@@ -200,3 +218,31 @@ def test_ordered_pairs_and_a_set_of_one_runtime_behave_as_the_runtime_alone():
     assert log == ["open", "close"]
     with pytest.raises(KeyError, match="GPU 5 is not in this set"):
         one.activate(5)
+
+
+def test_the_chase_figure_is_the_mean_over_whole_rotations_of_every_sm_as_nvbandwidth_divides_it():
+    """nvbandwidth times one launch per SM (each walked by a different block) and divides their summed time by every
+    load: the mean over the chip. The sweep's figure is that mean over whole rotations, never one SM's, and never a
+    rotation cut short; its cv is the mean's relative standard error."""
+    from gpu.core import stats
+    from gpu.sweeps.peers import chase_summary
+
+    per_block = [0.000800 + 0.000001 * (b % 7) for b in range(132)]  # ms per load: the SMs nearer the links faster
+    walked = []
+
+    def launch(block: int) -> float:
+        walked.append(block)
+        return per_block[block]
+
+    summary = chase_summary(launch, 132, 2048, stats.get_profile("interactive"))
+    assert walked[0] == 0 and walked[1:] == list(range(132))  # a warm-up launch, then one whole rotation
+    assert summary.samples == 132 and summary.median_ms == pytest.approx(sum(per_block) / 132)
+    assert summary.median_ms != pytest.approx(per_block[0]) and summary.stop_reason == "converged"
+    assert (summary.min_ms, summary.max_ms) == (min(per_block), max(per_block))
+    assert 0 < summary.cv < 0.001
+    walked.clear()
+    longer = chase_summary(launch, 132, 2048, stats.get_profile("interactive/min_time_s=0.5"))  # 0.22 s a rotation
+    assert len(walked) == 1 + 3 * 132 and longer.samples == 3 * 132
+    walked.clear()
+    capped = chase_summary(launch, 132, 2048, stats.get_profile("interactive/min_time_s=5,timeout_s=0.000001"))
+    assert len(walked) == 1 + 132 and capped.stop_reason == "timeout"  # at least one rotation, none begun past it

@@ -254,7 +254,8 @@ def _version_four_store(url: str, frames: list[pd.DataFrame]) -> None:
             connection.execute(store.RUNS.insert().values(run))
             if boards:
                 connection.execute(store.BOARDS.insert(), boards)
-            connection.execute(store.POINTS.insert(), points)
+            connection.execute(store.POINTS.insert(), [{k: v for k, v in p.items() if k not in store.ADDED_IN_V8}
+                                                       for p in points])
     engine.dispose()
 
 
@@ -268,7 +269,7 @@ def test_a_version_four_store_migrates_to_the_newest_keeping_every_run_and_recor
     with pytest.raises(AccessRefused, match="migrate needs the admin role"):
         old.save(managed("four0002"), "live", actor=MEMBER)  # upgrading a store is an admin's
     assert old.version == 4
-    assert old.migrate(ADMIN) == store.SCHEMA_VERSION == 7
+    assert old.migrate(ADMIN) == store.SCHEMA_VERSION == 8
     pd.testing.assert_frame_equal(old.runs(), listed)
     for frame in frames:
         assert content(old.load(frame["run_id"].iloc[0])) == content(frame)

@@ -21,8 +21,14 @@ One row per measured point. Columns come in three groups:
   profile's per-point time budget, scaled by the cost of one sample, was spent or one more sample would
   overrun it), ``profile``, ``timer`` (what the clock covered), ``verified`` (output checked; a wrong
   output is an error, never a row), ``sm_clock_mhz`` (median SM clock sampled by NVML while measuring),
-  ``throttled`` (NVML reported a thermal/power slowdown during the point) and ``samples_ms`` (every sample,
-  in ms).
+  ``throttled`` (NVML reported a thermal/power slowdown during the point), ``samples_ms`` (every sample,
+  in ms), ``conditions`` (what the GPU was doing besides PinPoint's work during the point, in words: ``clean``,
+  ``not observed``, or its causes joined by ``; ``, e.g. "shared with pid 1039 (python3) for 100 % of samples; SW
+  power cap in 38 % of samples"; written and read only through ``gpu.core.conditions``; empty, as in runs recorded
+  before it existed, reads as ``not observed``) and ``witness`` (the raw NVML readings behind it as compact JSON text:
+  sample count and interval, min/median/max SM and memory clocks and power, power limit, temperature, clock-event
+  reason counts, other processes with the readings that listed them, PCIe link current and maximum, utilisation
+  before the point, counter changes over it; ``gpu.device.witness`` writes it).
 * **provenance** – where and when: ``device_name, compute_capability, sm_count, memory_total_bytes,
   driver_version, cuda_version, pycuda_version, pcie_gen, pcie_width, pcie_gbps_theoretical,
   hbm_gbps_theoretical, sm_clock_max_mhz, mem_clock_max_mhz, host, timestamp, git_commit, backend``,
@@ -32,7 +38,8 @@ One row per measured point. Columns come in three groups:
   of a multi-GPU node the row measured). A row names its own device: one run may span several boards of a node (a
   peer matrix), so a run's boards are those of its rows (``gpu.core.boards``), never its first row's.
 
-Parameter columns, ``l2_bytes``, ``async_engine_count``, ``gpu_uuid`` and ``gpu_index`` are optional when reading:
+Parameter columns, ``l2_bytes``, ``async_engine_count``, ``gpu_uuid``, ``gpu_index``, ``conditions`` and ``witness``
+are optional when reading:
 files recorded before a column existed load with it empty.
 
 Column types (``TEXT_COLUMNS``, ``BOOL_COLUMNS``, ``WHOLE_COLUMNS``, ``SIGNED_COLUMNS``, the rest numbers) are
@@ -61,7 +68,7 @@ PARAMETER_COLUMNS = [
 ]
 MEASUREMENT_COLUMNS = [
     "median_ms", "min_ms", "max_ms", "cv", "samples", "gbps", "stop_reason", "profile", "timer",
-    "verified", "sm_clock_mhz", "throttled", "samples_ms",
+    "verified", "sm_clock_mhz", "throttled", "samples_ms", "conditions", "witness",
 ]
 PROVENANCE_COLUMNS = [
     "device_name", "compute_capability", "sm_count", "memory_total_bytes", "driver_version",
@@ -70,22 +77,23 @@ PROVENANCE_COLUMNS = [
     "git_commit", "backend", "l2_bytes", "async_engine_count", "gpu_uuid", "gpu_index",
 ]
 COLUMNS = POINT_COLUMNS + PARAMETER_COLUMNS + MEASUREMENT_COLUMNS + PROVENANCE_COLUMNS
-OPTIONAL_COLUMNS = PARAMETER_COLUMNS + ["l2_bytes", "async_engine_count", "gpu_uuid", "gpu_index"]
+WITNESS_COLUMNS = ["conditions", "witness"]
+OPTIONAL_COLUMNS = PARAMETER_COLUMNS + ["l2_bytes", "async_engine_count", "gpu_uuid", "gpu_index"] + WITNESS_COLUMNS
 # Columns added after runs carried a content hash: hashed only where a run has them, so older runs keep theirs.
-HASHED_WHEN_SET = ("gpu_uuid", "gpu_index", "peer_index", "peer_uuid", "link")
+HASHED_WHEN_SET = ("gpu_uuid", "gpu_index", "peer_index", "peer_uuid", "link", "conditions", "witness")
 NUMERIC_COLUMNS = ["bytes", "median_ms", "min_ms", "max_ms", "cv", "samples", "gbps"]
 OPTIONAL_NUMERIC_COLUMNS = ["block_size", "elements", "param_value", "registers_per_thread", "shared_bytes_per_block",
                             "theoretical_occupancy", "rel_error", "l2_bytes", "chunks", "streams", "intensity",
                             "async_engine_count", "gpu_index", "peer_index"]
-# Column types: text, true/false, JSON text (``intervals``), samples (a list of times); every other column is a
-# number. Whole numbers are counts, sizes and ordinals; signed ones may be negative (every other number is a size,
-# count, time or rate).
+# Column types: text, true/false, JSON text (``intervals``, ``witness``), samples (a list of times); every other
+# column is a number. Whole numbers are counts, sizes and ordinals; signed ones may be negative (every other number
+# is a size, count, time or rate).
 TEXT_COLUMNS = ["run_id", "experiment", "variant", "direction", "group", "param", "host_memory", "issue_order",
                 "stop_reason", "profile", "timer", "device_name", "compute_capability", "driver_version",
                 "cuda_version", "pycuda_version", "host", "timestamp", "git_commit", "backend", "gpu_uuid",
-                "peer_uuid", "link"]
+                "peer_uuid", "link", "conditions"]
 BOOL_COLUMNS = ["include_alloc", "verified", "throttled"]
-JSON_TEXT_COLUMNS = ["intervals"]
+JSON_TEXT_COLUMNS = ["intervals", "witness"]
 SAMPLE_COLUMNS = ["samples_ms"]
 NUMBER_COLUMNS = [c for c in COLUMNS if c not in TEXT_COLUMNS + BOOL_COLUMNS + JSON_TEXT_COLUMNS + SAMPLE_COLUMNS]
 WHOLE_COLUMNS = ["bytes", "samples", "block_size", "elements", "registers_per_thread", "shared_bytes_per_block",

@@ -258,6 +258,7 @@ class GpuRuntime:
         closed inside ``activate``, which pops)."""
         self._check_thread()
         self.release_after_reply()
+        self.telemetry.witness.close()
         self.host_pool.free_all()
         self.functions.clear()
         self.modules.clear()

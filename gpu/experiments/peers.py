@@ -15,9 +15,12 @@ For every ordered pair (source → destination) of the job's GPUs:
 * ``latency`` – one thread on the source walks a chain of pointers in the peer's memory (kernels/peers.cu
   ``peer_chase``), as nvbandwidth's ``device_to_device_latency_sm``: the chain's nodes are 8-byte pointers 128 bytes
   apart (``next = (i + 16) mod n``), a walk starts at the buffer's first node and takes ``CHASE_STEPS`` dependent
-  loads a sample. A sample is one launch, the stream held while it is queued (no L2 flush: the memory walked is the
-  peer's); its time ÷ the steps is the sample, so the row's ``median_ms`` is **per access** (``bytes`` = 8, one
-  pointer; ``param_value`` = the steps of one sample). The end of the walk is checked.
+  loads a launch. As nvbandwidth, a launch has a block per SM and only one block walks; the walking block rotates
+  over the SMs from launch to launch, in whole rotations, so the figure is the mean over every SM's place on the chip
+  (walking from one SM only read 2.5–3 % slower than nvbandwidth). A sample is one launch, the stream held while it is
+  queued (no L2 flush: the memory walked is the peer's); its time ÷ the steps is the sample, and the row's
+  ``median_ms`` is **per access**, the mean over the rotations' launches (``cv``: that mean's relative standard
+  error; ``bytes`` = 8, one pointer; ``param_value`` = the loads of one launch). Every walk's end is checked.
 
 And for every GPU of the job, each with its own pinned host buffer:
 
@@ -30,6 +33,13 @@ used): ``single`` – CUDA events around one copy (timer ``cuda_event``); ``batc
 two events, the stream held while Python queues them (``cuda_event_batched_held``), N chosen per point so a sample
 lasts at least 1 ms (at most 512), kept in ``param_value``. Where several streams run at once (bidirectional, all
 GPUs) each has its own hold and events, released together.
+
+On a node of more GPUs than ``whole_matrix_gpus`` (4 by default) the other pair copies are sampled
+(``Params.pairs_for``): ``ce_read`` keeps every ordered pair, the rest take each GPU to the next and to the one half
+the node away.
+
+Defaults: the matrix at one size (``MATRIX_SIZE``, batched; ``MATRIX_VARIANTS``), what the Peers page measures first
+and the health suite measures; ``FULL_SWEEP`` adds every size, the SM copies and single copies.
 
 Bytes are counted once: ``bytes`` = the copy's size (``elements``), as nvbandwidth counts peer and host copies.
 A row names the GPU it measured: ``gpu_index`` / ``gpu_uuid`` the source (for ``latency``: the GPU that walks,
@@ -48,7 +58,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from gpu.core.units import GiB, KiB, format_bytes
+from gpu.core.units import GiB, KiB, MiB, format_bytes
 from gpu.experiments import axes
 
 NAME = "peers"
@@ -88,28 +98,46 @@ KEY_COLUMNS = ["variant", "gpu_index", "peer_index", "elements", "timer"]  # the
 SHOW_COLUMNS = ["variant", "gpu_index", "peer_index", "elements", "timer", "link"]
 SIZE_COLUMN = "elements"  # a copy's size in bytes (the latency chase: its buffer)
 CHASE_STRIDE_BYTES = 128  # nvbandwidth's strideLen: 16 pointers, one 128-byte line per node
-CHASE_STEPS = 8192  # dependent loads a sample: ~7 ms at ~0.8 µs (nvbandwidth: 1,000,000 over 132 launches)
+# Dependent loads a launch: ~1.7 ms at ~0.83 µs, so a launch's few µs of start-up weigh ~0.2 % and a rotation over 132
+# SMs takes ~0.25 s (nvbandwidth: 1,000,000 loads over its 132 launches, ~7,600 each).
+CHASE_STEPS = 2048
+# A node of more GPUs than ``whole_matrix_gpus`` (default WHOLE_MATRIX_GPUS) is measured on a sampled plan: this copy
+# on every ordered pair, at every size asked (a slow link, in either direction, shows in it), and the other pair
+# copies on a sample of the pairs whose count grows with the GPUs, not their square: each GPU to the next
+# (i → i + 1) and to the one half the node away (i → i + n/2). An 8-GPU node then measures 104 pair points, not 224.
+EVERY_PAIR_VARIANT = "ce_read"
+WHOLE_MATRIX_GPUS = 4
 GUARD_BYTES = 256  # poisoned bytes after each destination: a copy that writes past its end fails
 DEVICE_RESERVE_BYTES = 512 * 1024**2
 MIN_BYTES, MAX_BYTES = 4 * KiB, 256 * GiB
-DEFAULT_SIZES = [4 * KiB * 4**i for i in range(10)]  # 4 KiB … 1 GiB in ×4 steps
+# The first answer (the page's live Measure, the health suite): the matrix nvbandwidth prints, at one size, each copy
+# batched as nvbandwidth times it; every pair's copy engine both ways, both directions at once, the latency chase and
+# every GPU's host link. The full sweep (every size, variant and method) is FULL_SWEEP, one control away on the page.
+MATRIX_SIZE = 256 * MiB
+MATRIX_VARIANTS = ("ce_read", "ce_write", "ce_bidir", "latency", *HOST_VARIANTS)
+SWEEP_SIZES = [4 * KiB * 4**i for i in range(10)]  # 4 KiB … 1 GiB in ×4 steps
+FULL_SWEEP = {"sizes": SWEEP_SIZES, "variants": list(VARIANTS), "methods": list(METHODS)}
 MAX_POINTS = 4000
 SHORT_COPY_MS = 0.02  # below ~20 µs a copy's time is its issue cost, not the link's
 PAIR = re.compile(r"^\s*(\d{1,3})\s*(?:-|>|→|to)\s*(\d{1,3})\s*$")
 AXES = (
-    axes.Axis("sizes", "copy sizes", DEFAULT_SIZES, kind="sizes", one="size", low=MIN_BYTES, high=MAX_BYTES,
+    axes.Axis("sizes", "copy sizes", [MATRIX_SIZE], kind="sizes", one="size", low=MIN_BYTES, high=MAX_BYTES,
               multiple_of=CHASE_STRIDE_BYTES, unit="bytes",
               why="the latency chain's nodes are 128 bytes apart, as nvbandwidth's; the check pattern is 4-byte words",
               help="sizes: a list (4KiB,256MiB) and/or ranges of powers of two (4KiB:1GiB), multiples of 128 B"),
-    axes.Axis("variants", "copies", list(VARIANTS), values=VARIANTS, one="copy", order="declared",
+    axes.Axis("variants", "copies", list(MATRIX_VARIANTS), values=VARIANTS, one="copy", order="declared",
               help="comma-separated: " + ", ".join(VARIANTS)),
-    axes.Axis("methods", "timing methods", list(METHODS), values=METHODS,
+    axes.Axis("methods", "timing methods", ["batched"], values=METHODS,
               help="comma-separated timing methods: single (one copy per sample), batched (back-to-back copies, "
                    ">= 1 ms a sample); the latency chase is one launch a sample either way"),
     axes.Axis("gpus", "GPUs", [], kind="ints", one="GPU", low=0, high=1023, order="given", may_be_empty=True,
               help="comma-separated GPU indices of the worker's set to measure between (default: all of them)"),
     axes.Axis("pairs", "GPU pairs", [], kind="words", one="pair", may_be_empty=True,
               help="ordered pairs source-destination, e.g. 0-1,1-0 (default: every ordered pair of the GPUs)"),
+    axes.Axis("whole_matrix_gpus", "GPUs measured on every pair", WHOLE_MATRIX_GPUS, kind="int", low=2, high=1024,
+              help="the largest node whose every pair gets every copy; on more GPUs the copy engine's pull takes every "
+                   "ordered pair and the other copies a sample (each GPU to the next and to the one half the node "
+                   "away), so a node's time grows with its GPUs, not their square (named pairs are measured whole)"),
 )
 
 
@@ -127,6 +155,15 @@ class Params(axes.parameters(AXES)):
             return list(dict.fromkeys(p for p in named if p is not None and p[0] != p[1]))
         return [(a, b) for a in self.gpus for b in self.gpus if a != b]
 
+    def pairs_for(self, variant: str) -> list[tuple[int, int]]:
+        """The ordered pairs ``variant`` is measured on: every one of ``pair_list``, or on a node of more than
+        ``whole_matrix_gpus`` (without named pairs) for all but ``EVERY_PAIR_VARIANT`` each GPU to the next and to the
+        one half the node away."""
+        every = self.pair_list()
+        if self.pairs or variant == EVERY_PAIR_VARIANT or len(self.gpu_list()) <= self.whole_matrix_gpus:
+            return every
+        return sampled(self.gpu_list(), every)
+
     def gpu_list(self) -> list[int]:
         """The GPUs the job touches: ``gpus``, else those its pairs name."""
         if self.gpus:
@@ -141,7 +178,7 @@ class Params(axes.parameters(AXES)):
                         for method in self.methods:
                             yield variant, gpu, None, size, TIMERS[method]
                 continue
-            for source, destination in self.pair_list():
+            for source, destination in self.pairs_for(variant):
                 for size in self.sizes:
                     if variant == "latency":
                         yield variant, source, destination, size, LATENCY_TIMER
@@ -151,6 +188,15 @@ class Params(axes.parameters(AXES)):
 
 
 parse_params = axes.parser(Params)
+
+
+def sampled(gpus: list[int], every: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The sample of ``every`` ordered pair of ``gpus`` (n of them): each GPU to the next (i → i + 1 mod n) and to the
+    one half the node away (i → i + n/2): 2n pairs, or n where the two coincide (2 GPUs: both pairs), in the order of
+    ``every``."""
+    n = len(gpus)
+    chosen = {(gpus[i], gpus[(i + shift) % n]) for shift in dict.fromkeys((1, n // 2)) if shift for i in range(n)}
+    return [pair for pair in every if pair in chosen]
 
 
 def with_devices(params: Params, ordinals) -> Params:

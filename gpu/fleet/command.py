@@ -76,7 +76,7 @@ def _measure(args, suite, fleet_id: str, catalog, lease: FleetLease, stream) -> 
         with open_cluster(args.cluster, service, nodes=args.nodes, gpus_per_node=args.gpus_per_node,
                           partition=args.partition, gres=not args.no_gres, walltime=args.walltime) as client:
             result = run_fleet(client, suite, catalog, fleet_id, service, label=args.label, progress=progress,
-                               lease=lease)
+                               lease=lease, wait_s=getattr(args, "wait", None))
     except (FleetError, StoreError) as exc:
         print(printable(f"error: {exc}"), file=stream)
         return 2

@@ -94,7 +94,8 @@ def plan_node_runs(nodes: list[FleetNode], suite: Suite, stored: set[tuple], fle
                            "measured again")
 
 
-def start_node_run(client: Client, node: FleetNode, service: str, progress: Progress) -> None:
+def start_node_run(client: Client, node: FleetNode, service: str, progress: Progress, fleet_id: str = "",
+                   wait_s: float | None = None) -> None:
     """The node's next node run, once its GPUs are through their one-GPU runs; none when one of them failed."""
     failed = [g for g in node.gpus if g.lost]
     if failed:
@@ -113,7 +114,8 @@ def start_node_run(client: Client, node: FleetNode, service: str, progress: Prog
                                key=f"pinpoint-release-{g.gpu_uuid}-{stamp}") for g in node.gpus]
     node.future = client.submit(task.measure_node, service, run.checked(), run.timeout_s, node.uuids,
                                 *released, workers=[node.worker], allow_other_workers=False, resources={"GPU": 1},
-                                pure=False, retries=0, key=f"pinpoint-{run.experiment}-{node.host}-{stamp}")
+                                pure=False, retries=0, key=f"pinpoint-{run.experiment}-{node.host}-{stamp}",
+                                fleet_id=fleet_id, wait_s=wait_s)
     progress.event(f"{node.label()}: {run.experiment} on the node's GPUs together")
 
 

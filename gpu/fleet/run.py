@@ -116,10 +116,11 @@ class FleetResult:
 
 def run_fleet(client: Client, suite: Suite, catalog, fleet_id: str, service: str, *, label: str | None = None,
               progress: Progress | None = None, identify_timeout: float = IDENTIFY_TIMEOUT_S,
-              lease=None) -> FleetResult:
+              lease=None, wait_s: float | None = None) -> FleetResult:
     """Measure ``suite`` on every GPU worker of ``client``'s cluster into ``catalog``'s store under ``fleet_id``.
     ``lease``: the fleet id's ``gpu.results.leases.FleetLease``, held by this command: each run is stored only while
-    it holds it, and the fleet stops when it is lost."""
+    it holds it, and the fleet stops when it is lost. ``wait_s``: how long a run waits for a GPU that another process
+    of its node measures on before it fails (``--wait``; None: up to the run's own time limit)."""
     progress = progress or Progress()
     started = time.perf_counter()
     suite = suite_as_stored(catalog, fleet_id, suite, progress)
@@ -150,7 +151,7 @@ def run_fleet(client: Client, suite: Suite, catalog, fleet_id: str, service: str
             if lease is not None and lease.lost:
                 raise LeaseLost(lease.lost)
             alive_checked = _step(client, gpus, nodes, catalog, fleet_id, suite, service, label, result, progress,
-                                  alive_checked, lease)
+                                  alive_checked, lease, wait_s)
         except LeaseLost as exc:
             _lose_all(client, [*gpus, *nodes], f"fleet {fleet_id}'s lease was lost", str(exc), fleet_id, progress)
             break
@@ -166,15 +167,16 @@ def run_fleet(client: Client, suite: Suite, catalog, fleet_id: str, service: str
 
 
 def _step(client: Client, gpus: list[FleetGpu], nodes: list[FleetNode], catalog, fleet_id: str, suite: Suite,
-          service: str, label, result: FleetResult, progress: Progress, alive_checked: float, lease=None) -> float:
+          service: str, label, result: FleetResult, progress: Progress, alive_checked: float, lease=None,
+          wait_s: float | None = None) -> float:
     """One turn of the fleet's loop: submit what may start, wait a little, watch workers and time limits, store
     what finished. The time of the last liveness check."""
     for gpu in gpus:
         if not gpu.lost and gpu.current is None and gpu.todo:
-            _submit(client, gpu, service)
+            _submit(client, gpu, service, fleet_id, wait_s)
     for node in nodes:
         if not node.lost and node.current is None and node.todo and node.gpus_finished:
-            start_node_run(client, node, service, progress)
+            start_node_run(client, node, service, progress, fleet_id, wait_s)
     running = [u.future for u in [*gpus, *nodes] if u.future is not None]
     if running:  # wake as soon as any run ends (or after POLL_S, to watch workers and time limits)
         with contextlib.suppress(TimeoutError):
@@ -315,12 +317,13 @@ def _natural(name: str) -> list:
     return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
 
 
-def _submit(client: Client, gpu: FleetGpu, service: str) -> None:
+def _submit(client: Client, gpu: FleetGpu, service: str, fleet_id: str = "", wait_s: float | None = None) -> None:
     run = gpu.todo.pop(0)
     gpu.current, gpu.started = run, time.monotonic()
     gpu.future = client.submit(task.measure, service, run.checked(), run.timeout_s,
                                workers=[gpu.worker], allow_other_workers=False, resources={"GPU": 1}, pure=False,
-                               retries=0, key=f"pinpoint-{run.experiment}-{gpu.gpu_uuid}-{time.time_ns()}")
+                               retries=0, key=f"pinpoint-{run.experiment}-{gpu.gpu_uuid}-{time.time_ns()}",
+                               fleet_id=fleet_id, wait_s=wait_s)
 
 
 def _reason(future: Future) -> str:

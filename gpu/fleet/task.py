@@ -27,6 +27,7 @@ from gpu.core.errors import PinPointError, ValidationError, WorkerUnavailable
 from gpu.experiments.request import Request
 from gpu.service.backends import LiveBackend
 from gpu.service.client import WorkerClient
+from gpu.service.host_locks import GpuBusy
 
 _BACKENDS: dict[str, LiveBackend] = {}
 _LOCK = threading.Lock()
@@ -124,25 +125,31 @@ def identify(service: str) -> dict:
             "visible": os.environ.get("CUDA_VISIBLE_DEVICES", "")}
 
 
-def measure(service: str, request: Request, timeout_s: float):
+def measure(service: str, request: Request, timeout_s: float, fleet_id: str = "", wait_s: float | None = None):
     """One experiment on this worker's GPU (``request``: a suite run's, checked when the suite was read): the whole
     run's DataFrame, or TaskFailed (nothing partial comes back). A job past ``timeout_s`` is cancelled; one that does
-    not stop then has its GPU worker process replaced."""
-    return _run(backend(service), service, request, timeout_s)
+    not stop then has its GPU worker process replaced. ``wait_s``: how long it waits for a GPU that another process
+    of this machine measures on (``--wait``); ``fleet_id`` names it to such a process."""
+    return _run(backend(service), service, request, timeout_s, f"fleet {fleet_id} task".strip(), wait_s)
 
 
-def measure_node(service: str, request: Request, timeout_s: float, gpus: list[str], *released):
+def measure_node(service: str, request: Request, timeout_s: float, gpus: list[str], *released, fleet_id: str = "",
+                 wait_s: float | None = None):
     """One experiment on all of a node's GPUs together (``gpus``: their board UUIDs), as ``measure``. ``released``:
     the node's ``release`` tasks, which Dask finishes before this one starts."""
-    return _run(node_backend(service, gpus), _node_key(service, gpus), request, timeout_s)
+    return _run(node_backend(service, gpus), _node_key(service, gpus), request, timeout_s,
+                f"fleet {fleet_id} node task".strip(), wait_s)
 
 
 def _node_key(service: str, gpus: list[str]) -> str:
     return f"{service}|node|{','.join(gpus)}"
 
 
-def _run(live: LiveBackend, key: str, request: Request, timeout_s: float):
+def _run(live: LiveBackend, key: str, request: Request, timeout_s: float, purpose: str = "fleet task",
+         wait_s: float | None = None):
     experiment = request.experiment
+    # A Dask worker runs one task on its GPU at a time (resources GPU=1): the client's settings are this task's.
+    live.client.purpose, live.client.wait_s = f"{' '.join(purpose.split())} {experiment}", wait_s
     try:
         checked = live.checked_here(request)  # the suite's typed parameters, checked against this GPU's limits
     except ValidationError as exc:
@@ -157,5 +164,7 @@ def _run(live: LiveBackend, key: str, request: Request, timeout_s: float):
         raise TaskFailed(f"timed out: {experiment} did not finish within {timeout_s:.0f} s")
     try:
         return handle.outcome()
+    except GpuBusy as exc:  # the fleet's --wait ran out: the holder is named, the run can be resumed
+        raise TaskFailed(f"{experiment} failed: {' '.join(str(exc).split())[:300]} (--wait)") from None
     except PinPointError as exc:  # ValidationError, WorkerError (a CUDA fault, a wrong result): say why, in one line
         raise TaskFailed(f"{experiment} failed: {' '.join(str(exc).split())[:300]}") from None

@@ -18,10 +18,16 @@ __global__ void chain_fill(unsigned long long* __restrict__ data, unsigned long 
 }
 
 // One thread follows `steps` pointers from `start` (in a peer's memory, over peer access): each load needs the one
-// before, so a step costs one round trip to wherever the chain lives. The end is stored for the host to check
-// (and keeps the loop from being removed).
-__global__ void peer_chase(const unsigned long long* start, unsigned int steps, unsigned long long* end)
+// before, so a step costs one round trip to wherever the chain lives. As nvbandwidth's ptrChasingKernel, the grid has
+// a block per SM and only block `walker` walks (the others leave at once): a launch's walk starts from whichever SM
+// that block lands on, and the sweep rotates `walker` over the blocks, so its figure covers every SM's place on the
+// chip, not one. The end is stored for the host to check (and keeps the loop from being removed).
+__global__ void peer_chase(const unsigned long long* start, unsigned int steps, unsigned int walker,
+                           unsigned long long* end)
 {
+    if (blockIdx.x != walker) {
+        return;
+    }
     const unsigned long long* at = start;
     for (unsigned int i = 0; i < steps; ++i) {
         at = reinterpret_cast<const unsigned long long*>(*at);

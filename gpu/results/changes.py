@@ -25,7 +25,7 @@ TRASH_COLUMNS = ["trash_id", "run_id", "experiment", "device_name", "timestamp",
 AUDIT_COLUMNS = ["at", "who", "role", "source", "action", "run_ids", "what"]
 DOING = {"trash": "moving runs to the trash", "restore": "restoring runs", "purge": "purging runs",
          "label": "changing a label"}
-POINT_COLUMNS = ["idx", "variant", "direction", "bytes", "median_ms", "gbps", "row_json"]
+POINT_COLUMNS = ["idx", "variant", "direction", "bytes", "median_ms", "gbps", "row_json", "conditions"]
 
 
 def trash_days() -> float:

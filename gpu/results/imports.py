@@ -58,6 +58,8 @@ MAX_SAMPLES_PER_POINT = 100_000
 MAX_TEXT_CHARS = 256
 MAX_RUN_ID_CHARS = 64
 MAX_INTERVALS_CHARS = 1_000_000  # a Streams point's timeline (JSON), about 8 KB in practice
+MAX_CONDITIONS_CHARS = 1024  # a point's conditions in words: ~100 characters in practice
+MAX_WITNESS_CHARS = 8192  # a point's witness readings (JSON): ~300 characters in practice
 MAX_NUMBER = 1e18  # fits a 64-bit integer column and any JSON reader
 MAX_POINT_BYTES = 1 << 40  # 1 TiB: no PinPoint point moves more
 SAMPLE_TOLERANCE = 1e-6
@@ -450,13 +452,14 @@ def _as_text(value, limit: int, where, i: int, column: str):
 
 
 def _text_column(frame, column: str, where) -> None:
-    limit = MAX_RUN_ID_CHARS if column == "run_id" else MAX_INTERVALS_CHARS if column == "intervals" else \
-        MAX_TEXT_CHARS
+    limit = {"run_id": MAX_RUN_ID_CHARS, "intervals": MAX_INTERVALS_CHARS, "conditions": MAX_CONDITIONS_CHARS,
+             "witness": MAX_WITNESS_CHARS}.get(column, MAX_TEXT_CHARS)
     values = [_as_text(v, limit, where, i, column) for i, v in enumerate(frame[column])]
-    if column == "run_id":  # an id is typed, linked and printed on one line: no tab, newline or other control
+    if column in ("run_id", "conditions"):  # typed, linked, printed on one line: no tab, newline or other control
         for i, v in enumerate(values):
             if v is not None and _CONTROL_CHARACTER.search(v):
-                raise where(i, column, v, "holds a control character (tab, newline, …): a run id is one line "
+                raise where(i, column, v, f"holds a control character (tab, newline, …): a "
+                            f"{'run id' if column == 'run_id' else 'point' + chr(39) + 's conditions'} is one line "
                             "of printable text")
     if column in REQUIRED_TEXT:
         for i, v in enumerate(values):
@@ -476,6 +479,13 @@ def _text_column(frame, column: str, where) -> None:
                     raise ValueError
             except ValueError:
                 raise where(i, column, v, "is not a JSON list (a Streams timeline)") from None
+    if column == "witness":
+        for i, v in enumerate(values):
+            try:
+                if v is not None and not isinstance(json.loads(v), dict):
+                    raise ValueError
+            except (ValueError, RecursionError):
+                raise where(i, column, v, "is not a JSON object (a point's witness readings)") from None
     frame[column] = pd.Series(values, index=frame.index, dtype=object)
 
 

@@ -15,9 +15,10 @@ Tables (schema version ``SCHEMA_VERSION``, in ``pinpoint_meta``):
   ``gpu_index`` (the board's ordinal in the run, empty for rows recorded before rows named one) and ``gpu_uuid``.
   A one-GPU run has one; a peer run of a node every GPU of its pairs;
 * ``points`` – one row per measured point: ``run_id``, ``idx``, the point's ``variant``, ``direction``,
-  ``bytes``, ``median_ms``, ``gbps`` for queries, and ``row_json``: the whole row of the results schema
-  (``gpu.core.schema``), every sample included, less the board UUIDs that ``run_boards`` holds (``stored_row``
-  takes them out, ``restored_row`` puts them back, so a stored run reads back as it was saved);
+  ``bytes``, ``median_ms``, ``gbps`` and (since version 8) ``conditions`` for queries, and ``row_json``: the
+  whole row of the results schema (``gpu.core.schema``), every sample included, less the board UUIDs that
+  ``run_boards`` holds (``stored_row`` takes them out, ``restored_row`` puts them back, so a stored run reads
+  back as it was saved);
 * ``fleet_suites`` – one row per fleet (since version 4): ``fleet_id`` (primary key), the suite's ``name``, its
   ``digest`` (SHA-256 of its text) and ``toml``: the suite's text as measured, which the Fleet page reads (a
   stored fleet never names a file to read);
@@ -48,7 +49,10 @@ run-level fields. The step fills them for fleet runs from the fleet's stored sui
 stored before version 4, the built-in suite of its name), parsed once per fleet here, the one place a stored suite is
 parsed for its runs' parameters; a fleet whose suite cannot be parsed, and every other run, keeps NULL (no
 declaration says which of a run's row columns are its parameters' axes), shown as "parameters not recorded (stored
-before version 7)".
+before version 7)". 8, every point keeps its ``conditions`` (``gpu.core.conditions``: clean, not observed, or its
+causes) in a column of ``points`` and ``trash_points`` beside its row, so a store can be asked which points are not
+clean without parsing rows; points stored before have none to give and are filled ``not observed`` (their
+``row_json`` stays as it was, so their content hash does not change), as is a point saved without one.
 
 Migrations are a short list of versioned steps (``MIGRATIONS``), applied in one transaction, one migrator at a time
 (PostgreSQL: an advisory lock; SQLite: ``BEGIN IMMEDIATE``): three tables need no migration framework, and an
@@ -64,13 +68,14 @@ import json
 
 import sqlalchemy as sa
 
+from gpu.core import conditions
 from gpu.core.boards import Board
 from gpu.core.errors import StoreError
 from gpu.core.schema import key_value
 from gpu.core.text import shorten
 from gpu.experiments import suites
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 METADATA = sa.MetaData()
 
 META = sa.Table("pinpoint_meta", METADATA, sa.Column("key", sa.String(64), primary_key=True),
@@ -95,6 +100,8 @@ POINTS = sa.Table(
     sa.Column("idx", sa.Integer, primary_key=True),
     sa.Column("variant", sa.Text), sa.Column("direction", sa.Text), sa.Column("bytes", sa.BigInteger),
     sa.Column("median_ms", sa.Float), sa.Column("gbps", sa.Float), sa.Column("row_json", sa.Text, nullable=False),
+    # Added by step 8: the point's conditions, for queries (its row keeps them too).
+    sa.Column("conditions", sa.Text),
 )
 BOARDS = sa.Table(
     "run_boards", METADATA,
@@ -121,6 +128,7 @@ TRASH_POINTS = sa.Table(
     sa.Column("idx", sa.Integer, primary_key=True),
     sa.Column("variant", sa.Text), sa.Column("direction", sa.Text), sa.Column("bytes", sa.BigInteger),
     sa.Column("median_ms", sa.Float), sa.Column("gbps", sa.Float), sa.Column("row_json", sa.Text, nullable=False),
+    sa.Column("conditions", sa.Text),
 )
 AUDIT = sa.Table(
     "audit", METADATA,
@@ -140,6 +148,13 @@ FLEET_INDEX = sa.Index("ix_runs_fleet_id", RUNS.c.fleet_id)
 # Columns of ``runs`` as steps added them (step 3 drops gpu_uuid again: ``run_boards`` holds a run's boards).
 ADDED_IN_V2 = {"gpu_uuid": sa.Text(), "fleet_id": sa.String(64), "suite": sa.Text()}
 ADDED_IN_V7 = {"params": sa.Text(), "gpus": sa.String(8)}
+ADDED_IN_V8 = {"conditions": sa.Text()}  # to points and trash_points
+
+
+def point_conditions(row: dict) -> str:
+    """What ``points.conditions`` keeps for a row: its conditions, ``not observed`` where it has none."""
+    value = row.get("conditions")
+    return value if isinstance(value, str) and value.strip() else conditions.NOT_OBSERVED
 
 
 # --- a point's row as stored: its board UUIDs live once per run, in run_boards ---------------------------------
@@ -197,7 +212,7 @@ def _create_v1(connection) -> None:
     """The tables as version 1 had them (``runs`` without the columns later steps add)."""
     v1 = sa.MetaData()
     sa.Table(RUNS.name, v1, *(c._copy() for c in RUNS.columns if c.name not in ADDED_IN_V2 | ADDED_IN_V7))
-    POINTS.to_metadata(v1)
+    sa.Table(POINTS.name, v1, *(c._copy() for c in POINTS.columns if c.name not in ADDED_IN_V8))
     v1.create_all(connection)
 
 
@@ -244,8 +259,12 @@ def _fleet_suites_v4(connection) -> None:
 
 def _trash_and_audit_v5(connection) -> None:
     """Deleting becomes moving to the trash (``trash``, ``trash_points``); every change is recorded (``audit``)."""
+    v5 = sa.MetaData()
     for table in (TRASH, TRASH_POINTS, AUDIT):
-        table.create(connection)
+        sa.Table(table.name, v5, *(c._copy() for c in table.columns
+                                   if table is not TRASH_POINTS or c.name not in ADDED_IN_V8))
+    for table in (TRASH, TRASH_POINTS, AUDIT):
+        v5.tables[table.name].create(connection)
 
 
 def _fleet_leases_v6(connection) -> None:
@@ -280,8 +299,18 @@ def _run_params_v7(connection) -> None:
                                .values(params=canonical_params(run.checked().plain()), gpus=run.gpus))
 
 
+def _point_conditions_v8(connection) -> None:
+    """Points keep their conditions in a column; those stored before were not observed (rows left as they are)."""
+    dialect = connection.dialect
+    for table in (POINTS, TRASH_POINTS):
+        for name, kind in ADDED_IN_V8.items():
+            connection.execute(sa.text(f"ALTER TABLE {table.name} ADD COLUMN {name} {kind.compile(dialect)}"))
+        connection.execute(sa.update(table).values(conditions=conditions.NOT_OBSERVED))
+
+
 MIGRATIONS = [(1, _create_v1), (2, _add_boards_and_fleets_v2), (3, _boards_once_v3), (4, _fleet_suites_v4),
-              (5, _trash_and_audit_v5), (6, _fleet_leases_v6), (7, _run_params_v7)]
+              (5, _trash_and_audit_v5), (6, _fleet_leases_v6), (7, _run_params_v7),
+              (8, _point_conditions_v8)]
 AUDITED_SINCE = 5
 
 

@@ -70,6 +70,7 @@ from gpu.results.database import (  # noqa: F401 (the engine's names, as callers
 from gpu.results.migrations import (  # noqa: F401 (the tables and steps, as callers and tests know them here)
     ADDED_IN_V2,
     ADDED_IN_V7,
+    ADDED_IN_V8,
     AUDIT,
     AUDITED_SINCE,
     BOARDS,
@@ -85,6 +86,7 @@ from gpu.results.migrations import (  # noqa: F401 (the tables and steps, as cal
     _create_v1,
     canonical_params,
     now_text,
+    point_conditions,
     read_version,
     record,
     restored_row,
@@ -291,7 +293,8 @@ class RunStore(CheckedChanges, Database):
                 raise StoreError(f"run {shorten(run_id)}: {column} holds a NUL character")
         points = [{"run_id": run_id, "idx": i, "variant": row["variant"], "direction": row["direction"],
                    "bytes": row["bytes"], "median_ms": row["median_ms"], "gbps": row["gbps"],
-                   "row_json": json.dumps(row, separators=(",", ":"), allow_nan=False)} for i, row in enumerate(kept)]
+                   "row_json": json.dumps(row, separators=(",", ":"), allow_nan=False),
+                   "conditions": point_conditions(row)} for i, row in enumerate(kept)]
         board_rows = [{"run_id": run_id, "position": i, "gpu_index": index, "gpu_uuid": uuid}
                       for i, (index, uuid) in enumerate(boards)]
         return run, board_rows, points, runfiles.content_hash(rows)

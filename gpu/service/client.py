@@ -27,9 +27,11 @@ from contextlib import contextmanager
 
 from gpu.core.access import Actor, require
 from gpu.core.errors import DeviceNotFound, PinPointError, ValidationError, WorkerError, WorkerUnavailable
+from gpu.service.host_locks import GpuBusy, HostClaim, LockFolderUnusable, clean, process_purpose
 from gpu.service.jobs import JobHandle
 from gpu.service.locks import GPU_LOCKS, GpuClaim, GpuLocks, Turns
 from gpu.service.messages import Failure, Freed, Hello, InitFailed, Progress, Result, Row
+from gpu.service.parent_watch import exit_with_parent
 
 DEFAULT_SERVICE = "gpu.service.worker:GpuService"
 FREED_TIMEOUT_S = 60.0  # the longest a finished job's GPUs wait for its worker to free its buffers
@@ -72,8 +74,8 @@ def main_module_hidden():
 def visible_gpus(service: str = DEFAULT_SERVICE, timeout_s: float = 120.0) -> list[dict]:
     """The GPUs that ``service``'s workers would see here (index, model, board UUID, host), asked in a spawned process:
     this one never initialises CUDA. WorkerUnavailable, in one line, where they cannot be listed (no driver)."""
-    with main_module_hidden(), \
-            concurrent.futures.ProcessPoolExecutor(1, mp_context=mp.get_context("spawn")) as pool:
+    with main_module_hidden(), concurrent.futures.ProcessPoolExecutor(
+            1, mp_context=mp.get_context("spawn"), initializer=exit_with_parent) as pool:
         try:
             return pool.submit(_list_gpus, service).result(timeout=timeout_s)
         except PinPointError:
@@ -93,15 +95,19 @@ def _owner(handle: JobHandle) -> str | None:
 class WorkerClient:
     """A worker process on one device set (``service_options``: ``{"device": …}`` or ``{"devices": [0, 1]}``, as
     the service takes them) and the queue of its jobs. ``locks``: the GPU lock table shared with the process's other
-    clients (the process's own by default)."""
+    clients (the process's own by default). ``purpose``: what its jobs measure for, as other processes waiting for
+    its GPUs read it (default: the process's, ``host_locks.process_purpose``); ``wait_s``: how long a job waits for a
+    GPU that another process measures on before it is refused (``GpuBusy``; None: no limit)."""
 
     def __init__(self, service: str = DEFAULT_SERVICE, service_options: dict | None = None,
-                 start_timeout: float = 180.0, locks: GpuLocks | None = None):
+                 start_timeout: float = 180.0, locks: GpuLocks | None = None, purpose: str | None = None,
+                 wait_s: float | None = None):
         self._context = mp.get_context("spawn")
         self._service = service
         self._options = service_options or {}
         self._start_timeout = start_timeout
         self._gpu_locks = locks if locks is not None else GPU_LOCKS
+        self.purpose, self.wait_s = purpose, wait_s
         self._lock = threading.Condition()
         self._pending: list[JobHandle] = []  # in the order they came; served in ``self._turns``' order
         self._turns = Turns()
@@ -292,15 +298,38 @@ class WorkerClient:
             handle.waiting, handle.queued_ahead = what, ahead
             handle.ahead_owner = claim.behind.owner if what and claim.behind is not None else None
 
-        if not self._gpu_locks.acquire(claim, lambda: self._cancel.value == handle.id or self._closed, waiting):
+        def cancelled() -> bool:
+            return self._cancel.value == handle.id or self._closed
+
+        def cancel() -> None:
             why = "the GPU worker shut down" if self._closed else \
                 self._cancel_reason or "cancelled: a newer request replaced this job"
             handle.finish("cancelled", error=WorkerError(why))
+
+        if not self._gpu_locks.acquire(claim, cancelled, waiting):
+            cancel()
             return
         try:
-            self._measure(handle)
+            # Then the same GPUs, in the same order, across the machine's processes (the runner, a fleet, the tests).
+            host = HostClaim(claim.keys, claim.indices, self.job_purpose(handle))
+            try:
+                if not host.acquire(cancelled, lambda what: waiting(what, 0), self.wait_s):
+                    cancel()
+                    return
+            except (GpuBusy, LockFolderUnusable) as exc:
+                handle.finish("failed", error=exc)
+                return
+            try:
+                self._measure(handle)
+            finally:
+                host.release()
         finally:
             self._gpu_locks.release(claim)
+
+    def job_purpose(self, handle: JobHandle) -> str:
+        """What ``handle`` measures for, as another process waiting for its GPUs reads it: "the app (owner ada@…)"."""
+        purpose = self.purpose or process_purpose()
+        return f"{purpose} (owner {clean(handle.owner, 40)})" if handle.owner else purpose
 
     def _await_freed(self, job_id: int) -> None:
         """Keep a finished job's GPUs until its worker has freed what the job allocated (the page draws meanwhile),
@@ -340,6 +369,7 @@ class WorkerClient:
                 continue  # a late message from a job already given up on
             if isinstance(message, Progress):
                 handle.done, handle.total, handle.text = message.done, message.total, message.text
+                handle.conditions_now = message.conditions_now
             elif isinstance(message, Row):
                 handle.rows.append(message.row)
             elif isinstance(message, Result):

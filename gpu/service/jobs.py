@@ -29,6 +29,7 @@ class JobHandle:
     done: int = 0
     total: int = 0
     text: str = ""
+    conditions_now: dict = field(default_factory=dict)  # the worker's latest witness reading (Progress)
     result: object = None
     error: Exception | None = None
     notes: list[str] = field(default_factory=list)

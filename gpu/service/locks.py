@@ -7,7 +7,8 @@ order (by board), and each GPU serves its waiters in turn by owner (``Turns``: t
 ago goes first; one person's jobs keep their order): no two jobs can wait for each other, one person's sweeps cannot
 starve another's, and a pair job is not overtaken forever by one-GPU jobs on either of its GPUs. A job that is
 cancelled while it waits gives back what it holds; a finished, failed or crashed job gives back all of it (the client
-releases in ``finally``)."""
+releases in ``finally``). Across processes (the runner, a fleet, the tests), the client then takes the same GPUs'
+file locks, in the same order (``host_locks``)."""
 
 from __future__ import annotations
 

@@ -34,9 +34,13 @@ class JobEvent:
 
 @dataclass(frozen=True)
 class Progress(JobEvent):
+    """``conditions_now``: the witness's latest reading of the GPU (``gpu.device.witness.Witness.now``: clocks,
+    power and limit, temperature, other processes, slowdown reasons), for a live conditions strip; {} when none."""
+
     done: int
     total: int
     text: str = ""
+    conditions_now: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,6 @@ verified) until one ``Result`` (then ``Freed`` once its buffers are freed) or ``
 from __future__ import annotations
 
 import os
-import threading
 import time
 import traceback
 import uuid
@@ -31,9 +30,9 @@ from gpu.experiments import REGISTRY, get_experiment, in_point_order, sweep_of
 from gpu.experiments.request import Request
 from gpu.service.client import load_service_class
 from gpu.service.messages import Failure, Freed, Hello, InitFailed, Progress, Result, Row
+from gpu.service.parent_watch import exit_with_parent
 
 EXIT_AFTER_FATAL = 70
-EXIT_PARENT_GONE = 71
 
 
 def _rss_bytes() -> int:
@@ -46,13 +45,18 @@ def _rss_bytes() -> int:
 
 class JobProgress:
     """A job's progress callback, ``progress(done, total, text)``, that can also send a finished row at once
-    (``progress.row(row)``), so the page draws points as they are measured."""
+    (``progress.row(row)``), so the page draws points as they are measured. ``conditions_now``: the service's latest
+    witness reading (a live conditions strip), sent with each progress message."""
 
-    def __init__(self, event_queue, job_id: int):
-        self._events, self._job_id = event_queue, job_id
+    def __init__(self, event_queue, job_id: int, conditions_now=None):
+        self._events, self._job_id, self._now = event_queue, job_id, conditions_now
 
     def __call__(self, done, total, text="") -> None:
-        self._events.put(Progress(self._job_id, int(done), int(total), str(text)))
+        try:
+            now = dict(self._now()) if self._now is not None else {}
+        except Exception:  # a strip's reading never fails a job
+            now = {}
+        self._events.put(Progress(self._job_id, int(done), int(total), str(text), now))
 
     def row(self, row: dict) -> None:
         self._events.put(Row(self._job_id, row))
@@ -165,6 +169,11 @@ class GpuService:
         except Exception:
             return False
 
+    def conditions_now(self) -> dict:
+        """The first GPU's latest witness reading (``gpu.device.witness.Witness.now``), with its ordinal."""
+        reading = self.runtime.telemetry.now()
+        return {"gpu": self.runtime.device_ordinal, **reading} if reading else {}
+
     def after_reply(self) -> None:
         """Once a job's answer is on its way: free what the job allocated (on every GPU of the set)."""
         self.devices.release_after_reply()
@@ -185,24 +194,9 @@ def load_service(spec: str, options: dict):
     return load_service_class(spec)(**(options or {}))
 
 
-def _exit_with_parent(every_s: float = 1.0) -> None:
-    """End this process once its parent is gone: a worker whose app or Dask worker was killed (kill -9) must not live
-    on holding its GPU. A watch on the parent's pid, not Linux's PR_SET_PDEATHSIG, which fires when the parent
-    *thread* that started the worker ends (Streamlit starts it on a script-run thread that ends at once)."""
-    parent = os.getppid()
-
-    def watch() -> None:
-        while True:
-            time.sleep(every_s)
-            if os.getppid() != parent:
-                os._exit(EXIT_PARENT_GONE)
-
-    threading.Thread(target=watch, name="pinpoint-parent-watch", daemon=True).start()
-
-
 def serve(job_queue, event_queue, cancel_value, service_spec: str, service_options: dict) -> None:
     """Process entry point: build the service, announce it, serve jobs until a None arrives."""
-    _exit_with_parent()
+    exit_with_parent()  # a killed app, runner or Dask worker never leaves this process holding the GPU
     try:
         service = load_service(service_spec, service_options)
         event_queue.put(Hello(service.hello()))
@@ -218,7 +212,7 @@ def serve(job_queue, event_queue, cancel_value, service_spec: str, service_optio
             break
         job_id = job["id"]
 
-        progress = JobProgress(event_queue, job_id)
+        progress = JobProgress(event_queue, job_id, getattr(service, "conditions_now", None))
 
         def should_cancel(_id=job_id) -> bool:
             return cancel_value.value == _id

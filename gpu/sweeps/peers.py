@@ -14,6 +14,7 @@ from contextlib import ExitStack
 
 import numpy as np
 
+from gpu.core import stats
 from gpu.core.errors import VerificationError
 from gpu.core.units import format_bytes
 from gpu.device.timing import EventTimer, StreamHold
@@ -39,12 +40,12 @@ class _Device:
         self.copy_kernel = runtime.kernel("device_copy", "copy_bytes")
         self.copy_kernel.prepare("PPQ")
         self.chase_kernel = runtime.kernel("peers", "peer_chase")
-        self.chase_kernel.prepare("PIP")
+        self.chase_kernel.prepare("PIIP")
         self.chain_kernel = runtime.kernel("peers", "chain_fill")
         self.chain_kernel.prepare("PQI")
         self.src = ledger.device_buffer(largest)
         self.dst = ledger.device_buffer(largest + declared.GUARD_BYTES)
-        self.end = ledger.device_buffer(8)
+        self.end = ledger.device_buffer(8 * runtime.sm_count)  # each walking block's end of the chain
         self.largest, self.seed, self.host_seed = largest, seed, host_seed
         self.host = None  # pinned host memory of the largest size, made at the first host point
         self.checker.fill(int(self.src), largest // WORD, seed)
@@ -66,6 +67,12 @@ class _Device:
 
 class PeersSweep(harness.Sweep):
     """Sizes coarse first, every variant and pair at each, so the matrix fills early."""
+
+    # The latency chase walks from every SM in turn (nvbandwidth's figure: the mean over the chip); False walks from
+    # one block on one SM, median of its samples, as PinPoint measured before (kept for the accuracy benchmark's
+    # before/after, tests/benchmarks/peer_bar.py).
+    CHASE_FROM_EVERY_SM = True
+    CHASE_STEPS = declared.CHASE_STEPS  # loads a launch (the benchmark's before: 8192, as PinPoint walked then)
 
     NAME, TITLE, AXES, KEY_COLUMNS = declared.NAME, declared.TITLE, declared.AXES, declared.KEY_COLUMNS
     invalid_reasons = staticmethod(declared.invalid_reasons)
@@ -108,7 +115,7 @@ class PeersSweep(harness.Sweep):
                 if variant in declared.HOST_VARIANTS:
                     places = [(gpu, None) for gpu in params.gpu_list()]
                 else:
-                    places = params.pair_list()
+                    places = params.pairs_for(variant)
                 for source, destination in places:
                     for method in methods:
                         columns = {"variant": variant, "elements": int(size), "gpu_index": source,
@@ -161,6 +168,9 @@ class PeersSweep(harness.Sweep):
                 peer.chain_kernel.prepared_call(((min(-(-nodes // BLOCK), 65535)), 1), (BLOCK, 1, 1), int(peer.dst),
                                                 np.uint64(nodes), np.uint32(declared.CHASE_STRIDE_BYTES // 8))
                 self.cuda.Context.synchronize()
+            walker = self.devices[state["source"]]
+            with self.gpus.activate(walker.ordinal):  # no walk's end is left from an earlier point
+                self.cuda.memset_d8(walker.end, 0, 8 * walker.runtime.sm_count)
             return
         for gpu, kind in self._writes(state):
             device = self.devices[gpu]
@@ -240,18 +250,27 @@ class PeersSweep(harness.Sweep):
         return lambda: self._time(copies, count, hold=True) / count
 
     def _latency(self, point):
+        """The chase: one launch a sample, ``CHASE_STEPS`` loads by one block of a grid of one block per SM (the others
+        leave at once), the walking block rotating over the grid, in whole rotations: the figure is the mean per load
+        over every SM's walk, nvbandwidth's ``device_to_device_latency_sm``. Each block stores its walk's end in a
+        slot of its own, so every walk is checked."""
         state = point.state
         walker, peer = self.devices[state["source"]], self.devices[state["destination"]]
-        steps = declared.CHASE_STEPS
+        steps = self.CHASE_STEPS
         point.columns.update({"param": "loads per sample", "param_value": steps})
+        blocks = walker.runtime.sm_count if self.CHASE_FROM_EVERY_SM else 1
 
-        def sample() -> float:
+        def launch(block: int) -> float:
+            self.telemetry.sample()  # the harness's reading before a sample (at most one every 50 ms)
             with self.gpus.activate(walker.ordinal):
                 ms = walker.timer.time(lambda: walker.chase_kernel.prepared_async_call(
-                    (1, 1), (1, 1, 1), walker.stream, int(peer.dst), np.uint32(steps), walker.end), walker.holder)
+                    (blocks, 1), (1, 1, 1), walker.stream, int(peer.dst), np.uint32(steps), np.uint32(block),
+                    int(walker.end) + 8 * block), walker.holder)  # the walking block's own slot
             return ms / steps
 
-        return sample
+        if not self.CHASE_FROM_EVERY_SM:
+            return lambda: launch(0)
+        return chase_summary(launch, blocks, steps, self.profile)
 
     # --- checks -------------------------------------------------------------------------------------------------------
     def verify(self, point) -> None:
@@ -278,12 +297,38 @@ class PeersSweep(harness.Sweep):
         state = point.state
         walker, peer = self.devices[state["source"]], self.devices[state["destination"]]
         nodes = state["size"] // declared.CHASE_STRIDE_BYTES
-        expected = int(peer.dst) + (declared.CHASE_STEPS % nodes) * declared.CHASE_STRIDE_BYTES
-        got = np.empty(1, np.uint64)
+        expected = int(peer.dst) + (self.CHASE_STEPS % nodes) * declared.CHASE_STRIDE_BYTES
+        blocks = walker.runtime.sm_count if self.CHASE_FROM_EVERY_SM else 1
+        got = np.empty(walker.runtime.sm_count, np.uint64)
         with self.gpus.activate(walker.ordinal):
             self.cuda.memcpy_dtoh(got, walker.end)
-        if int(got[0]) != expected:
-            raise VerificationError(f"{point.label}: the walk ended at 0x{int(got[0]):x}, expected 0x{expected:x}")
+        wrong = [b for b in range(blocks) if int(got[b]) != expected]
+        if wrong:
+            raise VerificationError(f"{point.label}: {len(wrong)} of {blocks} walks ended elsewhere (block {wrong[0]} "
+                                    f"at 0x{int(got[wrong[0]]):x}, expected 0x{expected:x})")
+
+
+def chase_summary(launch, blocks: int, steps: int, profile: stats.Profile) -> stats.Summary:
+    """The chase's figure from whole rotations of ``launch(block)`` (ms per load of one launch of ``steps`` loads
+    walked by ``block``) over ``blocks``: after one warm-up launch, as many rotations as the profile's ``min_time_s``
+    of samples asks (at least one, and none begun past its ``timeout_s``). ``median_ms`` is the mean over every
+    launch, as nvbandwidth sums its launches' times and divides by the loads (each launch walks as many), so every SM
+    weighs the same; the samples are the launches (their spread is the SMs'), and ``cv`` the mean's relative standard
+    error over them."""
+    launch(0)  # the first launch pays one-time costs (the peer's TLB entries, its L2 filled with the chain)
+    began = time.perf_counter()
+    samples: list[float] = []
+    while True:
+        samples.extend(launch(block) for block in range(blocks))
+        spent = time.perf_counter() - began
+        enough = sum(samples) / 1e3 * steps >= profile.min_time_s
+        if enough or spent * (1 + blocks / len(samples)) > profile.timeout_s:  # done, or the next rotation overruns
+            break
+    values = np.asarray(samples)
+    error = float(values.std(ddof=1) / values.mean() / np.sqrt(values.size)) if values.size > 1 else float("nan")
+    return stats.Summary(median_ms=float(values.mean()), min_ms=float(values.min()), max_ms=float(values.max()),
+                         cv=error, samples=int(values.size), stop_reason="converged" if enough else "timeout",
+                         samples_ms=[float(v) for v in values])
 
 
 run = harness.runner(PeersSweep)

@@ -15,6 +15,7 @@ from gpu.results.catalog import BUNDLED_DIRS, Catalog, read_bundled
 from gpu.results.database import default_url
 from gpu.results.store import RunStore, StoreError
 from gpu.service.backends import LiveBackend, ReplayBackend, replay_reason, resolve_devices, start_live
+from gpu.service.host_locks import APP_WAIT_S
 from pages._shared import entry as page_entry
 from pages._ui.access import why_not
 
@@ -24,9 +25,17 @@ def default_live_backend() -> tuple[LiveBackend | None, str]:
     """The worker of PINPOINT_DEVICE's GPU (else the first), shared by all sessions; None (with the reason) where no
     GPU works. Its hello lists every GPU of the machine, for the sidebar. Its first job pins the host buffers that
     sweeps keep between jobs, while nobody waits (``LiveBackend.warm``)."""
-    live, reason = start_live()
+    live, reason = for_the_app(*start_live())
     if live is not None:
         live.warm()
+    return live, reason
+
+
+def for_the_app(live: LiveBackend | None, reason: str) -> tuple[LiveBackend | None, str]:
+    """A live backend of the app: its jobs say "the app" to other processes waiting for their GPUs, and wait at most
+    ``APP_WAIT_S`` for a GPU another process measures on (the queue panel says so)."""
+    if live is not None:
+        live.client.purpose, live.client.wait_s = "the app", APP_WAIT_S
     return live, reason
 
 
@@ -34,7 +43,7 @@ def default_live_backend() -> tuple[LiveBackend | None, str]:
 def live_backend_on(uuid: str) -> tuple[LiveBackend | None, str]:
     """Each GPU its own worker process, shared by all sessions: two GPUs measure at once, while the jobs of one
     GPU stay one at a time."""
-    return start_live(uuid)
+    return for_the_app(*start_live(uuid))
 
 
 @st.cache_resource(show_spinner="Starting a worker for those GPUs…", max_entries=64)
@@ -44,7 +53,7 @@ def live_backend_on_set(boards: tuple[str, ...]) -> tuple[LiveBackend | None, st
     default, reason = default_live_backend()
     if default is None:
         return None, reason
-    return start_live(devices=list(boards), gpus=default.gpus)
+    return for_the_app(*start_live(devices=list(boards), gpus=default.gpus))
 
 
 def live_backend_for(devices, need: int = 1, job: str = "this page") -> tuple[LiveBackend | None, str]:

@@ -3,6 +3,7 @@ live measurement in the runs store."""
 
 from __future__ import annotations
 
+import os
 import time
 
 import streamlit as st
@@ -14,6 +15,7 @@ from gpu.core.text import plain
 from gpu.experiments.request import Request
 from gpu.present.noise import noisy_points
 from gpu.results.store import StoreError, params_by_run
+from gpu.service import host_locks
 from gpu.service.jobs import JobHandle, whose_job
 from pages._ui import access
 from pages._ui.backends import opened_run, run_catalog, session_id
@@ -35,7 +37,7 @@ def follow(handle: JobHandle, preview=None) -> None:
     drawn, redraws, last = 0, 0, -1e9
     while not handle.wait(POLL_S):
         if handle.state == "queued":  # whose job it waits behind, as this person may know it
-            bar.progress(0.0, text=handle.queue_text(access.current_actor()))
+            bar.progress(0.0, text=plain(handle.queue_text(access.current_actor()), None))
         elif handle.total:
             bar.progress(min(handle.done / handle.total, 1.0), text=f"{handle.done}/{handle.total} · {handle.text}")
         if slot is None or len(handle.rows) <= drawn or time.monotonic() - last < REDRAW_S:
@@ -117,15 +119,24 @@ def measured_frame(backend, checked: Request, key: str, run_id: str | None = Non
 
 def queue_panel(backend, key: str) -> None:
     """The worker's jobs, measuring and queued in the order they will be served, each with whose it is as this
-    person may know it; an admin can cancel any of them (the client checks the role again: ``cancel_as``)."""
+    person may know it; an admin can cancel any of them (the client checks the role again: ``cancel_as``). Then what
+    other processes of this machine measure now (a runner, a fleet task, the tests: ``host_locks.holders``)."""
     actor = access.current_actor()
     jobs = [job for job in backend.client.jobs() if job.kind != "warm_host_pool"]
+    others = host_locks.holders(exclude_pid=os.getpid())
     refused = st.session_state.pop(f"{key}_cancel_refused", None)
     if refused:
         st.warning(refused)
-    if not jobs:
+    if not jobs and not others:
         return
-    with st.expander(f"GPU queue: {text.count(len(jobs), 'job')}"):
+    title = f"GPU queue: {text.count(len(jobs), 'job')}" + (f" · {text.count(len(others), 'other process')} measuring"
+                                                             if others else "")
+    with st.expander(title):
+        for holder in others:  # another process's own words: shown as text
+            st.caption(plain(f"another process · {holder.text()}", None))
+        if backend.client.wait_s is not None:
+            st.caption(f"A job here waits at most {backend.client.wait_s:g} s for a GPU that another process "
+                       "measures on, then is refused.")
         for place, job in enumerate(jobs):
             whose = whose_job(job.owner, actor) or "a job of this machine"
             where = "measuring" if place == 0 and job.state == "running" else job.queue_text(actor)

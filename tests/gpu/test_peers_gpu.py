@@ -56,9 +56,10 @@ def test_the_worker_holds_both_gpus_and_names_each_with_its_link(pair_backend):
 @two_gpus
 def test_every_variant_verifies_on_both_pairs_and_both_gpus(pair_backend):
     sizes = [4 * KiB, 1 * MiB, 256 * MiB]
-    frame = submit_values(pair_backend, peers.NAME, {"sizes": sizes, "profile": "interactive"}).outcome()
+    frame = submit_values(pair_backend, peers.NAME, {**peers.FULL_SWEEP, "sizes": sizes,
+                                                     "profile": "interactive"}).outcome()
     schema.validate(frame)
-    params = peers.with_devices(peers.parse_params({"sizes": sizes}), [0, 1])
+    params = peers.with_devices(peers.parse_params({**peers.FULL_SWEEP, "sizes": sizes}), [0, 1])
     keys = {tuple(schema.key_value(v) for v in k) for k in params.points()}
     got = {tuple(schema.key_value(v) for v in k) for k in zip(*(frame[c] for c in peers.KEY_COLUMNS), strict=True)}
     assert got == keys and frame["verified"].all()
@@ -82,6 +83,19 @@ def test_every_variant_verifies_on_both_pairs_and_both_gpus(pair_backend):
         assert at.loc[("ce_read", 0, 1, batched), "gbps"] > 200
     latency_ns = at.loc[("latency", 0, 1, peers.LATENCY_TIMER), "median_ms"] * 1e6
     assert 100 < latency_ns < 10_000
+
+
+@two_gpus
+def test_the_defaults_measure_the_matrix_at_one_size_and_the_chase_walks_from_every_sm(pair_backend):
+    frame = submit_values(pair_backend, peers.NAME, {"profile": "interactive"}).outcome()
+    schema.validate(frame)
+    assert len(frame) == 4 * 2 + 4 * 2 and frame["verified"].all() and set(frame["elements"]) == {peers.MATRIX_SIZE}
+    latency = frame[frame["variant"] == "latency"]
+    sm_count = int(frame["sm_count"].iloc[0])
+    for row in latency.itertuples():  # whole rotations over the SMs; the figure is their mean
+        assert row.samples % sm_count == 0 and row.median_ms == pytest.approx(sum(row.samples_ms) / row.samples)
+        print(f"\nlatency {row.gpu_index}→{int(row.peer_index)}: {row.median_ms * 1e6:,.1f} ns, every SM's launch "
+              f"{row.min_ms * 1e6:,.1f}–{row.max_ms * 1e6:,.1f} ns over {row.samples} launches")
 
 
 @two_gpus
