@@ -71,7 +71,8 @@ normalized = controls.toggle("Normalize to each device's theoretical limit (for 
                              "compare_normalized",
                              help="Each point as % of its own device's limit: PCIe per direction for host↔device "
                                   "copies, HBM for kernels.")
-page.sync()
+HISTORY_KEYS = ("compare_history_device", "compare_history_point")  # set at the desk, below the comparisons
+page.sync(own=HISTORY_KEYS)
 if not candidate_ids:
     st.info("Choose at least one candidate." if like else
             f"No two runs of {plain(experiment)} on one GPU model measured the same points: choose a candidate to "
@@ -149,7 +150,8 @@ st.download_button("Download the review report (one HTML file, opens offline)",
 
 st.subheader("History: one device and point over time")
 devices = sorted(mine["device_name"].dropna().unique())
-device = st.selectbox("Device", devices, key="compare_history_device")
+history_controls = ui.Section(page)
+device = history_controls.selectbox("Device", devices, "compare_history_device")
 # Oldest first: a history reads forward in time, and the default point is then the oldest run's when runs tie.
 history_ids = list(mine[mine["device_name"] == device].sort_values("timestamp", kind="stable")["run_id"])
 frames, unreadable = [], []
@@ -170,8 +172,9 @@ for frame in frames:
         point_rows.setdefault(label, row)
         measured_by[label] = measured_by.get(label, 0) + 1
 labels_by_runs = list(point_rows)
-point = st.selectbox("Point", labels_by_runs, key="compare_history_point",
-                     index=labels_by_runs.index(max(labels_by_runs, key=measured_by.get)))
+point = history_controls.selectbox("Point", labels_by_runs, "compare_history_point",
+                                  index=labels_by_runs.index(max(labels_by_runs, key=measured_by.get)))
+page.sync()
 history = compare.history(frames, point_rows[point])
 if len(history) < 2:
     st.caption(f"{text.count(len(history), 'run')} of {plain(device)} measured this point: a history needs two.")

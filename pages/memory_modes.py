@@ -55,9 +55,10 @@ TABS = {managed.NAME: "Managed memory", pools.NAME: "Pools vs per-call allocatio
         batching.NAME: "Batching copies", host_latency.NAME: "Host-memory latency"}
 # A run opened from the address (Runs → Open on its page) opens on its own tab.
 opened = set(backend.data["experiment"]) if ui.opened_run() and backend.kind == "replay" else set()
-tab_managed, tab_pools, tab_batching, tab_latency = st.tabs(
-    list(TABS.values()), key="memory_modes_tab", on_change="rerun",
-    default=next((label for name, label in TABS.items() if name in opened), None))
+# The open tab is a setting: the link names it (memory_modes_tab=Host-memory latency) and opens on it.
+tab_managed, tab_pools, tab_batching, tab_latency = controls.tabs(
+    list(TABS.values()), "memory_modes_tab", default=next((label for name, label in TABS.items() if name in opened),
+                                                          None))
 
 with tab_managed:
     run_id = tab_start(managed.NAME, (
@@ -156,4 +157,6 @@ with tab_latency:
                         variant=lambda f: f["variant"].map(host_latency.LABELS),
                         param_value=lambda f: f["param_value"].map(format_bytes)), frame)
 
-page.sync()
+# While another tab is open, the latency tab's sizes stay in the address as the link gave them (and apply when it
+# opens): a setting of this page, not an unknown one.
+page.sync(own=() if tab_latency.open else ("host_latency_sizes",))

@@ -80,7 +80,7 @@ with calculator_slot:
         if ui.desk():
             st.dataframe(pd.DataFrame([{"resource": k, "blocks it allows": result.limits[k]} for k in LIMITERS]),
                          hide_index=True)
-        tabs = st.tabs(["vs block size", "vs registers", "vs shared memory"])
+        tabs = controls.tabs(["vs block size", "vs registers", "vs shared memory"], "occupancy_curve")
         for tab, axis in zip(tabs, ("block", "registers", "shared"), strict=True):
             with tab:
                 ui.chart(kernel_charts.occupancy_curve(device, kernel, block, dynamic, axis),

@@ -74,12 +74,21 @@ def live_runs() -> pd.DataFrame | None:
 
 def replay_runs() -> pd.DataFrame:
     """Replay: the newest recording of each experiment on the chosen device model."""
-    devices = rl.device_models(backend.data)  # a link may name a model with nothing to place
+    devices = rl.device_models(backend.data)  # only the models with kernels or ceilings to place are offered
     if not devices:
-        st.info("No recordings to place.")
+        st.info("No recordings to place: none of a kernel or ceiling experiment.")
+        page.sync()
         st.stop()
+
+    def placeable(name: str) -> None:
+        """A link naming a model recorded only by other experiments is told why it is not offered."""
+        recorded = sorted(set(backend.data.loc[backend.data["device_name"].astype(str) == name, "experiment"]))
+        if recorded and name not in devices:
+            raise ValueError("nothing to place on a roofline was recorded on this GPU model "
+                             f"(only {', '.join(recorded)})")
+
     # one GPU model or several: the choice is there, so a link's roofline_device is always a setting of this page
-    device = controls.selectbox("GPU (recordings)", devices, "roofline_device", where=more,
+    device = controls.selectbox("GPU (recordings)", devices, "roofline_device", where=more, check=placeable,
                                 help="The newest recording of each experiment made on this GPU model")
     return rl.newest_runs(backend.data, device).assign(backend="replay")  # the rows say this view is a replay
 

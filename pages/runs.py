@@ -22,7 +22,7 @@ PAGE_OF = registry.PAGE_OF  # each experiment's page, from the registry
 
 page = ui.Page("Runs")
 page.link_notes()
-page.sync(link=False)  # names what the link holds that this page does not read (?run= opens a run)
+controls = ui.Section(page)  # the filters and the run chosen: in the link, restored from it
 catalog = page.catalog()
 actor = access.current_actor()
 AUDIT_SHOWN = 500  # entries of the trail in the table; the exports hold every one
@@ -124,6 +124,7 @@ def audit_section() -> None:
 
 
 def finish() -> None:
+    page.sync()  # the filters and the run chosen into the address; what a link held that this page does not read named
     if ui.desk():  # on stage the runs and the run to open fill the screen: no management below them
         trash_section()
         audit_section()
@@ -144,13 +145,14 @@ filters = {}
 for col, (column, title) in zip(cols[:4], [("experiment", "Experiment"), ("device_name", "Device"),
                                             ("driver_version", "Driver"), ("host", "Host")], strict=True):
     values = sorted(runs[column].dropna().astype(str).unique())
-    filters[column] = col.multiselect(title, values, key=f"runs_filter_{column}")
+    filters[column] = controls.multiselect(title, values, f"runs_filter_{column}", where=col)
 runs = runs.reset_index(drop=True)
-text = cols[4].text_input("Label contains", key="runs_filter_label")
+text = controls.text_input("Label contains", "runs_filter_label", where=cols[4])
 days = pd.to_datetime(runs["timestamp"].astype(str).str[:10], errors="coerce").dt.date
 first_day, last_day = days.min(), days.max()
-period = cols[5].date_input("Measured between", value=(first_day, last_day), key="runs_filter_dates") \
+period = controls.date_range("Measured between", "runs_filter_dates", first_day, last_day, where=cols[5]) \
     if pd.notna(first_day) else ()
+page.sync(final=False)  # the link box under the filters; the run chosen below joins it
 shown = runs
 if isinstance(period, tuple | list) and len(period) == 2:
     shown = shown[((days >= period[0]) & (days <= period[1])).to_numpy()]
@@ -170,7 +172,7 @@ if shown.empty:
 st.subheader("One run")
 labels = {r.run_id: f"{r.run_id} · {r.experiment} · {r.device_name} · {str(r.timestamp)[:16]}"
           + (f" · {r.label}" if isinstance(r.label, str) and r.label else "") for r in shown.itertuples()}
-run_id = st.selectbox("Run", list(labels), format_func=labels.get, key="runs_selected")
+run_id = controls.selectbox("Run", list(labels), "runs_selected", format_func=labels.get)
 row = shown[shown["run_id"] == run_id].iloc[0]
 left, right = st.columns(2)
 left.button("Open on its page", key="runs_open", on_click=ui.request, args=(f"runs_open_{run_id}",))

@@ -214,3 +214,20 @@ def test_live_measure_runs_the_suite_one_experiment_after_another_and_places_wha
         assert len(table) >= 12 and table["verdict"].str.len().gt(10).all()
     finally:
         st.cache_resource.clear()
+
+
+@pytest.mark.parametrize("present", ["0", "1"])
+def test_a_gpu_with_nothing_to_place_is_not_offered_and_a_link_to_it_says_why_over_a_drawn_chart(bundled, present):
+    """The peer recording's H100s have no kernel or ceiling: the menu leaves them out, and a link naming one (as
+    the menu once offered) is told why in one line while the page draws the GPU it can."""
+    data = ReplayBackend().data
+    peers_only = str(data.loc[data["experiment"] == "peers", "device_name"].iloc[0])
+    assert peers_only not in rl.device_models(data)
+    at = open_page(roofline_device=peers_only, present=present)
+    notes = [n.value for n in (at.toast if present == "1" else at.warning) if "Not used as written" in n.value]
+    assert len(notes) == 1 and "nothing to place on a roofline was recorded on this GPU model (only peers)" in \
+        notes[0].replace("\\", "")
+    assert at.selectbox(key="roofline_device").value == bundled["device"]
+    assert peers_only not in at.selectbox(key="roofline_device").options
+    assert roofline_chart(at)  # never a blank page
+    assert "roofline_kernel" not in " ".join(notes)

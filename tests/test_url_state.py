@@ -3,6 +3,7 @@ step with the controls (AppTest in replay mode) and the value codec itself."""
 
 import json
 import re
+from datetime import date
 from pathlib import Path
 
 import pytest
@@ -225,17 +226,66 @@ def open_link(path: str, params: dict) -> AppTest:
     return at
 
 
-@pytest.mark.parametrize("path", ["transfers", "coalescing", "reductions", "occupancy", "streams", "memory-modes",
-                                  "compare", "fleet"])
+def choose_second(key: str, value_of=lambda shown: shown):
+    """A step before the link is taken: the second option of the selectbox ``key`` chosen, as a user would
+    (``value_of``: the option's value from its text, where the page formats it)."""
+    def step(at: AppTest) -> None:
+        box = at.selectbox(key=key)
+        assert len(box.options) >= 2, box.options
+        box.set_value(value_of(box.options[1])).run()
+    return step
+
+
+MEMORY_TABS = ["Managed memory", "Pools vs per-call allocation", "Batching copies", "Host-memory latency"]
+OCCUPANCY_CURVES = ["vs block size", "vs registers", "vs shared memory"]
+# Every page, and every state of a page that a control outside its widgets' values sets: each tab, a highlighted
+# kernel, a run chosen on the Runs page.
+ROUND_TRIPS = [pytest.param(path, {}, None, id=path) for path in (
+    "overview", "transfers", "coalescing", "reductions", "occupancy", "streams", "roofline", "memory-modes", "peers",
+    "runs", "compare", "fleet")] + [
+    pytest.param("memory-modes", {"memory_modes_tab": tab}, None, id=f"memory-modes-{tab}") for tab in MEMORY_TABS] + [
+    pytest.param("occupancy", {"occupancy_curve": tab}, None, id=f"occupancy-{tab}") for tab in OCCUPANCY_CURVES] + [
+    pytest.param("roofline", {}, choose_second("roofline_kernel"), id="roofline-kernel"),
+    pytest.param("runs", {}, choose_second("runs_selected", lambda shown: shown.split(" · ")[0]), id="runs-run"),
+    pytest.param("runs", {"runs_filter_experiment": "transfers", "runs_filter_label": "a"}, None, id="runs-filters"),
+    pytest.param("compare", {}, choose_second("compare_history_point"), id="compare-history"),
+    pytest.param("talk", {"scene": "3"}, None, id="talk-scene")]
+# The widgets a link does not hold: the sidebar's (this session's source and mode) and the Runs page's actions
+# (an import, a label, the trash), which change the store, not the view.
+NOT_VIEW = re.compile(r"^(runs_import_|runs_upload|runs_label_|runs_trash_|runs_purge_)")
+WIDGETS = ("selectbox", "multiselect", "select_slider", "slider", "toggle", "radio", "text_input", "text_area",
+           "date_input", "button_group", "checkbox", "number_input")
+
+
+def view_controls(at: AppTest) -> dict[str, object]:
+    """Each control of the page that sets what it shows, by key, with its value."""
+    sidebar = {w.key for kind in WIDGETS for w in at.sidebar.get(kind)}
+    return {w.key: w.value.tolist() if hasattr(w.value, "tolist") else w.value for kind in WIDGETS
+            for w in at.get(kind) if w.key and w.key not in sidebar and not NOT_VIEW.match(w.key)}
+
+
+@pytest.mark.parametrize("path,opened,step", ROUND_TRIPS)
 @pytest.mark.slow
-def test_the_link_a_page_writes_reopens_it_with_every_control_as_written(path):
-    """Each control a ui.Section creates writes its value into the address; that address, opened anew, restores
-    every one of them (none named as unusable) and writes the same address back."""
-    written = dict(open_link(path, {}).query_params)
-    assert len(written) >= 3, written
+def test_the_link_a_page_writes_reopens_it_with_every_control_as_written(path, opened, step):
+    """Every control that sets the view, the open tab included, writes its value into the address; that address,
+    opened anew, restores every one of them (none named as unusable), opens the same tab, and writes the same
+    address back."""
+    first = open_link(path, opened)
+    if step is not None:
+        step(first)
+    written = dict(first.query_params)
+    assert opened.items() <= written.items(), written
+    controls = view_controls(first)
+    unwritten = {k for k, v in controls.items() if v not in (None, "") and v != [] and k not in written}
+    assert not unwritten, f"controls not in the link: {unwritten}"
+    if path != "overview":  # the one page without settings
+        assert written, "no settings written"
     reopened = open_link(path, written)
     assert "Not used as written" not in warnings(reopened)
     assert dict(reopened.query_params) == written
+    assert view_controls(reopened) == controls
+    for key in {"memory_modes_tab", "occupancy_curve"} & set(written):
+        assert reopened.session_state[key] == written[key]
 
 
 def test_an_occupancy_link_sets_the_calculator_and_refuses_values_off_its_sliders():
@@ -254,3 +304,102 @@ def test_a_memory_modes_link_restores_the_batching_pieces_it_names():
     at = open_link("memory-modes", {f"batching_pieces_{count}": ",".join(pieces)})
     assert [str(p) for p in at.button_group(key=f"batching_pieces_{count}").value] == pieces
     assert at.query_params[f"batching_pieces_{count}"] == ",".join(pieces)
+
+
+@pytest.mark.parametrize("path,params,note", [
+    ("transfers", {"transfers_directions": ["h2d", "sideways", "d2h"]},
+     "transfers_directions is given 3 times (h2d, sideways, d2h); only the last, d2h, is used"),
+    ("transfers", {"present": ["1", "0"]}, "present is given 2 times (1, 0); only the last, 0, is used"),
+    ("talk", {"scene": ["NaN", "2"]}, "scene is given 2 times (NaN, 2); only the last, 2, is used"),
+])
+def test_a_key_given_twice_is_read_once_with_a_note_naming_what_was_used(path, params, note):
+    at = open_link(path, params)
+    assert note in warnings(at)
+    assert all(not isinstance(at.query_params.get(key), list) for key in params)  # the address keeps one value
+    if path == "transfers" and "transfers_directions" in params:
+        assert at.pills(key="transfers_directions").value == ["d2h"] and charts(at)
+    if "present" in params:  # present=0 is the desk view
+        assert [e for e in at.expander if "Link to this view" in e.label]
+    if path == "talk":
+        assert any(c.value.endswith("scene 2 of 6") for c in at.caption)
+
+
+def test_a_value_named_twice_in_a_list_is_kept_once_with_a_note():
+    at = open_link("coalescing", {"coalescing_groups": "strided,strided,strided"})
+    assert "coalescing_groups=strided,strided,strided: a value is named more than once, so it is read as strided" \
+        in warnings(at)
+    assert at.pills(key="coalescing_groups").value == ["strided"]
+    assert at.query_params["coalescing_groups"] == "strided"
+
+
+def test_a_control_the_page_stops_showing_is_dropped_from_the_address_without_a_note():
+    """A parameter the session's page wrote itself (the Roofline's kernel, before a GPU with nothing to highlight
+    was chosen) came from no link: it is not named as a setting the page does not know."""
+    def page():
+        import streamlit as st
+
+        from pages._ui.url_state import UrlState
+        url = UrlState.start()
+        if st.session_state.get("with_kernel", True):
+            url.restore("kernel", "str", ["(none)", "copy"])
+            st.selectbox("Highlight a kernel", ["(none)", "copy"], key="kernel")
+        url.sync(link=False)
+
+    at = AppTest.from_function(page, default_timeout=60)
+    at.query_params["colour"] = "blue"
+    at.run()
+    assert "colour is not a setting of this page" in warnings(at) and at.query_params["kernel"] == "(none)"
+    at.session_state["with_kernel"] = False
+    at.run()
+    assert not at.warning and "kernel" not in at.query_params
+
+
+def test_a_latency_size_linked_without_its_tab_is_kept_for_it_not_refused():
+    at = open_link("memory-modes", {"host_latency_sizes": "4096"})
+    assert "host_latency_sizes" not in warnings(at)
+    assert at.query_params["host_latency_sizes"] == "4096"  # kept for the tab, which applies it when opened
+    assert at.session_state["memory_modes_tab"] == "Managed memory"
+
+
+def test_the_runs_page_offers_a_link_with_its_filters_and_takes_them_back():
+    at = open_link("runs", {"runs_filter_experiment": "transfers", "runs_filter_dates": "2000-01-01~2099-12-31"})
+    assert not at.warning
+    link = at.get("code")[0].value
+    assert link.startswith("?page=runs&") and "runs_filter_experiment=transfers" in link
+    assert at.date_input(key="runs_filter_dates").value == (date(2000, 1, 1), date(2099, 12, 31))
+    assert set(at.dataframe[0].value["experiment"]) == {"transfers"}
+    at = open_link("runs", {"runs_filter_dates": "2026-13-01~2026-11-25"})
+    assert "runs_filter_dates=2026-13-01~2026-11-25: '2026-13-01' is not a date (YYYY-MM-DD); the default is used" \
+        in warnings(at)
+
+
+@pytest.mark.parametrize("path", ["memory-modes", "fleet", "peers", "compare", "occupancy"])
+def test_a_linked_value_replaces_the_default_without_streamlit_logging_a_stack_dump(path, monkeypatch):
+    """Given a default and a value set through Session State, Streamlit logs a warning with a stack dump (once per
+    process, hence the flag reset). A value from a link replaces the default instead. (Ranges keep theirs: Streamlit
+    reads their two ends from it; none is on these pages.)"""
+    import logging
+
+    from streamlit.elements.lib import policies
+
+    written = dict(open_link(path, {}).query_params)
+    records = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    logger = logging.getLogger(policies.__name__)
+    monkeypatch.setattr(policies, "_shown_default_value_warning", False)
+    logger.addHandler(handler)
+    try:
+        open_link(path, written)
+    finally:
+        logger.removeHandler(handler)
+    assert not [r.getMessage() for r in records if "created with a default value" in r.getMessage()]
+
+
+def test_a_page_that_syncs_twice_names_every_unusable_value_of_its_link():
+    """Compare writes its history's controls after the comparisons: their notes join the first ones."""
+    at = open_link("compare", {"colour": "blue", "compare_history_point": "nowhere"})
+    warning = warnings(at)
+    assert "colour is not a setting of this page" in warning
+    assert "compare_history_point=nowhere: 'nowhere' is not one of the choices" in warning
+    assert len([w for w in at.warning if "Not used as written" in w.value]) == 1

@@ -85,11 +85,10 @@ def measured_roofs(data: pd.DataFrame, experiments: dict[str, ModuleType] | None
 
 
 def device_models(data: pd.DataFrame, experiments: dict[str, ModuleType] | None = None) -> list[str]:
-    """Every GPU model ``data`` was recorded on, those with kernels or ceilings to place first (a model recorded only
-    by other experiments, such as a peer matrix, has nothing on a roofline), each group in name order."""
+    """The GPU models ``data`` holds kernels or ceilings of, in name order: a model recorded only by other
+    experiments (such as a peer matrix) has nothing to place on a roofline, so it is not offered."""
     wanted = kernel_experiments(experiments) + ceiling_experiments(experiments)
-    placeable = set(data.loc[data["experiment"].isin(wanted), "device_name"].dropna().astype(str))
-    return sorted((str(d) for d in data["device_name"].dropna().unique()), key=lambda d: (d not in placeable, d))
+    return sorted(set(data.loc[data["experiment"].isin(wanted), "device_name"].dropna().astype(str)))
 
 
 def newest_runs(data: pd.DataFrame, device_name: str,

@@ -153,8 +153,8 @@ def axis_choices(experiment: str, name: str, key: str, options=None, default=Non
     options = list(declared.values if options is None else options)
     if default is None:
         default = [v for v in declared.default if v in options] or options[:1]
-    return st.pills(label or axis_label(declared), options, selection_mode="multi", default=default, key=key,
-                    **kwargs)
+    return st.pills(label or axis_label(declared), options, selection_mode="multi", key=key,
+                    **defaulted(key, default=default), **kwargs)
 
 
 def select_one(label: str, options: list, key: str, value=None, format_func=str, where=st, **kwargs):
@@ -165,8 +165,14 @@ def select_one(label: str, options: list, key: str, value=None, format_func=str,
         st.session_state[key] = options[0]
         where.markdown(f"{label}: **{format_func(options[0])}** (the only value here)")
         return options[0]
-    return where.select_slider(label, options=options, value=value if value in options else options[0],
-                               format_func=format_func, key=key, **kwargs)
+    return where.select_slider(label, options=options, format_func=format_func, key=key,
+                               **defaulted(key, value=value if value in options else options[0]), **kwargs)
+
+
+def defaulted(key: str, **default) -> dict:
+    """A widget's default, unless its key already holds a value (a link's, restored before the widget): given both,
+    Streamlit logs a warning with a stack dump, and the key's value wins anyway."""
+    return {} if key in st.session_state else default
 
 
 def axis_slider(experiment: str, name: str, key: str, options: list, label: str | None = None, otherwise: int = -1,

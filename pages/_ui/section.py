@@ -39,8 +39,11 @@ class Section:
         return nullcontext() if where is st else where
 
     def _widget(self, make: str, key: str, kind: str, allowed, where, *args, check=None, **kwargs):
-        """Restore ``key`` (a value of ``kind`` among ``allowed``), then create Streamlit's widget ``make``."""
-        self.url.restore(key, kind, allowed, check)
+        """Restore ``key`` (a value of ``kind`` among ``allowed``), then create Streamlit's widget ``make``; a value
+        the link set replaces the widget's default (given both, Streamlit logs a warning with a stack dump). A range's
+        default stays: Streamlit reads from it that the widget has two ends."""
+        if self.url.restore(key, kind, allowed, check) and not kind.endswith("_range"):
+            kwargs = {k: v for k, v in kwargs.items() if k not in ("value", "index", "default")}
         return getattr(self._place(where), make)(*args, key=key, **kwargs)
 
     # --- Streamlit's widgets ------------------------------------------------------------------------------------
@@ -54,7 +57,7 @@ class Section:
     def slider(self, label: str, low: int, high: int, value: int, key: str, step: int = 1, where=None, **kwargs):
         """A numeric slider from ``low`` to ``high``; a linked value must be one of its steps."""
         allowed = (low, high) if step == 1 else list(range(low, high + 1, step))
-        return self._widget("slider", key, "int", allowed, where, label, low, high, value, step=step, **kwargs)
+        return self._widget("slider", key, "int", allowed, where, label, low, high, value=value, step=step, **kwargs)
 
     def radio(self, label: str, options: list, key: str, where=None, **kwargs):
         return self._widget("radio", key, value_kind(options), options, where, label, options, **kwargs)
@@ -73,6 +76,17 @@ class Section:
 
     def toggle(self, label: str, key: str, where=None, **kwargs) -> bool:
         return self._widget("toggle", key, "bool", None, where, label, **kwargs)
+
+    def date_range(self, label: str, key: str, first, last, where=None, **kwargs) -> tuple:
+        """A date input over two ends (``first`` … ``last`` by default), written first~last (ISO dates) in the URL."""
+        return self._widget("date_input", key, "date_range", None, where, label, value=(first, last), **kwargs)
+
+    def tabs(self, labels: list[str], key: str, where=None, **kwargs) -> list:
+        """Tabs whose open one is a setting: switching reruns the page (so each tab's ``.open`` is known), and the
+        link names the open tab by its label. ``default`` is kept beside a linked tab: it is part of the tabs'
+        identity, so dropping it for one run would reset them on the next."""
+        self.url.restore(key, "str", labels)
+        return self._place(where).tabs(labels, key=key, on_change="rerun", **kwargs)
 
     def text_input(self, label: str, key: str, check=None, where=None, **kwargs) -> str:
         """A text box; ``check(text)`` may refuse a linked text by raising ValueError with the reason."""

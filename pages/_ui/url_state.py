@@ -3,6 +3,7 @@ per session (``UrlState``), and the ``?page=`` links PinPoint hands out."""
 
 from __future__ import annotations
 
+from datetime import date
 from urllib.parse import urlencode
 
 import streamlit as st
@@ -26,6 +27,7 @@ LINK_PAGE = "page"
 def open_linked_page(navigation) -> None:
     """Before the page runs: ``?page=NAME`` (a PinPoint link) opens that page with the link's other values; the
     address then reads /NAME?… as if the page had been opened from the menu. An unknown name is said and dropped."""
+    UrlState.session().single_values()
     wanted = st.query_params.get(LINK_PAGE)
     UrlState.session().page_path = navigation.url_path
     if wanted is None:
@@ -57,18 +59,26 @@ def view_link(params: dict[str, str]) -> str:
 def parse_url_value(raw: str, kind: str, options=None):
     """A control's value from its text in the URL; ValueError (with the reason) when it is not one it can take.
 
-    Kinds: int, str, bool, ints / strs (several, comma-separated), int_range ("low~high"). ``options`` is the
-    list of allowed values (or a (low, high) pair for a numeric slider); None allows any value of the kind."""
+    Kinds: int, str, bool, ints / strs (several, comma-separated), int_range ("low~high"), date_range
+    ("2026-11-01~2026-11-25"). ``options`` is the list of allowed values (or a (low, high) pair for a numeric slider
+    or a date range); None allows any value of the kind."""
     def one_int(value: str) -> int:
         try:
             return int(value)
         except ValueError:
             raise ValueError(f"'{text.shorten(value)}' is not a whole number") from None
 
+    def one_date(value: str) -> date:
+        try:
+            return date.fromisoformat(value.strip())
+        except ValueError:
+            raise ValueError(f"'{text.shorten(value)}' is not a date (YYYY-MM-DD)") from None
+
     def allowed(value):
         if options is None:
             return value
-        if isinstance(options, tuple) and len(options) == 2 and kind in ("int",) and not isinstance(options[0], str):
+        if isinstance(options, tuple) and len(options) == 2 and kind in ("int", "date_range") \
+                and not isinstance(options[0], str):
             if not options[0] <= value <= options[1]:
                 raise ValueError(f"{value} is outside {options[0]}…{options[1]}")
             return value
@@ -94,6 +104,11 @@ def parse_url_value(raw: str, kind: str, options=None):
         if not sep:
             raise ValueError(f"'{text.shorten(value)}' is not a range low~high")
         return (allowed(one_int(low)), allowed(one_int(high)))
+    if kind == "date_range":
+        low, sep, high = value.partition("~")
+        if not sep:
+            raise ValueError(f"'{text.shorten(value)}' is not a range of dates first~last")
+        return (allowed(one_date(low)), allowed(one_date(high)))
     raise ValueError(f"unknown kind {kind}")
 
 
@@ -102,9 +117,16 @@ def url_text(value, kind: str) -> str:
         return "1" if value else "0"
     if kind in ("ints", "strs"):
         return ",".join(str(v) for v in value or [])
-    if kind == "int_range":
+    if kind in ("int_range", "date_range"):
         return f"{value[0]}~{value[1]}"
     return str(value)
+
+
+def repeated_note(key: str, values: list[str]) -> str:
+    """The note for a parameter a link gives more than once: every value it gave, and the one used (the last)."""
+    given = ", ".join(text.plain(v) for v in values)
+    return (f"{text.plain(key)} is given {len(values)} times ({given}); only the last, "
+            f"{text.plain(values[-1])}, is used")
 
 
 
@@ -123,11 +145,15 @@ class UrlState:
         self.restored: set[str] = set()  # a control's value is taken from the URL once per session
         self.named: set[tuple[str, str]] = set()  # (page, key): an unknown parameter is named once per page
         self.page_path = ""  # this page's own path (app.py sets it before the page runs)
+        self.written: set[str] = set()  # parameters this session's pages have written into the address
+        self.carried: list[str] = []  # notes found before the page ran (a repeated key), for its warning
         self._fresh()
 
     def _fresh(self) -> None:
         self.registered: dict[str, str] = {}  # widget key → kind, for this page run
-        self.problems: list[str] = []
+        self.problems: list[str] = self.carried
+        self.carried = []
+        self.noted: list[str] = []  # what that warning says so far
         self.slot = None  # where the "Not used as written" warning goes
         self.link = None  # the "Link to this view" box
         self.unsynced = False  # a control was restored since the last sync
@@ -147,36 +173,51 @@ class UrlState:
         state._fresh()
         return state
 
+    def single_values(self) -> None:
+        """Before the page runs: a parameter the address gives more than once keeps its last value only, and the
+        page's link warning says so (``present=1&present=0`` is read as ``present=0``, with a note)."""
+        for key in list(st.query_params):
+            values = st.query_params.get_all(key)
+            if len(values) > 1:
+                self.carried.append(repeated_note(key, values))
+                st.query_params[key] = values[-1]
+
     def notes_here(self) -> None:
         """Put the warning that names what a link held but the page could not use here (``sync`` puts it where
         it is called when a page has not placed it)."""
         self.slot = st.empty()
 
-    def restore(self, key: str, kind: str, options=None, check=None) -> None:
+    def restore(self, key: str, kind: str, options=None, check=None) -> bool:
         """Before creating the widget ``key``: take its value from the URL once per session (when valid; otherwise
         keep the default and say why), and mirror it into the URL from then on. ``check(value)`` may refuse a value
-        of the right kind by raising ValueError with the reason. A reversed range is swapped, with a note."""
+        of the right kind by raising ValueError with the reason. A reversed range is swapped, and a value named twice
+        in a list kept once, with a note. True when the URL's value was set now."""
         self.registered[key] = kind
         self.unsynced = True
         if key in self.restored:
-            return
+            return False
         self.restored.add(key)
         raw = st.query_params.get(key)
         if raw is None:
-            return
+            return False
         named = f"{text.plain(key)}={text.plain(raw)}"
-        try:
-            value = parse_url_value(raw, kind, options)
+        try:  # the check first: it may say better than "not one of the choices" why a value is not offered
             if check is not None:
-                check(value)
+                check(parse_url_value(raw, kind))
+            value = parse_url_value(raw, kind, options)
         except ValueError as exc:
             self.problems.append(f"{named}: {text.plain(exc, 160)}; the default is used")
-            return
-        if kind == "int_range" and value[0] > value[1]:
+            return False
+        if kind in ("int_range", "date_range") and value[0] > value[1]:
             value = (value[1], value[0])
             self.problems.append(f"{named}: the range was reversed, so it is read as "
                                  f"{text.plain(url_text(value, kind))}")
+        if kind in ("ints", "strs") and len(set(value)) < len(value):
+            value = list(dict.fromkeys(value))
+            self.problems.append(f"{named}: a value is named more than once, so it is read as "
+                                 f"{text.plain(url_text(value, kind))}")
         st.session_state[key] = value
+        return True
 
     def sync(self, final: bool = True, link: bool = True, own: tuple[str, ...] = ()) -> None:
         """After the controls: the URL holds each one's value; unknown or invalid parameters are named, and a link
@@ -186,6 +227,12 @@ class UrlState:
         ``scene``)."""
         unknown = [k for k in st.query_params if k not in self.registered and k not in URL_RESERVED
                    and k not in own and not k.startswith("_")] if final else []
+        # A parameter this session wrote itself, whose control the page no longer shows (the Roofline's kernel
+        # after a GPU with nothing to highlight was chosen), came from no link: it is dropped without a word.
+        stale = [k for k in unknown if k in self.written]
+        for key in stale:
+            del st.query_params[key]
+        unknown = [k for k in unknown if k not in self.written]
         self.unsynced = False
         ctx = get_script_run_ctx()
         page = ctx.page_script_hash if ctx else ""
@@ -200,16 +247,18 @@ class UrlState:
             shown = url_text(value, kind) if value is not None else ""
             if shown:
                 st.query_params[key] = shown
+                self.written.add(key)
             elif key in st.query_params:
                 del st.query_params[key]
         note = "Not used as written in this link:\n" + "\n".join(f"- {p}" for p in problems)
         if problems and presenting():  # on stage a box would push the takeaway off the screen: a toast takes no room
             st.toast(note, icon=":material/link_off:", duration="long")
             self.problems = []
-        elif problems:
+        elif problems:  # a page that syncs twice (Compare's history below) keeps the first sync's notes in the box
+            self.noted += problems
             if self.slot is None:
                 self.slot = st.empty()
-            self.slot.warning(note)
+            self.slot.warning("Not used as written in this link:\n" + "\n".join(f"- {p}" for p in self.noted))
             self.problems = []
         if not link:
             return
