@@ -10,6 +10,7 @@ import streamlit as st
 from gpu.core import text
 from gpu.core.text import plain
 from gpu.experiments import registry
+from gpu.present.charts._common import LEGEND_BELOW
 from gpu.results import compare, pairing, report
 from gpu.results.store import StoreError
 from pages import _ui as ui
@@ -118,10 +119,14 @@ for candidate_id, candidate in zip(candidate_ids, candidates, strict=True):
         for column, (name, count) in zip(m[1:], counts.items(), strict=True):
             column.metric(name.capitalize(), count)
         st.caption(compare.band_summary(table))
-    ui.chart(report.ratio_figure(table, "Normalized: each point as % of its own device's limit" if normalized
-                                        else "Candidate speed vs baseline, per point", normalized=normalized,
-                                    labels=registry.labels_of(experiment)),
-                    key=f"chart_ratio_{candidate_id}")
+    ratios = report.ratio_figure(table, "Normalized: each point as % of its own device's limit" if normalized
+                                 else "Candidate speed vs baseline, per point", normalized=normalized,
+                                 labels=registry.labels_of(experiment))
+    if not ui.desk():  # a pair with and without allocation has 16 series: in rows under the chart, all on screen
+        # (a horizontal legend stacks a legend group's entries: on stage each series is its own entry)
+        ratios.update_traces(legendgroup=None, selector={"legendgroup": "series"})
+        ratios.update_layout(legend={**LEGEND_BELOW, "maxheight": 240})  # rows under the chart, every row shown
+    ui.chart(ratios, key=f"chart_ratio_{candidate_id}")
     # on stage the headline sits under the chart
     ui.takeaway(plain(line, None), key=f"stage_takeaway_{candidate_id}")
     if not ui.desk():
