@@ -39,7 +39,7 @@ test: $(VENV)/.dev
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm munge >/dev/null; fi
 	$(BIN)/ruff check .
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet  # the docs site, into out/site (git-ignored)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -p randomly  # shuffled; a failure's order again: -p randomly --randomly-seed=N (header)
 
 # On the GPU machine (docs/contributing/testing.md): the GPU tests only.
 gpu-test:

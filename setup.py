@@ -1,8 +1,9 @@
 """How PinPoint installs (``pip install .``, ``pip install ".[gpu]"``); the project's metadata is in pyproject.toml.
 
 The installed copy keeps the checkout's shape in one folder, ``site-packages/pinpoint/``: app.py, serve.py,
-.streamlit/config.toml, pages/, gpu/ (with gpu/kernels/*.cu) and assets/ (recordings, suites, talks, icons), so the
-app, its pages and gpu.core.paths find everything as they do in a checkout. ``pinpoint.pth`` beside it puts that folder
+.streamlit/config.toml, pages/, gpu/ (with gpu/kernels/*.cu), assets/ (recordings, suites, talks, icons) and docs/
+(the guides the app's messages name), so the app, its pages and gpu.core.paths find everything as they do in a
+checkout. ``pinpoint.pth`` beside it puts that folder
 on ``sys.path``, so ``import gpu`` works in every Python of the environment: the ``pinpoint`` command, Streamlit, the
 GPU worker and a fleet's Dask workers, with no checkout and no PYTHONPATH. Dependencies are requirements.txt's pins;
 the ``gpu`` extra is requirements-gpu.txt's.
@@ -42,7 +43,7 @@ packages = [f"{FOLDER}.{name}" for name in names]
 setup(
     packages=[FOLDER, *packages],
     package_dir={FOLDER: "."},
-    package_data={FOLDER: [".streamlit/config.toml", "assets/**/*"], f"{FOLDER}.gpu": ["kernels/*"]},
+    package_data={FOLDER: [".streamlit/config.toml", "assets/**/*", "docs/**/*"], f"{FOLDER}.gpu": ["kernels/*"]},
     include_package_data=False,
     install_requires=pins("requirements.txt"),
     extras_require={"gpu": [line for line in pins("requirements-gpu.txt") if line not in pins("requirements.txt")]},

@@ -14,7 +14,7 @@ import os
 import sys
 
 from gpu import bench
-from gpu.core import paths
+from gpu.core import paths, serving
 from gpu.experiments import registry
 
 RUNNER_COMMANDS = {
@@ -52,6 +52,28 @@ def top_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def app_help() -> str:
+    """``pinpoint app --help``: PinPoint's own words, not ``streamlit run``'s (whose options it passes on)."""
+    return f"""usage: pinpoint app [STREAMLIT OPTIONS]
+
+Start PinPoint's app: `streamlit run` of this copy's serve.py, with its own .streamlit/config.toml, serving
+http://127.0.0.1:8501 to this machine only. It measures live on a working NVIDIA GPU, and otherwise replays the
+runs recorded on real GPUs that come with PinPoint (every page says which).
+
+Streamlit's options pass through, for example:
+  --server.port 8502        another port
+  --server.headless true    do not open a browser
+(every option: python -m streamlit run --help)
+
+Environment:
+  PINPOINT_BACKEND   auto (the default: live when a GPU works, else replay), live or replay
+  PINPOINT_DB_URL    the runs store: a SQLite or PostgreSQL URL (default: a SQLite file in your data folder)
+  PINPOINT_DEVICE    the GPU to measure on (an index or a UUID prefix)
+  PINPOINT_SERVE     local (the default) or team: serving a team with sign-in is described in
+                     {serving.DOCS}
+"""
+
+
 def app_command(streamlit_args: list[str]) -> int:
     """Replaces this process with ``streamlit run serve.py``, so signals and the exit status are Streamlit's own."""
     argv = [sys.executable, "-m", "streamlit", "run", str(paths.ROOT / "serve.py"), *streamlit_args]
@@ -66,6 +88,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if argv else 2
     command, rest = argv[0], argv[1:]
     if command == "app":
+        if "-h" in rest or "--help" in rest:
+            print(app_help(), end="")
+            return 0
         return app_command(rest)
     if command == "measure":
         if not rest or rest[0] in ("-h", "--help"):

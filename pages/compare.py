@@ -11,7 +11,8 @@ from gpu.core import text
 from gpu.core.text import plain
 from gpu.experiments import registry
 from gpu.present import takeaways
-from gpu.results import compare, report
+from gpu.present.charts._common import LEGEND_BELOW
+from gpu.results import compare, pairing, report
 from gpu.results.store import StoreError
 from pages import _ui as ui
 
@@ -58,20 +59,16 @@ mine = runs[runs["experiment"] == experiment].reset_index(drop=True)
 labels = {r.run_id: f"{r.device_name} · {str(r.timestamp)[:16].replace('T', ' ')} · {r.points} points · "
           f"{r.label if isinstance(r.label, str) and r.label else r.origin} · {r.run_id}" for r in mine.itertuples()}
 ids = list(labels)
-# Default: the oldest run as baseline, every other device's newest run as candidate; among the runs a page opens
-# by default (the Fleet page's bundled boards are listed, and opened from its links, but never picked here).
+# Default: like for like, the newest run against the nearest earlier run of the same GPU model that shares points
+# with it; among the runs a page opens by default (the Fleet page's bundled boards are listed, and opened from its
+# links, but never picked here). A pair across GPU models is the user's pick only.
 picks = [i for i in ids if not catalog.is_reference(i)] or ids
-default_base = picks[-1]
-baseline_id = controls.selectbox("Baseline", ids, "compare_baseline", index=ids.index(default_base),
+like = pairing.like_pair(mine[mine["run_id"].isin(picks)], lambda run_id: compare.point_keys(ui.loaded_run(run_id)))
+baseline_id = controls.selectbox("Baseline", ids, "compare_baseline", index=ids.index(like[0] if like else picks[0]),
                                  format_func=labels.get)
 others = [i for i in ids if i != baseline_id]
-# Default candidate: the newest run that measured some of the baseline's points (a batched-copies recording
-# and a single-copy sweep share none).
-baseline_points = compare.point_keys(ui.loaded_run(baseline_id))
-default_candidates = next(([i] for i in picks if i != baseline_id
-                           and not baseline_points.isdisjoint(compare.point_keys(ui.loaded_run(i)))), others[:1])
-candidate_ids = controls.multiselect("Candidates", others, "compare_candidates", default=default_candidates,
-                                     format_func=labels.get)
+candidate_ids = controls.multiselect("Candidates", others, "compare_candidates",
+                                     default=[like[1]] if like and like[1] in others else [], format_func=labels.get)
 normalized = controls.toggle("Normalize to each device's theoretical limit (for unlike devices)",
                              "compare_normalized",
                              help="Each point as % of its own device's limit: PCIe per direction for host↔device "
@@ -79,7 +76,9 @@ normalized = controls.toggle("Normalize to each device's theoretical limit (for 
 HISTORY_KEYS = ("compare_history_device", "compare_history_point")  # set at the desk, below the comparisons
 page.sync(own=HISTORY_KEYS)
 if not candidate_ids:
-    st.info("Choose at least one candidate.")
+    st.info("Choose at least one candidate." if like else
+            f"No two runs of {plain(experiment)} on one GPU model measured the same points: choose a candidate to "
+            "compare across models (Normalize then judges each against its own device's limit).")
     st.stop()
 
 try:
@@ -105,12 +104,16 @@ for candidate_id, candidate in zip(candidate_ids, candidates, strict=True):
     table = compared(baseline_id, candidate_id, normalized)
     st.subheader(f"{plain(report.run_label(candidate), None)}  vs  baseline {plain(report.run_label(baseline), None)}")
     line = compare.headline(table, len(baseline) - len(table), len(candidate) - len(table))
-    line = ("Normalized to each device's limit: " if normalized else "") + line
+    models = pairing.across_models(baseline, candidate)
+    # across GPU models, a raw change is the hardware's as much as the software's: said in the headline itself
+    line = ("Normalized to each device's limit: " if normalized else
+            f"Across GPU models ({models}), not normalized: " if models else "") + line
     if table.empty:  # disjoint runs: say why rather than draw an empty comparison
         st.info(plain(compare.disjoint_reason(baseline, candidate) or line, None))
         continue
     if ui.desk():
         st.markdown(f"**{plain(line, None)}**")
+        st.markdown(plain(pairing.detectable_line(table), None))  # up front: the size of change each kind can show
         counts = compare.verdict_counts(table)
         m = st.columns(1 + len(counts))
         m[0].metric("Points compared", len(table))
@@ -123,6 +126,10 @@ for candidate_id, candidate in zip(candidate_ids, candidates, strict=True):
                                 labels=registry.labels_of(experiment))
     if ui.presenting():  # at stage fonts the desk's axis title was taller than the plot, over the title and ticks
         ratio.update_yaxes(title_text="change (%)")
+        # a pair with and without allocation has 16 series: in rows under the chart, all on screen (a horizontal
+        # legend stacks a legend group's entries: on stage each series is its own entry)
+        ratio.update_traces(legendgroup=None, selector={"legendgroup": "series"})
+        ratio.update_layout(legend={**LEGEND_BELOW, "maxheight": 240})
     ui.chart(ratio, key=f"chart_ratio_{candidate_id}")
     # on stage the headline sits under the chart
     ui.takeaway(plain(line, None), key=f"stage_takeaway_{candidate_id}")

@@ -95,9 +95,19 @@ newest_stored = fleet_results.newest_runs(stored, health_plan().experiments) if 
 choices = [*fleets.index, *([STORED] if newest_stored else []), BUNDLED]
 page.link_notes()
 controls = ui.Section(page)
+# A store of ordinary runs (no fleet id: a user's own imports and saved measurements) of one board is no fleet to
+# judge: the bundled boards stay the default until the store holds a fleet, or newest runs of two boards or more.
+newest = stored[stored["run_id"].isin(newest_stored)]
+stored_boards = newest["gpu_uuid"].fillna(newest["host"].astype(str) + " · " + newest["device_name"].astype(str)) \
+    .nunique() if newest_stored else 0
 choice = controls.selectbox("Fleet", choices, "fleet_choice",
                             format_func=lambda c: c if c in (BUNDLED, STORED)
-                            else f"{c} (suite {fleets.loc[c, 'suite']})")
+                            else f"{c} (suite {fleets.loc[c, 'suite']})",
+                            index=0 if len(fleets) or stored_boards >= 2 else choices.index(BUNDLED))
+if choice == BUNDLED and fleets.empty and stored_boards < 2 and not stored.empty and ui.desk():
+    st.caption(f"The runs store holds {len(stored)} run{'s' if len(stored) != 1 else ''} but no fleet and no two "
+               "boards to set side by side (a fleet is measured by `pinpoint fleet`), so these are the boards bundled "
+               f"with PinPoint; “{STORED}” in the menu judges the stored runs instead.")
 
 files: dict[str, str] = {}
 try:
@@ -117,7 +127,9 @@ for problem in plan.problems[:MAX_PROBLEMS]:  # runs left out: each named in one
 if len(plan.problems) > MAX_PROBLEMS:
     st.warning(f"{len(plan.problems) - MAX_PROBLEMS} more runs left out for their parameters.")
 if fleet.empty:
-    st.info(f"The runs of {plain(choice)} hold none of the figures of its suite.")
+    st.info(f"The stored runs hold none of the {BUNDLED_SUITE} suite's figures: choose “{BUNDLED}” to see the boards "
+            "bundled with PinPoint." if choice == STORED else
+            f"The runs of {plain(choice)} hold none of the figures of its suite.")
     page.sync()
     st.stop()
 

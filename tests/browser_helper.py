@@ -37,8 +37,71 @@ SHORTCUT_READY = """(key) => window.__pinpointKeys === true && Object.entries(wi
   .some(([name, shortcut]) => shortcut === key && document.querySelector(`.st-key-${name} button:not([disabled])`))"""
 
 
-def wait_for_charts(page, timeout: int = 60_000) -> None:
-    """Until every chart on the page is drawn and has stopped changing (instead of a fixed pause after the run)."""
+class Runs:
+    """The script runs the server has finished for a page, from its websocket (ForwardMsg ``script_finished``): what
+    a wait follows, rather than stApp's script state alone, which says 'notRunning' on a fresh page before its first
+    run and on a page just clicked until the server answers, and may skip 'running' for a run shorter than a frame.
+    Each load of the page (a document request of its main frame) opens a websocket of its own; its runs count from
+    zero."""
+
+    def __init__(self, page) -> None:
+        self.load = self.socket = self.ended = 0
+        self.socket_load = -1  # the load whose websocket is counted
+        page.on("request", self.requested)
+        page.on("websocket", self.opened)
+
+    def requested(self, request) -> None:
+        if request.resource_type == "document" and request.frame.parent_frame is None:
+            self.load += 1
+
+    def opened(self, socket) -> None:
+        self.socket, self.socket_load, self.ended = self.socket + 1, self.load, 0
+        number = self.socket
+        socket.on("framereceived", lambda payload: self.received(number, payload))
+
+    def received(self, number: int, payload) -> None:
+        from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+        if number == self.socket and isinstance(payload, bytes) \
+                and ForwardMsg.FromString(payload).WhichOneof("type") == "script_finished":
+            self.ended += 1
+
+
+WATCHED: dict = {}  # page → its Runs (``watch_runs``)
+NOT_RUNNING = """() => document.querySelector("[data-testid='stApp']")
+  ?.getAttribute('data-test-script-state') === 'notRunning'"""
+
+
+def watch_runs(page) -> None:
+    """Count the page's script runs from now on (before its first ``goto``; twice is once)."""
+    WATCHED.setdefault(page, Runs(page))
+
+
+def runs_begun(page) -> tuple[int, int]:
+    """Where the page's runs stand (its websocket, runs finished on it): ``wait_for_run(page, runs_begun(page))``
+    after a click or a key, which may also load the page anew."""
+    runs = WATCHED[page]
+    return runs.socket, runs.ended
+
+
+def wait_for_run(page, after: tuple[int, int] | None = None) -> None:
+    """Until a script run finished after ``after`` (``runs_begun``; None: the first of the page's current load) and
+    the page has drawn it (stApp back at 'notRunning'). No clock of its own: a loaded machine can take minutes for a
+    page, and the test's pytest-timeout (pyproject.toml) is the one limit."""
+    runs = WATCHED[page]
+
+    def finished() -> bool:
+        if after is None:
+            return runs.socket_load == runs.load and runs.ended > 0
+        return runs.ended > (after[1] if runs.socket == after[0] else 0)
+
+    while not (finished() and page.evaluate(NOT_RUNNING)):
+        page.wait_for_timeout(50)  # lets Playwright deliver the websocket's frames; no limit of its own
+
+
+def wait_for_charts(page, timeout: int = 0) -> None:
+    """Until every chart on the page is drawn and has stopped changing (instead of a fixed pause after the run); by
+    default no clock of its own, as ``wait_for_run``."""
     page.evaluate("delete window.__pinpointChartsSeen")
     page.wait_for_function(CHARTS_STEADY, arg=STEADY_MS, polling=50, timeout=timeout)
 

@@ -339,3 +339,27 @@ def test_a_stored_fleet_is_shown_from_its_runs_parameters_without_parsing_a_suit
     [warning] = [w.value.replace("\\", "") for w in at.warning]  # shown as plain text: Markdown escaped
     assert "b002r001reduct" in warning and "cannot be read" in warning and "Traceback" not in warning
     assert heatmap(at)["data"][0]["y"] == want["y"]  # every board still shown
+
+
+@pytest.mark.slow
+def test_one_ordinary_stored_run_leaves_the_bundled_boards_shown_and_says_why(monkeypatch, store_url):
+    """A user's own import (no fleet id) in the store: the page still opens on the bundled boards, not on a fleet of
+    one run that holds none of the suite's figures, and says in one sentence why."""
+    from gpu.core import schema
+    from gpu.results.catalog import ASSETS
+    from gpu.results.store import RunStore
+
+    monkeypatch.setenv("PINPOINT_DB_URL", store_url)
+    run = schema.read_results(ASSETS / "runs" / "transfers_nvidia-h200_2026-11-22.parquet").assign(run_id="myown01")
+    RunStore(store_url).save(run, "import", label="my own transfers run")
+    at = open_with("pages/fleet.py")
+    assert at.selectbox(key="fleet_choice").value == "bundled boards"
+    assert "stored runs: every board's newest" in at.selectbox(key="fleet_choice").options
+    assert len(heatmap(at)["data"][0]["y"]) > 1
+    why = [c.value for c in at.caption if c.value.startswith("The runs store holds 1 run but no fleet")]
+    assert len(why) == 1 and "boards bundled with PinPoint" in why[0], [c.value for c in at.caption]
+    # chosen by hand, the stored run is judged and what is missing said in one plain line
+    at.selectbox(key="fleet_choice").set_value("stored runs: every board's newest").run()
+    assert not at.exception, at.exception
+    assert any(i.value.startswith("The stored runs hold none of the health suite's figures") for i in at.info) \
+        or at.get("plotly_chart")

@@ -1,6 +1,7 @@
 """The Runs and Compare pages through AppTest (replay mode, a throwaway store per test)."""
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -32,7 +33,42 @@ def open_page(page):
     return at
 
 
-def test_compare_draws_the_bundled_h100_against_the_h200_with_verdict_counts():
+def unescaped(markdown: str) -> str:
+    """Text shown through gpu.core.text.plain, without its backslashes."""
+    return re.sub(r"\\(.)", r"\1", markdown)
+
+
+def readme_compare_pair() -> tuple[str, str]:
+    """The run ids of the README tour's Compare step: the baseline recording and the candidate rerun it names."""
+    from gpu.core import schema
+
+    readme = (Path(APP).parent / "README.md").read_text()
+    step = readme.split("\n7. ", 1)[1].split("\n8. ", 1)[0]
+    baseline = re.search(r"(\d{4}-\d\d-\d\d) as the baseline", step).group(1)
+    candidate = re.search(r"`(assets/runs/[^`]+\.parquet)`", step).group(1)
+    [baseline_file] = Path(APP).parent.glob(f"assets/replay/transfers_nvidia-h200_{baseline}.parquet")
+    return tuple(str(schema.read_results(path)["run_id"].iloc[0])
+                 for path in (baseline_file, Path(APP).parent / candidate))
+
+
+def test_compare_opens_the_readmes_pair_like_for_like_and_says_what_it_can_detect():
+    from gpu.results import compare
+
+    at = open_page("pages/compare.py")
+    baseline, candidate = readme_compare_pair()
+    assert at.selectbox(key="compare_baseline").value == baseline
+    assert at.multiselect(key="compare_candidates").value == [candidate]
+    assert not at.toggle(key="compare_normalized").value
+    diff = at.dataframe[0].value.set_index("field")
+    assert not bool(diff.loc["device_name", "differs"])  # one GPU model, so nothing needs normalising
+    detect = next(unescaped(m.value) for m in at.markdown
+                  if m.value.startswith("What this comparison can detect"))
+    # two runs make no history: the pair's pageable copies are judged by the pageable floor (−42 % … +72.5 %)
+    assert f"pageable copies (26 points) {compare.floor_text('pageable')}" in detect, detect
+    assert detect.index("pinned copies") < detect.index("pageable copies")  # the most sensitive kind first
+
+
+def test_compare_draws_the_default_pair_with_verdict_counts():
     at = open_page("pages/compare.py")
     assert at.selectbox(key="compare_experiment").value == "transfers"
     headline = next(m.value for m in at.markdown if "points slower beyond noise" in m.value)
@@ -46,7 +82,7 @@ def test_compare_draws_the_bundled_h100_against_the_h200_with_verdict_counts():
     charts = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
     assert charts[0]["layout"]["title"]["text"].startswith("Candidate speed vs baseline, per point<br>")
     diff = at.dataframe[0].value.set_index("field")
-    assert bool(diff.loc["device_name", "differs"]) or bool(diff.loc["timestamp", "differs"])
+    assert bool(diff.loc["timestamp", "differs"])
     assert any(b.label.startswith("Download the review report") for b in at.get("download_button"))
 
 
@@ -59,13 +95,29 @@ def test_compare_h100_against_h200_names_both_devices_and_normalizes():
     assert "NVIDIA H200" in at.selectbox(key="compare_baseline").options[
         at.selectbox(key="compare_baseline").index]
     at.multiselect(key="compare_candidates").set_value([h100]).run()
+    # a pair across GPU models, picked by hand, is labelled as such until normalised
+    assert any(unescaped(m.value).startswith("**Across GPU models (NVIDIA H100 80GB HBM3 against NVIDIA H200), "
+                                             "not normalized: ") for m in at.markdown)
     diff = at.dataframe[0].value.set_index("field")
     assert diff.loc["device_name", "baseline"] == "NVIDIA H200"
     assert diff.loc["device_name", "candidate"] == "NVIDIA H100 80GB HBM3" and bool(diff.loc["device_name", "differs"])
     at.toggle(key="compare_normalized").set_value(True).run()
     chart = json.loads(at.get("plotly_chart")[0].proto.spec)
     assert chart["layout"]["title"]["text"].startswith("Normalized")
+    assert not any("Across GPU models" in m.value for m in at.markdown)
     assert chart["layout"]["yaxis"]["title"]["text"] == "change in % of own device's limit"
+
+
+def open_across_models(experiment: str) -> AppTest:
+    """Compare on an experiment whose bundled runs are of two GPU models: no pair by default, one picked by hand."""
+    at = open_page("pages/compare.py")
+    at.selectbox(key="compare_experiment").set_value(experiment).run()
+    assert at.multiselect(key="compare_candidates").value == []
+    assert any(f"No two runs of {experiment} on one GPU model" in i.value for i in at.info)
+    candidates = at.multiselect(key="compare_candidates")
+    candidates.set_value([candidates.options[0].rsplit(" · ", 1)[1]]).run()  # a label ends with its run id
+    assert not at.exception, at.exception
+    return at
 
 
 @pytest.mark.slow
@@ -90,8 +142,7 @@ def test_the_ratio_chart_names_each_series_and_shows_the_verdict_as_the_shape():
 
 @pytest.mark.slow
 def test_kernel_points_are_labelled_by_what_differs_and_coloured_by_variant():
-    at = open_page("pages/compare.py")
-    at.selectbox(key="compare_experiment").set_value("coalescing").run()
+    at = open_across_models("coalescing")
     chart = json.loads(at.get("plotly_chart")[0].proto.spec)
     points = [t for t in chart["data"] if t.get("legendgroup") == "series"]
     assert {"strided", "offset", "copy_f4"} <= {t["name"] for t in points}
@@ -104,8 +155,7 @@ def test_kernel_points_are_labelled_by_what_differs_and_coloured_by_variant():
 
 @pytest.mark.slow
 def test_normalize_changes_the_headline_and_the_counters_too():
-    at = open_page("pages/compare.py")
-    at.selectbox(key="compare_experiment").set_value("coalescing").run()
+    at = open_across_models("coalescing")
 
     def counters():
         return {m.label: int(m.value) for m in at.metric}

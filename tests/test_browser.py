@@ -6,7 +6,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser_helper import CHROMIUM, Socket, streamlit_app, wait_for_shortcut
+from tests.browser_helper import (
+    CHROMIUM,
+    Socket,
+    runs_begun,
+    streamlit_app,
+    wait_for_charts,
+    wait_for_run,
+    wait_for_shortcut,
+    watch_runs,
+)
 
 pytestmark = [
     pytest.mark.browser,
@@ -27,11 +36,12 @@ def test_each_page_renders_its_banner_and_a_chart(fresh_server, browser):
     # Each load opens a websocket and runs the page's script once: a rerun on load (st.rerun, or state changed while
     # the page is drawn) would double the server's work per view.
     socket = Socket(page)
+    watch_runs(page)  # waits follow the script's runs, not a clock: a loaded machine takes its time
     # A fresh server's first visit goes straight to /transfers: it must still run through app.py.
     page.goto(f"{server}/transfers")
-    page.wait_for_selector("[data-testid='stApp']")
-    page.wait_for_selector(".js-plotly-plot .main-svg .scatterlayer .trace", timeout=60_000)
-    page.wait_for_selector("[data-test-script-state='notRunning']", timeout=60_000)
+    wait_for_run(page)
+    page.wait_for_selector(".js-plotly-plot .main-svg .scatterlayer .trace", timeout=0)  # drawn after the run
+    wait_for_charts(page)
     assert page.get_by_text("not measured now", exact=False).first.is_visible()  # the app-wide banner
     assert page.locator(".js-plotly-plot").count() >= 3
     assert "Bandwidth vs size" in page.locator(".js-plotly-plot").first.inner_text()
@@ -41,15 +51,16 @@ def test_each_page_renders_its_banner_and_a_chart(fresh_server, browser):
                         ("occupancy", "Occupancy vs block size"), ("streams", "Timeline: pinned"),
                         ("memory-modes", "Managed memory"), ("compare", "Candidate speed vs baseline")]:
         page.goto(f"{server}/{path}")
-        page.wait_for_selector("[data-test-script-state='notRunning']", timeout=60_000)
-        page.wait_for_selector(".js-plotly-plot .main-svg .trace", timeout=60_000)
+        wait_for_run(page)
+        page.wait_for_selector(".js-plotly-plot .main-svg .trace", timeout=0)
+        wait_for_charts(page)
         assert page.get_by_text("not measured now", exact=False).first.is_visible(), path
         assert title in page.locator(".js-plotly-plot").first.inner_text(), path
         runs, socket.runs = socket.runs, 0
         assert runs == 1, (path, runs)
     page.goto(server)
-    page.wait_for_selector("[data-test-script-state='notRunning']", timeout=60_000)
-    page.wait_for_selector("text=Recorded runs")
+    wait_for_run(page)
+    page.wait_for_selector("text=Recorded runs", timeout=0)
     assert page.get_by_text("not measured now", exact=False).first.is_visible()
     assert socket.runs == 1
     page.close()
@@ -80,15 +91,16 @@ def test_the_review_report_opens_offline_with_its_charts_drawn(browser, tmp_path
 
 def test_the_built_in_talk_steps_through_every_scene_with_the_keyboard(server, browser, tmp_path):
     page = browser.new_page(viewport={"width": 1920, "height": 1080})
+    watch_runs(page)
     page.goto(f"{server}/talk?present=1")
-    headlines = []
+    headlines, begun = [], None
     for number in range(1, 7):
-        page.wait_for_function(f"document.body.innerText.includes('scene {number} of 6')", timeout=60_000)
-        page.wait_for_selector("[data-test-script-state='notRunning']", timeout=60_000)
-        page.wait_for_selector(".js-plotly-plot .main-svg", timeout=60_000)
+        wait_for_run(page, begun)  # the run the last key started (the first: the page's own)
+        page.wait_for_function(f"document.body.innerText.includes('scene {number} of 6')", timeout=0)
+        page.wait_for_selector(".js-plotly-plot .main-svg", timeout=0)
         if headlines:  # the new scene's verdict, not the last one's still on screen
             page.wait_for_function("(old) => { const h = document.querySelector('h2'); "
-                                   "return h && h.innerText !== old; }", arg=headlines[-1], timeout=60_000)
+                                   "return h && h.innerText !== old; }", arg=headlines[-1], timeout=0)
         headline = page.locator("h2").first.inner_text()
         assert headline and not headline.startswith("No verdict"), headline
         headlines.append(headline)
@@ -98,6 +110,7 @@ def test_the_built_in_talk_steps_through_every_scene_with_the_keyboard(server, b
         page.mouse.click(5, 1070)  # focus the page, not a widget
         if number < 6:
             wait_for_shortcut(page, "arrowright")
+            begun = runs_begun(page)
             page.keyboard.press("ArrowRight")
     assert not page.get_by_text("Measure live").count()  # replaying: nothing to measure live
     assert len(set(headlines)) == 6

@@ -9,7 +9,7 @@ import pytest
 
 from tests import fleet_page_helper as helper
 from tests import simulated_fleet
-from tests.browser_helper import CHROMIUM, streamlit_app, wait_for_charts
+from tests.browser_helper import CHROMIUM, streamlit_app, wait_for_charts, wait_for_run, watch_runs
 
 pytestmark = [pytest.mark.browser, pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is missing")]
 SHOTS = Path(__file__).resolve().parent.parent / "out" / "screenshots"
@@ -39,9 +39,10 @@ def test_the_fleet_page_names_the_slowed_board_at_the_desk_and_on_stage(server):
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
         page = browser.new_page(viewport={"width": 1920, "height": 1080})
+        watch_runs(page)
         page.goto(f"{server}/fleet")
-        page.wait_for_selector(".js-plotly-plot .main-svg .heatmaplayer", timeout=90_000)
-        page.wait_for_selector("[data-test-script-state='notRunning']", timeout=60_000)
+        wait_for_run(page)
+        page.wait_for_selector(".js-plotly-plot .main-svg .heatmaplayer", timeout=0)  # drawn after the run
         heatmap = page.locator(".js-plotly-plot").first
         assert heatmap.bounding_box()["y"] < 1080  # the heatmap is on the first screen
         assert "node-0 · H200 · 00000003" in heatmap.inner_text()
@@ -51,8 +52,8 @@ def test_the_fleet_page_names_the_slowed_board_at_the_desk_and_on_stage(server):
 
         page.set_viewport_size({"width": 1920, "height": 960})  # the stage in a windowed browser
         page.goto(f"{server}/fleet?present=1")
-        page.wait_for_selector(".js-plotly-plot .main-svg .heatmaplayer", timeout=90_000)
-        page.wait_for_selector("[data-test-script-state='notRunning']", timeout=60_000)
+        wait_for_run(page)
+        page.wait_for_selector(".js-plotly-plot .main-svg .heatmaplayer", timeout=0)
         wait_for_charts(page)
         fits = page.evaluate(FITS)
         assert fits["scroll"] <= fits["view"] + 1, fits  # no scrolling on a 960 px screen

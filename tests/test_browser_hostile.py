@@ -11,7 +11,7 @@ from gpu.core import schema
 from gpu.results import catalog, report
 from gpu.results.catalog import BUNDLED_DIRS
 from gpu.results.store import RunStore
-from tests.browser_helper import CHROMIUM, streamlit_app, wait_for_charts
+from tests.browser_helper import CHROMIUM, streamlit_app, wait_for_charts, wait_for_run, watch_runs
 from tests.test_hostile_content import HOSTILE
 
 MANAGED = next(BUNDLED_DIRS[1].glob("managed_*.parquet"))
@@ -61,17 +61,18 @@ def test_hostile_run_content_draws_no_live_link_or_image(hostile_server):
             "--disable-component-update", "--no-first-run"])
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 2400})
+            watch_runs(page)
             visits = [("/compare?" + urllib.parse.urlencode({"compare_baseline": "evil1",
                                                             "compare_candidates": "evil2"}), 2),
                       ("/runs", 0), ("/memory-modes?run=evilmem", 0)]
             for path, charts in visits:
                 page.goto(address + path)
-                page.wait_for_selector("[data-test-script-state='notRunning']", timeout=90_000)
+                wait_for_run(page)  # the page's run ended, not a state left from before it began
                 wait_for_charts(page)  # Plotly draws after the script ends
                 if path == "/runs":  # the newest run (a hostile one) is shown under the table: label, notes, host
-                    page.get_by_text("Notes:", exact=False).first.wait_for(timeout=60_000)
+                    page.get_by_text("Notes:", exact=False).first.wait_for(timeout=0)
                 if charts:
-                    page.wait_for_selector(".js-plotly-plot .legend", timeout=60_000)
+                    page.wait_for_selector(".js-plotly-plot .legend", timeout=0)
                     assert page.locator(".js-plotly-plot").count() >= charts, path
                     assert "evil.example" in page.locator(".js-plotly-plot").first.inner_text(), path  # as text
                 assert "evil.example" in page.locator("[data-testid='stMain']").inner_text(), path

@@ -14,7 +14,7 @@ import pytest
 from gpu.core import schema
 from gpu.results.catalog import BUNDLED_DIRS
 from gpu.results.store import RunStore
-from tests.browser_helper import CHROMIUM, free_port, streamlit_app
+from tests.browser_helper import CHROMIUM, free_port, runs_begun, streamlit_app, wait_for_run, watch_runs
 from tests.oidc_helper import oidc_provider, stop
 
 MANAGED = next(BUNDLED_DIRS[1].glob("managed_*.parquet"))
@@ -61,7 +61,15 @@ def team_server(tmp_path_factory):
 
 
 def settled(page):
-    page.wait_for_selector("[data-test-script-state='notRunning']", timeout=60_000)
+    """The page's run ended (a page of this module is watched from its first load: ``watched``)."""
+    wait_for_run(page)
+
+
+def watched(context):
+    """A new page of ``context`` whose script runs are counted (``browser_helper.watch_runs``)."""
+    page = context.new_page()
+    watch_runs(page)
+    return page
 
 
 def text_of(locator) -> str:
@@ -70,6 +78,7 @@ def text_of(locator) -> str:
 
 def sign_in(page, url: str, login: str) -> None:
     """Through the provider's own login and consent pages, back to the app."""
+    watch_runs(page)
     page.goto(url)
     settled(page)
     page.get_by_role("button", name="Sign in", exact=True).click()
@@ -88,9 +97,10 @@ def runs_page(page, url: str) -> None:
     settled(page)
     label = page.get_by_label("Label contains")
     label.fill("team review")
+    begun = runs_begun(page)
     label.press("Enter")
-    page.locator(".st-key-runs_trash_sure_teamrun01").wait_for(timeout=60_000)
-    settled(page)
+    wait_for_run(page, begun)  # the run the filter started, not the one before it
+    page.locator(".st-key-runs_trash_sure_teamrun01").wait_for(timeout=0)
 
 
 @pytest.mark.parametrize("login,role,imports,deletes", [("vic@elsewhere.net", "viewer", False, False),
@@ -100,7 +110,7 @@ def test_each_role_signs_in_through_the_provider_and_sees_what_it_may_use(browse
                                                                          imports, deletes):
     url, _ = team_server
     context = browser.new_context(viewport={"width": 1400, "height": 1400})
-    page = context.new_page()
+    page = watched(context)
     try:
         sign_in(page, url, login)
         sidebar = text_of(page.locator("[data-testid='stSidebar']"))
@@ -138,7 +148,7 @@ def test_a_forged_or_too_old_session_gets_nobody_in(browser, team_server):
     ]
     for cookie, button in cases:
         context = browser.new_context()
-        page = context.new_page()
+        page = watched(context)
         try:
             context.add_cookies([cookie])
             page.goto(f"{url}/runs")
@@ -153,7 +163,7 @@ def test_a_forged_or_too_old_session_gets_nobody_in(browser, team_server):
 def test_a_tampered_session_cookie_gets_nobody_in(browser, team_server):
     url, _ = team_server
     context = browser.new_context()
-    page = context.new_page()
+    page = watched(context)
     try:
         sign_in(page, url, "vic@elsewhere.net")
         cookie = next(c for c in context.cookies() if c["name"] == USER_COOKIE)
@@ -204,7 +214,7 @@ def _raw_put(context, url: str, session: str, name: str, size: int):
 def test_nothing_is_uploaded_before_sign_in_and_a_member_uploads_after(browser, team_server):
     url, _ = team_server
     context = browser.new_context()
-    page = context.new_page()
+    page = watched(context)
     try:
         sessions = _session_ids(page)
         page.goto(url)
@@ -224,12 +234,17 @@ def test_nothing_is_uploaded_before_sign_in_and_a_member_uploads_after(browser, 
         context.close()
 
 
-def test_a_provider_that_goes_down_is_named_and_nothing_is_served(browser, team_server):
-    """Last in this module: it stops the provider."""
-    url, provider = team_server
-    stop(provider)
+def test_a_provider_that_goes_down_is_named_and_nothing_is_served(browser, tmp_path):
+    """With a provider and a team server of its own: it stops the provider, which the module's other tests use
+    (they run in any order)."""
+    with signed_in_server(tmp_path, f"sqlite:///{tmp_path}/runs.sqlite") as (url, provider):
+        stop(provider)
+        provider_down(browser, url)
+
+
+def provider_down(browser, url: str) -> None:
     context = browser.new_context()
-    page = context.new_page()
+    page = watched(context)
     try:
         deadline = time.monotonic() + 60  # the app asks the provider again 15 s after its last answer
         while True:

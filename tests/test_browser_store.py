@@ -9,7 +9,7 @@ import pytest
 from gpu.core import schema
 from gpu.results.catalog import BUNDLED_DIRS
 from gpu.results.store import RunStore
-from tests.browser_helper import CHROMIUM, free_port, streamlit_app
+from tests.browser_helper import CHROMIUM, free_port, streamlit_app, wait_for_run, watch_runs
 
 MANAGED = next(BUNDLED_DIRS[1].glob("managed_*.parquet"))
 pytestmark = [
@@ -43,14 +43,15 @@ def test_markdown_payloads_render_as_text_and_fetch_nothing(payload_server):
             "--disable-component-update", "--no-first-run"])
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 1600})
+            watch_runs(page)
             page.on("request", lambda request: requests.append(request.url))
             quoted = urllib.parse.quote(payload)
             for path, text in ((f"/transfers?run={quoted}", "from the address cannot be shown"),
                                (f"/compare?compare_baseline={quoted}", "Not used as written in this link"),
                                ("/runs", "Notes:")):
                 page.goto(address + path)
-                page.wait_for_selector("[data-test-script-state='notRunning']", timeout=60_000)
-                page.get_by_text(text, exact=False).first.wait_for(timeout=60_000)
+                wait_for_run(page)
+                page.get_by_text(text, exact=False).first.wait_for(timeout=0)
                 main = page.locator("[data-testid='stMain']")
                 assert main.get_by_text("[phish](https:", exact=False).count() >= 1, path  # shown as typed
                 live = main.locator("a[href*='evil.example'], img[src*='evil.example'], img[src*='p.png']")

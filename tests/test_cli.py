@@ -59,6 +59,19 @@ def test_the_app_is_this_copys_serve_py(monkeypatch):
     assert argv[1:5] == ["-m", "streamlit", "run", str(ROOT / "serve.py")] and argv[5:] == ["--server.port", "8502"]
 
 
+@pytest.mark.parametrize("argv", [["app", "--help"], ["app", "-h"], ["app", "--server.port", "8502", "--help"]])
+def test_app_help_is_pinpoints_own_and_starts_nothing(monkeypatch, capsys, argv):
+    from gpu.core import serving
+
+    started = []
+    monkeypatch.setattr(cli.os, "execv", lambda path, argv: started.append(argv))
+    assert cli.main(argv) == 0 and started == []
+    out = capsys.readouterr().out
+    assert out.startswith("usage: pinpoint app [STREAMLIT OPTIONS]") and "streamlit run [OPTIONS]" not in out
+    for name in ("--server.port", "PINPOINT_BACKEND", "PINPOINT_DB_URL", "PINPOINT_SERVE", str(serving.DOCS)):
+        assert name in out, name
+
+
 def test_bundled_files_are_located_only_by_gpu_core_paths():
     """A path built from a module's own location (``__file__``) anywhere else would break in the installed copy
     or drift from it; everything goes through gpu.core.paths."""

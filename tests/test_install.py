@@ -33,7 +33,7 @@ def installed(tmp_path_factory):
     # Built from a copy: setuptools builds in the source folder and keeps what an earlier build left in build/.
     source = base / "source"
     shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(
-        ".git", ".venv", "out", "build", "*.egg-info", "__pycache__", ".*_cache", "tests", "docs"))
+        ".git", ".venv", "out", "build", "*.egg-info", "__pycache__", ".*_cache", "tests"))
     subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "-q",
                     "--no-deps", "--no-build-isolation", "--no-index", str(source)],
                    check=True, timeout=300, capture_output=True, text=True)
@@ -82,6 +82,16 @@ def test_pinpoint_help_names_every_command(installed):
     assert measure.returncode == 0 and measure.stdout.startswith("usage: pinpoint measure transfers")
     wrong = run(installed, "pinpoint", "measure", "sideways")
     assert wrong.returncode == 2 and wrong.stderr.startswith("error: no experiment 'sideways'")
+    app = run(installed, "pinpoint", "app", "--help")  # PinPoint's own help, naming a guide the copy holds
+    assert app.returncode == 0 and app.stdout.startswith("usage: pinpoint app"), app.stdout + app.stderr
+    assert installed_guide(installed, app.stdout).is_file()
+
+
+def installed_guide(installed, text: str) -> Path:
+    """The team-server guide a message names: a file of the installed copy, not of a checkout."""
+    [guide] = re.findall(r"(/\S+/docs/operations/team-server\.md)", text)
+    assert Path(guide).is_relative_to(Path(installed[0]).parent / "lib") and not Path(guide).is_relative_to(ROOT)
+    return Path(guide)
 
 
 def test_pinpoint_runs_lists_the_bundled_runs_and_reports_on_two(installed):
@@ -141,4 +151,5 @@ def test_pinpoint_app_serves_every_page_from_the_installed_copy(installed):
         server.wait(timeout=30)
     text = log.read_text()
     assert f"URL: http://localhost:{port}" in text and "External URL" not in text, text
+    assert installed_guide(installed, text.split("PinPoint serves", 1)[1].split("\n", 1)[0]).is_file()  # start-up line
     assert not re.search(r"first visit: /\S* (showed|failed|was not done)|warm-up: .* failed", text), text

@@ -37,6 +37,17 @@ def test_by_default_the_app_serves_this_machine_only_without_sign_in():
     assert srv.serving({}, "localhost").mode == "local"
 
 
+def test_the_start_up_line_names_a_guide_this_copy_holds():
+    """Not a path into a checkout: an installed copy ships docs/ (tests/test_install.py reads the installed line)."""
+    from pathlib import Path
+
+    from gpu.core import paths
+
+    guide = Path(srv.DOCS)
+    assert guide.is_absolute() and guide.is_file() and guide.is_relative_to(paths.ROOT)
+    assert f"({guide})" in srv.serving({}, None).startup_line()
+
+
 def test_an_address_beyond_this_machine_needs_the_team_setting_and_then_sign_in():
     with pytest.raises(srv.ServingError, match="server.address 0.0.0.0 serves beyond this machine: set "
                                                "PINPOINT_SERVE=team"):

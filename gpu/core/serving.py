@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from gpu.core import paths
 from gpu.core.access import Role
 from gpu.core.errors import AccessRefused, PinPointError
 
@@ -48,7 +49,8 @@ EMPTY_BINDS = "0.0.0.0"
 UNSET_BINDS = "::"
 ROLES_MAX_BYTES = 1 << 20  # a roles file is a list of people: a megabyte is tens of thousands of lines
 SESSION_HOURS_RANGE = (1.0, 168.0)  # an hour to a week
-DOCS = "docs/operations/team-server.md"
+# The guide a message points to, in this copy: a checkout's docs/, or the installed copy's (setup.py ships docs/).
+DOCS = paths.ROOT / "docs" / "operations" / "team-server.md"
 # The keys Streamlit's st.login needs in secrets.toml's [auth] (and in a named provider's [auth.NAME]).
 AUTH_KEYS = ("redirect_uri", "cookie_secret")
 PROVIDER_KEYS = ("client_id", "client_secret", "server_metadata_url")
