@@ -89,6 +89,20 @@ def figure(parquet: Path) -> float | None:
         return None
 
 
+def conditions_of(frame) -> str:
+    """The run's points' conditions in one line (the witness's words; "not observed" without one)."""
+    from gpu.core import conditions
+
+    return conditions.summary(frame["conditions"]) if frame is not None and "conditions" in frame else "—"
+
+
+def run_conditions(parquet: Path) -> str:
+    try:
+        return conditions_of(pd.read_parquet(parquet))
+    except Exception:
+        return "—"
+
+
 def names_pid(log: Path, pid: int) -> bool:
     return f"(pid {pid}," in log.read_text(errors="replace")
 
@@ -97,11 +111,12 @@ def waited(log: Path) -> bool:
     return " is measuring for " in log.read_text(errors="replace")
 
 
-def row(label: str, gbps: float | None, alone: float | None, interval, overlapped: str, named: str) -> str:
+def row(label: str, gbps: float | None, alone: float | None, interval, overlapped: str, named: str,
+        conditions: str = "—") -> str:
     shown = f"{gbps:8.2f}" if gbps is not None else "  failed"
     ratio = f"{gbps / alone:6.3f}" if gbps is not None and alone else "     —"
     span = f"{interval[1] - interval[0]:6.1f} s" if interval else "      —"
-    return f"{label:<34} {shown} {ratio}  {span}  {overlapped:<8} {named}"
+    return f"{label:<34} {shown} {ratio}  {span}  {overlapped:<8} conditions: {conditions} · {named}"
 
 
 def scenario_runners(device: str, out_dir: Path, env: dict, alone: float | None, repeat: int) -> list[str]:
@@ -117,7 +132,7 @@ def scenario_runners(device: str, out_dir: Path, env: dict, alone: float | None,
         named = ("waited; names the other's pid" if names_pid(log, other.pid) else "waited; does NOT name it") \
             if waited(log) else "did not wait"
         lines.append(row(f"runner {process.pid} (exit {process.returncode})", figure(out), alone,
-                         watch.interval(process.pid), both, named))
+                         watch.interval(process.pid), both, named, run_conditions(out)))
     return lines
 
 
@@ -145,9 +160,10 @@ def scenario_app(device: str, out_dir: Path, env: dict, alone: float | None, app
         app_named = f"waited: {waited_text}" if waited_text else "did not wait"
         runner_named = ("waited; names the app's pid" if names_pid(runner_log, os.getpid()) else
                         "waited; does NOT name it") if waited(runner_log) else "did not wait"
-        return [row(f"the app (pid {os.getpid()}){error}", app_gbps, app_alone, app_interval, both, app_named),
+        return [row(f"the app (pid {os.getpid()}){error}", app_gbps, app_alone, app_interval, both, app_named,
+                    conditions_of(frame)),
                 row(f"runner {runner.pid} (exit {runner.returncode})", figure(runner_out), alone, runner_interval,
-                    both, runner_named)]
+                    both, runner_named, run_conditions(runner_out))]
     finally:
         backend.client.close()
 
@@ -183,7 +199,7 @@ def main() -> int:
     process, parquet, log = start_runner(args.device, out_dir, "alone", env)
     process.wait()
     alone = figure(parquet)
-    lines.append(row(f"runner alone (exit {process.returncode})", alone, alone, None, "—", ""))
+    lines.append(row(f"runner alone (exit {process.returncode})", alone, alone, None, "—", "", run_conditions(parquet)))
     for repeat in range(args.repeats):
         lines += scenario_runners(args.device, out_dir, env, alone, repeat)
     in_app_alone = app_alone(args.device)
