@@ -1,6 +1,7 @@
 """The worker/client machinery, in real spawned processes, with a CPU stand-in for the GPU service."""
 
 import sys
+import time
 import types
 
 import pytest
@@ -170,3 +171,17 @@ def test_a_worker_whose_parent_is_killed_exits():
         time.sleep(0.2)
     os.kill(worker, signal.SIGKILL)
     raise AssertionError(f"worker {worker} outlived its killed parent by 10 s")
+
+
+def test_a_worker_marks_itself_as_pinpoints_while_it_lives(client):
+    """Another worker's witness reads the mark: a PinPoint worker beside it is waiting its turn, not sharing."""
+    from gpu.core import gpu_workers
+
+    assert client.submit("echo", {"value": 1}).outcome()["value"] == 1
+    pid = client.worker_pid
+    assert pid in gpu_workers.marked()
+    client.close()
+    deadline = time.monotonic() + 10
+    while pid in gpu_workers.marked() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert pid not in gpu_workers.marked()

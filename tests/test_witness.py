@@ -289,3 +289,26 @@ def test_a_process_name_is_one_plain_line_without_the_causes_separator(tmp_path,
     monkeypatch.setattr("builtins.open", fake_open)
     assert witness.process_name(4242) == "evil, name?[31m"
     assert witness.process_name(4_000_999) == "?"
+
+
+def test_another_pinpoint_worker_waiting_its_turn_is_no_cause_but_a_foreign_process_is(tele, nvml, other_process):
+    """NVML lists every process with a context: a PinPoint worker that waits for the GPU's lock is idle (workers
+    measure only while they hold it), so it is kept in the readings, not named as sharing the GPU."""
+    from gpu.core import gpu_workers
+
+    waiting = subprocess.Popen(["sleep", "30"])
+    mark = gpu_workers.mark(waiting.pid)
+    try:
+        assert waiting.pid in gpu_workers.marked()
+        nvml.pids = [waiting.pid]
+        summary = _point(tele)
+        assert summary["conditions"] == conditions.CLEAN
+        assert json.loads(summary["witness"])["pinpoint_waiting"] == [waiting.pid]
+        nvml.pids = [waiting.pid, other_process.pid]
+        assert conditions.causes(_point(tele)["conditions"]) == [
+            f"shared with pid {other_process.pid} (sleep) for 100 % of samples"]
+    finally:
+        gpu_workers.unmark(mark)
+        waiting.kill()
+        waiting.wait()
+    assert waiting.pid not in gpu_workers.marked()

@@ -21,7 +21,7 @@ import threading
 import time
 from collections import Counter
 
-from gpu.core import conditions
+from gpu.core import conditions, gpu_workers
 from gpu.core.errors import PinPointError
 
 INTERVAL_S = 0.05  # the fastest the thread reads NVML during a point
@@ -114,6 +114,7 @@ class Witness:
         self._max_link = self._nvlinks = None
         self._limit_w = None
         self._names: dict[int, str] = {}
+        self._waiting: set[int] = set()  # PinPoint workers NVML listed during the point: waiting their turn, no cause
 
     # --- reading NVML -------------------------------------------------------------------------------------------
     def _read(self, name: str, *args):
@@ -178,6 +179,11 @@ class Witness:
                 raise Refused(f"pid {pid}")
             if pid != self.own_pid:
                 pids.append(pid)
+        if pids:  # PinPoint's other workers hold a context but measure only with the GPU's lock: idle, waiting
+            waiting = gpu_workers.marked() & set(pids)
+            if waiting:
+                self._waiting.update(waiting)
+                pids = [pid for pid in pids if pid not in waiting]
         return sorted(set(pids))
 
     def _pcie(self):
@@ -282,6 +288,7 @@ class Witness:
         with self._lock:
             self._samples, self._refused = [], Counter()
         self._names.clear()  # a pid may be another process's by now
+        self._waiting = set()
         before = self._before_point()
         first = self.sample()
         with self._lock:
@@ -375,6 +382,8 @@ class Witness:
             raw["refused"] = sorted(refused)
             return {"conditions": conditions.NOT_OBSERVED, "witness": json.dumps(raw, separators=(",", ":"))}
         causes: list[str] = []
+        if self._waiting:  # kept for a reviewer: PinPoint workers beside this one, idle until they hold the GPU
+            raw["pinpoint_waiting"] = sorted(self._waiting)[:8]
         # Other compute processes: each named with the share of readings that listed it.
         with_pids = [s for s in samples if "pids" in s]
         counted = Counter(pid for s in with_pids for pid in s["pids"])

@@ -28,13 +28,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpu.core import gpu_workers
 from gpu.core.errors import WorkerError
 from gpu.core.text import shorten
 
-LOCK_DIR_ENV = "PINPOINT_LOCK_DIR"
+LOCK_DIR_ENV = gpu_workers.LOCK_DIR_ENV
 # /tmp is on every Unix machine, shared by every user (1777) and not per-user like $TMPDIR; /run/lock is root's on
 # many systems and missing in many containers.
-DEFAULT_LOCK_DIR = "/tmp/pinpoint-gpu-locks"
+DEFAULT_LOCK_DIR = gpu_workers.DEFAULT_LOCK_DIR
 POLL_S = 0.05  # how often a waiter tries again: a freed GPU is taken within this
 RECORD_BYTES = 2048  # the most read of a holder's record: another process's text
 PURPOSE_CHARS = 80
@@ -52,7 +53,7 @@ class LockFolderUnusable(WorkerError):
 
 
 def lock_dir() -> Path:
-    return Path(os.environ.get(LOCK_DIR_ENV) or DEFAULT_LOCK_DIR)
+    return gpu_workers.lock_dir()
 
 
 _purpose = ""

@@ -14,13 +14,14 @@ verified) until one ``Result`` (then ``Freed`` once its buffers are freed) or ``
 
 from __future__ import annotations
 
+import atexit
 import os
 import time
 import traceback
 import uuid
 from pathlib import Path
 
-from gpu.core import devices, schema
+from gpu.core import devices, gpu_workers, schema
 from gpu.core.errors import DeviceNotFound, JobCancelled, ValidationError, VerificationError
 from gpu.device import libcuda
 from gpu.device.context import visible_gpus
@@ -197,6 +198,8 @@ def load_service(spec: str, options: dict):
 def serve(job_queue, event_queue, cancel_value, service_spec: str, service_options: dict) -> None:
     """Process entry point: build the service, announce it, serve jobs until a None arrives."""
     exit_with_parent()  # a killed app, runner or Dask worker never leaves this process holding the GPU
+    marked = gpu_workers.mark()  # another PinPoint worker's witness reads this process as one waiting its turn
+    atexit.register(gpu_workers.unmark, marked)
     try:
         service = load_service(service_spec, service_options)
         event_queue.put(Hello(service.hello()))
