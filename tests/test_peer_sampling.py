@@ -32,7 +32,8 @@ def test_the_sampled_plan_names_a_slow_link_the_sample_leaves_out():
     slow = judged[judged["slow"]]
     assert list(zip(slow["host"], slow["gpu_index"], slow["peer_index"], strict=True)) == [("node-3", 2, 5)]
     assert fleet_links.slow_link_sentences(judged) == [
-        f"node-3: GPU 2 → GPU 5 at 0.51× the {NVLINK} median (199 GB/s against 391 GB/s; ce_read 256 MiB batched)."]
+        f"node-3: GPU 2 → GPU 5 at 0.51× the {NVLINK} median (199 GB/s against 391 GB/s; ce_read 256 MiB batched; "
+        "44 % of 18 NVLink 4 links); conditions not observed."]
 
 
 def test_an_eight_gpu_node_costs_less_than_twice_a_four_gpu_node_and_a_third_of_its_whole_matrix():

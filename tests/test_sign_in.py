@@ -45,7 +45,7 @@ def test_the_start_up_line_names_a_guide_this_copy_holds():
 
     guide = Path(srv.DOCS)
     assert guide.is_absolute() and guide.is_file() and guide.is_relative_to(paths.ROOT)
-    assert f"({guide})" in srv.serving({}, None).startup_line()
+    assert f"({guide})" in srv.serving({}, "127.0.0.1").startup_line()
 
 
 def test_an_address_beyond_this_machine_needs_the_team_setting_and_then_sign_in():
