@@ -63,7 +63,17 @@ ids = list(labels)
 # with it; among the runs a page opens by default (the Fleet page's bundled boards are listed, and opened from its
 # links, but never picked here). A pair across GPU models is the user's pick only.
 picks = [i for i in ids if not catalog.is_reference(i)] or ids
-like = pairing.like_pair(mine[mine["run_id"].isin(picks)], lambda run_id: compare.point_keys(ui.loaded_run(run_id)))
+
+
+def readable_points(run_id: str) -> set:
+    """A run's points for the default pair; an unreadable stored run has none to pair (it is named where it is used)."""
+    try:
+        return compare.point_keys(ui.loaded_run(run_id))
+    except StoreError:
+        return set()
+
+
+like = pairing.like_pair(mine[mine["run_id"].isin(picks)], readable_points)
 baseline_id = controls.selectbox("Baseline", ids, "compare_baseline", index=ids.index(like[0] if like else picks[0]),
                                  format_func=labels.get)
 others = [i for i in ids if i != baseline_id]
