@@ -80,6 +80,39 @@ def test_two_processes_on_one_board_are_serialized_and_the_waiter_names_the_hold
     assert host_locks.holders() == []  # both gone: nothing is left held
 
 
+def test_another_processs_waiting_job_is_listed_while_it_waits_and_gone_once_it_measures(lock_dir, tmp_path):
+    log, release = tmp_path / "log.jsonl", tmp_path / "release"
+    first = _start("first", log, 60.0, release=release)
+    _measuring(lock_dir, first)
+    second = _start("second", log, 60.0, release=tmp_path / "release-second")
+    _until(lambda: second.stdout.readline().startswith("waiting: "))
+    [waiter] = _until(lambda: [w for w in host_locks.waiters() if w.pid == second.pid])
+    assert (waiter.gpu, waiter.purpose) == (0, "lock test second")
+    assert waiter.waiting_text().startswith(f"`lock test second` (pid {second.pid}) is waiting for GPU 0, for ")
+    assert host_locks.waiters(exclude_pid=second.pid) == []  # a process's own jobs are in its own queue
+    release.write_text("")
+    _until(lambda: [h for h in host_locks.holders() if h.pid == second.pid])
+    assert host_locks.waiters() == []  # measuring now: no longer waiting
+    (tmp_path / "release-second").write_text("")
+    assert first.wait(60) == 0 and second.wait(60) == 0
+
+
+def test_a_waiter_killed_with_sigkill_is_no_longer_listed(lock_dir, tmp_path):
+    log = tmp_path / "log.jsonl"
+    first = _start("first", log, 60.0)
+    try:
+        _measuring(lock_dir, first)
+        second = _start("second", log, 0.1)
+        _until(lambda: [w for w in host_locks.waiters() if w.pid == second.pid])
+        second.send_signal(signal.SIGKILL)
+        second.wait(10)
+        assert host_locks.waiters() == []  # its record is no longer held: read as gone, and removed
+        assert not list(lock_dir.glob("wait-*"))
+    finally:
+        first.kill()
+        first.wait(10)
+
+
 def test_a_holder_killed_with_sigkill_frees_the_gpu_at_once(lock_dir, tmp_path):
     log = tmp_path / "log.jsonl"
     first = _start("first", log, 60.0)

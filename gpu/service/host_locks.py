@@ -15,6 +15,7 @@ freed of control characters here, shown as plain text by whoever shows it.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import json
@@ -149,6 +150,12 @@ class Holder:
         since = f", for {self.since_s:.0f} s" if self.since_s is not None else ""
         return f"{gpu} is measuring for `{self.purpose}` (pid {self.pid}{since})"
 
+    def waiting_text(self) -> str:
+        """The same record read as a waiter's (``waiters``)."""
+        gpu = f"GPU {self.gpu}" if self.gpu is not None else "a GPU"
+        since = f", for {self.since_s:.0f} s" if self.since_s is not None else ""
+        return f"`{self.purpose}` (pid {self.pid}) is waiting for {gpu}{since}"
+
 
 def _read_record(fd: int, gpu: int | None) -> Holder:
     try:
@@ -170,6 +177,7 @@ class HostClaim:
     def __init__(self, keys: tuple[str, ...], indices: tuple[int, ...], purpose: str):
         self.keys, self.indices, self.purpose = tuple(keys), tuple(indices), clean(purpose)
         self._held: list[int] = []
+        self._waiting: tuple[int, int, Path] | None = None  # (fd, GPU index, path) of this job's waiting record
 
     def acquire(self, cancelled: Callable[[], bool] = lambda: False,
                 waiting: Callable[[str], None] = lambda text: None, wait_s: float | None = None,
@@ -190,6 +198,7 @@ class HostClaim:
                         break
                     except BlockingIOError:
                         pass
+                    self._announce_wait(folder, index)
                     holder = _read_record(fd, index)
                     if cancelled():
                         os.close(fd)
@@ -203,11 +212,39 @@ class HostClaim:
                     time.sleep(poll_s)
                 self._held.append(fd)
                 self._write_record(fd, index)
+                self._end_wait()
         except BaseException:
             self.release()
             raise
         waiting("")
         return True
+
+    def _announce_wait(self, folder: Path, index: int) -> None:
+        """While this job waits for GPU ``index``, a record of its own says so to other processes' queue panels: a
+        ``wait-…`` file it holds locked, so a waiter that is killed leaves an unlocked file, read as gone."""
+        if self._waiting is not None and self._waiting[1] == index:
+            return
+        self._end_wait()
+        path = folder / f"wait-{os.getpid()}-{index}-{id(self):x}.lock"
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+        except OSError:  # only the other panels' words are lost
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            self._write_record(fd, index)
+        except OSError:
+            os.close(fd)
+            return
+        self._waiting = (fd, index, path)
+
+    def _end_wait(self) -> None:
+        if self._waiting is not None:
+            fd, _, path = self._waiting
+            self._waiting = None
+            with contextlib.suppress(OSError):
+                path.unlink()
+            os.close(fd)
 
     def _write_record(self, fd: int, index: int) -> None:
         record = json.dumps({"pid": os.getpid(), "purpose": self.purpose, "started": time.time(), "gpu": index,
@@ -221,6 +258,7 @@ class HostClaim:
 
     def release(self) -> None:
         """Give back every GPU held (none is fine). The record stays: only a held lock's record is ever read."""
+        self._end_wait()
         while self._held:
             os.close(self._held.pop())  # closing drops the flock
 
@@ -252,3 +290,34 @@ def holders(exclude_pid: int | None = None) -> list[Holder]:
         if holder.pid is None or holder.pid != exclude_pid:
             found.append(holder)
     return sorted(found, key=lambda h: (h.gpu is None, h.gpu or 0, h.pid or 0))
+
+
+def waiters(exclude_pid: int | None = None) -> list[Holder]:
+    """Every job of another process (other than ``exclude_pid``) waiting for a GPU of this machine now, by GPU index:
+    what a page lists beside its own queue. A record nobody holds locked (its waiter got the GPU, or was killed) is
+    skipped, and removed where this user may."""
+    found = []
+    try:
+        paths = sorted(lock_dir().glob("wait-*.lock"))
+    except OSError:
+        return []
+    for path in paths:
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)  # nobody holds it: a waiter that is gone
+                with contextlib.suppress(OSError):
+                    path.unlink()
+                continue
+            except BlockingIOError:
+                waiter = _read_record(fd, None)
+            except OSError:
+                continue
+        finally:
+            os.close(fd)
+        if waiter.pid is not None and waiter.pid != exclude_pid:
+            found.append(waiter)
+    return sorted(found, key=lambda w: (w.gpu is None, w.gpu or 0, w.since_s or 0))

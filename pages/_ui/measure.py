@@ -137,20 +137,25 @@ def measured_frame(backend, checked: Request, key: str, run_id: str | None = Non
 def queue_panel(backend, key: str) -> None:
     """The worker's jobs, measuring and queued in the order they will be served, each with whose it is as this
     person may know it; an admin can cancel any of them (the client checks the role again: ``cancel_as``). Then what
-    other processes of this machine measure now (a runner, a fleet task, the tests: ``host_locks.holders``)."""
+    other processes of this machine measure now (a runner, a fleet task, the tests: ``host_locks.holders``) and which
+    of their jobs wait for a GPU (``host_locks.waiters``)."""
     actor = access.current_actor()
     jobs = [job for job in backend.client.jobs() if job.kind != "warm_host_pool"]
     others = host_locks.holders(exclude_pid=os.getpid())
+    waiting = host_locks.waiters(exclude_pid=os.getpid())
     refused = st.session_state.pop(f"{key}_cancel_refused", None)
     if refused:  # names the person refused: text, not Markdown
         st.warning(plain(refused, None))
-    if not jobs and not others:
+    if not jobs and not others and not waiting:
         return
     title = f"GPU queue: {text.count(len(jobs), 'job')}" + (f" · {text.count(len(others), 'other process')} measuring"
-                                                             if others else "")
+                                                             if others else "") + \
+        (f" · {text.count(len(waiting), 'job')} of other processes waiting" if waiting else "")
     with st.expander(title):
         for holder in others:  # another process's own words: shown as text
             st.caption(plain(f"another process · {holder.text()}", None))
+        for waiter in waiting:
+            st.caption(plain(f"another process · {waiter.waiting_text()}", None))
         if backend.client.wait_s is not None:
             st.caption(f"A job here waits at most {backend.client.wait_s:g} s for a GPU that another process "
                        "measures on, then is refused.")
