@@ -263,13 +263,12 @@ class HostClaim:
             os.close(self._held.pop())  # closing drops the flock
 
 
-def holders(exclude_pid: int | None = None) -> list[Holder]:
-    """Every GPU of this machine that a process measures on now (other than ``exclude_pid``), by GPU index: what a
-    page lists beside its own queue. A lock file nobody holds (its holder finished or was killed) is skipped."""
-    folder = lock_dir()
+def _held_records(pattern: str, remove_unheld: bool) -> list[Holder]:
+    """The records of the lock folder's files matching ``pattern`` that a process holds locked now; a file nobody
+    holds (its process finished or was killed) is skipped, and removed where ``remove_unheld`` and this user may."""
     found = []
     try:
-        paths = sorted(folder.glob("gpu-*.lock"))
+        paths = sorted(lock_dir().glob(pattern))
     except OSError:
         return []
     for path in paths:
@@ -279,16 +278,24 @@ def holders(exclude_pid: int | None = None) -> list[Holder]:
             continue
         try:
             try:
-                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)  # taken: nobody measures there
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)  # nobody holds it
+                if remove_unheld:
+                    with contextlib.suppress(OSError):
+                        path.unlink()
                 continue
             except BlockingIOError:
-                holder = _read_record(fd, None)
+                found.append(_read_record(fd, None))
             except OSError:
                 continue
         finally:
             os.close(fd)
-        if holder.pid is None or holder.pid != exclude_pid:
-            found.append(holder)
+    return found
+
+
+def holders(exclude_pid: int | None = None) -> list[Holder]:
+    """Every GPU of this machine that a process measures on now (other than ``exclude_pid``), by GPU index: what a
+    page lists beside its own queue. A lock file nobody holds (its holder finished or was killed) is skipped."""
+    found = [h for h in _held_records("gpu-*.lock", remove_unheld=False) if h.pid is None or h.pid != exclude_pid]
     return sorted(found, key=lambda h: (h.gpu is None, h.gpu or 0, h.pid or 0))
 
 
@@ -296,28 +303,5 @@ def waiters(exclude_pid: int | None = None) -> list[Holder]:
     """Every job of another process (other than ``exclude_pid``) waiting for a GPU of this machine now, by GPU index:
     what a page lists beside its own queue. A record nobody holds locked (its waiter got the GPU, or was killed) is
     skipped, and removed where this user may."""
-    found = []
-    try:
-        paths = sorted(lock_dir().glob("wait-*.lock"))
-    except OSError:
-        return []
-    for path in paths:
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        except OSError:
-            continue
-        try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)  # nobody holds it: a waiter that is gone
-                with contextlib.suppress(OSError):
-                    path.unlink()
-                continue
-            except BlockingIOError:
-                waiter = _read_record(fd, None)
-            except OSError:
-                continue
-        finally:
-            os.close(fd)
-        if waiter.pid is not None and waiter.pid != exclude_pid:
-            found.append(waiter)
+    found = [w for w in _held_records("wait-*.lock", remove_unheld=True) if w.pid is not None and w.pid != exclude_pid]
     return sorted(found, key=lambda w: (w.gpu is None, w.gpu or 0, w.since_s or 0))
