@@ -13,7 +13,6 @@ import argparse
 import os
 import sys
 
-from gpu import bench
 from gpu.core import paths, serving
 from gpu.experiments import registry
 
@@ -81,6 +80,14 @@ def app_command(streamlit_args: list[str]) -> int:
     return 0  # not reached
 
 
+def runner():
+    """The runner, gpu.bench, imported only for a command that runs: it loads pandas, PyArrow and the results store,
+    which the help and ``pinpoint app`` never need (``pinpoint --help`` answers in a tenth of a second)."""
+    from gpu import bench
+
+    return bench
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help"):
@@ -102,9 +109,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: no experiment '{rest[0][:40]}'; the experiments are: {', '.join(experiment_commands())}",
                   file=sys.stderr)
             return 2
-        return bench.main(rest, prog="pinpoint measure")
+        return runner().main(rest, prog="pinpoint measure")
     if command in RUNNER_COMMANDS:
-        return bench.main(argv, prog="pinpoint")
+        return runner().main(argv, prog="pinpoint")
     print(f"error: no command '{command[:40]}'; the commands are: app, measure, {', '.join(RUNNER_COMMANDS)} "
           "(pinpoint --help)", file=sys.stderr)
     return 2

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -70,6 +72,25 @@ def test_app_help_is_pinpoints_own_and_starts_nothing(monkeypatch, capsys, argv)
     assert out.startswith("usage: pinpoint app [STREAMLIT OPTIONS]") and "streamlit run [OPTIONS]" not in out
     for name in ("--server.port", "PINPOINT_BACKEND", "PINPOINT_DB_URL", "PINPOINT_SERVE", str(serving.DOCS)):
         assert name in out, name
+
+
+# What the help must not load: the app's and the runner's heavy libraries (pandas alone is ~0.6 s to import).
+HEAVY = ("pandas", "streamlit", "pyarrow", "tree_sitter", "tree_sitter_toml", "plotly", "sqlalchemy", "scipy", "dask")
+
+
+def test_the_helps_load_none_of_the_heavy_libraries():
+    """``pinpoint --help``, ``pinpoint measure --help`` (which lists every experiment: the declarations are loaded)
+    and ``pinpoint app --help``, in a fresh Python as the installed command starts: the modules left loaded."""
+    code = ("import sys; from gpu import cli\n"
+            "for argv in (['--help'], ['measure', '--help'], ['app', '--help']): assert cli.main(argv) == 0\n"
+            "print('\\n'.join(sorted(sys.modules)), file=sys.stderr)")
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    loaded = set(result.stderr.split())
+    assert "gpu.experiments.registry" in loaded and "gpu.experiments.transfers" in loaded  # the list was made
+    assert "transfers" in result.stdout and "usage: pinpoint app" in result.stdout
+    assert sorted(m for m in loaded if m.split(".")[0] in HEAVY) == []
+    assert "gpu.bench" not in loaded and not any(m.startswith(("gpu.results", "gpu.service")) for m in loaded)
 
 
 def test_bundled_files_are_located_only_by_gpu_core_paths():

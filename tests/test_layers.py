@@ -48,6 +48,13 @@ LAZY_ALLOWED = {
     "pyarrow": "Parquet I/O only, ~0.3 s to import",
     "pynvml": "NVML only exists beside a driver",
     "gpu.fleet": "Dask costs ~1 s of CPU to import; only the runner's fleet command needs it",
+    # `pinpoint --help` loads the declarations (its list of experiments), never pandas or tree-sitter (~0.6 s and
+    # ~0.1 s to import; tests/test_cli.py checks): the core modules they import load these where a frame is made or
+    # a TOML text parsed, and the command loads the runner only for a command that runs.
+    "pandas": "a frame is made or read only in functions of the core modules the declarations import",
+    "tree_sitter": "only parsing a suite's or talk's TOML text needs it",
+    "tree_sitter_toml": "tree-sitter's TOML grammar, with tree_sitter",
+    "gpu.bench": "the runner loads pandas and the results store; pinpoint --help and pinpoint app never need it",
 }
 
 

@@ -32,12 +32,15 @@ words, as the pattern is.
 
 from __future__ import annotations
 
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from gpu.core.roofline import MEMORY, Roof
 from gpu.core.units import GiB, KiB, MiB, format_bytes
 from gpu.experiments import _kernels as k
 from gpu.experiments import axes
+
+if TYPE_CHECKING:  # frames are passed in only: a declaration loads no pandas
+    import pandas as pd
 
 NAME = "device_copy"
 # Registration (gpu/experiments/registry.py): the runner's subcommand, the page, the place in lists (after the

@@ -23,14 +23,18 @@ it reads nothing.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
 
 from gpu.core import compute
 from gpu.core.errors import VerificationError
 from gpu.core.roofline import COMPUTE, Roof
 from gpu.experiments import _kernels as k
 from gpu.experiments import axes
+
+if TYPE_CHECKING:  # frames are passed in only: a declaration loads no pandas
+    import pandas as pd
 
 NAME = "fma"
 # Registration (gpu/experiments/registry.py): the runner's subcommand, the page, the place in lists.
