@@ -94,11 +94,11 @@ def test_the_helps_load_none_of_the_heavy_libraries():
 
 
 def test_bundled_files_are_located_only_by_gpu_core_paths():
-    """A path built from a module's own location (``__file__``) anywhere else would break in the installed copy
-    or drift from it; everything goes through gpu.core.paths."""
+    """gpu.core.paths finds the copy through the ``gpu`` package's resources; a path built from a module's own
+    location (``__file__``) would break in the installed copy or drift from it: everything goes through paths."""
     sources = [*(ROOT / "gpu").rglob("*.py"), *(ROOT / "pages").rglob("*.py"), ROOT / "app.py", ROOT / "serve.py"]
     using_file = sorted(str(path.relative_to(ROOT)) for path in sources
                         if any(isinstance(node, ast.Name) and node.id == "__file__"
                                for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))))
-    assert using_file == ["gpu/core/paths.py"]
+    assert using_file == []
     assert paths.ROOT == ROOT and paths.CHECKOUT and (paths.asset("replay")).is_dir() and paths.KERNELS.is_dir()
