@@ -73,10 +73,14 @@ Environment:
 """
 
 
+# serve.py prints its address once the server answers; Streamlit's banner would print one seconds before (as make app)
+APP_ENVIRONMENT = {"STREAMLIT_LOGGER_HIDE_WELCOME_MESSAGE": "true"}
+
+
 def app_command(streamlit_args: list[str]) -> int:
     """Replaces this process with ``streamlit run serve.py``, so signals and the exit status are Streamlit's own."""
     argv = [sys.executable, "-m", "streamlit", "run", str(paths.ROOT / "serve.py"), *streamlit_args]
-    os.execv(sys.executable, argv)
+    os.execve(sys.executable, argv, {**os.environ, **APP_ENVIRONMENT})
     return 0  # not reached
 
 

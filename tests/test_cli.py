@@ -55,10 +55,13 @@ def test_help_names_the_runners_options_under_pinpoints_name(capsys):
 
 def test_the_app_is_this_copys_serve_py(monkeypatch):
     started = []
-    monkeypatch.setattr(cli.os, "execv", lambda path, argv: started.append(argv))
+    monkeypatch.setattr(cli.os, "execve", lambda path, argv, env: started.append((argv, env)))
+    monkeypatch.setenv("PINPOINT_BACKEND", "replay")
     cli.main(["app", "--server.port", "8502"])
-    [argv] = started
+    [(argv, env)] = started
     assert argv[1:5] == ["-m", "streamlit", "run", str(ROOT / "serve.py")] and argv[5:] == ["--server.port", "8502"]
+    # serve.py prints the address once it answers: Streamlit's banner, printed before, is hidden
+    assert env["STREAMLIT_LOGGER_HIDE_WELCOME_MESSAGE"] == "true" and env["PINPOINT_BACKEND"] == "replay"
 
 
 @pytest.mark.parametrize("argv", [["app", "--help"], ["app", "-h"], ["app", "--server.port", "8502", "--help"]])
@@ -66,7 +69,7 @@ def test_app_help_is_pinpoints_own_and_starts_nothing(monkeypatch, capsys, argv)
     from gpu.core import serving
 
     started = []
-    monkeypatch.setattr(cli.os, "execv", lambda path, argv: started.append(argv))
+    monkeypatch.setattr(cli.os, "execve", lambda path, argv, env: started.append(argv))
     assert cli.main(argv) == 0 and started == []
     out = capsys.readouterr().out
     assert out.startswith("usage: pinpoint app [STREAMLIT OPTIONS]") and "streamlit run [OPTIONS]" not in out
