@@ -77,8 +77,8 @@ def test_app_help_is_pinpoints_own_and_starts_nothing(monkeypatch, capsys, argv)
         assert name in out, name
 
 
-# What the help must not load: the app's and the runner's heavy libraries (pandas alone is ~0.6 s to import).
-HEAVY = ("pandas", "streamlit", "pyarrow", "tree_sitter", "tree_sitter_toml", "plotly", "sqlalchemy", "scipy", "dask")
+# What the help must not load: the app's, the store's and the runner's heavy libraries (pandas alone is ~0.6 s).
+HEAVY = ("pandas", "streamlit", "pyarrow", "tree_sitter", "tree_sitter_toml", "sqlalchemy", "scipy", "dask")
 
 
 def test_the_helps_load_none_of_the_heavy_libraries():
