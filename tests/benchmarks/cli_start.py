@@ -58,10 +58,12 @@ def main() -> None:
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; {args.repeat} runs each")
     for (root, command), runs in times.items():
         walls, cpus = [w for w, _ in runs], [c for _, c in runs]
-        within = "within" if statistics.median(walls) < TARGETS_S[command] else "OVER"
+        # On a loaded machine the wall time is mostly waiting for a core; on a quiet one it is about the CPU time.
+        within = "/".join("within" if statistics.median(times) < TARGETS_S[command] else "OVER"
+                          for times in (walls, cpus))
         print(f"{root}: pinpoint {command:<15} wall median {statistics.median(walls):.2f} s "
               f"(fastest {min(walls):.2f}), "
-              f"CPU median {statistics.median(cpus):.2f} s — {within} the {TARGETS_S[command]:g} s target")
+              f"CPU median {statistics.median(cpus):.2f} s — wall/CPU {within} the {TARGETS_S[command]:g} s target")
 
 
 if __name__ == "__main__":
