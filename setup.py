@@ -1,7 +1,8 @@
 """How PinPoint installs (``pip install .``, ``pip install ".[gpu]"``); the project's metadata is in pyproject.toml.
 
 The installed copy keeps the checkout's shape in one folder, ``site-packages/pinpoint/``: app.py, serve.py,
-.streamlit/config.toml, pages/, gpu/ (with gpu/kernels/*.cu), assets/ (recordings, suites, talks, icons) and docs/
+.streamlit/config.toml, pages/, gpu/ (with the shared gpu/kernels/*.cu and each experiment package's own
+gpu/experiments/<name>/*.cu), assets/ (recordings, suites, talks, icons) and docs/
 (the guides the app's messages name), so the app, its pages and gpu.core.paths find everything as they do in a
 checkout. ``pinpoint.pth`` beside it puts that folder
 on ``sys.path``, so ``import gpu`` works in every Python of the environment: the ``pinpoint`` command, Streamlit, the
@@ -40,10 +41,13 @@ class BuildWithPath(build_py):
 # Every folder of Python modules under gpu/ and pages/, with or without an __init__.py (pages/ has none).
 names = find_namespace_packages(include=["gpu", "gpu.*", "pages", "pages.*"], exclude=["*.__pycache__", "gpu.kernels"])
 packages = [f"{FOLDER}.{name}" for name in names]
+# Each experiment package's kernels ship beside its modules (gpu/experiments/<name>/*.cu).
+kernels = {f"{FOLDER}.{name}": ["*.cu"] for name in names if name.startswith("gpu.experiments.")}
 setup(
     packages=[FOLDER, *packages],
     package_dir={FOLDER: "."},
-    package_data={FOLDER: [".streamlit/config.toml", "assets/**/*", "docs/**/*"], f"{FOLDER}.gpu": ["kernels/*"]},
+    package_data={FOLDER: [".streamlit/config.toml", "assets/**/*", "docs/**/*"], f"{FOLDER}.gpu": ["kernels/*"],
+                  **kernels},
     include_package_data=False,
     install_requires=pins("requirements.txt"),
     extras_require={"gpu": [line for line in pins("requirements-gpu.txt") if line not in pins("requirements.txt")]},

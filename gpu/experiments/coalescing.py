@@ -21,10 +21,13 @@ import numpy as np
 
 from gpu.experiments import _kernels as k
 from gpu.experiments import axes
+from gpu.experiments.page import PageEntry
 
 NAME = "coalescing"
 # Registration (gpu/experiments/registry.py): the runner's subcommand, the page, the place in lists.
 COMMAND, ORDER, PAGE = "coalescing", 2, "pages/coalescing.py"
+PAGE_ENTRY = PageEntry(PAGE, "Coalescing", "coalescing", ":material/view_week:",
+                        "Coalescing: access patterns vs bandwidth", place=2)
 HELP = "strided, misaligned, AoS/SoA and transpose kernels vs the device copy"
 GROUPS = ("copy", "strided", "offset", "layout", "transpose")
 VARIANTS = {

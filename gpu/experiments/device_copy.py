@@ -38,11 +38,14 @@ from gpu.core.roofline import MEMORY, Roof
 from gpu.core.units import GiB, KiB, MiB, format_bytes
 from gpu.experiments import _kernels as k
 from gpu.experiments import axes
+from gpu.experiments.page import PageEntry
 
 NAME = "device_copy"
 # Registration (gpu/experiments/registry.py): the runner's subcommand, the page, the place in lists (after the
 # kernel experiments: coalescing 2, reduction 3, occupancy 4).
 COMMAND, ORDER, PAGE = "device-copy", 4.5, "pages/roofline.py"
+PAGE_ENTRY = PageEntry(PAGE, "Roofline", "roofline", ":material/roofing:",
+                        "Roofline: every kernel under the measured memory and compute ceilings", place=6)
 HELP = "device-to-device copies: the copy engine (cuMemcpyDtoDAsync) vs an SM copy kernel, 4 KiB to 4 GiB"
 TITLE = "Device-to-device copies: copy engine vs SM copy"
 VARIANTS = ("copy_engine", "sm_copy", "l2_copy")

@@ -22,10 +22,13 @@ from __future__ import annotations
 from gpu.core.units import GiB, MiB, format_bytes
 from gpu.experiments import _kernels as k
 from gpu.experiments import axes
+from gpu.experiments.page import PageEntry
 
 NAME = "managed"
 # Registration (gpu/experiments/registry.py): the runner's subcommand, the page, the place in lists.
 COMMAND, ORDER, PAGE = "managed", 6, "pages/memory_modes.py"
+PAGE_ENTRY = PageEntry(PAGE, "Memory modes", "memory-modes", ":material/memory:",
+                        "Memory modes: managed memory, pools, batching and host-memory latency", place=7)
 HELP = "managed memory: first touch, prefetch, resident vs device memory"
 BYTE_LABELS = True  # Compare writes bytes and param_value as sizes
 VARIANTS = ("device", "first_touch", "prefetch", "after_prefetch", "resident")

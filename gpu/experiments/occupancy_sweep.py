@@ -14,10 +14,13 @@ from __future__ import annotations
 
 from gpu.experiments import _kernels as k
 from gpu.experiments import axes
+from gpu.experiments.page import PageEntry
 
 NAME = "occupancy"
 # Registration (gpu/experiments/registry.py): the runner's subcommand, the page, the place in lists.
 COMMAND, ORDER, PAGE = "occupancy", 4, "pages/occupancy.py"
+PAGE_ENTRY = PageEntry(PAGE, "Occupancy", "occupancy", ":material/bar_chart:",
+                        "Occupancy: calculator and measurement", place=4)
 HELP = "block-size sweep of a memory-bound and a latency-bound kernel"
 EXPAND = ("extra_registers", "dynamic_shared_bytes")
 KERNELS = ("stream", "chase")

@@ -60,11 +60,15 @@ import re
 
 from gpu.core.units import GiB, KiB, MiB, format_bytes
 from gpu.experiments import axes
+from gpu.experiments.page import PageEntry
 
 NAME = "peers"
 # Registration (gpu/experiments/registry.py): the runner's subcommand, the page, the place in lists (after
 # device_copy, 4.5).
 COMMAND, ORDER, PAGE = "peers", 4.6, "pages/peers.py"
+PAGE_ENTRY = PageEntry(PAGE, "Peers: GPU to GPU", "peers", ":material/hub:",
+                        "Peers: every GPU of a node against the others, over NVLink or PCIe, and each GPU's host link",
+                        place=8)
 HELP = "copies between the GPUs of a node: copy-engine and SM peer copies, both ways at once, GPU-to-GPU latency, " \
        "and every GPU's host link at once"
 TITLE = "Peer-to-peer: copies between GPUs"

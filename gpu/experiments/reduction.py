@@ -17,10 +17,13 @@ from __future__ import annotations
 
 from gpu.experiments import _kernels as k
 from gpu.experiments import axes
+from gpu.experiments.page import PageEntry
 
 NAME = "reduction"
 # Registration (gpu/experiments/registry.py): the runner's subcommand, the page, the place in lists.
 COMMAND, ORDER, PAGE = "reduction", 3, "pages/reductions.py"
+PAGE_ENTRY = PageEntry(PAGE, "Reductions: dot product", "reductions", ":material/functions:",
+                        "Reductions: a dot product, five ways", place=3)
 HELP = "dot-product variants vs gpuarray.dot, kernel-only and end to end"
 KERNEL_VARIANTS = ("atomic_per_element", "shared_tree", "warp_shuffle", "grid_stride", "gpuarray_dot")
 END_TO_END = ("end_to_end_pageable", "end_to_end_pinned")

@@ -40,10 +40,13 @@ from gpu.core import overlap, text
 from gpu.core.units import GiB, MiB, format_bytes
 from gpu.experiments import _kernels as k
 from gpu.experiments import axes
+from gpu.experiments.page import PageEntry
 
 NAME = "streams"
 # Registration (gpu/experiments/registry.py): the runner's subcommand, the page, the place in lists.
 COMMAND, ORDER, PAGE = "streams", 5, "pages/streams.py"
+PAGE_ENTRY = PageEntry(PAGE, "Streams: overlap", "streams", ":material/view_timeline:",
+                        "Streams: hiding copies behind compute, with a timeline", place=5)
 HELP = "chunked H2D → kernel → D2H pipelines over several streams vs one stream"
 HOST_MEMORY = ("pinned", "pageable")
 ORDERS = overlap.ORDERS

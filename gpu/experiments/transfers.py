@@ -23,10 +23,13 @@ from __future__ import annotations
 from gpu.core import stats
 from gpu.core.units import GiB, KiB, MiB, format_bytes
 from gpu.experiments import axes
+from gpu.experiments.page import PageEntry
 
 NAME = "transfers"
 # Registration (gpu/experiments/registry.py): the runner's subcommand, the page, the place in lists.
 COMMAND, ORDER, PAGE = "transfers", 1, "pages/transfers.py"
+PAGE_ENTRY = PageEntry(PAGE, "Transfers: pinned vs pageable", "transfers", ":material/swap_vert:",
+                        "Transfers: pinned vs pageable memory", place=1)
 HELP = "pageable vs pinned vs write-combined vs mapped copies"
 MODES = ("pageable", "pinned", "pinned_wc", "mapped")
 MODE_LABELS = {"pageable": "pageable (NumPy)", "pinned": "pinned", "pinned_wc": "pinned write-combined",
