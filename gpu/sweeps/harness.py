@@ -50,7 +50,7 @@ class Point:
 
 
 class Sweep:
-    """An experiment's measurement. Its declaration (``gpu/experiments/<name>.py``) declares NAME, TITLE, AXES,
+    """An experiment's measurement. Its declaration (``gpu/experiments/<name>/__init__.py``) declares NAME, TITLE, AXES,
     KEY_COLUMNS, ``invalid_reasons`` and ``memory_reasons`` (the subclass takes them from there), and the subclass
     implements ``points`` (a generator that may set up and free a group's buffers around the points it yields),
     ``measure(point)`` (a
@@ -76,11 +76,15 @@ class Sweep:
 
     def __init_subclass__(cls, **kwargs):
         """A sweep takes its experiment's identity from its declaration (declared there once): NAME, TITLE, AXES,
-        KEY_COLUMNS, ``invalid_reasons`` and ``memory_reasons``. The sweep of ``gpu.sweeps.<name>`` is declared by
-        ``gpu.experiments.<name>``; a sweep defined elsewhere is declared by its own module."""
+        KEY_COLUMNS, ``invalid_reasons`` and ``memory_reasons``. The sweep of an experiment package,
+        ``gpu.experiments.<name>.sweep``, is declared by the package (``gpu.experiments.<name>``), that of
+        ``gpu.sweeps.<name>`` by ``gpu.experiments.<name>``; a sweep defined elsewhere is declared by its own module."""
         super().__init_subclass__(**kwargs)
         module = sys.modules[cls.__module__]
-        if cls.__module__.startswith(SWEEPS_PACKAGE + "."):
+        package, _, role = cls.__module__.rpartition(".")
+        if package.startswith(DECLARATIONS_PACKAGE + ".") and role == "sweep":
+            module = importlib.import_module(package)
+        elif cls.__module__.startswith(SWEEPS_PACKAGE + "."):
             module = importlib.import_module(DECLARATIONS_PACKAGE + cls.__module__[len(SWEEPS_PACKAGE):])
         for name in ("NAME", "TITLE", "AXES", "KEY_COLUMNS"):
             if name not in cls.__dict__ and hasattr(module, name):
