@@ -122,7 +122,7 @@ def four_field_sum(x, y, z, w) -> np.ndarray:
 
 
 def flops(row) -> float:
-    """FLOPs of one execution of the point (``gpu.core.roofline``), counted from gpu/kernels/coalescing.cu: the
+    """FLOPs of one execution of the point (``gpu.core.roofline``), counted from coalescing.cu (beside this file): the
     AoS and SoA sums add the four fields of each element (3 FLOP per element), the one-field reads double the field
     (``2.0f * x``: 1 FLOP per element). The copies (``memcpy_dtod``, ``copy_f32``, ``copy_f4``), the strided and
     misaligned reads and the transposes move data without arithmetic on it (their index arithmetic is integer

@@ -73,7 +73,7 @@ def memory_reasons(params: Params, limits) -> list[str]:
 
 
 def flops(row) -> float:
-    """FLOPs of one execution of the point (``gpu.core.roofline``), counted from gpu/kernels/occupancy.cu.
+    """FLOPs of one execution of the point (``gpu.core.roofline``), counted from occupancy.cu (beside this file).
     ``stream`` copies one float per thread: 0. ``chase`` follows dependent loads (integer indices: no FLOPs); built
     with register pressure it also sums its ``EXTRA_REGS`` held values once per thread after the chain (the
     row's ``param_value``): that many float additions per thread (``elements`` threads)."""

@@ -74,7 +74,7 @@ def bytes_moved(elements: int) -> int:
 
 
 def flops(row) -> float:
-    """FLOPs of one execution of the point (``gpu.core.roofline``), counted from gpu/kernels/reduction.cu: every
+    """FLOPs of one execution of the point (``gpu.core.roofline``), counted from reduction.cu (beside this file): every
     dot-product kernel multiplies each pair once and adds the product into a sum, 2 FLOP per element (the
     per-element atomic adds it into one float; the tree and the shuffles add in double per block; the grid-stride
     kernel sums float partials per thread first: each still one multiply and about one add per element; PyCUDA's
