@@ -7,8 +7,9 @@ import streamlit as st
 
 from gpu.core import overlap
 from gpu.core.errors import ValidationError, WorkerError
+from gpu.experiments.coalescing import view as coalescing_view
+from gpu.experiments.reduction import view as reduction_view
 from gpu.present import talks
-from gpu.present.charts import kernels as kernel_charts
 from gpu.present.charts import streams as stream_charts
 from gpu.present.charts import transfers as charts
 from gpu.present.claims import ClaimError
@@ -87,9 +88,9 @@ if frame is not None:
     elif scene.chart == "bandwidth":
         figure = charts.bandwidth_figure(frame)
     elif scene.chart in ("offset", "strided"):
-        figure = kernel_charts.sweep_figure(frame, scene.chart)
+        figure = coalescing_view.sweep_figure(frame, scene.chart)
     elif scene.chart == "reduction":
-        figure = kernel_charts.reduction_figure(frame)
+        figure = reduction_view.reduction_figure(frame)
     else:
         table = overlap.pipeline_table(frame)
         best = table.sort_values("pipeline_ms").iloc[0]

@@ -7,8 +7,9 @@ import pytest
 
 from gpu.core.units import GiB
 from gpu.experiments import reduction
+from gpu.experiments.coalescing import view as coalescing_view
+from gpu.experiments.reduction import view as reduction_view
 from gpu.present import claims, headlines
-from gpu.present.charts import kernels as kernel_charts
 from gpu.present.charts import memory as memory_charts
 from gpu.present.charts import transfers as charts
 from gpu.service.backends import ReplayBackend, submit_values
@@ -62,21 +63,21 @@ def test_transfers_verdict_names_the_largest_size_and_each_direction(transfers):
 
 def test_reduction_best_compares_our_fastest_kernel_with_the_library(replay):
     frame = submit_values(replay, "reduction", {}).outcome()
-    line = headlines.reduction_best(frame, reduction.LABELS)
+    line = reduction_view.reduction_best(frame, reduction.LABELS)
     kernels = frame[(frame["group"] == "kernel") & (frame["variant"] != "gpuarray_dot")]
     fastest = kernels.sort_values("gbps").iloc[-1]
     assert line.startswith(f"**Best: {reduction.LABELS[fastest['variant']]} at {fastest['gbps']:,.0f} GB/s")
     assert "× gpuarray.dot**" in line
-    assert headlines.reduction_best(frame[frame["variant"] != "gpuarray_dot"], reduction.LABELS) is None
+    assert reduction_view.reduction_best(frame[frame["variant"] != "gpuarray_dot"], reduction.LABELS) is None
 
 
 def test_copy_reference_reads_memcpy_dtod_from_the_same_run(replay):
     frame = submit_values(replay, "coalescing", {}).outcome()
-    best = kernel_charts.with_peak_share(frame)
-    line = headlines.copy_reference(frame, best)
+    best = coalescing_view.with_peak_share(frame)
+    line = coalescing_view.copy_reference(frame, best)
     peak = best[best["variant"] == "memcpy_dtod"]["gbps"].iloc[0]
     assert line.startswith(f"**memcpy_dtod: {peak:,.0f} GB/s**")
-    assert headlines.copy_reference(frame, best[best["variant"] != "memcpy_dtod"]) is None
+    assert coalescing_view.copy_reference(frame, best[best["variant"] != "memcpy_dtod"]) is None
 
 
 def test_memory_modes_headlines(replay):

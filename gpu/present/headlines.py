@@ -9,9 +9,7 @@ from __future__ import annotations
 import pandas as pd
 
 from gpu.core import overlap, stats, text
-from gpu.core.errors import ClaimError
 from gpu.core.units import format_bytes
-from gpu.present import facts
 
 SPEEDUP_KEY = ["direction", "include_alloc", "bytes"]
 
@@ -43,37 +41,6 @@ def transfers_verdict(view: pd.DataFrame, label: str) -> str | None:
     top = table[table["bytes"] == table["bytes"].max()]
     parts = [f"{r.direction.upper()} {r.speedup:.2f}×" for r in top.itertuples()]
     return f"{label}, {format_bytes(top['bytes'].iloc[0])}: pinned ÷ pageable = " + ", ".join(parts)
-
-
-def reduction_best(frame: pd.DataFrame, labels: dict[str, str]) -> str | None:
-    """The fastest of our kernels (``facts.best_reduction``, as the stage says it) against gpuarray.dot, and the
-    HBM's theoretical rate."""
-    try:
-        best = facts.best_reduction(frame)
-    except ClaimError:
-        return None
-    if best["library_gbps"] is None:
-        return None
-    return (f"**Best: {labels[best['variant']]} at {best['gbps']:,.0f} GB/s, "
-            f"{best['gbps'] / best['library_gbps']:.2f}× gpuarray.dot** ({best['library_gbps']:,.0f} GB/s) · "
-            f"HBM theoretical {frame['hbm_gbps_theoretical'].iloc[0]:,.0f} GB/s")
-
-
-def copy_reference(frame: pd.DataFrame, best: pd.DataFrame) -> str | None:
-    """memcpy_dtod measured in the same run, our float4 copy as a share of it, and the HBM's theoretical rate.
-    ``best``: the frame with each variant's share of memcpy_dtod (``kernel_charts.with_peak_share``)."""
-    peak = best[best["variant"] == "memcpy_dtod"]["gbps"]
-    if peak.empty:
-        return None
-    copy_f4 = best[best["variant"] == "copy_f4"]
-    line = (f"**memcpy_dtod: {peak.iloc[0]:,.0f} GB/s** (read + write) · our float4 copy: "
-            f"{copy_f4['gbps'].iloc[0]:,.0f} GB/s = {copy_f4['pct_of_dtod'].iloc[0]:.0f} % of it · "
-            f"HBM theoretical {frame['hbm_gbps_theoretical'].iloc[0]:,.0f} GB/s")
-    try:
-        reference = facts.contiguous_reference(facts.one_configuration(frame))
-    except ClaimError:
-        return line
-    return line + f" · strided and misaligned reads are judged against {reference['baseline']}"
 
 
 def managed(row) -> str:

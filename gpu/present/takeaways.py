@@ -43,7 +43,7 @@ def transfers(frame: pd.DataFrame) -> str | None:
     return line + "."
 
 
-def _sentence(parts: list[str]) -> str | None:
+def sentence(parts: list[str]) -> str | None:
     """Clauses joined into one sentence, capitalised; None when there are none."""
     if not parts:
         return None
@@ -51,53 +51,12 @@ def _sentence(parts: list[str]) -> str | None:
     return joined[0].upper() + joined[1:] + "."
 
 
-def _found(fact, frame: pd.DataFrame) -> dict | None:
+def fact_or_none(fact, frame: pd.DataFrame) -> dict | None:
     """A figure of ``gpu.present.facts``, or None when the frame lacks what it needs."""
     try:
         return fact(frame)
     except ClaimError:
         return None
-
-
-def coalescing(frame: pd.DataFrame) -> str | None:
-    """What strided and misaligned reads cost against the contiguous read of the same bytes (one baseline, named)."""
-    parts = []
-    strides = _found(facts.stride_costs, frame)
-    if strides:
-        parts.append(f"against {strides['baseline']}, stride {strides['two']} "
-                     f"costs {strides['at_two_text']} and reads {text.count(strides['worst'], 'float')} apart cost "
-                     f"{strides['at_worst_text']} ({strides['worst_gbps']:,.0f} GB/s)")
-    offsets = _found(facts.misaligned_cost, frame)
-    if offsets:
-        parts.append(f"misaligned reads cost at most {offsets['cost_text']}"
-                     + ("" if strides else f" against {offsets['baseline']}"))
-    return _sentence(parts)
-
-
-def reduction(frame: pd.DataFrame) -> str | None:
-    """The best reduction's bandwidth, and what an atomicAdd per element costs against it."""
-    best = _found(facts.best_reduction, frame)
-    if best is None:
-        return None
-    line = f"The best of our reductions here ({best['label']}) reads {best['gbps']:,.0f} GB/s"
-    atomic = _found(facts.atomic_slowdown, frame)
-    if atomic:
-        line += (f"; one atomicAdd per element is {atomic['slower_text']} slower than {atomic['baseline_label']} "
-                 f"({text.count(best['elements'], 'float')}, block {best['block']})")
-    return line + "."
-
-
-def occupancy(frame: pd.DataFrame) -> str | None:
-    """Where each kernel peaks, and how little occupancy the memory-bound copy needs."""
-    parts = []
-    for variant, label in (("stream", "the memory-bound copy"), ("chase", "the latency-bound chase")):
-        mine = frame[frame["variant"] == variant]
-        if mine.empty:
-            continue
-        top = mine.loc[mine["gbps"].idxmax()]
-        parts.append(f"{label} peaks at {top['gbps']:,.0f} GB/s with blocks of {int(top['block_size'])} "
-                     f"({text.percent(top['theoretical_occupancy'])} occupancy)")
-    return _sentence(parts)
 
 
 def streams(frame: pd.DataFrame) -> str | None:
@@ -110,7 +69,7 @@ def streams(frame: pd.DataFrame) -> str | None:
               f"({overlap_gain(best)}; {best['searched_text']})" if best["gain_measurable"] else
               f"{best['host_memory']}: no measurable overlap ({best['config']} against one stream)")
              + f"; the ceiling here is {best['ceiling_text']}" for best in found]
-    return _sentence(parts)
+    return sentence(parts)
 
 
 def managed(frame: pd.DataFrame) -> str | None:
@@ -166,7 +125,7 @@ def peers(frame: pd.DataFrame, view: peer_matrix.View | None = None) -> str | No
     if latency is not None:
         chased = peer_matrix.matrix_rows(frame, latency)
         parts.append(f"latency into the peer's memory {_rate_range(peer_matrix.ns_per_access(chased), 'ns')}")
-    return _sentence(parts)
+    return sentence(parts)
 
 
 def context(frame: pd.DataFrame, stage: bool = False) -> str | None:
