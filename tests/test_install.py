@@ -68,9 +68,10 @@ def test_the_installed_copy_is_imported_without_a_checkout(installed):
     modules = sorted(str(path.relative_to(ROOT)) for folder in ("gpu", "pages")
                      for path in (ROOT / folder).rglob("*.py"))
     assert [m for m in modules if not (installed_root / m).is_file()] == []  # every module of the checkout
-    kernels = Path(gpu_file).parent / "kernels"
-    in_checkout = (ROOT / "gpu" / "kernels").glob("*.cu")
-    assert sorted(p.name for p in kernels.glob("*.cu")) == sorted(p.name for p in in_checkout)
+    # every kernel of the checkout, the shared ones and each experiment package's own, in its place
+    kernels = sorted(str(path.relative_to(ROOT)) for path in (ROOT / "gpu").rglob("*.cu"))
+    assert {"gpu/kernels/timing.cu", "gpu/experiments/coalescing/coalescing.cu"} <= set(kernels)
+    assert [k for k in kernels if not (installed_root / k).is_file()] == []
 
 
 def test_pinpoint_help_names_every_command(installed):

@@ -1,5 +1,5 @@
-"""How the worker measures the fma experiment, declared in ``gpu/experiments/fma.py`` (its docstring
-says what is measured, how it is timed and how it is checked)."""
+"""How the worker measures the fma experiment, declared in this package's ``__init__.py``
+(its docstring says what is measured, how it is timed and how it is checked)."""
 
 from __future__ import annotations
 

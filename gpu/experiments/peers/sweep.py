@@ -1,5 +1,5 @@
 """The peers experiment's sweep: copies between the GPUs of a ``DeviceSet`` and every GPU's host link at once (what
-each variant measures, and how, is in its declaration, ``gpu/experiments/peers.py``).
+each variant measures, and how, is in its declaration, ``gpu/experiments/peers/__init__.py``).
 
 Each GPU of the job gets a source and a destination of the largest size (plus a guard), its own stream, events,
 stream hold and pattern checker, all made and freed with its own context current (``DeviceSet.activate``). Sources

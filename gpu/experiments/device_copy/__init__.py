@@ -1,7 +1,7 @@
 """Device-to-device copies: the driver's copy engine against an SM copy kernel, from 4 KiB to 4 GiB.
 
 Variants: ``copy_engine`` – ``cuMemcpyDtoDAsync`` (PyCUDA's ``memcpy_dtod_async``), the driver's device copy, which
-runs on a copy engine; ``sm_copy`` – ``copy_bytes`` in kernels/device_copy.cu, a grid-stride copy of 16-byte vectors
+runs on a copy engine; ``sm_copy`` – ``copy_bytes`` in device_copy.cu, a grid-stride copy of 16-byte vectors
 (four loads in flight per thread) whose last ``size % 16`` bytes go one per thread, on the SMs.
 
 Two timing methods (``methods``; the ``timer`` column names the one a row used, and is part of the point key), as

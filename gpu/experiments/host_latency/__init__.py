@@ -6,7 +6,7 @@ The chain is one random cycle through the working set's nodes, one 8-byte index 
 never share a cache line), so each load depends on the one before and the walk visits every node before it repeats:
 a step costs one whole access to wherever the chain lives, or to the cache that holds it when it fits one. This is
 nvbandwidth's ``host_device_latency_sm`` pointer chase, with indices instead of pointers so one chain serves both
-memories (``gpu/kernels/host_latency.cu``).
+memories (``gpu/experiments/host_latency/host_latency.cu``).
 
 A sample is one launch of one thread, timed by the kernel timer: the L2 cache flushed first (every sample starts
 each walk cold, as a sample always walks from the same node: without the flush a chain of any size would answer

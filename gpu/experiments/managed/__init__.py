@@ -1,6 +1,6 @@
 """Managed (unified) memory: what a kernel pays when its data must first migrate from the host.
 
-One kernel (``checksum_u32`` in ``gpu/kernels/memory_modes.cu``: reads every word once, 16-byte loads,
+One kernel (``checksum_u32`` in ``gpu/experiments/managed/memory_modes.cu``: reads every word once, 16-byte loads,
 adds them into one 64-bit sum) reads the same bytes in five situations (variants):
 
 * ``device`` – an ordinary ``cudaMalloc`` buffer: the reference;

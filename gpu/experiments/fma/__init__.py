@@ -1,6 +1,6 @@
 """Compute ceiling: fused multiply-add throughput in FP32 and FP64, against the theoretical rate at the run's clock.
 
-Each thread runs ``chains`` independent FMA chains (``gpu/kernels/fma.cu``), ``fmas_per_thread`` FMAs in all, and
+Each thread runs ``chains`` independent FMA chains (``fma.cu`` beside this file), ``fmas_per_thread`` FMAs in all, and
 writes the sum of its chains. One chain leaves every FMA waiting for the previous one, and only other warps can
 keep the pipe busy; more independent chains per thread (instruction-level parallelism) let each warp issue
 back to back. The grid fills every SM ``WAVES`` times at the most threads an SM holds, so the launch's ramp and

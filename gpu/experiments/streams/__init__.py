@@ -2,7 +2,7 @@
 
 A vector of ``size_bytes`` (floats) is split into ``chunks`` equal chunks; chunk ``c`` goes H2D → kernel →
 D2H on stream ``c % streams``, issued depth-first or breadth-first (``gpu.core.overlap.issue_plan``). The kernel
-does ``intensity`` dependent fused multiply-adds per element (``gpu/kernels/streams.cu``), so it moves from
+does ``intensity`` dependent fused multiply-adds per element (``gpu/experiments/streams/streams.cu``), so it moves from
 copy-bound (0) to compute-bound.
 
 Measured for each host memory, size, chunk count and intensity (variants):
@@ -239,7 +239,7 @@ def _columns(variant, host, size, chunks, streams, order, intensity, direction="
 
 
 def flops(row) -> float:
-    """FLOPs of one execution of the point (``gpu.core.roofline``), counted from gpu/kernels/streams.cu: the
+    """FLOPs of one execution of the point (``gpu.core.roofline``), counted from gpu/experiments/streams/streams.cu: the
     ``fma_chain`` kernel does ``intensity`` dependent fused multiply-adds per element, 2 FLOP each, over the whole
     vector (all chunks), so 2 × intensity × elements for every point that runs it (``kernel_alone``, ``serial``,
     ``pipeline``); the copies alone and the bidirectional copies do no arithmetic: 0. With ``bytes`` = 8 per

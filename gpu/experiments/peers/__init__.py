@@ -6,13 +6,13 @@ For every ordered pair (source → destination) of the job's GPUs:
 * ``ce_read`` – ``cuMemcpyPeerAsync`` issued on the destination's stream: the destination's copy engine pulls
   (nvbandwidth ``device_to_device_memcpy_read_ce``);
 * ``ce_write`` – the same copy issued on the source's stream: the source's engine pushes (``…_write_ce``);
-* ``sm_read`` / ``sm_write`` – a grid-stride copy of 16-byte vectors (``copy_bytes`` of kernels/device_copy.cu, four
+* ``sm_read`` / ``sm_write`` – a grid-stride copy of 16-byte vectors (``copy_bytes`` of device_copy/device_copy.cu, four
   loads in flight per thread) over peer access, run on the destination (reading the peer) or on the source (writing
   the peer) (``…_read_sm`` / ``…_write_sm``);
 * ``ce_bidir`` – both directions of the pair at once, each an engine copy on its destination's stream, released
   together; one row per direction, each timed by its own events, so each has its own rate
   (``device_to_device_bidirectional_memcpy_read_ce``);
-* ``latency`` – one thread on the source walks a chain of pointers in the peer's memory (kernels/peers.cu
+* ``latency`` – one thread on the source walks a chain of pointers in the peer's memory (gpu/experiments/peers/peers.cu
   ``peer_chase``), as nvbandwidth's ``device_to_device_latency_sm``: the chain's nodes are 8-byte pointers 128 bytes
   apart (``next = (i + 16) mod n``), a walk starts at the buffer's first node and takes ``CHASE_STEPS`` dependent
   loads a launch. As nvbandwidth, a launch has a block per SM and only one block walks; the walking block rotates
@@ -50,7 +50,7 @@ engine copies then go through host memory, and SM copies and the latency chase a
 Every destination is verified whole on the GPU that holds it (``PatternChecker``): sources hold a position-dependent
 pattern, destinations and a guard after them are poisoned with another seed's before each point and checked after.
 
-This module is the declaration only (no GPU code); the sweep is ``gpu/sweeps/peers.py``, which the worker loads.
+This module is the declaration only (no GPU code); the sweep is ``sweep.py`` beside it, which the worker loads.
 """
 
 from __future__ import annotations
