@@ -7,11 +7,14 @@ import pytest
 
 from gpu.core.units import GiB
 from gpu.experiments import reduction
+from gpu.experiments.batching import view as batching_view
 from gpu.experiments.coalescing import view as coalescing_view
+from gpu.experiments.managed import view as managed_view
+from gpu.experiments.pools import view as pools_view
 from gpu.experiments.reduction import view as reduction_view
+from gpu.experiments.streams import view as streams_view
+from gpu.experiments.transfers import view as charts
 from gpu.present import claims, headlines
-from gpu.present.charts import memory as memory_charts
-from gpu.present.charts import transfers as charts
 from gpu.service.backends import ReplayBackend, submit_values
 
 
@@ -55,10 +58,10 @@ def test_pinned_speedups_still_say_what_is_missing(transfers):
 
 def test_transfers_verdict_names_the_largest_size_and_each_direction(transfers):
     copy_only = transfers[~transfers["include_alloc"]]
-    line = headlines.transfers_verdict(copy_only, "Copy only")
+    line = charts.transfers_verdict(copy_only, "Copy only")
     assert line.startswith("Copy only, 1 GiB: pinned ÷ pageable = ")
     assert "H2D " in line and "D2H " in line
-    assert headlines.transfers_verdict(copy_only[copy_only["variant"] != "pinned"], "Copy only") is None
+    assert charts.transfers_verdict(copy_only[copy_only["variant"] != "pinned"], "Copy only") is None
 
 
 def test_reduction_best_compares_our_fastest_kernel_with_the_library(replay):
@@ -82,20 +85,20 @@ def test_copy_reference_reads_memcpy_dtod_from_the_same_run(replay):
 
 def test_memory_modes_headlines(replay):
     managed = submit_values(replay, "managed", {}).outcome()
-    row = memory_charts.managed_table(managed).iloc[0]
-    assert "first touch" in headlines.managed(row) and "prefetching first" in headlines.managed(row)
-    pools = memory_charts.pool_table(submit_values(replay, "pools", {}).outcome())
-    parts = headlines.pools(pools, memory_charts.pool_crossover)
+    row = managed_view.managed_table(managed).iloc[0]
+    assert "first touch" in managed_view.headline(row) and "prefetching first" in managed_view.headline(row)
+    pools = pools_view.pool_table(submit_values(replay, "pools", {}).outcome())
+    parts = pools_view.headline(pools, pools_view.pool_crossover)
     assert [p.split("**")[1] for p in parts] == ["device", "pinned"]
-    batching = memory_charts.batching_table(submit_values(replay, "batching", {}).outcome())
-    assert headlines.batching(batching).startswith("**Each separate copy costs about ")
-    assert headlines.batching(batching.assign(**{"per-copy overhead µs": float("nan")})) is None
+    batching = batching_view.batching_table(submit_values(replay, "batching", {}).outcome())
+    assert batching_view.headline(batching).startswith("**Each separate copy costs about ")
+    assert batching_view.headline(batching.assign(**{"per-copy overhead µs": float("nan")})) is None
 
 
 def test_bidirectional_is_both_directions_over_the_faster_one_alone():
     frame = pd.DataFrame({"variant": ["bidir_both", "bidir_h2d", "bidir_d2h"], "host_memory": ["pinned"] * 3,
                           "gbps": [100.0, 55.0, 50.0]})
-    assert headlines.bidirectional(frame) == ("pinned: both directions at once move **100.0 GB/s**, 1.82× the "
+    assert streams_view.bidirectional(frame) == ("pinned: both directions at once move **100.0 GB/s**, 1.82× the "
                                               "faster direction alone")
 
 
@@ -106,8 +109,8 @@ def test_bidirectional_names_the_fast_spell_rate_the_bound_uses_when_it_differs(
     frame = pd.DataFrame({"variant": ["bidir_both", "bidir_h2d", "bidir_d2h"], "host_memory": ["pinned"] * 3,
                           "gbps": [nbytes / median / 1e6, 55.0, 55.0], "bytes": [nbytes, nbytes // 2, nbytes // 2],
                           "median_ms": [median, 4.9, 4.9], "samples_ms": [samples, [4.9] * 10, [4.9] * 10]})
-    line = headlines.bidirectional(frame)
+    line = streams_view.bidirectional(frame)
     assert line.startswith("pinned: both directions at once move **95.9 GB/s**")
     assert line.endswith("(101.7 GB/s in their fastest tenth of samples: the rate the pipelines' bound uses)")
     steady = frame.assign(samples_ms=[[median] * 10, [4.9] * 10, [4.9] * 10])
-    assert "fastest tenth" not in headlines.bidirectional(steady)
+    assert "fastest tenth" not in streams_view.bidirectional(steady)

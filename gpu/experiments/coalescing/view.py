@@ -128,3 +128,15 @@ def copy_reference(frame: pd.DataFrame, best: pd.DataFrame) -> str | None:
     except ClaimError:
         return line
     return line + f" · strided and misaligned reads are judged against {reference['baseline']}"
+
+
+def strided_figure(frame: pd.DataFrame) -> go.Figure:
+    return sweep_figure(frame, "strided")
+
+
+def offset_figure(frame: pd.DataFrame) -> go.Figure:
+    return sweep_figure(frame, "offset")
+
+
+# The talk's charts of a coalescing scene, by the name its talk file gives them (``chart = "strided"``).
+TALK_FIGURES = {"strided": strided_figure, "offset": offset_figure}

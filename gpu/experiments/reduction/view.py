@@ -77,3 +77,7 @@ def reduction_best(frame: pd.DataFrame, labels: dict[str, str]) -> str | None:
     return (f"**Best: {labels[best['variant']]} at {best['gbps']:,.0f} GB/s, "
             f"{best['gbps'] / best['library_gbps']:.2f}× gpuarray.dot** ({best['library_gbps']:,.0f} GB/s) · "
             f"HBM theoretical {frame['hbm_gbps_theoretical'].iloc[0]:,.0f} GB/s")
+
+
+# The talk's charts of a reduction scene, by the name its talk file gives them (``chart = "reduction"``).
+TALK_FIGURES = {"reduction": reduction_figure}

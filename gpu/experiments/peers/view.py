@@ -11,6 +11,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from gpu.core import text
 from gpu.core.text import chart_text
 from gpu.core.units import format_bytes
 from gpu.present.charts._common import (
@@ -21,7 +22,8 @@ from gpu.present.charts._common import (
     size_ticks,
     stage_figure,
 )
-from gpu.results import causes
+from gpu.present.takeaways import sentence
+from gpu.results import causes, peer_matrix
 from gpu.results import peer_matrix as pm
 
 VARIANT_COLORS = {v: series_color(i) for i, v in enumerate(pm.SWEPT)}
@@ -230,3 +232,47 @@ def numbers_table(frame: pd.DataFrame) -> pd.DataFrame:
         "link": frame["link"].fillna(""),
     })
     return out.sort_values(["copy", "method", "from", "to", "elements"]).drop(columns="elements").reset_index(drop=True)
+
+
+def _rate_range(values: pd.Series, unit: str) -> str:
+    """"391 GB/s", or "388–396 GB/s" where the figures differ once rounded."""
+    low, high = f"{values.min():,.0f}", f"{values.max():,.0f}"
+    return f"{low} {unit}" if low == high else f"{low}–{high} {unit}"
+
+
+def takeaway(frame: pd.DataFrame, view: peer_matrix.View | None = None) -> str | None:
+    """The matrix in the view (by default the batched copy engine at its largest size): the rates of every pair and
+    their link, the slowest pair where it is slow for its link type, both directions at once, and the latency."""
+    view = view or peer_matrix.default_view(frame)
+    rows = peer_matrix.matrix_rows(frame, view) if view else frame.iloc[:0]
+    if rows.empty:
+        return None
+    links = rows["link"].map(lambda v: peer_matrix.link_of(v).text)
+    common = links.mode().iloc[0]
+    over = f" over {common}" if common else ""
+    usual = rows[links == common]
+    every = peer_matrix.gpus(frame)
+    pairs = f"GPU {every[0]} and GPU {every[1]}" if len(every) == 2 else text.count(len(usual), "ordered pair")
+    method = peer_matrix.METHODS.get(view.timer, view.timer)
+    parts = [f"at {format_bytes(view.size)} ({peer_matrix.LABELS.get(view.variant, view.variant)}, {method}) "
+             f"{pairs} copy {_rate_range(usual['gbps'], 'GB/s')} one way{over}"]
+    for link, other in rows[links != common].groupby(links[links != common]):
+        parts.append(f"{text.count(len(other), 'ordered pair')} {'go' if len(other) > 1 else 'goes'} "
+                     f"{link or 'by a link not named'} at {_rate_range(other['gbps'], 'GB/s')}")
+    slow = peer_matrix.slow_pairs(frame, view)
+    if not slow.empty:
+        worst = slow.iloc[0]
+        source, destination = (worst["a"], worst["b"]) if not worst["forward"] > worst["backward"] else \
+            (worst["b"], worst["a"])
+        parts.append(f"GPU {source} → GPU {destination} is slow at {worst['one_way']:,.0f} GB/s, "
+                     f"{text.percent(worst['of_median'])} of the median {worst['kind']} pair")
+    both = peer_matrix.matrix_rows(frame, peer_matrix.View(peer_matrix.BIDIRECTIONAL, view.timer, view.size))
+    if not both.empty:
+        ends = both[["source", "destination"]]
+        totals = both.groupby([ends.min(axis=1), ends.max(axis=1)])["gbps"].sum()
+        parts.append(f"both ways at once {_rate_range(totals, 'GB/s')} a pair")
+    latency = peer_matrix.latency_view(frame)
+    if latency is not None:
+        chased = peer_matrix.matrix_rows(frame, latency)
+        parts.append(f"latency into the peer's memory {_rate_range(peer_matrix.ns_per_access(chased), 'ns')}")
+    return sentence(parts)

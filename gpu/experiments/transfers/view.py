@@ -13,11 +13,13 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from gpu.core.errors import ClaimError
 from gpu.core.stats import fit_latency_bandwidth
 from gpu.core.units import format_bytes
 from gpu.experiments.transfers import MODE_LABELS
-from gpu.present import headlines
+from gpu.present import facts, headlines
 from gpu.present.charts._common import LEGEND_BELOW, LOG_VALUE_AXIS, mark_not_clean, size_ticks, source_title
+from gpu.present.claims import pinned_allocated_per_call, pinned_speedups
 
 MODE_COLORS = {"pageable": "#636EFA", "pinned": "#EF553B", "pinned_wc": "#00CC96", "mapped": "#AB63FA"}
 # Pinned and write-combined often measure the same: distinct markers keep both visible.
@@ -215,3 +217,44 @@ def numbers_table(frame: pd.DataFrame) -> pd.DataFrame:
     if "param" in frame and (frame["param"] == "copies per sample").any():  # batched: µs and GB/s are per copy
         out["copies per sample"] = frame["param_value"].to_numpy()
     return out.sort_values(["direction", "mode", "bytes"]).reset_index(drop=True)
+
+
+def takeaway(frame: pd.DataFrame) -> str | None:
+    """Pinned against pageable host-to-device speed at the largest and smallest size, and allocated per copy."""
+    def speedups(include_alloc: bool) -> pd.Series:
+        try:
+            return pinned_speedups(frame, include_alloc)
+        except ClaimError:
+            return pd.Series(dtype=float)
+
+    copy_only = speedups(False)
+    if copy_only.empty:
+        return None
+    line = f"Host → device: pinned copies {facts.ratio_text(copy_only.iloc[-1])} as fast as pageable at " \
+           f"{format_bytes(copy_only.index[-1])}"
+    if len(copy_only) > 1:
+        line += f", {facts.ratio_text(copy_only.iloc[0])} at {format_bytes(copy_only.index[0])}"
+    per_call = speedups(True)
+    if not per_call.empty:
+        try:  # what the allocation itself costs, as the talk's verdict says it
+            cost = f" ({pinned_allocated_per_call(frame)['alloc_text']} each)"
+        except (ClaimError, IndexError, KeyError):
+            cost = ""
+        line += (f"; allocated per copy{cost}, {facts.ratio_text(per_call.iloc[-1])} "
+                 f"at {format_bytes(per_call.index[-1])}")
+    return line + "."
+
+
+def transfers_verdict(view: pd.DataFrame, label: str) -> str | None:
+    """Pinned ÷ pageable at the largest size measured, per direction."""
+    table = headlines.speedups(view)
+    table = table[(table["variant"] == "pinned")]
+    if table.empty:
+        return None
+    top = table[table["bytes"] == table["bytes"].max()]
+    parts = [f"{r.direction.upper()} {r.speedup:.2f}×" for r in top.itertuples()]
+    return f"{label}, {format_bytes(top['bytes'].iloc[0])}: pinned ÷ pageable = " + ", ".join(parts)
+
+
+# The talk's charts of a transfers scene, by the name its talk file gives them (``chart = "speedup"``).
+TALK_FIGURES = {"speedup": speedup_figure, "bandwidth": bandwidth_figure}

@@ -12,9 +12,13 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from gpu.core import overlap, text, timelines
+from gpu.core.errors import ClaimError
+from gpu.core.overlap import gain_text as overlap_gain
 from gpu.core.units import format_bytes
 from gpu.experiments.streams import LABELS, ORDER_LABELS
+from gpu.present import facts
 from gpu.present.charts._common import LEGEND_BELOW, mark_not_clean, reference_line, series_color, source_title
+from gpu.present.takeaways import sentence
 
 OP_COLORS = {"h2d": "#EF553B", "kernel": "#00CC96", "d2h": "#636EFA"}
 
@@ -174,3 +178,46 @@ def bidirectional_figure(frame: pd.DataFrame) -> go.Figure:
     fig.update_layout(title=source_title("Bidirectional copies: H2D and D2H at the same time on two streams", frame),
                       barmode="group", yaxis_title="GB/s (10⁹ B/s)", height=420, legend=LEGEND_BELOW)
     return fig
+
+
+def takeaway(frame: pd.DataFrame) -> str | None:
+    """The best pipeline that can overlap against one stream, per host memory, or 'no measurable overlap'."""
+    try:
+        found = facts.best_pipelines(frame)
+    except ClaimError:
+        return None
+    parts = [(f"{best['host_memory']}: {best['config']} run {best['speedup_text']} as fast as one stream "
+              f"({overlap_gain(best)}; {best['searched_text']})" if best["gain_measurable"] else
+              f"{best['host_memory']}: no measurable overlap ({best['config']} against one stream)")
+             + f"; the ceiling here is {best['ceiling_text']}" for best in found]
+    return sentence(parts)
+
+
+def bidirectional(frame: pd.DataFrame) -> str:
+    """Per host memory: both directions at once against the faster direction alone, and the rate of their fastest
+    tenth of samples where it is over 1 % above the median's, since that is the rate the Streams bound uses."""
+    rows = frame[frame["variant"] == "bidir_both"].set_index("host_memory")
+    alone = frame[frame["variant"].isin(["bidir_h2d", "bidir_d2h"])].groupby("host_memory")["gbps"].max()
+    parts = []
+    for h, row in rows.iterrows():
+        if h not in alone:
+            continue
+        line = f"{h}: both directions at once move **{row['gbps']:.1f} GB/s**, {row['gbps'] / alone[h]:.2f}× the " \
+               "faster direction alone"
+        if {"bytes", "median_ms"} <= set(row.index):
+            fast = overlap.duplex_gbps(row)
+            if fast > 1.01 * row["gbps"]:
+                line += f" ({fast:.1f} GB/s in their fastest tenth of samples: the rate the pipelines' bound uses)"
+        parts.append(line)
+    return " · ".join(parts)
+
+
+def best_timeline_figure(frame: pd.DataFrame) -> go.Figure:
+    """The timeline, by copy engine, of the run's fastest pipeline configuration."""
+    table = overlap.pipeline_table(frame)
+    best = table.sort_values("pipeline_ms").iloc[0]
+    return gantt_figure(best["intervals"], frame, "engine", f"Timeline: {config_label(best)}")
+
+
+# The talk's charts of a streams scene, by the name its talk file gives them (``chart = "timeline"``).
+TALK_FIGURES = {"timeline": best_timeline_figure}
