@@ -29,8 +29,6 @@ from gpu.core.units import parse_size_list
 from gpu.experiments.axes import Axis
 from gpu.experiments.page import PageEntry
 
-NOT_EXPERIMENTS = {"registry", "request", "page"}
-SWEEPS_PACKAGE = "gpu.sweeps"  # worker-only: imported by name, on first use
 SWEEP, VIEW = "sweep", "view"  # an experiment package's worker-only measurement and its present-layer view
 
 
@@ -51,21 +49,15 @@ class Entry:
     def name(self) -> str:
         return self.module.NAME
 
-    @property
-    def is_package(self) -> bool:
-        return hasattr(self.module, "__path__")
-
     def sweep_module(self) -> ModuleType:
         """The experiment's worker-only sweep module, ``<package>.sweep``, imported on first use (it loads the
         device layer: only the worker calls this)."""
-        if self.is_package:
-            return importlib.import_module(f"{self.module.__name__}.{SWEEP}")
-        return importlib.import_module(f"{SWEEPS_PACKAGE}.{self.module.__name__.rsplit('.', 1)[-1]}")
+        return importlib.import_module(f"{self.module.__name__}.{SWEEP}")
 
     def view(self) -> ModuleType | None:
         """The experiment's view, ``<package>.view`` (its charts, takeaway and headlines), imported on first use;
         None for an experiment without one."""
-        if not self.is_package or importlib.util.find_spec(f"{self.module.__name__}.{VIEW}") is None:
+        if importlib.util.find_spec(f"{self.module.__name__}.{VIEW}") is None:
             return None
         return importlib.import_module(f"{self.module.__name__}.{VIEW}")
 
@@ -81,13 +73,13 @@ class Entry:
 
 
 def _declarations() -> list[ModuleType]:
-    """The packages (and modules) of gpu/experiments that declare an experiment (a ``COMMAND``), in their ``ORDER``:
-    those of the folders ``PINPOINT_EXPERIMENTS_PATH`` names too, which gpu/experiments/__init__.py adds to the
-    package's path."""
+    """The packages of gpu/experiments that declare an experiment (a ``COMMAND`` in their ``__init__.py``), in their
+    ``ORDER``: those of the folders ``PINPOINT_EXPERIMENTS_PATH`` names too, which gpu/experiments/__init__.py adds to
+    the package's path. The modules beside them (axes, registry, suites …) are what experiments share."""
     package = importlib.import_module("gpu.experiments")
     found = []
     for info in pkgutil.iter_modules(package.__path__):
-        if info.name.startswith("_") or info.name in NOT_EXPERIMENTS:
+        if not info.ispkg or info.name.startswith("_"):
             continue
         module = importlib.import_module(f"gpu.experiments.{info.name}")
         if hasattr(module, "COMMAND"):

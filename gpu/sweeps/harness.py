@@ -34,7 +34,7 @@ from gpu.experiments.axes import Axis
 from gpu.experiments.order import coarse_first, in_point_order, values_coarse_first
 from gpu.sweeps import _kernels as k
 
-SWEEPS_PACKAGE, DECLARATIONS_PACKAGE = "gpu.sweeps", "gpu.experiments"
+DECLARATIONS_PACKAGE = "gpu.experiments"
 
 
 @dataclass
@@ -77,15 +77,13 @@ class Sweep:
     def __init_subclass__(cls, **kwargs):
         """A sweep takes its experiment's identity from its declaration (declared there once): NAME, TITLE, AXES,
         KEY_COLUMNS, ``invalid_reasons`` and ``memory_reasons``. The sweep of an experiment package,
-        ``gpu.experiments.<name>.sweep``, is declared by the package (``gpu.experiments.<name>``), that of
-        ``gpu.sweeps.<name>`` by ``gpu.experiments.<name>``; a sweep defined elsewhere is declared by its own module."""
+        ``gpu.experiments.<name>.sweep``, is declared by the package (``gpu.experiments.<name>``); a sweep defined
+        elsewhere is declared by its own module."""
         super().__init_subclass__(**kwargs)
         module = sys.modules[cls.__module__]
         package, _, role = cls.__module__.rpartition(".")
         if package.startswith(DECLARATIONS_PACKAGE + ".") and role == "sweep":
             module = importlib.import_module(package)
-        elif cls.__module__.startswith(SWEEPS_PACKAGE + "."):
-            module = importlib.import_module(DECLARATIONS_PACKAGE + cls.__module__[len(SWEEPS_PACKAGE):])
         for name in ("NAME", "TITLE", "AXES", "KEY_COLUMNS"):
             if name not in cls.__dict__ and hasattr(module, name):
                 setattr(cls, name, getattr(module, name))

@@ -1,4 +1,5 @@
-"""Plotly figure of the compute ceiling (the ``fma`` experiment): TFLOP/s against independent FMA chains per thread.
+"""How the fma experiment is shown: the compute ceiling's Plotly figure, TFLOP/s against independent FMA chains
+per thread (a section of the Roofline page).
 
 No Streamlit here. Every number is a measured row of one run (``gpu.core.schema``) or the theoretical rate that
 ``gpu.core.compute`` derives from the row's device and recorded SM clock.

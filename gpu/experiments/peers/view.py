@@ -1,6 +1,7 @@
-"""Plotly figures for the Peers page: the source × destination matrix (one-way, both ways at once, latency), one
-pair's size sweep and the node's host links, drawn from a peer run's rows (``gpu.results.peer_matrix`` reads them).
-No Streamlit here. Every figure names where its numbers come from: the node's GPUs, host and date."""
+"""How the peers experiment is shown: its stage takeaway and the Peers page's Plotly figures, the source ×
+destination matrix (one-way, both ways at once, latency), one pair's size sweep and the node's host links, drawn
+from a peer run's rows (``gpu.results.peer_matrix`` reads them). No Streamlit here. Every figure names where its
+numbers come from: the node's GPUs, host and date."""
 
 from __future__ import annotations
 

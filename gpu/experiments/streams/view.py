@@ -1,4 +1,5 @@
-"""Plotly figures for the Streams page: the timeline (Gantt), the sweep, the breakdown and bidirectional copies.
+"""How the streams experiment is shown: the Streams page's Plotly figures (the timeline (Gantt), the sweep, the
+breakdown and bidirectional copies), its stage takeaway, its duplex headline and the talk's timeline.
 
 No Streamlit here; each figure takes a results frame (``gpu.core.schema``) or a row of ``overlap.pipeline_table``.
 """

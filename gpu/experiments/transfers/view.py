@@ -1,4 +1,5 @@
-"""Plotly figures for the Transfers page, drawn from results DataFrames (the schema of ``gpu.core.schema``).
+"""How the transfers experiment is shown: the Transfers page's Plotly figures, drawn from results DataFrames (the
+schema of ``gpu.core.schema``), its stage takeaway, its desk verdict and the talk's charts of a transfers scene.
 
 Shared by the pages and the runner; no Streamlit here. Every figure carries a source line (live device,
 or the device and date of a recording: ``_common.source_title``) so a chart never loses where its numbers came from.
