@@ -1,8 +1,8 @@
 """The one sweep every experiment runs through.
 
-An experiment declares what it measures in ``gpu/experiments/<name>.py`` (its name, title, typed axes, key columns),
-and how in ``gpu/sweeps/<name>.py`` (a ``Sweep`` subclass: ``points`` / ``measure`` / ``verify``); ``run`` does the
-rest, the same way for all of them:
+An experiment declares what it measures in its package's ``gpu/experiments/<name>/__init__.py`` (its name, title,
+typed axes, key columns), and how in ``gpu/experiments/<name>/sweep.py`` (a ``Sweep`` subclass: ``points`` /
+``measure`` / ``verify``); ``run`` does the rest, the same way for all of them:
 
 * refuses a request whose buffers no longer fit in the memory free now (``ValidationError``), before anything is
   allocated: the request was parsed and checked before it came (``gpu.experiments.request``);
