@@ -69,6 +69,9 @@ def test_the_installed_copy_is_imported_without_a_checkout(installed):
     modules = sorted(str(path.relative_to(ROOT)) for folder in ("gpu", "pages")
                      for path in (ROOT / folder).rglob("*.py"))
     assert [m for m in modules if not (installed_root / m).is_file()] == []  # every module of the checkout
+    # every kernel of the checkout, the shared ones and each experiment package's own, in its place
+    assert {"gpu/kernels/timing.cu", "gpu/experiments/coalescing/coalescing.cu"} <= {
+        str(p.relative_to(ROOT)) for p in (ROOT / "gpu").rglob("*.cu")}
     kernels = sorted(str(p.relative_to(installed_root)) for p in Path(gpu_file).parent.rglob("*.cu"))
     assert kernels and kernels == sorted(str(p.relative_to(ROOT)) for p in (ROOT / "gpu").rglob("*.cu"))
 

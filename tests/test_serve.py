@@ -378,14 +378,14 @@ def test_after_start_up_a_first_view_of_any_page_finds_every_cached_figure_and_t
     url, log = started
     assert f"first visit: {len(PAGES)} pages in" in log and " failed" not in log and " showed " not in log
     before = cache_lookups(url)
-    assert before[("st_cache_resource", "gpu.present.charts.transfers.bandwidth_figure", "miss")] == 1  # made then
+    assert before[("st_cache_resource", "gpu.experiments.transfers.view.bandwidth_figure", "miss")] == 1  # made then
     for entry in PAGES:
         assert browser_view(url, entry.url_path) == [], entry.title
     after = cache_lookups(url)
     built = {key[:2]: after[key] - before.get(key, 0) for key in after
              if key[2] == "miss" and after[key] != before.get(key, 0)}
     assert not built, f"built again by a first view after start-up: {built}"
-    assert after[("st_cache_resource", "gpu.present.charts.transfers.bandwidth_figure", "hit")] >= 1
+    assert after[("st_cache_resource", "gpu.experiments.transfers.view.bandwidth_figure", "hit")] >= 1
 
 
 @pytest.mark.slow
