@@ -1,7 +1,6 @@
 """Bank conflicts without a GPU: the point grid and its checks, the bank model, the exact sums the strided kernel must
-write, and the sweep's bookkeeping on a stand-in runtime whose "kernels" are replayed in NumPy read by read."""
-
-import contextlib
+write, the sweep's bookkeeping on a simulated board whose "kernels" are replayed in NumPy read by read, and the view's
+derived figures, takeaway and charts on rows made up here."""
 
 import numpy as np
 import pandas as pd
@@ -13,6 +12,8 @@ from gpu.core.limits import Limits
 from gpu.experiments import bank_conflicts as bank
 from gpu.experiments import sweep_of
 from gpu.experiments.bank_conflicts import sweep as bank_sweep
+from gpu.experiments.bank_conflicts import view
+from tests.bank_conflicts_board import StandInRuntime, StandInTimer, replayed_lane_sums
 
 GiB = 1024**3
 H100_LIMITS = Limits(79 * GiB, 80 * GiB, 16 * GiB, 120 * GiB, 1024, 32)
@@ -100,20 +101,6 @@ def test_padding_makes_every_row_odd_and_leaves_odd_rows_alone():
 
 
 # --- exact sums ----------------------------------------------------------------------------------------------------
-def replayed_lane_sums(word_bytes: int, row: int, trips: int) -> list[int]:
-    """The strided kernel replayed read by read in Python integers, wrapping at the word's width."""
-    mask = (1 << (8 * word_bytes)) - 1
-    factor = 2654435761 if word_bytes == 4 else 0x9E3779B97F4A7C15
-    sums = []
-    for lane in range(32):
-        total = 0
-        for _ in range(trips):
-            for k in range(bank.READS_PER_TRIP):
-                total = (total + ((lane * row + k) * factor + 1 & mask)) & mask
-        sums.append(total)
-    return sums
-
-
 @pytest.mark.parametrize("word_bytes", [4, 8])
 @pytest.mark.parametrize("stride,padded", [(1, False), (2, True), (32, False), (32, True), (8, False)])
 def test_expected_sums_match_the_kernel_replayed_read_by_read(word_bytes, stride, padded):
@@ -145,107 +132,15 @@ def test_a_wrong_or_missing_sum_is_caught_and_named():
         bank.check_lane_sums(lanes, got.view(np.uint64), "read back as 8-byte words")
 
 
-# --- the sweep's bookkeeping, on a stand-in runtime ------------------------------------------------------------------
-class _StandInRuntime:
-    """Just enough of GpuRuntime for the sweep: each "launch" is replayed in NumPy (the strided kernel lane by lane
-    from its row and trip arguments; a transpose by transposing), so what the sweep reads back is what the kernel's
-    arguments would have produced. ``wrong`` names a kernel whose result is off by one in one word."""
-
-    sm_count, attributes = 4, {"MAX_THREADS_PER_MULTIPROCESSOR": 2048}
-
-    def __init__(self, wrong: str = ""):
-        runtime = self
-        self.launches, self.poisoned, self.buffers, self.wrong = [], [], {}, wrong
-        self.next_pointer = 0x1000
-
-        class Ledger:
-            def device_buffer(self, nbytes):
-                runtime.next_pointer += 0x1000
-                runtime.buffers[runtime.next_pointer] = np.zeros(nbytes, np.uint8)
-                return runtime.next_pointer
-
-            def host_buffer(self, nbytes, mode):
-                return np.zeros(nbytes // 4, np.uint32)  # as AllocationLedger: uint32 words
-
-        class Cuda:
-            @staticmethod
-            def memset_d32(pointer, value, words):
-                runtime.poisoned.append((value, words))
-                runtime.buffers[pointer][:4 * words].view(np.uint32)[:] = value
-
-            @staticmethod
-            def memcpy_htod(pointer, host):
-                runtime.buffers[pointer][:host.nbytes] = host.view(np.uint8).ravel()
-
-            @staticmethod
-            def memcpy_dtoh(host, pointer):
-                host.view(np.uint8).ravel()[:] = runtime.buffers[pointer][:host.nbytes]
-
-        class Telemetry:
-            def sample(self, force=False):
-                pass
-
-            def start_point(self):
-                pass
-
-            def point_summary(self):
-                return {"sm_clock_mhz": 1980.0, "throttled": False}
-
-        self.cuda, self.telemetry = Cuda, Telemetry()
-        self.job_scope = lambda: contextlib.nullcontext(Ledger())
-        self.limits = lambda: Limits(1 << 36, 1 << 37, 1 << 34, 1 << 36, 1024, 32)
-
-    def kernel(self, stem, name):
-        assert stem == "bank_conflicts"
-        runtime = self
-        dtype = np.uint32 if name.endswith("4B") else np.uint64
-
-        def strided(out, row, trips, block, grid, stream):
-            assert (type(row), type(trips)) == (np.uint32, np.uint32)
-            threads = block[0] * grid[0]
-            runtime.launches.append((name, int(row), int(trips), threads))
-            sums = replayed_lane_sums(dtype().itemsize, int(row), int(trips))
-            result = np.tile(np.array(sums, dtype), threads // 32)
-            if runtime.wrong == name:
-                result[5] += dtype(1)
-            runtime.buffers[out][:result.nbytes] = result.view(np.uint8)
-
-        def transpose(source, out, side, block, grid, stream):
-            assert block == (32, 8, 1) and grid == (int(side) // 32,) * 2
-            runtime.launches.append((name, int(side)))
-            words = int(side) ** 2
-            matrix = runtime.buffers[source][:words * dtype().itemsize].view(dtype).reshape(int(side), int(side))
-            result = np.ascontiguousarray(matrix.T).ravel()
-            if runtime.wrong == name:
-                result[7] += dtype(1)
-            runtime.buffers[out][:result.nbytes] = result.view(np.uint8)
-
-        return transpose if name.startswith("transpose") else strided
-
-
-class _Timer:
-    made = []
-
-    def __init__(self, gpu, ledger, flush_l2=True, hold=True):
-        self.flush = flush_l2
-        _Timer.made.append(flush_l2)
-
-    def timer_name(self, hold=None):
-        return "cuda_event" + ("_l2_flushed" if self.flush else "") + "_held"
-
-    def once(self, launch):
-        launch("stream")
-        return 2.0
-
-
+# --- the sweep's bookkeeping, on the simulated board (tests/bank_conflicts_board.py) ------------------------------
 SMALL = {"reads_per_thread": 1024, "matrix_side": 1024, "strides": [1, 32], "block_sizes": [256],
          "profile": "interactive"}
 
 
 def test_each_point_launches_its_kernel_and_verifies_every_thread_and_word(monkeypatch):
-    monkeypatch.setattr(bank_sweep, "KernelTimer", _Timer)
-    _Timer.made.clear()
-    runtime = _StandInRuntime()
+    monkeypatch.setattr(bank_sweep, "KernelTimer", StandInTimer)
+    StandInTimer.made.clear()
+    runtime = StandInRuntime()
     params = bank.parse_params(SMALL)
     rows = pd.DataFrame(sweep_of(bank.NAME)(params, runtime, lambda *a: None, lambda: False))
     key = [(v, b, p, None if pd.isna(i) else int(i)) for v, b, p, i in
@@ -260,7 +155,7 @@ def test_each_point_launches_its_kernel_and_verifies_every_thread_and_word(monke
     assert list(transposes["bytes"]) == [2 * 1024**2 * w for w in (4, 4, 8, 8)]
     assert set(transposes["timer"]) == {"cuda_event_l2_flushed_held"} and set(transposes["direction"]) == {"device"}
     assert list(transposes["shared_bytes_per_block"]) == [4096, 4224, 8192, 8448]
-    assert _Timer.made == [False, True]  # the strided reads flush nothing; the transposes flush the L2
+    assert StandInTimer.made == [False, True]  # the strided reads flush nothing; the transposes flush the L2
     # padded stride 32 reads rows of 33 words; stride 1 needs no pad; 32 trips of 32 reads make 1,024
     assert ("strided_4B", 33, 32, threads) in runtime.launches and ("strided_8B", 1, 32, threads) in runtime.launches
     assert (0xFFFFFFFF, 2 * threads) in runtime.poisoned and (0xFFFFFFFF, 2 * 1024**2) in runtime.poisoned
@@ -271,6 +166,115 @@ def test_each_point_launches_its_kernel_and_verifies_every_thread_and_word(monke
     ("transpose_padded_4B", r"transpose, 4-byte words: padded tile \[32\]\[33\], 1,024 × 1,024: .*word 7"),
 ])
 def test_a_wrong_word_fails_the_job(monkeypatch, wrong, message):
-    monkeypatch.setattr(bank_sweep, "KernelTimer", _Timer)
+    monkeypatch.setattr(bank_sweep, "KernelTimer", StandInTimer)
     with pytest.raises(VerificationError, match=message):
-        sweep_of(bank.NAME)(bank.parse_params(SMALL), _StandInRuntime(wrong=wrong), lambda *a: None, lambda: False)
+        sweep_of(bank.NAME)(bank.parse_params(SMALL), StandInRuntime(wrong=wrong), lambda *a: None, lambda: False)
+
+
+# --- the view: costs, takeaway, headline and charts, on rows made up here -------------------------------------------
+THREADS = 132 * 8 * bank.WAVES * 256
+
+
+def fake_run(times_ms: dict, run_id="run-bank-1", block=256, reads=4096, side=8192, clock=1980.0) -> pd.DataFrame:
+    """Rows as the experiment writes them: {(variant, stride or side): median ms}."""
+    rows = []
+    for (variant, value), ms in times_ms.items():
+        word = bank.word_bytes_of(variant)
+        strided = bank.group_of(variant) == "strided"
+        nbytes = bank.strided_bytes(THREADS, reads, word) if strided else bank.transpose_bytes(value, word)
+        rows.append({"run_id": run_id, "experiment": bank.NAME, "variant": variant, "group": bank.group_of(variant),
+                     "direction": "shared" if strided else "device", "block_size": block if strided else 256,
+                     "elements": THREADS if strided else value * value, "param": "stride" if strided else
+                     "matrix_side", "param_value": value, "intensity": reads if strided else np.nan, "bytes": nbytes,
+                     "median_ms": ms, "cv": 0.003, "samples": 40, "gbps": nbytes / (ms * 1e6),
+                     "sm_clock_mhz": clock, "sm_count": 132, "stop_reason": "converged",
+                     "device_name": "NVIDIA H100 80GB HBM3", "timestamp": "2026-11-28T07:00:00+00:00",
+                     "backend": "live", "profile": "precise", "gpu_uuid": "GPU-1234abcd-0000-0000-0000-00000000beef"})
+    return pd.DataFrame(rows)
+
+
+# 1 clock per warp read at stride 1 (4-byte words): 132 SMs, each 8 × 4 blocks of 8 warps × 4,096 reads at 1,980 MHz
+ONE_CLOCK_MS = 8 * bank.WAVES * 8 * 4096 / 1980e6 * 1e3
+RUN = {**{("strided_4B", s): ONE_CLOCK_MS * s * 1.01 ** (s > 1) for s in bank.STRIDES},
+       **{("padded_4B", s): ONE_CLOCK_MS * 1.02 for s in bank.STRIDES},
+       **{("strided_8B", s): 2 * ONE_CLOCK_MS * min(s, 16) for s in bank.STRIDES},
+       **{("padded_8B", s): 2 * ONE_CLOCK_MS for s in bank.STRIDES},
+       ("transpose_naive_4B", 8192): 0.31, ("transpose_padded_4B", 8192): 0.155,
+       ("transpose_naive_8B", 8192): 0.45, ("transpose_padded_8B", 8192): 0.30}
+
+
+def test_costs_are_judged_against_conflict_free_access_of_the_same_run_word_size_and_block():
+    other = fake_run({("strided_4B", 1): 1.0, ("strided_4B", 32): 4.0}, run_id="run-bank-2")
+    data = view.with_costs(pd.concat([fake_run(RUN), other]))
+    cost = data.set_index(["run_id", "variant", "param_value"])
+    assert cost.loc[("run-bank-1", "strided_4B", 32), "slowdown"] == pytest.approx(32 * 1.01)
+    assert cost.loc[("run-bank-1", "padded_4B", 32), "slowdown"] == pytest.approx(1.02)
+    assert cost.loc[("run-bank-1", "strided_8B", 32), "slowdown"] == pytest.approx(16)
+    assert cost.loc[("run-bank-2", "strided_4B", 32), "slowdown"] == pytest.approx(4)  # its own run's stride 1
+    assert cost.loc[("run-bank-1", "transpose_naive_4B", 8192), "slowdown"] == pytest.approx(2)
+    assert cost.loc[("run-bank-1", "transpose_padded_8B", 8192), "slowdown"] == pytest.approx(1)
+    assert cost.loc[("run-bank-1", "strided_4B", 1), "clocks_per_read"] == pytest.approx(1)
+    assert cost.loc[("run-bank-1", "strided_8B", 32), "clocks_per_read"] == pytest.approx(32)
+    assert np.isnan(cost.loc[("run-bank-1", "transpose_naive_8B", 8192), "clocks_per_read"])
+    assert cost.loc[("run-bank-1", "strided_8B", 32), "model_ways"] == 16
+    assert cost.loc[("run-bank-1", "transpose_naive_4B", 8192), "model_ways"] == 32
+    # another block size, or another reads per thread, has no reference here: no slowdown rather than a wrong one
+    lone = view.with_costs(pd.concat([fake_run({("strided_4B", 1): 1.0}), fake_run({("strided_4B", 2): 2.0},
+                                                                                     block=512)]))
+    assert np.isnan(lone["slowdown"].iloc[1]) and view.with_costs(fake_run({}).head(0)).empty
+
+
+def test_clocks_per_read_needs_a_clock():
+    row = fake_run({("strided_4B", 1): ONE_CLOCK_MS}).iloc[0].to_dict()
+    assert view.clocks_per_read(row) == pytest.approx(1)
+    for clock in (np.nan, 0, None):
+        assert np.isnan(view.clocks_per_read({**row, "sm_clock_mhz": clock}))
+
+
+def test_the_takeaway_says_what_the_widest_stride_and_the_naive_tile_cost():
+    assert view.takeaway(fake_run(RUN)) == (
+        "4-byte words 32 apart take 32.3× the time of neighbouring words (32-way in the bank model), padded to rows "
+        "of 33 words 1.02×; 8-byte words 32 apart take 16.0× the time of neighbouring words (16-way in the bank "
+        "model), padded to rows of 33 words 1.00×; the padded tile transposes 4-byte words 2.0× as fast as the naive "
+        "one (3,464 vs 1,732 GB/s); the padded tile transposes 8-byte words 1.50× as fast as the naive one (3,579 vs "
+        "2,386 GB/s).")
+
+
+def test_the_takeaway_of_a_partial_run():
+    only_4 = {k: v for k, v in RUN.items() if k[0] in ("strided_4B",) and k[1] in (1, 8)}
+    assert view.takeaway(fake_run(only_4)) == ("4-byte words 8 apart take 8.1× the time of neighbouring words (8-way "
+                                               "in the bank model).")
+    assert view.takeaway(fake_run({("strided_4B", 1): 1.0})) is None  # nothing to judge against
+    assert view.takeaway(fake_run({("transpose_naive_8B", 8192): 1.0})) is None  # the padded tile is missing
+    assert view.takeaway(fake_run({}).head(0)) is None
+
+
+def test_the_headline_gives_conflict_free_reads_per_word_size():
+    line = view.headline(fake_run(RUN))
+    assert line.startswith("**Conflict-free shared-memory reads (stride 1): 4-byte words ")
+    assert "1.00 SM clocks per warp read; 8-byte words" in line and "2.00 SM clocks per warp read**" in line
+
+
+def test_the_strided_chart_draws_each_series_against_stride_one():
+    fig = view.strided_figure(fake_run(RUN))
+    assert [t.name for t in fig.data] == [bank.LABELS[v] for v in view.STRIDED_SERIES]
+    assert list(fig.data[0].x) == list(bank.STRIDES) and list(fig.data[2].y) == pytest.approx([1, 2, 4, 8, 16, 16])
+    assert fig.data[1].line.dash == "dash" and fig.data[0].line.color == fig.data[1].line.color
+    assert fig.layout.xaxis.type == "log" and fig.layout.yaxis.type == "log"
+    assert "block 256, 4,096 reads per thread" in fig.layout.title.text and fig.data[0].text is None
+    staged = view.strided_figure(fake_run(RUN), stage=True)
+    assert list(staged.data[0].text)[-1] == "32.3×"
+
+
+def test_the_transpose_chart_labels_the_naive_tile_with_its_cost():
+    fig = view.transpose_figure(fake_run(RUN))
+    assert list(fig.data[0].x) == [bank.LABELS[v] for v in bank.VARIANTS["transpose"]]
+    assert list(fig.data[0].text) == ["1,732 GB/s · 2.0× the time", "3,464 GB/s", "2,386 GB/s · 1.50× the time",
+                                      "3,579 GB/s"]
+    assert "8,192 × 8,192" in fig.layout.title.text
+
+
+def test_the_table_names_its_columns_in_words():
+    table = view.table(fake_run(RUN))
+    assert {"× conflict-free", "SM clocks per warp read", "bank model (ways)", "reads per thread"} <= set(table)
+    assert table["variant"].iloc[0] == "4-byte words"

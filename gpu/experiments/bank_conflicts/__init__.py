@@ -38,10 +38,13 @@ import numpy as np
 from gpu.core.errors import VerificationError
 from gpu.experiments import _kernels as k
 from gpu.experiments import axes
+from gpu.experiments.page import PageEntry
 
 NAME = "bank_conflicts"
 # Registration (gpu/experiments/registry.py): the runner's subcommand, the page, the place in lists.
 COMMAND, ORDER, PAGE = "bank-conflicts", 2.5, "pages/bank_conflicts.py"
+PAGE_ENTRY = PageEntry(PAGE, "Bank conflicts", "bank-conflicts", ":material/grid_view:",
+                       "Bank conflicts: shared-memory strides, padding and a tiled transpose", place=2.5)
 HELP = "shared-memory reads 1 … 32 words apart (4- and 8-byte words, padded or not) and a tiled transpose"
 TITLE = "Bank conflicts: shared-memory access patterns"
 
