@@ -20,6 +20,12 @@ page = ui.Page(bank.TITLE, intro=(
 run_id = page.recording(bank.NAME, "bank_conflicts")
 block_options = page.axis_options(bank.NAME, "block_size", run_id, ui.axis_steps(bank.NAME, "block_sizes", 32),
                                   axis_name="block_sizes")
+reads_options = page.axis_options(bank.NAME, "intensity", run_id, ui.axis_powers(bank.NAME, "reads_per_thread"),
+                                  axis_name="reads_per_thread")
+# A recording's param_value holds its strides too: its matrix sides are the values from the axis's lowest up.
+side_options = [side for side in page.axis_options(bank.NAME, "param_value", run_id,
+                                                   ui.axis_powers(bank.NAME, "matrix_side"), axis_name="matrix_side")
+                if side >= ui.axis(bank.NAME, "matrix_side").low] or [ui.axis_default(bank.NAME, "matrix_side")]
 page.link_notes()
 controls = ui.Section(page)
 left, right = st.columns(2)
@@ -31,8 +37,13 @@ settings = ui.more_settings()
 block_sizes = controls.block_size("bank_block", block_options, "Threads per block (strided reads)",
                                   placeholder="e.g. 256", default=ui.axis_default(bank.NAME, "block_sizes"),
                                   settings=settings)
+reads = controls.axis_slider(bank.NAME, "reads_per_thread", "bank_reads", reads_options, where=settings,
+                             format_func=lambda n: f"{n:,}")
+side = controls.axis_slider(bank.NAME, "matrix_side", "bank_side", side_options, where=settings,
+                            label="Transposed matrix (rows × columns)", format_func=lambda n: f"{n:,} × {n:,}")
 
-params = {"word_sizes": list(words or []), "groups": list(groups or []), "block_sizes": block_sizes}
+params = {"word_sizes": list(words or []), "groups": list(groups or []), "block_sizes": block_sizes,
+          "reads_per_thread": reads, "matrix_side": side}
 page.sync()
 
 

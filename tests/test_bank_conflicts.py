@@ -27,8 +27,8 @@ def test_defaults_are_valid_and_the_runner_takes_them():
     strided = [p for p in points if not p[0].startswith("transpose")]
     assert len(strided) == 2 * 2 * 6 and len(points) == len(strided) + 4 and len(set(points)) == len(points)
     assert points[0] == ("strided_4B", 256, 1, 4096) and points[6] == ("padded_4B", 256, 1, 4096)
-    assert points[-4:] == [("transpose_naive_4B", 256, 8192, None), ("transpose_padded_4B", 256, 8192, None),
-                           ("transpose_naive_8B", 256, 8192, None), ("transpose_padded_8B", 256, 8192, None)]
+    assert points[-4:] == [("transpose_naive_4B", 256, 8192, 4), ("transpose_padded_4B", 256, 8192, 4),
+                           ("transpose_naive_8B", 256, 8192, 4), ("transpose_padded_8B", 256, 8192, 4)]
     [job] = bench.experiment_jobs(bench.parse_args(["bank-conflicts", "--profile", "interactive"]))
     assert bank.parse_params(job) == params
     [job] = bench.experiment_jobs(bench.parse_args(["bank-conflicts", "--groups", "strided", "--word-sizes", "8",
@@ -44,8 +44,8 @@ def test_the_conflict_free_reference_is_measured_whatever_strides_and_layouts_ar
     assert list(params.points()) == [("strided_4B", 128, 1, 4096), ("strided_4B", 128, 32, 4096),
                                      ("strided_4B", 512, 1, 4096), ("strided_4B", 512, 32, 4096)]
     transposes = bank.parse_params({"groups": ["transpose"], "word_sizes": [8], "matrix_side": 1024})
-    assert list(transposes.points()) == [("transpose_naive_8B", 256, 1024, None),
-                                         ("transpose_padded_8B", 256, 1024, None)]
+    assert list(transposes.points()) == [("transpose_naive_8B", 256, 1024, 4),
+                                         ("transpose_padded_8B", 256, 1024, 4)]
 
 
 @pytest.mark.parametrize("raw,message", [
@@ -143,8 +143,7 @@ def test_each_point_launches_its_kernel_and_verifies_every_thread_and_word(monke
     runtime = StandInRuntime()
     params = bank.parse_params(SMALL)
     rows = pd.DataFrame(sweep_of(bank.NAME)(params, runtime, lambda *a: None, lambda: False))
-    key = [(v, b, p, None if pd.isna(i) else int(i)) for v, b, p, i in
-           zip(rows["variant"], rows["block_size"], rows["param_value"], rows["intensity"], strict=True)]
+    key = list(zip(rows["variant"], rows["block_size"], rows["param_value"], rows["intensity"], strict=True))
     assert key == list(params.points()) and rows["verified"].all()
     threads = 4 * 8 * bank.WAVES * 256
     strided = rows[rows["group"] == "strided"]
@@ -185,7 +184,8 @@ def fake_run(times_ms: dict, run_id="run-bank-1", block=256, reads=4096, side=81
         rows.append({"run_id": run_id, "experiment": bank.NAME, "variant": variant, "group": bank.group_of(variant),
                      "direction": "shared" if strided else "device", "block_size": block if strided else 256,
                      "elements": THREADS if strided else value * value, "param": "stride" if strided else
-                     "matrix_side", "param_value": value, "intensity": reads if strided else np.nan, "bytes": nbytes,
+                     "matrix_side", "param_value": value, "intensity": reads if strided else bank.TRANSPOSE_READS,
+                     "bytes": nbytes,
                      "median_ms": ms, "cv": 0.003, "samples": 40, "gbps": nbytes / (ms * 1e6),
                      "sm_clock_mhz": clock, "sm_count": 132, "stop_reason": "converged",
                      "device_name": "NVIDIA H100 80GB HBM3", "timestamp": "2026-11-28T07:00:00+00:00",

@@ -58,6 +58,7 @@ SHARED_WORDS = 2048  # each block's strided words (bank_conflicts.cu)
 TILE, TILE_ROWS = 32, 8  # a transpose's tile and its threads (TILE × TILE_ROWS)
 WAVES = 4  # the strided grid holds every SM full this many times over
 TRANSPOSE_BLOCK = TILE * TILE_ROWS
+TRANSPOSE_READS = TILE // TILE_ROWS  # the tile words each transpose thread reads back (one per ROWS of its column)
 
 
 def variant_of(group: str, layout: str, word_bytes: int) -> str:
@@ -116,10 +117,11 @@ AXES = (
 
 class Params(axes.parameters(AXES)):
     def points(self):
-        """(variant, block_size, param_value, intensity) for every point: strided reads (param_value the stride,
-        intensity the reads per thread), then transposes (param_value the matrix side, 32 × 8 threads, no
-        intensity). Stride 1 unpadded, the conflict-free reference, is measured for every word size and block size
-        of the strided group, whichever strides and layouts are chosen."""
+        """(variant, block_size, param_value, intensity) for every point: strided reads (param_value the stride),
+        then transposes (param_value the matrix side, 32 × 8 threads); intensity is the shared-memory reads per thread
+        (the axis' for the strided reads, 4 tile words for a transpose). Stride 1 unpadded, the conflict-free
+        reference, is measured for every word size and block size of the strided group, whichever strides and layouts
+        are chosen."""
         if "strided" in self.groups:
             for word in self.word_sizes:
                 for block in self.block_sizes:
@@ -133,7 +135,7 @@ class Params(axes.parameters(AXES)):
         if "transpose" in self.groups:
             for word in self.word_sizes:
                 for layout in self.layouts:
-                    yield variant_of("transpose", layout, word), TRANSPOSE_BLOCK, self.matrix_side, None
+                    yield variant_of("transpose", layout, word), TRANSPOSE_BLOCK, self.matrix_side, TRANSPOSE_READS
 
 
 parse_params = axes.parser(Params)

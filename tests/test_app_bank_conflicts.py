@@ -1,0 +1,102 @@
+"""The Bank conflicts page through AppTest, in replay: the bundled recording once one is bundled, until then a run of
+the simulated board (tests/bank_conflicts_board.py: its rows say backend "simulated", never a measurement), in a
+folder of its own through PINPOINT_REPLAY_DIR. The desk view (headline, both charts, table), the stage view (chart and
+takeaway), and the view's settings in the address."""
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+
+from gpu.core import paths
+from gpu.experiments import bank_conflicts as bank
+from tests.bank_conflicts_board import simulated_recording
+
+APP = str(Path(__file__).resolve().parent.parent / "app.py")
+PAGE = "pages/bank_conflicts.py"
+BUNDLED = sorted(paths.asset("replay").glob(f"{bank.NAME}_*.parquet"))
+# The simulated board's run: the default grid, on a small matrix and short reads (NumPy replays every read).
+SIMULATED = {"reads_per_thread": 1024, "matrix_side": 1024, "profile": "interactive"}
+TAKEAWAY = re.compile(r"4-byte words 32 apart take [\d.,]+× the time of neighbouring words \(32-way in the bank "
+                      r"model\), padded to rows of 33 words [\d.,]+×; 8-byte words 32 apart take [\d.,]+× the time of "
+                      r"neighbouring words \(16-way in the bank model\), padded to rows of 33 words [\d.,]+×; the "
+                      r"padded tile transposes 4-byte words [\d.,]+× as fast as the naive one \([\d,]+ vs [\d,]+ "
+                      r"GB/s\); the padded tile transposes 8-byte words [\d.,]+× as fast as the naive one \([\d,]+ vs "
+                      r"[\d,]+ GB/s\)\.")
+
+
+@pytest.fixture(autouse=True)
+def recording(monkeypatch, tmp_path):
+    """Replay of the bundled recording where there is one, else of the simulated board's run (the cached backends
+    cleared around it)."""
+    monkeypatch.setenv("PINPOINT_BACKEND", "replay")
+    if BUNDLED:
+        monkeypatch.delenv("PINPOINT_REPLAY_DIR", raising=False)
+    else:
+        simulated_recording(tmp_path, SIMULATED, monkeypatch)
+        monkeypatch.setenv("PINPOINT_REPLAY_DIR", str(tmp_path))
+    st.cache_resource.clear()
+    st.cache_data.clear()
+    yield
+    st.cache_resource.clear()
+    st.cache_data.clear()
+
+
+def open_page(**params):
+    at = AppTest.from_file(APP, default_timeout=120)
+    for key, value in params.items():
+        at.query_params[key] = value
+    at.run()
+    at.switch_page(PAGE).run()
+    assert not at.exception, at.exception
+    return at
+
+
+def figures(at) -> list[dict]:
+    return [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
+
+
+def title(figure) -> str:
+    return figure["layout"]["title"]["text"].split("<br>")[0]
+
+
+def takeaway(at) -> str:
+    """The stage's takeaway (shown on stage only), its no-break spaces read as spaces."""
+    return " ".join(m.value.removeprefix("### ").replace("\u00a0", " ") for m in at.markdown if "apart take" in m.value)
+
+
+def test_the_desk_shows_the_headline_the_strided_reads_the_transposes_and_every_point():
+    at = open_page()
+    strided, transposes = figures(at)
+    assert title(strided).startswith("Shared-memory reads: time against stride 1 · block 256, ")
+    assert [t["name"] for t in strided["data"]] == ["4-byte words", "4-byte words, padded rows", "8-byte words",
+                                                    "8-byte words, padded rows"]
+    assert title(transposes).startswith("Transpose through a shared-memory tile · ")
+    assert "Replay of a run recorded on" in strided["layout"]["title"]["text"]
+    assert not takeaway(at)  # the takeaway is the stage's
+    assert any(m.value.startswith("**Conflict-free shared-memory reads (stride 1): 4-byte words ") for m in at.markdown)
+    table = at.dataframe[0].value
+    assert len(table) == len(list(bank.parse_params({}).points())) and table["× conflict-free"].notna().all()
+    assert "The bank model" in " ".join(c.value for c in at.caption)
+
+
+def test_the_stage_shows_the_strided_reads_and_the_takeaway_only():
+    at = open_page(present="1")
+    [strided] = figures(at)
+    assert title(strided).startswith("Shared-memory reads")
+    assert all(text.endswith("×") for text in strided["data"][0]["text"])  # each point labelled with its slowdown
+    assert TAKEAWAY.fullmatch(takeaway(at)), takeaway(at)
+    assert not at.dataframe and not any(m.value.startswith("**Conflict-free") for m in at.markdown)
+
+
+def test_the_view_s_settings_come_back_from_the_address():
+    at = open_page(bank_words="8", bank_groups="strided")
+    [strided] = figures(at)
+    assert [t["name"] for t in strided["data"]] == ["8-byte words", "8-byte words, padded rows"]
+    assert set(at.dataframe[0].value["variant"]) == {"8-byte words", "8-byte words, padded rows"}
+    assert at.session_state["bank_words"] == [8] and at.session_state["bank_groups"] == ["strided"]
+    staged = open_page(present="1", bank_words="8", bank_groups="strided")
+    assert takeaway(staged).startswith("8-byte words 32 apart take ") and "transposes" not in takeaway(staged)
