@@ -20,10 +20,6 @@ class BankConflictsSweep(harness.Sweep):
     (the largest word size chosen) at the first transpose point, the input filled once with a position-dependent
     pattern, so a misplaced word never verifies."""
 
-    # The declaration's identity, named here until the harness reads it from an experiment package itself.
-    NAME, TITLE, AXES, KEY_COLUMNS = declared.NAME, declared.TITLE, declared.AXES, declared.KEY_COLUMNS
-    memory_reasons = staticmethod(declared.memory_reasons)
-
     def setup(self) -> None:
         gpu, ledger, params = self.gpu, self.ledger, self.params
         self.reads_timer = KernelTimer(gpu, ledger, flush_l2=False)  # shared memory only: no cache state to reset
