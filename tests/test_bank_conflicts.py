@@ -52,7 +52,7 @@ def test_the_conflict_free_reference_is_measured_whatever_strides_and_layouts_ar
     ({"strides": [3]}, "stride 3 must be a power of two from 1 to 32"),
     ({"strides": [64]}, "stride 64 must be a power of two from 1 to 32"),
     ({"strides": []}, "choose at least one stride"),
-    ({"word_sizes": [2]}, "unknown word size '2 B' (known: 4 B, 8 B)"),
+    ({"word_sizes": [2]}, "unknown word size '2' (known: 4, 8)"),
     ({"layouts": ["swizzled"]}, "unknown layout 'swizzled'"),
     ({"groups": []}, "choose at least one group"),
     ({"block_sizes": [100]}, "block size 100 is not a multiple of 32 (the warp size)"),

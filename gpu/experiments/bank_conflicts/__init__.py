@@ -100,7 +100,7 @@ AXES = (
     axes.Axis("groups", "groups", list(GROUPS), values=GROUPS, order="declared",
               help="comma-separated: strided, transpose"),
     axes.Axis("word_sizes", "word sizes", list(WORD_SIZES), kind="ints", one="word size", values=WORD_SIZES,
-              unit="bytes", help="comma-separated: 4, 8 (bytes per word read)"),
+              help="comma-separated: 4, 8 (bytes per word read)"),
     axes.Axis("layouts", "layouts", list(LAYOUTS), values=LAYOUTS, order="declared",
               help="comma-separated: plain, padded (rows padded to an odd length; the transpose's tile to [32][33])"),
     axes.Axis("strides", "strides", list(STRIDES), kind="ints", low=1, high=32, power_of_two=True, unit="words",
