@@ -60,7 +60,7 @@ if ui.desk():
     if line:
         st.markdown(line)
 if (frame["group"] == "strided").any():
-    ui.chart(ui.cached_figure(view.strided_figure)(frame, not ui.desk()), key="chart_strided")
+    ui.chart(ui.cached_figure(view.strided_figure)(frame), key="chart_strided")
 ui.takeaway(ui.cached(view.takeaway)(frame))
 ui.context(frame)  # is the headline figure normal, and were its points clean
 if not ui.desk():

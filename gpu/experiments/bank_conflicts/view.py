@@ -93,9 +93,10 @@ def one_configuration(frame: pd.DataFrame) -> pd.DataFrame:
     return pd.concat([strided, transposes])
 
 
-def strided_figure(frame: pd.DataFrame, stage: bool = False) -> go.Figure:
+def strided_figure(frame: pd.DataFrame) -> go.Figure:
     """Each strided series' slowdown against stride 1 of its word size, by stride (both axes in powers of two), with
-    the bank model's conflict in the hover; on stage each point is labelled with its slowdown."""
+    the bank model's conflict in the hover. No point labels: at stride 1 every series sits at 1×, and the padded ones
+    stay there (the takeaway says the figures)."""
     data = with_costs(frame)
     part = one_configuration(data[data["group"] == "strided"]) if not data.empty else data
     fig = go.Figure()
@@ -105,9 +106,7 @@ def strided_figure(frame: pd.DataFrame, stage: bool = False) -> go.Figure:
             continue
         word = bank.word_bytes_of(variant)
         fig.add_trace(go.Scatter(
-            x=series["param_value"], y=series["slowdown"], mode="lines+markers+text" if stage else "lines+markers",
-            name=bank.LABELS[variant], text=[ratio_text(s) for s in series["slowdown"]] if stage else None,
-            textposition="top left",
+            x=series["param_value"], y=series["slowdown"], mode="lines+markers", name=bank.LABELS[variant],
             line={"color": WORD_COLORS[word], "dash": "dash" if bank.is_padded(variant) else "solid"},
             customdata=np.column_stack([series["gbps"], series["clocks_per_read"], series["model_ways"],
                                         series["median_ms"] * 1e3, series["cv"] * 100]),
