@@ -233,17 +233,19 @@ def test_clocks_per_read_needs_a_clock():
 
 def test_the_takeaway_says_what_the_widest_stride_and_the_naive_tile_cost():
     assert view.takeaway(fake_run(RUN)) == (
-        "4-byte words 32 apart take 32.3× the time of neighbouring words (32-way in the bank model), padded to rows "
-        "of 33 words 1.02×; 8-byte words 32 apart take 16.0× the time of neighbouring words (16-way in the bank "
-        "model), padded to rows of 33 words 1.00×; the padded tile transposes 4-byte words 2.0× as fast as the naive "
-        "one (3,464 vs 1,732 GB/s); the padded tile transposes 8-byte words 1.50× as fast as the naive one (3,579 vs "
-        "2,386 GB/s).")
+        "4-byte words 32 apart take 32.3× as long as neighbouring words (32-way in the bank model), 1.02× in rows "
+        "padded to 33 words; 8-byte words 32 apart 16.0× (16-way), padded 1.00×; the padded tile transposes 4-byte "
+        "words 2.0× as fast as the naive one (3,464 vs 1,732 GB/s); 8-byte words 1.50× (3,579 vs 2,386 GB/s).")
 
 
 def test_the_takeaway_of_a_partial_run():
     only_4 = {k: v for k, v in RUN.items() if k[0] in ("strided_4B",) and k[1] in (1, 8)}
-    assert view.takeaway(fake_run(only_4)) == ("4-byte words 8 apart take 8.1× the time of neighbouring words (8-way "
+    assert view.takeaway(fake_run(only_4)) == ("4-byte words 8 apart take 8.1× as long as neighbouring words (8-way "
                                                "in the bank model).")
+    only_8 = {k: v for k, v in RUN.items() if k[0].endswith("8B")}
+    assert view.takeaway(fake_run(only_8)).startswith("8-byte words 32 apart take 16.0× as long as neighbouring words "
+                                                      "(16-way in the bank model), 1.00× in rows padded to 33 words; "
+                                                      "the padded tile transposes 8-byte words 1.50× as fast")
     assert view.takeaway(fake_run({("strided_4B", 1): 1.0})) is None  # nothing to judge against
     assert view.takeaway(fake_run({("transpose_naive_8B", 8192): 1.0})) is None  # the padded tile is missing
     assert view.takeaway(fake_run({}).head(0)) is None

@@ -121,7 +121,7 @@ def strided_figure(frame: pd.DataFrame) -> go.Figure:
                          f"{text.count(int(part['intensity'].iloc[0]), 'read')} per thread")
     fig.update_layout(title=source_title("Shared-memory reads: time against stride 1" + configuration, frame),
                       xaxis_title="stride (words between neighbouring threads' reads)",
-                      yaxis_title="× the time of stride 1 (conflict-free)", legend=LEGEND_BELOW, height=440)
+                      yaxis_title="× stride 1's time", legend=LEGEND_BELOW, height=440)
     strides = sorted(part["param_value"].unique()) if not part.empty else []
     fig.update_xaxes(type="log", tickvals=strides, ticktext=[str(int(s)) for s in strides])
     fig.update_yaxes(type="log", dtick=math.log10(2), tickformat=",~g", exponentformat="none")
@@ -164,7 +164,8 @@ def table(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def _worst_strides(data: pd.DataFrame) -> list[str]:
-    """Per word size: its widest plain stride against stride 1, and the padded rows at that stride."""
+    """Per word size: its widest plain stride against stride 1, and the padded rows at that stride (the first word
+    size in full words, the next in short)."""
     parts = []
     for word in bank.WORD_SIZES:
         plain = data[(data["variant"] == bank.variant_of("strided", "plain", word)) & (data["param_value"] > 1)]
@@ -172,28 +173,35 @@ def _worst_strides(data: pd.DataFrame) -> list[str]:
         if plain.empty:
             continue
         worst = plain.loc[plain["param_value"].idxmax()]
-        stride = int(worst["param_value"])
-        clause = (f"{word}-byte words {stride} apart take {ratio_text(worst['slowdown'])} the time of neighbouring "
-                  f"words ({int(worst['model_ways'])}-way in the bank model)")
+        stride, ways = int(worst["param_value"]), int(worst["model_ways"])
         padded = data[(data["variant"] == bank.variant_of("strided", "padded", word)) & (data["param_value"] == stride)
                       & data["slowdown"].notna()]
-        if not padded.empty:
-            clause += (f", padded to rows of {bank.row_words(stride, True)} words "
-                       f"{ratio_text(padded['slowdown'].iloc[0])}")
+        padded_cost = ratio_text(padded["slowdown"].iloc[0]) if not padded.empty else None
+        if not parts:
+            clause = (f"{word}-byte words {stride} apart take {ratio_text(worst['slowdown'])} as long as neighbouring "
+                      f"words ({ways}-way in the bank model)")
+            if padded_cost:
+                clause += f", {padded_cost} in rows padded to {bank.row_words(stride, True)} words"
+        else:
+            clause = f"{word}-byte words {stride} apart {ratio_text(worst['slowdown'])} ({ways}-way)"
+            if padded_cost:
+                clause += f", padded {padded_cost}"
         parts.append(clause)
     return parts
 
 
 def _transposes(data: pd.DataFrame) -> list[str]:
-    """Per word size: the padded tile's speed against the naive one's."""
+    """Per word size: the padded tile's speed against the naive one's (the first word size in full words)."""
     parts = []
     for word in bank.WORD_SIZES:
         naive = data[(data["variant"] == bank.variant_of("transpose", "plain", word)) & data["slowdown"].notna()]
         if naive.empty:
             continue
         padded = data[data["variant"] == bank.variant_of("transpose", "padded", word)]
-        parts.append(f"the padded tile transposes {word}-byte words {ratio_text(naive['slowdown'].iloc[0])} as fast "
-                     f"as the naive one ({padded['gbps'].iloc[0]:,.0f} vs {naive['gbps'].iloc[0]:,.0f} GB/s)")
+        speeds = f"({padded['gbps'].iloc[0]:,.0f} vs {naive['gbps'].iloc[0]:,.0f} GB/s)"
+        parts.append(f"the padded tile transposes {word}-byte words {ratio_text(naive['slowdown'].iloc[0])} as fast as "
+                     f"the naive one {speeds}" if not parts else
+                     f"{word}-byte words {ratio_text(naive['slowdown'].iloc[0])} {speeds}")
     return parts
 
 
