@@ -95,8 +95,8 @@ def one_configuration(frame: pd.DataFrame) -> pd.DataFrame:
 
 def strided_figure(frame: pd.DataFrame) -> go.Figure:
     """Each strided series' slowdown against stride 1 of its word size, by stride (both axes in powers of two), with
-    the bank model's conflict in the hover. No point labels: at stride 1 every series sits at 1×, and the padded ones
-    stay there (the takeaway says the figures)."""
+    the bank model's conflict in the hover. No point labels: at stride 1 every series sits at 1×, and labels there would
+    lie on each other (the takeaway says the figures)."""
     data = with_costs(frame)
     part = one_configuration(data[data["group"] == "strided"]) if not data.empty else data
     fig = go.Figure()
