@@ -2,11 +2,16 @@
 write, the sweep's bookkeeping on a simulated board whose "kernels" are replayed in NumPy read by read, and the view's
 derived figures, takeaway and charts on rows made up here."""
 
+import re
+import shutil
+import subprocess
+
 import numpy as np
 import pandas as pd
 import pytest
 
 from gpu import bench
+from gpu.core import paths
 from gpu.core.errors import ValidationError, VerificationError
 from gpu.core.limits import Limits
 from gpu.experiments import bank_conflicts as bank
@@ -280,3 +285,22 @@ def test_the_table_names_its_columns_in_words():
     table = view.table(fake_run(RUN))
     assert {"× conflict-free", "SM clocks per warp read", "bank model (ways)", "reads per thread"} <= set(table)
     assert table["variant"].iloc[0] == "4-byte words"
+
+
+# --- the kernel: every read a shared load of its own -----------------------------------------------------------------
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc (CUDA toolkit) is not on PATH")
+def test_each_read_of_a_trip_is_one_volatile_shared_load_at_its_own_offset(tmp_path):
+    """The strided kernels' inner loop, as nvcc compiles it: 32 shared loads a trip (none merged into a wide load, none
+    kept in a register), at offsets 0 … 31 words from one base, and no global load at all."""
+    source = paths.kernel_sources()["bank_conflicts"]
+    done = subprocess.run(["nvcc", "--ptx", "-arch=sm_90", "-O3", "-o", str(tmp_path / "k.ptx"), str(source)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    ptx = (tmp_path / "k.ptx").read_text()
+    for name, width in (("strided_4B", 4), ("strided_8B", 8)):
+        body = ptx[ptx.index(f".entry {name}("):]
+        body = body[:body.index("\n}")]
+        loads = re.findall(rf"ld\.volatile\.shared\.u{8 * width}\s+%\w+, \[(%\w+)(?:\+(\d+))?\];", body)
+        assert len(loads) == bank.READS_PER_TRIP and len({base for base, _ in loads}) == 1, (name, loads)
+        assert sorted(int(offset or 0) for _, offset in loads) == [width * k for k in range(bank.READS_PER_TRIP)]
+        assert "ld.global" not in body and "ld.shared" not in body.replace("ld.volatile.shared", "")

@@ -20,7 +20,7 @@ threads read n different words of one bank waits n passes (an n-way conflict). T
 Timing (``KernelTimer``): CUDA events around one launch, the stream held while it is queued. The strided reads
 flush nothing (they read no global memory; their one store per thread is a few MB); the transposes flush the L2
 before every sample, as the Coalescing transposes do. The grid fills every SM ``WAVES`` times at the most threads
-it holds, and the default 4,096 reads per thread make a conflict-free sample about half a millisecond on an H100.
+it holds, so a launch is millions of warp reads and its start and its one store per thread are a small part of it.
 
 Bytes: a strided point counts the shared-memory bytes its threads read (threads × reads × word size; GB/s = 10^9 B/s
 of them), its ``direction`` is ``shared`` (no HBM or PCIe limit applies); a transpose counts its global reads and
