@@ -16,6 +16,7 @@ from gpu.core.schema import key_value
 from gpu.experiments import bank_conflicts as bank
 from gpu.present.charts._common import LEGEND_BELOW, mark_not_clean, series_color, source_title
 from gpu.present.facts import ratio_text
+from gpu.present.takeaways import sentence
 
 STRIDED_SERIES = ("strided_4B", "padded_4B", "strided_8B", "padded_8B")  # the strided chart's lines, in order
 WORD_COLORS = {4: series_color(0), 8: series_color(1)}  # a word size keeps its colour; padded rows are dashed
@@ -212,11 +213,7 @@ def takeaway(frame: pd.DataFrame) -> str | None:
     if frame.empty:
         return None
     data = one_configuration(with_costs(frame))
-    parts = _worst_strides(data) + _transposes(data)
-    if not parts:
-        return None
-    joined = "; ".join(parts)
-    return joined[0].upper() + joined[1:] + "."
+    return sentence(_worst_strides(data) + _transposes(data))
 
 
 def headline(frame: pd.DataFrame) -> str | None:
