@@ -20,12 +20,18 @@ page = ui.Page(bank.TITLE, intro=(
 run_id = page.recording(bank.NAME, "bank_conflicts")
 block_options = page.axis_options(bank.NAME, "block_size", run_id, ui.axis_steps(bank.NAME, "block_sizes", 32),
                                   axis_name="block_sizes")
-reads_options = page.axis_options(bank.NAME, "intensity", run_id, ui.axis_powers(bank.NAME, "reads_per_thread"),
-                                  axis_name="reads_per_thread")
-# A recording's param_value holds its strides too: its matrix sides are the values from the axis's lowest up.
-side_options = [side for side in page.axis_options(bank.NAME, "param_value", run_id,
-                                                   ui.axis_powers(bank.NAME, "matrix_side"), axis_name="matrix_side")
-                if side >= ui.axis(bank.NAME, "matrix_side").low] or [ui.axis_default(bank.NAME, "matrix_side")]
+
+
+def recorded(axis_name: str, column: str) -> list[int]:
+    """The axis's values to offer: live, its powers of two; in replay, the recording's values of ``column`` within the
+    axis's range (a recording's intensity and param_value hold the other group's values too: a transpose's 4 tile
+    reads, the strides), else the axis's default."""
+    declared = ui.axis(bank.NAME, axis_name)
+    offered = page.axis_options(bank.NAME, column, run_id, ui.axis_powers(bank.NAME, axis_name), axis_name=axis_name)
+    return [v for v in offered if declared.low <= v <= declared.high] or [ui.axis_default(bank.NAME, axis_name)]
+
+
+reads_options, side_options = recorded("reads_per_thread", "intensity"), recorded("matrix_side", "param_value")
 page.link_notes()
 controls = ui.Section(page)
 left, right = st.columns(2)

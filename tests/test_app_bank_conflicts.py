@@ -79,6 +79,11 @@ def test_the_desk_shows_the_headline_the_strided_reads_the_transposes_and_every_
     table = at.dataframe[0].value
     assert len(table) == len(list(bank.parse_params({}).points())) and table["× conflict-free"].notna().all()
     assert "The bank model" in " ".join(c.value for c in at.caption)
+    # reads per thread and the matrix side are offered from the recording's own, never a transpose's 4 tile reads
+    assert at.session_state["bank_reads"] >= 1024 and at.session_state["bank_side"] >= 1024
+    offered = [int(o.split(" ")[0].replace(",", "")) for s in at.select_slider if s.key in ("bank_reads", "bank_side")
+               for o in s.options]
+    assert all(value >= 1024 for value in offered), offered
 
 
 def test_the_stage_shows_the_strided_reads_and_the_takeaway_only():
