@@ -275,7 +275,8 @@ def test_the_strided_chart_draws_each_series_against_stride_one():
 
 def test_the_transpose_chart_labels_the_naive_tile_with_its_cost():
     fig = view.transpose_figure(fake_run(RUN))
-    assert list(fig.data[0].x) == [bank.LABELS[v] for v in bank.VARIANTS["transpose"]]
+    assert list(fig.data[0].x) == ["4-byte words: naive tile [32][32]", "4-byte words: padded tile [32][33]",
+                                   "8-byte words: naive tile [32][32]", "8-byte words: padded tile [32][33]"]
     assert list(fig.data[0].text) == ["1,732 GB/s · 2.0× the time", "3,464 GB/s", "2,386 GB/s · 1.50× the time",
                                       "3,579 GB/s"]
     assert "8,192 × 8,192" in fig.layout.title.text

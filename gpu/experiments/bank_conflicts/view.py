@@ -136,7 +136,7 @@ def transpose_figure(frame: pd.DataFrame) -> go.Figure:
     part = one_configuration(data[data["group"] == "transpose"]) if not data.empty else data
     order = [v for v in bank.VARIANTS["transpose"] if v in set(part["variant"])]
     part = part.set_index("variant").loc[order].reset_index() if order else part
-    labels = [bank.LABELS[v] for v in part["variant"]]
+    labels = [bank.LABELS[v].removeprefix("transpose, ") for v in part["variant"]]  # the title says "transpose"
     fig = go.Figure(go.Bar(
         x=labels, y=part["gbps"],
         text=[f"{g:,.0f} GB/s" + ("" if bank.is_padded(v) or not math.isfinite(s) else f" · {ratio_text(s)} the time")
