@@ -305,3 +305,10 @@ def test_each_read_of_a_trip_is_one_volatile_shared_load_at_its_own_offset(tmp_p
         assert len(loads) == bank.READS_PER_TRIP and len({base for base, _ in loads}) == 1, (name, loads)
         assert sorted(int(offset or 0) for _, offset in loads) == [width * k for k in range(bank.READS_PER_TRIP)]
         assert "ld.global" not in body and "ld.shared" not in body.replace("ld.volatile.shared", "")
+
+
+def test_a_talk_scene_may_draw_the_strided_reads_or_the_transposes():
+    from gpu.present import talks
+
+    assert talks.talk_charts(bank.NAME) == ["strided", "transpose"]
+    assert view.TALK_FIGURES["strided"](fake_run(RUN)).data[0].name == "4-byte words"

@@ -232,3 +232,7 @@ def headline(frame: pd.DataFrame) -> str | None:
     if not parts:
         return None
     return "**Conflict-free shared-memory reads (stride 1): " + "; ".join(parts) + "** · all SMs together"
+
+
+# The talk's charts of a bank-conflicts scene, by the name its talk file gives them (``chart = "strided"``).
+TALK_FIGURES = {"strided": strided_figure, "transpose": transpose_figure}
