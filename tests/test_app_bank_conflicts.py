@@ -75,7 +75,8 @@ def test_the_desk_shows_the_headline_the_strided_reads_the_transposes_and_every_
     assert title(transposes).startswith("Transpose through a shared-memory tile · ")
     assert "Replay of a run recorded on" in strided["layout"]["title"]["text"]
     assert not takeaway(at)  # the takeaway is the stage's
-    assert any(m.value.startswith("**Conflict-free shared-memory reads (stride 1): 4-byte words ") for m in at.markdown)
+    assert any(m.value.startswith("**Conflict-free shared-memory reads (stride 1), all SMs together: "
+                                "4-byte words ") for m in at.markdown)
     table = at.dataframe[0].value
     assert len(table) == len(list(bank.parse_params({}).points())) and table["× conflict-free"].notna().all()
     assert "The bank model" in " ".join(c.value for c in at.caption)

@@ -258,7 +258,7 @@ def test_the_takeaway_of_a_partial_run():
 
 def test_the_headline_gives_conflict_free_reads_per_word_size():
     line = view.headline(fake_run(RUN))
-    assert line.startswith("**Conflict-free shared-memory reads (stride 1): 4-byte words ")
+    assert line.startswith("**Conflict-free shared-memory reads (stride 1), all SMs together: 4-byte words ")
     assert "1.00 SM clocks per warp read; 8-byte words" in line and "2.00 SM clocks per warp read**" in line
 
 

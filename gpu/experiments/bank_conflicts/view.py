@@ -231,7 +231,7 @@ def headline(frame: pd.DataFrame) -> str | None:
         parts.append(f"{word}-byte words {row['gbps']:,.0f} GB/s{clocks}")
     if not parts:
         return None
-    return "**Conflict-free shared-memory reads (stride 1): " + "; ".join(parts) + "** · all SMs together"
+    return "**Conflict-free shared-memory reads (stride 1), all SMs together: " + "; ".join(parts) + "**"
 
 
 # The talk's charts of a bank-conflicts scene, by the name its talk file gives them (``chart = "strided"``).
