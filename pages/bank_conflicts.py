@@ -17,6 +17,12 @@ page = ui.Page(bank.TITLE, intro=(
     "sum and every transposed word is checked exactly. Each point is judged against conflict-free access "
     "**measured in the same run**."))
 
+if not page.live and page.backend.recordings(bank.NAME).empty:
+    page.sync()
+    st.info("No bank-conflicts recording is bundled here yet. On a machine with an NVIDIA GPU, press **Measure** live, "
+            "or record one with `python -m gpu.bench bank-conflicts --profile precise --out "
+            "assets/replay/bank_conflicts_<device>_<date>.parquet`.")
+    st.stop()
 run_id = page.recording(bank.NAME, "bank_conflicts")
 block_options = page.axis_options(bank.NAME, "block_size", run_id, ui.axis_steps(bank.NAME, "block_sizes", 32),
                                   axis_name="block_sizes")

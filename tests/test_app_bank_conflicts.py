@@ -26,8 +26,17 @@ TAKEAWAY = re.compile(r"4-byte words 32 apart take [\d.,]+× as long as neighbou
                       r"\([\d,]+ vs [\d,]+ GB/s\); 8-byte words [\d.,]+× \([\d,]+ vs [\d,]+ GB/s\)\.")
 
 
-@pytest.fixture(autouse=True)
-def recording(monkeypatch, tmp_path):
+@pytest.fixture
+def clean_caches():
+    st.cache_resource.clear()
+    st.cache_data.clear()
+    yield
+    st.cache_resource.clear()
+    st.cache_data.clear()
+
+
+@pytest.fixture
+def recording(monkeypatch, tmp_path, clean_caches):
     """Replay of the bundled recording where there is one, else of the simulated board's run (the cached backends
     cleared around it)."""
     monkeypatch.setenv("PINPOINT_BACKEND", "replay")
@@ -36,11 +45,6 @@ def recording(monkeypatch, tmp_path):
     else:
         simulated_recording(tmp_path, SIMULATED, monkeypatch)
         monkeypatch.setenv("PINPOINT_REPLAY_DIR", str(tmp_path))
-    st.cache_resource.clear()
-    st.cache_data.clear()
-    yield
-    st.cache_resource.clear()
-    st.cache_data.clear()
 
 
 def open_page(**params):
@@ -66,7 +70,7 @@ def takeaway(at) -> str:
     return " ".join(m.value.removeprefix("### ").replace("\u00a0", " ") for m in at.markdown if "apart take" in m.value)
 
 
-def test_the_desk_shows_the_headline_the_strided_reads_the_transposes_and_every_point():
+def test_the_desk_shows_the_headline_the_strided_reads_the_transposes_and_every_point(recording):
     at = open_page()
     strided, transposes = figures(at)
     assert title(strided).startswith("Shared-memory reads: time against stride 1 · block 256, ")
@@ -87,7 +91,7 @@ def test_the_desk_shows_the_headline_the_strided_reads_the_transposes_and_every_
     assert all(value >= 1024 for value in offered), offered
 
 
-def test_the_stage_shows_the_strided_reads_and_the_takeaway_only():
+def test_the_stage_shows_the_strided_reads_and_the_takeaway_only(recording):
     at = open_page(present="1")
     [strided] = figures(at)
     assert title(strided).startswith("Shared-memory reads")
@@ -95,7 +99,7 @@ def test_the_stage_shows_the_strided_reads_and_the_takeaway_only():
     assert not at.dataframe and not any(m.value.startswith("**Conflict-free") for m in at.markdown)
 
 
-def test_the_view_s_settings_come_back_from_the_address():
+def test_the_view_s_settings_come_back_from_the_address(recording):
     at = open_page(bank_words="8", bank_groups="strided")
     [strided] = figures(at)
     assert [t["name"] for t in strided["data"]] == ["8-byte words", "8-byte words, padded rows"]
@@ -103,3 +107,12 @@ def test_the_view_s_settings_come_back_from_the_address():
     assert at.session_state["bank_words"] == [8] and at.session_state["bank_groups"] == ["strided"]
     staged = open_page(present="1", bank_words="8", bank_groups="strided")
     assert takeaway(staged).startswith("8-byte words 32 apart take ") and "transposes" not in takeaway(staged)
+
+
+def test_without_a_recording_the_page_says_so_in_one_line(monkeypatch, tmp_path, clean_caches):
+    monkeypatch.setenv("PINPOINT_BACKEND", "replay")
+    monkeypatch.setenv("PINPOINT_REPLAY_DIR", str(tmp_path))  # no recording at all
+    at = open_page()
+    [info] = [i.value for i in at.info if "bank-conflicts recording" in i.value]
+    assert info.startswith("No bank-conflicts recording is bundled here yet") and "\n" not in info
+    assert not at.get("plotly_chart") and not at.error
