@@ -33,7 +33,12 @@ def cache_dir() -> Path:
     chosen = os.environ.get(CACHE_ENV, "").strip()
     if chosen:
         return Path(chosen)
-    base = os.environ.get("XDG_CACHE_HOME", "").strip() or str(Path.home() / ".cache")
+    base = os.environ.get("XDG_CACHE_HOME", "").strip()
+    if not base:
+        try:
+            base = str(Path.home() / ".cache")
+        except RuntimeError:  # no home directory (a bare batch job): the cache lives beside other temporary files
+            base = tempfile.gettempdir()
     return Path(base) / "pinpoint" / "cubins"
 
 
