@@ -110,7 +110,7 @@ def preview(partial, suffix: str) -> None:
 frame = page.measure(streams.NAME, params, "streams", run_id, extra_reasons=typed_errors,
                              preview=preview)
 
-table = overlap.pipeline_table(frame)
+table = ui.cached(overlap.pipeline_table)(frame)  # once per recording, for all sessions
 if table.empty:
     st.info("No pipeline was measured with these settings.")
     st.stop()
@@ -188,7 +188,7 @@ try:
 except ValueError as exc:
     st.warning(f"This point's timeline cannot be drawn: {exc}")
     timeline_drawn = False
-ui.takeaway(takeaways.streams(frame))
+ui.takeaway(ui.cached(takeaways.streams)(frame))
 ui.context(frame)  # is the headline figure normal, and were its points clean
 if not ui.desk():
     st.stop()  # on stage: the timeline and its takeaway
