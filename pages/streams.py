@@ -204,11 +204,11 @@ if len(mine["streams"].unique()) > 1:
     line_order = focus_order if focus_order != "staged" else next(
         (o for o in dict.fromkeys(mine["issue_order"]) if o != "staged"), "staged")
     sweep = mine[mine["issue_order"].isin([line_order, "staged"])]
-    ui.chart(stream_charts.sweep_figure(sweep, frame), key="chart_sweep")
+    ui.chart(ui.cached_figure(stream_charts.sweep_figure)(sweep, frame), key="chart_sweep")
 
 if (frame["group"] == "bidirectional").any():
     st.subheader("Bidirectional copies")
-    ui.chart(stream_charts.bidirectional_figure(frame), key="chart_bidirectional")
+    ui.chart(ui.cached_figure(stream_charts.bidirectional_figure)(frame), key="chart_bidirectional")
     st.markdown(headlines.bidirectional(frame))
 
 st.subheader("The numbers")

@@ -11,7 +11,8 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-UNHASHED_COLUMNS = ("samples_ms", "intervals")  # lists per row; the rows' other columns already tell runs apart
+# Lists per row (a pipeline table's serial samples too); the rows' other columns already tell runs apart.
+UNHASHED_COLUMNS = ("samples_ms", "serial_samples_ms", "intervals")
 
 def frame_key(frame: pd.DataFrame) -> tuple:
     """What identifies a results frame for the caches below, without hashing every sample: its columns and a hash
