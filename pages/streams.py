@@ -109,7 +109,7 @@ def preview(partial, suffix: str) -> None:
 frame = page.measure(streams.NAME, params, "streams", run_id, extra_reasons=typed_errors,
                              preview=preview)
 
-table = overlap.pipeline_table(frame)
+table = ui.cached(overlap.pipeline_table)(frame)  # once per recording, for all sessions
 if table.empty:
     st.info("No pipeline was measured with these settings.")
     st.stop()
@@ -187,7 +187,7 @@ try:
 except ValueError as exc:
     st.warning(f"This point's timeline cannot be drawn: {exc}")
     timeline_drawn = False
-ui.takeaway(stream_charts.takeaway(frame))
+ui.takeaway(ui.cached(stream_charts.takeaway)(frame))
 ui.context(frame)  # is the headline figure normal, and were its points clean
 if not ui.desk():
     st.stop()  # on stage: the timeline and its takeaway
@@ -203,11 +203,11 @@ if len(mine["streams"].unique()) > 1:
     line_order = focus_order if focus_order != "staged" else next(
         (o for o in dict.fromkeys(mine["issue_order"]) if o != "staged"), "staged")
     sweep = mine[mine["issue_order"].isin([line_order, "staged"])]
-    ui.chart(stream_charts.sweep_figure(sweep, frame), key="chart_sweep")
+    ui.chart(ui.cached_figure(stream_charts.sweep_figure)(sweep, frame), key="chart_sweep")
 
 if (frame["group"] == "bidirectional").any():
     st.subheader("Bidirectional copies")
-    ui.chart(stream_charts.bidirectional_figure(frame), key="chart_bidirectional")
+    ui.chart(ui.cached_figure(stream_charts.bidirectional_figure)(frame), key="chart_bidirectional")
     st.markdown(stream_charts.bidirectional(frame))
 
 st.subheader("The numbers")

@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import math
+import threading
+
 import numpy as np
 
 from gpu.core.errors import VerificationError
@@ -10,6 +13,7 @@ from gpu.device.timing import KernelTimer
 from gpu.experiments.reduction import END_TO_END, LABELS, UNHELD, bytes_moved
 from gpu.sweeps import _kernels as k
 from gpu.sweeps import harness
+from gpu.sweeps.verify import verify_pool
 
 
 class ReductionSweep(harness.Sweep):
@@ -24,7 +28,6 @@ class ReductionSweep(harness.Sweep):
         self.gpuarray = gpu.gpuarray
         self.fn = {name: gpu.kernel("reduction", f"dot_{name}") for name in
                    ("atomic_per_element", "shared_tree", "warp_shuffle", "grid_stride")}
-        self.rng = np.random.default_rng()
 
     def setup(self) -> None:
         ledger, largest = self.ledger, max(self.params.sizes)
@@ -33,15 +36,9 @@ class ReductionSweep(harness.Sweep):
         self.out_f, self.out_d = ledger.device_buffer(4), ledger.device_buffer(8)
 
     def points(self):
-        rng, gpuarray = self.rng, self.gpuarray
+        gpuarray = self.gpuarray
         for n in self.params.sizes:
-            # Drawn in the narrowest types (a third of the time at 2^24 values): ternary values as int8, whose
-            # products and sums (at most n) are exact in float64; uniform ones as float32 in [0, 1), and
-            # 2x − 1 is exact in float32 for those.
-            ternary = [rng.integers(-1, 2, size=n, dtype=np.int8).astype(np.float32) for _ in range(2)]
-            exact_int = float(np.dot(ternary[0].astype(np.float64), ternary[1].astype(np.float64)))
-            uniform = [rng.random(n, dtype=np.float32) * np.float32(2) - np.float32(1) for _ in range(2)]
-            exact = float(np.dot(uniform[0].astype(np.float64), uniform[1].astype(np.float64)))
+            ternary, exact_int, uniform, exact = dot_inputs(n)
             a_view = gpuarray.GPUArray((n,), np.float32, gpudata=self.a)
             b_view = gpuarray.GPUArray((n,), np.float32, gpudata=self.b)
             hosts = {}
@@ -144,6 +141,48 @@ class ReductionSweep(harness.Sweep):
 
 
 run = harness.runner(ReductionSweep)
+
+INPUT_SLICE = 1 << 18  # values drawn and summed per slice: a slice's float64 products (2 MiB) stay in cache
+_scratch = threading.local()  # each pool thread's float64 products, reused (a fresh 2 MiB buffer is paged in anew)
+
+
+def dot_inputs(n: int, seed=None) -> tuple[list[np.ndarray], int, list[np.ndarray], float]:
+    """The vectors of one size and their exact dot products: two of -1/0/1 (float32) and their integer dot, two
+    uniform in [-1, 1) (float32) and their dot in float64. Drawn in slices on the verify pool, each slice from its own
+    generator spawned from ``seed`` (the same ``n`` and ``seed`` give the same vectors), and summed there slice by
+    slice: at 2^28 values, drawing whole vectors and their float64 copies on one core took most of a health suite's
+    reduction run (9–17 s).
+
+    The -1/0/1 values are drawn as int8 and their dot summed in int64, exactly; the uniform ones as float32 x in
+    [0, 1), then 2x − 1, which is exact in float32; their products are exact in float64 and summed pairwise there,
+    slice by slice, the slices' sums added with ``math.fsum``."""
+    ternary = [np.empty(n, np.float32) for _ in range(2)]
+    uniform = [np.empty(n, np.float32) for _ in range(2)]
+    starts = range(0, n, INPUT_SLICE)
+    generators = np.random.SeedSequence(seed).spawn(len(starts))
+
+    def fill(index: int) -> tuple[int, float]:
+        lo = starts[index]
+        hi = min(lo + INPUT_SLICE, n)
+        rng = np.random.default_rng(generators[index])
+        small = [rng.integers(-1, 2, size=hi - lo, dtype=np.int8) for _ in range(2)]
+        for vector, values in zip(ternary, small, strict=True):
+            np.copyto(vector[lo:hi], values)
+        exact_int = int(np.multiply(small[0], small[1]).sum(dtype=np.int64))
+        for vector in uniform:
+            part = vector[lo:hi]
+            rng.random(out=part, dtype=np.float32)
+            np.multiply(part, np.float32(2), out=part)
+            np.subtract(part, np.float32(1), out=part)
+        products = getattr(_scratch, "products", None)
+        if products is None or products.size < hi - lo:
+            products = _scratch.products = np.empty(INPUT_SLICE, np.float64)
+        products = products[:hi - lo]
+        np.multiply(uniform[0][lo:hi], uniform[1][lo:hi], out=products, dtype=np.float64)
+        return exact_int, float(products.sum())
+
+    sums = list(verify_pool().map(fill, range(len(starts))))
+    return ternary, sum(s[0] for s in sums), uniform, math.fsum(s[1] for s in sums)
 
 
 def warm_up(gpu) -> None:
