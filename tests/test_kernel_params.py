@@ -133,7 +133,7 @@ def test_exact_inputs_are_small_integers_the_same_for_a_seed_across_slices():
 
 
 def test_dot_inputs_are_the_declared_values_with_their_exact_dot_products_across_slices():
-    from gpu.sweeps.reduction import INPUT_SLICE, dot_inputs
+    from gpu.experiments.reduction.sweep import INPUT_SLICE, dot_inputs
 
     count = 2 * INPUT_SLICE + 5  # three slices, the last one short
     ternary, exact_int, uniform, exact = dot_inputs(count, seed=3)
