@@ -10,10 +10,10 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
+from gpu.present import roofline as rl
 from gpu.present.charts import compute as compute_chart
 from gpu.present.charts import device_copy as device_copy_chart
 from gpu.present.charts import roofline as roofline_charts
-from gpu.results import roofline as rl
 from gpu.service.backends import ReplayBackend
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")

@@ -80,7 +80,7 @@ def loaded_worker_code(modules: list[str]) -> dict[str, list[str]]:
 @pytest.mark.slow
 def test_nothing_but_the_worker_loads_the_device_layer_the_sweeps_or_pycuda():
     modules = non_worker_modules()
-    assert {"gpu.results.compare", "gpu.experiments.transfers", "gpu.present.charts.compute",
+    assert {"gpu.results.analysis.compare", "gpu.experiments.transfers", "gpu.present.charts.compute",
             "gpu.service.client", "pages._ui.controls"} <= set(modules)
     loaded = loaded_worker_code(modules)
     chains = "\n".join(f"{name}: {' → '.join(chain)}" for name, chain in sorted(loaded.items()))

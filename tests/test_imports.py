@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from gpu.core import schema
-from gpu.results import imports, runfiles
-from gpu.results.catalog import BUNDLED_DIRS
-from gpu.results.store import RunStore
+from gpu.results.exchange import imports, runfiles
+from gpu.results.exchange.catalog import BUNDLED_DIRS
+from gpu.results.persistence.store import RunStore
 from tests import pair_frames
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -19,7 +19,9 @@ import pytest
 import sqlalchemy as sa
 
 from gpu.core import schema
-from gpu.results import catalog, compare, database, imports, runfiles, store
+from gpu.results.analysis import compare
+from gpu.results.exchange import catalog, imports, runfiles
+from gpu.results.persistence import database, store
 from tests.conftest import new_postgres_database
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -637,7 +639,7 @@ def test_a_server_that_goes_silent_mid_session_gives_one_line_within_the_answer_
 
 @pytest.mark.slow
 def test_hostile_run_content_reaches_the_report_and_its_charts_only_as_text(url):
-    from gpu.results import report
+    from gpu.results.analysis import report
     from tests.test_hostile_content import assert_no_live_markup, hostile_runs, strings
 
     runs = catalog.Catalog(store.RunStore(url))

@@ -10,8 +10,9 @@ import sqlalchemy as sa
 from gpu.core import conditions, schema
 from gpu.core.access import Actor
 from gpu.core.errors import ImportProblem
-from gpu.results import imports, runfiles, store
-from gpu.results.catalog import BUNDLED_DIRS
+from gpu.results.exchange import imports, runfiles
+from gpu.results.exchange.catalog import BUNDLED_DIRS
+from gpu.results.persistence import store
 
 TRANSFERS = next(BUNDLED_DIRS[0].glob("transfers_*.parquet"))
 HOSTILE = "=HYPERLINK(\"http://x\")<script>alert(1)</script> **bold** [link](javascript:x) | a |"

@@ -13,7 +13,8 @@ from gpu.core.overlap import gain_text as overlap_gain
 from gpu.core.units import format_bytes
 from gpu.present import facts
 from gpu.present.claims import ClaimError, pinned_allocated_per_call, pinned_speedups
-from gpu.results import causes, compare, normal, peer_matrix
+from gpu.results import peer_matrix
+from gpu.results.analysis import causes, compare, normal
 
 _ratio_text = facts.ratio_text  # the one style of a speed ratio, as the talk's verdicts write it
 
@@ -170,7 +171,7 @@ def peers(frame: pd.DataFrame, view: peer_matrix.View | None = None) -> str | No
 
 
 def context(frame: pd.DataFrame, stage: bool = False) -> str | None:
-    """The line under a page's headline or takeaway: is its headline figure normal (``gpu.results.normal``: against
+    """The line under a page's headline or takeaway: is its headline figure normal (``gpu.results.analysis.normal``: against
     its physical limit and the bundled recording of its GPU model), and how many of its points were not clean and
     why; a run no witness watched says so. On stage (``stage``), where the chart and takeaway fill the screen, only
     the points that were not clean are said, and None when there are none."""

@@ -9,7 +9,7 @@ The contract: every value is coerced to its schema type or refused, with file, r
 to about 40 characters): text without NUL and at most ``MAX_TEXT_CHARS`` (run id ``MAX_RUN_ID_CHARS``), finite
 numbers within range, samples a list of finite positive times whose count, median, min and max agree, ISO 8601
 timestamps. A run has one experiment, device and timestamp, and each point once. A file with a manifest
-(``gpu.results.runfiles``: what PinPoint exports) must hold every point of each run, unchanged. What passes can be
+(``gpu.results.exchange.runfiles``: what PinPoint exports) must hold every point of each run, unchanged. What passes can be
 stored in SQLite and PostgreSQL alike. Nothing is stored from a file that fails any check. No Streamlit, no CUDA.
 
 Column types are the schema's (``gpu.core.schema``: text, true/false, whole, signed, the rest numbers); this module
@@ -36,9 +36,9 @@ from gpu.core.errors import ImportProblem, StoreError
 from gpu.core.schema import frame_rows
 from gpu.core.text import shorten
 from gpu.experiments import EXPERIMENTS
-from gpu.results import runfiles
-from gpu.results.compare import key_columns
-from gpu.results.store import (
+from gpu.results.analysis.compare import key_columns
+from gpu.results.exchange import runfiles
+from gpu.results.persistence.store import (
     GPUS,
     MAX_LABEL_CHARS,
     MAX_NOTES_CHARS,
@@ -613,7 +613,7 @@ def check(frame: pd.DataFrame, name: str, manifest: dict | None = None) -> pd.Da
 
 
 def _check_runs(frame: pd.DataFrame, name: str, where) -> None:
-    """One experiment, one device and one time (``gpu.results.store.run_times``) per run; each point once."""
+    """One experiment, one device and one time (``gpu.results.persistence.store.run_times``) per run; each point once."""
     for _, part in frame.groupby("run_id", sort=False):
         for column in ("experiment", "device_name"):
             values = part[column].map(lambda v: None if _missing(v) else v)

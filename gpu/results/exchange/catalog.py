@@ -13,8 +13,8 @@ import pandas as pd
 from gpu.core import boards, paths, schema
 from gpu.core.access import Actor
 from gpu.core.text import shorten
-from gpu.results import imports, runfiles
-from gpu.results.store import RunStore, SaveResult, StoreError
+from gpu.results.exchange import imports, runfiles
+from gpu.results.persistence.store import RunStore, SaveResult, StoreError
 
 ASSETS = paths.ASSETS
 BUNDLED_DIRS = (ASSETS / "replay", ASSETS / "runs", ASSETS / "fleet", ASSETS / "noise")
@@ -131,7 +131,7 @@ class Catalog:
         return self.store.save_batches(batches, "import", actor=actor)
 
     def load(self, run_id: str) -> pd.DataFrame:
-        """A run by id, bundled or stored; gpu.results.store.StoreError when there is none."""
+        """A run by id, bundled or stored; gpu.results.persistence.store.StoreError when there is none."""
         if run_id in self.bundled:
             return self.bundled[run_id]
         return self.store.load(run_id)
