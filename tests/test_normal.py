@@ -1,6 +1,6 @@
 """Is this normal? A headline figure against its physical limit (PCIe generation × width, HBM, NVLink count × per-link
-rate) and the bundled recording of its GPU model (gpu/results/analysis/normal.py), on bundled recordings; and the line under a
-page's takeaway (``takeaways.context``)."""
+rate) and the bundled recording of its GPU model (gpu/results/analysis/normal.py), on bundled recordings; and the line
+under a page's takeaway (``takeaways.context``)."""
 
 import pytest
 

@@ -2,8 +2,8 @@
 
 Exit codes: 0 every GPU ran the whole suite; 1 some (GPU, experiment) pair failed (each named, with its reason;
 the rest is stored); 2 nothing was measured: a bad suite (file and line), a store that cannot be written, a bad
-fleet id, a fleet id that another command is measuring (its lease, ``gpu.results.persistence.leases``), a resume whose suite
-measures differently from the stored one (what changed named), or no cluster (each one line)."""
+fleet id, a fleet id that another command is measuring (its lease, ``gpu.results.persistence.leases``), a resume
+whose suite measures differently from the stored one (what changed named), or no cluster (each one line)."""
 
 from __future__ import annotations
 

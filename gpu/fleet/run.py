@@ -21,8 +21,8 @@ partial is stored: a run is stored whole, in one transaction, only when its task
 that goes away (killed, its node gone) ends the fleet: what is left is named, not measured, and the runs stored
 stay. Running the same fleet id again measures only the (GPU, experiment) pairs, and the (node, experiment) pairs of
 node runs, that the store does not hold yet; a suite that measures differently from the stored one is refused
-(``gpu.fleet.resume``). While it measures, the command holds the fleet id's lease (``gpu.results.persistence.leases``): each run
-is stored only while it holds it.
+(``gpu.fleet.resume``). While it measures, the command holds the fleet id's lease
+(``gpu.results.persistence.leases``): each run is stored only while it holds it.
 """
 
 from __future__ import annotations
@@ -118,9 +118,9 @@ def run_fleet(client: Client, suite: Suite, catalog, fleet_id: str, service: str
               progress: Progress | None = None, identify_timeout: float = IDENTIFY_TIMEOUT_S,
               lease=None, wait_s: float | None = None) -> FleetResult:
     """Measure ``suite`` on every GPU worker of ``client``'s cluster into ``catalog``'s store under ``fleet_id``.
-    ``lease``: the fleet id's ``gpu.results.persistence.leases.FleetLease``, held by this command: each run is stored only while
-    it holds it, and the fleet stops when it is lost. ``wait_s``: how long a run waits for a GPU that another process
-    of its node measures on before it fails (``--wait``; None: up to the run's own time limit)."""
+    ``lease``: the fleet id's ``gpu.results.persistence.leases.FleetLease``, held by this command: each run is stored
+    only while it holds it, and the fleet stops when it is lost. ``wait_s``: how long a run waits for a GPU that another
+    process of its node measures on before it fails (``--wait``; None: up to the run's own time limit)."""
     progress = progress or Progress()
     started = time.perf_counter()
     suite = suite_as_stored(catalog, fleet_id, suite, progress)

@@ -171,9 +171,9 @@ def peers(frame: pd.DataFrame, view: peer_matrix.View | None = None) -> str | No
 
 
 def context(frame: pd.DataFrame, stage: bool = False) -> str | None:
-    """The line under a page's headline or takeaway: is its headline figure normal (``gpu.results.analysis.normal``: against
-    its physical limit and the bundled recording of its GPU model), and how many of its points were not clean and
-    why; a run no witness watched says so. On stage (``stage``), where the chart and takeaway fill the screen, only
+    """The line under a page's headline or takeaway: is its headline figure normal (``gpu.results.analysis.normal``:
+    against its physical limit and the bundled recording of its GPU model), and how many of its points were not clean
+    and why; a run no witness watched says so. On stage (``stage``), where the chart and takeaway fill the screen, only
     the points that were not clean are said, and None when there are none."""
     if frame.empty:
         return None

@@ -3,8 +3,8 @@
 ``python tests/benchmarks/import_bomb.py [--rows 300000000] [--file /tmp/pinpoint-bomb.parquet] [--only NAME]``
 
 Writes (once each, in pieces, under /tmp) small Parquet files that decode to gigabytes, then refuses each through
-``gpu.results.exchange.imports.read_upload`` in a fresh process and prints the wall time of the refusal and the process's
-peak memory (VmHWM) before and after it. The bombs:
+``gpu.results.exchange.imports.read_upload`` in a fresh process and prints the wall time of the refusal and the
+process's peak memory (VmHWM) before and after it. The bombs:
 
 - ``rows``: metadata says ``--rows`` rows of nulls (the target: under 1 s and under 200 MB more);
 - ``fixed-600`` / ``fixed-1500``: a 5 MB fixed-size binary ``host`` column over 600 / 1,500 rows beside a real

@@ -18,8 +18,8 @@ rule, which ``verdict`` still applies when it is given no band): the median of t
 even when rare slow samples give them a CV of 30–70 %. ``noise`` is the samples' robust spread (``robust_spread``).
 
 Run-to-run bands and histories are ``gpu.results.analysis.bands``; the point vocabulary (keys, labels, kinds) is
-``gpu.results.analysis.points``. This module holds the verdicts and what is said about them; it re-exports the names of the
-other two, so ``gpu.results.analysis.compare`` keeps every name its callers use.
+``gpu.results.analysis.points``. This module holds the verdicts and what is said about them; it re-exports the
+names of the other two, so ``gpu.results.analysis.compare`` keeps every name its callers use.
 
 ``change`` is the candidate's speed relative to the baseline: baseline median ÷ candidate median − 1
 (+10 % = the candidate takes 1/1.1 of the time; −18 % = it is 18 % slower).

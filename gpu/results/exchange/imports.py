@@ -9,8 +9,8 @@ The contract: every value is coerced to its schema type or refused, with file, r
 to about 40 characters): text without NUL and at most ``MAX_TEXT_CHARS`` (run id ``MAX_RUN_ID_CHARS``), finite
 numbers within range, samples a list of finite positive times whose count, median, min and max agree, ISO 8601
 timestamps. A run has one experiment, device and timestamp, and each point once. A file with a manifest
-(``gpu.results.exchange.runfiles``: what PinPoint exports) must hold every point of each run, unchanged. What passes can be
-stored in SQLite and PostgreSQL alike. Nothing is stored from a file that fails any check. No Streamlit, no CUDA.
+(``gpu.results.exchange.runfiles``: what PinPoint exports) must hold every point of each run, unchanged. What passes can
+be stored in SQLite and PostgreSQL alike. Nothing is stored from a file that fails any check. No Streamlit, no CUDA.
 
 Column types are the schema's (``gpu.core.schema``: text, true/false, whole, signed, the rest numbers); this module
 adds the limits and the checks. It holds one concern, over 400 lines: the import contract, from reading a file within
@@ -613,7 +613,8 @@ def check(frame: pd.DataFrame, name: str, manifest: dict | None = None) -> pd.Da
 
 
 def _check_runs(frame: pd.DataFrame, name: str, where) -> None:
-    """One experiment, one device and one time (``gpu.results.persistence.store.run_times``) per run; each point once."""
+    """One experiment, one device and one time (``gpu.results.persistence.store.run_times``) per run; each point
+    once."""
     for _, part in frame.groupby("run_id", sort=False):
         for column in ("experiment", "device_name"):
             values = part[column].map(lambda v: None if _missing(v) else v)

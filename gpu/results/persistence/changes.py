@@ -1,8 +1,8 @@
 """The runs store's changes after a run is saved, in one room: moving runs to the trash, restoring and purging them,
 relabelling, each checked against the actor (``gpu.core.access.require``) and written with its audit row in one
 transaction, and the reads of the trash and the trail. ``CheckedChanges`` is the part of ``RunStore``
-(``gpu.results.persistence.store``) that holds them; the row moves between ``runs`` and ``trash`` are the functions at the end.
-No Streamlit and no CUDA here."""
+(``gpu.results.persistence.store``) that holds them; the row moves between ``runs`` and ``trash`` are the
+functions at the end. No Streamlit and no CUDA here."""
 
 from __future__ import annotations
 

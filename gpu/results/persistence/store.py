@@ -1,17 +1,18 @@
 """The runs store: every run a team measures, with every sample, in SQLite (default) or PostgreSQL. This module holds
 one concern, the runs repository (save, list, load, the bulk points and parameters reads, each fleet's suite text);
-the engine is ``gpu.results.persistence.database``, the tables and migrations ``gpu.results.persistence.migrations``, and the changes after a
-save (trash, restore, purge, labels, the audit trail) ``gpu.results.persistence.changes``, whose names it re-exports.
+the engine is ``gpu.results.persistence.database``, the tables and migrations
+``gpu.results.persistence.migrations``, and the changes after a save (trash, restore, purge, labels, the audit trail)
+``gpu.results.persistence.changes``, whose names it re-exports.
 No Streamlit and no CUDA here.
 
 Opening never writes: listing, loading and exporting work on a read-only file or a SELECT-only role, and on a store
 of an older schema version as it is; migrations run before the first write (or ``python -m gpu.bench migrate``).
 
-A file's runs are saved in one transaction: stored whole or not at all. A run is its content (``gpu.results.exchange.runfiles``
-content hash): saving a run_id that is stored with the same content changes nothing and says so (imports are
-idempotent, also when two processes race for it); with different content it is refused, saying so, unless
-``replace`` is asked for, which swaps it in the same transaction. One run is one experiment, one device model and
-one timestamp; it may span several boards (a peer matrix of a node), each of which it records (``run_boards``).
+A file's runs are saved in one transaction: stored whole or not at all. A run is its content
+(``gpu.results.exchange.runfiles`` content hash): saving a run_id that is stored with the same content changes nothing
+and says so (imports are idempotent, also when two processes race for it); with different content it is refused, saying
+so, unless ``replace`` is asked for, which swaps it in the same transaction. One run is one experiment, one device model
+and one timestamp; it may span several boards (a peer matrix of a node), each of which it records (``run_boards``).
 Database failures become ``StoreError`` with one line for the person.
 
 Changing (``gpu.results.persistence.changes.CheckedChanges``, part of ``RunStore``): every change takes the actor
