@@ -112,7 +112,7 @@ def test_a_store_over_the_import_limits_is_refused_before_its_points_are_read(tm
     code, lines = imported(path, capsys)
     assert code == 2 and "over the import limit of 0 MB" in lines[0] and RunStore(target).runs().empty
     monkeypatch.delenv("PINPOINT_IMPORT_MAX_BYTES")
-    monkeypatch.setattr("gpu.results.exchange.imports.MAX_ROWS", 3)
+    monkeypatch.setattr("gpu.results.exchange.contract.MAX_ROWS", 3)
     code, lines = imported(path, capsys)
     assert code == 2 and "over 3 points, the limit" in lines[0] and RunStore(target).runs().empty
 

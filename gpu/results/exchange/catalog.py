@@ -13,7 +13,7 @@ import pandas as pd
 from gpu.core import boards, paths, schema
 from gpu.core.access import Actor
 from gpu.core.text import shorten
-from gpu.results.exchange import imports, runfiles
+from gpu.results.exchange import runfiles, sqlite_store
 from gpu.results.persistence.store import RunStore, SaveResult, StoreError
 
 ASSETS = paths.ASSETS
@@ -123,9 +123,9 @@ class Catalog:
 
     def import_store(self, name: str, path, actor: Actor | None = None) -> list[SaveResult]:
         """Every run of another PinPoint runs store (a fleet's SQLite file brought back from a GPU machine), each
-        with its label, notes, fleet id and suite, through the import contract (``imports.read_store``) and stored
+        with its label, notes, fleet id and suite, through the import contract (``sqlite_store.read_store``) and stored
         in one transaction: the whole file or nothing."""
-        batches = imports.read_store(name, path)
+        batches = sqlite_store.read_store(name, path)
         for frame, *_ in batches:
             self._refuse_shadowing(frame)
         return self.store.save_batches(batches, "import", actor=actor)
