@@ -32,7 +32,6 @@ import datetime as dt
 import re
 import time
 from concurrent.futures import CancelledError
-from dataclasses import dataclass, field
 
 from distributed import Client, Future, wait
 from distributed.client import FuturesCancelledError
@@ -40,13 +39,13 @@ from distributed.comm.core import CommClosedError
 
 from gpu.core import text
 from gpu.core.access import Actor
-from gpu.core.devices import uuid_tail
 from gpu.core.errors import AccessRefused, FleetError, StoreError
-from gpu.experiments.suites import Suite, SuiteRun
+from gpu.experiments.suites import Suite
 from gpu.fleet import task
-from gpu.fleet.nodes import FleetNode, RunQueue, group_by_host, plan_node_runs, start_node_run, stored_node_runs
+from gpu.fleet.nodes import group_by_host, plan_node_runs, start_node_run, stored_node_runs
 from gpu.fleet.progress import Progress, summary
 from gpu.fleet.resume import stored_pairs, suite_as_stored
+from gpu.fleet.types import FleetGpu, FleetNode, FleetResult
 from gpu.results.persistence.store import params_by_run
 
 __all__ = ["FleetGpu", "FleetNode", "FleetResult", "Progress", "new_fleet_id", "run_fleet", "summary"]
@@ -64,54 +63,6 @@ def new_fleet_id(suite: Suite, now: dt.datetime | None = None) -> str:
     # A suite file's name may hold anything (spaces, accents, brackets): only what a fleet id allows is kept.
     name = re.sub(r"[^A-Za-z0-9._-]+", "-", suite.name).strip("-._")[:40].rstrip("-._") or "suite"
     return f"{name}-{now.strftime('%Y%m%dT%H%MZ')}"
-
-
-@dataclass
-class FleetGpu(RunQueue):
-    """One GPU of the fleet, as its worker reported it, and how its runs went."""
-
-    worker: str  # the Dask worker's address
-    name: str = ""
-    host: str = ""
-    device_name: str = ""
-    gpu_uuid: str | None = None
-    todo: list[SuiteRun] = field(default_factory=list)
-    done: list[str] = field(default_factory=list)
-    skipped: list[str] = field(default_factory=list)  # stored by an earlier attempt of this fleet id
-    failed: dict[str, str] = field(default_factory=dict)
-    current: SuiteRun | None = None
-    future: Future | None = None
-    started: float = 0.0
-    lost: str = ""  # why the whole GPU stopped (worker gone, hung), if it did
-
-    def label(self) -> str:
-        return f"{self.device_name or 'GPU'} {uuid_tail(self.gpu_uuid)} on {self.host or self.worker}"
-
-
-@dataclass
-class FleetResult:
-    fleet_id: str
-    suite: str
-    gpus: list[FleetGpu]
-    runs_stored: int = 0
-    rows_sent: int = 0
-    rows_stored: int = 0
-    wall_s: float = 0.0
-    problems: list[str] = field(default_factory=list)  # workers that never reported a GPU
-    nodes: list[FleetNode] = field(default_factory=list)
-
-    @property
-    def failures(self) -> list[str]:
-        lines = list(self.problems)
-        for unit in [*self.gpus, *self.nodes]:
-            lines += [f"{unit.label()}: {reason}" for reason in unit.failed.values()]
-            if unit.lost and not unit.failed:
-                lines.append(f"{unit.label()}: {unit.lost}")
-        return lines
-
-    @property
-    def exit_code(self) -> int:
-        return 1 if self.failures else 0
 
 
 def run_fleet(client: Client, suite: Suite, catalog, fleet_id: str, service: str, *, label: str | None = None,
