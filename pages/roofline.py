@@ -8,9 +8,9 @@ import streamlit as st
 
 from gpu.core import text
 from gpu.experiments import suites
+from gpu.experiments.device_copy import view as device_copy_chart
+from gpu.experiments.fma import view as compute_chart
 from gpu.present import roofline as rl
-from gpu.present.charts import compute as compute_chart
-from gpu.present.charts import device_copy as device_copy_chart
 from gpu.present.charts import roofline as roofline_chart
 from pages import _ui as ui
 from pages._ui.access import current_actor

@@ -7,8 +7,7 @@ import streamlit as st
 from gpu.core import overlap, text
 from gpu.core.units import format_bytes
 from gpu.experiments import streams
-from gpu.present import headlines, takeaways
-from gpu.present.charts import streams as stream_charts
+from gpu.experiments.streams import view as stream_charts
 from pages import _ui as ui
 
 page = ui.Page("Streams: hiding copies behind compute", intro=(
@@ -110,7 +109,7 @@ def preview(partial, suffix: str) -> None:
 frame = page.measure(streams.NAME, params, "streams", run_id, extra_reasons=typed_errors,
                              preview=preview)
 
-table = overlap.pipeline_table(frame)
+table = ui.cached(overlap.pipeline_table)(frame)  # once per recording, for all sessions
 if table.empty:
     st.info("No pipeline was measured with these settings.")
     st.stop()
@@ -188,7 +187,7 @@ try:
 except ValueError as exc:
     st.warning(f"This point's timeline cannot be drawn: {exc}")
     timeline_drawn = False
-ui.takeaway(takeaways.streams(frame))
+ui.takeaway(ui.cached(stream_charts.takeaway)(frame))
 ui.context(frame)  # is the headline figure normal, and were its points clean
 if not ui.desk():
     st.stop()  # on stage: the timeline and its takeaway
@@ -204,12 +203,12 @@ if len(mine["streams"].unique()) > 1:
     line_order = focus_order if focus_order != "staged" else next(
         (o for o in dict.fromkeys(mine["issue_order"]) if o != "staged"), "staged")
     sweep = mine[mine["issue_order"].isin([line_order, "staged"])]
-    ui.chart(stream_charts.sweep_figure(sweep, frame), key="chart_sweep")
+    ui.chart(ui.cached_figure(stream_charts.sweep_figure)(sweep, frame), key="chart_sweep")
 
 if (frame["group"] == "bidirectional").any():
     st.subheader("Bidirectional copies")
-    ui.chart(stream_charts.bidirectional_figure(frame), key="chart_bidirectional")
-    st.markdown(headlines.bidirectional(frame))
+    ui.chart(ui.cached_figure(stream_charts.bidirectional_figure)(frame), key="chart_bidirectional")
+    st.markdown(stream_charts.bidirectional(frame))
 
 st.subheader("The numbers")
 st.dataframe(table.drop(columns=["intervals", "run_id", "elements", "samples_ms", "serial_samples_ms"]).assign(

@@ -58,3 +58,23 @@ def test_a_cached_table_is_worked_out_once_per_frame(transfers):
     cached = shared.cached(fastest)
     assert cached(transfers).equals(cached(transfers.copy()))
     assert len(calls) == 1
+
+
+def test_a_frame_is_hashed_once_while_it_lives_and_again_when_its_shape_changes(transfers, monkeypatch):
+    import gc
+
+    import pandas as pd
+
+    hashed = []
+    hash_frame = pd.util.hash_pandas_object
+    monkeypatch.setattr(pd.util, "hash_pandas_object", lambda *a, **k: hashed.append(1) or hash_frame(*a, **k))
+    frame = transfers.copy()
+    key = shared.frame_key(frame)
+    assert [shared.frame_key(frame) for _ in range(8)] == [key] * 8 and len(hashed) == 1  # a page's cached calls
+    frame["extra"] = 1.0  # a new column: another shape, hashed again
+    assert shared.frame_key(frame) != key and len(hashed) == 2
+    assert shared.frame_key(frame.iloc[:-1]) != key and len(hashed) == 3
+    known = len(shared._KEYS)
+    del frame
+    gc.collect()
+    assert len(shared._KEYS) < known  # a frame gone, its key forgotten

@@ -20,12 +20,13 @@ from gpu.core import paths, schema
 from gpu.core.errors import VerificationError
 from gpu.core.limits import Limits
 from gpu.core.occupancy import DeviceLimits, KernelResources
-from gpu.device import libcuda
+from gpu.device import cubins, libcuda
 from gpu.device.limits import git_commit, host_memory_available
 from gpu.device.memory import AllocationLedger, HostPool
 from gpu.device.telemetry import Telemetry
 
-KERNEL_DIR = paths.KERNELS
+INCLUDE_DIR = paths.KERNELS  # the shared kernels, which an experiment's own may #include
+KERNEL_OPTIONS = ("-O3", f"-I{INCLUDE_DIR}")  # every kernel's nvcc options (a module may add its own)
 
 
 def visible_gpus() -> list[dict]:
@@ -92,24 +93,31 @@ class GpuRuntime:
 
     # --- set-up ---------------------------------------------------------------------------------
     def _compile_kernels(self) -> None:
-        """Compile every gpu/kernels/*.cu once, for this device's exact architecture."""
-        for source_path in sorted(KERNEL_DIR.glob("*.cu")):
-            self.module(source_path.stem)
+        """Compile every kernel source once (the shared gpu/kernels/*.cu and each experiment package's own, see
+        ``paths.kernel_sources``), for this device's exact architecture (``gpu.device.cubins``: built at once on a
+        first start, read from its cache after)."""
+        sources = {stem: path.read_text() for stem, path in paths.kernel_sources().items()}
+        for stem, cubin in cubins.build(sources, self.arch, KERNEL_OPTIONS).items():
+            self.cubins[stem] = cubin
+            self.modules[stem] = self.cuda.module_from_buffer(cubin)
         self.functions = {
             "copy_vec4": self.modules["transfers"].get_function("copy_vec4"),
             "health_fill": self.modules["health"].get_function("health_fill"),
             "fault_illegal_address": self.modules["health"].get_function("fault_illegal_address"),
         }
 
-    def module(self, stem: str, options: tuple[str, ...] = ()):
-        """gpu/kernels/<stem>.cu compiled with extra nvcc ``options`` (e.g. -DEXTRA_REGS=64), once each."""
-        from pycuda.compiler import compile as nvcc_compile
+    @property
+    def arch(self) -> str:
+        major, minor = self.compute_capability
+        return f"sm_{major}{minor}"
 
+    def module(self, stem: str, options: tuple[str, ...] = ()):
+        """The kernel source ``<stem>.cu`` (``paths.kernel_sources``) compiled with extra nvcc ``options`` (e.g.
+        -DEXTRA_REGS=64), once each."""
         key = " ".join((stem, *options))
         if key not in self.modules:
-            major, minor = self.compute_capability
-            cubin = nvcc_compile((KERNEL_DIR / f"{stem}.cu").read_text(), arch=f"sm_{major}{minor}",
-                                 no_extern_c=True, options=["-O3", f"-I{KERNEL_DIR}", *options])
+            source = paths.kernel_sources()[stem].read_text()
+            cubin = cubins.build({stem: source}, self.arch, (*KERNEL_OPTIONS, *options))[stem]
             self.cubins[key] = cubin
             self.modules[key] = self.cuda.module_from_buffer(cubin)
         return self.modules[key]

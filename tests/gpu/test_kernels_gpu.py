@@ -109,3 +109,34 @@ def test_a_fresh_worker_warms_up_gpuarray_dot_and_the_chase_cycle_as_it_starts()
         assert frame["verified"].all() and len(frame) == 1
     finally:
         client.close()
+
+
+def test_a_second_worker_reads_every_kernel_from_the_cubin_cache(tmp_path, monkeypatch):
+    """The first worker compiles gpu/kernels/*.cu into the cubin cache (all at once); the next one reads them all
+    from it (no file is written again) and measures with them."""
+    import time
+
+    from gpu.core import paths
+    from gpu.device import cubins
+    from gpu.service.backends import LiveBackend
+    from gpu.service.client import WorkerClient
+
+    monkeypatch.setenv(cubins.CACHE_ENV, str(tmp_path / "cubins"))  # the spawned workers inherit it
+    starts = []
+    for _ in range(2):
+        began = time.perf_counter()
+        client = WorkerClient()
+        try:
+            backend = LiveBackend(client)
+            starts.append(time.perf_counter() - began)
+            frame = submit_values(backend, "reduction", {"sizes": [1 << 20], "block_sizes": [256],
+                                                         "variants": ["warp_shuffle"], "profile": "interactive"}
+                                  ).outcome()
+            assert frame["verified"].all()
+        finally:
+            client.close()
+        if len(starts) == 1:
+            written = {p.name: p.stat().st_mtime_ns for p in (tmp_path / "cubins").glob("*.cubin")}
+    print(f"\nworker start: cold cubin cache {starts[0]:.2f} s, warm {starts[1]:.2f} s")
+    assert len(written) == len(list(paths.KERNELS.glob("*.cu")))
+    assert {p.name: p.stat().st_mtime_ns for p in (tmp_path / "cubins").glob("*.cubin")} == written

@@ -1,0 +1,179 @@
+"""How long the fleet health suite takes on this machine's GPUs, and where the reduction point's time goes.
+Prints, never asserts (targets: at most 20 s for each GPU's own runs, all GPUs at once; at most 30 s for a 4-GPU
+node's links).
+
+1. ``python -m gpu.bench fleet health --cluster local`` into a throwaway SQLite store, as a user runs it: the
+   command's wall time, the fleet's own total, each GPU's runs (each run's time as the fleet reports it, from its
+   submission to its frame back) and the node's links (the peers run).
+2. The health suite's reduction run again, in this process on GPU 0 (``--gpu``), its parts timed: the input vectors
+   and their exact dot products drawn on the host, the first point's uploads and exact check (``measure``), its
+   samples, its verification, and the whole job. ``--concurrent N`` first draws the inputs in N processes at once,
+   as N GPUs' workers of one node do in a fleet.
+
+``--root DIR`` runs both from another checkout of PinPoint (e.g. main, for a before figure in the same call): the
+fleet command with its code, and the reduction with its sweep.
+
+Run on the GPU machine: ``python3 tests/benchmarks/health_time.py [--root /tmp/before] [--no-fleet]
+[--no-parts] [--concurrent 4]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+STORED = re.compile(r"^(?P<unit>.+): (?P<experiment>\w+) stored \((?P<points>[\d,]+) points? in (?P<s>[\d.]+) s")
+FAILED = re.compile(r"^(?P<unit>.+): (?P<experiment>\w+) failed after (?P<s>[\d.]+) s")
+TOTAL = re.compile(r"runs stored .* in (?P<s>[\d.]+) s")
+GPU_TARGET_S, LINKS_TARGET_S = 20.0, 30.0
+
+
+def fleet(root: Path) -> None:
+    """Run the health fleet from ``root``'s checkout; print its total and each run's time."""
+    with tempfile.TemporaryDirectory(prefix="pinpoint-health-time-") as folder:
+        env = {**os.environ, "PINPOINT_DB_URL": f"sqlite:///{folder}/fleet.db",
+               "PYTHONPATH": os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH", "")) if p)}
+        started = time.perf_counter()
+        done = subprocess.run([sys.executable, "-m", "gpu.bench", "fleet", "health", "--cluster", "local"], cwd=root,
+                              env=env, capture_output=True, text=True, timeout=900)
+        wall = time.perf_counter() - started
+    lines = (done.stderr + done.stdout).splitlines()
+    units: dict[str, dict[str, str]] = {}
+    for line in lines:
+        found = STORED.match(line) or FAILED.match(line)
+        if found:
+            failed = "" if "points" in found.groupdict() else " FAILED"
+            points = f" ({found['points']} points)" if not failed else ""
+            units.setdefault(found["unit"], {})[found["experiment"]] = f"{float(found['s']):.1f} s{points}{failed}"
+    total = next((float(m["s"]) for m in map(TOTAL.search, lines) if m), float("nan"))
+    print(f"FLEET health from {root}: exit {done.returncode}, command {wall:.1f} s, fleet {total:.1f} s", flush=True)
+    for unit, runs in units.items():
+        seconds = [float(v.split()[0]) for v in runs.values()]
+        is_node = "peers" in runs
+        target = LINKS_TARGET_S if is_node else GPU_TARGET_S
+        print(f"  {'node' if is_node else 'GPU '} {unit}: {sum(seconds):.1f} s in all (target <= {target:.0f} s): "
+              + ", ".join(f"{name} {value}" for name, value in runs.items()), flush=True)
+    if done.returncode != 0:
+        print("  last lines:\n    " + "\n    ".join(lines[-15:]), flush=True)
+
+
+def reduction_parts(root: Path, gpu_index: int) -> None:
+    """The suite's reduction run on one GPU in this process, each part of its one point timed."""
+    sys.path.insert(0, str(root))
+    from gpu.device.context import GpuRuntime
+    from gpu.experiments import registry, suites
+
+    run = suites.load("health").run_for("reduction")
+    params = run.checked().params
+    module = registry.entry_of("reduction").sweep_module()
+    declared = next(v for v in vars(module).values() if isinstance(v, type) and v.__module__ == module.__name__
+                    and any(c.__name__ == "Sweep" for c in v.__mro__[1:]))
+    harness = sys.modules[next(c for c in declared.__mro__ if c.__name__ == "Sweep").__module__]
+    parts: dict[str, float] = {}
+
+    def add(name: str, seconds: float) -> None:
+        parts[name] = parts.get(name, 0.0) + seconds
+
+    class Timed(declared):
+        def points(self):
+            points = super().points()
+            while True:
+                started = time.perf_counter()
+                try:
+                    point = next(points)
+                except StopIteration:
+                    return
+                add("inputs drawn and summed on the host (points)", time.perf_counter() - started)
+                yield point
+
+        def measure(self, point):
+            started = time.perf_counter()
+            sample = super().measure(point)
+            add("uploads and the exact -1/0/1 check (measure)", time.perf_counter() - started)
+            if not callable(sample):
+                return sample
+
+            def timed_sample():
+                began = time.perf_counter()
+                try:
+                    return sample()
+                finally:
+                    add("samples (the profile's loop)", time.perf_counter() - began)
+            return timed_sample
+
+        def verify(self, point):
+            started = time.perf_counter()
+            super().verify(point)
+            add("verification (verify)", time.perf_counter() - started)
+
+    gpu = GpuRuntime(gpu_index)
+    try:
+        started = time.perf_counter()
+        rows = harness.run(Timed, params, gpu, lambda *a: None, lambda: False)
+        whole = time.perf_counter() - started
+    finally:
+        gpu.close()
+    print(f"REDUCTION point from {root} on GPU {gpu_index} ({gpu.facts['device_name']}, {os.cpu_count()} host cores): "
+          f"whole job {whole:.2f} s, {len(rows)} row(s), {rows[0]['samples']} samples, "
+          f"{rows[0]['gbps']:.0f} GB/s, rel_error {rows[0]['rel_error']:.2e}", flush=True)
+    for name, seconds in parts.items():
+        print(f"  {name}: {seconds:.2f} s", flush=True)
+    print(f"  the rest (allocation, set-up, rows, freeing): {whole - sum(parts.values()):.2f} s", flush=True)
+
+
+INPUTS_ONLY = """
+import sys, time
+sys.path.insert(0, sys.argv[1])
+from gpu.experiments import registry, suites
+module = registry.entry_of("reduction").sweep_module()
+n = max(suites.load("health").run_for("reduction").checked().params.sizes)
+started = time.perf_counter()
+if hasattr(module, "dot_inputs"):
+    module.dot_inputs(n)
+else:  # a checkout before dot_inputs: the sweep's generator draws the inputs at its first point
+    import numpy as np
+    rng = np.random.default_rng()
+    ternary = [rng.integers(-1, 2, size=n, dtype=np.int8).astype(np.float32) for _ in range(2)]
+    float(np.dot(ternary[0].astype(np.float64), ternary[1].astype(np.float64)))
+    uniform = [rng.random(n, dtype=np.float32) * np.float32(2) - np.float32(1) for _ in range(2)]
+    float(np.dot(uniform[0].astype(np.float64), uniform[1].astype(np.float64)))
+print(f"{time.perf_counter() - started:.2f}")
+"""
+
+
+def concurrent_inputs(root: Path, count: int) -> None:
+    """The reduction's inputs drawn in ``count`` processes at once (no GPU), as a node's GPU workers do."""
+    started = time.perf_counter()
+    procs = [subprocess.Popen([sys.executable, "-c", INPUTS_ONLY, str(root)], stdout=subprocess.PIPE, text=True)
+             for _ in range(count)]
+    each = [p.communicate(timeout=600)[0].strip() for p in procs]
+    print(f"INPUTS from {root}: {count} processes at once: {time.perf_counter() - started:.2f} s in all, each "
+          f"{', '.join(each)} s", flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--root", type=Path, default=ROOT, help="the PinPoint checkout to time (default: this one)")
+    parser.add_argument("--gpu", type=int, default=0, help="the GPU the reduction's parts are timed on")
+    parser.add_argument("--concurrent", type=int, default=0, help="also draw the inputs in N processes at once")
+    parser.add_argument("--no-fleet", action="store_true")
+    parser.add_argument("--no-parts", action="store_true")
+    args = parser.parse_args()
+    root = args.root.resolve()
+    if not args.no_fleet:
+        fleet(root)
+    if args.concurrent:
+        concurrent_inputs(root, args.concurrent)
+    if not args.no_parts:
+        reduction_parts(root, args.gpu)
+
+
+if __name__ == "__main__":
+    main()
