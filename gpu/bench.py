@@ -35,8 +35,10 @@ from gpu.core.text import printable, shorten
 from gpu.core.units import SizeError, format_bytes
 from gpu.experiments import get_experiment, registry
 from gpu.experiments.request import check_params
-from gpu.results import admin_commands, catalog, check, compare, imports, report, run_output, runfiles
-from gpu.results.store import StoreError, canonical_params, params_by_run
+from gpu.results.analysis import check, compare, report
+from gpu.results.exchange import catalog, imports, run_output, runfiles
+from gpu.results.persistence import admin_commands
+from gpu.results.persistence.store import StoreError, canonical_params, params_by_run
 from gpu.service.backends import gpus_needed, open_live, start_live
 from gpu.service.host_locks import EXIT_GPU_BUSY, GpuBusy, set_process_purpose
 

@@ -1,6 +1,6 @@
 """The Fleet page's section on nodes: each node's link matrix (the suite's node runs, whose points are pairs of
 GPUs) against the median of the same link type across the fleet, and the slow links named in words
-(``gpu.results.fleet_links``)."""
+(``gpu.present.fleet.links``)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import streamlit as st
 
 from gpu.core.text import plain
 from gpu.present.charts.fleet_links import link_matrix_figure
-from gpu.results import fleet_links
-from gpu.results.catalog import read_bundled
+from gpu.present.fleet import links as fleet_links
+from gpu.results.exchange.catalog import read_bundled
 from pages import _ui as ui
 
 SHOWN_SENTENCES = 12

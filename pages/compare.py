@@ -12,8 +12,8 @@ from gpu.core.text import plain
 from gpu.experiments import registry
 from gpu.present import takeaways
 from gpu.present.charts._common import LEGEND_BELOW
-from gpu.results import compare, pairing, report
-from gpu.results.store import StoreError
+from gpu.results.analysis import compare, pairing, report
+from gpu.results.persistence.store import StoreError
 from pages import _ui as ui
 
 page = ui.Page("Compare runs")

@@ -13,9 +13,9 @@ import streamlit as st
 from gpu.core.text import plain
 from gpu.experiments import suites
 from gpu.present.charts import fleet as fleet_charts
-from gpu.results import fleet as fleet_results
-from gpu.results.catalog import BUNDLED_DIRS
-from gpu.results.store import StoreError
+from gpu.present.fleet import boards as fleet_results
+from gpu.results.exchange.catalog import BUNDLED_DIRS
+from gpu.results.persistence.store import StoreError
 from pages import _fleet_links as fleet_links_section
 from pages import _ui as ui
 

@@ -1,5 +1,5 @@
 """Roofline: is each kernel bound by memory or by compute, and how far is it from the roof? Every kernel PinPoint
-measures, placed under the ceilings measured on the same GPU (gpu.results.roofline)."""
+measures, placed under the ceilings measured on the same GPU (gpu.present.roofline)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from gpu.core import text
 from gpu.experiments import suites
 from gpu.experiments.device_copy import view as device_copy_chart
 from gpu.experiments.fma import view as compute_chart
+from gpu.present import roofline as rl
 from gpu.present.charts import roofline as roofline_chart
-from gpu.results import roofline as rl
 from pages import _ui as ui
 from pages._ui.access import current_actor
 from pages._ui.measure import follow, save_run

@@ -13,8 +13,9 @@ from gpu.core.errors import AccessRefused
 from gpu.core.schema import SchemaError
 from gpu.core.text import plain
 from gpu.experiments import registry
-from gpu.results import audit, imports
-from gpu.results.store import StoreError, trash_days
+from gpu.results.exchange import imports
+from gpu.results.persistence import audit
+from gpu.results.persistence.store import StoreError, trash_days
 from pages import _ui as ui
 from pages._ui import access
 

@@ -10,7 +10,7 @@ import pandas as pd
 
 from gpu.core import schema
 from gpu.experiments import registry, suites
-from gpu.results.store import RunStore, params_by_run
+from gpu.results.persistence.store import RunStore, params_by_run
 from tests import simulated_fleet
 
 SLOW_BOARD = 3

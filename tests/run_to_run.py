@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from gpu.core import schema
-from gpu.results import compare
+from gpu.results.analysis import compare
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 NOISE = ASSETS / "noise"

@@ -14,8 +14,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 def main() -> None:
     import sqlalchemy as sa
 
-    from gpu.results import imports
-    from gpu.results.store import RunStore
+    from gpu.results.exchange import imports
+    from gpu.results.persistence.store import RunStore
 
     url, path = sys.argv[1], sys.argv[2]
     store = RunStore(url)

@@ -9,8 +9,8 @@ import pytest
 import streamlit as st
 
 from gpu.core import schema
-from gpu.results import catalog as catalog_module
-from gpu.results import fleet as fleet_results
+from gpu.present.fleet import boards as fleet_results
+from gpu.results.exchange import catalog as catalog_module
 from tests import fleet_page_helper as helper
 from tests.test_url_state import open_with
 

@@ -8,7 +8,7 @@ import pytest
 import streamlit as st
 
 from gpu.present.charts import fleet as fleet_charts
-from gpu.results import fleet as fleet_results
+from gpu.present.fleet import boards as fleet_results
 from tests import fleet_page_helper as helper
 from tests import simulated_fleet
 from tests.test_url_state import open_with
@@ -106,10 +106,10 @@ def test_the_compare_link_of_a_board_without_a_uuid_opens_runs_that_share_points
 @pytest.mark.slow
 def test_every_bundled_board_and_experiment_opens_in_compare_or_says_why():
     from gpu.experiments import suites
-    from gpu.results import compare
-    from gpu.results import fleet as fleet_results
-    from gpu.results.catalog import ASSETS, Catalog, read_bundled
-    from gpu.results.store import RunStore
+    from gpu.present.fleet import boards as fleet_results
+    from gpu.results.analysis import compare
+    from gpu.results.exchange.catalog import ASSETS, Catalog, read_bundled
+    from gpu.results.persistence.store import RunStore
 
     suite = suites.load("health")
     frames, _, _ = read_bundled((ASSETS / "fleet", ASSETS / "replay", ASSETS / "runs", ASSETS / "noise"))
@@ -165,7 +165,7 @@ def test_the_link_restores_the_fleet_and_names_a_bad_value(fresh_store):
 
 @pytest.mark.slow
 def test_stored_runs_without_a_fleet_id_are_a_fleet_of_their_newest_runs(fresh_store):
-    from gpu.results.store import RunStore
+    from gpu.results.persistence.store import RunStore
 
     store = RunStore(fresh_store)
     for number, _, frame in helper.board_runs(4, runs_per_board=2):
@@ -204,7 +204,7 @@ def test_the_stage_shows_the_bundled_boards_furthest_from_their_medians_at_20_px
 
 @pytest.mark.slow
 def test_a_fleet_whose_runs_record_no_parameters_names_each_run_in_one_line(fresh_store):
-    from gpu.results.store import RunStore
+    from gpu.results.persistence.store import RunStore
 
     [(_, _, frame)] = [run for run in helper.board_runs(1) if run[2]["experiment"].iloc[0] == "reduction"]
     RunStore(fresh_store).save(frame, "fleet", fleet=("lost-suite", "/no/such/suite.toml"))
@@ -245,7 +245,7 @@ def test_a_stored_fleet_never_makes_the_page_read_a_file_its_data_names(page_sto
     import io
     import pathlib
 
-    from gpu.results.store import RunStore
+    from gpu.results.persistence.store import RunStore
 
     opened = []
     real_open, real_read_text = builtins.open, pathlib.Path.read_text
@@ -274,7 +274,7 @@ def test_a_stored_fleet_never_makes_the_page_read_a_file_its_data_names(page_sto
 @pytest.mark.slow
 def test_a_fleet_of_a_suite_file_of_ones_own_is_shown_from_the_suite_the_store_keeps(page_store, tmp_path):
     from gpu.experiments import suites
-    from gpu.results.store import RunStore, params_by_run
+    from gpu.results.persistence.store import RunStore, params_by_run
 
     path = tmp_path / "quick.toml"
     path.write_text(QUICK_SUITE)
@@ -304,7 +304,7 @@ def test_a_stored_fleet_is_shown_from_its_runs_parameters_without_parsing_a_suit
     the page reads once for the bundled boards' figures); a run whose parameters cannot be read is named in one line
     and the rest of the fleet is shown."""
     from gpu.experiments import suites
-    from gpu.results.store import RUNS, RunStore
+    from gpu.results.persistence.store import RUNS, RunStore
 
     store = helper.fill_store(page_store, boards=4, runs_per_board=2)
     suite = suites.load("health")
@@ -346,8 +346,8 @@ def test_one_ordinary_stored_run_leaves_the_bundled_boards_shown_and_says_why(mo
     """A user's own import (no fleet id) in the store: the page still opens on the bundled boards, not on a fleet of
     one run that holds none of the suite's figures, and says in one sentence why."""
     from gpu.core import schema
-    from gpu.results.catalog import ASSETS
-    from gpu.results.store import RunStore
+    from gpu.results.exchange.catalog import ASSETS
+    from gpu.results.persistence.store import RunStore
 
     monkeypatch.setenv("PINPOINT_DB_URL", store_url)
     run = schema.read_results(ASSETS / "runs" / "transfers_nvidia-h200_2026-11-22.parquet").assign(run_id="myown01")

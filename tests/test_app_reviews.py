@@ -8,8 +8,8 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from gpu.results.catalog import BUNDLED_DIRS
-from gpu.results.store import RunStore
+from gpu.results.exchange.catalog import BUNDLED_DIRS
+from gpu.results.persistence.store import RunStore
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 MANAGED = next(BUNDLED_DIRS[1].glob("managed_*.parquet"))
@@ -52,7 +52,7 @@ def readme_compare_pair() -> tuple[str, str]:
 
 
 def test_compare_opens_the_readmes_pair_like_for_like_and_says_what_it_can_detect():
-    from gpu.results import compare
+    from gpu.results.analysis import compare
 
     at = open_page("pages/compare.py")
     baseline, candidate = readme_compare_pair()

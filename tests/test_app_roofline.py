@@ -12,8 +12,8 @@ from streamlit.testing.v1 import AppTest
 
 from gpu.experiments.device_copy import view as device_copy_chart
 from gpu.experiments.fma import view as compute_chart
+from gpu.present import roofline as rl
 from gpu.present.charts import roofline as roofline_charts
-from gpu.results import roofline as rl
 from gpu.service.backends import ReplayBackend
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")

@@ -14,8 +14,8 @@ from streamlit.testing.v1 import AppTest
 from gpu.core import schema
 from gpu.core.access import Actor
 from gpu.core.text import plain
-from gpu.results.catalog import BUNDLED_DIRS
-from gpu.results.store import RunStore
+from gpu.results.exchange.catalog import BUNDLED_DIRS
+from gpu.results.persistence.store import RunStore
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 MANAGED = next(BUNDLED_DIRS[1].glob("managed_*.parquet"))

@@ -7,8 +7,8 @@ import pytest
 import streamlit as st
 
 from gpu.core import schema
-from gpu.results.catalog import BUNDLED_DIRS
-from gpu.results.store import RunStore
+from gpu.results.exchange.catalog import BUNDLED_DIRS
+from gpu.results.persistence.store import RunStore
 from tests.test_url_state import open_with
 
 MANAGED = next(BUNDLED_DIRS[1].glob("managed_*.parquet"))
@@ -129,7 +129,7 @@ def test_an_unreadable_stored_run_is_left_out_of_the_history_by_name(fresh_store
 def test_a_server_that_goes_silent_mid_session_is_named_and_the_bundled_runs_stay(monkeypatch, postgres_url):
     import sqlalchemy as sa
 
-    from gpu.results import database
+    from gpu.results.persistence import database
     from tests.conftest import new_postgres_database
     from tests.test_store_attacks import SilencingProxy
 

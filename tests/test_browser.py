@@ -68,8 +68,8 @@ def test_each_page_renders_its_banner_and_a_chart(fresh_server, browser):
 
 def test_the_review_report_opens_offline_with_its_charts_drawn(browser, tmp_path):
     from gpu.core import schema
-    from gpu.results import report
-    from gpu.results.catalog import BUNDLED_DIRS
+    from gpu.results.analysis import report
+    from gpu.results.exchange.catalog import BUNDLED_DIRS
 
     h200 = schema.read_results(next(BUNDLED_DIRS[0].glob("transfers_nvidia-h200_*.parquet")))
     h100 = schema.read_results(next(BUNDLED_DIRS[1].glob("transfers_nvidia-h100*.parquet")))

@@ -17,7 +17,7 @@ from websockets.sync.client import connect
 
 from gpu.core.access import Actor, Role
 from gpu.core.text import plain
-from gpu.results.store import RunStore
+from gpu.results.persistence.store import RunStore
 from tests.browser_helper import CHROMIUM
 from tests.conftest import new_postgres_database
 from tests.test_browser_sign_in import ROLES, sign_in, signed_in_server

@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 
 from gpu.core import schema
-from gpu.results import catalog, report
-from gpu.results.catalog import BUNDLED_DIRS
-from gpu.results.store import RunStore
+from gpu.results.analysis import report
+from gpu.results.exchange import catalog
+from gpu.results.exchange.catalog import BUNDLED_DIRS
+from gpu.results.persistence.store import RunStore
 from tests.browser_helper import CHROMIUM, streamlit_app, wait_for_charts, wait_for_run, watch_runs
 from tests.test_hostile_content import HOSTILE
 

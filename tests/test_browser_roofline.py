@@ -31,7 +31,7 @@ DRAWN = """() => Array.from(document.querySelectorAll('.js-plotly-plot')).map(gd
 
 
 def test_the_roofline_draws_every_kernel_on_log_axes_at_the_desk_and_fits_the_stage(server, browser):
-    from gpu.results import roofline as rl
+    from gpu.present import roofline as rl
     from gpu.service.backends import ReplayBackend
 
     data = ReplayBackend().data
@@ -79,7 +79,7 @@ LABELS = """() => {
 
 def test_each_roof_is_labelled_clear_of_the_kernels_a_hover_reads_its_sentence_and_the_stage_fits_960(
         server, browser):
-    from gpu.results import roofline as rl
+    from gpu.present import roofline as rl
     from gpu.service.backends import ReplayBackend
 
     data = ReplayBackend().data

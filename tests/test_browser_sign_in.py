@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from gpu.core import schema
-from gpu.results.catalog import BUNDLED_DIRS
-from gpu.results.store import RunStore
+from gpu.results.exchange.catalog import BUNDLED_DIRS
+from gpu.results.persistence.store import RunStore
 from tests.browser_helper import CHROMIUM, free_port, runs_begun, streamlit_app, wait_for_run, watch_runs
 from tests.oidc_helper import oidc_provider, stop
 

@@ -8,8 +8,8 @@ import shutil
 import pandas as pd
 import pytest
 
-from gpu.results import catalog
-from gpu.results.store import RunStore
+from gpu.results.exchange import catalog
+from gpu.results.persistence.store import RunStore
 
 
 @pytest.mark.slow  # every bundled recording read whole: ~1 s of CPU

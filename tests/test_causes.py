@@ -12,7 +12,7 @@ import xml.etree.ElementTree as ET
 import pandas as pd
 import pytest
 
-from gpu.results import causes, check, compare
+from gpu.results.analysis import causes, check, compare
 from tests import run_to_run
 from tests.simulated_fleet import as_board
 
@@ -147,7 +147,7 @@ def test_the_compare_headline_names_the_cause_of_slower_points():
 
 
 def test_the_points_table_and_the_ratio_chart_carry_conditions_escaped():
-    from gpu.results import report
+    from gpu.results.analysis import report
 
     hostile = "shared with pid 7 (<img src=x onerror=alert(1)>) for 50 % of samples"
     table = compare.compare(baseline(), later(1.1, "slow", hostile))
@@ -184,7 +184,7 @@ def reduction_fleet(conditions: dict[int, str] | None, slow_board: int | None = 
     """Four boards of the recorded H200 reduction run, ``slow_board`` taking 1.3× as long; each board's points carry
     ``conditions[board]`` (else ``default``; None: no column)."""
     from gpu.experiments import suites
-    from gpu.results import fleet as fleet_results
+    from gpu.present.fleet import boards as fleet_results
     from tests import fleet_page_helper as helper
     from tests.simulated_fleet import as_board
 
@@ -200,7 +200,7 @@ def reduction_fleet(conditions: dict[int, str] | None, slow_board: int | None = 
 @pytest.mark.slow
 @pytest.mark.parametrize("cause", [THROTTLE, PCIE, SHARED])
 def test_the_fleet_names_the_cause_of_a_slow_board(cause):
-    from gpu.results import fleet as fleet_results
+    from gpu.present.fleet import boards as fleet_results
 
     [sentence] = fleet_results.outlier_sentences(reduction_fleet({3: cause}))
     assert "0.77× the H200 median" in sentence
@@ -209,7 +209,7 @@ def test_the_fleet_names_the_cause_of_a_slow_board(cause):
 
 @pytest.mark.slow
 def test_a_slow_board_with_nothing_observed_says_so_and_a_clean_fleet_names_no_cause():
-    from gpu.results import fleet as fleet_results
+    from gpu.present.fleet import boards as fleet_results
 
     [watched] = fleet_results.outlier_sentences(reduction_fleet({}))
     assert "slower); no cause observed." in watched
@@ -223,7 +223,7 @@ def test_a_slow_board_with_nothing_observed_says_so_and_a_clean_fleet_names_no_c
 
 def test_the_fleet_names_nvlink_crc_errors_on_a_slow_link():
     from gpu.experiments import peers
-    from gpu.results import fleet_links
+    from gpu.present.fleet import links as fleet_links
     from tests.simulated_fleet import peer_frame
 
     params = peers.parse_params({"sizes": [268435456], "variants": ["ce_write"], "methods": ["batched"],
@@ -300,8 +300,8 @@ def test_the_peer_matrix_marks_a_pair_with_nvlink_errors_and_escapes_its_conditi
 
 
 def test_the_roofline_rings_kernels_that_were_not_clean():
+    from gpu.present import roofline as rl
     from gpu.present.charts import roofline as roofline_chart
-    from gpu.results import roofline as rl
     from gpu.service.backends import ReplayBackend
 
     data = ReplayBackend().data
@@ -342,7 +342,7 @@ def test_the_streams_sweep_rings_pipelines_that_were_not_clean():
 @pytest.mark.slow
 def test_the_runner_check_reads_stored_conditions_and_exits_3(monkeypatch, capsys, tmp_path):
     from gpu import bench
-    from gpu.results.store import RunStore
+    from gpu.results.persistence.store import RunStore
 
     url = f"sqlite:///{tmp_path}/runs.sqlite"
     store = RunStore(url)

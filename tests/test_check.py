@@ -11,8 +11,8 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from gpu import bench
-from gpu.results import check, compare
-from gpu.results.store import RunStore
+from gpu.results.analysis import check, compare
+from gpu.results.persistence.store import RunStore
 from tests import pair_frames, run_to_run
 from tests.simulated_fleet import as_board
 
@@ -214,7 +214,7 @@ def test_a_summary_that_cannot_be_written_exits_2(monkeypatch, capsys, store_url
 
 def test_run_content_is_escaped_in_markdown_and_kept_valid_in_junit(monkeypatch, store_url, tmp_path):
     monkeypatch.setenv("PINPOINT_DB_URL", store_url)
-    from gpu.results.catalog import Catalog
+    from gpu.results.exchange.catalog import Catalog
 
     result = check.run_check(Catalog(), "board5-slower", "history")
     result.candidate = result.candidate.assign(device_name="H200 <b>|x|</b> [l](http://e.x)\x1b[2J")

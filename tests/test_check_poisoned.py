@@ -6,7 +6,7 @@ and the gate names the runs it left out. Data: board 5's three recorded H200 coa
 import pytest
 
 from gpu import bench
-from gpu.results.store import RunStore
+from gpu.results.persistence.store import RunStore
 from tests.test_check import coalescing_runs, on_board5
 
 LIES = {"lie-slower": (1.45, "2026-11-24T08:00:00+00:00"), "lie-faster": (0.7, "2026-11-24T07:00:00+00:00")}

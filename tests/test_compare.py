@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 
 from gpu.core import schema
-from gpu.results import bands, compare
-from gpu.results.catalog import BUNDLED_DIRS
+from gpu.results.analysis import bands, compare
+from gpu.results.exchange.catalog import BUNDLED_DIRS
 from tests import pair_frames, run_to_run
 
 RNG: np.random.Generator | None = None  # set for each test by the ``rng`` fixture
@@ -293,7 +293,7 @@ def test_a_history_point_measured_with_another_timer_does_not_count():
 
 
 def test_every_kind_of_point_has_a_measured_floor():
-    from gpu.results import catalog
+    from gpu.results.exchange import catalog
 
     frames, _, _ = catalog.read_bundled()
     kinds = {compare.point_kind(f["experiment"].iloc[0], row) for f in frames.values() for row in f.to_dict("records")}
@@ -398,7 +398,7 @@ def test_the_compare_page_judges_a_candidate_by_its_devices_history(monkeypatch,
     import streamlit as st
     from streamlit.testing.v1 import AppTest
 
-    from gpu.results.store import RunStore
+    from gpu.results.persistence.store import RunStore
 
     url = f"sqlite:///{tmp_path}/runs.sqlite"
     monkeypatch.setenv("PINPOINT_BACKEND", "replay")

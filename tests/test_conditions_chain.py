@@ -7,7 +7,9 @@ import pytest
 
 from gpu.core import conditions
 from gpu.device.telemetry import Telemetry
-from gpu.results import compare, fleet, fleet_links
+from gpu.present.fleet import boards as fleet
+from gpu.present.fleet import links as fleet_links
+from gpu.results.analysis import compare
 from tests import test_causes
 from tests.fake_nvml import FakeNVML
 from tests.test_witness import _point

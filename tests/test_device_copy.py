@@ -147,7 +147,7 @@ def test_noise_kind_short_copies_are_small_copies_and_longer_ones_kernels():
     assert dc.noise_kind({"median_ms": 0.003}) == "small copy"
     assert dc.noise_kind({"median_ms": 0.019}) == "small copy"
     assert dc.noise_kind({"median_ms": 0.5}) == "kernel"
-    from gpu.results.compare import RUN_TO_RUN_FLOORS
+    from gpu.results.analysis.compare import RUN_TO_RUN_FLOORS
 
     assert {dc.noise_kind({"median_ms": ms}) for ms in (0.001, 1)} <= set(RUN_TO_RUN_FLOORS)
 

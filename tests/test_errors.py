@@ -13,8 +13,8 @@ from gpu.core.errors import CudaError, PinPointError
 from gpu.core.schema import SchemaError
 from gpu.core.units import SizeError
 from gpu.device import libcuda
-from gpu.results.imports import ImportProblem
-from gpu.results.store import StoreError
+from gpu.results.exchange.imports import ImportProblem
+from gpu.results.persistence.store import StoreError
 from gpu.service import worker
 from gpu.service.client import JobHandle
 from gpu.service.messages import Failure, Freed, Hello, InitFailed, Progress, Result, Row

@@ -20,7 +20,7 @@ from gpu.core.errors import DeviceNotFound
 from gpu.experiments import suites
 from gpu.fleet import run as fleet_run
 from gpu.fleet.task import TaskFailed, gpu_for_worker
-from gpu.results.store import RunStore
+from gpu.results.persistence.store import RunStore
 from tests.conftest import new_postgres_database
 from tests.simulated_fleet import board_uuid
 
@@ -256,7 +256,7 @@ def test_a_fleet_id_names_its_suite_and_start_and_cannot_change_suite(tmp_path):
     import datetime as dt
 
     from gpu.core.errors import FleetError
-    from gpu.results.catalog import Catalog
+    from gpu.results.exchange.catalog import Catalog
     from tests.simulated_fleet import as_board, recorded
 
     assert fleet_run.new_fleet_id(HEALTH, dt.datetime(2026, 11, 25, 4, 12, tzinfo=dt.UTC)) == "health-20261125T0412Z"
@@ -291,7 +291,7 @@ def test_a_fleets_store_file_imports_with_its_fleet_id_and_a_foreign_sqlite_file
     import sqlite3
 
     from gpu import bench
-    from gpu.results.catalog import Catalog
+    from gpu.results.exchange.catalog import Catalog
     from tests.simulated_fleet import as_board, recorded
 
     gpu_machine = tmp_path / "fleet_h100.sqlite"

@@ -20,7 +20,7 @@ from gpu.experiments import suites
 from gpu.fleet import cluster as fleet_cluster
 from gpu.fleet import run as fleet_run
 from gpu.fleet.command import FLEET_ID
-from gpu.results.store import RunStore
+from gpu.results.persistence.store import RunStore
 from tests.conftest import new_postgres_database
 from tests.simulated_fleet import board_uuid
 from tests.test_fleet import ONE_GPU_RUNS, Cluster, fleet, free_port, stored
@@ -262,7 +262,7 @@ def test_a_second_fleet_command_with_a_fleet_id_being_measured_is_refused_naming
 
 @pytest.mark.slow  # six fleet commands on each database
 def test_a_resume_with_a_suite_that_measures_differently_is_refused_naming_the_change(tmp_path, store_url):
-    from gpu.results.catalog import Catalog
+    from gpu.results.exchange.catalog import Catalog
     from tests.simulated_fleet import as_board, recorded
 
     text = ('title = "Night"\ntimeout_s = 60\n[[run]]\nexperiment = "reduction"\n[run.params]\nsizes = [268435456]\n'

@@ -1,4 +1,4 @@
-"""Each node's links against the fleet (gpu/results/fleet_links.py, its chart and the Fleet page's section), and
+"""Each node's links against the fleet (gpu/present/fleet/links.py, its chart and the Fleet page's section), and
 ``check`` on a node run's pair-keyed points. The peer frames are made up (tests/simulated_fleet.peer_frame: a
 healthy NVLink pair at 396 GB/s), one link of an 8-GPU node slowed to 0.51×."""
 
@@ -14,8 +14,8 @@ import streamlit as st
 from gpu import bench
 from gpu.experiments import peers
 from gpu.present.charts.fleet_links import link_matrix_figure
-from gpu.results import fleet_links
-from gpu.results.store import RunStore
+from gpu.present.fleet import links as fleet_links
+from gpu.results.persistence.store import RunStore
 from tests import fleet_page_helper as helper
 from tests.simulated_fleet import NVLINK, peer_frame
 from tests.test_url_state import open_with

@@ -14,7 +14,7 @@ from gpu.experiments import peers as peers_experiment
 from gpu.experiments import suites
 from gpu.fleet import nodes as fleet_nodes
 from gpu.fleet import run as fleet_run
-from gpu.results.store import RunStore, canonical_params
+from gpu.results.persistence.store import RunStore, canonical_params
 from tests.simulated_fleet import board_uuid
 from tests.test_fleet import Cluster, fleet, stored
 

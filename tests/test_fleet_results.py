@@ -1,4 +1,4 @@
-"""The Fleet page's results layer (gpu/results/fleet.py): deviations in floors, outlier sentences with the
+"""The Fleet page's results layer (gpu/present/fleet/boards.py): deviations in floors, outlier sentences with the
 provenance that differs, groups, drift, the median board, and the bundled fleet."""
 
 import math
@@ -9,10 +9,10 @@ import pytest
 from gpu.core.boards import Board
 from gpu.experiments import suites
 from gpu.present.charts import fleet as fleet_charts
-from gpu.results import compare
-from gpu.results import fleet as fleet_results
-from gpu.results.catalog import ASSETS, read_bundled
-from gpu.results.store import RUNS, RunStore
+from gpu.present.fleet import boards as fleet_results
+from gpu.results.analysis import compare
+from gpu.results.exchange.catalog import ASSETS, read_bundled
+from gpu.results.persistence.store import RUNS, RunStore
 from tests import fleet_page_helper as helper
 from tests import pair_frames, simulated_fleet
 

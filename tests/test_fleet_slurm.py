@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from gpu.results.store import RunStore
+from gpu.results.persistence.store import RunStore
 from tests.simulated_fleet import board_uuid
 from tests.slurm_cluster import OneNodeSlurm, unavailable_reason
 from tests.test_fleet import FLEET, environment

@@ -11,9 +11,10 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from gpu.core import schema, text
-from gpu.results import catalog, report
-from gpu.results.catalog import BUNDLED_DIRS
-from gpu.results.store import RunStore
+from gpu.results.analysis import report
+from gpu.results.exchange import catalog
+from gpu.results.exchange.catalog import BUNDLED_DIRS
+from gpu.results.persistence.store import RunStore
 from tests.test_app_reviews import APP
 
 MANAGED = next(BUNDLED_DIRS[1].glob("managed_*.parquet"))

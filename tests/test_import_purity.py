@@ -87,7 +87,7 @@ def loaded_worker_code(modules: list[str]) -> dict[str, list[str]]:
 @pytest.mark.slow
 def test_nothing_but_the_worker_loads_the_device_layer_the_sweeps_or_pycuda():
     modules = non_worker_modules()
-    assert {"gpu.results.compare", "gpu.experiments.transfers", "gpu.experiments.fma.view",
+    assert {"gpu.results.analysis.compare", "gpu.experiments.transfers", "gpu.experiments.fma.view",
             "gpu.experiments.coalescing", "gpu.experiments.coalescing.view",
             "gpu.service.client", "pages._ui.controls"} <= set(modules)
     assert "gpu.experiments.coalescing.sweep" not in modules

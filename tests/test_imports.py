@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from gpu.core import schema
-from gpu.results import imports, runfiles
-from gpu.results.catalog import BUNDLED_DIRS
-from gpu.results.store import RunStore
+from gpu.results.exchange import contract, imports, runfiles
+from gpu.results.exchange.catalog import BUNDLED_DIRS
+from gpu.results.persistence.store import RunStore
 from tests import pair_frames
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -158,4 +158,4 @@ def test_a_peer_run_imports_with_its_pair_columns_typed_by_the_schema(tmp_path, 
     runfiles.write_parquet(bad, tmp_path / "bad.parquet")
     text = problem(tmp_path, "bad.parquet", (tmp_path / "bad.parquet").read_bytes())
     assert "row 5 (run node-8), column peer_index: value 2.5 is not a whole number" in text
-    assert imports.WHOLE_COLUMNS is schema.WHOLE_COLUMNS and imports.TEXT_COLUMNS is schema.TEXT_COLUMNS
+    assert contract.WHOLE_COLUMNS is schema.WHOLE_COLUMNS and contract.TEXT_COLUMNS is schema.TEXT_COLUMNS

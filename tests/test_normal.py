@@ -1,13 +1,13 @@
 """Is this normal? A headline figure against its physical limit (PCIe generation × width, HBM, NVLink count × per-link
-rate) and the bundled recording of its GPU model (gpu/results/normal.py), on bundled recordings; and the line under a
-page's takeaway (``takeaways.context``)."""
+rate) and the bundled recording of its GPU model (gpu/results/analysis/normal.py), on bundled recordings; and the line
+under a page's takeaway (``takeaways.context``)."""
 
 import pytest
 
 from gpu.core import schema
 from gpu.core.paths import asset
 from gpu.present import takeaways
-from gpu.results import normal
+from gpu.results.analysis import normal
 
 
 def read(folder, name):

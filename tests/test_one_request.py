@@ -181,7 +181,7 @@ def test_the_page_and_the_runner_store_each_run_with_the_parameters_it_was_measu
     import streamlit as st
 
     from gpu import bench
-    from gpu.results.store import RunStore
+    from gpu.results.persistence.store import RunStore
 
     monkeypatch.setenv("PINPOINT_DB_URL", f"sqlite:///{tmp_path}/runs.sqlite")
     st.cache_resource.clear()

@@ -1,7 +1,7 @@
 """Each test has its own runs store: a run one test saves is never in another's, whatever order they run in."""
 
 from gpu.core import schema
-from gpu.results.store import RunStore
+from gpu.results.persistence.store import RunStore
 from tests.conftest import ROOT
 
 SAVED = "ownstore01"

@@ -1,10 +1,10 @@
-"""Compare's default pair (like for like) and what a comparison can detect (gpu.results.pairing)."""
+"""Compare's default pair (like for like) and what a comparison can detect (gpu.results.analysis.pairing)."""
 
 import pandas as pd
 
-from gpu.results import compare, pairing
-from gpu.results.catalog import Catalog
-from gpu.results.store import RunStore
+from gpu.results.analysis import compare, pairing
+from gpu.results.exchange.catalog import Catalog
+from gpu.results.persistence.store import RunStore
 
 
 def listing(*runs):

@@ -8,7 +8,7 @@ import pytest
 from gpu import bench
 from gpu.core.errors import ValidationError
 from gpu.experiments import EXPERIMENTS, REGISTRY, get_experiment, registry
-from gpu.results import compare
+from gpu.results.analysis import compare
 from gpu.sweeps import harness
 from pages import _shared as shared
 

@@ -6,8 +6,8 @@ import pytest
 
 from gpu.core import schema
 from gpu.experiments import registry
-from gpu.results import compare, report
-from gpu.results.catalog import BUNDLED_DIRS
+from gpu.results.analysis import compare, report
+from gpu.results.exchange.catalog import BUNDLED_DIRS
 
 
 def bundled(pattern: str, directory: int):

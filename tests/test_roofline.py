@@ -1,4 +1,4 @@
-"""The roofline from runs (gpu.results.roofline) and its figure: which roof binds each kernel, the fraction it
+"""The roofline from runs (gpu.present.roofline) and its figure: which roof binds each kernel, the fraction it
 reaches, the ridge, kernels without arithmetic, missing roofs and run content as data. The experiments and rows here
 are fakes built for the tests (a fake ceiling experiment, fake kernels); no page ever shows them."""
 
@@ -12,8 +12,8 @@ import pytest
 
 from gpu.core.roofline import COMPUTE, MEMORY, Roof
 from gpu.experiments import coalescing, occupancy_sweep, reduction, streams, suites
+from gpu.present import roofline as rl
 from gpu.present.charts import roofline as chart
-from gpu.results import roofline as rl
 from gpu.service.backends import ReplayBackend
 
 HBM, L2 = 4e12, 10e12  # bytes/s

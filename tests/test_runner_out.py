@@ -8,7 +8,7 @@ import pytest
 
 from gpu import bench
 from gpu.core import schema
-from gpu.results.store import RunStore
+from gpu.results.persistence.store import RunStore
 from tests.test_one_request import CopySweep, counted  # noqa: F401 (the stand-in GPU, a fixture)
 
 TRANSFERS = ["transfers", "--sizes", "4KiB", "--modes", "pinned", "--directions", "h2d"]

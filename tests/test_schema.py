@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from gpu.core import schema
-from gpu.results import runfiles
+from gpu.results.exchange import runfiles
 
 PROVENANCE = {c: "x" for c in schema.PROVENANCE_COLUMNS}
 

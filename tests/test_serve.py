@@ -90,8 +90,8 @@ def test_under_a_base_url_path_the_page_addresses_carry_it(serve):
 
 def test_the_warm_up_runs_the_pages_import_lines_and_the_lazy_heavy_ones(serve):
     statements = serve.page_imports()
-    assert {"import pandas as pd", "from pages import _ui as ui", "from gpu.results import compare, pairing, report",
-            "import scipy.stats"} <= set(statements)
+    assert {"import pandas as pd", "from pages import _ui as ui",
+            "from gpu.results.analysis import compare, pairing, report", "import scipy.stats"} <= set(statements)
     assert not [s for s in statements if "__future__" in s] and len(statements) == len(set(statements))
 
 

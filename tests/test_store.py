@@ -14,8 +14,9 @@ import sqlalchemy as sa
 
 from gpu.core import boards, schema
 from gpu.core.access import Actor
-from gpu.results import catalog, runfiles, store
-from gpu.results.catalog import BUNDLED_DIRS
+from gpu.results.exchange import catalog, runfiles
+from gpu.results.exchange.catalog import BUNDLED_DIRS
+from gpu.results.persistence import store
 from tests import pair_frames
 from tests.conftest import new_postgres_database
 

@@ -19,7 +19,9 @@ import pytest
 import sqlalchemy as sa
 
 from gpu.core import schema
-from gpu.results import catalog, compare, database, imports, runfiles, store
+from gpu.results.analysis import compare
+from gpu.results.exchange import catalog, contract, imports, runfiles
+from gpu.results.persistence import database, store
 from tests.conftest import new_postgres_database
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -262,11 +264,11 @@ def test_non_regular_files_are_refused_before_they_are_opened(tmp_path):
 
 
 def test_decoding_is_capped_before_text_is_expanded(monkeypatch):
-    monkeypatch.setattr(imports, "MAX_DECODED_BYTES", 1_000_000)
+    monkeypatch.setattr(contract, "MAX_DECODED_BYTES", 1_000_000)
     frame = good().assign(host="h" * 100_000)  # one dictionary entry, repeated on every row
     with pytest.raises(imports.ImportProblem, match="decoding would take 2 MB, over the limit of 1 MB"):
         imports.read_upload("a.parquet", data=parquet(frame))
-    monkeypatch.setattr(imports, "MAX_VALUES", 1000)
+    monkeypatch.setattr(contract, "MAX_VALUES", 1000)
     with pytest.raises(imports.ImportProblem, match=r"values \(from the file's metadata\) is over the limit of 1,000"):
         imports.read_upload("a.parquet", data=parquet(good()))
 
@@ -275,7 +277,7 @@ def test_declared_decoded_sizes_are_checked_before_any_column_is_decoded(monkeyp
     decoded = []
     real_read = pq.ParquetFile.read
     monkeypatch.setattr(pq.ParquetFile, "read", lambda self, *a, **k: decoded.append(k) or real_read(self, *a, **k))
-    monkeypatch.setattr(imports, "MAX_DECODED_BYTES", 2_000)
+    monkeypatch.setattr(contract, "MAX_DECODED_BYTES", 2_000)
     with pytest.raises(imports.ImportProblem, match=r"declare \d+ MB decoded \(from the file's metadata\)"):
         imports.read_upload("a.parquet", data=parquet(good()))
     assert decoded == []  # refused from the metadata: no column was read
@@ -288,7 +290,7 @@ def test_columns_outside_the_schema_are_never_decoded(monkeypatch):
     pq.write_table(table.append_column("attachment", bomb), sink, compression="zstd")
     data = sink.getvalue().to_pybytes()
     assert len(data) < 200_000
-    monkeypatch.setattr(imports, "MAX_DECODED_BYTES", 5_000_000)
+    monkeypatch.setattr(contract, "MAX_DECODED_BYTES", 5_000_000)
     frame = imports.read_upload("a.parquet", data=data)
     assert "attachment" not in frame.columns and len(frame) == table.num_rows
 
@@ -637,7 +639,7 @@ def test_a_server_that_goes_silent_mid_session_gives_one_line_within_the_answer_
 
 @pytest.mark.slow
 def test_hostile_run_content_reaches_the_report_and_its_charts_only_as_text(url):
-    from gpu.results import report
+    from gpu.results.analysis import report
     from tests.test_hostile_content import assert_no_live_markup, hostile_runs, strings
 
     runs = catalog.Catalog(store.RunStore(url))
@@ -777,7 +779,7 @@ def test_an_unforeseen_failure_is_one_line_and_the_other_files_still_import(monk
 
 
 def test_csv_sample_values_are_capped_before_they_are_parsed(monkeypatch):
-    monkeypatch.setattr(imports, "MAX_VALUES", 200)  # each of its points keeps 5,000
+    monkeypatch.setattr(contract, "MAX_VALUES", 200)  # each of its points keeps 5,000
     with pytest.raises(imports.ImportProblem, match="row 1 .*column samples_ms: .*past 200: refused"):
         imports.read_upload("a.csv", data=csv(good()))
 

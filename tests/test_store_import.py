@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from gpu import bench
-from gpu.results.store import RunStore
+from gpu.results.persistence.store import RunStore
 from tests.conftest import new_postgres_database
 from tests.simulated_fleet import as_board, recorded
 
@@ -112,7 +112,7 @@ def test_a_store_over_the_import_limits_is_refused_before_its_points_are_read(tm
     code, lines = imported(path, capsys)
     assert code == 2 and "over the import limit of 0 MB" in lines[0] and RunStore(target).runs().empty
     monkeypatch.delenv("PINPOINT_IMPORT_MAX_BYTES")
-    monkeypatch.setattr("gpu.results.imports.MAX_ROWS", 3)
+    monkeypatch.setattr("gpu.results.exchange.contract.MAX_ROWS", 3)
     code, lines = imported(path, capsys)
     assert code == 2 and "over 3 points, the limit" in lines[0] and RunStore(target).runs().empty
 
@@ -133,7 +133,7 @@ REDUCTION = {"block_sizes": [256], "profile": "precise/timeout_s=1", "sizes": [2
 
 @pytest.mark.slow
 def test_each_runs_parameters_travel_with_it_through_a_store_file_and_an_export(tmp_path, target, capsys):
-    from gpu.results.store import canonical_params
+    from gpu.results.persistence.store import canonical_params
 
     path = tmp_path / "gpu_machine.sqlite"
     source = RunStore(f"sqlite:///{path}")
@@ -157,7 +157,7 @@ def test_each_runs_parameters_travel_with_it_through_a_store_file_and_an_export(
 
 
 def test_an_export_whose_parameters_were_edited_is_refused_naming_the_run(tmp_path):
-    from gpu.results import imports, runfiles
+    from gpu.results.exchange import imports, runfiles
 
     frame = runs(1)[0]
     run_id = frame["run_id"].iloc[0]
@@ -173,7 +173,7 @@ def test_a_pages_download_of_a_stored_run_carries_its_parameters_and_imports_wit
     """'Download this run' on a page (a live run saved as measured, or a run opened from the store) writes the
     parameters the store keeps, so the file imports into another store with them; a run the store does not hold
     (a bundled recording) downloads without."""
-    from gpu.results import imports, runfiles
+    from gpu.results.exchange import imports, runfiles
     from pages._ui import backends, controls
 
     frame = runs(1)[0]

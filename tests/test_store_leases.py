@@ -15,8 +15,8 @@ import pytest
 import sqlalchemy as sa
 
 from gpu.core.errors import StoreError
-from gpu.results import leases
-from gpu.results.store import RunStore
+from gpu.results.persistence import leases
+from gpu.results.persistence.store import RunStore
 from tests.conftest import new_postgres_database
 from tests.simulated_fleet import as_board, recorded
 
@@ -24,8 +24,8 @@ ROOT = Path(__file__).resolve().parent.parent
 # A process that takes fleet f-1's lease (lease_s seconds, renewed every second), says so, and sleeps until killed.
 HOLDER = """
 import sys, time
-from gpu.results.leases import FleetLease
-from gpu.results.store import RunStore
+from gpu.results.persistence.leases import FleetLease
+from gpu.results.persistence.store import RunStore
 lease = FleetLease(RunStore(sys.argv[1]), "f-1", lease_s=float(sys.argv[2]), renew_every_s=1)
 lease.take()
 print("held", flush=True)

@@ -14,7 +14,8 @@ import sqlalchemy as sa
 from gpu.core import schema
 from gpu.core.access import Actor, Role
 from gpu.core.errors import AccessRefused
-from gpu.results import audit, catalog, changes, migrations, runfiles, store
+from gpu.results.exchange import catalog, runfiles
+from gpu.results.persistence import audit, changes, migrations, store
 from tests import pair_frames
 from tests.conftest import new_postgres_database
 from tests.test_store_attacks import cli
@@ -398,7 +399,7 @@ def test_db_roles_prints_the_sql_the_docs_show():
 # --- PostgreSQL roles: the SQL the docs show, run against the real server --------------------------------------------
 @pytest.mark.slow
 def test_postgresql_roles_read_write_and_own_as_documented(postgres_url, tmp_path):
-    from gpu.results import db_roles
+    from gpu.results.persistence import db_roles
 
     base = new_postgres_database(postgres_url)
     name = base.rsplit("/", 1)[1]

@@ -133,7 +133,7 @@ def test_a_streams_link_restores_the_chosen_timeline():
 
 def test_a_compare_link_restores_the_runs_and_the_normalized_view():
     from gpu.core import schema
-    from gpu.results.catalog import BUNDLED_DIRS
+    from gpu.results.exchange.catalog import BUNDLED_DIRS
 
     h100 = schema.read_results(next(BUNDLED_DIRS[1].glob("transfers_nvidia-h100*.parquet")))["run_id"].iloc[0]
     at = open_with("pages/compare.py", compare_candidates=h100, compare_normalized="1")

@@ -10,8 +10,9 @@ import sqlalchemy as sa
 from gpu.core import conditions, schema
 from gpu.core.access import Actor
 from gpu.core.errors import ImportProblem
-from gpu.results import imports, runfiles, store
-from gpu.results.catalog import BUNDLED_DIRS
+from gpu.results.exchange import imports, runfiles, sqlite_store
+from gpu.results.exchange.catalog import BUNDLED_DIRS
+from gpu.results.persistence import store
 
 TRANSFERS = next(BUNDLED_DIRS[0].glob("transfers_*.parquet"))
 HOSTILE = "=HYPERLINK(\"http://x\")<script>alert(1)</script> **bold** [link](javascript:x) | a |"
@@ -121,7 +122,7 @@ def test_a_file_recorded_before_the_witness_imports_and_reads_not_observed():
 def test_another_stores_file_carries_conditions(tmp_path):
     source = tmp_path / "source.sqlite"
     store.RunStore(f"sqlite:///{source}").save(_witnessed(), "runner")
-    (part, *_), = imports.read_store(source.name, source)
+    (part, *_), = sqlite_store.read_store(source.name, source)
     assert list(part["conditions"]) == list(_witnessed()["conditions"])
 
 

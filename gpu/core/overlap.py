@@ -25,7 +25,7 @@
   pipeline reached the bound.
 * ``overlap_summary`` names the best pipeline among the configurations that can overlap (≥ 2 chunks and
   ≥ 2 streams) and whether it beats serial beyond the noise (``gain_measurable``): a two-sided Mann-Whitney
-  test on both points' samples and a difference beyond both CVs, as ``gpu.results.compare.verdict`` decides.
+  test on both points' samples and a difference beyond both CVs, as ``gpu.results.analysis.compare.verdict`` decides.
 
 The timelines of a pipeline's operations (``intervals``) are read in ``gpu.core.timelines``.
 """

@@ -2,8 +2,8 @@
 
 Exit codes: 0 every GPU ran the whole suite; 1 some (GPU, experiment) pair failed (each named, with its reason;
 the rest is stored); 2 nothing was measured: a bad suite (file and line), a store that cannot be written, a bad
-fleet id, a fleet id that another command is measuring (its lease, ``gpu.results.leases``), a resume whose suite
-measures differently from the stored one (what changed named), or no cluster (each one line)."""
+fleet id, a fleet id that another command is measuring (its lease, ``gpu.results.persistence.leases``), a resume
+whose suite measures differently from the stored one (what changed named), or no cluster (each one line)."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ from gpu.experiments import suites
 from gpu.fleet.cluster import check_spec, open_cluster
 from gpu.fleet.resume import stored_pairs, suite_as_stored
 from gpu.fleet.run import Progress, new_fleet_id, run_fleet, summary
-from gpu.results.catalog import Catalog
-from gpu.results.leases import FleetLease
+from gpu.results.exchange.catalog import Catalog
+from gpu.results.persistence.leases import FleetLease
 from gpu.service.backends import worker_service
 
 FLEET_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,63}")

@@ -9,65 +9,13 @@ these tasks beside the one-GPU ones.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
-from distributed import Client, Future
+from distributed import Client
 
-from gpu.core import text
-from gpu.experiments.suites import Suite, SuiteRun
+from gpu.experiments.suites import Suite
 from gpu.fleet import task
-
-if TYPE_CHECKING:
-    from gpu.fleet.progress import Progress
-    from gpu.fleet.run import FleetGpu
-
-
-class RunQueue:
-    """What a GPU of the fleet and a node share: a queue of suite runs (``todo``, ``current``), those that failed and
-    why the whole of it stopped (``lost``); its state in a word for the terminal view."""
-
-    @property
-    def state(self) -> str:
-        if self.lost:
-            return "failed"
-        if self.current is not None:
-            return f"measuring {self.current.experiment}"
-        if self.todo:
-            return "waiting"
-        return "failed" if self.failed else "done"
-
-
-@dataclass
-class FleetNode(RunQueue):
-    """One node of the fleet (the GPUs whose workers report one host, in the fleet's order) and how its node runs
-    went."""
-
-    host: str
-    gpus: list[FleetGpu]
-    todo: list[SuiteRun] = field(default_factory=list)
-    done: list[str] = field(default_factory=list)
-    skipped: list[str] = field(default_factory=list)  # stored by an earlier attempt of this fleet id
-    no_peer: list[str] = field(default_factory=list)  # runs that need more GPUs than the node has
-    failed: dict[str, str] = field(default_factory=dict)
-    current: SuiteRun | None = None
-    future: Future | None = None
-    started: float = 0.0
-    lost: str = ""
-    worker: str = ""  # the Dask worker that runs its node runs
-
-    def label(self) -> str:
-        return f"{self.host} ({text.count(len(self.gpus), 'GPU')})"
-
-    @property
-    def uuids(self) -> list[str]:
-        return [g.gpu_uuid for g in self.gpus]
-
-    @property
-    def gpus_finished(self) -> bool:
-        """Every GPU of the node is through its one-GPU runs: its node runs may start."""
-        return all(g.current is None and not g.todo for g in self.gpus)
-
+from gpu.fleet.progress import Progress
+from gpu.fleet.types import FleetGpu, FleetNode
 
 
 def group_by_host(gpus: list[FleetGpu]) -> list[FleetNode]:

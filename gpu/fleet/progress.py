@@ -3,14 +3,10 @@
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING
 
 from gpu.core import text
 from gpu.core.devices import uuid_tail
-
-if TYPE_CHECKING:
-    from gpu.fleet.nodes import FleetNode
-    from gpu.fleet.run import FleetGpu, FleetResult
+from gpu.fleet.types import FleetGpu, FleetNode, FleetResult
 
 
 class Progress:

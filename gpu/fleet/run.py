@@ -21,8 +21,8 @@ partial is stored: a run is stored whole, in one transaction, only when its task
 that goes away (killed, its node gone) ends the fleet: what is left is named, not measured, and the runs stored
 stay. Running the same fleet id again measures only the (GPU, experiment) pairs, and the (node, experiment) pairs of
 node runs, that the store does not hold yet; a suite that measures differently from the stored one is refused
-(``gpu.fleet.resume``). While it measures, the command holds the fleet id's lease (``gpu.results.leases``): each run
-is stored only while it holds it.
+(``gpu.fleet.resume``). While it measures, the command holds the fleet id's lease
+(``gpu.results.persistence.leases``): each run is stored only while it holds it.
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ import datetime as dt
 import re
 import time
 from concurrent.futures import CancelledError
-from dataclasses import dataclass, field
 
 from distributed import Client, Future, wait
 from distributed.client import FuturesCancelledError
@@ -40,14 +39,14 @@ from distributed.comm.core import CommClosedError
 
 from gpu.core import text
 from gpu.core.access import Actor
-from gpu.core.devices import uuid_tail
 from gpu.core.errors import AccessRefused, FleetError, StoreError
-from gpu.experiments.suites import Suite, SuiteRun
+from gpu.experiments.suites import Suite
 from gpu.fleet import task
-from gpu.fleet.nodes import FleetNode, RunQueue, group_by_host, plan_node_runs, start_node_run, stored_node_runs
+from gpu.fleet.nodes import group_by_host, plan_node_runs, start_node_run, stored_node_runs
 from gpu.fleet.progress import Progress, summary
 from gpu.fleet.resume import stored_pairs, suite_as_stored
-from gpu.results.store import params_by_run
+from gpu.fleet.types import FleetGpu, FleetNode, FleetResult
+from gpu.results.persistence.store import params_by_run
 
 __all__ = ["FleetGpu", "FleetNode", "FleetResult", "Progress", "new_fleet_id", "run_fleet", "summary"]
 
@@ -66,61 +65,13 @@ def new_fleet_id(suite: Suite, now: dt.datetime | None = None) -> str:
     return f"{name}-{now.strftime('%Y%m%dT%H%MZ')}"
 
 
-@dataclass
-class FleetGpu(RunQueue):
-    """One GPU of the fleet, as its worker reported it, and how its runs went."""
-
-    worker: str  # the Dask worker's address
-    name: str = ""
-    host: str = ""
-    device_name: str = ""
-    gpu_uuid: str | None = None
-    todo: list[SuiteRun] = field(default_factory=list)
-    done: list[str] = field(default_factory=list)
-    skipped: list[str] = field(default_factory=list)  # stored by an earlier attempt of this fleet id
-    failed: dict[str, str] = field(default_factory=dict)
-    current: SuiteRun | None = None
-    future: Future | None = None
-    started: float = 0.0
-    lost: str = ""  # why the whole GPU stopped (worker gone, hung), if it did
-
-    def label(self) -> str:
-        return f"{self.device_name or 'GPU'} {uuid_tail(self.gpu_uuid)} on {self.host or self.worker}"
-
-
-@dataclass
-class FleetResult:
-    fleet_id: str
-    suite: str
-    gpus: list[FleetGpu]
-    runs_stored: int = 0
-    rows_sent: int = 0
-    rows_stored: int = 0
-    wall_s: float = 0.0
-    problems: list[str] = field(default_factory=list)  # workers that never reported a GPU
-    nodes: list[FleetNode] = field(default_factory=list)
-
-    @property
-    def failures(self) -> list[str]:
-        lines = list(self.problems)
-        for unit in [*self.gpus, *self.nodes]:
-            lines += [f"{unit.label()}: {reason}" for reason in unit.failed.values()]
-            if unit.lost and not unit.failed:
-                lines.append(f"{unit.label()}: {unit.lost}")
-        return lines
-
-    @property
-    def exit_code(self) -> int:
-        return 1 if self.failures else 0
-
-
 def run_fleet(client: Client, suite: Suite, catalog, fleet_id: str, service: str, *, label: str | None = None,
               progress: Progress | None = None, identify_timeout: float = IDENTIFY_TIMEOUT_S,
               lease=None, wait_s: float | None = None) -> FleetResult:
     """Measure ``suite`` on every GPU worker of ``client``'s cluster into ``catalog``'s store under ``fleet_id``.
-    ``lease``: the fleet id's ``gpu.results.leases.FleetLease``, held by this command: each run is stored only while
-    it holds it, and the fleet stops when it is lost. ``wait_s``: how long a run waits for a GPU that another process
-    of its node measures on before it fails (``--wait``; None: up to the run's own time limit)."""
+    ``lease``: the fleet id's ``gpu.results.persistence.leases.FleetLease``, held by this command: each run is stored
+    only while it holds it, and the fleet stops when it is lost. ``wait_s``: how long a run waits for a GPU that another
+    process of its node measures on before it fails (``--wait``; None: up to the run's own time limit)."""
     progress = progress or Progress()
     started = time.perf_counter()
     suite = suite_as_stored(catalog, fleet_id, suite, progress)

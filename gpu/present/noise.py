@@ -9,7 +9,7 @@ import pandas as pd
 
 from gpu.core import stats, text
 from gpu.experiments import registry
-from gpu.results.compare import point_kind, point_label
+from gpu.results.analysis.compare import point_kind, point_label
 
 # Paths whose spread is their own (docs, "Live answers"): staged through the driver, timed on the host, or single
 # copies short enough that issue cost sets their time. They are counted, not listed.

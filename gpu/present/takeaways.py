@@ -13,7 +13,7 @@ from __future__ import annotations
 import pandas as pd
 
 from gpu.present.claims import ClaimError
-from gpu.results import causes, compare, normal
+from gpu.results.analysis import causes, compare, normal
 
 
 def sentence(parts: list[str]) -> str | None:
@@ -33,9 +33,9 @@ def fact_or_none(fact, frame: pd.DataFrame) -> dict | None:
 
 
 def context(frame: pd.DataFrame, stage: bool = False) -> str | None:
-    """The line under a page's headline or takeaway: is its headline figure normal (``gpu.results.normal``: against
-    its physical limit and the bundled recording of its GPU model), and how many of its points were not clean and
-    why; a run no witness watched says so. On stage (``stage``), where the chart and takeaway fill the screen, only
+    """The line under a page's headline or takeaway: is its headline figure normal (``gpu.results.analysis.normal``:
+    against its physical limit and the bundled recording of its GPU model), and how many of its points were not clean
+    and why; a run no witness watched says so. On stage (``stage``), where the chart and takeaway fill the screen, only
     the points that were not clean are said, and None when there are none."""
     if frame.empty:
         return None

@@ -1,6 +1,9 @@
-"""The results layer: what happens to measured runs, on CPU alone (no device, no worker, no Streamlit).
+"""The results layer: what happens to measured runs, on CPU alone (no device, no worker, no Streamlit), in rooms.
 
-``store`` (SQLite or PostgreSQL), ``catalog`` (stored and bundled runs), ``imports`` and ``runfiles`` (files in and
-out, their manifests), ``compare`` (verdicts beyond within-run and run-to-run noise) and ``report`` (the review
-report). Never imports ``gpu.device`` or ``gpu.service``.
+``persistence`` (the runs store in SQLite or PostgreSQL: engine, migrations, the runs repository, changes, leases,
+the audit trail), ``exchange`` (runs as files between machines: imports and their contract, another store's SQLite
+file, run files and their manifests, the runner's output, the catalog of stored and bundled runs) and ``analysis``
+(Compare's verdicts and bands, the CI gate, the review report, a point's conditions in words, is-this-normal); the
+Peers page's analyses (``peer_matrix``, ``peer_cost``) sit here too. The Fleet and Roofline pages' analyses are in
+``gpu.present``, beside their figures. Never imports ``gpu.device``, ``gpu.sweeps`` or ``gpu.service``.
 """

@@ -25,7 +25,7 @@ from gpu.core import serving as srv
 from gpu.core.access import Actor, Role, require
 from gpu.core.errors import AccessRefused, StoreError
 from gpu.core.text import plain
-from gpu.results.store import RunStore
+from gpu.results.persistence.store import RunStore
 
 
 def serving_now() -> srv.Serving:

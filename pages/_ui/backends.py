@@ -11,9 +11,9 @@ from gpu.core import devices
 from gpu.core.errors import DeviceNotFound
 from gpu.core.text import plain
 from gpu.experiments.registry import PAGE_OF
-from gpu.results.catalog import BUNDLED_DIRS, Catalog, read_bundled
-from gpu.results.database import default_url
-from gpu.results.store import RunStore, StoreError
+from gpu.results.exchange.catalog import BUNDLED_DIRS, Catalog, read_bundled
+from gpu.results.persistence.database import default_url
+from gpu.results.persistence.store import RunStore, StoreError
 from gpu.service.backends import LiveBackend, ReplayBackend, replay_reason, resolve_devices, start_live
 from gpu.service.host_locks import APP_WAIT_S
 from pages._shared import entry as page_entry

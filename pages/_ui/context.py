@@ -1,6 +1,6 @@
 """The line under a page's takeaway: its headline figure against its physical limit and the bundled recording
-(``gpu.results.normal``), and how many of its points were not clean and why (``gpu.results.causes``), computed by
-``gpu.present.takeaways.context``. Plain text: the conditions are stored text."""
+(``gpu.results.analysis.normal``), and how many of its points were not clean and why (``gpu.results.analysis.causes``),
+computed by ``gpu.present.takeaways.context``. Plain text: the conditions are stored text."""
 
 from __future__ import annotations
 

@@ -10,8 +10,8 @@ import streamlit as st
 from gpu.core.text import plain
 from gpu.experiments import registry
 from gpu.experiments.axes import Axis
-from gpu.results import runfiles
-from gpu.results.store import StoreError
+from gpu.results.exchange import runfiles
+from gpu.results.persistence.store import StoreError
 from pages._ui.backends import run_catalog
 from pages._ui.stage import more_settings
 from pages._ui.url_state import UrlState

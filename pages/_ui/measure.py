@@ -15,7 +15,7 @@ from gpu.core.text import plain
 from gpu.experiments.request import Request
 from gpu.present.live import conditions_strip
 from gpu.present.noise import noisy_points
-from gpu.results.store import StoreError, params_by_run
+from gpu.results.persistence.store import StoreError, params_by_run
 from gpu.service import host_locks
 from gpu.service.jobs import JobHandle, whose_job
 from pages._ui import access

@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import pandas as pd  # noqa: E402
 from page_cpu import CHROMIUM, free_port, start_server, view  # noqa: E402
 
-from gpu.results.store import RunStore  # noqa: E402
+from gpu.results.persistence.store import RunStore  # noqa: E402
 from tests import fleet_page_helper  # noqa: E402
 
 
@@ -53,7 +53,7 @@ def cold_work(url: str) -> None:
     read. Printed so that the cost of a fleet nobody has opened yet is known too."""
     from gpu.experiments import suites
     from gpu.present.charts import fleet as fleet_charts
-    from gpu.results import fleet as fleet_results
+    from gpu.present.fleet import boards as fleet_results
 
     store = RunStore(url)
     suite = suites.load("health")

@@ -31,8 +31,8 @@ from distributed import Client, get_task_stream  # noqa: E402
 
 from gpu.experiments import suites  # noqa: E402
 from gpu.fleet import run as fleet_run  # noqa: E402
-from gpu.results.catalog import Catalog  # noqa: E402
-from gpu.results.store import RunStore  # noqa: E402
+from gpu.results.exchange.catalog import Catalog  # noqa: E402
+from gpu.results.persistence.store import RunStore  # noqa: E402
 
 SIMULATED = "tests.simulated_fleet:SimulatedBoard"
 

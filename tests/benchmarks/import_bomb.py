@@ -3,8 +3,8 @@
 ``python tests/benchmarks/import_bomb.py [--rows 300000000] [--file /tmp/pinpoint-bomb.parquet] [--only NAME]``
 
 Writes (once each, in pieces, under /tmp) small Parquet files that decode to gigabytes, then refuses each through
-``gpu.results.imports.read_upload`` in a fresh process and prints the wall time of the refusal and the process's
-peak memory (VmHWM) before and after it. The bombs:
+``gpu.results.exchange.imports.read_upload`` in a fresh process and prints the wall time of the refusal and the
+process's peak memory (VmHWM) before and after it. The bombs:
 
 - ``rows``: metadata says ``--rows`` rows of nulls (the target: under 1 s and under 200 MB more);
 - ``fixed-600`` / ``fixed-1500``: a 5 MB fixed-size binary ``host`` column over 600 / 1,500 rows beside a real
@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[2]
 CHILD = """
 import sys, time
 sys.path.insert(0, {root!r})
-from gpu.results import imports
+from gpu.results.exchange import imports
 path = {path!r}
 def peak_mb():  # this process's own high-water mark (ru_maxrss would carry over the parent's across exec)
     with open("/proc/self/status") as status:
@@ -65,7 +65,7 @@ def write_wide_bomb(path: Path, rows: int, column: str, width: int = 5_000_000, 
 
     sys.path.insert(0, str(ROOT))
     from gpu.core import schema as results_schema
-    from gpu.results.catalog import BUNDLED_DIRS
+    from gpu.results.exchange.catalog import BUNDLED_DIRS
 
     base = pa.Table.from_pandas(results_schema.read_results(next(BUNDLED_DIRS[1].glob("managed_*.parquet"))),
                                 preserve_index=False).replace_schema_metadata(None)

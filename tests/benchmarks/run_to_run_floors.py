@@ -14,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from gpu.results import compare  # noqa: E402
+from gpu.results.analysis import compare  # noqa: E402
 from tests import run_to_run  # noqa: E402
 
 
@@ -30,7 +30,7 @@ def main() -> None:
     print("|median ratio − 1| between runs of unchanged software, per source and kind:")
     print(shown.to_string(index=False))
     derived = run_to_run.derived_floors(table)
-    print("\nfloors (|log ratio|): derived from the data  vs  gpu/results/compare.py RUN_TO_RUN_FLOORS")
+    print("\nfloors (|log ratio|): derived from the data  vs  gpu/results/analysis/compare.py RUN_TO_RUN_FLOORS")
     for kind in sorted(set(derived) | set(compare.RUN_TO_RUN_FLOORS)):
         mine, used = derived.get(kind), compare.RUN_TO_RUN_FLOORS.get(kind)
         print(f"  {kind:18} {mine!s:>7}  {used!s:>7}" + ("" if mine == used else "   <- differs"))

@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import sqlalchemy as sa  # noqa: E402
 
-from gpu.results import store  # noqa: E402
+from gpu.results.persistence import store  # noqa: E402
 from tests.test_store_attacks import SilencingProxy, good  # noqa: E402
 
 

@@ -13,8 +13,8 @@ import pytest
 from gpu.experiments import suites
 from gpu.fleet import run as fleet_run
 from gpu.fleet.cluster import open_cluster, visible_gpus
-from gpu.results.catalog import Catalog
-from gpu.results.store import RunStore
+from gpu.results.exchange.catalog import Catalog
+from gpu.results.persistence.store import RunStore
 from gpu.service.client import DEFAULT_SERVICE
 
 pytestmark = pytest.mark.gpu

@@ -12,8 +12,8 @@ import plotly.graph_objects as go
 from gpu.core.text import chart_text
 from gpu.core.units import format_bytes
 from gpu.experiments import device_copy
+from gpu.present import roofline as rl
 from gpu.present.charts._common import LEGEND_BELOW, LOG_VALUE_AXIS, mark_not_clean, source_label, stage_figure
-from gpu.results import roofline as rl
 
 COLORS = {"copy_engine": "#EF553B", "sm_copy": "#636EFA"}
 DASHES = {"single": "dot", "batched": "solid"}

@@ -24,8 +24,9 @@ from gpu.present.charts._common import (
     stage_figure,
 )
 from gpu.present.takeaways import sentence
-from gpu.results import causes, peer_matrix
+from gpu.results import peer_matrix
 from gpu.results import peer_matrix as pm
+from gpu.results.analysis import causes
 
 VARIANT_COLORS = {v: series_color(i) for i, v in enumerate(pm.SWEPT)}
 # Each variant its own marker: both directions at once copy each way about as fast as one direction alone, and a

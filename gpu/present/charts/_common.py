@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 from gpu.core.devices import uuid_tail
 from gpu.core.text import chart_text
 from gpu.core.units import format_bytes
-from gpu.results import causes
+from gpu.results.analysis import causes
 
 # Plotly's default qualitative colours, in its order: a series keeps its colour from chart to chart.
 PALETTE = ["#636EFA", "#EF553B", "#00CC96", "#AB63FA", "#FFA15A", "#19D3F3", "#FF6692", "#B6E880"]

@@ -12,8 +12,8 @@ import plotly.graph_objects as go
 
 from gpu.core.text import chart_text
 from gpu.present.charts._common import STAGE_FONT_PX, STAGE_TITLE_PX, conditions_hover
-from gpu.results import causes
-from gpu.results import fleet as fleet_results
+from gpu.present.fleet import boards as fleet_results
+from gpu.results.analysis import causes
 
 NOT_CLEAN_MARK = "!"  # after a cell's number: the witness named a cause for that board's point (hover: which)
 

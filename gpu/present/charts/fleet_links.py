@@ -9,7 +9,8 @@ import plotly.graph_objects as go
 
 from gpu.core.text import chart_text
 from gpu.present.charts._common import conditions_hover
-from gpu.results import causes, fleet_links
+from gpu.present.fleet import links as fleet_links
+from gpu.results.analysis import causes
 
 CLIP = 0.5  # the colour scale spans 0.5× … 1.5× the median; a cell beyond keeps its number
 

@@ -19,8 +19,8 @@ from plotly.subplots import make_subplots
 
 from gpu.core.roofline import COMPUTE, MEMORY, Roof
 from gpu.core.text import chart_text
+from gpu.present import roofline as rl
 from gpu.present.charts._common import LEGEND_BELOW, LOG_VALUE_AXIS, mark_not_clean, stage_figure
-from gpu.results import roofline as rl
 
 PALETTE = ["#636EFA", "#EF553B", "#00CC96", "#AB63FA", "#FFA15A", "#19D3F3", "#FF6692", "#B6E880"]
 ROOF_COLOURS = {MEMORY: "#444444", COMPUTE: "#B22222"}
@@ -127,7 +127,7 @@ def _marker(highlight: bool, colour: str, stage: bool) -> dict:
 
 def figure(points: pd.DataFrame, roofs: list[Roof], subtitle: str = "", stage: bool = False,
            highlight: str | None = None) -> go.Figure:
-    """The roofline of ``points`` (``gpu.results.roofline.kernel_points``) under ``roofs``; ``subtitle`` is the
+    """The roofline of ``points`` (``gpu.present.roofline.kernel_points``) under ``roofs``; ``subtitle`` is the
     source in words (escaped here); ``highlight``: one point's ``kernel`` text, drawn as a star."""
     with_flops = points[~points["memory_only"]] if not points.empty else points
     memory_only = points[points["memory_only"]] if not points.empty else points

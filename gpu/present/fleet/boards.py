@@ -7,7 +7,7 @@ judged as Compare labels and judges points (``compare.point_label``, ``compare.p
 Every value is the measured GB/s of the point's row (host-memory latency too: bytes chased per second), so higher
 is faster everywhere.
 
-Which points are figures, and in which order, is a ``Plan`` (``gpu.results.fleet_plan``): from a suite, or for a
+Which points are figures, and in which order, is a ``Plan`` (``gpu.present.fleet.plan``): from a suite, or for a
 stored fleet from the parameters each of its runs was measured with; a view never parses a stored fleet's suite.
 """
 
@@ -21,9 +21,9 @@ import pandas as pd
 
 from gpu.core import schema
 from gpu.core.boards import Board
-from gpu.results import bands, causes, compare, normal
-from gpu.results.fleet_plan import NOT_RECORDED, Plan, stored_plan  # noqa: F401 (the Fleet page's names, here)
-from gpu.results.store import RunStore
+from gpu.present.fleet.plan import NOT_RECORDED, Plan, stored_plan  # noqa: F401 (the Fleet page's names, here)
+from gpu.results.analysis import bands, causes, compare, normal
+from gpu.results.persistence.store import RunStore
 
 UNIT = "GB/s"
 OUTLIER_FLOORS = 1.0  # a cell further than one run-to-run floor from its model's median is named

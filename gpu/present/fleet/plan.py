@@ -17,7 +17,7 @@ from gpu.core import schema
 from gpu.core.errors import ValidationError
 from gpu.core.text import shorten
 from gpu.experiments import registry, suites
-from gpu.results.store import MAX_PARAMS_CHARS, RunStore
+from gpu.results.persistence.store import MAX_PARAMS_CHARS, RunStore
 
 NOT_RECORDED = "parameters not recorded (stored before version 7)"
 MAX_RUN_POINTS = 100_000  # the point keys one run's parameters may name (a suite's runs name tens)

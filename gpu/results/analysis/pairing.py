@@ -5,9 +5,9 @@ Streamlit, no CUDA.
   GPU model measuring some of its points, against the nearest such earlier run. Two models differ by their hardware
   as much as by anything under review, so a pair across models is never a default: it is the user's pick, then
   normalized to each device's limit or labelled as across models (``across_models``).
-* **What a comparison can detect**: each point's run-to-run band (``gpu.results.bands``) is the change that unchanged
-  software reaches from run to run; a smaller change reads "within run-to-run noise". ``detectable`` says it per kind
-  of point, from the bands of the comparison itself (a history where there is one, else the measured floors).
+* **What a comparison can detect**: each point's run-to-run band (``gpu.results.analysis.bands``) is the change that
+  unchanged software reaches from run to run; a smaller change reads "within run-to-run noise". ``detectable`` says it
+  per kind of point, from the bands of the comparison itself (a history where there is one, else the measured floors).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from collections.abc import Callable
 import pandas as pd
 
 from gpu.core import text
-from gpu.results.bands import _when, band_text
+from gpu.results.analysis.bands import _when, band_text
 
 # How a kind of point (``points.point_kind``) reads in a sentence.
 KIND_NAMES = {"pageable": "pageable copies", "pinned": "pinned copies", "mapped": "mapped copies",

@@ -1,20 +1,21 @@
 """The runs store: every run a team measures, with every sample, in SQLite (default) or PostgreSQL. This module holds
 one concern, the runs repository (save, list, load, the bulk points and parameters reads, each fleet's suite text);
-the engine is ``gpu.results.database``, the tables and migrations ``gpu.results.migrations``, and the changes after a
-save (trash, restore, purge, labels, the audit trail) ``gpu.results.changes``, whose names it re-exports.
+the engine is ``gpu.results.persistence.database``, the tables and migrations
+``gpu.results.persistence.migrations``, and the changes after a save (trash, restore, purge, labels, the audit trail)
+``gpu.results.persistence.changes``, whose names it re-exports.
 No Streamlit and no CUDA here.
 
 Opening never writes: listing, loading and exporting work on a read-only file or a SELECT-only role, and on a store
 of an older schema version as it is; migrations run before the first write (or ``python -m gpu.bench migrate``).
 
-A file's runs are saved in one transaction: stored whole or not at all. A run is its content (``gpu.results.runfiles``
-content hash): saving a run_id that is stored with the same content changes nothing and says so (imports are
-idempotent, also when two processes race for it); with different content it is refused, saying so, unless
-``replace`` is asked for, which swaps it in the same transaction. One run is one experiment, one device model and
-one timestamp; it may span several boards (a peer matrix of a node), each of which it records (``run_boards``).
+A file's runs are saved in one transaction: stored whole or not at all. A run is its content
+(``gpu.results.exchange.runfiles`` content hash): saving a run_id that is stored with the same content changes nothing
+and says so (imports are idempotent, also when two processes race for it); with different content it is refused, saying
+so, unless ``replace`` is asked for, which swaps it in the same transaction. One run is one experiment, one device model
+and one timestamp; it may span several boards (a peer matrix of a node), each of which it records (``run_boards``).
 Database failures become ``StoreError`` with one line for the person.
 
-Changing (``gpu.results.changes.CheckedChanges``, part of ``RunStore``): every change takes the actor
+Changing (``gpu.results.persistence.changes.CheckedChanges``, part of ``RunStore``): every change takes the actor
 (``gpu.core.access``) and calls ``require`` before it touches anything; it is recorded in the audit trail
 (``audit_trail``) in its own transaction. ``trash`` moves runs out of the runs tables into
 the trash (so no reader of runs has to leave them out), ``restore`` brings them back, ``purge`` deletes them, and
@@ -47,8 +48,9 @@ from gpu.core.access import Actor, require
 from gpu.core.errors import AccessRefused, StoreError
 from gpu.core.schema import frame_rows
 from gpu.core.text import shorten
-from gpu.results import migrations, runfiles
-from gpu.results.changes import (  # noqa: F401 (the trash's names, as callers and tests know them here)
+from gpu.results.exchange import runfiles
+from gpu.results.persistence import migrations
+from gpu.results.persistence.changes import (  # noqa: F401 (the trash's names, as callers and tests know them here)
     AUDIT_COLUMNS,
     MAX_LABEL_CHARS,
     POINT_COLUMNS,
@@ -59,7 +61,7 @@ from gpu.results.changes import (  # noqa: F401 (the trash's names, as callers a
     to_trash,
     trash_days,
 )
-from gpu.results.database import (  # noqa: F401 (the engine's names, as callers and tests know them here)
+from gpu.results.persistence.database import (  # noqa: F401 (the engine's names, as callers and tests know them here)
     ANSWER_TIMEOUT_S,
     APP_NAME,
     CONNECT_TIMEOUT_S,
@@ -67,7 +69,7 @@ from gpu.results.database import (  # noqa: F401 (the engine's names, as callers
     Database,
     default_url,
 )
-from gpu.results.migrations import (  # noqa: F401 (the tables and steps, as callers and tests know them here)
+from gpu.results.persistence.migrations import (  # noqa: F401 (the tables and steps, as callers and tests know them here)
     ADDED_IN_V2,
     ADDED_IN_V7,
     ADDED_IN_V8,

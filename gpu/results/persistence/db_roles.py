@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 
-from gpu.results.migrations import (
+from gpu.results.persistence.migrations import (
     AUDIT,
     BOARDS,
     FLEET_LEASES,

@@ -26,8 +26,9 @@ import pandas as pd
 
 from gpu.core import schema, text
 from gpu.experiments import registry
-from gpu.results import peer_matrix, points
-from gpu.results.catalog import ASSETS, read_bundled
+from gpu.results import peer_matrix
+from gpu.results.analysis import points
+from gpu.results.exchange.catalog import ASSETS, read_bundled
 
 # GB/s per link and direction by NVLink generation (NVIDIA's figures: NVLink 4 is 18 links × 25 GB/s = 450 GB/s one
 # way on an H100 SXM; NVLink 5 doubles the per-link rate).

@@ -1,6 +1,6 @@
 """The CI gate: ``python -m gpu.bench check --candidate RUN --against RUN|history``.
 
-Judges every point of a candidate run with Compare's verdicts (``gpu.results.compare``) and exits as asv's
+Judges every point of a candidate run with Compare's verdicts (``gpu.results.analysis.compare``) and exits as asv's
 ``continuous`` does: **1** when a point got *slower beyond noise*, **0** when none did, **2** when it could not
 check (a run id it cannot find, runs of two experiments, runs that share no point, no earlier run to check against,
 a store that cannot be opened, a file it cannot write), with one line on stderr; and **3** when every slower point
@@ -46,9 +46,9 @@ import pandas as pd
 from gpu.core import text
 from gpu.core.errors import PinPointError
 from gpu.core.text import plain, printable, shorten
-from gpu.results import bands, causes, compare, report
-from gpu.results.catalog import Catalog
-from gpu.results.store import StoreError
+from gpu.results.analysis import bands, causes, compare, report
+from gpu.results.exchange.catalog import Catalog
+from gpu.results.persistence.store import StoreError
 
 HISTORY = "history"
 PASSED, REGRESSED, CANNOT_CHECK, NOT_CLEAN = 0, 1, 2, 3

@@ -18,7 +18,7 @@ import pandas as pd
 
 from gpu.core.schema import escape_cell
 from gpu.core.text import shorten
-from gpu.results.store import AUDIT_COLUMNS
+from gpu.results.persistence.store import AUDIT_COLUMNS
 
 FORMATS = ("csv", "json")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")

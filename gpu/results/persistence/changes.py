@@ -1,8 +1,8 @@
 """The runs store's changes after a run is saved, in one room: moving runs to the trash, restoring and purging them,
 relabelling, each checked against the actor (``gpu.core.access.require``) and written with its audit row in one
 transaction, and the reads of the trash and the trail. ``CheckedChanges`` is the part of ``RunStore``
-(``gpu.results.store``) that holds them; the row moves between ``runs`` and ``trash`` are the functions at the end.
-No Streamlit and no CUDA here."""
+(``gpu.results.persistence.store``) that holds them; the row moves between ``runs`` and ``trash`` are the
+functions at the end. No Streamlit and no CUDA here."""
 
 from __future__ import annotations
 
@@ -16,7 +16,17 @@ import sqlalchemy as sa
 from gpu.core.access import Actor, require
 from gpu.core.errors import StoreError
 from gpu.core.text import shorten
-from gpu.results.migrations import AUDIT, AUDITED_SINCE, BOARDS, POINTS, RUNS, TRASH, TRASH_POINTS, now_text, record
+from gpu.results.persistence.migrations import (
+    AUDIT,
+    AUDITED_SINCE,
+    BOARDS,
+    POINTS,
+    RUNS,
+    TRASH,
+    TRASH_POINTS,
+    now_text,
+    record,
+)
 
 MAX_LABEL_CHARS = 256
 TRASH_DAYS = 30  # how long a trashed run can be restored, unless PINPOINT_TRASH_DAYS says otherwise

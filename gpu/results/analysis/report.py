@@ -17,7 +17,7 @@ from plotly import colors as px_colors
 from gpu.core import text
 from gpu.core.units import format_bytes
 from gpu.experiments import registry
-from gpu.results import compare
+from gpu.results.analysis import compare
 
 VERDICT_COLORS = {"faster": "#00CC96", "slower": "#EF553B", "run-to-run": "#FECB52", "same": "#AAAAAA",
                   "first": "#636EFA"}

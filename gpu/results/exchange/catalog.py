@@ -13,8 +13,8 @@ import pandas as pd
 from gpu.core import boards, paths, schema
 from gpu.core.access import Actor
 from gpu.core.text import shorten
-from gpu.results import imports, runfiles
-from gpu.results.store import RunStore, SaveResult, StoreError
+from gpu.results.exchange import runfiles, sqlite_store
+from gpu.results.persistence.store import RunStore, SaveResult, StoreError
 
 ASSETS = paths.ASSETS
 BUNDLED_DIRS = (ASSETS / "replay", ASSETS / "runs", ASSETS / "fleet", ASSETS / "noise")
@@ -159,15 +159,15 @@ class Catalog:
 
     def import_store(self, name: str, path, actor: Actor | None = None) -> list[SaveResult]:
         """Every run of another PinPoint runs store (a fleet's SQLite file brought back from a GPU machine), each
-        with its label, notes, fleet id and suite, through the import contract (``imports.read_store``) and stored
+        with its label, notes, fleet id and suite, through the import contract (``sqlite_store.read_store``) and stored
         in one transaction: the whole file or nothing."""
-        batches = imports.read_store(name, path)
+        batches = sqlite_store.read_store(name, path)
         for frame, *_ in batches:
             self._refuse_shadowing(frame)
         return self.store.save_batches(batches, "import", actor=actor)
 
     def load(self, run_id: str) -> pd.DataFrame:
-        """A run by id, bundled or stored; gpu.results.store.StoreError when there is none."""
+        """A run by id, bundled or stored; gpu.results.persistence.store.StoreError when there is none."""
         if run_id in self.bundled:
             return self.bundled[run_id]
         return self.store.load(run_id)

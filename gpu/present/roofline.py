@@ -38,7 +38,7 @@ from gpu.core import text
 from gpu.core.roofline import COMPUTE, MEMORY, Roof, attainable, ridge_intensity
 from gpu.core.schema import key_value
 from gpu.experiments.registry import EXPERIMENTS
-from gpu.results import causes
+from gpu.results.analysis import causes
 
 KERNEL_PRECISION = "fp32"
 CACHE_MARGIN = 1.10  # above the DRAM roof by more than this: judged against the next memory roof

@@ -23,7 +23,7 @@ import sqlalchemy as sa
 
 from gpu.core.errors import StoreError
 from gpu.core.text import shorten
-from gpu.results.migrations import FLEET_LEASES
+from gpu.results.persistence.migrations import FLEET_LEASES
 
 LEASE_S = 60.0  # a lease not renewed for this long has expired: its holder is gone
 RENEW_EVERY_S = 10.0

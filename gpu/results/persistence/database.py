@@ -1,6 +1,6 @@
 """The runs store's database engine: opening a SQLite file or a PostgreSQL server, its timeouts, and one line for
-the person when the database fails. Tables, versions and migrations are ``gpu.results.migrations``; the runs
-themselves ``gpu.results.store``. No Streamlit and no CUDA here.
+the person when the database fails. Tables, versions and migrations are ``gpu.results.persistence.migrations``; the runs
+themselves ``gpu.results.persistence.store``. No Streamlit and no CUDA here.
 
 ``PINPOINT_DB_URL`` picks the database (``postgresql+psycopg://user@host/db`` for a team's shared server); without it
 the store is a SQLite file in the user's data directory (platformdirs), created on first write. Connecting gives up

@@ -17,9 +17,9 @@ How far medians move is judged by how far they move between runs, not by the spr
 rule, which ``verdict`` still applies when it is given no band): the median of thousands of samples is precise
 even when rare slow samples give them a CV of 30–70 %. ``noise`` is the samples' robust spread (``robust_spread``).
 
-Run-to-run bands and histories are ``gpu.results.bands``; the point vocabulary (keys, labels, kinds) is
-``gpu.results.points``. This module holds the verdicts and what is said about them; it re-exports the names of the
-other two, so ``gpu.results.compare`` keeps every name its callers use.
+Run-to-run bands and histories are ``gpu.results.analysis.bands``; the point vocabulary (keys, labels, kinds) is
+``gpu.results.analysis.points``. This module holds the verdicts and what is said about them; it re-exports the
+names of the other two, so ``gpu.results.analysis.compare`` keeps every name its callers use.
 
 ``change`` is the candidate's speed relative to the baseline: baseline median ÷ candidate median − 1
 (+10 % = the candidate takes 1/1.1 of the time; −18 % = it is 18 % slower).
@@ -44,8 +44,8 @@ from gpu.core.stats import (  # noqa: F401 (ALPHA, MIN_EFFECT, robust_spread: Co
     robust_spread,
     verdict,
 )
-from gpu.results import bands, causes, points
-from gpu.results.bands import (  # noqa: F401 (history and bands, as Compare's callers know them)
+from gpu.results.analysis import bands, causes, points
+from gpu.results.analysis.bands import (  # noqa: F401 (history and bands, as Compare's callers know them)
     BOARD_HISTORY,
     HISTORY_LEVEL,
     HISTORY_RUNS,
@@ -67,7 +67,7 @@ from gpu.results.bands import (  # noqa: F401 (history and bands, as Compare's c
     run_to_run_spread,
     same_board,
 )
-from gpu.results.points import (  # noqa: F401 (the point vocabulary, as Compare's callers know it)
+from gpu.results.analysis.points import (  # noqa: F401 (the point vocabulary, as Compare's callers know it)
     COUNT_COLUMNS,
     KEY_NAMES,
     LABEL_FORMATS,

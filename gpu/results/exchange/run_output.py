@@ -11,9 +11,9 @@ import pandas as pd
 from gpu.core.access import Actor
 from gpu.core.errors import AccessRefused, StoreError
 from gpu.core.text import printable, shorten
-from gpu.results import runfiles
-from gpu.results.changes import check_text
-from gpu.results.store import MAX_LABEL_CHARS, MAX_NOTES_CHARS, RunStore
+from gpu.results.exchange import runfiles
+from gpu.results.persistence.changes import check_text
+from gpu.results.persistence.store import MAX_LABEL_CHARS, MAX_NOTES_CHARS, RunStore
 
 
 def problems(out: str | None, label: str | None, notes: str | None) -> list[str]:

@@ -65,7 +65,7 @@ import pandas as pd
 
 from gpu.core import boards, text
 from gpu.core.stats import SLOWER, verdict
-from gpu.results.points import _key, key_columns, point_kind, point_label
+from gpu.results.analysis.points import _key, key_columns, point_kind, point_label
 
 MIN_HISTORY = 3
 HISTORY_LEVEL = 0.99

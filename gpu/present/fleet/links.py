@@ -18,9 +18,9 @@ from collections.abc import Iterable
 import pandas as pd
 
 from gpu.core import schema
-from gpu.results import causes, compare, normal
-from gpu.results.bands import against_median
-from gpu.results.fleet import model_name
+from gpu.present.fleet.boards import model_name
+from gpu.results.analysis import causes, compare, normal
+from gpu.results.analysis.bands import against_median
 
 SLOW_FLOORS = 1.0
 MIN_LINKS = 3

@@ -12,7 +12,8 @@ from gpu.core import text
 from gpu.core.access import Actor
 from gpu.core.errors import StoreError
 from gpu.core.text import printable
-from gpu.results import audit, db_roles, runfiles
+from gpu.results.exchange import runfiles
+from gpu.results.persistence import audit, db_roles
 
 STORE_COMMANDS = ("trash", "restore", "purge", "audit")
 DONE = {"trash": "moved to the trash", "restore": "restored", "purge": "purged from the trash"}

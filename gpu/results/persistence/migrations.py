@@ -33,7 +33,7 @@ Tables (schema version ``SCHEMA_VERSION``, in ``pinpoint_meta``):
 * ``fleet_leases`` – who measures a fleet now (since version 6): ``fleet_id`` (primary key), ``holder`` (a random
   token of the fleet command that holds it), ``who`` (its host and pid, for the message that refuses a second
   command), ``taken_at``, ``renewed_at`` and ``expires_at`` (seconds since the epoch on the database's clock). One
-  fleet id has one writer; a holder that dies stops renewing and its lease expires (``gpu.results.leases``).
+  fleet id has one writer; a holder that dies stops renewing and its lease expires (``gpu.results.persistence.leases``).
 
 Versions: 1, the first tables; 2, runs name their board (``runs.gpu_uuid``, from the first point), fleet and suite;
 3, a run's boards are ``run_boards``, filled from every point of every stored run (a run that spans several boards
