@@ -73,7 +73,7 @@ def _version_seven_store(url: str, frame: pd.DataFrame) -> None:
             step(connection)
         connection.execute(store.META.insert().values(key="schema_version", value="7"))
         run, boards, points, _ = store.RunStore._prepare(str(frame["run_id"].iloc[0]), frame, "runner", None, None)
-        connection.execute(store.RUNS.insert().values(run))
+        connection.execute(store.RUNS.insert().values({k: v for k, v in run.items() if k not in store.ADDED_IN_V9}))
         if boards:
             connection.execute(store.BOARDS.insert(), boards)
         connection.execute(store.POINTS.insert(), [{k: v for k, v in p.items() if k not in store.ADDED_IN_V8}
@@ -87,7 +87,7 @@ def test_a_version_seven_store_migrates_to_eight_and_its_points_read_as_not_obse
     run_id = str(old_frame["run_id"].iloc[0])
     old = store.RunStore(store_url)
     assert old.version == 7 and old.load(run_id)["conditions"].isna().all()  # read as it is, before migrating
-    assert old.migrate(ADMIN) == store.SCHEMA_VERSION == 8
+    assert old.migrate(ADMIN) == store.SCHEMA_VERSION == 9
     assert set(_points_conditions(store_url, run_id)) == {conditions.NOT_OBSERVED}
     migrated = old.load(run_id)
     assert conditions.summary(migrated["conditions"]) == conditions.NOT_OBSERVED

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 import pandas as pd
 import sqlalchemy as sa
 
-from gpu.core import schema
+from gpu.core import method_versions, schema
 from gpu.core.access import Actor, require
 from gpu.core.errors import AccessRefused, StoreError
 from gpu.core.schema import frame_rows
@@ -71,6 +71,7 @@ from gpu.results.migrations import (  # noqa: F401 (the tables and steps, as cal
     ADDED_IN_V2,
     ADDED_IN_V7,
     ADDED_IN_V8,
+    ADDED_IN_V9,
     AUDIT,
     AUDITED_SINCE,
     BOARDS,
@@ -289,6 +290,7 @@ class RunStore(CheckedChanges, Database):
                "stored_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "points": len(part),
                "label": label, "notes": notes, "fleet_id": fleet[0] if fleet else None,
                "suite": fleet[1] if fleet else None, "params": params, "gpus": gpus,
+               "method_version": method_versions.of_run(part),
                **{c: None if pd.isna(first[c]) or first[c] == "" else str(first[c]) for c in
                   ("device_name", "driver_version", "cuda_version", "pycuda_version", "host", "git_commit",
                    "profile")}}
@@ -348,7 +350,7 @@ class RunStore(CheckedChanges, Database):
             return pd.DataFrame(columns=RUN_COLUMNS)
         # Opening never writes, so a store of an older version is read as it is: its missing columns stay empty.
         columns = [c for c in RUNS.columns if (self.version >= 2 or c.name not in ADDED_IN_V2)
-                   and c.name not in ADDED_IN_V7]
+                   and c.name not in ADDED_IN_V7 and (self.version >= 9 or c.name not in ADDED_IN_V9)]
         if self.version == 2:
             columns.append(sa.column("gpu_uuid"))  # version 2 kept a run's (first row's) board in runs
         query = sa.select(*columns).order_by(RUNS.c.timestamp.desc())
@@ -369,6 +371,7 @@ class RunStore(CheckedChanges, Database):
             uuids = tuple(dict.fromkeys(boards.get(row["run_id"], {}).values())) if self.version >= 3 else \
                 ((row["gpu_uuid"],) if row.get("gpu_uuid") else ())
             row["boards"], row["gpu_uuid"] = uuids, uuids[0] if len(uuids) == 1 else None
+            row.setdefault("method_version", None)  # a store before version 9 keeps none: unknown, as after it
         return pd.DataFrame(rows, columns=RUN_COLUMNS)
 
     def run_params(self, run_ids: list[str]) -> pd.DataFrame:
