@@ -3,7 +3,6 @@ that it needs neither a GPU nor PyCUDA, and that the worker records it with ever
 
 from __future__ import annotations
 
-import concurrent.futures
 import shutil
 import subprocess
 import sys
@@ -13,10 +12,7 @@ import pytest
 from gpu.core import paths
 from gpu.experiments import method, registry
 from gpu.experiments.request import checked_request
-from gpu.service import worker
-from gpu.sweeps import harness
-from tests.test_harness import _device
-from tests.test_one_request import LIMITS, SIZE, CopySweep
+from tests.test_one_request import LIMITS, SIZE, stand_in_service
 
 ROOT = paths.ROOT
 
@@ -91,17 +87,8 @@ e = gpu.functions["copy_vec4"]
 
 @pytest.fixture
 def service(monkeypatch):
-    """A real ``GpuService`` over a stand-in device (no CUDA), its transfers sweep a stand-in, on the one thread that
-    owns the device."""
-    thread = concurrent.futures.ThreadPoolExecutor(1)
-    gpu = thread.submit(_device, []).result()
-    gpu.limits = lambda: LIMITS
-    gpu.device_ordinal = 0
-    gpu.provenance = lambda: {"device_name": "NVIDIA H100", "gpu_index": 0, "timestamp": "2026-11-28T00:00:00+00:00",
-                              "git_commit": "test", "backend": "live"}
-    served = worker.GpuService.__new__(worker.GpuService)  # its constructor would open a CUDA context
-    served.runtime, served.devices = gpu, harness.device_set(gpu)
-    monkeypatch.setattr(worker, "sweep_of", lambda name: harness.runner(CopySweep))
+    """A real ``GpuService`` over a stand-in device (no CUDA), its transfers sweep a stand-in."""
+    served, thread = stand_in_service(monkeypatch, lambda: LIMITS)
     yield served, thread
     thread.shutdown()
 

@@ -16,6 +16,7 @@ from gpu.core.access import Actor
 from gpu.core.errors import ImportProblem
 from gpu.results import compare, imports, report, runfiles, store
 from gpu.results.catalog import BUNDLED_DIRS, Catalog
+from tests.old_stores import store_at_version
 from tests.test_check import coalescing_runs, gate, on_board5
 
 TRANSFERS = next(BUNDLED_DIRS[0].glob("transfers_*.parquet"))
@@ -79,25 +80,9 @@ def test_the_method_version_is_saved_listed_and_kept_through_the_trash(store_url
         schema.frame_rows(old))
 
 
-def _version_eight_store(url: str, frame: pd.DataFrame) -> None:
-    """A store as PinPoint wrote it at schema version 8 (before runs kept their method version), holding ``frame``."""
-    engine = sa.create_engine(url)
-    with engine.begin() as connection:
-        store.META.create(connection)
-        for _, step in store.MIGRATIONS[:8]:
-            step(connection)
-        connection.execute(store.META.insert().values(key="schema_version", value="8"))
-        run, boards, points, _ = store.RunStore._prepare(str(frame["run_id"].iloc[0]), frame, "runner", None, None)
-        connection.execute(store.RUNS.insert().values({k: v for k, v in run.items() if k not in store.ADDED_IN_V9}))
-        if boards:
-            connection.execute(store.BOARDS.insert(), boards)
-        connection.execute(store.POINTS.insert(), points)
-    engine.dispose()
-
-
 def test_a_version_eight_store_is_read_as_it_is_then_migrated_and_its_runs_read_as_unknown(store_url):
     old_frame = schema.read_results(TRANSFERS).head(4)
-    _version_eight_store(store_url, old_frame)
+    store_at_version(store_url, 8, old_frame)  # before runs kept their method version
     run_id = str(old_frame["run_id"].iloc[0])
     old = store.RunStore(store_url)
     assert old.version == 8

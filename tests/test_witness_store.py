@@ -12,6 +12,7 @@ from gpu.core.access import Actor
 from gpu.core.errors import ImportProblem
 from gpu.results import imports, runfiles, store
 from gpu.results.catalog import BUNDLED_DIRS
+from tests.old_stores import store_at_version
 
 TRANSFERS = next(BUNDLED_DIRS[0].glob("transfers_*.parquet"))
 HOSTILE = "=HYPERLINK(\"http://x\")<script>alert(1)</script> **bold** [link](javascript:x) | a |"
@@ -66,19 +67,7 @@ def test_a_run_without_a_witness_is_stored_as_not_observed_and_reads_back_empty(
 
 def _version_seven_store(url: str, frame: pd.DataFrame) -> None:
     """A store as PinPoint wrote it at schema version 7 (before points kept their conditions), holding ``frame``."""
-    engine = sa.create_engine(url)
-    with engine.begin() as connection:
-        store.META.create(connection)
-        for _, step in store.MIGRATIONS[:7]:
-            step(connection)
-        connection.execute(store.META.insert().values(key="schema_version", value="7"))
-        run, boards, points, _ = store.RunStore._prepare(str(frame["run_id"].iloc[0]), frame, "runner", None, None)
-        connection.execute(store.RUNS.insert().values({k: v for k, v in run.items() if k not in store.ADDED_IN_V9}))
-        if boards:
-            connection.execute(store.BOARDS.insert(), boards)
-        connection.execute(store.POINTS.insert(), [{k: v for k, v in p.items() if k not in store.ADDED_IN_V8}
-                                                   for p in points])
-    engine.dispose()
+    store_at_version(url, 7, frame)
 
 
 def test_a_version_seven_store_migrates_to_eight_and_its_points_read_as_not_observed(store_url):
