@@ -6,6 +6,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+import types
 
 import pytest
 
@@ -60,6 +61,24 @@ def test_moving_the_sources_keeps_the_version_and_any_byte_of_them_changes_it(tm
     (tmp_path / "gpu/kernels/fma.cu").write_bytes(b"// changed\n")
     (tmp_path / "gpu/core/units.py").write_bytes(b"# changed\n")
     assert method.method_version(entry, tmp_path) == before
+
+
+def test_an_experiment_moved_into_its_own_package_keeps_its_method_version(tmp_path):
+    """Its sweep becomes gpu/experiments/<name>/sweep.py and its kernels sit beside it, unchanged: the same method."""
+    entry = registry.entry_of("coalescing")
+    _copy_of_the_sources(tmp_path)
+    package = tmp_path / "gpu/experiments/coalescing"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text('"""The declaration."""\n')
+    (tmp_path / "gpu/sweeps/coalescing.py").rename(package / "sweep.py")
+    (tmp_path / "gpu/kernels/coalescing.cu").rename(package / "coalescing.cu")
+    declared = types.SimpleNamespace(module=types.SimpleNamespace(
+        __name__="gpu.experiments.coalescing", __path__=[str(package)], __file__=str(package / "__init__.py")))
+    sources = method.method_sources(declared, tmp_path)
+    assert [s.path for s in sources[:2]] == [package / "sweep.py", package / "coalescing.cu"]
+    assert method.method_version(declared, tmp_path) == method.method_version(entry)
+    (package / "extra.cu").write_text("// a second kernel of its own\n")  # every kernel beside the sweep counts
+    assert method.method_version(declared, tmp_path) != method.method_version(entry)
 
 
 def test_the_version_needs_no_gpu_no_pycuda_and_imports_no_sweep():
