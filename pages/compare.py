@@ -7,7 +7,7 @@ import math
 
 import streamlit as st
 
-from gpu.core import text
+from gpu.core import method_versions, text
 from gpu.core.text import plain
 from gpu.experiments import registry
 from gpu.present import takeaways
@@ -131,6 +131,12 @@ for candidate_id, candidate in zip(candidate_ids, candidates, strict=True):
             column.metric(name.capitalize(), count)
         st.caption(compare.band_summary(table))
         st.caption(plain(takeaways.comparison_context(baseline, candidate), None))  # stored text: plain
+        # a change of method can explain a difference: said where it is read, an unknown version as unknown
+        said = plain(compare.method_words(baseline, candidate), None)
+        if method_versions.differ(baseline, candidate):
+            st.warning(said)
+        else:
+            st.caption(said)
     ratio = report.ratio_figure(table, "Normalized: each point as % of its own device's limit" if normalized
                                 else "Candidate speed vs baseline, per point", normalized=normalized,
                                 labels=registry.labels_of(experiment))

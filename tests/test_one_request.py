@@ -91,18 +91,25 @@ def counted(monkeypatch):
         return convert(axis, raw)
 
     monkeypatch.setattr(axes.Axis, "convert", counted_convert)
+    service, thread = stand_in_service(monkeypatch, counting("limits read", lambda: LIMITS))
+    CopySweep.copied = []
+    yield LiveBackend(InProcessClient(service, thread)), counts
+    thread.shutdown()
+
+
+def stand_in_service(monkeypatch, limits):
+    """A real ``GpuService`` over a stand-in device (no CUDA) whose limits are read by ``limits()``, its sweep the
+    ``CopySweep``, and the one thread that owns the device (as the worker's main thread owns its context)."""
     thread = concurrent.futures.ThreadPoolExecutor(1)
     gpu = thread.submit(_device, []).result()
-    gpu.limits = counting("limits read", lambda: LIMITS)
+    gpu.limits = limits
     gpu.device_ordinal = 0
     gpu.provenance = lambda: {"device_name": "NVIDIA H100", "gpu_index": 0, "timestamp": "2026-11-25T00:00:00+00:00",
                               "git_commit": "test", "backend": "live"}
     service = worker.GpuService.__new__(worker.GpuService)  # its constructor would open a CUDA context
     service.runtime, service.devices = gpu, harness.device_set(gpu)
     monkeypatch.setattr(worker, "sweep_of", lambda name: harness.runner(CopySweep))
-    CopySweep.copied = []
-    yield LiveBackend(InProcessClient(service, thread)), counts
-    thread.shutdown()
+    return service, thread
 
 
 def _page(backend):

@@ -69,7 +69,7 @@ def test_theoretical_limits_come_from_link_and_memory_facts():
 def test_the_board_uuid_is_provenance_and_older_runs_keep_their_content_hash(tmp_path):
     """gpu_uuid joined the schema after runs were hashed: a run without it hashes as it did before the column
     existed (the bundled files' manifests stay valid), and the board a run was measured on is part of its content."""
-    frame = schema.make_frame([row(), row(bytes=8192)], {**PROVENANCE, "gpu_uuid": None})
+    frame = schema.make_frame([row(), row(bytes=8192)], {**PROVENANCE, "gpu_uuid": None, "method_version": None})
     # the schema before the column (and the later ones that also count only where set)
     before = [c for c in schema.COLUMNS if c not in ("run_id", *schema.HASHED_WHEN_SET)]
     old_hash = hashlib.sha256("\n".join(sorted(

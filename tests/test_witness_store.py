@@ -13,6 +13,7 @@ from gpu.core.errors import ImportProblem
 from gpu.results.exchange import imports, runfiles, sqlite_store
 from gpu.results.exchange.catalog import BUNDLED_DIRS
 from gpu.results.persistence import store
+from tests.old_stores import store_at_version
 
 TRANSFERS = next(BUNDLED_DIRS[0].glob("transfers_*.parquet"))
 HOSTILE = "=HYPERLINK(\"http://x\")<script>alert(1)</script> **bold** [link](javascript:x) | a |"
@@ -67,19 +68,7 @@ def test_a_run_without_a_witness_is_stored_as_not_observed_and_reads_back_empty(
 
 def _version_seven_store(url: str, frame: pd.DataFrame) -> None:
     """A store as PinPoint wrote it at schema version 7 (before points kept their conditions), holding ``frame``."""
-    engine = sa.create_engine(url)
-    with engine.begin() as connection:
-        store.META.create(connection)
-        for _, step in store.MIGRATIONS[:7]:
-            step(connection)
-        connection.execute(store.META.insert().values(key="schema_version", value="7"))
-        run, boards, points, _ = store.RunStore._prepare(str(frame["run_id"].iloc[0]), frame, "runner", None, None)
-        connection.execute(store.RUNS.insert().values(run))
-        if boards:
-            connection.execute(store.BOARDS.insert(), boards)
-        connection.execute(store.POINTS.insert(), [{k: v for k, v in p.items() if k not in store.ADDED_IN_V8}
-                                                   for p in points])
-    engine.dispose()
+    store_at_version(url, 7, frame)
 
 
 def test_a_version_seven_store_migrates_to_eight_and_its_points_read_as_not_observed(store_url):
@@ -88,7 +77,7 @@ def test_a_version_seven_store_migrates_to_eight_and_its_points_read_as_not_obse
     run_id = str(old_frame["run_id"].iloc[0])
     old = store.RunStore(store_url)
     assert old.version == 7 and old.load(run_id)["conditions"].isna().all()  # read as it is, before migrating
-    assert old.migrate(ADMIN) == store.SCHEMA_VERSION == 8
+    assert old.migrate(ADMIN) == store.SCHEMA_VERSION == 9
     assert set(_points_conditions(store_url, run_id)) == {conditions.NOT_OBSERVED}
     migrated = old.load(run_id)
     assert conditions.summary(migrated["conditions"]) == conditions.NOT_OBSERVED

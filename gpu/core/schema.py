@@ -34,12 +34,15 @@ One row per measured point. Columns come in three groups:
   hbm_gbps_theoretical, sm_clock_max_mhz, mem_clock_max_mhz, host, timestamp, git_commit, backend``,
   ``l2_bytes``, ``async_engine_count`` (the device's copy engines that run beside kernels), ``gpu_uuid`` (the
   board's UUID from NVML, ``GPU-…``: boards of one model differ by up to 12 % on some kernels, and host name,
-  driver and clocks do not tell them apart) and ``gpu_index`` (its CUDA ordinal in the measuring process: which GPU
-  of a multi-GPU node the row measured). A row names its own device: one run may span several boards of a node (a
-  peer matrix), so a run's boards are those of its rows (``gpu.core.boards``), never its first row's.
+  driver and clocks do not tell them apart), ``gpu_index`` (its CUDA ordinal in the measuring process: which GPU
+  of a multi-GPU node the row measured) and ``method_version`` (a hash of the sources that measured the run: its
+  sweep, kernels and the shared harness and timing code, ``gpu.experiments.method``; empty, as in runs recorded
+  before it existed and in the bundled recordings, reads as unknown, never as a version; ``gpu.core.method_versions``
+  reads it). A row names its own device: one run may span several boards of a node (a peer matrix), so a run's
+  boards are those of its rows (``gpu.core.boards``), never its first row's.
 
-Parameter columns, ``l2_bytes``, ``async_engine_count``, ``gpu_uuid``, ``gpu_index``, ``conditions`` and ``witness``
-are optional when reading:
+Parameter columns, ``l2_bytes``, ``async_engine_count``, ``gpu_uuid``, ``gpu_index``, ``method_version``,
+``conditions`` and ``witness`` are optional when reading:
 files recorded before a column existed load with it empty.
 
 Column types (``TEXT_COLUMNS``, ``BOOL_COLUMNS``, ``WHOLE_COLUMNS``, ``SIGNED_COLUMNS``, the rest numbers) are
@@ -78,13 +81,15 @@ PROVENANCE_COLUMNS = [
     "device_name", "compute_capability", "sm_count", "memory_total_bytes", "driver_version",
     "cuda_version", "pycuda_version", "pcie_gen", "pcie_width", "pcie_gbps_theoretical",
     "hbm_gbps_theoretical", "sm_clock_max_mhz", "mem_clock_max_mhz", "host", "timestamp",
-    "git_commit", "backend", "l2_bytes", "async_engine_count", "gpu_uuid", "gpu_index",
+    "git_commit", "backend", "l2_bytes", "async_engine_count", "gpu_uuid", "gpu_index", "method_version",
 ]
 COLUMNS = POINT_COLUMNS + PARAMETER_COLUMNS + MEASUREMENT_COLUMNS + PROVENANCE_COLUMNS
 WITNESS_COLUMNS = ["conditions", "witness"]
-OPTIONAL_COLUMNS = PARAMETER_COLUMNS + ["l2_bytes", "async_engine_count", "gpu_uuid", "gpu_index"] + WITNESS_COLUMNS
+OPTIONAL_COLUMNS = PARAMETER_COLUMNS + ["l2_bytes", "async_engine_count", "gpu_uuid", "gpu_index", "method_version"] \
+    + WITNESS_COLUMNS
 # Columns added after runs carried a content hash: hashed only where a run has them, so older runs keep theirs.
-HASHED_WHEN_SET = ("gpu_uuid", "gpu_index", "peer_index", "peer_uuid", "link", "conditions", "witness")
+HASHED_WHEN_SET = ("gpu_uuid", "gpu_index", "peer_index", "peer_uuid", "link", "conditions", "witness",
+                   "method_version")
 NUMERIC_COLUMNS = ["bytes", "median_ms", "min_ms", "max_ms", "cv", "samples", "gbps"]
 OPTIONAL_NUMERIC_COLUMNS = ["block_size", "elements", "param_value", "registers_per_thread", "shared_bytes_per_block",
                             "theoretical_occupancy", "rel_error", "l2_bytes", "chunks", "streams", "intensity",
@@ -95,7 +100,7 @@ OPTIONAL_NUMERIC_COLUMNS = ["block_size", "elements", "param_value", "registers_
 TEXT_COLUMNS = ["run_id", "experiment", "variant", "direction", "group", "param", "host_memory", "issue_order",
                 "stop_reason", "profile", "timer", "device_name", "compute_capability", "driver_version",
                 "cuda_version", "pycuda_version", "host", "timestamp", "git_commit", "backend", "gpu_uuid",
-                "peer_uuid", "link", "conditions"]
+                "peer_uuid", "link", "conditions", "method_version"]
 BOOL_COLUMNS = ["include_alloc", "verified", "throttled"]
 JSON_TEXT_COLUMNS = ["intervals", "witness"]
 SAMPLE_COLUMNS = ["samples_ms"]

@@ -15,6 +15,7 @@ verified) until one ``Result`` (then ``Freed`` once its buffers are freed) or ``
 from __future__ import annotations
 
 import atexit
+import functools
 import os
 import time
 import traceback
@@ -28,6 +29,7 @@ from gpu.device.context import visible_gpus
 from gpu.device.device_set import DeviceSet
 from gpu.device.driver_occupancy import driver_occupancy_table
 from gpu.experiments import REGISTRY, get_experiment, in_point_order, sweep_of
+from gpu.experiments.method import method_version
 from gpu.experiments.request import Request
 from gpu.service.client import load_service_class
 from gpu.service.messages import Failure, Freed, Hello, InitFailed, Progress, Result, Row
@@ -91,6 +93,13 @@ class GpuService:
         self.devices = DeviceSet(ordinals)
         self.runtime = self.devices.first
         self.warmed = self._warm_up()
+        self.methods  # noqa: B018 (hashed now, once the sweeps are imported and the kernels compiled)
+
+    @functools.cached_property
+    def methods(self) -> dict[str, str]:
+        """Each experiment's method version (``gpu.experiments.method``), hashed once per worker: the sources this
+        worker measures with, recorded with every run it measures."""
+        return {entry.name: method_version(entry) for entry in REGISTRY}
 
     def _warm_up(self) -> dict:
         """Each sweep that declares ``warm_up(gpu)`` builds, as the worker starts, what its first job would
@@ -130,7 +139,8 @@ class GpuService:
             request = checked(job)
             module = get_experiment(request.experiment)
             params = getattr(module, "with_devices", lambda p, _: p)(request.params, self.devices.ordinals)
-            provenance = self.runtime.provenance()  # the timestamp says when the run started
+            provenance = {**self.runtime.provenance(),  # the timestamp says when the run started
+                          "method_version": self.methods.get(module.NAME)}
             point = {"run_id": uuid.uuid4().hex[:12], "experiment": module.NAME}
             measure = sweep_of(module.NAME)
             rows = measure(params, self.devices, _RunRowProgress(progress, {**provenance, **point}), should_cancel)

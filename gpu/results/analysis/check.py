@@ -9,7 +9,9 @@ GPU, a power cap, a downtrained link): the run cannot say whether the code regre
 again on a quiet GPU rather than pass or blame the change. A slower point whose candidate was clean or not observed
 is a regression (1), whatever else is not clean (a cause on the baseline's side alone could only have made the
 baseline slower, so it is named but excuses nothing); a point that is not clean but not slower passes. Every output
-names each not-clean point's causes.
+names each not-clean point's causes, and says whether the two runs were measured by the same method (their method
+versions, ``gpu.core.method_versions``: the same, different, or unknown for a run recorded before runs kept one); a
+change of method is named, never a verdict of its own.
 
 ``--against RUN``: the candidate against that baseline run, as Compare shows the pair (each point's band from the
 history of the candidate's board or model in the catalog, see ``compare``).
@@ -226,6 +228,11 @@ def conditions_words(check: Check) -> str:
     return compare.conditions_words(check.baseline, check.candidate)
 
 
+def method_words(check: Check) -> str:
+    """Whether the candidate and its baseline were measured by the same method (``compare.method_words``)."""
+    return compare.method_words(check.baseline, check.candidate)
+
+
 def _figures(row) -> str:
     """A point's figures in one line: change, medians, band and where it came from, p."""
     gbps = f" ({row['baseline_gbps']:.1f} → {row['candidate_gbps']:.1f} GB/s)" \
@@ -251,6 +258,7 @@ def markdown(check: Check) -> str:
              f"- Against: {_md(against_words(check))}",
              f"- {_md(compare.band_summary(table))}",
              f"- Conditions: {_md(conditions_words(check))}",
+             f"- {_md(method_words(check))}",
              "- Verdict counts: " + " · ".join(f"{_md(name)}: {count}"
                                                for name, count in compare.verdict_counts(table).items()), ""]
     header = ["| point | baseline | candidate | change | verdict | run-to-run ± | band from | conditions |",
@@ -283,7 +291,8 @@ def junit_xml(check: Check) -> str:
                           tests=str(len(check.table)), failures=str(len(check.slower)), errors="0", skipped="0")
     properties = ET.SubElement(suite, "properties")
     for name, value in (("candidate", _run_words(check.candidate)), ("against", against_words(check)),
-                        ("bands", compare.band_summary(check.table)), ("conditions", conditions_words(check))):
+                        ("bands", compare.band_summary(check.table)), ("conditions", conditions_words(check)),
+                        ("method", method_words(check))):
         ET.SubElement(properties, "property", name=name, value=clean(value))
     for row in check.table.to_dict("records"):
         case = ET.SubElement(suite, "testcase", classname=clean(f"pinpoint.{check.experiment}"),
@@ -317,7 +326,7 @@ def check_command(args, catalog=None) -> int:
         check = run_check(catalog, args.candidate, args.against)
         print(printable(f"{verdict_line(check)}\n  candidate: {_run_words(check.candidate)}\n  against: "
                         f"{against_words(check)}\n  {compare.band_summary(check.table)}\n  conditions: "
-                        f"{conditions_words(check)}"))
+                        f"{conditions_words(check)}\n  {method_words(check)}"))
         slower = check.slower.sort_values("change")
         for row in slower.head(SHOWN_SLOWER).to_dict("records"):
             named = causes.cause_words(row.get("baseline_conditions"), row.get("candidate_conditions"))

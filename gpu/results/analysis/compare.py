@@ -32,7 +32,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from gpu.core import text
+from gpu.core import method_versions, text
 from gpu.core.stats import (  # noqa: F401 (ALPHA, MIN_EFFECT, robust_spread: Compare's rules, read by tests)
     ALPHA,
     FASTER,
@@ -85,7 +85,7 @@ VERDICT_NAMES = {SLOWER: "slower beyond noise", FASTER: "faster beyond noise",
                  RUN_TO_RUN: "within run-to-run noise", SAME: "same within noise"}
 PROVENANCE_FIELDS = ["device_name", "driver_version", "cuda_version", "pycuda_version", "pcie", "sm_clock_max_mhz",
                      "mem_clock_max_mhz", "throttled points", "profile", "timers", "host", "gpu_uuid", "git_commit",
-                     "timestamp", "async_engine_count"]
+                     "method_version", "timestamp", "async_engine_count"]
 
 
 def percent(change: float) -> str:
@@ -203,6 +203,12 @@ def conditions_words(baseline: pd.DataFrame, candidate: pd.DataFrame) -> str:
                       for role, frame in (("candidate", candidate), ("baseline", baseline)))
 
 
+def method_words(baseline: pd.DataFrame, candidate: pd.DataFrame) -> str:
+    """Whether the two runs were measured by the same method (``gpu.core.method_versions.words``): a difference of
+    method is a reason for a difference of figures, and an unknown version is said, never guessed."""
+    return method_versions.words(baseline, candidate)
+
+
 def verdict_counts(table: pd.DataFrame) -> dict[str, int]:
     """Points per verdict, every verdict named (zero included), in the order slower, faster, run-to-run, same."""
     counts = table["verdict"].value_counts() if not table.empty else {}
@@ -246,6 +252,7 @@ def _provenance(frame: pd.DataFrame) -> dict:
     out["timers"] = ", ".join(sorted(frame["timer"].dropna().astype(str).unique())) if "timer" in frame else None
     # Every board the run names (a peer run spans a node's GPUs), not its first row's.
     out["gpu_uuid"] = ", ".join(sorted(boards_of(frame))) or None
+    out["method_version"] = method_versions.shown(frame)  # "unknown" for a run recorded before runs kept one
     return {field: out.get(field) for field in PROVENANCE_FIELDS}
 
 

@@ -187,6 +187,7 @@ def render(baseline: pd.DataFrame, candidates: list[pd.DataFrame], earlier=None)
 <section>
 <h2>{text.html_text(run_label(candidate))}</h2>
 <p class="headline">{text.html_text(compare.disjoint_reason(baseline, candidate) or line)}</p>
+<p class="versions">{text.html_text(compare.method_words(baseline, candidate))}</p>
 <h3>Provenance: what differs</h3>
 {_table_html(compare.provenance_diff(baseline, candidate))}
 </section>""")
@@ -214,6 +215,7 @@ def render(baseline: pd.DataFrame, candidates: list[pd.DataFrame], earlier=None)
 <p class="headline">{text.html_text(line)}</p>
 <p class="counts">{text.html_text(counts)}</p>
 <p class="method">{text.html_text(compare.band_summary(table))}</p>
+<p class="versions">{text.html_text(compare.method_words(baseline, candidate))}</p>
 <p>{text.html_text(normalized_line)}</p>
 {''.join(charts)}
 <h3>Provenance: what differs</h3>

@@ -275,8 +275,8 @@ def check(frame: pd.DataFrame, name: str, manifest: dict | None = None) -> pd.Da
 
 
 def _check_runs(frame: pd.DataFrame, name: str, where) -> None:
-    """One experiment, one device and one time (``gpu.results.persistence.store.run_times``) per run; each point
-    once."""
+    """One experiment, one device, one method version and one time (``gpu.results.persistence.store.run_times``) per
+    run; each point once."""
     for _, part in frame.groupby("run_id", sort=False):
         for column in ("experiment", "device_name"):
             values = part[column].map(lambda v: None if _missing(v) else v)
@@ -284,6 +284,12 @@ def _check_runs(frame: pd.DataFrame, name: str, where) -> None:
                 i = int(part.index[(values != values.iloc[0]).to_numpy()][0])
                 raise where(i, column, part[column].loc[i], f"differs from the run's first row "
                             f"({_shown(values.iloc[0])}): one run is one experiment on one device at one time")
+        versions = part["method_version"].map(lambda v: None if _missing(v) else v)
+        if versions.nunique(dropna=False) > 1:  # one worker measured the run, with one method
+            first = versions.iloc[0]
+            i = next(i for i, v in versions.items() if v != first)
+            raise where(i, "method_version", part["method_version"].loc[i], f"differs from the run's first row "
+                        f"({_shown(first)}): one run is measured by one method")
         _, furthest, span = run_times(part["timestamp"])
         if span > MAX_RUN_SPAN_S:
             i = int(part.index[furthest])

@@ -1,5 +1,6 @@
 """The runs store's tables, their schema version and the steps that migrate a store from one version to the next;
-and how a point's row is kept in them. No Streamlit and no CUDA here.
+and how a point's row is kept in them. No Streamlit and no CUDA here. It holds one concern, over 400 lines: the
+store's tables through their versions (each step is short; their history is the length).
 
 Tables (schema version ``SCHEMA_VERSION``, in ``pinpoint_meta``):
 
@@ -10,7 +11,8 @@ Tables (schema version ``SCHEMA_VERSION``, in ``pinpoint_meta``):
   with, the checked request's plain values (``Request.plain``) as canonical JSON (keys sorted, no spaces; a JSON
   list of them for a runner invocation that sent several requests, e.g. occupancy's register settings), NULL for a
   run stored before version 7 whose parameters could not be recovered; and ``gpus``, for fleet runs, how the suite
-  ran it (``one``: each GPU on its own; ``node``: a node's GPUs together);
+  ran it (``one``: each GPU on its own; ``node``: a node's GPUs together); and (since version 9) ``method_version``,
+  the run's method version (its rows' ``method_version``; NULL when unknown);
 * ``run_boards`` – every GPU board a run's rows name (since version 3), once per run: ``run_id``, ``position``,
   ``gpu_index`` (the board's ordinal in the run, empty for rows recorded before rows named one) and ``gpu_uuid``.
   A one-GPU run has one; a peer run of a node every GPU of its pairs;
@@ -53,6 +55,9 @@ before version 7)". 8, every point keeps its ``conditions`` (``gpu.core.conditio
 causes) in a column of ``points`` and ``trash_points`` beside its row, so a store can be asked which points are not
 clean without parsing rows; points stored before have none to give and are filled ``not observed`` (their
 ``row_json`` stays as it was, so their content hash does not change), as is a point saved without one.
+9, every run keeps its method version (``runs.method_version``: a hash of the sweep, kernels and shared timing code
+that measured it, ``gpu.experiments.method``), also on each of its rows (``row_json``), so exports carry it; runs
+stored before recorded none and keep NULL, read as unknown (``gpu.core.method_versions``), never guessed.
 
 Migrations are a short list of versioned steps (``MIGRATIONS``), applied in one transaction, one migrator at a time
 (PostgreSQL: an advisory lock; SQLite: ``BEGIN IMMEDIATE``): three tables need no migration framework, and an
@@ -75,7 +80,7 @@ from gpu.core.schema import key_value
 from gpu.core.text import shorten
 from gpu.experiments import suites
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 METADATA = sa.MetaData()
 
 META = sa.Table("pinpoint_meta", METADATA, sa.Column("key", sa.String(64), primary_key=True),
@@ -93,6 +98,8 @@ RUNS = sa.Table(
     sa.Column("fleet_id", sa.String(64)), sa.Column("suite", sa.Text),
     # Added by step 7: the run's parameters (canonical JSON) and, for fleet runs, how the suite ran it.
     sa.Column("params", sa.Text), sa.Column("gpus", sa.String(8)),
+    # Added by step 9: the run's method version (its rows' ``method_version``), NULL when unknown.
+    sa.Column("method_version", sa.Text),
 )
 POINTS = sa.Table(
     "points", METADATA,
@@ -149,6 +156,7 @@ FLEET_INDEX = sa.Index("ix_runs_fleet_id", RUNS.c.fleet_id)
 ADDED_IN_V2 = {"gpu_uuid": sa.Text(), "fleet_id": sa.String(64), "suite": sa.Text()}
 ADDED_IN_V7 = {"params": sa.Text(), "gpus": sa.String(8)}
 ADDED_IN_V8 = {"conditions": sa.Text()}  # to points and trash_points
+ADDED_IN_V9 = {"method_version": sa.Text()}
 
 
 def point_conditions(row: dict) -> str:
@@ -211,7 +219,7 @@ def restored_row(row_json: str, boards: dict) -> dict:
 def _create_v1(connection) -> None:
     """The tables as version 1 had them (``runs`` without the columns later steps add)."""
     v1 = sa.MetaData()
-    sa.Table(RUNS.name, v1, *(c._copy() for c in RUNS.columns if c.name not in ADDED_IN_V2 | ADDED_IN_V7))
+    sa.Table(RUNS.name, v1, *(c._copy() for c in RUNS.columns if c.name not in ADDED_IN_V2 | ADDED_IN_V7 | ADDED_IN_V9))
     sa.Table(POINTS.name, v1, *(c._copy() for c in POINTS.columns if c.name not in ADDED_IN_V8))
     v1.create_all(connection)
 
@@ -308,9 +316,17 @@ def _point_conditions_v8(connection) -> None:
         connection.execute(sa.update(table).values(conditions=conditions.NOT_OBSERVED))
 
 
+def _run_method_version_v9(connection) -> None:
+    """Runs keep their method version (``runs.method_version``); no run stored before recorded one, so theirs stay
+    NULL: unknown (their rows are left as they are, and so is their content hash)."""
+    dialect = connection.dialect
+    for name, kind in ADDED_IN_V9.items():
+        connection.execute(sa.text(f"ALTER TABLE {RUNS.name} ADD COLUMN {name} {kind.compile(dialect)}"))
+
+
 MIGRATIONS = [(1, _create_v1), (2, _add_boards_and_fleets_v2), (3, _boards_once_v3), (4, _fleet_suites_v4),
               (5, _trash_and_audit_v5), (6, _fleet_leases_v6), (7, _run_params_v7),
-              (8, _point_conditions_v8)]
+              (8, _point_conditions_v8), (9, _run_method_version_v9)]
 AUDITED_SINCE = 5
 
 

@@ -28,9 +28,10 @@ JSON in ``runs.params`` (at most ``MAX_PARAMS_CHARS``); a fleet run also how its
 part of a run's content: a run stored with the same points is the same run.
 
 Reading: ``runs`` lists runs (``gpu_uuid``: the run's one board, empty when it names none or several; ``boards``:
-every board it names); ``load`` gives one run as a results frame; ``points`` gives the rows of many runs at once,
-only the fields asked for and without samples when asked (the Fleet page reads hundreds of runs so); ``run_params``
-gives the parameters of many runs at once, next to it (a value over ``MAX_PARAMS_CHARS`` is never read: its length is).
+every board it names; ``method_version``: the run's method version, from its rows, empty when unknown); ``load``
+gives one run as a results frame; ``points`` gives the rows of many runs at once, only the fields asked for and without
+samples when asked (the Fleet page reads hundreds of runs so); ``run_params`` gives the parameters of many runs at
+once, next to it (a value over ``MAX_PARAMS_CHARS`` is never read: its length is).
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from dataclasses import dataclass
 import pandas as pd
 import sqlalchemy as sa
 
-from gpu.core import schema
+from gpu.core import method_versions, schema
 from gpu.core.access import Actor, require
 from gpu.core.errors import AccessRefused, StoreError
 from gpu.core.schema import frame_rows
@@ -73,6 +74,7 @@ from gpu.results.persistence.migrations import (  # noqa: F401 (the tables and s
     ADDED_IN_V2,
     ADDED_IN_V7,
     ADDED_IN_V8,
+    ADDED_IN_V9,
     AUDIT,
     AUDITED_SINCE,
     BOARDS,
@@ -291,6 +293,7 @@ class RunStore(CheckedChanges, Database):
                "stored_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"), "points": len(part),
                "label": label, "notes": notes, "fleet_id": fleet[0] if fleet else None,
                "suite": fleet[1] if fleet else None, "params": params, "gpus": gpus,
+               "method_version": method_versions.of_run(part),
                **{c: None if pd.isna(first[c]) or first[c] == "" else str(first[c]) for c in
                   ("device_name", "driver_version", "cuda_version", "pycuda_version", "host", "git_commit",
                    "profile")}}
@@ -350,7 +353,7 @@ class RunStore(CheckedChanges, Database):
             return pd.DataFrame(columns=RUN_COLUMNS)
         # Opening never writes, so a store of an older version is read as it is: its missing columns stay empty.
         columns = [c for c in RUNS.columns if (self.version >= 2 or c.name not in ADDED_IN_V2)
-                   and c.name not in ADDED_IN_V7]
+                   and c.name not in ADDED_IN_V7 and (self.version >= 9 or c.name not in ADDED_IN_V9)]
         if self.version == 2:
             columns.append(sa.column("gpu_uuid"))  # version 2 kept a run's (first row's) board in runs
         query = sa.select(*columns).order_by(RUNS.c.timestamp.desc())
@@ -371,6 +374,7 @@ class RunStore(CheckedChanges, Database):
             uuids = tuple(dict.fromkeys(boards.get(row["run_id"], {}).values())) if self.version >= 3 else \
                 ((row["gpu_uuid"],) if row.get("gpu_uuid") else ())
             row["boards"], row["gpu_uuid"] = uuids, uuids[0] if len(uuids) == 1 else None
+            row.setdefault("method_version", None)  # a store before version 9 keeps none: unknown, as after it
         return pd.DataFrame(rows, columns=RUN_COLUMNS)
 
     def run_params(self, run_ids: list[str]) -> pd.DataFrame:

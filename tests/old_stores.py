@@ -1,0 +1,28 @@
+"""A runs store as an older PinPoint wrote it: its schema version's steps, then a run stored as that version stored
+it (the columns later steps add left out), for the migration tests."""
+
+from __future__ import annotations
+
+import pandas as pd
+import sqlalchemy as sa
+
+from gpu.results.persistence import store
+
+
+def store_at_version(url: str, version: int, frame: pd.DataFrame) -> None:
+    """A store at schema ``version`` (7 or later) holding the run ``frame``, written as that version wrote it."""
+    later_runs = {**(store.ADDED_IN_V9 if version < 9 else {})}
+    later_points = {**(store.ADDED_IN_V8 if version < 8 else {})}
+    engine = sa.create_engine(url)
+    with engine.begin() as connection:
+        store.META.create(connection)
+        for _, step in store.MIGRATIONS[:version]:
+            step(connection)
+        connection.execute(store.META.insert().values(key="schema_version", value=str(version)))
+        run, boards, points, _ = store.RunStore._prepare(str(frame["run_id"].iloc[0]), frame, "runner", None, None)
+        connection.execute(store.RUNS.insert().values({k: v for k, v in run.items() if k not in later_runs}))
+        if boards:
+            connection.execute(store.BOARDS.insert(), boards)
+        connection.execute(store.POINTS.insert(), [{k: v for k, v in p.items() if k not in later_points}
+                                                   for p in points])
+    engine.dispose()
