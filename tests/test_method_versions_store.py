@@ -15,7 +15,7 @@ from gpu.core import method_versions, schema
 from gpu.core.access import Actor
 from gpu.core.errors import ImportProblem
 from gpu.results.analysis import compare, report
-from gpu.results.exchange import imports, runfiles
+from gpu.results.exchange import imports, runfiles, sqlite_store
 from gpu.results.exchange.catalog import BUNDLED_DIRS, Catalog
 from gpu.results.persistence import store
 from tests.old_stores import store_at_version
@@ -117,7 +117,7 @@ def test_exports_carry_the_method_version_and_imports_store_it(tmp_path, suffix)
 def test_another_stores_file_and_an_old_export_carry_what_they_have(tmp_path):
     source = tmp_path / "source.sqlite"
     store.RunStore(f"sqlite:///{source}").save(_run(), "runner")
-    (part, *_), = imports.read_store(source.name, source)
+    (part, *_), = sqlite_store.read_store(source.name, source)
     assert set(part["method_version"]) == {OLD}
     import pyarrow.parquet as pq
 
