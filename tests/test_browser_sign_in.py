@@ -3,6 +3,7 @@ provider's login page (oidc-provider, tests/oidc_helper.py) and each sees what t
 too old session cookie and a role in the address get nobody in (`streamlit run serve.py` with PINPOINT_SERVE=team,
 headless Debian Chromium driven by Playwright)."""
 
+import http.client
 import json
 import re
 import time
@@ -14,7 +15,16 @@ import pytest
 from gpu.core import schema
 from gpu.results.catalog import BUNDLED_DIRS
 from gpu.results.store import RunStore
-from tests.browser_helper import CHROMIUM, free_port, runs_begun, streamlit_app, wait_for_run, watch_runs
+from tests.browser_helper import (
+    CHROMIUM,
+    SERVER_PIDS,
+    free_port,
+    resident_mib,
+    runs_begun,
+    streamlit_app,
+    wait_for_run,
+    watch_runs,
+)
 from tests.oidc_helper import oidc_provider, stop
 
 MANAGED = next(BUNDLED_DIRS[1].glob("managed_*.parquet"))
@@ -34,10 +44,14 @@ pytestmark = [
 ]
 
 
+# Streamlit keeps a session whose browser went away this long for a reconnect (its default: 120 s), then forgets it
+DISCONNECTED_TTL_S = 2
+
+
 @contextmanager
 def signed_in_server(folder: Path, store_url: str):
     """A provider (``ACCOUNTS``) and a team server whose sign-in it is (roles ``ROLES``), over ``store_url`` with
-    one run, ``teamrun01``, stored: (the server's address, the provider)."""
+    one run, ``teamrun01``, stored, its start-up's first page views done: (the server's address, the provider)."""
     port = free_port()
     address = f"http://127.0.0.1:{port}"
     RunStore(store_url).save(schema.read_results(MANAGED).assign(run_id="teamrun01"), "import", label="team review")
@@ -46,8 +60,9 @@ def signed_in_server(folder: Path, store_url: str):
         (folder / ".streamlit").mkdir()
         (folder / ".streamlit" / "secrets.toml").write_text(provider.secrets(f"{address}/oauth2callback",
                                                                              COOKIE_SECRET))
-        with streamlit_app(log=folder / "server.log", port=port, PINPOINT_SERVE="team", HOME=str(folder),
-                           PINPOINT_ROLES=str(folder / "roles.toml"), PINPOINT_DB_URL=store_url) as url:
+        with streamlit_app(log=folder / "server.log", ready="first visit:", port=port, PINPOINT_SERVE="team",
+                           HOME=str(folder), PINPOINT_ROLES=str(folder / "roles.toml"), PINPOINT_DB_URL=store_url,
+                           STREAMLIT_SERVER_DISCONNECTED_SESSION_TTL=str(DISCONNECTED_TTL_S)) as url:
             assert url == address
             yield url, provider
 
@@ -232,6 +247,77 @@ def test_nothing_is_uploaded_before_sign_in_and_a_member_uploads_after(browser, 
         assert _raw_put(context, url, member, "g0", 1024).status == 204  # a member's import file is kept
     finally:
         context.close()
+
+
+MIB = 1024 * 1024
+
+
+def _streamed_put(context, url: str, session: str, name: str, size: int) -> int:
+    """A raw PUT of ``size`` bytes to the upload route, streamed as a script sends it (the session's XSRF cookie and
+    header): the HTTP status, or 0 when the server hung up before answering."""
+    xsrf = next((c["value"] for c in context.cookies() if c["name"] == "_streamlit_xsrf"), "")
+    boundary = "pinpoint-upload-test"
+    head = (f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="run.parquet"\r\n'
+            "Content-Type: application/octet-stream\r\n\r\n").encode()
+    tail = f"\r\n--{boundary}--\r\n".encode()
+    host, port = url.removeprefix("http://").split(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=120)
+    try:
+        connection.putrequest("PUT", f"/_stcore/upload_file/{session}/{name}")
+        for header, value in (("Content-Type", f"multipart/form-data; boundary={boundary}"),
+                              ("Content-Length", str(len(head) + size + len(tail))), ("X-Xsrftoken", xsrf),
+                              ("Cookie", f"_streamlit_xsrf={xsrf}")):
+            connection.putheader(header, value)
+        connection.endheaders()
+        try:
+            connection.send(head)
+            for _ in range(size // MIB):
+                connection.send(b"x" * MIB)
+            connection.send(tail)
+        except OSError:  # refused before its body was read: the server may close while it is still sent
+            pass
+        try:
+            answer = connection.getresponse()
+            answer.read()
+            return answer.status
+        except OSError:
+            return 0
+    finally:
+        connection.close()
+
+
+def test_uploads_before_sign_in_take_no_memory_and_a_members_are_freed_when_the_session_ends(browser, team_server):
+    """The hostile pass's symptom: from the sign-in screen's websocket session, 40 MB PUTs answered 204 and the
+    server's memory grew by them and stayed so. Now they are refused and the server's resident memory stays within
+    one body of where it was; a member's are kept, and freed once the session ends (its browser gone for longer
+    than Streamlit waits for a reconnect, DISCONNECTED_TTL_S here), which Streamlit alone never did."""
+    url, _ = team_server
+    server = SERVER_PIDS[url]
+    context = browser.new_context()
+    page = watched(context)
+    try:
+        sessions = _session_ids(page)
+        page.goto(url)
+        settled(page)
+        page.get_by_role("button", name="Sign in", exact=True).wait_for(timeout=30_000)
+        before = resident_mib(server)
+        for burst in range(2):
+            statuses = [_streamed_put(context, url, sessions[-1], f"b{burst}f{i}", 40 * MIB) for i in range(3)]
+            assert set(statuses) <= {403, 0} and 403 in statuses, statuses
+        assert resident_mib(server) - before < 40, (before, resident_mib(server))  # 240 MB refused, none kept
+
+        sign_in(page, url, "bob@example.org")
+        settled(page)
+        member = sessions[-1]
+        kept_from = resident_mib(server)
+        assert [_streamed_put(context, url, member, f"m{i}", 40 * MIB) for i in range(3)] == [204] * 3
+        assert resident_mib(server) - kept_from > 100  # what is measured here is where the files are kept
+    finally:
+        context.close()  # the member's session ends: its browser is gone
+    deadline = time.monotonic() + 120  # Streamlit's wait for a reconnect, then the next sweep (uploads.SWEEP_S)
+    while resident_mib(server) - kept_from >= 40:
+        assert time.monotonic() < deadline, f"{resident_mib(server):.0f} MiB, {kept_from:.0f} before the uploads"
+        time.sleep(1)
 
 
 def test_a_provider_that_goes_down_is_named_and_nothing_is_served(browser, tmp_path):
