@@ -6,6 +6,8 @@ headless Debian Chromium driven by Playwright)."""
 import http.client
 import json
 import re
+import socket
+import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -346,3 +348,94 @@ def provider_down(browser, url: str) -> None:
     finally:
         context.close()
 
+
+
+class TricklingProvider:
+    """A sign-in provider on a loopback port that answers its discovery address one byte every ``every_s`` seconds
+    (its status line included), for minutes; it notes when each connection came and when the server hung up."""
+
+    def __init__(self, every_s: float = 2.0) -> None:
+        self.every_s = every_s
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.came: list[float] = []
+        self.hung_up: list[float] = []  # the same order as ``came``, for connections that ended
+        self.stop = threading.Event()
+        threading.Thread(target=self.serve, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.getsockname()[1]}/.well-known/openid-configuration"
+
+    def serve(self) -> None:
+        with self.server:
+            self.server.settimeout(0.2)
+            while not self.stop.is_set():
+                try:
+                    connection, _ = self.server.accept()
+                except TimeoutError:
+                    continue
+                self.came.append(time.monotonic())
+                threading.Thread(target=self.trickle, args=(connection,), daemon=True).start()
+
+    def trickle(self, connection) -> None:
+        answer = b'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\r\n{"authorization_endpoint": "x"}' * 10
+        with connection:
+            connection.settimeout(self.every_s)
+            for byte in answer:
+                try:
+                    if connection.recv(65536) == b"":  # the server hung up
+                        break
+                except TimeoutError:  # nothing from the server for every_s: the next byte
+                    pass
+                except OSError:
+                    break
+                if self.stop.is_set():
+                    return
+                try:
+                    connection.sendall(bytes([byte]))
+                except OSError:
+                    break
+            self.hung_up.append(time.monotonic())
+
+
+def test_trickling_providers_are_named_on_the_sign_in_page_within_5_s(browser, tmp_path):
+    """The hostile pass's provider, one byte every 2 s, kept every sign-in page waiting for over 75 s. Two such
+    providers now: the server hangs up on each within 5 s of asking it, and a visitor's page names both within 5 s
+    of the server asking (they are asked at once, not one after the other)."""
+    providers = {"": TricklingProvider(), "second": TricklingProvider()}
+    url = f"http://127.0.0.1:{free_port()}"
+    (tmp_path / ".streamlit").mkdir()
+    (tmp_path / ".streamlit" / "secrets.toml").write_text(
+        f'[auth]\nredirect_uri = "{url}/oauth2callback"\ncookie_secret = "{COOKIE_SECRET}"\n'
+        + "".join(f'{"[auth." + name + "]" if name else ""}\nclient_id = "pinpoint"\nclient_secret = "s"\n'
+                  f'server_metadata_url = "{provider.url}"\n' for name, provider in providers.items()))
+    (tmp_path / "roles.toml").write_text(ROLES)
+    try:
+        with streamlit_app(log=tmp_path / "server.log", ready="first visit:", port=int(url.rsplit(":", 1)[1]),
+                           PINPOINT_SERVE="team", HOME=str(tmp_path), PINPOINT_ROLES=str(tmp_path / "roles.toml"),
+                           PINPOINT_DB_URL=f"sqlite:///{tmp_path}/runs.sqlite"):
+            # the start-up's first page views asked them: a visitor's page asks again once that answer is 15 s old
+            while any(len(p.hung_up) < len(p.came) for p in providers.values()):
+                time.sleep(0.2)
+            time.sleep(max(0.0, max(p.hung_up[-1] for p in providers.values() if p.hung_up) + 15.5
+                           - time.monotonic()))
+            asked_before = {name: len(p.came) for name, p in providers.items()}
+            context = browser.new_context()
+            page = watched(context)
+            try:
+                page.goto(url)
+                page.get_by_text("Nobody can sign in now", exact=False).nth(1).wait_for(timeout=120_000)
+                named = time.monotonic()
+                text = text_of(page.locator("[data-testid='stMain']"))
+                assert page.get_by_role("button", name="Sign in", exact=True).count() == 0
+            finally:
+                context.close()
+        asked = min(p.came[asked_before[name]] for name, p in providers.items())  # this visit's first question
+        assert named - asked < 5, f"named {named - asked:.1f} s after the server asked"
+        for provider in providers.values():
+            assert provider.came and len(provider.hung_up) == len(provider.came)
+            assert all(gone - came < 5 for came, gone in zip(provider.came, provider.hung_up, strict=True))
+            assert f"the sign-in provider at {provider.url} does not answer (no whole answer within 4 s)" in text
+    finally:
+        for provider in providers.values():
+            provider.stop.set()
