@@ -9,15 +9,18 @@ BIN := $(VENV)/bin
 .PHONY: app test lint gpu-test clean
 
 $(BIN)/python:
+	@echo "creating $(VENV) (a virtual environment for PinPoint)"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 
 # Live mode needs PyCUDA, which builds against the CUDA toolkit: install it only where a GPU and nvcc exist.
+# pip speaks (one line per package, its download bars): a first install takes a minute or two, not in silence.
 $(VENV)/.app: requirements.txt requirements-gpu.txt | $(BIN)/python
-	$(BIN)/pip install -q -r requirements.txt
+	@echo "installing PinPoint's packages (requirements.txt) into $(VENV): a minute or two the first time"
+	$(BIN)/pip install --progress-bar on -r requirements.txt
 	@if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 && command -v nvcc >/dev/null 2>&1; then \
 	  echo "GPU found: installing the GPU extra (PyCUDA builds against CUDA; this can take a few minutes)"; \
-	  $(BIN)/pip install -q -r requirements-gpu.txt; \
+	  $(BIN)/pip install --progress-bar on -r requirements-gpu.txt; \
 	else echo "No usable GPU (nvidia-smi + nvcc): PinPoint will replay recorded runs."; fi
 	touch $@
 
@@ -25,8 +28,11 @@ $(VENV)/.dev: requirements.txt requirements-dev.txt | $(BIN)/python
 	$(BIN)/pip install -q -r requirements-dev.txt
 	touch $@
 
+# serve.py prints "PinPoint is ready: <address>" once the server answers; Streamlit's own banner, printed seconds
+# before that, is hidden.
 app: $(VENV)/.app
-	$(BIN)/streamlit run serve.py
+	@echo "starting PinPoint (it prints its address once it answers)"
+	STREAMLIT_LOGGER_HIDE_WELCOME_MESSAGE=true $(BIN)/streamlit run serve.py
 
 # The browser test needs Debian's chromium, the store tests a PostgreSQL server and the fleet's Slurm test a one-node
 # Slurm (slurm-wlm, munge); install them when we can (root), otherwise those tests are skipped with the reason.

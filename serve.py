@@ -24,7 +24,12 @@ every page exactly as ``streamlit run app.py`` does, with six additions.
   websocket starts a browser's (connect_session, then the browser's first rerun: the page's address, no query, no
   widget values) with a client that keeps only the errors shown, so exactly the cache entries a visitor looks up
   are made (~2.3 s of CPU in all, in the background). A page that fails or hangs is logged and left to its
-  visitors. In live mode this also starts the GPU worker, as the first visitor would.
+  visitors. In live mode this also starts the GPU worker, as the first visitor would. A visitor's page goes first:
+  while one runs, the next first view waits (each one is a few tenths of a second of CPU, and the two would share
+  the Python interpreter), so someone who opens the app during those seconds waits for one at most.
+- **The address is printed when the server answers.** Streamlit prints its own "URL:" banner before serve.py has
+  even loaded, seconds before anyone can be answered; ``make app`` and ``pinpoint app`` hide that banner
+  (STREAMLIT_LOGGER_HIDE_WELCOME_MESSAGE) and this prints "PinPoint is ready: <address>" once the server answers.
 - **Streamlit's frontend files are answered from memory.** A browser's first visit fetches about 120 of them
   (/static/…, 11 MB); through Streamlit's file serving, each one a few thread hops and the whole middleware stack,
   they cost ~0.2 s of the server's CPU per visit. They are content-hashed and served as immutable, so each is read
@@ -54,7 +59,9 @@ from streamlit.logger import get_logger
 from streamlit.proto.BackMsg_pb2 import BackMsg
 from streamlit.proto.ClientState_pb2 import ClientState
 from streamlit.runtime import Runtime
+from streamlit.runtime.app_session import AppSessionState
 from streamlit.runtime.session_manager import SessionClient
+from streamlit.web.server import server_util
 
 from gpu.core import paths
 from gpu.core import serving as srv
@@ -172,6 +179,27 @@ def prepare() -> None:
 
 # --- the first visitor, at start-up ---------------------------------------------------------------------------
 VISIT_TIMEOUT_S = 60  # per page
+GIVE_WAY_MAX_S = 30  # the longest a first view waits for visitors' pages (a live measurement may run for a minute)
+GIVE_WAY_POLL_S = 0.1
+
+
+def visitor_page_running(runtime: Runtime) -> bool:
+    """Whether a visitor's page script runs now: a session of the runtime's (a first view closes its own before the
+    next starts) in the running state. Read from Streamlit's session manager; where that is not there, False."""
+    try:
+        # Streamlit has no public listing of its sessions or their state
+        sessions = runtime._session_mgr.list_active_sessions()
+        return any(info.session._state == AppSessionState.APP_IS_RUNNING for info in sessions)
+    except AttributeError:
+        return False
+
+
+async def give_way(runtime: Runtime, limit: float = GIVE_WAY_MAX_S) -> float:
+    """Waits while a visitor's page runs (at most ``limit`` s); returns the seconds waited."""
+    started = time.monotonic()
+    while visitor_page_running(runtime) and time.monotonic() - started < limit:
+        await asyncio.sleep(GIVE_WAY_POLL_S)
+    return time.monotonic() - started
 
 
 class Visitor(SessionClient):
@@ -207,11 +235,12 @@ async def first_visits(runtime: Runtime | None = None) -> None:
     """Every page's default view, once, through Streamlit's own sessions: the figures and tables it caches for
     all sessions are built with exactly the keys a visitor's view looks up. Then what they left is frozen out of
     the garbage collector, as prepare() does. A page that fails or hangs is logged and left to its visitors."""
-    started, cpu = time.monotonic(), time.process_time()
+    started, cpu, waited = time.monotonic(), time.process_time(), 0.0
     try:
         runtime = runtime or Runtime.instance()
         for entry in PAGES:
             address = f"/{entry.url_path}"
+            waited += await give_way(runtime)
             try:
                 errors = await visit(runtime, entry.url_path)
             except TimeoutError:
@@ -227,8 +256,8 @@ async def first_visits(runtime: Runtime | None = None) -> None:
     except Exception:  # noqa: BLE001  (the server answers as before, without it)
         LOG.warning("first visit failed", exc_info=True)
         return
-    LOG.info("first visit: %d pages in %.1f s (%.1f s of CPU)", len(PAGES), time.monotonic() - started,
-             time.process_time() - cpu)
+    LOG.info("first visit: %d pages in %.1f s (%.1f s of CPU; %.1f s waiting for visitors' pages)", len(PAGES),
+             time.monotonic() - started, time.process_time() - cpu, waited)
 
 
 @asynccontextmanager
@@ -238,12 +267,20 @@ async def warm_up(_app):
     server)."""
     await asyncio.to_thread(prepare)
     tasks = [asyncio.create_task(first_visits()), asyncio.create_task(sweep_ended_uploads())]
+    print(ready_line(), flush=True)  # the server answers as this returns
     yield
     for task in tasks:
         task.cancel()
 
 
 # --- this machine, or a team -----------------------------------------------------------------------------------
+def ready_line() -> str:
+    """The line printed once the server answers: the address to open, as Streamlit's banner would give it (the
+    configured browser.serverAddress, the port and path prefix)."""
+    return (f"PinPoint is ready: {server_util.get_url(config.get_option('browser.serverAddress'))} "
+            "(each page's first view is made in the background for a few seconds; a visitor's page goes first)")
+
+
 def check_serving() -> srv.Serving:
     """The serving settings, checked before the server answers anyone: SystemExit with one line when the server
     must not start (gpu.core.serving says why each setting exists)."""

@@ -7,17 +7,19 @@ layer          what
 =============  ====================================================================================
 core           stats, units, text, errors, schema, overlap and occupancy arithmetic
 device         CUDA context and compilation, memory ledger, timing, telemetry, limits, libcuda binding
-experiments    one declaration per experiment (axes, labels, checks; no device code); the registry of them all
-sweeps         how each experiment is measured, over one sweep harness (worker only, found through the registry)
+experiments    one package per experiment, experiments/<name>/: its declaration (axes, labels, checks; no device
+               code), its sweep.py (sweeps layer), its kernels and its view.py (present layer); the registry
+sweeps         the one sweep harness every experiment's sweep.py measures over (worker only)
 results        store, catalog, imports, compare, report (CPU only)
 service        worker process, client, messages, backends (live and replay)
 fleet          one suite over several GPUs (Dask)
-present        charts, headlines, takeaways, claims, talks (CPU only)
+present        shared charts, headlines, takeaways, claims, talks (CPU only); each experiment's view.py
 bench          the headless runner, ``python -m gpu.bench``
 =============  ====================================================================================
 
 Nothing in this package imports Streamlit. PyCUDA is imported only inside the worker process (``gpu.device``
 builds the context), so every other module works on a machine without a GPU; ``experiments``, ``results`` and
-``present`` never import ``device``, ``sweeps`` or ``service`` (tests/test_import_purity.py loads them in a fresh
-interpreter and checks that nothing of ``device``, ``sweeps`` or PyCUDA came with them).
+``present`` never import ``device``, ``sweeps`` (an experiment's sweep.py included) or ``service``
+(tests/test_import_purity.py loads them in a fresh interpreter and checks that nothing of ``device``, ``sweeps`` or
+PyCUDA came with them).
 """

@@ -240,7 +240,8 @@ def _refuse_memory_store(store) -> None:
 
 
 def _review(args) -> int:
-    runs = catalog.Catalog()
+    # Listing reads only what it lists of each bundled recording (catalog.read_bundled_listing).
+    runs = catalog.Catalog(bundled=catalog.read_bundled_listing() if args.experiment == "runs" else None)
     _refuse_memory_store(runs.store)
     me = Actor.local("cli")
     if args.experiment == "migrate":

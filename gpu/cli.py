@@ -13,7 +13,6 @@ import argparse
 import os
 import sys
 
-from gpu import bench
 from gpu.core import paths, serving
 from gpu.experiments import registry
 
@@ -74,11 +73,23 @@ Environment:
 """
 
 
+# serve.py prints its address once the server answers; Streamlit's banner would print one seconds before (as make app)
+APP_ENVIRONMENT = {"STREAMLIT_LOGGER_HIDE_WELCOME_MESSAGE": "true"}
+
+
 def app_command(streamlit_args: list[str]) -> int:
     """Replaces this process with ``streamlit run serve.py``, so signals and the exit status are Streamlit's own."""
     argv = [sys.executable, "-m", "streamlit", "run", str(paths.ROOT / "serve.py"), *streamlit_args]
-    os.execv(sys.executable, argv)
+    os.execve(sys.executable, argv, {**os.environ, **APP_ENVIRONMENT})
     return 0  # not reached
+
+
+def runner():
+    """The runner, gpu.bench, imported only for a command that runs: it loads pandas, PyArrow and the results store,
+    which the help and ``pinpoint app`` never need (``pinpoint --help`` answers in a tenth of a second)."""
+    from gpu import bench
+
+    return bench
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -102,9 +113,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: no experiment '{rest[0][:40]}'; the experiments are: {', '.join(experiment_commands())}",
                   file=sys.stderr)
             return 2
-        return bench.main(rest, prog="pinpoint measure")
+        return runner().main(rest, prog="pinpoint measure")
     if command in RUNNER_COMMANDS:
-        return bench.main(argv, prog="pinpoint")
+        return runner().main(argv, prog="pinpoint")
     print(f"error: no command '{command[:40]}'; the commands are: app, measure, {', '.join(RUNNER_COMMANDS)} "
           "(pinpoint --help)", file=sys.stderr)
     return 2

@@ -1,49 +1,27 @@
-"""PinPoint's pages: the table that app.py routes and Overview links from (file, title, address, icon, blurb).
-What the pages share at run time lives in pages/_ui/."""
+"""PinPoint's pages: the table that app.py routes and Overview links from (file, title, address, icon, blurb), in
+navigation order. An experiment's page is declared by the experiment that owns it (``PAGE_ENTRY``, gathered by the
+registry); this module lists the pages that show no one experiment, so there is one page table. What the pages
+share at run time lives in pages/_ui/."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from gpu.core import paths
+from gpu.experiments import registry
+from gpu.experiments.page import PageEntry
 
-
-@dataclass(frozen=True)
-class PageEntry:
-    file: str
-    title: str  # in the navigation
-    url_path: str
-    icon: str  # Streamlit's Material icons render without an emoji font (many projector laptops have none)
-    blurb: str  # the Overview's link text
-
-
-PAGES = [
-    PageEntry("pages/overview.py", "Overview", "", ":material/push_pin:", ""),
-    PageEntry("pages/transfers.py", "Transfers: pinned vs pageable", "transfers", ":material/swap_vert:",
-              "Transfers: pinned vs pageable memory"),
-    PageEntry("pages/coalescing.py", "Coalescing", "coalescing", ":material/view_week:",
-              "Coalescing: access patterns vs bandwidth"),
-    PageEntry("pages/reductions.py", "Reductions: dot product", "reductions", ":material/functions:",
-              "Reductions: a dot product, five ways"),
-    PageEntry("pages/occupancy.py", "Occupancy", "occupancy", ":material/bar_chart:",
-              "Occupancy: calculator and measurement"),
-    PageEntry("pages/streams.py", "Streams: overlap", "streams", ":material/view_timeline:",
-              "Streams: hiding copies behind compute, with a timeline"),
-    PageEntry("pages/roofline.py", "Roofline", "roofline", ":material/roofing:",
-              "Roofline: every kernel under the measured memory and compute ceilings"),
-    PageEntry("pages/memory_modes.py", "Memory modes", "memory-modes", ":material/memory:",
-              "Memory modes: managed memory, pools, batching and host-memory latency"),
-    PageEntry("pages/peers.py", "Peers: GPU to GPU", "peers", ":material/hub:",
-              "Peers: every GPU of a node against the others, over NVLink or PCIe, and each GPU's host link"),
+OWN_PAGES = [
+    PageEntry("pages/overview.py", "Overview", "", ":material/push_pin:", "", place=0),
     PageEntry("pages/runs.py", "Runs", "runs", ":material/folder_open:",
-              "Runs: every stored and bundled run; import from other machines"),
+              "Runs: every stored and bundled run; import from other machines", place=100),
     PageEntry("pages/compare.py", "Compare runs", "compare", ":material/compare_arrows:",
-              "Compare runs: verdicts beyond noise, provenance diff, HTML report"),
+              "Compare runs: verdicts beyond noise, provenance diff, HTML report", place=101),
     PageEntry("pages/fleet.py", "Fleet", "fleet", ":material/dns:",
-              "Fleet: every board against its model's median, outliers and groups named, drift over time"),
+              "Fleet: every board against its model's median, outliers and groups named, drift over time", place=102),
     PageEntry("pages/talk.py", "Talk: claims, measured", "talk", ":material/co_present:",
-              "Talk: tutorial claims about GPU memory, each judged by a measurement (a talk's scenes, on stage)"),
+              "Talk: tutorial claims about GPU memory, each judged by a measurement (a talk's scenes, on stage)",
+              place=103),
 ]
+PAGES = sorted([*OWN_PAGES, *registry.page_entries()], key=lambda page: page.place)
 ICON = PAGES[0].icon  # PinPoint's own
 
 

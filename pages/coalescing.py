@@ -6,8 +6,7 @@ import streamlit as st
 
 from gpu.core.units import format_bytes
 from gpu.experiments import coalescing
-from gpu.present import headlines, takeaways
-from gpu.present.charts import kernels as kernel_charts
+from gpu.experiments.coalescing import view
 from pages import _ui as ui
 
 page = ui.Page("Coalescing: access patterns vs bandwidth", intro=(
@@ -37,10 +36,10 @@ params = {"elements": elements, "block_sizes": block_sizes, "groups": ["copy", *
 page.sync()
 def preview(partial, suffix: str) -> None:
     """While measuring: the copies (the reference) and the strided sweep, as far as measured."""
-    ui.chart(kernel_charts.variants_figure(partial, coalescing.VARIANTS["copy"], "Copy kernels"),
+    ui.chart(view.variants_figure(partial, coalescing.VARIANTS["copy"], "Copy kernels"),
                  key=f"chart_copy{suffix}")
     if "strided" in set(partial["variant"]):
-        ui.chart(kernel_charts.sweep_figure(partial, "strided"),
+        ui.chart(view.sweep_figure(partial, "strided"),
                      key=f"chart_strided{suffix}")
 
 
@@ -52,25 +51,25 @@ if ui.desk():
     st.caption(f"Working set: {format_bytes(4 * elements)} per buffer"
                + (f" vs an L2 of {format_bytes(l2.iloc[0])}; " if not l2.empty else "; ")
                + "L2 flushed before every sample. Transposes use 32×8-thread tiles whatever the block size.")
-    best = kernel_charts.with_peak_share(frame)
-    reference = headlines.copy_reference(frame, best)
+    best = view.with_peak_share(frame)
+    reference = view.copy_reference(frame, best)
     if reference:
         st.markdown(reference)
-    ui.chart(ui.cached_figure(kernel_charts.variants_figure)(frame, coalescing.VARIANTS["copy"],
+    ui.chart(ui.cached_figure(view.variants_figure)(frame, coalescing.VARIANTS["copy"],
                                                                      "Copy kernels"), key="chart_copy")
 if "strided" in set(frame["variant"]):
-    ui.chart(ui.cached_figure(kernel_charts.sweep_figure)(frame, "strided"), key="chart_strided")
-ui.takeaway(ui.cached(takeaways.coalescing)(frame))
+    ui.chart(ui.cached_figure(view.sweep_figure)(frame, "strided"), key="chart_strided")
+ui.takeaway(ui.cached(view.takeaway)(frame))
 ui.context(frame)  # is the headline figure normal, and were its points clean
 if not ui.desk():
     st.stop()  # on stage: the strided sweep and the takeaway
 if "offset" in set(frame["variant"]):
-    ui.chart(ui.cached_figure(kernel_charts.sweep_figure)(frame, "offset"), key="chart_offset")
+    ui.chart(ui.cached_figure(view.sweep_figure)(frame, "offset"), key="chart_offset")
 if set(coalescing.VARIANTS["layout"]) & set(frame["variant"]):
-    ui.chart(ui.cached_figure(kernel_charts.variants_figure)(
+    ui.chart(ui.cached_figure(view.variants_figure)(
         frame, coalescing.VARIANTS["layout"], "Array of structures vs structure of arrays"), key="chart_layout")
 if set(coalescing.VARIANTS["transpose"]) & set(frame["variant"]):
-    ui.chart(ui.cached_figure(kernel_charts.variants_figure)(frame, coalescing.VARIANTS["transpose"],
+    ui.chart(ui.cached_figure(view.variants_figure)(frame, coalescing.VARIANTS["transpose"],
                                                                      "Matrix transpose"), key="chart_transpose")
 table = best[["variant", "param", "param_value", "block_size", "median_ms", "min_ms", "max_ms", "cv", "samples",
               "gbps", "pct_of_dtod", "stop_reason"]].rename(columns={"pct_of_dtod": "% of memcpy_dtod"})

@@ -7,8 +7,10 @@ import streamlit as st
 
 from gpu.core.units import KiB, SizeError, format_bytes, parse_size_list
 from gpu.experiments import batching, host_latency, managed, pools
-from gpu.present import headlines, takeaways
-from gpu.present.charts import memory as memory_charts
+from gpu.experiments.batching import view as batching_view
+from gpu.experiments.host_latency import view as host_latency_view
+from gpu.experiments.managed import view as managed_view
+from gpu.experiments.pools import view as pools_view
 from pages import _ui as ui
 
 page = ui.Page("Memory modes: managed memory, pools, batching, host latency", intro=(
@@ -70,14 +72,14 @@ with tab_managed:
                                      axis_name="sizes")
     size = controls.axis_slider(managed.NAME, "sizes", "managed_size", size_options, label="Buffer size",
                                 format_func=format_bytes)
-    frame = measured(managed.NAME, {"sizes": [int(size)]}, run_id, memory_charts.managed_figure)
+    frame = measured(managed.NAME, {"sizes": [int(size)]}, run_id, managed_view.managed_figure)
     if frame is not None:
-        table = ui.cached(memory_charts.managed_table)(frame)
+        table = ui.cached(managed_view.managed_table)(frame)
         row = table.iloc[0]
         if ui.desk():  # on stage the takeaway under the chart says it
-            st.markdown(headlines.managed(row))
-        chart(managed.NAME, memory_charts.managed_figure, frame)
-        ui.takeaway(ui.cached(takeaways.managed)(frame))
+            st.markdown(managed_view.headline(row))
+        chart(managed.NAME, managed_view.managed_figure, frame)
+        ui.takeaway(ui.cached(managed_view.takeaway)(frame))
         ui.context(frame)  # is the headline figure normal, and were its points clean
         numbers(managed.NAME, frame[["variant", "bytes", "median_ms", "min_ms", "max_ms", "cv", "samples", "gbps",
                                      "stop_reason", "timer"]].assign(variant=lambda f: f["variant"].map(managed.LABELS),
@@ -100,13 +102,13 @@ with tab_pools:
             sizes = parse_size_list(typed)
         except SizeError as exc:
             sizes, errors = [], [str(exc)]
-    frame = measured(pools.NAME, {"sizes": sizes}, run_id, memory_charts.pools_figure, extra_reasons=errors)
+    frame = measured(pools.NAME, {"sizes": sizes}, run_id, pools_view.pools_figure, extra_reasons=errors)
     if frame is not None:
-        table = ui.cached(memory_charts.pool_table)(frame)
-        parts = headlines.pools(table, memory_charts.pool_crossover)
+        table = ui.cached(pools_view.pool_table)(frame)
+        parts = pools_view.headline(table, pools_view.pool_crossover)
         if ui.desk():  # on stage the takeaway under the chart says it
             st.markdown("\n".join(f"- {p}" for p in parts))
-        chart(pools.NAME, memory_charts.pools_figure, frame)
+        chart(pools.NAME, pools_view.pools_figure, frame)
         ui.takeaway("; ".join(parts) + "." if parts else None, key="stage_takeaway_pools")
         numbers(pools.NAME, table.assign(bytes=table["bytes"].map(format_bytes)), frame)
 
@@ -124,13 +126,13 @@ with tab_batching:
     pieces_chosen = controls.pills("Piece sizes s", fitting, f"batching_pieces_{count}", default=fitting,
                                    format_func=format_bytes)
     frame = measured(batching.NAME, {"piece_sizes": sorted(pieces_chosen or []), "pieces": int(count)}, run_id,
-                     memory_charts.batching_figure)
+                     batching_view.batching_figure)
     if frame is not None:
-        table = ui.cached(memory_charts.batching_table)(frame)
-        overhead = headlines.batching(table)
+        table = ui.cached(batching_view.batching_table)(frame)
+        overhead = batching_view.headline(table)
         if overhead and ui.desk():  # on stage the takeaway under the chart says it
             st.markdown(overhead)
-        chart(batching.NAME, memory_charts.batching_figure, frame)
+        chart(batching.NAME, batching_view.batching_figure, frame)
         ui.takeaway(overhead.replace("**", "") if overhead else None, key="stage_takeaway_batching")
         numbers(batching.NAME, table.assign(**{"piece bytes": table["piece bytes"].map(format_bytes)}), frame)
 
@@ -147,7 +149,8 @@ with tab_latency:
                                          max(sizes_axis.default))
         sizes = controls.axis_choices(host_latency.NAME, "sizes", "host_latency_sizes", size_options,
                                       default=size_options, format_func=format_bytes)
-        frame = measured(host_latency.NAME, {"sizes": sorted(sizes or [])}, run_id, memory_charts.host_latency_figure)
+        frame = measured(host_latency.NAME, {"sizes": sorted(sizes or [])}, run_id,
+                         host_latency_view.host_latency_figure)
         if frame is not None:
             largest = frame[frame["param_value"] == frame["param_value"].max()]
             ns = (largest["median_ms"] * 1e6 / largest["elements"]).groupby(largest["variant"]).first()
@@ -156,7 +159,7 @@ with tab_latency:
                     f"({ns['mapped'] / ns['device']:.1f}× longer)." if {"mapped", "device"} <= set(ns.index) else None)
             if line and ui.desk():  # on stage the takeaway under the chart says it
                 st.markdown(line)
-            chart(host_latency.NAME, memory_charts.host_latency_figure, frame)
+            chart(host_latency.NAME, host_latency_view.host_latency_figure, frame)
             ui.takeaway(line, key="stage_takeaway_host_latency")
             numbers(host_latency.NAME,
                     frame[["variant", "param_value", "elements", "median_ms", "cv", "samples", "timer"]].assign(

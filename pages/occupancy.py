@@ -9,8 +9,7 @@ from gpu.core import text
 from gpu.core.occupancy import LIMITERS, DeviceLimits, KernelResources, occupancy, recorded_profiles
 from gpu.core.units import format_bytes
 from gpu.experiments import occupancy_sweep
-from gpu.present import takeaways
-from gpu.present.charts import kernels as kernel_charts
+from gpu.experiments.occupancy_sweep import view
 from pages import _ui as ui
 
 
@@ -83,7 +82,7 @@ with calculator_slot:
         tabs = controls.tabs(["vs block size", "vs registers", "vs shared memory"], "occupancy_curve")
         for tab, axis in zip(tabs, ("block", "registers", "shared"), strict=True):
             with tab:
-                ui.chart(kernel_charts.occupancy_curve(device, kernel, block, dynamic, axis),
+                ui.chart(view.occupancy_curve(device, kernel, block, dynamic, axis),
                                 key=f"chart_occupancy_{axis}")
 
 with measured_slot:
@@ -119,7 +118,7 @@ with measured_slot:
     page.sync()
     def preview(partial, suffix: str) -> None:
         """While measuring: both curves, coarse block sizes first."""
-        ui.chart(kernel_charts.occupancy_sweep_figure(partial), key=f"chart_occupancy_sweep{suffix}")
+        ui.chart(view.occupancy_sweep_figure(partial), key=f"chart_occupancy_sweep{suffix}")
 
 
     frame = page.measure(occupancy_sweep.NAME, params, "occupancy_sweep", run_id, preview=preview)
@@ -129,8 +128,8 @@ with measured_slot:
                    f"{occupancy_sweep.CHASE_THREADS:,} threads each following {occupancy_sweep.CHASE_STEPS} dependent "
                    f"loads through a {format_bytes(occupancy_sweep.CHASE_NODES * 4)} random cycle. Blocks that cannot "
                    "launch (too many registers) have no point.")
-    ui.chart(ui.cached_figure(kernel_charts.occupancy_sweep_figure)(frame), key="chart_occupancy_sweep")
-    ui.takeaway(ui.cached(takeaways.occupancy)(frame))
+    ui.chart(ui.cached_figure(view.occupancy_sweep_figure)(frame), key="chart_occupancy_sweep")
+    ui.takeaway(ui.cached(view.takeaway)(frame))
     ui.context(frame)  # is the headline figure normal, and were its points clean
 if not ui.desk():
     st.stop()  # on stage: the measured curves and the takeaway

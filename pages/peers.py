@@ -9,13 +9,12 @@ from gpu.core import text
 from gpu.core.units import format_bytes
 from gpu.experiments import peers as declared_peers
 from gpu.experiments import registry
-from gpu.present import takeaways
-from gpu.present.charts import peers as charts
+from gpu.experiments.peers import view as charts
 from gpu.results import peer_cost
 from gpu.results import peer_matrix as pm
 from pages import _ui as ui
 
-NAME = "peers"  # the peer experiment (gpu/experiments/peers.py)
+NAME = "peers"  # the peer experiment (gpu/experiments/peers/__init__.py)
 PAIR_KEY = "peers_pair"
 SCOPE_KEY = "peers_scope"  # what a live Measure measures: the matrix at one size first, the full sweep on request
 SCOPES = {"matrix": f"The matrix at {format_bytes(declared_peers.MATRIX_SIZE)}",
@@ -158,12 +157,12 @@ if not ui.desk():
     page.sync(own=(PAIR_KEY,))  # on stage the pair's sweep is not shown: its setting stays in the address
 
 show(ui.cached_figure(charts.matrix_figure)(frame, view), "chart_matrix")
-ui.takeaway(ui.cached(takeaways.peers)(frame, view))
+ui.takeaway(ui.cached(charts.takeaway)(frame, view))
 ui.context(frame)  # is the headline figure normal, and were its points clean
 if not ui.desk():
     st.stop()  # on stage: the matrix and its takeaway; the topology and the other views are for the desk
 
-line = ui.cached(takeaways.peers)(frame, view)
+line = ui.cached(charts.takeaway)(frame, view)
 if line:
     st.markdown(f"**{text.plain(line, None)}**")
 st.caption("Rows: the source GPU; columns: the destination. Cells: GB/s one way and the link (NV18: 18 NVLinks; "

@@ -6,8 +6,7 @@ import streamlit as st
 
 from gpu.core.units import format_bytes
 from gpu.experiments import reduction
-from gpu.present import headlines, takeaways
-from gpu.present.charts import kernels as kernel_charts
+from gpu.experiments.reduction import view
 from pages import _ui as ui
 
 page = ui.Page("Reductions: a dot product, five ways", intro=(
@@ -38,23 +37,23 @@ page.sync()
 def preview(partial, suffix: str) -> None:
     """While measuring: the kernels measured so far."""
     if (partial["group"] == "kernel").any():
-        ui.chart(kernel_charts.reduction_figure(partial), key=f"chart_reduction{suffix}")
+        ui.chart(view.reduction_figure(partial), key=f"chart_reduction{suffix}")
 
 
 frame = page.measure(reduction.NAME, params, "reduction", run_id, preview=preview)
 
 kernels = frame[frame["group"] == "kernel"]
-best = headlines.reduction_best(frame, reduction.LABELS)
+best = view.reduction_best(frame, reduction.LABELS)
 if best and ui.desk():  # on stage the takeaway under the chart says it
     st.markdown(best)
 if not kernels.empty:
-    ui.chart(ui.cached_figure(kernel_charts.reduction_figure)(frame), key="chart_reduction")
-ui.takeaway(ui.cached(takeaways.reduction)(frame))
+    ui.chart(ui.cached_figure(view.reduction_figure)(frame), key="chart_reduction")
+ui.takeaway(ui.cached(view.takeaway)(frame))
 ui.context(frame)  # is the headline figure normal, and were its points clean
 if not ui.desk():
     st.stop()  # on stage: the kernels and the takeaway
 if set(reduction.END_TO_END) & set(frame["variant"]):
-    ui.chart(ui.cached_figure(kernel_charts.end_to_end_figure)(frame), key="chart_end_to_end")
+    ui.chart(ui.cached_figure(view.end_to_end_figure)(frame), key="chart_end_to_end")
 st.dataframe(frame[["variant", "group", "elements", "block_size", "median_ms", "min_ms", "max_ms", "cv", "samples",
                     "gbps", "rel_error", "stop_reason"]].assign(variant=lambda f: f["variant"].map(reduction.LABELS)),
              hide_index=True, column_config={"rel_error": st.column_config.NumberColumn("relative error",

@@ -8,8 +8,8 @@ import streamlit as st
 
 from gpu.core import text
 from gpu.experiments import suites
-from gpu.present.charts import compute as compute_chart
-from gpu.present.charts import device_copy as device_copy_chart
+from gpu.experiments.device_copy import view as device_copy_chart
+from gpu.experiments.fma import view as compute_chart
 from gpu.present.charts import roofline as roofline_chart
 from gpu.results import roofline as rl
 from pages import _ui as ui

@@ -7,8 +7,7 @@ import streamlit as st
 from gpu.core import overlap, text
 from gpu.core.units import format_bytes
 from gpu.experiments import streams
-from gpu.present import headlines, takeaways
-from gpu.present.charts import streams as stream_charts
+from gpu.experiments.streams import view as stream_charts
 from pages import _ui as ui
 
 page = ui.Page("Streams: hiding copies behind compute", intro=(
@@ -188,7 +187,7 @@ try:
 except ValueError as exc:
     st.warning(f"This point's timeline cannot be drawn: {exc}")
     timeline_drawn = False
-ui.takeaway(takeaways.streams(frame))
+ui.takeaway(stream_charts.takeaway(frame))
 ui.context(frame)  # is the headline figure normal, and were its points clean
 if not ui.desk():
     st.stop()  # on stage: the timeline and its takeaway
@@ -209,7 +208,7 @@ if len(mine["streams"].unique()) > 1:
 if (frame["group"] == "bidirectional").any():
     st.subheader("Bidirectional copies")
     ui.chart(stream_charts.bidirectional_figure(frame), key="chart_bidirectional")
-    st.markdown(headlines.bidirectional(frame))
+    st.markdown(stream_charts.bidirectional(frame))
 
 st.subheader("The numbers")
 st.dataframe(table.drop(columns=["intervals", "run_id", "elements", "samples_ms", "serial_samples_ms"]).assign(

@@ -5,12 +5,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from gpu.core import overlap
 from gpu.core.errors import ValidationError, WorkerError
+from gpu.experiments import registry
 from gpu.present import talks
-from gpu.present.charts import kernels as kernel_charts
-from gpu.present.charts import streams as stream_charts
-from gpu.present.charts import transfers as charts
 from gpu.present.claims import ClaimError
 from pages import _ui as ui
 from pages._ui.access import current_actor
@@ -82,19 +79,7 @@ if frame is not None:
         line = talks.headline(scene, frame)
     except (ClaimError, talks.TalkError) as exc:
         line = f"No verdict: {exc}"
-    if scene.chart == "speedup":
-        figure = charts.speedup_figure(frame)
-    elif scene.chart == "bandwidth":
-        figure = charts.bandwidth_figure(frame)
-    elif scene.chart in ("offset", "strided"):
-        figure = kernel_charts.sweep_figure(frame, scene.chart)
-    elif scene.chart == "reduction":
-        figure = kernel_charts.reduction_figure(frame)
-    else:
-        table = overlap.pipeline_table(frame)
-        best = table.sort_values("pipeline_ms").iloc[0]
-        figure = stream_charts.gantt_figure(best["intervals"], frame, "engine",
-                                            f"Timeline: {stream_charts.config_label(best)}")
+    figure = registry.view_of(scene.experiment).TALK_FIGURES[scene.chart](frame)  # the scene's experiment draws it
     ui.chart(figure, key=f"talk_chart_{index}")
     ui.takeaway(line, "##", always=True)
     ui.context(frame, key=f"stage_context_{index}")  # the figure against its limit; points not clean

@@ -7,8 +7,8 @@ import streamlit as st
 from gpu.core import text
 from gpu.core.units import format_bytes, parse_size_list
 from gpu.experiments import transfers
-from gpu.present import headlines, takeaways
-from gpu.present.charts import transfers as charts
+from gpu.experiments.transfers import view as charts
+from gpu.present import headlines
 from gpu.present.charts._common import source_title
 from pages import _ui as ui
 
@@ -112,7 +112,7 @@ copy_only = frame[~frame["include_alloc"]]
 with_alloc = frame[frame["include_alloc"]]
 
 
-verdict = ui.cached(headlines.transfers_verdict)
+verdict = ui.cached(charts.transfers_verdict)
 
 
 if not with_alloc.empty and ui.presenting():
@@ -140,7 +140,7 @@ else:
         st.markdown(f"**{line}**")
     ui.chart(bandwidth_figure(copy_only), key="chart_bw_copy")
 
-ui.takeaway(ui.cached(takeaways.transfers)(frame))
+ui.takeaway(ui.cached(charts.takeaway)(frame))
 ui.context(frame)  # is the headline figure normal, and were its points clean
 if not ui.desk():
     st.stop()  # on stage: the chart and its takeaway; the analysis below is for the desk

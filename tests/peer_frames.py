@@ -1,5 +1,5 @@
 """Peer runs of a made-up node, for the Peers page's tests only (never bundled, never shown by the app): every
-variant of the peer experiment's rows (gpu/experiments/peers.py) for 2 or 8 GPUs, shaped like the two-H100 NV18
+variant of the peer experiment's rows (gpu/experiments/peers/__init__.py) for 2 or 8 GPUs, shaped like the two-H100 NV18
 machine's figures in nvbandwidth (391 GB/s pulled, 396 pushed, 369 by an SM kernel, 200 GB/s at 1 MiB, 830 ns, host
 links 55 GB/s alone). Options make one pair slow, one pair go through the host, and one GPU lose host bandwidth
 when all copy."""

@@ -45,7 +45,7 @@ NVLINK = "NVLink 4 ×18"
 def peer_frame(boards: list[int], params, slow_links: dict | None = None, run_id: str | None = None,
                when: str | None = None, link: str = NVLINK, host: str | None = None) -> pd.DataFrame:
     """A made-up node run of the peer experiment (``gpu.experiments.peers``) over ``boards`` (simulated board
-    numbers, in the node's order), its rows as the sweep (``gpu/sweeps/peers.py``) makes them, in the order of
+    numbers, in the node's order), its rows as the sweep (``peers/sweep.py``) makes them, in the order of
     ``Params.points()``: where ``params`` name no GPUs, the whole set (as the worker's ``with_devices``), every ordered
     pair for each pair variant and every GPU for each host-link variant; the latency chase's ``median_ms`` per access
     (``bytes`` 8). ``slow_links``: {(source board, destination board): factor} multiplies a pair's times (2 halves its

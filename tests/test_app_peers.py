@@ -11,7 +11,7 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from gpu.experiments import registry
-from gpu.present.charts import peers as charts
+from gpu.experiments.peers import view as charts
 from tests.peer_frames import write_recording
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")

@@ -10,8 +10,8 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from gpu.present.charts import compute as compute_chart
-from gpu.present.charts import device_copy as device_copy_chart
+from gpu.experiments.device_copy import view as device_copy_chart
+from gpu.experiments.fma import view as compute_chart
 from gpu.present.charts import roofline as roofline_charts
 from gpu.results import roofline as rl
 from gpu.service.backends import ReplayBackend

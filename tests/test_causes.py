@@ -252,7 +252,7 @@ HOSTILE = "shared with pid 7 (<script>alert(1)</script>) for 50 % of samples"
 
 
 def test_the_shared_chart_helper_rings_not_clean_points_with_escaped_conditions():
-    from gpu.present.charts import transfers as transfer_charts
+    from gpu.experiments.transfers import view as transfer_charts
     from tests.simulated_fleet import recorded
 
     frame = recorded("transfers")
@@ -285,7 +285,7 @@ def test_the_fleet_heatmap_marks_a_not_clean_cell_and_escapes_its_conditions():
 
 
 def test_the_peer_matrix_marks_a_pair_with_nvlink_errors_and_escapes_its_conditions():
-    from gpu.present.charts import peers as peer_charts
+    from gpu.experiments.peers import view as peer_charts
     from gpu.results import peer_matrix as pm
     from tests.peer_frames import peer_frame
 
@@ -325,7 +325,7 @@ def test_pandas_missing_values_read_as_not_observed_never_as_a_cause():
 
 def test_the_streams_sweep_rings_pipelines_that_were_not_clean():
     from gpu.core import overlap
-    from gpu.present.charts import streams as stream_charts
+    from gpu.experiments.streams import view as stream_charts
     from tests.simulated_fleet import recorded
 
     frame = recorded("streams").assign(conditions="clean").astype({"conditions": object})

@@ -3,8 +3,8 @@
 import pytest
 
 from gpu.core.units import GiB, KiB
+from gpu.experiments.transfers import view as charts
 from gpu.present.charts import _common as chart_common
-from gpu.present.charts import transfers as charts
 from gpu.service.backends import ReplayBackend, submit_values
 
 
@@ -103,7 +103,7 @@ def test_error_bars_span_the_middle_of_the_samples_not_the_one_slowest(frame):
 
 
 def test_bidirectional_bar_labels_sit_inside_their_bars_clear_of_the_pcie_lines():
-    from gpu.present.charts import streams as stream_charts
+    from gpu.experiments.streams import view as stream_charts
 
     data = ReplayBackend().data
     fig = stream_charts.bidirectional_figure(data[data["experiment"] == "streams"])
@@ -140,7 +140,7 @@ def test_theoretical_lines_draw_only_the_limits_the_run_recorded(frame):
 def test_a_stage_figure_keeps_its_title_clear_of_the_panel_titles_and_its_ticks_apart(frame):
     """On stage (20 px ticks, a 26 px title over its source line) the title is centred in a band above the panels'
     titles, a written-out size axis keeps at most 8 labels (the largest size among them), legend clicks do nothing."""
-    from gpu.present.charts import transfers as transfer_charts
+    from gpu.experiments.transfers import view as transfer_charts
 
     fig = chart_common.stage_figure(transfer_charts.bandwidth_figure(frame), 480)
     title = fig.layout.title

@@ -51,3 +51,40 @@ def test_every_declaration_a_shared_module_reads_has_its_documented_shape():
             assert callable(getattr(module, name, None)) or not hasattr(module, name), (entry.name, name)
         assert set(getattr(module, "SHOW_COLUMNS", [])) <= set(__import__("gpu.core.schema").core.schema.COLUMNS)
         assert isinstance(getattr(module, "LABELS", {}), dict)
+
+
+# The shared code that reaches an experiment only through the registry: the takeaways' and headlines' helpers, the
+# talk, Overview, the page table and app.py, the shared charts and the pages' helpers.
+NAMES_NO_PACKAGE = [ROOT / "gpu" / "present" / "takeaways.py", ROOT / "gpu" / "present" / "headlines.py",
+                    ROOT / "gpu" / "present" / "talks.py", *sorted((ROOT / "gpu" / "present" / "charts").glob("*.py")),
+                    ROOT / "pages" / "overview.py", ROOT / "pages" / "talk.py", ROOT / "pages" / "_shared.py",
+                    ROOT / "app.py", *sorted((ROOT / "pages" / "_ui").glob("*.py"))]
+PACKAGES = {f"gpu.experiments.{p.parent.name}" for p in (ROOT / "gpu" / "experiments").glob("*/__init__.py")}
+
+
+def experiment_imports(source: str) -> list[str]:
+    """Every experiment package (or module of one) that ``source`` imports."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+        else:
+            continue
+        found += [n for n in names if any(n == p or n.startswith(p + ".") for p in PACKAGES)]
+    return sorted(set(found))
+
+
+@pytest.mark.parametrize("path", NAMES_NO_PACKAGE, ids=lambda p: str(p.relative_to(ROOT)))
+def test_shared_code_imports_no_experiment_package(path):
+    assert experiment_imports(path.read_text()) == []
+
+
+def test_the_check_finds_an_imported_experiment_package():
+    assert "gpu.experiments.coalescing" in PACKAGES and "gpu.experiments.registry" not in PACKAGES
+    assert experiment_imports("from gpu.experiments.coalescing import view\n") == [
+        "gpu.experiments.coalescing", "gpu.experiments.coalescing.view"]
+    assert experiment_imports("from gpu.experiments import registry, streams\n") == ["gpu.experiments.streams"]
+    assert experiment_imports("import gpu.experiments.peers.view\n") == ["gpu.experiments.peers.view"]
+

@@ -4,17 +4,16 @@ the chart's axes and escaping, and the SM copy kernel's PTX (16-byte accesses)."
 import math
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 
 from gpu import bench
-from gpu.core import schema
+from gpu.core import paths, schema
 from gpu.core.errors import ValidationError
 from gpu.core.roofline import MEMORY
 from gpu.core.units import GiB, KiB, MiB
 from gpu.experiments import device_copy as dc
-from gpu.present.charts import device_copy as chart
+from gpu.experiments.device_copy import view as chart
 from gpu.sweeps import harness
 
 L2 = 60 * MiB
@@ -218,7 +217,7 @@ def test_the_chart_escapes_run_content_and_sizes_for_the_stage():
 # --- the kernel ------------------------------------------------------------------------------------------------------
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc (CUDA toolkit) is not on PATH")
 def test_the_sm_copy_moves_16_byte_vectors_with_four_loads_in_flight(tmp_path):
-    source = Path(__file__).resolve().parent.parent / "gpu" / "kernels" / "device_copy.cu"
+    source = paths.kernel_sources()["device_copy"]
     done = subprocess.run(["nvcc", "--ptx", "-arch=sm_90", "-O3", "-o", str(tmp_path / "k.ptx"), str(source)],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr

@@ -13,8 +13,8 @@ from gpu.core.errors import ValidationError, VerificationError
 from gpu.core.limits import Limits
 from gpu.core.roofline import COMPUTE
 from gpu.experiments import fma, sweep_of
-from gpu.present.charts import compute as compute_chart
-from gpu.sweeps import fma as fma_sweep
+from gpu.experiments.fma import sweep as fma_sweep
+from gpu.experiments.fma import view as compute_chart
 
 GiB = 1024**3
 H200_LIMITS = Limits(139 * GiB, 140 * GiB, 16 * GiB, 120 * GiB, 1024, 32)

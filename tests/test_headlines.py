@@ -7,10 +7,14 @@ import pytest
 
 from gpu.core.units import GiB
 from gpu.experiments import reduction
+from gpu.experiments.batching import view as batching_view
+from gpu.experiments.coalescing import view as coalescing_view
+from gpu.experiments.managed import view as managed_view
+from gpu.experiments.pools import view as pools_view
+from gpu.experiments.reduction import view as reduction_view
+from gpu.experiments.streams import view as streams_view
+from gpu.experiments.transfers import view as charts
 from gpu.present import claims, headlines
-from gpu.present.charts import kernels as kernel_charts
-from gpu.present.charts import memory as memory_charts
-from gpu.present.charts import transfers as charts
 from gpu.service.backends import ReplayBackend, submit_values
 
 
@@ -54,47 +58,47 @@ def test_pinned_speedups_still_say_what_is_missing(transfers):
 
 def test_transfers_verdict_names_the_largest_size_and_each_direction(transfers):
     copy_only = transfers[~transfers["include_alloc"]]
-    line = headlines.transfers_verdict(copy_only, "Copy only")
+    line = charts.transfers_verdict(copy_only, "Copy only")
     assert line.startswith("Copy only, 1 GiB: pinned ÷ pageable = ")
     assert "H2D " in line and "D2H " in line
-    assert headlines.transfers_verdict(copy_only[copy_only["variant"] != "pinned"], "Copy only") is None
+    assert charts.transfers_verdict(copy_only[copy_only["variant"] != "pinned"], "Copy only") is None
 
 
 def test_reduction_best_compares_our_fastest_kernel_with_the_library(replay):
     frame = submit_values(replay, "reduction", {}).outcome()
-    line = headlines.reduction_best(frame, reduction.LABELS)
+    line = reduction_view.reduction_best(frame, reduction.LABELS)
     kernels = frame[(frame["group"] == "kernel") & (frame["variant"] != "gpuarray_dot")]
     fastest = kernels.sort_values("gbps").iloc[-1]
     assert line.startswith(f"**Best: {reduction.LABELS[fastest['variant']]} at {fastest['gbps']:,.0f} GB/s")
     assert "× gpuarray.dot**" in line
-    assert headlines.reduction_best(frame[frame["variant"] != "gpuarray_dot"], reduction.LABELS) is None
+    assert reduction_view.reduction_best(frame[frame["variant"] != "gpuarray_dot"], reduction.LABELS) is None
 
 
 def test_copy_reference_reads_memcpy_dtod_from_the_same_run(replay):
     frame = submit_values(replay, "coalescing", {}).outcome()
-    best = kernel_charts.with_peak_share(frame)
-    line = headlines.copy_reference(frame, best)
+    best = coalescing_view.with_peak_share(frame)
+    line = coalescing_view.copy_reference(frame, best)
     peak = best[best["variant"] == "memcpy_dtod"]["gbps"].iloc[0]
     assert line.startswith(f"**memcpy_dtod: {peak:,.0f} GB/s**")
-    assert headlines.copy_reference(frame, best[best["variant"] != "memcpy_dtod"]) is None
+    assert coalescing_view.copy_reference(frame, best[best["variant"] != "memcpy_dtod"]) is None
 
 
 def test_memory_modes_headlines(replay):
     managed = submit_values(replay, "managed", {}).outcome()
-    row = memory_charts.managed_table(managed).iloc[0]
-    assert "first touch" in headlines.managed(row) and "prefetching first" in headlines.managed(row)
-    pools = memory_charts.pool_table(submit_values(replay, "pools", {}).outcome())
-    parts = headlines.pools(pools, memory_charts.pool_crossover)
+    row = managed_view.managed_table(managed).iloc[0]
+    assert "first touch" in managed_view.headline(row) and "prefetching first" in managed_view.headline(row)
+    pools = pools_view.pool_table(submit_values(replay, "pools", {}).outcome())
+    parts = pools_view.headline(pools, pools_view.pool_crossover)
     assert [p.split("**")[1] for p in parts] == ["device", "pinned"]
-    batching = memory_charts.batching_table(submit_values(replay, "batching", {}).outcome())
-    assert headlines.batching(batching).startswith("**Each separate copy costs about ")
-    assert headlines.batching(batching.assign(**{"per-copy overhead µs": float("nan")})) is None
+    batching = batching_view.batching_table(submit_values(replay, "batching", {}).outcome())
+    assert batching_view.headline(batching).startswith("**Each separate copy costs about ")
+    assert batching_view.headline(batching.assign(**{"per-copy overhead µs": float("nan")})) is None
 
 
 def test_bidirectional_is_both_directions_over_the_faster_one_alone():
     frame = pd.DataFrame({"variant": ["bidir_both", "bidir_h2d", "bidir_d2h"], "host_memory": ["pinned"] * 3,
                           "gbps": [100.0, 55.0, 50.0]})
-    assert headlines.bidirectional(frame) == ("pinned: both directions at once move **100.0 GB/s**, 1.82× the "
+    assert streams_view.bidirectional(frame) == ("pinned: both directions at once move **100.0 GB/s**, 1.82× the "
                                               "faster direction alone")
 
 
@@ -105,8 +109,8 @@ def test_bidirectional_names_the_fast_spell_rate_the_bound_uses_when_it_differs(
     frame = pd.DataFrame({"variant": ["bidir_both", "bidir_h2d", "bidir_d2h"], "host_memory": ["pinned"] * 3,
                           "gbps": [nbytes / median / 1e6, 55.0, 55.0], "bytes": [nbytes, nbytes // 2, nbytes // 2],
                           "median_ms": [median, 4.9, 4.9], "samples_ms": [samples, [4.9] * 10, [4.9] * 10]})
-    line = headlines.bidirectional(frame)
+    line = streams_view.bidirectional(frame)
     assert line.startswith("pinned: both directions at once move **95.9 GB/s**")
     assert line.endswith("(101.7 GB/s in their fastest tenth of samples: the rate the pipelines' bound uses)")
     steady = frame.assign(samples_ms=[[median] * 10, [4.9] * 10, [4.9] * 10])
-    assert "fastest tenth" not in headlines.bidirectional(steady)
+    assert "fastest tenth" not in streams_view.bidirectional(steady)

@@ -10,7 +10,7 @@ from gpu.core.limits import Limits
 from gpu.core.schema import read_results
 from gpu.core.units import GiB, KiB, MiB
 from gpu.experiments import host_latency
-from gpu.present.charts import memory as memory_charts
+from gpu.experiments.host_latency import view as host_latency_view
 from tests.test_app_streams import open_page, replay_mode  # noqa: F401 (the fixture: pages in replay mode)
 
 REPLAY_DIR = Path(__file__).resolve().parent.parent / "assets" / "replay"
@@ -71,7 +71,7 @@ def test_the_recording_shows_host_memory_slower_than_device_memory_at_every_work
     ns = (frame["median_ms"] * 1e6 / frame["elements"]).groupby([frame["variant"], frame["param_value"]]).first()
     for size in sorted(set(frame["param_value"])):
         assert ns[("mapped", size)] > ns[("device", size)]
-    figure = memory_charts.host_latency_figure(frame)
+    figure = host_latency_view.host_latency_figure(frame)
     assert {t.name for t in figure.data} == set(host_latency.LABELS.values())
     assert figure.layout.yaxis.type == "log" and figure.layout.xaxis.type == "log"
     for trace in figure.data:  # x: the working sets; y: ns per load, as the recording gives them

@@ -1,6 +1,7 @@
 """Everything that is not the worker loads without the GPU's code: in a fresh interpreter, importing every module of
-the runner, core, experiments, results, present, fleet, the service's client side, pages/_shared.py and pages/_ui
-loads nothing of gpu.device, gpu.sweeps or PyCUDA. A failure names the chain of imports that brought one in."""
+the runner, core, experiments (each package's declaration and view, not its worker-only sweep.py), results, present,
+fleet, the service's client side, pages/_shared.py and pages/_ui loads nothing of gpu.device, gpu.sweeps, an
+experiment's sweep or PyCUDA. A failure names the chain of imports that brought one in."""
 
 from __future__ import annotations
 
@@ -25,6 +26,11 @@ forbidden = tuple(sys.argv[1].split(","))
 importer = {}
 
 
+def is_forbidden(name):  # gpu.device, gpu.sweeps, PyCUDA, or an experiment package's sweep
+    parts = name.split(".")
+    return name.startswith(forbidden) or (parts[:2] == ["gpu", "experiments"] and parts[3:4] == ["sweep"])
+
+
 class Witness:
     @staticmethod
     def find_spec(name, path=None, target=None):
@@ -43,7 +49,7 @@ found = {}
 for requested in sys.argv[2:]:
     importlib.import_module(requested)
     for name in list(sys.modules):
-        if name.startswith(forbidden) and name not in found:
+        if is_forbidden(name) and name not in found:
             chain, step = [name], name
             while importer.get(step) and importer[step] not in chain and importer[step] != "__main__":
                 step = importer[step]
@@ -65,7 +71,8 @@ def non_worker_modules() -> list[str]:
         paths += (ROOT / "gpu" / layer).rglob("*.py")
     paths += (ROOT / "gpu" / "service").glob("*.py")
     paths += [ROOT / "pages" / "_shared.py", *(ROOT / "pages" / "_ui").glob("*.py")]
-    return sorted({module_name(p) for p in paths} - WORKER_PARTS)
+    names = {module_name(p) for p in paths} - WORKER_PARTS
+    return sorted(n for n in names if not (n.startswith("gpu.experiments.") and n.split(".")[3:4] == ["sweep"]))
 
 
 def loaded_worker_code(modules: list[str]) -> dict[str, list[str]]:
@@ -80,8 +87,10 @@ def loaded_worker_code(modules: list[str]) -> dict[str, list[str]]:
 @pytest.mark.slow
 def test_nothing_but_the_worker_loads_the_device_layer_the_sweeps_or_pycuda():
     modules = non_worker_modules()
-    assert {"gpu.results.compare", "gpu.experiments.transfers", "gpu.present.charts.compute",
+    assert {"gpu.results.compare", "gpu.experiments.transfers", "gpu.experiments.fma.view",
+            "gpu.experiments.coalescing", "gpu.experiments.coalescing.view",
             "gpu.service.client", "pages._ui.controls"} <= set(modules)
+    assert "gpu.experiments.coalescing.sweep" not in modules
     loaded = loaded_worker_code(modules)
     chains = "\n".join(f"{name}: {' → '.join(chain)}" for name, chain in sorted(loaded.items()))
     assert not loaded, f"worker-only modules loaded by non-worker code:\n{chains}"
@@ -92,3 +101,8 @@ def test_the_probe_sees_the_worker_load_the_device_layer_and_names_the_chain():
     assert "gpu.device.context" in loaded, loaded
     chain = loaded["gpu.device.context"]
     assert chain[0] == "gpu.service.worker" and chain[-1] == "gpu.device.context", chain
+
+
+def test_the_probe_sees_an_experiment_package_s_sweep():
+    loaded = loaded_worker_code(["gpu.experiments.coalescing.sweep"])
+    assert loaded["gpu.experiments.coalescing.sweep"] == ["gpu.experiments.coalescing.sweep"], loaded

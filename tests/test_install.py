@@ -5,6 +5,7 @@ site-packages) and PinPoint installs with --no-deps --no-build-isolation --no-in
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -68,9 +69,59 @@ def test_the_installed_copy_is_imported_without_a_checkout(installed):
     modules = sorted(str(path.relative_to(ROOT)) for folder in ("gpu", "pages")
                      for path in (ROOT / folder).rglob("*.py"))
     assert [m for m in modules if not (installed_root / m).is_file()] == []  # every module of the checkout
-    kernels = Path(gpu_file).parent / "kernels"
-    in_checkout = (ROOT / "gpu" / "kernels").glob("*.cu")
-    assert sorted(p.name for p in kernels.glob("*.cu")) == sorted(p.name for p in in_checkout)
+    # every kernel of the checkout, the shared ones and each experiment package's own, in its place
+    assert {"gpu/kernels/timing.cu", "gpu/experiments/coalescing/coalescing.cu"} <= {
+        str(p.relative_to(ROOT)) for p in (ROOT / "gpu").rglob("*.cu")}
+    kernels = sorted(str(p.relative_to(installed_root)) for p in Path(gpu_file).parent.rglob("*.cu"))
+    assert kernels and kernels == sorted(str(p.relative_to(ROOT)) for p in (ROOT / "gpu").rglob("*.cu"))
+
+
+# Run by the environment's Python: every module file of the installed copy, each under every dotted name that a
+# folder on sys.path gives it, and the names Python imports it under (find_spec: the file it would load).
+ONE_NAME_PROBE = """
+import importlib, importlib.util, json, sys
+from pathlib import Path
+import gpu
+folder = Path(gpu.__file__).parent.parent
+names = {}
+for path in sorted(folder.rglob("*.py")):
+    for entry in map(Path, sys.path):
+        if not entry.is_dir() or not path.is_relative_to(entry):
+            continue
+        parts = path.relative_to(entry).with_suffix("").parts
+        parts = parts[:-1] if parts[-1] == "__init__" else parts
+        if not parts or not all(part.isidentifier() for part in parts):
+            continue
+        name = ".".join(parts)
+        try:
+            spec = importlib.util.find_spec(name)
+        except ImportError:
+            continue
+        if spec is not None and spec.origin and Path(spec.origin) == path:
+            names.setdefault(str(path.relative_to(folder)), []).append(name)
+from gpu.core import units
+try:
+    second = importlib.import_module("pinpoint.gpu.core.units") is units
+except ImportError as exc:
+    second = str(exc)
+print(json.dumps({"names": names, "second": second, "pinpoint": str(importlib.import_module("pinpoint").__file__)}))
+"""
+
+
+def test_every_installed_module_has_one_name(installed):
+    """No module of the installed copy can be imported under two names: its folder is on sys.path (so gpu.core.units
+    is gpu.core.units) but is no package, so pinpoint.gpu.core.units does not exist beside it."""
+    probe = run(installed, "python", "-c", ONE_NAME_PROBE)
+    assert probe.returncode == 0, probe.stderr
+    found = json.loads(probe.stdout)
+    names = found["names"]
+    assert names["gpu/core/units.py"] == ["gpu.core.units"] and names["pages/_shared.py"] == ["pages._shared"]
+    assert names["app.py"] == ["app"] and names["serve.py"] == ["serve"]
+    assert {path: found for path, found in names.items() if len(found) != 1} == {}
+    modules = {str(path.relative_to(ROOT)) for folder in ("gpu", "pages") for path in (ROOT / folder).rglob("*.py")}
+    assert modules <= set(names)  # each one found, once
+    assert "is not a package" in found["second"], found["second"]
+    assert Path(found["pinpoint"]).name == "pinpoint.py"  # the module that keeps the folder from being a package
 
 
 def test_pinpoint_help_names_every_command(installed):
@@ -150,6 +201,7 @@ def test_pinpoint_app_serves_every_page_from_the_installed_copy(installed):
         server.terminate()
         server.wait(timeout=30)
     text = log.read_text()
-    assert f"URL: http://localhost:{port}" in text and "External URL" not in text, text
+    # the address once the server answers, and not Streamlit's banner, printed seconds before it could answer
+    assert f"PinPoint is ready: http://localhost:{port}" in text and "URL:" not in text, text
     assert installed_guide(installed, text.split("PinPoint serves", 1)[1].split("\n", 1)[0]).is_file()  # start-up line
     assert not re.search(r"first visit: /\S* (showed|failed|was not done)|warm-up: .* failed", text), text

@@ -78,7 +78,7 @@ def test_register_pressure_applies_to_the_latency_bound_kernel_only():
 def test_chase_cycle_visits_every_node_and_is_the_permutation_of_its_seed(nodes):
     """One cycle through every node, linked in slices (the last slice wraps to the start), in the order of
     ``rng.permutation`` of its seed: the chase the recordings measured (before it was linked in slices)."""
-    from gpu.sweeps.occupancy_sweep import chase_cycle
+    from gpu.experiments.occupancy_sweep.sweep import chase_cycle
 
     nxt = chase_cycle(nodes, seed=1)
     order = np.random.default_rng(1).permutation(nodes)
@@ -95,7 +95,7 @@ def test_chase_cycle_visits_every_node_and_is_the_permutation_of_its_seed(nodes)
 def test_strided_check_matches_the_gather_without_an_index_array_and_names_a_wrong_word(stride):
     from gpu.core.errors import VerificationError
     from gpu.experiments.coalescing import strided_permutation
-    from gpu.sweeps.coalescing import verify_strided
+    from gpu.experiments.coalescing.sweep import verify_strided
 
     n = 1 << 20
     source = np.random.default_rng(stride).integers(0, 4096, n).astype(np.float32)
@@ -108,7 +108,7 @@ def test_strided_check_matches_the_gather_without_an_index_array_and_names_a_wro
 
 def test_transpose_check_compares_tile_by_tile_and_names_a_wrong_word():
     from gpu.core.errors import VerificationError
-    from gpu.sweeps.coalescing import verify_transpose
+    from gpu.experiments.coalescing.sweep import verify_transpose
 
     side = 1024
     matrix = np.arange(side * side, dtype=np.float32).reshape(side, side)
@@ -135,7 +135,7 @@ def test_exact_inputs_are_small_integers_the_same_for_a_seed_across_slices():
 @pytest.mark.parametrize("variant", ["aos_sum", "aos_x", "soa_sum", "soa_x"])
 def test_layout_expectations_match_the_fields_laid_out_one_after_another(variant):
     from gpu.experiments.coalescing import four_field_sum
-    from gpu.sweeps.coalescing import layout_expected
+    from gpu.experiments.coalescing.sweep import layout_expected
 
     n = 1 << 20
     host = np.random.default_rng(3).integers(0, 4096, n + 32).astype(np.float32)

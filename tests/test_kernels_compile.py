@@ -1,16 +1,20 @@
-"""Every kernel compiles for Ampere (sm_80) and Hopper (sm_90) with nvcc, no GPU needed."""
+"""Every kernel compiles for Ampere (sm_80) and Hopper (sm_90) with nvcc, no GPU needed: the shared ones of
+gpu/kernels/ and each experiment package's own (gpu/experiments/<name>/*.cu), as the worker finds them."""
 
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 
-KERNELS = sorted((Path(__file__).resolve().parent.parent / "gpu" / "kernels").glob("*.cu"))
+from gpu.core import paths
+
+KERNELS = sorted(paths.kernel_sources().values())
 
 
-def test_there_are_kernels():
-    assert {k.stem for k in KERNELS} >= {"transfers", "health"}
+def test_there_are_kernels_shared_and_in_the_experiment_packages():
+    assert {k.stem for k in KERNELS} >= {"transfers", "health", "coalescing"}
+    assert {k.parent for k in KERNELS if k.stem == "coalescing"} == {paths.EXPERIMENTS / "coalescing"}
+    assert all(k.parent == paths.KERNELS or k.parent.parent == paths.EXPERIMENTS for k in KERNELS)
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc (CUDA toolkit) is not on PATH")
@@ -18,7 +22,7 @@ def test_there_are_kernels():
 @pytest.mark.parametrize("kernel", KERNELS, ids=lambda p: p.name)
 @pytest.mark.slow
 def test_kernel_compiles_without_spills(kernel, arch, tmp_path):
-    done = subprocess.run(["nvcc", "--cubin", f"-arch={arch}", "-O3", "-Xptxas", "-v", "-o",
+    done = subprocess.run(["nvcc", "--cubin", f"-arch={arch}", "-O3", f"-I{paths.KERNELS}", "-Xptxas", "-v", "-o",
                            str(tmp_path / "k.cubin"), str(kernel)], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert "Used" in done.stderr  # ptxas reported resources for the kernels

@@ -1,6 +1,11 @@
 """The layers of gpu/ (see gpu/__init__.py): each module imports only from its own layer or the ones it sits on,
 PyCUDA only in gpu/device/ and the worker, experiments, results and present never touch device, sweeps or service,
-and imports sit at the top of a module except the lazy ones named here (each with its reason)."""
+and imports sit at the top of a module except the lazy ones named here (each with its reason).
+
+An experiment is a package, gpu/experiments/<name>/, whose modules take their layer from their role: ``sweep.py`` is
+of the sweeps layer (worker only), ``view.py`` of the present layer, and the rest (the declaration, ``__init__.py``)
+of the experiments layer. So a declaration never imports its sweep, its view or the device layer, and a view never
+imports a sweep."""
 
 from __future__ import annotations
 
@@ -48,6 +53,13 @@ LAZY_ALLOWED = {
     "pyarrow": "Parquet I/O only, ~0.3 s to import",
     "pynvml": "NVML only exists beside a driver",
     "gpu.fleet": "Dask costs ~1 s of CPU to import; only the runner's fleet command needs it",
+    # `pinpoint --help` loads the declarations (its list of experiments), never pandas or tree-sitter (~0.6 s and
+    # ~0.1 s to import; tests/test_cli.py checks): the core modules they import load these where a frame is made or
+    # a TOML text parsed, and the command loads the runner only for a command that runs.
+    "pandas": "a frame is made or read only in functions of the core modules the declarations import",
+    "tree_sitter": "only parsing a suite's or talk's TOML text needs it",
+    "tree_sitter_toml": "tree-sitter's TOML grammar, with tree_sitter",
+    "gpu.bench": "the runner loads pandas and the results store; pinpoint --help and pinpoint app never need it",
 }
 
 
@@ -60,13 +72,24 @@ def modules() -> dict[str, Path]:
     return found
 
 
+# An experiment package's modules by role: the rest of a package is the experiments layer (its declaration).
+ROLES = {"sweep": "sweeps", "view": "present"}
+
+
 def layer_of(module: str) -> str | None:
     if module in TOP_MODULES:
         return TOP
     parts = module.split(".")
+    if parts[:2] == ["gpu", "experiments"] and len(parts) >= 4:
+        return ROLES.get(parts[3], "experiments")
     if len(parts) >= 2 and parts[0] == "gpu" and parts[1] in LAYERS:
         return parts[1]
     return None
+
+
+def experiment_packages() -> list[str]:
+    """gpu.experiments.<name> of every experiment package (a folder of gpu/experiments/ with an __init__.py)."""
+    return sorted(f"gpu.experiments.{p.parent.name}" for p in (ROOT / "gpu" / "experiments").glob("*/__init__.py"))
 
 
 def may_import(own: str, target: str) -> bool:
@@ -102,6 +125,16 @@ def test_every_gpu_module_belongs_to_a_layer():
     assert not unplaced, f"modules outside the layers: {unplaced}"
 
 
+def test_an_experiment_package_s_modules_take_their_layer_from_their_role():
+    packages = experiment_packages()
+    assert "gpu.experiments.coalescing" in packages
+    for package in packages:
+        assert layer_of(package) == "experiments" and layer_of(f"{package}.sweep") == "sweeps"
+        assert layer_of(f"{package}.view") == "present" and layer_of(f"{package}.helpers") == "experiments"
+        assert f"{package}.sweep" in modules(), f"{package} has no sweep.py"
+    assert layer_of("gpu.experiments.registry") == "experiments" and layer_of("gpu.sweeps.harness") == "sweeps"
+
+
 @pytest.mark.parametrize("module", sorted(modules()), ids=lambda m: str(modules()[m].relative_to(ROOT)))
 def test_imports_point_down_or_sideways(module):
     own = layer_of(module)
@@ -118,13 +151,32 @@ def test_the_layers_sit_as_drawn():
     assert not may_import("results", "device") and may_import(TOP, "fleet")
 
 
+def worker_only_imports(path: Path) -> list[str]:
+    """The imports in ``path`` of a worker-only module: the device layer, the sweeps (gpu/sweeps/ and every
+    experiment package's sweep.py) and the service."""
+    return [f"line {line}: {target}" for target, line, _ in imports_of(path)
+            if target.startswith(WORKER_ONLY) or layer_of(target) in ("device", "sweeps", "service")]
+
+
 @pytest.mark.parametrize("module", sorted(modules()), ids=lambda m: str(modules()[m].relative_to(ROOT)))
 def test_experiments_results_and_present_never_touch_device_sweeps_or_service(module):
     if layer_of(module) not in DECLARATION_SIDE:
         return
-    touched = [f"line {line}: {target}" for target, line, _ in imports_of(modules()[module])
-               if target.startswith(WORKER_ONLY)]
+    touched = worker_only_imports(modules()[module])
     assert not touched, touched
+
+
+def test_a_declaration_or_a_view_that_imports_a_sweep_or_the_device_is_caught(tmp_path):
+    """The check above can fail: the imports a declaration or a view must not make are found, whatever their form."""
+    bad = tmp_path / "bad.py"
+    bad.write_text("from gpu.experiments.coalescing import sweep\nimport gpu.experiments.coalescing.sweep\n"
+                   "from gpu.device import context\nfrom gpu.experiments.coalescing import view, Params\n")
+    assert worker_only_imports(bad) == ["line 1: gpu.experiments.coalescing.sweep",
+                                        "line 2: gpu.experiments.coalescing.sweep", "line 3: gpu.device.context"]
+    for own in ("experiments", "present"):
+        assert not may_import(own, layer_of("gpu.experiments.coalescing.sweep"))
+    assert not may_import("experiments", layer_of("gpu.experiments.coalescing.view"))  # a declaration: no view
+    assert may_import("present", layer_of("gpu.experiments.coalescing"))  # a view reads its declaration
 
 
 def test_only_the_device_layer_and_the_worker_import_pycuda():

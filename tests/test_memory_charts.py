@@ -6,8 +6,10 @@ import pandas as pd
 import pytest
 
 from gpu.core import schema
-from gpu.present.charts import memory as memory_charts
-from gpu.present.charts import streams as stream_charts
+from gpu.experiments.batching import view as batching_view
+from gpu.experiments.managed import view as managed_view
+from gpu.experiments.pools import view as pools_view
+from gpu.experiments.streams import view as stream_charts
 from gpu.service.backends import REPLAY_DIR
 
 
@@ -19,17 +21,17 @@ def test_pool_crossover_is_where_per_call_allocation_outweighs_the_copy_from_the
     frame = rows([{"variant": v, "bytes": b, "median_ms": ms} for b, per_call, pooled in
                   ((4096, 0.05, 0.01), (65536, 0.012, 0.010), (1 << 20, 1.0, 0.05), (1 << 24, 8.0, 0.4))
                   for v, ms in (("pinned_per_call", per_call), ("pinned_pooled", pooled))])
-    table = memory_charts.pool_table(frame)
+    table = pools_view.pool_table(frame)
     # 4 KiB is 5× but 64 KiB is not 2×: the crossover is 1 MiB, from where every larger size is ≥ 2×.
-    assert memory_charts.pool_crossover(table, "pinned") == 1 << 20
-    assert memory_charts.pool_crossover(table, "device") is None  # not measured
+    assert pools_view.pool_crossover(table, "pinned") == 1 << 20
+    assert pools_view.pool_crossover(table, "device") is None  # not measured
     assert table.set_index("bytes").loc[1 << 24, "pinned: per call ÷ pooled"] == pytest.approx(20)
 
 
 def test_batching_overhead_is_the_extra_time_per_separate_copy():
     frame = rows([{"variant": "separate", "median_ms": 0.5, "gbps": 0.1},
                   {"variant": "one_copy", "median_ms": 0.1, "gbps": 1.0}], param_value=64, chunks=100)
-    table = memory_charts.batching_table(frame)
+    table = batching_view.batching_table(frame)
     assert table["per-copy overhead µs"].iloc[0] == pytest.approx((0.5 - 0.1) / 100 * 1e3)
     assert math.isnan(table["packed GB/s"].iloc[0])
 
@@ -37,7 +39,7 @@ def test_batching_overhead_is_the_extra_time_per_separate_copy():
 def test_managed_table_states_the_migration_cost_over_resident():
     frame = rows([{"variant": v, "median_ms": ms, "gbps": 256 / ms} for v, ms in
                   (("first_touch", 27.0), ("prefetch", 5.0), ("after_prefetch", 0.1), ("resident", 0.1))], bytes=256)
-    row = memory_charts.managed_table(frame).iloc[0]
+    row = managed_view.managed_table(frame).iloc[0]
     assert row["first touch extra ms"] == pytest.approx(26.9)
     assert row["first touch ÷ resident"] == pytest.approx(270)
     assert row["prefetch + kernel ms"] == pytest.approx(5.1)
@@ -60,7 +62,7 @@ def test_recorded_streams_run_draws_one_gantt_lane_per_stream_or_engine():
 
 def test_managed_reference_lines_keep_the_log_axis_near_its_data():
     frame = schema.read_results(next(REPLAY_DIR.glob("managed_*.parquet")))
-    fig = memory_charts.managed_figure(frame)
+    fig = managed_view.managed_figure(frame)
     # Annotations sit at log10 of their line (Plotly's unit for a log axis), not at the GB/s value itself.
     for annotation, shape in zip(fig.layout.annotations, fig.layout.shapes, strict=True):
         assert annotation.y == pytest.approx(math.log10(shape.y0))

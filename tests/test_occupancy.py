@@ -65,10 +65,10 @@ def test_devices_before_volta_are_refused():
 
 def test_the_shared_memory_axis_writes_bytes_as_sizes_not_si_numbers():
     from gpu.core.occupancy import KernelResources, recorded_profiles
-    from gpu.present.charts import kernels as kernel_charts
+    from gpu.experiments.occupancy_sweep import view
 
     device, _ = next(iter(recorded_profiles().values()))
-    fig = kernel_charts.occupancy_curve(device, KernelResources(32, 0, device.shared_per_block_optin), 256, 0,
+    fig = view.occupancy_curve(device, KernelResources(32, 0, device.shared_per_block_optin), 256, 0,
                                         "shared")
     assert fig.layout.xaxis.ticktext[:3] == ("0 B", "32 KiB", "64 KiB")  # Plotly's own ticks read "50k"
     assert "KiB" in fig.data[0].customdata[-1][2]

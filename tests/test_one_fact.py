@@ -50,9 +50,9 @@ def test_the_talk_and_the_page_say_the_same_figures(scene):
 
 
 def test_the_sweep_charts_draw_the_contiguous_read_their_costs_are_judged_against():
-    from gpu.present.charts import kernels as kernel_charts
+    from gpu.experiments.coalescing import view
 
     frame = submit_values(ReplayBackend(), "coalescing", {"elements": 1 << 26, "block_sizes": [256]}).outcome()
     for variant in ("strided", "offset"):
-        names = [t.name for t in kernel_charts.sweep_figure(frame, variant).data]
+        names = [t.name for t in view.sweep_figure(frame, variant).data]
         assert "contiguous read: copy, 1 float/thread (2680 GB/s)" in names, names

@@ -10,8 +10,7 @@ import pandas as pd
 import pytest
 
 from gpu.core.units import GiB, MiB
-from gpu.present import takeaways
-from gpu.present.charts import peers as charts
+from gpu.experiments.peers import view as charts
 from gpu.results import peer_matrix as pm
 from tests.peer_frames import LATENCY_NS, NVLINK, THROUGH_HOST, peer_frame
 
@@ -112,16 +111,16 @@ def test_host_links_name_the_gpu_that_loses_when_all_copy(two, eight):
 
 
 def test_the_takeaway_says_the_rates_the_link_both_ways_and_latency(two, eight):
-    assert takeaways.peers(two) == (
+    assert charts.takeaway(two) == (
         "At 1 GiB (copy engine, destination pulls, batched) GPU 0 and GPU 1 copy 391 GB/s one way over NVLink 4 ×18; "
         "both ways at once 783 GB/s a pair; latency into the peer's memory 830 ns.")
-    line = takeaways.peers(eight)
+    line = charts.takeaway(eight)
     assert line.startswith("At 1 GiB (copy engine, destination pulls, batched) 54 ordered pairs copy 199–391 GB/s "
                            "one way over NVLink 4 ×18; 2 ordered pairs go through host (no peer access) at 47 GB/s; "
                            "GPU 2 → GPU 5 is slow at 199 GB/s, 51 % of the median NVLink 4 pair;")
-    pushed = takeaways.peers(two, pm.View("ce_write", pm.SINGLE, 1 * MiB))
+    pushed = charts.takeaway(two, pm.View("ce_write", pm.SINGLE, 1 * MiB))
     assert pushed.startswith("At 1 MiB (copy engine, source pushes, single copy) GPU 0 and GPU 1 copy 79 GB/s")
-    assert takeaways.peers(two[two["peer_index"].isna()]) is None
+    assert charts.takeaway(two[two["peer_index"].isna()]) is None
 
 
 def test_the_matrix_figure_has_a_cell_per_pair_with_its_link_and_a_diagonal_that_says_same_gpu(eight):

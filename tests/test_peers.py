@@ -225,7 +225,7 @@ def test_the_chase_figure_is_the_mean_over_whole_rotations_of_every_sm_as_nvband
     load: the mean over the chip. The sweep's figure is that mean over whole rotations, never one SM's, and never a
     rotation cut short; its cv is the mean's relative standard error."""
     from gpu.core import stats
-    from gpu.sweeps.peers import chase_summary
+    from gpu.experiments.peers.sweep import chase_summary
 
     per_block = [0.000800 + 0.000001 * (b % 7) for b in range(132)]  # ms per load: the SMs nearer the links faster
     walked = []

@@ -228,6 +228,79 @@ def test_a_first_visit_that_fails_or_hangs_is_logged_and_the_other_pages_are_sti
     assert f"first visit: {len(PAGES)} pages in" in text
 
 
+class RunningSessions:
+    """A runtime whose one visitor's page script runs for ``seconds``, then is done."""
+
+    def __init__(self, seconds: float):
+        import time
+        from types import SimpleNamespace
+
+        from streamlit.runtime.app_session import AppSessionState
+
+        self.until, self.states = time.monotonic() + seconds, AppSessionState
+        self.session = SimpleNamespace(_state=AppSessionState.APP_IS_RUNNING)
+        self._session_mgr = self
+
+    def list_active_sessions(self):
+        import time
+        from types import SimpleNamespace
+
+        if time.monotonic() >= self.until:
+            self.session._state = self.states.APP_NOT_RUNNING
+        return [SimpleNamespace(session=self.session)]
+
+
+def test_a_first_view_waits_while_a_visitors_page_runs(serve, monkeypatch, caplog):
+    """The warm-up gives way: no page's first view starts while a visitor's page script runs."""
+    import gc
+    import time
+
+    runtime = RunningSessions(seconds=0.3)
+    started = []
+
+    async def visit(_runtime, url_path):
+        started.append(time.monotonic())
+        return []
+
+    monkeypatch.setattr(serve, "visit", visit)
+    monkeypatch.setattr(serve, "GIVE_WAY_POLL_S", 0.01)
+    serve.LOG.addHandler(caplog.handler)
+    try:
+        asyncio.run(serve.first_visits(runtime=runtime))
+    finally:
+        gc.unfreeze()
+        serve.LOG.removeHandler(caplog.handler)
+    assert len(started) == len(PAGES) and min(started) >= runtime.until
+    waited = float(re.search(r"([\d.]+) s waiting for visitors' pages", caplog.text).group(1))
+    assert waited >= 0.2
+
+
+def test_a_first_view_waits_for_a_visitors_page_only_so_long(serve):
+    runtime = RunningSessions(seconds=60)  # a page that runs on (a live measurement)
+    assert 0.05 <= asyncio.run(serve.give_way(runtime, limit=0.05)) < 1 and serve.visitor_page_running(runtime)
+    assert serve.visitor_page_running(object()) is False  # a runtime without Streamlit's session manager
+
+
+def test_streamlit_still_keeps_what_give_way_reads():
+    """Streamlit has no public listing of sessions and their state; these are the attributes give_way reads."""
+    import inspect
+
+    from streamlit.runtime.app_session import AppSession, AppSessionState
+    from streamlit.runtime.runtime import Runtime
+
+    assert "self._session_mgr" in inspect.getsource(Runtime.__init__)
+    assert "self._state = AppSessionState.APP_IS_RUNNING" in inspect.getsource(AppSession)
+    assert AppSessionState.APP_IS_RUNNING.value == "APP_IS_RUNNING"
+
+
+def test_the_ready_line_names_the_address_to_open(serve, monkeypatch):
+    real = config.get_option
+    set_here = {"browser.serverAddress": "pinpoint.example.org", "browser.serverPort": 8502,
+                "server.baseUrlPath": "lab"}
+    monkeypatch.setattr(config, "get_option", lambda name: set_here[name] if name in set_here else real(name))
+    assert serve.ready_line().startswith("PinPoint is ready: http://pinpoint.example.org:8502/lab")
+
+
 def test_a_hung_first_visit_is_given_up_and_its_session_closed(serve):
     class Session:
         def track_settling(self):
@@ -305,14 +378,14 @@ def test_after_start_up_a_first_view_of_any_page_finds_every_cached_figure_and_t
     url, log = started
     assert f"first visit: {len(PAGES)} pages in" in log and " failed" not in log and " showed " not in log
     before = cache_lookups(url)
-    assert before[("st_cache_resource", "gpu.present.charts.transfers.bandwidth_figure", "miss")] == 1  # made then
+    assert before[("st_cache_resource", "gpu.experiments.transfers.view.bandwidth_figure", "miss")] == 1  # made then
     for entry in PAGES:
         assert browser_view(url, entry.url_path) == [], entry.title
     after = cache_lookups(url)
     built = {key[:2]: after[key] - before.get(key, 0) for key in after
              if key[2] == "miss" and after[key] != before.get(key, 0)}
     assert not built, f"built again by a first view after start-up: {built}"
-    assert after[("st_cache_resource", "gpu.present.charts.transfers.bandwidth_figure", "hit")] >= 1
+    assert after[("st_cache_resource", "gpu.experiments.transfers.view.bandwidth_figure", "hit")] >= 1
 
 
 @pytest.mark.slow

@@ -6,8 +6,10 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from gpu.experiments import registry
+from gpu.experiments.streams import view as streams_view
 from gpu.experiments.transfers import BATCHED_TIMERS
-from gpu.present import takeaways
+from gpu.experiments.transfers import view as transfers_view
 from gpu.service.backends import ReplayBackend
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
@@ -29,27 +31,28 @@ def test_transfers_takeaway_reads_the_ratio_from_the_data_and_follows_it(recorde
     h2d = frame[(frame["direction"] == "h2d") & ~frame["include_alloc"].astype(bool)]
     ms = h2d.pivot_table(index="bytes", columns="variant", values="median_ms")
     expected = ms["pageable"].iloc[-1] / ms["pinned"].iloc[-1]
-    text = takeaways.transfers(frame)
+    text = transfers_view.takeaway(frame)
     assert text.startswith(f"Host → device: pinned copies {expected:.1f}× as fast as pageable at 1 GiB")
     assert "allocated per copy (0.35 s each), 0.3" in text  # the recording holds per-call allocation, and its cost
     slower = frame.copy()
     slower.loc[(slower["variant"] == "pinned") & (slower["bytes"] == slower["bytes"].max()), "median_ms"] *= 10
-    assert takeaways.transfers(slower) != text  # different data, different sentence
-    assert takeaways.transfers(frame[frame["variant"] == "pinned"]) is None  # nothing to compare with
+    assert transfers_view.takeaway(slower) != text  # different data, different sentence
+    assert transfers_view.takeaway(frame[frame["variant"] == "pinned"]) is None  # nothing to compare with
 
 
-@pytest.mark.parametrize("experiment,function,words", [
-    ("coalescing", takeaways.coalescing, ["Against the contiguous read (copy, 1 float/thread, 2,680 GB/s), "
+@pytest.mark.parametrize("experiment,words", [
+    ("coalescing", ["Against the contiguous read (copy, 1 float/thread, 2,680 GB/s), "
                                           "stride 2 costs 1.14×", "64 floats apart cost 8.0×",
                                           "misaligned reads cost at most 3.4 %"]),
-    ("reduction", takeaways.reduction, ["The best of our reductions here (grid-stride + shuffle) reads",
+    ("reduction", ["The best of our reductions here (grid-stride + shuffle) reads",
                                         "atomicAdd per element is",
                                         "slower than grid-stride + shuffle (268,435,456 floats, block 256)"]),
-    ("occupancy", takeaways.occupancy, ["memory-bound copy peaks at", "latency-bound chase peaks at", " % occupancy)"]),
-    ("streams", takeaways.streams, ["Pinned:", "as fast as one stream (overlap efficiency"]),
-    ("managed", takeaways.managed, ["first touch moves", "once resident"]),
+    ("occupancy", ["memory-bound copy peaks at", "latency-bound chase peaks at", " % occupancy)"]),
+    ("streams", ["Pinned:", "as fast as one stream (overlap efficiency"]),
+    ("managed", ["first touch moves", "once resident"]),
 ])
-def test_each_page_has_a_computed_takeaway(recorded, experiment, function, words):
+def test_each_page_has_a_computed_takeaway(recorded, experiment, words):
+    function = registry.view_of(experiment).takeaway  # each experiment's view holds its own, found by the registry
     text = function(recorded(experiment))
     assert all(w in text for w in words), text
     assert function(recorded(experiment).iloc[0:0]) is None
@@ -82,7 +85,7 @@ def test_the_streams_takeaway_names_a_pipeline_that_can_overlap(recorded):
     from gpu.core import overlap
 
     frame = recorded("streams")
-    text = takeaways.streams(frame)
+    text = streams_view.takeaway(frame)
     table = overlap.pipeline_table(frame)
     for host in set(table["host_memory"]):
         best = overlap.best_pipeline(table[table["host_memory"] == host])

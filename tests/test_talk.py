@@ -151,10 +151,10 @@ def test_described_parameters_write_byte_sizes_as_sizes_and_counts_as_counts():
 
 
 def test_the_dot_product_chart_names_the_grey_bar_only_when_it_draws_it():
-    from gpu.present.charts import kernels as kernel_charts
+    from gpu.experiments.reduction import view
 
     frame = submit_values(ReplayBackend(), "reduction", {"sizes": [1 << 24]}).outcome()
-    with_library = kernel_charts.reduction_figure(frame)
-    without = kernel_charts.reduction_figure(frame[frame["variant"] != "gpuarray_dot"])
+    with_library = view.reduction_figure(frame)
+    without = view.reduction_figure(frame[frame["variant"] != "gpuarray_dot"])
     assert "grey" in with_library.layout.title.text and "#7F7F7F" in with_library.data[0].marker.color
     assert "grey" not in without.layout.title.text and "#7F7F7F" not in without.data[0].marker.color

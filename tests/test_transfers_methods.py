@@ -15,8 +15,8 @@ from gpu.core.limits import Limits
 from gpu.core.units import GiB, KiB, MiB
 from gpu.device.memory import AllocationLedger
 from gpu.experiments import sweep_of, transfers
+from gpu.experiments.transfers import sweep as transfers_sweep
 from gpu.sweeps import harness
-from gpu.sweeps import transfers as transfers_sweep
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 LATENCY_MS, RATE_GBPS = 0.002, 50.0  # the simulated copy: 2 µs + bytes at 50 GB/s
@@ -245,7 +245,7 @@ def test_replay_picks_the_newest_recording_that_holds_the_requested_method():
 
 def test_the_numbers_table_names_the_copies_per_batched_sample():
     from gpu.core import schema
-    from gpu.present.charts import transfers as charts
+    from gpu.experiments.transfers import view as charts
 
     rows = [measure(MiB, "pinned", "h2d", "batched")[0], measure(MiB, "pinned", "h2d", "single")[0]]
     frame = schema.make_frame([{**r, "run_id": "r", "experiment": "transfers"} for r in rows], {})

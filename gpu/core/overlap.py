@@ -33,11 +33,14 @@ The timelines of a pipeline's operations (``intervals``) are read in ``gpu.core.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from gpu.core import stats, text
+
+if TYPE_CHECKING:  # imported where a table is built: the Streams declaration imports this, and loads no pandas
+    import pandas as pd
 
 STAGES = ("h2d", "kernel", "d2h")
 STAGE_LABELS = {"h2d": "copy H2D", "kernel": "kernel", "d2h": "copy D2H"}
@@ -186,6 +189,8 @@ def paired_rates(frame: pd.DataFrame) -> dict[tuple, tuple[float, float]]:
 def pipeline_table(frame: pd.DataFrame) -> pd.DataFrame:
     """One row per measured pipeline configuration, beside the serial time and the three sums of the same
     host memory, size, chunk count and intensity from the same run, with bound, efficiency and speedup."""
+    import pandas as pd
+
     columns = ["run_id", "host_memory", "bytes", "elements", "chunks", "streams", "issue_order", "intensity",
                "pipeline_ms", "serial_ms", "h2d_ms", "kernel_ms", "d2h_ms", "engine_bound_ms", "duplex_gbps",
                "duplex_cv", "duplex_paired", "duplex_bound_ms", "bound_ms", "bound_kind", "efficiency",
@@ -260,6 +265,8 @@ def overlap_summary(table: pd.DataFrame) -> pd.DataFrame:
     (≥ 2 streams and ≥ 2 chunks; none of them: ``best_ms`` NaN), whether its gain over serial is beyond the noise
     (``gain_measurable``), and the median overlap efficiency over those configurations, which one noisy point
     cannot sway."""
+    import pandas as pd
+
     rows = []
     for (host, intensity), part in table.groupby(["host_memory", "intensity"], sort=False):
         can = part[[can_overlap(c, s) for c, s in zip(part["chunks"], part["streams"], strict=True)]]

@@ -53,12 +53,16 @@ from __future__ import annotations
 
 import json
 import math
+import sys
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from gpu.core import text
 from gpu.core.errors import SchemaError
+
+if TYPE_CHECKING:  # imported where a frame is made or read: the declarations import this module, pandas stays unloaded
+    import pandas as pd
 
 POINT_COLUMNS = ["run_id", "experiment", "variant", "direction", "bytes"]
 PARAMETER_COLUMNS = [
@@ -109,7 +113,7 @@ _PCIE_RATE = {1: (2.5, 8 / 10), 2: (5.0, 8 / 10), 3: (8.0, 128 / 130), 4: (16.0,
 def key_value(value):
     """A point-key value in one form, so keys read from Parquet (floats, NaN, NumPy types) and from JSON or
     parameters (ints, None) match: whole floats become ints, missing values None."""
-    if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
+    if value is None or _is_pandas(value, "NA") or (isinstance(value, float) and math.isnan(value)):
         return None
     if hasattr(value, "item") and not isinstance(value, str | bytes):
         value = value.item()
@@ -118,6 +122,13 @@ def key_value(value):
     if isinstance(value, float) and value.is_integer():
         return int(value)
     return value
+
+
+def _is_pandas(value, *names: str) -> bool:
+    """Whether ``value`` is one of pandas' missing-value singletons (``NA``, ``NaT``). None of them exists before
+    pandas is imported, so this never imports it (``pinpoint --help`` loads no pandas)."""
+    pandas = sys.modules.get("pandas")
+    return pandas is not None and any(value is getattr(pandas, name) for name in names)
 
 
 def pcie_gbps_per_direction(generation, width) -> float:
@@ -139,6 +150,8 @@ def hbm_gbps(mem_clock_mhz, bus_width_bits) -> float:
 
 def make_frame(rows: list[dict], provenance: dict) -> pd.DataFrame:
     """Build a schema-conforming DataFrame from point rows and the run's provenance."""
+    import pandas as pd
+
     frame = pd.DataFrame([{**provenance, **row} for row in rows])
     for column in COLUMNS:
         if column not in frame:
@@ -148,6 +161,8 @@ def make_frame(rows: list[dict], provenance: dict) -> pd.DataFrame:
 
 def validate(frame: pd.DataFrame) -> pd.DataFrame:
     """Check columns and basic sanity; return the frame with numeric columns typed."""
+    import pandas as pd
+
     missing = [c for c in COLUMNS if c not in frame.columns and c not in OPTIONAL_COLUMNS]
     if missing:
         raise SchemaError(f"results are missing {text.plural('column', len(missing))}: {', '.join(missing)}")
@@ -174,6 +189,8 @@ def to_parquet(frame: pd.DataFrame, path) -> None:
 
 def read_results(path) -> pd.DataFrame:
     """Read a recorded run (Parquet, or CSV whose ``samples_ms`` holds JSON lists) and validate it."""
+    import pandas as pd
+
     path = str(path)
     try:
         if path.endswith(".csv"):
@@ -224,7 +241,7 @@ def _json_value(value):
         return None if math.isnan(value) else float(value)
     if isinstance(value, np.bool_):
         return bool(value)
-    if value is pd.NA or value is pd.NaT:
+    if _is_pandas(value, "NA", "NaT"):
         return None
     return value
 

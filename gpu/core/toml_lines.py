@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import tomllib
 from functools import cache
+from typing import TYPE_CHECKING
 
-import tree_sitter
-import tree_sitter_toml
+if TYPE_CHECKING:  # imported when a text is parsed: the suites' declarations import this, the CLI's help loads neither
+    import tree_sitter
 
 TABLES = ("table", "table_array_element")
 KEYS = ("bare_key", "quoted_key", "dotted_key")
@@ -26,6 +27,9 @@ KEYS = ("bare_key", "quoted_key", "dotted_key")
 
 @cache
 def _toml() -> tree_sitter.Language:
+    import tree_sitter
+    import tree_sitter_toml
+
     return tree_sitter.Language(tree_sitter_toml.language())
 
 
@@ -33,6 +37,8 @@ class KeyLines:
     """Each key path's line (1-based) in one TOML text."""
 
     def __init__(self, text: str):
+        import tree_sitter
+
         # tomllib takes any str, a lone surrogate included: as "?", it still leaves every line where it was
         self.source = text.encode("utf-8", "replace")
         root = tree_sitter.Parser(_toml()).parse(self.source).root_node  # a parser each: pages run in threads

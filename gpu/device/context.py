@@ -25,7 +25,7 @@ from gpu.device.limits import git_commit, host_memory_available
 from gpu.device.memory import AllocationLedger, HostPool
 from gpu.device.telemetry import Telemetry
 
-KERNEL_DIR = paths.KERNELS
+INCLUDE_DIR = paths.KERNELS  # the shared kernels, which an experiment's own may #include
 
 
 def visible_gpus() -> list[dict]:
@@ -92,9 +92,10 @@ class GpuRuntime:
 
     # --- set-up ---------------------------------------------------------------------------------
     def _compile_kernels(self) -> None:
-        """Compile every gpu/kernels/*.cu once, for this device's exact architecture."""
-        for source_path in sorted(KERNEL_DIR.glob("*.cu")):
-            self.module(source_path.stem)
+        """Compile every kernel source once (the shared gpu/kernels/*.cu and each experiment package's own, see
+        ``paths.kernel_sources``), for this device's exact architecture."""
+        for stem in paths.kernel_sources():
+            self.module(stem)
         self.functions = {
             "copy_vec4": self.modules["transfers"].get_function("copy_vec4"),
             "health_fill": self.modules["health"].get_function("health_fill"),
@@ -102,14 +103,15 @@ class GpuRuntime:
         }
 
     def module(self, stem: str, options: tuple[str, ...] = ()):
-        """gpu/kernels/<stem>.cu compiled with extra nvcc ``options`` (e.g. -DEXTRA_REGS=64), once each."""
+        """The kernel source ``<stem>.cu`` (``paths.kernel_sources``) compiled with extra nvcc ``options`` (e.g.
+        -DEXTRA_REGS=64), once each."""
         from pycuda.compiler import compile as nvcc_compile
 
         key = " ".join((stem, *options))
         if key not in self.modules:
             major, minor = self.compute_capability
-            cubin = nvcc_compile((KERNEL_DIR / f"{stem}.cu").read_text(), arch=f"sm_{major}{minor}",
-                                 no_extern_c=True, options=["-O3", f"-I{KERNEL_DIR}", *options])
+            cubin = nvcc_compile(paths.kernel_sources()[stem].read_text(), arch=f"sm_{major}{minor}",
+                                 no_extern_c=True, options=["-O3", f"-I{INCLUDE_DIR}", *options])
             self.cubins[key] = cubin
             self.modules[key] = self.cuda.module_from_buffer(cubin)
         return self.modules[key]

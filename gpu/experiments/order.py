@@ -3,9 +3,12 @@ its finished rows are put back in (``in_point_order``), so a result never depend
 
 from __future__ import annotations
 
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from gpu.core.schema import key_value
+
+if TYPE_CHECKING:  # a frame is only passed through: the declarations that import this never load pandas for it
+    import pandas as pd
 
 
 def coarse_first(values) -> list:

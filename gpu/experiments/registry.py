@@ -1,20 +1,24 @@
-"""Every experiment PinPoint knows, found from the declarations themselves: each module of this package that
-declares a ``COMMAND`` registers, with its runner subcommand and help (``COMMAND``, ``HELP``), the page that shows
-it (``PAGE``), its arguments (``AXES``: ``harness.Axis`` values with the flag, default text and parse kind) and its
-place in lists (``ORDER``); ``EXPAND`` names arguments that run once per value (occupancy: one run per register
-and shared-memory setting), ``BYTE_LABELS`` makes Compare write ``bytes`` and ``param_value`` as sizes, and
-``LABELS`` gives each variant its words (the report's series, the Roofline's kernels). The
-runner (``gpu.bench``), the talks, Overview, Runs, Compare and app.py's navigation read this registry, so adding an
-experiment is adding its declaration and its sweep.
+"""Every experiment PinPoint knows, found from the declarations themselves. An experiment is a package,
+``gpu/experiments/<name>/`` (or one of a folder that ``PINPOINT_EXPERIMENTS_PATH`` names, found as
+``gpu.experiments.<name>`` too): its ``__init__.py`` declares a ``COMMAND`` and registers, with its runner subcommand
+and help (``COMMAND``, ``HELP``), the page that shows it (``PAGE``, and ``PAGE_ENTRY`` from the experiment that owns
+that page: its title, address, icon and place in the navigation), its arguments (``AXES``: ``harness.Axis`` values
+with the flag, default text and parse kind) and its place in lists (``ORDER``); ``EXPAND`` names arguments that run
+once per value (occupancy: one run per register and shared-memory setting), ``BYTE_LABELS`` makes Compare write
+``bytes`` and ``param_value`` as sizes, and ``LABELS`` gives each variant its words (the report's series, the
+Roofline's kernels). The runner (``gpu.bench``), the talks, Overview, Runs, Compare and app.py's navigation read this
+registry, so adding an experiment is adding its package.
 
-How an experiment is measured is its sweep, ``gpu/sweeps/<module>.py`` (same module name as its declaration): only the
-worker measures, so the registry imports a sweep on first use (``Entry.sweep``, ``sweep_of``), never at import.
+How an experiment is measured is its package's ``sweep.py``, and how it is shown its ``view.py``: only the worker
+measures, so the registry imports a sweep on first use (``Entry.sweep``, ``sweep_of``), never at import; a view
+(charts, takeaway, headlines: pandas and Plotly) is imported on first use too (``Entry.view``, ``view_of``).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import itertools
 import pkgutil
 from dataclasses import dataclass, field
@@ -23,9 +27,9 @@ from types import ModuleType
 from gpu.core.errors import ValidationError
 from gpu.core.units import parse_size_list
 from gpu.experiments.axes import Axis
+from gpu.experiments.page import PageEntry
 
-NOT_EXPERIMENTS = {"registry", "request"}
-SWEEPS_PACKAGE = "gpu.sweeps"  # worker-only: imported by name, on first use
+SWEEP, VIEW = "sweep", "view"  # an experiment package's worker-only measurement and its present-layer view
 
 
 @dataclass(frozen=True)
@@ -46,9 +50,16 @@ class Entry:
         return self.module.NAME
 
     def sweep_module(self) -> ModuleType:
-        """The experiment's worker-only sweep module, ``gpu.sweeps.<module>``, imported on first use (it loads the
+        """The experiment's worker-only sweep module, ``<package>.sweep``, imported on first use (it loads the
         device layer: only the worker calls this)."""
-        return importlib.import_module(f"{SWEEPS_PACKAGE}.{self.module.__name__.rsplit('.', 1)[-1]}")
+        return importlib.import_module(f"{self.module.__name__}.{SWEEP}")
+
+    def view(self) -> ModuleType | None:
+        """The experiment's view, ``<package>.view`` (its charts, takeaway and headlines), imported on first use;
+        None for an experiment without one."""
+        if importlib.util.find_spec(f"{self.module.__name__}.{VIEW}") is None:
+            return None
+        return importlib.import_module(f"{self.module.__name__}.{VIEW}")
 
     def sweep(self):
         """The experiment's measurement, ``run(params, gpu, progress, should_cancel)`` → rows (see ``sweep_module``)."""
@@ -62,11 +73,13 @@ class Entry:
 
 
 def _declarations() -> list[ModuleType]:
-    """The modules of gpu/experiments that declare an experiment (a ``COMMAND``), in their ``ORDER``."""
+    """The packages of gpu/experiments that declare an experiment (a ``COMMAND`` in their ``__init__.py``), in their
+    ``ORDER``: those of the folders ``PINPOINT_EXPERIMENTS_PATH`` names too, which gpu/experiments/__init__.py adds to
+    the package's path. The modules beside them (axes, registry, suites …) are what experiments share."""
     package = importlib.import_module("gpu.experiments")
     found = []
     for info in pkgutil.iter_modules(package.__path__):
-        if info.name.startswith("_") or info.name in NOT_EXPERIMENTS:
+        if not info.ispkg or info.name.startswith("_"):
             continue
         module = importlib.import_module(f"gpu.experiments.{info.name}")
         if hasattr(module, "COMMAND"):
@@ -115,6 +128,18 @@ def sweep_of(name: str):
 def experiment_pages() -> list[str]:
     """The pages that show experiments, each once, in registry order."""
     return list(dict.fromkeys(e.page for e in REGISTRY))
+
+
+def page_entries() -> list[PageEntry]:
+    """The experiments' pages as their owners declare them (``PAGE_ENTRY``: one experiment of each page, the others
+    name its file in ``PAGE``), in registry order; pages/_shared.py adds the pages that show no one experiment."""
+    return [e.module.PAGE_ENTRY for e in REGISTRY if hasattr(e.module, "PAGE_ENTRY")]
+
+
+def view_of(name: str) -> ModuleType | None:
+    """The experiment ``name``'s view (``Entry.view``): how shared present code reaches an experiment's takeaway and
+    headlines without naming it."""
+    return entry_of(name).view()
 
 
 def add_arguments(parser: argparse.ArgumentParser, entry: Entry) -> None:

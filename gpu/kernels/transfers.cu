@@ -13,7 +13,7 @@ __global__ void copy_vec4(const uint4* __restrict__ src, uint4* __restrict__ dst
     }
 }
 
-// The check pattern of the Transfers experiment (gpu/experiments/transfers.py pattern_for computes the same
+// The check pattern of the Transfers experiment (gpu/experiments/transfers/__init__.py pattern_for computes the same
 // words on the host): position-dependent, so a dropped, repeated or shifted word never matches; two seeds
 // differ in every word, so a word a copy failed to write never passes for the new pattern.
 __device__ __forceinline__ unsigned int pattern_word(unsigned long long i, unsigned int seed)

@@ -1,5 +1,7 @@
-"""The bold lines above a page's charts, worked out from its results: pinned ÷ pageable, the best reduction, the
-copy reference, managed memory's migration cost, pools' per-call cost, batching's per-copy cost and duplex copies.
+"""The lines above a page's charts that more than one experiment or the talk reads: each mode ÷ a baseline at the
+same point (pinned ÷ pageable, the one rule behind the Transfers chart, its takeaway and the talk's claims) and how a
+run's points stopped sampling. Each experiment's own headlines (the best reduction, the copy reference, managed
+memory's migration cost, pools' per-call cost, batching's per-copy cost, duplex copies) are in its package's view.
 
 Each function reads a results frame (``gpu.core.schema``) or a table built from one and returns Markdown (or None
 when the data lacks what the line needs). No Streamlit, no CUDA."""
@@ -8,10 +10,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from gpu.core import overlap, stats, text
-from gpu.core.errors import ClaimError
-from gpu.core.units import format_bytes
-from gpu.present import facts
+from gpu.core import stats, text
 
 SPEEDUP_KEY = ["direction", "include_alloc", "bytes"]
 
@@ -32,100 +31,6 @@ def pinned_over_pageable(frame: pd.DataFrame) -> pd.Series:
     table = speedups(frame)
     table = table[table["variant"] == "pinned"]
     return table.set_index("bytes")["speedup"].rename(None).dropna().sort_index()
-
-
-def transfers_verdict(view: pd.DataFrame, label: str) -> str | None:
-    """Pinned ÷ pageable at the largest size measured, per direction."""
-    table = speedups(view)
-    table = table[(table["variant"] == "pinned")]
-    if table.empty:
-        return None
-    top = table[table["bytes"] == table["bytes"].max()]
-    parts = [f"{r.direction.upper()} {r.speedup:.2f}×" for r in top.itertuples()]
-    return f"{label}, {format_bytes(top['bytes'].iloc[0])}: pinned ÷ pageable = " + ", ".join(parts)
-
-
-def reduction_best(frame: pd.DataFrame, labels: dict[str, str]) -> str | None:
-    """The fastest of our kernels (``facts.best_reduction``, as the stage says it) against gpuarray.dot, and the
-    HBM's theoretical rate."""
-    try:
-        best = facts.best_reduction(frame)
-    except ClaimError:
-        return None
-    if best["library_gbps"] is None:
-        return None
-    return (f"**Best: {labels[best['variant']]} at {best['gbps']:,.0f} GB/s, "
-            f"{best['gbps'] / best['library_gbps']:.2f}× gpuarray.dot** ({best['library_gbps']:,.0f} GB/s) · "
-            f"HBM theoretical {frame['hbm_gbps_theoretical'].iloc[0]:,.0f} GB/s")
-
-
-def copy_reference(frame: pd.DataFrame, best: pd.DataFrame) -> str | None:
-    """memcpy_dtod measured in the same run, our float4 copy as a share of it, and the HBM's theoretical rate.
-    ``best``: the frame with each variant's share of memcpy_dtod (``kernel_charts.with_peak_share``)."""
-    peak = best[best["variant"] == "memcpy_dtod"]["gbps"]
-    if peak.empty:
-        return None
-    copy_f4 = best[best["variant"] == "copy_f4"]
-    line = (f"**memcpy_dtod: {peak.iloc[0]:,.0f} GB/s** (read + write) · our float4 copy: "
-            f"{copy_f4['gbps'].iloc[0]:,.0f} GB/s = {copy_f4['pct_of_dtod'].iloc[0]:.0f} % of it · "
-            f"HBM theoretical {frame['hbm_gbps_theoretical'].iloc[0]:,.0f} GB/s")
-    try:
-        reference = facts.contiguous_reference(facts.one_configuration(frame))
-    except ClaimError:
-        return line
-    return line + f" · strided and misaligned reads are judged against {reference['baseline']}"
-
-
-def managed(row) -> str:
-    """First touch against resident and prefetched, from a row of ``memory_charts.managed_table``."""
-    return (f"**{format_bytes(row['bytes'])}: first touch {row['first_touch GB/s']:,.1f} GB/s, resident "
-            f"{row['resident GB/s']:,.0f} GB/s** — migrating on fault costs {row['first touch extra ms']:,.1f} ms "
-            f"more ({row['first touch ÷ resident']:,.0f}× the resident time); prefetching first moves the pages "
-            f"at {row['prefetch GB/s']:,.1f} GB/s, then the kernel runs at {row['after_prefetch GB/s']:,.0f} GB/s "
-            f"({row['prefetch + kernel ms']:,.1f} ms in all).")
-
-
-def pools(table: pd.DataFrame, crossover) -> list[str]:
-    """Per call ÷ pooled for device and pinned memory, from ``memory_charts.pool_table``; ``crossover(table, kind)``
-    is the size from which on allocating per call costs more than the copy (``memory_charts.pool_crossover``)."""
-    parts = []
-    for kind in ("device", "pinned"):
-        ratio = table[f"{kind}: per call ÷ pooled"]
-        if ratio.notna().any():
-            size = crossover(table, kind)
-            where = (f"from {format_bytes(size)} up, allocating per call costs more than the copy itself "
-                     "(pooled is ≥ 2× faster at every larger size)" if size else
-                     "allocating per call costs more than the copy itself at no size measured")
-            parts.append(f"**{kind}**: per call ÷ pooled = {ratio.min():.2f}× … {ratio.max():.2f}×; {where}")
-    return parts
-
-
-def batching(table: pd.DataFrame) -> str | None:
-    """What each separate copy costs beyond its share of one big copy, from ``memory_charts.batching_table``."""
-    overhead = table["per-copy overhead µs"].dropna()
-    if overhead.empty:
-        return None
-    return (f"**Each separate copy costs about {overhead.median():.1f} µs more than its share of one "
-            f"big copy** (median over piece sizes; {overhead.min():.1f} … {overhead.max():.1f} µs).")
-
-
-def bidirectional(frame: pd.DataFrame) -> str:
-    """Per host memory: both directions at once against the faster direction alone, and the rate of their fastest
-    tenth of samples where it is over 1 % above the median's, since that is the rate the Streams bound uses."""
-    rows = frame[frame["variant"] == "bidir_both"].set_index("host_memory")
-    alone = frame[frame["variant"].isin(["bidir_h2d", "bidir_d2h"])].groupby("host_memory")["gbps"].max()
-    parts = []
-    for h, row in rows.iterrows():
-        if h not in alone:
-            continue
-        line = f"{h}: both directions at once move **{row['gbps']:.1f} GB/s**, {row['gbps'] / alone[h]:.2f}× the " \
-               "faster direction alone"
-        if {"bytes", "median_ms"} <= set(row.index):
-            fast = overlap.duplex_gbps(row)
-            if fast > 1.01 * row["gbps"]:
-                line += f" ({fast:.1f} GB/s in their fastest tenth of samples: the rate the pipelines' bound uses)"
-        parts.append(line)
-    return " · ".join(parts)
 
 
 STOPS = {"converged": "reached the noise target", "max_samples": "stopped at the sample limit",

@@ -7,7 +7,7 @@ title = "My talk"
 claim = "Pinned memory is up to 2× faster"
 experiment = "transfers"            # any of gpu.experiments
 judge = "pinned_up_to_2x"           # any of gpu.present.claims.CLAIMS; fills the headline's {fields}
-chart = "speedup"                   # speedup | bandwidth | offset | strided | reduction | timeline
+chart = "speedup"                   # a chart of the experiment's view (its TALK_FIGURES): speedup, bandwidth …
 headline = "{verdict}: {large:.1f}× at {large_size}"
 notes = "speaker notes"
 [scene.params]                      # the experiment's parameters (as the runner and the pages take them)
@@ -25,13 +25,13 @@ from pathlib import Path
 from gpu.core import paths, text
 from gpu.core.errors import TalkError
 from gpu.core.units import format_bytes
+from gpu.experiments import registry
 from gpu.experiments.registry import EXPERIMENTS
 from gpu.experiments.request import check_params
 from gpu.present.claims import CLAIMS
 
 TALK_DIR = paths.asset("talks")
 BUILT_IN = TALK_DIR / "claims-about-gpu-memory.toml"
-CHARTS = ("speedup", "bandwidth", "offset", "strided", "reduction", "timeline")
 
 
 
@@ -50,6 +50,12 @@ class Scene:
 class Talk:
     title: str
     scenes: list[Scene]
+
+
+def talk_charts(experiment: str) -> list[str]:
+    """The charts a scene of ``experiment`` may show: those its view draws for the talk (``TALK_FIGURES``)."""
+    view = registry.view_of(experiment)
+    return list(getattr(view, "TALK_FIGURES", {})) if view is not None else []
 
 
 def load(path: str | Path = BUILT_IN) -> Talk:
@@ -71,8 +77,10 @@ def load(path: str | Path = BUILT_IN) -> Talk:
             raise TalkError(f"{where}: unknown experiment '{raw['experiment']}'")
         if raw["judge"] not in CLAIMS:
             raise TalkError(f"{where}: unknown judge '{raw['judge']}' (known: {', '.join(CLAIMS)})")
-        if raw["chart"] not in CHARTS:
-            raise TalkError(f"{where}: unknown chart '{raw['chart']}' (known: {', '.join(CHARTS)})")
+        charts = talk_charts(raw["experiment"])
+        if raw["chart"] not in charts:
+            raise TalkError(f"{where}: unknown chart '{raw['chart']}' for {raw['experiment']} "
+                            f"(known: {', '.join(charts) or 'none'})")
         try:
             list(string.Formatter().parse(raw["headline"]))
         except ValueError as exc:

@@ -30,13 +30,49 @@ def read_bundled(directories=BUNDLED_DIRS, already_read: dict[Path, pd.DataFrame
         -> tuple[dict[str, pd.DataFrame], dict[str, str], list[str]]:
     """run_id → frame and run_id → file name for every bundled recording, and the files that could not be read.
     ``already_read``: file → its validated frame, as the replay backend read it (read once per server, not again)."""
-    frames, files, problems = {}, {}, []
     already_read = {Path(path).resolve(): frame for path, frame in (already_read or {}).items()}
+
+    def read(path: Path) -> pd.DataFrame:
+        frame = already_read.get(path.resolve())
+        return schema.read_results(path) if frame is None else frame
+    return _read_each(directories, read)
+
+
+# What a catalog row (Catalog.bundled_rows) reads of a bundled run: listing runs (``pinpoint runs``) reads these
+# columns alone. The samples are most of a file; reading and checking every recording whole cost ~1 s of CPU.
+LISTED_COLUMNS = ["run_id", "experiment", "device_name", "driver_version", "host", "timestamp", "profile",
+                  "git_commit", "gpu_uuid", "peer_uuid"]
+LISTED_REQUIRED = ["run_id", "experiment", "device_name", "timestamp"]
+
+
+def read_bundled_listing(directories=BUNDLED_DIRS) -> tuple[dict[str, pd.DataFrame], dict[str, str], list[str]]:
+    """read_bundled's answer for a list of the runs only: each run's frame holds the LISTED_COLUMNS (empty where its
+    file has none; a CSV file is read whole). A catalog made from it lists runs (``Catalog.runs``), never loads one."""
+    return _read_each(directories, _listed_columns)
+
+
+def _listed_columns(path: Path) -> pd.DataFrame:
+    import pyarrow.parquet as pq
+
+    if path.suffix == ".csv":
+        return schema.read_results(path)
+    try:
+        names = set(pq.read_schema(path).names)
+        frame = pd.read_parquet(path, columns=[c for c in LISTED_COLUMNS if c in names])
+    except Exception as exc:  # a damaged file: one line, as read_results gives it
+        raise schema.SchemaError(f"cannot read results from {path}: {exc}") from exc
+    if missing := [c for c in LISTED_REQUIRED if c not in names]:
+        raise schema.SchemaError(f"results are missing {', '.join(missing)}")
+    return frame.reindex(columns=LISTED_COLUMNS)  # a column the file lacks is empty, as validate makes it
+
+
+def _read_each(directories, read) -> tuple[dict[str, pd.DataFrame], dict[str, str], list[str]]:
+    """Each recording of ``directories`` read by ``read(path)``, split into its runs; a SchemaError is a problem."""
+    frames, files, problems = {}, {}, []
     for directory in directories:
         for path in sorted(Path(directory).glob("*.parquet")) + sorted(Path(directory).glob("*.csv")):
             try:
-                frame = already_read.get(path.resolve())
-                frame = schema.read_results(path) if frame is None else frame
+                frame = read(path)
             except schema.SchemaError as exc:
                 problems.append(f"{path.name}: {exc}")
                 continue

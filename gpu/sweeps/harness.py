@@ -1,8 +1,8 @@
 """The one sweep every experiment runs through.
 
-An experiment declares what it measures in ``gpu/experiments/<name>.py`` (its name, title, typed axes, key columns),
-and how in ``gpu/sweeps/<name>.py`` (a ``Sweep`` subclass: ``points`` / ``measure`` / ``verify``); ``run`` does the
-rest, the same way for all of them:
+An experiment declares what it measures in its package's ``gpu/experiments/<name>/__init__.py`` (its name, title,
+typed axes, key columns), and how in ``gpu/experiments/<name>/sweep.py`` (a ``Sweep`` subclass: ``points`` /
+``measure`` / ``verify``); ``run`` does the rest, the same way for all of them:
 
 * refuses a request whose buffers no longer fit in the memory free now (``ValidationError``), before anything is
   allocated: the request was parsed and checked before it came (``gpu.experiments.request``);
@@ -34,7 +34,7 @@ from gpu.experiments.axes import Axis
 from gpu.experiments.order import coarse_first, in_point_order, values_coarse_first
 from gpu.sweeps import _kernels as k
 
-SWEEPS_PACKAGE, DECLARATIONS_PACKAGE = "gpu.sweeps", "gpu.experiments"
+DECLARATIONS_PACKAGE = "gpu.experiments"
 
 
 @dataclass
@@ -50,7 +50,7 @@ class Point:
 
 
 class Sweep:
-    """An experiment's measurement. Its declaration (``gpu/experiments/<name>.py``) declares NAME, TITLE, AXES,
+    """An experiment's measurement. Its declaration (``gpu/experiments/<name>/__init__.py``) declares NAME, TITLE, AXES,
     KEY_COLUMNS, ``invalid_reasons`` and ``memory_reasons`` (the subclass takes them from there), and the subclass
     implements ``points`` (a generator that may set up and free a group's buffers around the points it yields),
     ``measure(point)`` (a
@@ -76,12 +76,14 @@ class Sweep:
 
     def __init_subclass__(cls, **kwargs):
         """A sweep takes its experiment's identity from its declaration (declared there once): NAME, TITLE, AXES,
-        KEY_COLUMNS, ``invalid_reasons`` and ``memory_reasons``. The sweep of ``gpu.sweeps.<name>`` is declared by
-        ``gpu.experiments.<name>``; a sweep defined elsewhere is declared by its own module."""
+        KEY_COLUMNS, ``invalid_reasons`` and ``memory_reasons``. The sweep of an experiment package,
+        ``gpu.experiments.<name>.sweep``, is declared by the package (``gpu.experiments.<name>``); a sweep defined
+        elsewhere is declared by its own module."""
         super().__init_subclass__(**kwargs)
         module = sys.modules[cls.__module__]
-        if cls.__module__.startswith(SWEEPS_PACKAGE + "."):
-            module = importlib.import_module(DECLARATIONS_PACKAGE + cls.__module__[len(SWEEPS_PACKAGE):])
+        package, _, role = cls.__module__.rpartition(".")
+        if package.startswith(DECLARATIONS_PACKAGE + ".") and role == "sweep":
+            module = importlib.import_module(package)
         for name in ("NAME", "TITLE", "AXES", "KEY_COLUMNS"):
             if name not in cls.__dict__ and hasattr(module, name):
                 setattr(cls, name, getattr(module, name))

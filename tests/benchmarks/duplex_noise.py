@@ -15,7 +15,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from gpu.core import overlap  # noqa: E402
 from gpu.device.context import GpuRuntime  # noqa: E402
-from gpu.sweeps import streams as st  # noqa: E402
+from gpu.experiments.streams import sweep as st  # noqa: E402
 
 rt = GpuRuntime()
 SIZE = 256 << 20

@@ -23,7 +23,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from gpu.device.context import GpuRuntime  # noqa: E402
-from gpu.sweeps import streams as st  # noqa: E402
+from gpu.experiments.streams import sweep as st  # noqa: E402
 
 SIZE, HUGE, BLOCK = 256 << 20, 2 << 20, 40
 BOTH = [(0, "h2d", 0), (1, "d2h", 0)]

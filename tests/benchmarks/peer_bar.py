@@ -107,8 +107,8 @@ def measure_pinpoint(pairs_gpus: list[int]):
 def one_sm_sweep():
     """The peers sweep with the chase as it walked before: one block of a one-block grid (one SM), 8192 loads a
     launch, the median of the profile's samples."""
+    from gpu.experiments.peers.sweep import PeersSweep
     from gpu.sweeps import harness
-    from gpu.sweeps.peers import PeersSweep
 
     class OneSmChase(PeersSweep):
         CHASE_FROM_EVERY_SM = False

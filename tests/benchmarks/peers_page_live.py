@@ -90,7 +90,7 @@ def on_the_page() -> None:
     """The Peers page live through AppTest, Measure pressed twice with its defaults."""
     from streamlit.testing.v1 import AppTest
 
-    from gpu.present.charts import peers as charts
+    from gpu.experiments.peers import view as charts
 
     drawn: list[tuple[float, int]] = []  # (when, rows) of each live matrix drawn
     original = charts.matrix_figure

@@ -10,7 +10,7 @@ class DamagedCopyService(GpuService):
             return super().handle(job, progress, should_cancel)
         from gpu.core.errors import VerificationError
         from gpu.experiments import device_copy
-        from gpu.sweeps import device_copy as device_copy_sweep
+        from gpu.experiments.device_copy import sweep as device_copy_sweep
         from gpu.sweeps import harness
 
         answers = {}

@@ -8,7 +8,7 @@ class WrongExpectationService(GpuService):
     def __init__(self, device=None):
         super().__init__(device)
         from gpu.experiments import fma
-        from gpu.sweeps import fma as fma_sweep
+        from gpu.experiments.fma import sweep as fma_sweep
 
         right = fma.expected_sums
 

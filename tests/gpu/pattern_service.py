@@ -8,7 +8,7 @@ class PatternCheckService(GpuService):
         if job["kind"] != "pattern_check":
             return super().handle(job, progress, should_cancel)
         from gpu.core.errors import VerificationError
-        from gpu.sweeps import transfers
+        from gpu.experiments.transfers import sweep as transfers
 
         words = 1 << 18
 

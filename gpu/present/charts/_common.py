@@ -174,3 +174,15 @@ def mark_not_clean(fig: go.Figure, frame: pd.DataFrame, x, y, **where) -> None:
                              showlegend=not shown, marker=NOT_CLEAN_MARKER,
                              customdata=[[conditions_hover(v)] for v in seen[named]],
                              hovertemplate="%{customdata[0]}<extra>not clean</extra>"), **where)
+
+
+def log_size_axis(values) -> dict:
+    """A log axis of byte sizes, ticked at each value measured and written as sizes (4 KiB, 1 MiB …)."""
+    values = sorted({int(v) for v in values})
+    return {"type": "log", "tickvals": values, "ticktext": [format_bytes(v) for v in values]}
+
+
+def per_variant(part: pd.DataFrame, column: str) -> pd.Series:
+    """``column`` of one point's rows, by variant."""
+    return part.set_index("variant")[column]
+

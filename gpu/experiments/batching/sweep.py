@@ -1,0 +1,80 @@
+"""How the worker measures the batching experiment, declared in this package's ``__init__.py``
+(its docstring says what is measured, how it is timed and how it is checked)."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from gpu.core.units import format_bytes
+from gpu.device.timing import EventTimer
+from gpu.experiments.batching import LABELS, bytes_moved
+from gpu.sweeps import harness
+from gpu.sweeps.verify import POISON, pattern_for, verify_equal
+
+
+class BatchingSweep(harness.Sweep):
+    """Each piece size: the pieces, a staging buffer and the device buffer, then every variant on one stream."""
+
+
+    def setup(self) -> None:
+        self.stream = self.cuda.Stream()
+        self.timer = EventTimer(self.cuda, self.stream)
+
+    def points(self):
+        ledger, K = self.ledger, self.params.pieces
+        for piece in self.params.piece_sizes:
+            words = piece // 4
+            total = piece * K
+            # Pieces at a stride of 2·s in one pinned region: row i's first half is piece i.
+            region_buffer = ledger.host_buffer(2 * total, "pinned")
+            region = region_buffer.reshape(K, 2 * words)
+            pieces = region[:, :words]
+            np.copyto(pieces, pattern_for(K * words, seed=piece).reshape(K, words))
+            expected = np.ascontiguousarray(pieces).reshape(-1)
+            staging = ledger.host_buffer(total, "pinned")
+            contiguous = staging.reshape(K, words)
+            device = ledger.device_buffer(total)
+            readback = np.empty(K * words, np.uint32)
+            np.copyto(contiguous, pieces)  # one_copy's source is the packed data, ready before the clock
+            for variant in self.params.variants:
+                yield harness.Point(
+                    {"variant": variant, "group": "batching", "direction": "h2d", "param": "piece_bytes",
+                     "param_value": piece, "chunks": K},
+                    f"{LABELS[variant]} · {K} × {format_bytes(piece)}", bytes_moved(piece, K),
+                    "host_clock_pack+cuda_event_copy" if variant == "packed" else "cuda_event",
+                    (variant, piece, pieces, expected, staging, contiguous, device, readback))
+            ledger.free_host(region_buffer)
+            ledger.free_host(staging)
+            ledger.free_device(device)
+
+    def measure(self, point):
+        variant, piece, pieces, _, staging, contiguous, device, _ = point.state
+        cuda, stream, timed, K = self.cuda, self.stream, self.timer.time, self.params.pieces
+        cuda.memset_d32(device, int(POISON), K * (piece // 4))
+        if variant == "packed":
+            staging.fill(POISON)
+        base = int(device)
+
+        def separate() -> float:
+            return timed(lambda: [cuda.memcpy_htod_async(base + i * piece, pieces[i], stream) for i in range(K)])
+
+        def packed() -> float:
+            started = time.perf_counter()
+            np.copyto(contiguous, pieces)
+            pack_ms = (time.perf_counter() - started) * 1e3
+            return pack_ms + timed(lambda: cuda.memcpy_htod_async(device, staging, stream))
+
+        def one_copy() -> float:
+            return timed(lambda: cuda.memcpy_htod_async(device, staging, stream))
+
+        return {"separate": separate, "packed": packed, "one_copy": one_copy}[variant]
+
+    def verify(self, point) -> None:
+        variant, piece, _, expected, _, _, device, readback = point.state
+        self.cuda.memcpy_dtoh(readback, device)
+        verify_equal(expected, readback, f"{LABELS[variant]}, {self.params.pieces} × {format_bytes(piece)}")
+
+
+run = harness.runner(BatchingSweep)

@@ -1,0 +1,85 @@
+"""Dot products: the seed's one-atomic-per-element kernel, done right, and the library's gpuarray.dot.
+
+Kernel-only variants (CUDA events, L2 flushed before each sample, the stream held while the launch is queued,
+except for gpuarray.dot): ``atomic_per_element`` (every thread atomically adds to one float), ``shared_tree``
+(shared-memory tree per block, one atomic per block), ``warp_shuffle`` (shuffle reduction per block, one atomic
+per block), ``grid_stride`` (a GPU-filling grid accumulating float4 loads in registers first), and
+``gpuarray_dot`` (PyCUDA's library reduction). End-to-end variants time host data → GPU → result (two H2D
+copies, the grid-stride kernel, the result back) from pageable or pinned host buffers (held when pinned).
+Bytes: the two input vectors (8 bytes per element).
+
+Correctness, twice per variant: on vectors of -1/0/1 every partial sum is an exact small integer, so the
+result must equal the integer dot product exactly (a dropped or repeated element fails the job); on the
+uniform [-1, 1) data that is timed, the relative error against a float64 NumPy dot is reported.
+"""
+
+from __future__ import annotations
+
+from gpu.experiments import _kernels as k
+from gpu.experiments import axes
+from gpu.experiments.page import PageEntry
+
+NAME = "reduction"
+# Registration (gpu/experiments/registry.py): the runner's subcommand, the page, the place in lists.
+COMMAND, ORDER, PAGE = "reduction", 3, "pages/reductions.py"
+PAGE_ENTRY = PageEntry(PAGE, "Reductions: dot product", "reductions", ":material/functions:",
+                        "Reductions: a dot product, five ways", place=3)
+HELP = "dot-product variants vs gpuarray.dot, kernel-only and end to end"
+KERNEL_VARIANTS = ("atomic_per_element", "shared_tree", "warp_shuffle", "grid_stride", "gpuarray_dot")
+END_TO_END = ("end_to_end_pageable", "end_to_end_pinned")
+LIBRARY = "gpuarray_dot"  # the library reduction our kernels are compared with
+UNHELD = ("gpuarray_dot", "end_to_end_pageable")  # timed without the stream hold (see run)
+LABELS = {"atomic_per_element": "atomicAdd per element (seed)", "shared_tree": "shared-memory tree",
+          "warp_shuffle": "warp shuffle", "grid_stride": "grid-stride + shuffle",
+          "gpuarray_dot": "pycuda gpuarray.dot", "end_to_end_pageable": "end to end, pageable host",
+          "end_to_end_pinned": "end to end, pinned host"}
+KEY_COLUMNS = ["variant", "block_size", "elements"]
+TITLE = "Reductions: a dot product, five ways"
+AXES = (
+    axes.Axis("sizes", "vector sizes", [1 << 24], kind="ints", one="vector size", low=1 << 10, high=1 << 28,
+              power_of_two=True, unit="elements", help="comma-separated vector sizes, powers of two (2^10 … 2^28)"),
+    k.block_sizes_axis(),
+    axes.Axis("variants", "variants", list(KERNEL_VARIANTS + END_TO_END), values=KERNEL_VARIANTS + END_TO_END),
+)
+
+
+class Params(axes.parameters(AXES)):
+    def points(self):
+        for n in self.sizes:
+            for block in self.block_sizes:
+                for variant in self.variants:
+                    yield variant, block, n
+
+
+parse_params = axes.parser(Params)
+
+
+def invalid_reasons(params: Params, limits) -> list[str]:
+    reasons = axes.reasons(params, limits)
+    if "shared_tree" in params.variants:
+        reasons += [f"block size {b}: the shared-memory tree halves the block each step, so it needs a power "
+                    "of two" for b in params.block_sizes if b > 0 and b & (b - 1)]
+    return reasons or memory_reasons(params, limits)
+
+
+def memory_reasons(params: Params, limits) -> list[str]:
+    """What can change between the check and the run: whether the buffers fit in the memory free now."""
+    if not params.sizes:
+        return []
+    return k.memory_reasons(2 * max(params.sizes) * 4 + 256 * 1024**2, limits, "these vectors")
+
+
+def bytes_moved(elements: int) -> int:
+    return 2 * elements * 4
+
+
+def flops(row) -> float:
+    """FLOPs of one execution of the point (``gpu.core.roofline``), counted from reduction.cu (beside this file): every
+    dot-product kernel multiplies each pair once and adds the product into a sum, 2 FLOP per element (the
+    per-element atomic adds it into one float; the tree and the shuffles add in double per block; the grid-stride
+    kernel sums float partials per thread first: each still one multiply and about one add per element; PyCUDA's
+    ``gpuarray.dot`` is the same multiply-and-sum). The end-to-end variants time host copies with the kernel, so
+    their rate is no kernel's: NaN (not a kernel alone, not placed on a roofline)."""
+    if row["variant"] in END_TO_END:
+        return float("nan")
+    return 2.0 * float(row["elements"])

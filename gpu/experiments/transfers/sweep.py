@@ -1,0 +1,272 @@
+"""How the worker measures the transfers experiment, declared in this package's ``__init__.py``
+(its docstring says what is measured, how it is timed and how it is checked)."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from gpu.core.units import format_bytes
+from gpu.device.timing import EventTimer, StreamHold
+from gpu.experiments.transfers import (
+    MODE_LABELS,
+    PINNED_MODES,
+    bytes_moved,
+    timer_for,
+)
+from gpu.sweeps import harness
+from gpu.sweeps.verify import PatternChecker
+
+BATCH_MS, MAX_BATCH = harness.BATCH_MS, harness.MAX_BATCH
+
+
+class _TransferBench:
+    """The device side of one sweep on a GpuRuntime: buffers, the check pattern and timed copies; all buffers
+    come from the job's ledger.
+
+    One device buffer and one host buffer per memory mode, each of the sweep's largest size, serve every size (a
+    point copies their first ``size`` bytes), so a sweep allocates pinned memory once per mode, not once per size.
+    The check pattern is written and checked by kernels on the GPU (``verify.PatternChecker``):
+    a 1 GiB point spends its time copying, not preparing. Before every copy the destination holds the pattern of
+    another seed, which differs from the expected one in every word, so a word the copy did not write never
+    passes. A host buffer's leading words hold one seed's pattern (``uniform``): a verified D2H copy leaves its own
+    pattern there, which the H2D copy of the same size then sends back up, so no buffer is ever re-written between
+    points (D2H points of a size are measured before its H2D points for that reason)."""
+
+
+    def __init__(self, gpu, ledger, largest: int, seed: int, keep_hosts: bool):
+        self.gpu = gpu
+        self.cuda = gpu.cuda
+        self.ledger = ledger
+        self.largest = largest
+        self.keep_hosts = keep_hosts
+        self.stream = self.cuda.Stream()
+        self.timer = EventTimer(self.cuda, self.stream)
+        self.copy_kernel = gpu.functions["copy_vec4"]
+        self.copy_kernel.prepare("PPQ")
+        self.checker = PatternChecker(gpu, ledger)
+        self.device = ledger.device_buffer(largest)
+        self._holder = None
+        self.hosts: dict[str, np.ndarray] = {}  # by buffer_of(mode)
+        self.uniform: dict[str, tuple[int, int]] = {}  # by buffer: (words from the start holding one pattern, seed)
+        self._base_seed = seed
+        self._seeds = 0
+
+    # --- the pattern, on the GPU ---------------------------------------------------------------------------------
+    def next_seed(self) -> int:
+        """A seed never used before in this sweep (odd steps of 2^32 / golden ratio: all distinct)."""
+        self._seeds += 1
+        return (self._base_seed + 0x9E3779B9 * self._seeds) & 0xFFFFFFFF
+
+    def fill(self, count: int, seed: int) -> None:
+        """The device buffer's first ``count`` words := the pattern of ``seed``."""
+        self.checker.fill(int(self.device), count, seed)
+
+    def check(self, count: int, seed: int, label: str) -> None:
+        """Raise VerificationError unless the device buffer's first ``count`` words are the pattern of ``seed``."""
+        self.checker.check(int(self.device), count, seed, label)
+
+    def load_host(self, host: np.ndarray, seed: int) -> None:
+        """``host`` := the pattern of ``seed`` (written on the GPU, then copied down)."""
+        self.fill(host.size, seed)
+        self.cuda.memcpy_dtoh(host, self.device)
+
+    @staticmethod
+    def buffer_of(mode: str) -> str:
+        """The host buffer a mode copies through: pinned and mapped share one allocation. With unified addressing
+        (every 64-bit CUDA platform) all page-locked memory is mapped into the device's address space, so a
+        DEVICEMAP allocation is the same memory as a plain pinned one; "mapped" differs in how it is read (a
+        kernel over PCIe), not in what is allocated. One pin of 1 GiB costs 0.4-0.7 s on an H200 host."""
+        return "pinned" if mode in ("pinned", "mapped") else mode
+
+    def host(self, mode: str) -> np.ndarray:
+        """The mode's host buffer of the largest size. Its first ``uniform[buffer][0]`` words hold the pattern of
+        ``uniform[buffer][1]``."""
+        buffer = self.buffer_of(mode)
+        if buffer not in self.hosts:
+            # pooled: kept by the worker between sweeps (pinning 1 GiB takes 0.4-0.7 s); loaded with a pattern below
+            array = self.ledger.host_buffer(self.largest, "mapped" if buffer == "pinned" else buffer, pooled=True)
+            seed = self.next_seed()
+            self.load_host(array, seed)
+            self.hosts[buffer] = array
+            self.uniform[buffer] = (array.size, seed)
+        return self.hosts[buffer]
+
+    def host_seed(self, mode: str, count: int) -> int:
+        """The seed whose pattern the mode's host buffer holds in its first ``count`` words, loading one when those
+        words hold several (a device-to-host copy of a smaller size wrote part of them)."""
+        buffer = self.buffer_of(mode)
+        held, seed = self.uniform[buffer]
+        if held < count:
+            seed = self.next_seed()
+            self.load_host(self.hosts[buffer][:count], seed)
+            self.uniform[buffer] = (count, seed)
+        return seed
+
+    def host_written(self, mode: str, count: int, seed: int) -> None:
+        """A verified device-to-host copy left the pattern of ``seed`` in the buffer's first ``count`` words."""
+        self.uniform[self.buffer_of(mode)] = (count, seed)
+
+    def done_with(self, mode: str) -> None:
+        """After a size's points of ``mode``: keep its buffer for the next size, unless the budget says not to."""
+        buffer = self.buffer_of(mode)
+        if not self.keep_hosts and buffer in self.hosts:
+            self.release(buffer, self.hosts.pop(buffer))
+            self.uniform.pop(buffer)
+
+    # --- one copy --------------------------------------------------------------------------------------------------
+    def issue(self, mode: str, direction: str, host: np.ndarray, host_ptr: int | None, nbytes: int) -> None:
+        """Queue one copy (for mapped memory, the zero-copy kernel) on the bench's stream."""
+        cuda, stream = self.cuda, self.stream
+        if mode == "mapped":
+            src, dst = (host_ptr, int(self.device)) if direction == "h2d" else (int(self.device), host_ptr)
+            n_vec4 = nbytes // 16
+            block = 256
+            grid = max(1, min((n_vec4 + block - 1) // block, self.gpu.sm_count * 16))
+            self.copy_kernel.prepared_async_call((grid, 1), (block, 1, 1), stream, src, dst, n_vec4)
+        elif direction == "h2d":
+            cuda.memcpy_htod_async(self.device, host, stream)
+        else:
+            cuda.memcpy_dtoh_async(host, self.device, stream)
+
+    def copy_ms(self, mode: str, direction: str, host: np.ndarray, host_ptr: int | None, nbytes: int) -> float:
+        return self.timer.time(lambda: self.issue(mode, direction, host, host_ptr, nbytes))
+
+    def holder(self):
+        """The stream hold of batched samples, made at the first one."""
+        if self._holder is None:
+            self._holder = StreamHold(self.gpu, self.ledger)
+        return self._holder
+
+    def batch_ms(self, mode: str, direction: str, host: np.ndarray, host_ptr: int | None, nbytes: int,
+                 copies: int) -> float:
+        """``copies`` back-to-back copies between two events, in ms. Except from pageable memory (whose copies wait
+        on the host) the stream is held while Python queues them, so the GPU runs them without gaps."""
+        holder = None if mode == "pageable" else self.holder()
+
+        def enqueue() -> None:
+            for _ in range(copies):
+                self.issue(mode, direction, host, host_ptr, nbytes)
+
+        return self.timer.time(enqueue, holder)
+
+    def prepare(self, direction: str, count: int, seed: int) -> None:
+        """Source holds the pattern of ``seed``; the destination that of another seed (every word differs)."""
+        if direction == "h2d":
+            self.fill(count, self.next_seed())
+        else:
+            self.fill(count, seed)
+        self.cuda.Context.synchronize()
+
+    def verify_host(self, host: np.ndarray, count: int, seed: int, label: str) -> None:
+        """A device → host copy is checked on the GPU: the host words, copied back over another seed's pattern,
+        must be the pattern of ``seed``."""
+        self.fill(count, self.next_seed())
+        self.cuda.memcpy_htod(self.device, host)
+        self.check(count, seed, label)
+
+    @staticmethod
+    def mapped_pointer(mode: str, array: np.ndarray) -> int | None:
+        return array.base.get_device_pointer() if mode == "mapped" else None
+
+    def release(self, mode, host) -> None:
+        if mode != "pageable":
+            self.ledger.free_host(host)
+
+
+class TransfersSweep(harness.Sweep):
+    """Sizes are measured coarse first (4 KiB, 1 GiB, 2 MiB, …: every mode at each), so the page shows the whole
+    curve early; after a size's points of a mode its host buffer is kept for the next size when it fits."""
+
+    def setup(self) -> None:
+        params, limits = self.params, self.limits
+        largest = max(params.sizes)
+        buffers = {_TransferBench.buffer_of(m) for m in params.modes}
+        pinned_buffers = buffers - {"pageable"}
+        # Keep every mode's buffer for the whole sweep when that fits the pinned budget and host memory.
+        keep = (len(pinned_buffers) * largest <= limits.pinned_budget_bytes
+                and (not limits.host_available_bytes
+                     or (len(buffers) + 1) * largest <= limits.host_available_bytes))
+        self.bench = _TransferBench(self.gpu, self.ledger, largest, int(time.time_ns()) & 0xFFFFFFFF, keep)
+
+    def points(self):
+        params = self.params
+        for size in harness.coarse_first(params.sizes):
+            for mode in params.modes:
+                for method, alloc in params.timings():
+                    # D2H first: it leaves a pattern in the host buffer that the H2D point then copies up.
+                    for direction in sorted(params.directions, key=lambda d: d != "d2h"):
+                        yield harness.Point(
+                            {"variant": mode, "direction": direction, "bytes": int(size), "include_alloc": bool(alloc)},
+                            f"{MODE_LABELS[mode]} {direction.upper()} {format_bytes(size)}"
+                            + (" incl. allocation" if alloc else "") + (" batched" if method == "batched" else ""),
+                            bytes_moved(size, mode, direction), timer_for(method, mode, alloc),
+                            {"size": size, "mode": mode, "direction": direction, "alloc": alloc, "method": method})
+                self.bench.done_with(mode)
+
+    def measure(self, point):
+        bench, state = self.bench, point.state
+        size, mode, direction = state["size"], state["mode"], state["direction"]
+        if state["alloc"]:
+            return self._allocating(state)
+        full = bench.host(mode)
+        host, host_ptr = full[:size // 4], bench.mapped_pointer(mode, full)
+        # H2D copies the pattern the host holds; D2H writes a new seed's pattern over it.
+        seed = bench.host_seed(mode, size // 4) if direction == "h2d" else bench.next_seed()
+        bench.prepare(direction, size // 4, seed)
+        state.update(host=host, seed=seed)
+        if state["method"] == "batched":
+            copies = harness.copies_per_sample(lambda n: bench.batch_ms(mode, direction, host, host_ptr, size, n))
+            point.columns.update({"param": "copies per sample", "param_value": copies})
+            return lambda: bench.batch_ms(mode, direction, host, host_ptr, size, copies) / copies
+        return lambda: bench.copy_ms(mode, direction, host, host_ptr, size)
+
+    def _allocating(self, state):
+        """Samples that allocate a fresh host buffer each (host clock), then copy it (events); the previous
+        sample's buffer is freed first."""
+        bench, ledger = self.bench, self.ledger
+        size, mode, direction = state["size"], state["mode"], state["direction"]
+        count = size // 4
+        last = state["last"] = {}
+        seed = state["seed"] = bench.next_seed()
+
+        def sample() -> float:
+            if "host" in last:
+                bench.release(mode, last.pop("host"))
+            started = time.perf_counter()
+            fresh = ledger.host_buffer(size, mode)
+            alloc_ms = (time.perf_counter() - started) * 1e3
+            # Fresh memory holds anything: give the side that must change another seed's pattern.
+            bench.load_host(fresh, seed if direction == "h2d" else bench.next_seed())
+            bench.prepare(direction, count, seed)
+            last["host"] = fresh
+            return alloc_ms + bench.copy_ms(mode, direction, fresh, bench.mapped_pointer(mode, fresh), size)
+
+        return sample
+
+    def verify(self, point) -> None:
+        bench, state = self.bench, point.state
+        size, mode, direction, seed = state["size"], state["mode"], state["direction"], state["seed"]
+        label = f"{MODE_LABELS[mode]} {direction.upper()} {format_bytes(size)}"
+        host = state["last"]["host"] if state["alloc"] else state["host"]
+        if direction == "h2d":
+            bench.check(size // 4, seed, label)
+        else:
+            bench.verify_host(host, size // 4, seed, label)
+        if state["alloc"]:
+            bench.release(mode, state["last"].pop("host"))
+        elif direction == "d2h":
+            bench.host_written(mode, size // 4, seed)
+
+
+run = harness.runner(TransfersSweep)
+
+
+def pooled_host_buffers(params) -> list[tuple[int, str]]:
+    """The page-locked buffers a sweep of ``params`` keeps in the worker's pool between sweeps: one of the largest
+    size for pinned and mapped copies (shared) and one for write-combined ones. The app's worker pins them when it
+    starts (``LiveBackend.warm``)."""
+    largest = max(params.sizes, default=0)
+    kinds = dict.fromkeys(_TransferBench.buffer_of(m) for m in params.modes if m in PINNED_MODES)
+    return [(largest, "mapped" if kind == "pinned" else kind) for kind in kinds]
