@@ -34,8 +34,9 @@ every page exactly as ``streamlit run app.py`` does, with six additions.
   (/static/…, 11 MB); through Streamlit's file serving, each one a few thread hops and the whole middleware stack,
   they cost ~0.2 s of the server's CPU per visit. They are content-hashed and served as immutable, so each is read
   once per server process and answered from memory with the same type and caching headers.
-- **Uploads are bounded.** Nothing is uploaded before sign-in on a team server, and each session keeps at most 16
-  files and 256 MiB at once (pages/_ui/uploads.py).
+- **Uploads are bounded.** Nothing is uploaded before sign-in on a team server, each session keeps at most 16
+  files and 256 MiB at once, and the files of a session that ended are dropped, also when Streamlit forgets a
+  disconnected one without dropping them (pages/_ui/uploads.py).
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ from gpu.core import serving as srv
 from gpu.experiments.registry import EXPERIMENTS
 from pages import _ui
 from pages._shared import PAGES
-from pages._ui.uploads import UploadLimits
+from pages._ui.uploads import UploadLimits, sweep_ended_uploads
 
 ROOT = paths.ROOT  # the folder of app.py and pages/, a checkout or the installed copy
 STATIC = Path(file_util.get_static_dir())
@@ -262,12 +263,14 @@ async def first_visits(runtime: Runtime | None = None) -> None:
 @asynccontextmanager
 async def warm_up(_app):
     """st.App's lifespan: prepare() after Streamlit's runtime has started, before the server answers any request;
-    then every page's first view while it answers (stopped with the server)."""
+    then every page's first view while it answers, and the sweep of ended sessions' uploads (both stopped with the
+    server)."""
     await asyncio.to_thread(prepare)
-    visits = asyncio.create_task(first_visits())
+    tasks = [asyncio.create_task(first_visits()), asyncio.create_task(sweep_ended_uploads())]
     print(ready_line(), flush=True)  # the server answers as this returns
     yield
-    visits.cancel()
+    for task in tasks:
+        task.cancel()
 
 
 # --- this machine, or a team -----------------------------------------------------------------------------------

@@ -133,6 +133,15 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+SERVER_PIDS: dict[str, int] = {}  # a running streamlit_app's address → its server process
+
+
+def resident_mib(pid: int) -> float:
+    """The process's resident memory (VmRSS), in MiB."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmRSS:"))) / 1024
+
+
 @contextmanager
 def streamlit_app(log: Path | None = None, ready: str | None = None, port: int | None = None, **env):
     """The app in replay mode with ``env`` added; yields its address. The rest of its settings come from the
@@ -163,8 +172,10 @@ def streamlit_app(log: Path | None = None, ready: str | None = None, port: int |
                 process.kill()
                 pytest.fail(f"streamlit did not become {'ready' if healthy else 'healthy'}:\n" + output()[-3000:])
             time.sleep(0.3)
+        SERVER_PIDS[url] = process.pid
         yield url
     finally:
+        SERVER_PIDS.pop(url, None)
         process.terminate()
         process.wait(10)
         if log:

@@ -417,6 +417,7 @@ def test_postgresql_roles_read_write_and_own_as_documented(postgres_url, tmp_pat
     store.RunStore(owner).save(managed("pg000001"), "import")
     superuser = sa.create_engine(base, isolation_level="AUTOCOMMIT")
     with superuser.connect() as connection:
+        written_before = connection.exec_driver_sql("SELECT max(audit_id) FROM audit").scalar()
         connection.exec_driver_sql(db_roles.sql())  # the docs' SQL (test above), as a superuser
         connection.exec_driver_sql(db_roles.sql())  # and again: every statement may run again
     superuser.dispose()
@@ -471,6 +472,33 @@ def test_postgresql_roles_read_write_and_own_as_documented(postgres_url, tmp_pat
     assert len(forged) == 5 and all(row.at >= trashed_at for row in forged)  # the server's time, not 2020
     assert [row.audit_id for row in forged] == list(range(last + 1, last + 6))  # the sequence's: 10**6 was not
     assert rows[-1].action == "label" and rows[-1].audit_id == last + 6
+
+    # What the server knows of each row and the writer cannot set: the login that wrote it. Forged rows name the
+    # writer's login as the app's own rows do; a node given a login of its own (a member of the writer role) is
+    # named by it. Rows from before the SQL ran have no origin.
+    with sa.create_engine(base, isolation_level="AUTOCOMMIT").connect() as connection:
+        connection.exec_driver_sql("DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'pinpoint_node_a') "
+                                   "THEN CREATE ROLE pinpoint_node_a LOGIN; END IF; END $$")
+        connection.exec_driver_sql(f"GRANT {db_roles.WRITER} TO pinpoint_node_a")
+    store.RunStore(base.replace("//postgres@", "//pinpoint_node_a@")).set_label(MEMBER, "pg000001", "from node a")
+    owner_store = store.RunStore(owner)
+    with owner_store.engine.connect() as connection:
+        origins = dict(connection.exec_driver_sql("SELECT audit_id, db_user FROM audit_origin").all())
+        ids = [row[0] for row in connection.exec_driver_sql("SELECT audit_id FROM audit ORDER BY audit_id")]
+    assert set(origins) == {i for i in ids if i > written_before} and ids[-1] == last + 7
+    assert {origins[row.audit_id] for row in forged} == {db_roles.WRITER} == {origins[last + 6]}
+    assert origins[last + 7] == "pinpoint_node_a"
+    for statement in ("INSERT INTO audit_origin VALUES (1, 'ada', NULL, 1, 'x')", "UPDATE audit_origin SET db_user = "
+                      "'ada'", "DELETE FROM audit_origin", "TRUNCATE audit"):
+        with writer.engine.begin() as connection, pytest.raises(sa.exc.ProgrammingError, match="permission denied"):
+            connection.exec_driver_sql(statement)
+    # no role rewrites the trail, its owner included (short of dropping the triggers it owns: see the docs)
+    for statement in ("UPDATE audit SET who = 'nobody'", "DELETE FROM audit", "TRUNCATE audit",
+                      "UPDATE audit_origin SET db_user = 'ada'", "DELETE FROM audit_origin", "TRUNCATE audit_origin"):
+        with owner_store.engine.begin() as connection, pytest.raises(sa.exc.ProgrammingError,
+                                                                     match="appended to, never rewritten"):
+            connection.exec_driver_sql(statement)
+    assert counts(owner_store)["audit"] == len(ids)
 
 
 def test_importing_another_store_leaves_its_trash_behind(tmp_path):

@@ -103,3 +103,27 @@ def test_this_machines_own_server_bounds_uploads_without_sign_in():
     client, inner = server({"me": {"is_logged_in": False}}, plan=LOCAL, max_files=1)
     assert put(client, "me", "f", 10).status_code == 204
     assert put(client, "me", "g", 10).status_code == 413
+
+
+def test_the_files_of_a_session_streamlit_forgot_are_dropped():
+    """Streamlit forgets a disconnected session after server.disconnectedSessionTTL without dropping its files; the
+    sweep drops the files of every session it no longer keeps, and only those."""
+    from streamlit.runtime.memory_uploaded_file_manager import MemoryUploadedFileManager
+    from streamlit.runtime.uploaded_file_manager import UploadedFileRec
+
+    class Sessions:
+        def __init__(self, known):
+            self.known = known
+
+        def get_session_info(self, session_id):
+            return object() if session_id in self.known else None
+
+    class Runtime:
+        uploaded_file_mgr = MemoryUploadedFileManager("/_stcore/upload_file")
+        _session_mgr = Sessions({"connected", "waiting-for-its-browser"})
+
+    for session in ("connected", "waiting-for-its-browser", "forgotten"):
+        Runtime.uploaded_file_mgr.add_file(session, UploadedFileRec("f", "run.parquet", "x", b"x" * MB))
+    assert uploads.drop_ended_uploads(Runtime) == MB
+    assert set(Runtime.uploaded_file_mgr.file_storage) == {"connected", "waiting-for-its-browser"}
+    assert uploads.drop_ended_uploads(Runtime) == 0

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import streamlit as st
@@ -172,9 +173,15 @@ def auth_settings():
 
 
 @st.cache_data(ttl=15, show_spinner=False)
+def provider_problems(urls: tuple[str, ...]) -> dict[str, str | None]:
+    """Each provider's ``provider_problem``, all asked at once: the sign-in screen waits for the slowest one's
+    deadline, not for the sum of them. Asked again after 15 s, so a provider back up is used without a restart."""
+    with ThreadPoolExecutor(max_workers=max(1, len(urls)), thread_name_prefix="provider-check") as pool:
+        return dict(zip(urls, pool.map(provider_problem, urls), strict=True))
+
+
 def provider_problem(url: str) -> str | None:
-    """Why the provider behind ``url`` (its OpenID discovery document) cannot sign anyone in now, or None. Asked
-    again after 15 s, so a provider back up is used without a restart."""
+    """Why the provider behind ``url`` (its OpenID discovery document) cannot sign anyone in now, or None."""
     try:  # one deadline for connecting and reading: a provider that trickles is cut off like a silent one
         document = json.loads(srv.fetch_discovery(url))
     except (OSError, ValueError) as exc:
@@ -195,7 +202,8 @@ def sign_in_screen(plan: srv.Serving) -> None:
         return
     st.markdown("This PinPoint server is shared by a team: **sign in** to see its runs and, with a role that "
                 "allows it, to measure, import and manage runs.")
-    down = {name: problem for name, url in found.items() if (problem := provider_problem(url))}
+    problems = provider_problems(tuple(dict.fromkeys(found.values())))
+    down = {name: problem for name, url in found.items() if (problem := problems[url])}
     for name in found:
         if name in down:
             continue

@@ -8,17 +8,22 @@ runs, so no page's check sees it. Here, before the body is read:
   session included), whose sign-in is over or signed out, or whose role may not import: 403 with one line;
 - every session may keep at most ``MAX_FILES`` files and ``MAX_BYTES`` bytes at once (a file removed from its
   uploader frees its share; a request must say its length): 413 or 411 with one line;
-- a session that has ended is forgotten, as Streamlit drops its files then.
+- a session that has ended is forgotten, and so are its files: Streamlit drops a session's files when it closes
+  it, but a session whose browser went away is kept for a reconnect (``server.disconnectedSessionTTL``, 120 s by
+  default) and then forgotten with its files still in memory, for as long as the server runs.
+  ``sweep_ended_uploads`` (started by serve.py) drops those every ``SWEEP_S`` seconds.
 """
 
 from __future__ import annotations
 
+import asyncio
 import re
 import threading
 from collections.abc import Callable
 
 from starlette.responses import PlainTextResponse
 from streamlit import config
+from streamlit.logger import get_logger
 from streamlit.runtime import Runtime
 
 from gpu.core import serving as srv
@@ -27,6 +32,8 @@ from pages._ui import access
 
 MAX_FILES = 16  # files a session keeps at once (the Runs page's import takes a handful)
 MAX_BYTES = 256 * 1024 * 1024  # bytes a session keeps at once, all its files together
+SWEEP_S = 5.0  # how often the files of sessions Streamlit forgot are looked for
+LOG = get_logger("pinpoint.uploads")
 
 
 def session_user(session_id: str) -> dict | None:
@@ -41,7 +48,37 @@ def session_user(session_id: str) -> dict | None:
 
 
 def session_alive(session_id: str) -> bool:
-    return Runtime.exists() and Runtime.instance().is_active_session(session_id)
+    """True while Streamlit keeps the session, and so its files: connected, or disconnected and waiting for its
+    browser to come back (``server.disconnectedSessionTTL``)."""
+    return Runtime.exists() and Runtime.instance()._session_mgr.get_session_info(session_id) is not None  # noqa: SLF001
+
+
+def drop_ended_uploads(runtime: Runtime | None = None) -> int:
+    """Drop the uploaded files of every session Streamlit no longer keeps (see the module's text); the bytes
+    freed."""
+    runtime = runtime or (Runtime.instance() if Runtime.exists() else None)
+    kept = getattr(runtime.uploaded_file_mgr, "file_storage", None) if runtime is not None else None
+    if kept is None:  # not Streamlit's in-memory store: nothing of ours to free
+        return 0
+    freed = 0
+    for session_id in list(kept):
+        if runtime._session_mgr.get_session_info(session_id) is None:  # noqa: SLF001 (no public way)
+            freed += sum(len(file.data) for file in dict(kept.get(session_id, {})).values())
+            runtime.uploaded_file_mgr.remove_session_files(session_id)
+    return freed
+
+
+async def sweep_ended_uploads(every_s: float = SWEEP_S) -> None:
+    """serve.py's background task: ``drop_ended_uploads`` every ``every_s`` seconds, for as long as the server runs."""
+    while True:
+        await asyncio.sleep(every_s)
+        try:
+            freed = drop_ended_uploads()
+        except Exception:  # noqa: BLE001 (the next sweep tries again; the server answers as before)
+            LOG.warning("dropping the uploads of ended sessions failed", exc_info=True)
+            continue
+        if freed:
+            LOG.info("dropped %d bytes of uploads kept by sessions that ended", freed)
 
 
 def upload_refusal(user: dict | None, plan: srv.Serving) -> str | None:

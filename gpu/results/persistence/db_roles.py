@@ -3,10 +3,11 @@
 * the **owner** (default ``pinpoint``, the database's owner): owns the tables, so only it migrates
   (``pinpoint migrate``), alters or drops them;
 * the **writer** (``pinpoint_writer``), for measuring nodes, fleets and the app: reads; inserts runs, points,
-  boards, fleet suites and audit rows (whose ids and times a trigger takes from the server: ``AUDIT_STAMP``);
+  boards, fleet suites and audit rows (whose ids and times a trigger takes from the server: ``AUDIT_STAMP``; and
+  whose database login another records where the writer cannot write: ``audit_origin``);
   takes, renews and releases fleet leases; moves runs to the trash, restores
-  and purges them, replaces and relabels runs (deletes and updates on the runs tables); never updates or deletes an
-  audit row, never alters or drops a table;
+  and purges them, replaces and relabels runs (deletes and updates on the runs tables); never alters or drops a
+  table; no role, the owner included, updates, deletes or truncates an audit row (a trigger refuses it);
 * the **reader** (``pinpoint_reader``): reads every table (Runs, Compare, reports, the Fleet page); a write is
   refused by the server, which PinPoint says in one line naming the role.
 
@@ -64,6 +65,47 @@ AUDIT_STAMP = [
     f"SELECT setval(pg_get_serial_sequence('{AUDIT.name}', 'audit_id'), "
     f"GREATEST((SELECT max(audit_id) FROM {AUDIT.name}), 1));",
 ]
+# Who wrote each audit row as the database knows it, in a table the writer may read but not write: the login role
+# (session_user: a SET ROLE does not change it), its address and backend, written by a trigger that runs as the
+# table's owner. The app's ``who`` is the app's word; ``db_user`` is the server's.
+AUDIT_ORIGIN_TABLE = "audit_origin"
+
+
+def audit_origin(owner: str) -> list[str]:
+    """The SQL of ``AUDIT_ORIGIN_TABLE``, its trigger, and the trail's immutability (every statement may run
+    again)."""
+    return [
+        f"CREATE TABLE IF NOT EXISTS {AUDIT_ORIGIN_TABLE} (audit_id bigint PRIMARY KEY, db_user text NOT NULL, "
+        "client_addr inet, backend_pid integer NOT NULL, at text NOT NULL);",
+        f"ALTER TABLE {AUDIT_ORIGIN_TABLE} OWNER TO {owner};",
+        "CREATE OR REPLACE FUNCTION pinpoint_audit_origin() RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER",
+        "SET search_path = pg_catalog, public AS $f$",
+        "BEGIN",
+        f"  INSERT INTO {AUDIT_ORIGIN_TABLE} (audit_id, db_user, client_addr, backend_pid, at)",
+        "    VALUES (NEW.audit_id, session_user, inet_client_addr(), pg_backend_pid(), NEW.at);",
+        "  RETURN NULL;",
+        "END $f$;",
+        f"ALTER FUNCTION pinpoint_audit_origin() OWNER TO {owner};",
+        "REVOKE ALL ON FUNCTION pinpoint_audit_origin() FROM PUBLIC;",
+        f"DROP TRIGGER IF EXISTS pinpoint_audit_origin ON {AUDIT.name};",
+        f"CREATE TRIGGER pinpoint_audit_origin AFTER INSERT ON {AUDIT.name} FOR EACH ROW "
+        "EXECUTE FUNCTION pinpoint_audit_origin();",
+        "-- the trail and its origins are appended to, never rewritten: by no role, the owner's included",
+        "CREATE OR REPLACE FUNCTION pinpoint_audit_kept() RETURNS trigger LANGUAGE plpgsql AS $f$",
+        "BEGIN",
+        "  RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege',",
+        "    MESSAGE = 'the audit trail is appended to, never rewritten (' || TG_OP || ' on ' || TG_TABLE_NAME || ')';",
+        "END $f$;",
+        *(statement for table in (AUDIT.name, AUDIT_ORIGIN_TABLE) for statement in (
+            f"DROP TRIGGER IF EXISTS pinpoint_audit_kept ON {table};",
+            f"CREATE TRIGGER pinpoint_audit_kept BEFORE UPDATE OR DELETE ON {table} FOR EACH ROW "
+            "EXECUTE FUNCTION pinpoint_audit_kept();",
+            f"DROP TRIGGER IF EXISTS pinpoint_audit_kept_whole ON {table};",
+            f"CREATE TRIGGER pinpoint_audit_kept_whole BEFORE TRUNCATE ON {table} FOR EACH STATEMENT "
+            "EXECUTE FUNCTION pinpoint_audit_kept();")),
+    ]
+
+
 _NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
 
@@ -96,5 +138,10 @@ def sql(owner: str = OWNER, writer: str = WRITER, reader: str = READER) -> str:
         f"ALTER DEFAULT PRIVILEGES FOR ROLE {owner} IN SCHEMA public GRANT USAGE, SELECT ON SEQUENCES TO {writer};",
         f"-- the audit trail's ids and times come from the server, whatever an INSERT by {writer} says",
         *AUDIT_STAMP,
+        f"-- each audit row's database login, address and backend, in {AUDIT_ORIGIN_TABLE}: read by both, written by "
+        "neither",
+        *audit_origin(owner),
+        f"REVOKE ALL ON {AUDIT_ORIGIN_TABLE} FROM PUBLIC, {writer}, {reader};",
+        f"GRANT SELECT ON {AUDIT_ORIGIN_TABLE} TO {writer}, {reader};",
     ]
     return "\n".join(lines) + "\n"
