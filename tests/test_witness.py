@@ -150,6 +150,26 @@ def test_nvlink_crc_replay_and_recovery_errors_over_a_point_are_named_per_link(t
     assert json.loads(summary["witness"])["nvlink"] == {"0": {"replay": 1}, "3": {"crc": 12}}
 
 
+def test_nvlink_errors_are_kept_but_no_cause_for_a_measurement_that_does_not_cross_nvlink(tele, nvml):
+    """A node's links count corrected CRC errors while a shared-memory kernel runs on one GPU (seen on 4 × H200):
+    the harness sets ``judge_nvlink`` from the experiment's USES_NVLINK, so only a peer copy names them."""
+    nvml.nvlink_links = [7]
+    nvml.nvlink = {(7, 2): 0}
+    tele.witness.judge_nvlink = False
+    summary = _point(tele, during=lambda: nvml.nvlink.update({(7, 2): 3}))
+    assert summary["conditions"] == conditions.CLEAN
+    assert json.loads(summary["witness"])["nvlink"] == {"7": {"crc": 3}}  # the reading is kept for a reviewer
+    tele.witness.judge_nvlink = True
+    summary = _point(tele, during=lambda: nvml.nvlink.update({(7, 2): 5}))
+    assert conditions.causes(summary["conditions"]) == ["NVLink 7 CRC errors +2"]
+
+
+def test_only_the_peers_experiment_declares_that_its_data_crosses_nvlink():
+    from gpu.experiments import registry
+
+    assert {e.name for e in registry.REGISTRY if getattr(e.module, "USES_NVLINK", False)} == {"peers"}
+
+
 def test_nvlink_not_supported_on_one_gpu_is_no_cause(tele, nvml):
     nvml.nvlink_links = []
     summary = _point(tele)

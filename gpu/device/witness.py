@@ -100,6 +100,10 @@ class Witness:
         self.unavailable = unavailable or ("" if self.nvml else "NVML not available")
         self.own_pid = os.getpid() if own_pid is None else own_pid
         self.interval_s = interval_s
+        # NVLink error counters name a cause only for a measurement whose data crosses NVLink (the harness sets this
+        # from the experiment's USES_NVLINK): a node's links count corrected CRC errors all the time, which says
+        # nothing about a copy inside one GPU. Their deltas are kept in the witness column either way.
+        self.judge_nvlink = True
         self._lock = threading.Lock()
         self._state = threading.Lock()
         self._samples: list[dict] = []
@@ -431,14 +435,14 @@ class Witness:
             raw["temp_c"] = [_short(min(temps)), _short(max(temps))]
         if "limit_w" in before:
             raw["limit_w"] = _short(before["limit_w"])
-        causes += self._counter_causes(raw, before, after)
+        causes += self._counter_causes(raw, before, after, self.judge_nvlink)
         if refused:
             raw["refused"] = dict(refused)
             causes.append("NVML readings refused: " + ", ".join(FIELD_WORDS.get(f, f) for f in sorted(refused)))
         return {"conditions": conditions.join(causes), "witness": json.dumps(raw, separators=(",", ":"))}
 
     @staticmethod
-    def _counter_causes(raw: dict, before: dict, after: dict) -> list[str]:
+    def _counter_causes(raw: dict, before: dict, after: dict, judge_nvlink: bool = True) -> list[str]:
         causes = []
         if "pcie_replay" in before and "pcie_replay" in after:
             delta = int(after["pcie_replay"] - before["pcie_replay"])
@@ -457,6 +461,7 @@ class Witness:
                     delta = value - before["nvlink"].get(link, {}).get(name, value)
                     if delta:
                         deltas.setdefault(link, {})[name] = delta
-                        causes.append(f"NVLink {link} {NVLINK_WORDS[name]} {delta:+d}")
+                        if judge_nvlink:
+                            causes.append(f"NVLink {link} {NVLINK_WORDS[name]} {delta:+d}")
             raw["nvlink"] = deltas
         return causes

@@ -73,6 +73,8 @@ class Sweep:
     # False: the telemetry's readings are not restarted at each point, so a row's clock and throttle columns
     # cover every reading since the last restart (the kernel experiments' rows, as they were recorded).
     RESTART_TELEMETRY: bool = True
+    # The declaration's USES_NVLINK: its data crosses NVLink, so NVLink errors during a point are among its causes.
+    USES_NVLINK: bool = False
 
     def __init_subclass__(cls, **kwargs):
         """A sweep takes its experiment's identity from its declaration (declared there once): NAME, TITLE, AXES,
@@ -84,7 +86,7 @@ class Sweep:
         package, _, role = cls.__module__.rpartition(".")
         if package.startswith(DECLARATIONS_PACKAGE + ".") and role == "sweep":
             module = importlib.import_module(package)
-        for name in ("NAME", "TITLE", "AXES", "KEY_COLUMNS"):
+        for name in ("NAME", "TITLE", "AXES", "KEY_COLUMNS", "USES_NVLINK"):
             if name not in cls.__dict__ and hasattr(module, name):
                 setattr(cls, name, getattr(module, name))
         for name in ("invalid_reasons", "memory_reasons"):
@@ -201,6 +203,10 @@ def run(declaration: type[Sweep], params, gpu, progress, should_cancel) -> list[
     rows = SweepRows(progress)  # each row reaches the page as soon as it is measured
     sweep = declaration(params, gpu, profile)
     sweep.limits, sweep.gpus, sweep.set_limits = limits, gpus, set_limits
+    for ordinal in gpus.ordinals:  # whose NVLink errors count as a cause: only a measurement over NVLink's
+        witness = getattr(gpus[ordinal].telemetry, "witness", None)  # a simulated board may keep no witness
+        if witness is not None:
+            witness.judge_nvlink = declaration.USES_NVLINK
     try:
         with gpus.job_scope() as ledgers:
             sweep.ledgers, sweep.ledger, sweep.progress = ledgers, ledgers[gpus.ordinals[0]], progress

@@ -72,6 +72,7 @@ PAGE_ENTRY = PageEntry(PAGE, "Peers: GPU to GPU", "peers", ":material/hub:",
 HELP = "copies between the GPUs of a node: copy-engine and SM peer copies, both ways at once, GPU-to-GPU latency, " \
        "and every GPU's host link at once"
 TITLE = "Peer-to-peer: copies between GPUs"
+USES_NVLINK = True  # its copies cross the node's links: NVLink errors during a point are among its causes
 MIN_GPUS = 2  # a pair at least: the runner, the app and fleets give it a device set (gpu.core.devices.choose_set)
 PAIR_VARIANTS = ("ce_read", "ce_write", "sm_read", "sm_write", "ce_bidir", "latency")
 HOST_VARIANTS = ("h2d_all", "d2h_all", "h2d_alone", "d2h_alone")
