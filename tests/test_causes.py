@@ -177,6 +177,10 @@ def test_causes_words():
     assert causes.count_line(frame.assign(conditions=["clean", THROTTLE, "clean"])) == \
         f"1 of 3 points not clean: {THROTTLE}"
     assert causes.count_line(frame.assign(conditions="clean")) is None
+    many = [f"NVLink {link} CRC errors +1" for link in range(7)]  # a run with many distinct causes: the first four
+    line = causes.count_line(pd.DataFrame({"conditions": ["; ".join(many[:3]), "; ".join(many[2:]), "clean"]}))
+    assert line == ("2 of 3 points not clean: " + "; ".join(many[:4])
+                    + "; and 3 more causes (each point's are in its hover)")
 
 
 # --- the Fleet page's words ------------------------------------------------------------------------------------

@@ -98,6 +98,9 @@ def summary(values) -> str:
     return conditions.summary([_value(v) for v in values])
 
 
+LINE_CAUSES = 4  # a page's one line names this many distinct causes; a run with dozens would fill the stage
+
+
 def count_line(frame: pd.DataFrame) -> str | None:
     """How many of a run's points were not clean and why, in one line ('3 of 40 points not clean: SW power cap in
     38 % of samples'); 'conditions not observed' for a run no witness watched; None when every point was clean."""
@@ -106,7 +109,11 @@ def count_line(frame: pd.DataFrame) -> str | None:
     texts = of_frame(frame)
     named = texts[texts.map(has_causes)]
     if not named.empty:
-        return f"{len(named)} of {len(texts)} points not clean: {summary(named)}"
+        distinct = list(dict.fromkeys(c for text in named for c in conditions.causes(text)))
+        shown = conditions.SEPARATOR.join(distinct[:LINE_CAUSES])
+        more = len(distinct) - LINE_CAUSES
+        rest = f"; and {more} more cause{'s' if more > 1 else ''} (each point's are in its hover)" if more > 0 else ""
+        return f"{len(named)} of {len(texts)} points not clean: {shown}{rest}"
     if texts.map(conditions.is_clean).all():
         return None
     observed = int(texts.map(conditions.is_observed).sum())
