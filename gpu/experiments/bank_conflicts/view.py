@@ -108,7 +108,11 @@ def strided_figure(frame: pd.DataFrame) -> go.Figure:
         word = bank.word_bytes_of(variant)
         fig.add_trace(go.Scatter(
             x=series["param_value"], y=series["slowdown"], mode="lines+markers", name=bank.LABELS[variant],
-            line={"color": WORD_COLORS[word], "dash": "dash" if bank.is_padded(variant) else "solid"},
+            # 4- and 8-byte words cost the same up to stride 16: the 4-byte line is drawn wider, with larger markers,
+            # so it shows beneath the 8-byte one instead of hiding under it.
+            line={"color": WORD_COLORS[word], "dash": "dash" if bank.is_padded(variant) else "solid",
+                  "width": 5 if word == 4 else 2},
+            marker={"size": 11 if word == 4 else 6, "symbol": "circle" if word == 4 else "diamond"},
             customdata=np.column_stack([series["gbps"], series["clocks_per_read"], series["model_ways"],
                                         series["median_ms"] * 1e3, series["cv"] * 100]),
             hovertemplate="stride %{x} words: %{y:.2f}× the time of stride 1<br>%{customdata[0]:,.0f} GB/s of shared "
