@@ -6,7 +6,6 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
-import types
 
 import pytest
 
@@ -20,7 +19,7 @@ ROOT = paths.ROOT
 
 def _copy_of_the_sources(to) -> None:
     """The folders a method reads from, copied under another root (as another checkout, or an installed copy)."""
-    for folder in ("gpu/sweeps", "gpu/kernels", "gpu/device", "gpu/core"):
+    for folder in ("gpu/experiments", "gpu/sweeps", "gpu/kernels", "gpu/device", "gpu/core"):
         shutil.copytree(ROOT / folder, to / folder, ignore=shutil.ignore_patterns("__pycache__"))
 
 
@@ -31,7 +30,8 @@ def test_every_experiment_has_its_sweep_first_then_the_kernels_it_compiles_then_
         assert sources[0].role == "sweep" and sources[0].path == method.sweep_file(entry)
         named = {source.path for source in sources}
         compiled = method.kernel_stems(sources[0].path.read_bytes())
-        assert {paths.KERNELS / f"{stem}.cu" for stem in compiled} <= named, entry.name
+        kernels = method.kernel_files()
+        assert {kernels[stem] for stem in compiled} <= named, entry.name
         assert {ROOT / shared for shared in method.SHARED_SOURCES} <= named
         assert paths.KERNELS / "timing.cu" in named  # the stream hold every timer launches
         assert len(method.method_version(entry)) == method.DIGITS
@@ -49,7 +49,8 @@ def test_moving_the_sources_keeps_the_version_and_any_byte_of_them_changes_it(tm
     _copy_of_the_sources(tmp_path)
     before = method.method_version(entry, tmp_path)
     assert before == method.method_version(entry)  # a file counts by its role and name, not by its folder
-    for changed in ("gpu/sweeps/coalescing.py", "gpu/kernels/coalescing.cu", "gpu/sweeps/harness.py",
+    for changed in ("gpu/experiments/coalescing/sweep.py", "gpu/experiments/coalescing/coalescing.cu",
+                    "gpu/sweeps/harness.py",
                     "gpu/device/timing.py", "gpu/core/stats.py", "gpu/kernels/timing.cu"):
         path = tmp_path / changed
         original = path.read_bytes()
@@ -58,27 +59,23 @@ def test_moving_the_sources_keeps_the_version_and_any_byte_of_them_changes_it(tm
         path.write_bytes(original)
     assert method.method_version(entry, tmp_path) == before
     # another experiment's kernel, and a page's or a declaration's code, are not this method
-    (tmp_path / "gpu/kernels/fma.cu").write_bytes(b"// changed\n")
+    (tmp_path / "gpu/experiments/fma/fma.cu").write_bytes(b"// changed\n")
+    (tmp_path / "gpu/experiments/coalescing/__init__.py").write_bytes(b"# its declaration, changed\n")
+    (tmp_path / "gpu/experiments/coalescing/view.py").write_bytes(b"# its view, changed\n")
     (tmp_path / "gpu/core/units.py").write_bytes(b"# changed\n")
     assert method.method_version(entry, tmp_path) == before
 
 
-def test_an_experiment_moved_into_its_own_package_keeps_its_method_version(tmp_path):
-    """Its sweep becomes gpu/experiments/<name>/sweep.py and its kernels sit beside it, unchanged: the same method."""
+def test_every_kernel_beside_a_packages_sweep_is_part_of_its_method(tmp_path):
+    """An experiment package's sweep comes first, then the kernels beside it; a second kernel of its own counts too."""
     entry = registry.entry_of("coalescing")
     _copy_of_the_sources(tmp_path)
     package = tmp_path / "gpu/experiments/coalescing"
-    package.mkdir(parents=True)
-    (package / "__init__.py").write_text('"""The declaration."""\n')
-    (tmp_path / "gpu/sweeps/coalescing.py").rename(package / "sweep.py")
-    (tmp_path / "gpu/kernels/coalescing.cu").rename(package / "coalescing.cu")
-    declared = types.SimpleNamespace(module=types.SimpleNamespace(
-        __name__="gpu.experiments.coalescing", __path__=[str(package)], __file__=str(package / "__init__.py")))
-    sources = method.method_sources(declared, tmp_path)
+    sources = method.method_sources(entry, tmp_path)
     assert [s.path for s in sources[:2]] == [package / "sweep.py", package / "coalescing.cu"]
-    assert method.method_version(declared, tmp_path) == method.method_version(entry)
-    (package / "extra.cu").write_text("// a second kernel of its own\n")  # every kernel beside the sweep counts
-    assert method.method_version(declared, tmp_path) != method.method_version(entry)
+    before = method.method_version(entry, tmp_path)
+    (package / "extra.cu").write_text("// a second kernel of its own\n")
+    assert method.method_version(entry, tmp_path) != before
 
 
 def test_the_version_needs_no_gpu_no_pycuda_and_imports_no_sweep():

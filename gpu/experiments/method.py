@@ -26,8 +26,7 @@ from gpu.core import paths
 # The code every sweep runs through, relative to the folder that holds gpu/ (``paths.ROOT``).
 SHARED_SOURCES = ("gpu/sweeps/harness.py", "gpu/sweeps/verify.py", "gpu/sweeps/_kernels.py", "gpu/device/timing.py",
                   "gpu/core/stats.py")
-SWEEPS_FOLDER = "gpu/sweeps"  # where a sweep of a one-module declaration lives, by its declaration's module name
-PACKAGE_SWEEP = "sweep.py"  # a package declaration's sweep, beside it
+PACKAGE_SWEEP = "sweep.py"  # an experiment package's sweep, beside its declaration
 KERNEL_FOLDERS = ("gpu/kernels/*.cu", "gpu/experiments/*/*.cu")  # the shared kernels, then each package's own
 KERNEL_CALLS = {"kernel", "module"}  # GpuRuntime.kernel(stem, name, …) and .module(stem, …) name a .cu by its stem
 DIGITS = 16  # hex digits of SHA-256 kept: enough to tell two methods apart, short enough to read
@@ -55,13 +54,8 @@ def _under(path: Path, root: Path) -> Path:
 
 
 def sweep_file(entry, root: Path = paths.ROOT) -> Path:
-    """The experiment's sweep: ``sweep.py`` beside its declaration when the declaration is a package
-    (``gpu/experiments/<name>/``), else ``gpu/sweeps/<module>.py`` (its declaration's module name, as
-    ``Entry.sweep_module`` imports it)."""
-    module = entry.module
-    if hasattr(module, "__path__"):
-        return _under(Path(module.__file__).parent / PACKAGE_SWEEP, root)
-    return root / SWEEPS_FOLDER / f"{module.__name__.rsplit('.', 1)[-1]}.py"
+    """The experiment's sweep: ``sweep.py`` beside its declaration, in its package (``gpu/experiments/<name>/``)."""
+    return _under(Path(entry.module.__file__).parent / PACKAGE_SWEEP, root)
 
 
 def kernel_files(root: Path = paths.ROOT, *folders: Path) -> dict[str, Path]:
@@ -88,9 +82,8 @@ def method_sources(entry, root: Path = paths.ROOT) -> list[Source]:
     kernels by name, then the shared code in ``SHARED_SOURCES`` order and the kernels only that code compiles."""
     sweep = sweep_file(entry, root)
     shared = [root / name for name in SHARED_SOURCES]
-    packaged = sweep.name == PACKAGE_SWEEP
-    kernels = kernel_files(root, *([sweep.parent] if packaged else []))
-    beside = {path.stem for path in sweep.parent.glob("*.cu")} if packaged else {sweep.stem}
+    kernels = kernel_files(root, sweep.parent)
+    beside = {path.stem for path in sweep.parent.glob("*.cu")}
     own = (kernel_stems(sweep.read_bytes()) | beside) & set(kernels)
     common = set().union(*(kernel_stems(path.read_bytes()) for path in shared if path.suffix == ".py")) - own
     return [Source("sweep", sweep), *(Source("kernel", kernels[s]) for s in sorted(own)),
