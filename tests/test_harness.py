@@ -261,3 +261,19 @@ def test_a_sweep_that_measures_outside_its_declared_grid_is_refused_without_that
                                                 r"bytes=32\)"):
         harness.run(DriftingSweep, Params(), _device(log), progress, lambda: False)
     assert len(rows) == 6 and {r["bytes"] for r in rows} == {4, 8, 16}
+
+
+class BatchedSweep(FakeSweep):
+    """Each sample is the mean of 100 back-to-back copies of 0.02 ms (2 ms of copying a sample)."""
+
+    def measure(self, point):
+        return harness.PerCopy(lambda copies: copies * 0.02, 100)
+
+
+def test_a_batched_sample_counts_its_copies_time_towards_the_profiles_minimum():
+    """nvbench's rule (0.5 s of samples) counts the time measured: 250 samples of 100 copies of 0.02 ms, not the
+    25,000 that the per-copy means would need (past precise's 5,000 samples: a converged point ran to its cap)."""
+    params = Params(sizes=[4], variants=["a"], profile="precise/timeout_s=1000")
+    [row] = harness.run(BatchedSweep, params, _device([]), Progress([]), lambda: False)
+    assert row["median_ms"] == pytest.approx(0.02) and row["stop_reason"] == "converged"
+    assert 250 <= row["samples"] <= 251  # 0.5 s of copying (the last ms in floating point)

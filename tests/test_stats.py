@@ -34,6 +34,11 @@ class TestStoppingRule:
         assert stop_reason(self.profile, [1.0] * 20, 1.0) is None  # 20 ms of samples < 0.5 s
         assert stop_reason(self.profile, [1.0] * 500, 1.0) == "converged"
 
+    def test_min_time_counts_every_operation_a_sample_is_the_mean_of(self):
+        per_copy = [0.02] * 300  # 300 batched samples, each the mean of 84 copies of 0.02 ms: 0.5 s of copying
+        assert stop_reason(self.profile, per_copy, 0.6) is None  # counted per copy: 6 ms
+        assert stop_reason(self.profile, per_copy, 0.6, per_sample=84) == "converged"
+
     def test_noisy_samples_run_until_timeout(self):
         noisy = [1.0, 2.0] * 400  # cv ~ 33 %, 1.2 s of samples
         assert stop_reason(self.profile, noisy, 14.9) is None

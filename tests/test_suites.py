@@ -25,7 +25,21 @@ def test_the_health_suite_lists_the_figures_a_fleet_review_needs():
         assert run.params["profile"] == "precise/timeout_s=1" and run.timeout_s == 120
     [peers] = suite.node_runs  # the node's GPUs together, with the peer experiment's own checks
     assert peers.experiment == "peers" and request.check_params("peers", peers.params, None) == []
-    assert peers.params["profile"] == "precise/timeout_s=1" and peers.timeout_s == 600
+    assert peers.params["profile"] == "interactive" and peers.timeout_s == 600
+
+
+def test_the_health_suites_links_are_the_peers_pages_first_matrix():
+    """The suite's node run asks for what the Peers page's live Measure asks for by default (pages/peers.py
+    ``peer_request``: the declaration's defaults, profile included), so the two measure the same matrix the same way.
+    The suite's precise profile on every link point made a 4-GPU node's links take 68 s against the page's 12 s."""
+    from gpu.experiments import peers as declared_peers
+    from gpu.experiments import registry
+
+    page_request = {axis.name: axis.default for axis in registry.BY_NAME["peers"].arguments}
+    suite_request = suites.load("health").run_for("peers").checked().params
+    assert suite_request == declared_peers.parse_params(page_request)
+    assert suite_request.profile == "interactive" and suite_request.sizes == [declared_peers.MATRIX_SIZE]
+    assert suite_request.variants == list(declared_peers.MATRIX_VARIANTS) and suite_request.methods == ["batched"]
 
 
 @pytest.mark.parametrize(("text", "expected"), [

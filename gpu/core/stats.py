@@ -162,14 +162,16 @@ def summarize(samples_ms, stop_reason: str) -> Summary:
 
 
 def stop_reason(profile: Profile, samples_ms: list[float], elapsed_wall_s: float,
-                sample_cost_s: float | None = None) -> str | None:
+                sample_cost_s: float | None = None, per_sample: int = 1) -> str | None:
     """Why sampling should stop now ('converged', 'budget', 'timeout', 'max_samples'), or None to go on.
 
-    ``sample_cost_s`` is the wall time of one sample of this point (for profiles with a budget)."""
+    ``sample_cost_s`` is the wall time of one sample of this point (for profiles with a budget). ``per_sample``: the
+    operations each sample's time was divided over (a batched sample's copies, each sample their mean), so
+    ``min_time_s`` counts the time measured, as nvbench does, not the per-operation times."""
     n = len(samples_ms)
     if n >= profile.max_samples:
         return "max_samples"
-    if n >= profile.min_samples and sum(samples_ms) / 1e3 >= profile.min_time_s:
+    if n >= profile.min_samples and sum(samples_ms) * per_sample / 1e3 >= profile.min_time_s:
         if relative_std(samples_ms) <= profile.max_noise:
             return "converged"
     if n < min(profile.floor_samples, profile.min_samples):
@@ -194,11 +196,12 @@ def stop_reason(profile: Profile, samples_ms: list[float], elapsed_wall_s: float
 
 
 def sample_until_stable(sample_once: Callable[[], float], profile: Profile,
-                        clock: Callable[[], float] = time.perf_counter) -> Summary:
+                        clock: Callable[[], float] = time.perf_counter, per_sample: int = 1) -> Summary:
     """Warm up, then call ``sample_once`` (which returns one sample in ms) until the profile says stop.
 
     The wall time of the first warm-up (or, without one, of the first sample), host overhead included, is
-    the point's sample cost for a budgeted profile."""
+    the point's sample cost for a budgeted profile. ``per_sample``: the operations each sample is the mean of
+    (``stop_reason``)."""
     cost = None
     samples: list[float] = []
     start = None
@@ -216,7 +219,7 @@ def sample_until_stable(sample_once: Callable[[], float], profile: Profile,
         samples.append(float(sample_once()))
         if cost is None:
             cost = clock() - start
-        reason = stop_reason(profile, samples, clock() - start, cost)
+        reason = stop_reason(profile, samples, clock() - start, cost, per_sample)
         if reason:
             return summarize(samples, reason)
 

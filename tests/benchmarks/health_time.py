@@ -1,20 +1,21 @@
-"""How long the fleet health suite takes on this machine's GPUs, and where the reduction point's time goes.
+"""How long the fleet health suite takes on this machine's GPUs, and where its runs' time goes.
 Prints, never asserts (targets: at most 20 s for each GPU's own runs, all GPUs at once; at most 30 s for a 4-GPU
 node's links).
 
 1. ``python -m gpu.bench fleet health --cluster local`` into a throwaway SQLite store, as a user runs it: the
    command's wall time, the fleet's own total, each GPU's runs (each run's time as the fleet reports it, from its
    submission to its frame back) and the node's links (the peers run).
-2. The health suite's reduction run again, in this process on GPU 0 (``--gpu``), its parts timed: the input vectors
-   and their exact dot products drawn on the host, the first point's uploads and exact check (``measure``), its
-   samples, its verification, and the whole job. ``--concurrent N`` first draws the inputs in N processes at once,
+2. The health suite's reduction and transfers runs again (``--parts``), in this process on GPU 0 (``--gpu``), their
+   parts timed: the sweep's generator (the reduction's input vectors and exact dot products, host buffers), each
+   point's set-up (``measure``: uploads, patterns, a batch's calibration), its samples, its verification, the whole
+   job, and each point's time and stop reason. ``--concurrent N`` first draws the inputs in N processes at once,
    as N GPUs' workers of one node do in a fleet.
 
 ``--root DIR`` runs both from another checkout of PinPoint (e.g. main, for a before figure in the same call): the
-fleet command with its code, and the reduction with its sweep.
+fleet command with its code, and each run with its sweep.
 
 Run on the GPU machine: ``python3 tests/benchmarks/health_time.py [--root /tmp/before] [--no-fleet]
-[--no-parts] [--concurrent 4]``.
+[--no-parts] [--parts reduction,transfers] [--concurrent 4]``.
 """
 
 from __future__ import annotations
@@ -64,22 +65,37 @@ def fleet(root: Path) -> None:
         print("  last lines:\n    " + "\n    ".join(lines[-15:]), flush=True)
 
 
-def reduction_parts(root: Path, gpu_index: int) -> None:
-    """The suite's reduction run on one GPU in this process, each part of its one point timed."""
+def run_parts(root: Path, gpu_index: int, experiment: str) -> None:
+    """The suite's ``experiment`` run on one GPU in this process, its parts timed: the sweep's generator (inputs and
+    host buffers made between points), each point's set-up (``measure``: uploads, patterns, a batch's calibration),
+    its samples, its verification, and the rest; then each point's own time and stop reason."""
     sys.path.insert(0, str(root))
     from gpu.device.context import GpuRuntime
     from gpu.experiments import registry, suites
 
-    run = suites.load("health").run_for("reduction")
+    run = suites.load("health").run_for(experiment)
     params = run.checked().params
-    module = registry.entry_of("reduction").sweep_module()
+    module = registry.entry_of(experiment).sweep_module()
     declared = next(v for v in vars(module).values() if isinstance(v, type) and v.__module__ == module.__name__
                     and any(c.__name__ == "Sweep" for c in v.__mro__[1:]))
     harness = sys.modules[next(c for c in declared.__mro__ if c.__name__ == "Sweep").__module__]
+    per_copy = getattr(harness, "PerCopy", None)  # a checkout before it: batched samples are plain functions
     parts: dict[str, float] = {}
+    each: list[list] = []  # [label, seconds] of every point, measure to verify
 
     def add(name: str, seconds: float) -> None:
         parts[name] = parts.get(name, 0.0) + seconds
+        if each and name != "the sweep's generator (points: inputs, host buffers)":
+            each[-1][1] += seconds
+
+    def timed(call, name):
+        def timed_call(*args):
+            began = time.perf_counter()
+            try:
+                return call(*args)
+            finally:
+                add(name, time.perf_counter() - began)
+        return timed_call
 
     class Timed(declared):
         def points(self):
@@ -90,23 +106,17 @@ def reduction_parts(root: Path, gpu_index: int) -> None:
                     point = next(points)
                 except StopIteration:
                     return
-                add("inputs drawn and summed on the host (points)", time.perf_counter() - started)
+                add("the sweep's generator (points: inputs, host buffers)", time.perf_counter() - started)
+                each.append([point.label, 0.0])
                 yield point
 
         def measure(self, point):
             started = time.perf_counter()
             sample = super().measure(point)
-            add("uploads and the exact -1/0/1 check (measure)", time.perf_counter() - started)
-            if not callable(sample):
-                return sample
-
-            def timed_sample():
-                began = time.perf_counter()
-                try:
-                    return sample()
-                finally:
-                    add("samples (the profile's loop)", time.perf_counter() - began)
-            return timed_sample
+            add("each point's set-up (measure: uploads, patterns, calibration)", time.perf_counter() - started)
+            if per_copy is not None and isinstance(sample, per_copy):  # keep its copies for the profile's rule
+                return per_copy(timed(sample.batch_ms, "samples (the profile's loop)"), sample.copies)
+            return timed(sample, "samples (the profile's loop)") if callable(sample) else sample
 
         def verify(self, point):
             started = time.perf_counter()
@@ -120,12 +130,15 @@ def reduction_parts(root: Path, gpu_index: int) -> None:
         whole = time.perf_counter() - started
     finally:
         gpu.close()
-    print(f"REDUCTION point from {root} on GPU {gpu_index} ({gpu.facts['device_name']}, {os.cpu_count()} host cores): "
-          f"whole job {whole:.2f} s, {len(rows)} row(s), {rows[0]['samples']} samples, "
-          f"{rows[0]['gbps']:.0f} GB/s, rel_error {rows[0]['rel_error']:.2e}", flush=True)
+    print(f"{experiment.upper()} run of the health suite from {root} on GPU {gpu_index} "
+          f"({gpu.facts['device_name']}, {os.cpu_count()} host cores): whole job {whole:.2f} s, {len(rows)} row(s), "
+          f"profile {params.profile}", flush=True)
     for name, seconds in parts.items():
         print(f"  {name}: {seconds:.2f} s", flush=True)
     print(f"  the rest (allocation, set-up, rows, freeing): {whole - sum(parts.values()):.2f} s", flush=True)
+    for (label, seconds), row in zip(each, rows, strict=False):
+        print(f"    {label}: {seconds:.2f} s, {row['samples']} samples, {row['stop_reason']}, {row['gbps']:.2f} GB/s",
+              flush=True)
 
 
 INPUTS_ONLY = """
@@ -161,7 +174,9 @@ def concurrent_inputs(root: Path, count: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--root", type=Path, default=ROOT, help="the PinPoint checkout to time (default: this one)")
-    parser.add_argument("--gpu", type=int, default=0, help="the GPU the reduction's parts are timed on")
+    parser.add_argument("--gpu", type=int, default=0, help="the GPU the runs' parts are timed on")
+    parser.add_argument("--parts", default="reduction,transfers",
+                        help="comma-separated experiments of the suite whose parts are timed")
     parser.add_argument("--concurrent", type=int, default=0, help="also draw the inputs in N processes at once")
     parser.add_argument("--no-fleet", action="store_true")
     parser.add_argument("--no-parts", action="store_true")
@@ -172,7 +187,8 @@ def main() -> None:
     if args.concurrent:
         concurrent_inputs(root, args.concurrent)
     if not args.no_parts:
-        reduction_parts(root, args.gpu)
+        for experiment in filter(None, (e.strip() for e in args.parts.split(","))):
+            run_parts(root, args.gpu, experiment)
 
 
 if __name__ == "__main__":

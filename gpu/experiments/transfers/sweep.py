@@ -219,7 +219,7 @@ class TransfersSweep(harness.Sweep):
         if state["method"] == "batched":
             copies = harness.copies_per_sample(lambda n: bench.batch_ms(mode, direction, host, host_ptr, size, n))
             point.columns.update({"param": "copies per sample", "param_value": copies})
-            return lambda: bench.batch_ms(mode, direction, host, host_ptr, size, copies) / copies
+            return harness.PerCopy(lambda n: bench.batch_ms(mode, direction, host, host_ptr, size, n), copies)
         return lambda: bench.copy_ms(mode, direction, host, host_ptr, size)
 
     def _allocating(self, state):
