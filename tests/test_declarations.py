@@ -54,8 +54,10 @@ def test_every_declaration_a_shared_module_reads_has_its_documented_shape():
 
 
 # The shared code that reaches an experiment only through the registry: the takeaways' and headlines' helpers, the
-# talk, Overview, the page table and app.py, the shared charts and the pages' helpers.
+# figures' shared style and the talk's judges (each experiment's facts and judges are in its view), the talk,
+# Overview, the page table and app.py, the shared charts and the pages' helpers.
 NAMES_NO_PACKAGE = [ROOT / "gpu" / "present" / "takeaways.py", ROOT / "gpu" / "present" / "headlines.py",
+                    ROOT / "gpu" / "present" / "facts.py", ROOT / "gpu" / "present" / "claims.py",
                     ROOT / "gpu" / "present" / "talks.py", *sorted((ROOT / "gpu" / "present" / "charts").glob("*.py")),
                     ROOT / "pages" / "overview.py", ROOT / "pages" / "talk.py", ROOT / "pages" / "_shared.py",
                     ROOT / "app.py", *sorted((ROOT / "pages" / "_ui").glob("*.py"))]
