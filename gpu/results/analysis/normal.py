@@ -26,7 +26,7 @@ import pandas as pd
 
 from gpu.core import schema, text
 from gpu.experiments import registry
-from gpu.results import peer_matrix
+from gpu.experiments.peers import matrix as peer_matrix
 from gpu.results.analysis import points
 from gpu.results.exchange.catalog import ASSETS, read_bundled
 
