@@ -9,9 +9,9 @@ from gpu.core import text
 from gpu.core.units import format_bytes
 from gpu.experiments import peers as declared_peers
 from gpu.experiments import registry
+from gpu.experiments.peers import cost as peer_cost
+from gpu.experiments.peers import matrix as pm
 from gpu.experiments.peers import view as charts
-from gpu.results import peer_cost
-from gpu.results import peer_matrix as pm
 from pages import _ui as ui
 
 NAME = "peers"  # the peer experiment (gpu/experiments/peers/__init__.py)

@@ -8,7 +8,7 @@ import streamlit as st
 from gpu.core.errors import ValidationError, WorkerError
 from gpu.experiments import registry
 from gpu.present import talks
-from gpu.present.claims import ClaimError
+from gpu.present.claims import ClaimError, judge_source
 from pages import _ui as ui
 from pages._ui.access import current_actor
 
@@ -92,8 +92,8 @@ cells[0].button("← previous", key="talk_prev", on_click=move, args=(-1,), disa
 if frame is not None:
     with cells[1].expander("Speaker notes and method"):
         st.markdown(scene.notes)
-        st.caption(f"Experiment `{scene.experiment}`, judged by `gpu/present/claims.py:{scene.judge}` from the numbers "
-                   "above. "
+        st.caption(f"Experiment `{scene.experiment}`, judged by `{judge_source(scene.judge)}:{scene.judge}` from the "
+                   "numbers above. "
                    f"Parameters: {talks.describe_params(scene.params, scene.experiment)}.")
 if measurable:
     cells[2].button("Measure live (m)", key="talk_measure", on_click=ui.request, args=("talk_measure_requested",))

@@ -289,8 +289,8 @@ def test_the_fleet_heatmap_marks_a_not_clean_cell_and_escapes_its_conditions():
 
 
 def test_the_peer_matrix_marks_a_pair_with_nvlink_errors_and_escapes_its_conditions():
+    from gpu.experiments.peers import matrix as pm
     from gpu.experiments.peers import view as peer_charts
-    from gpu.results import peer_matrix as pm
     from tests.peer_frames import peer_frame
 
     frame = peer_frame(4).assign(backend="replay", conditions="clean").astype({"conditions": object})

@@ -54,11 +54,15 @@ def test_every_declaration_a_shared_module_reads_has_its_documented_shape():
 
 
 # The shared code that reaches an experiment only through the registry: the takeaways' and headlines' helpers, the
-# talk, Overview, the page table and app.py, the shared charts and the pages' helpers.
+# figures' shared style and the talk's judges (each experiment's facts and judges are in its view), the talk,
+# Overview, the page table and app.py, the shared charts, the pages' helpers and the results layer (a page's own
+# analyses, such as the Peers page's, sit in its experiment's package).
 NAMES_NO_PACKAGE = [ROOT / "gpu" / "present" / "takeaways.py", ROOT / "gpu" / "present" / "headlines.py",
+                    ROOT / "gpu" / "present" / "facts.py", ROOT / "gpu" / "present" / "claims.py",
                     ROOT / "gpu" / "present" / "talks.py", *sorted((ROOT / "gpu" / "present" / "charts").glob("*.py")),
                     ROOT / "pages" / "overview.py", ROOT / "pages" / "talk.py", ROOT / "pages" / "_shared.py",
-                    ROOT / "app.py", *sorted((ROOT / "pages" / "_ui").glob("*.py"))]
+                    ROOT / "app.py", *sorted((ROOT / "pages" / "_ui").glob("*.py")),
+                    *sorted((ROOT / "gpu" / "results").rglob("*.py"))]
 PACKAGES = {f"gpu.experiments.{p.parent.name}" for p in (ROOT / "gpu" / "experiments").glob("*/__init__.py")}
 
 

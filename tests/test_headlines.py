@@ -5,6 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from gpu.core.errors import ClaimError
 from gpu.core.units import GiB
 from gpu.experiments import reduction
 from gpu.experiments.batching import view as batching_view
@@ -14,7 +15,7 @@ from gpu.experiments.pools import view as pools_view
 from gpu.experiments.reduction import view as reduction_view
 from gpu.experiments.streams import view as streams_view
 from gpu.experiments.transfers import view as charts
-from gpu.present import claims, headlines
+from gpu.present import headlines
 from gpu.service.backends import ReplayBackend, submit_values
 
 
@@ -44,16 +45,16 @@ def test_speedup_is_the_baseline_time_over_the_mode_time_at_the_same_point(trans
 def test_chart_table_and_claims_read_the_same_pinned_over_pageable(transfers):
     table = charts.speedup_table(transfers)
     chart = table[(table["variant"] == "pinned") & (table["direction"] == "h2d") & ~table["include_alloc"]]
-    claim = claims.pinned_speedups(transfers, False)
+    claim = charts.pinned_speedups(transfers, False)
     assert list(claim.index) == sorted(chart["bytes"])
     assert list(claim.values) == list(chart.sort_values("bytes")["speedup"])
 
 
 def test_pinned_speedups_still_say_what_is_missing(transfers):
-    with pytest.raises(claims.ClaimError, match="both pinned and pageable"):
-        claims.pinned_speedups(transfers[transfers["variant"] != "pageable"], False)
-    with pytest.raises(claims.ClaimError, match="has no"):
-        claims.pinned_speedups(transfers[transfers["direction"] != "h2d"], False)
+    with pytest.raises(ClaimError, match="both pinned and pageable"):
+        charts.pinned_speedups(transfers[transfers["variant"] != "pageable"], False)
+    with pytest.raises(ClaimError, match="has no"):
+        charts.pinned_speedups(transfers[transfers["direction"] != "h2d"], False)
 
 
 def test_transfers_verdict_names_the_largest_size_and_each_direction(transfers):

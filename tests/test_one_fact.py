@@ -34,16 +34,16 @@ def stage_lines(page: str, view: dict) -> list[str]:
 
 
 def test_every_judge_names_the_figures_a_page_shares():
-    assert {s.judge for s in SCENES} <= set(claims.SHARED_FIGURES)
+    assert {s.judge for s in SCENES} <= set(claims.shared_figures())
 
 
 @pytest.mark.parametrize("scene", SCENES, ids=lambda s: s.judge)
 @pytest.mark.slow
 def test_the_talk_and_the_page_say_the_same_figures(scene):
-    values = claims.CLAIMS[scene.judge](submit_values(ReplayBackend(), scene.experiment, scene.params).outcome())
+    values = claims.judges()[scene.judge](submit_values(ReplayBackend(), scene.experiment, scene.params).outcome())
     verdict = talks.headline(scene, submit_values(ReplayBackend(), scene.experiment, scene.params).outcome())
     stage = " ".join(stage_lines(EXPERIMENTS[scene.experiment].PAGE, VIEWS.get(scene.judge, {})))
-    for field in claims.SHARED_FIGURES[scene.judge]:
+    for field in claims.shared_figures()[scene.judge]:
         figure = str(values[field])
         assert figure in verdict, (field, figure, verdict)  # the talk says it…
         assert figure in stage, (field, figure, stage)  # …and the page says the same

@@ -1,5 +1,5 @@
-"""The Peers page's reading of a peer run (gpu.results.peer_matrix), its charts and its takeaway, on made-up nodes of
-2 and 8 GPUs (tests/peer_frames.py): the matrix, the links in words, the topology, the host links, latency in ns."""
+"""The Peers page's reading of a peer run (gpu.experiments.peers.matrix), its charts and its takeaway, on made-up nodes
+of 2 and 8 GPUs (tests/peer_frames.py): the matrix, the links in words, the topology, the host links, latency in ns."""
 
 import base64
 import json
@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 
 from gpu.core.units import GiB, MiB
+from gpu.experiments.peers import matrix as pm
 from gpu.experiments.peers import view as charts
-from gpu.results import peer_matrix as pm
 from tests.peer_frames import LATENCY_NS, NVLINK, THROUGH_HOST, peer_frame
 
 

@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 
 from gpu.experiments import peers, suites
+from gpu.experiments.peers import cost as peer_cost
 from gpu.present.fleet import links as fleet_links
-from gpu.results import peer_cost
 from tests.simulated_fleet import NVLINK, peer_frame
 
 SLOW = {(4, 7): 1 / 0.51}  # boards 4 → 7: GPUs 2 → 5 of the 8-GPU node (boards 2–9)

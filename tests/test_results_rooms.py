@@ -10,8 +10,7 @@ import pytest
 
 from tests.test_import_circles import ROOT, imported, modules
 
-SITS_ON = {"persistence": set(), "exchange": {"persistence"}, "analysis": {"exchange", "persistence", "peers"},
-           "peers": set()}
+SITS_ON = {"persistence": set(), "exchange": {"persistence"}, "analysis": {"exchange", "persistence"}}
 RUN_FILES = "gpu.results.exchange.runfiles"  # persistence's one reach into exchange
 
 
@@ -19,7 +18,7 @@ def room_of(module: str) -> str | None:
     parts = module.split(".")
     if parts[:2] != ["gpu", "results"] or len(parts) < 3:
         return None
-    return parts[2] if parts[2] in SITS_ON else "peers" if parts[2].startswith("peer_") else None
+    return parts[2] if parts[2] in SITS_ON else None
 
 
 RESULTS = sorted(m for m in modules(ROOT) if m.startswith("gpu.results."))

@@ -7,6 +7,8 @@ import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from gpu.core.errors import ClaimError
+from gpu.experiments.transfers import view as transfers_view
 from gpu.present import claims, talks
 from gpu.service.backends import ReplayBackend, submit_values
 
@@ -42,11 +44,23 @@ def test_verdicts_follow_the_numbers_not_the_text():
                       "median_ms": pinned_ms(pageable_ms)}]
         return pd.DataFrame(rows)
 
-    assert claims.pinned_up_to_2x(transfers(lambda p: p / 2))["verdict"] == "About right"
-    assert claims.pinned_up_to_2x(transfers(lambda p: p / 6))["verdict"].startswith("Understated")
-    assert claims.pinned_up_to_2x(transfers(lambda p: p / 1.2))["verdict"] == "Overstated"
-    with pytest.raises(claims.ClaimError, match="both pinned and pageable"):
-        claims.pinned_up_to_2x(transfers(lambda p: p)[lambda f: f["variant"] == "pinned"])
+    assert transfers_view.pinned_up_to_2x(transfers(lambda p: p / 2))["verdict"] == "About right"
+    assert transfers_view.pinned_up_to_2x(transfers(lambda p: p / 6))["verdict"].startswith("Understated")
+    assert transfers_view.pinned_up_to_2x(transfers(lambda p: p / 1.2))["verdict"] == "Overstated"
+    with pytest.raises(ClaimError, match="both pinned and pageable"):
+        transfers_view.pinned_up_to_2x(transfers(lambda p: p)[lambda f: f["variant"] == "pinned"])
+
+
+def test_each_judge_is_its_experiment_s_own_and_found_through_the_registry():
+    """The talk's judges live in their experiments' views; claims finds every one and says where it is written."""
+    found = claims.judges()
+    assert found["pinned_up_to_2x"] is transfers_view.pinned_up_to_2x
+    assert set(found) == {"pinned_up_to_2x", "pinned_allocated_per_call", "misaligned_is_expensive",
+                          "non_coalesced_costs_1_2x", "atomic_dot_is_fine", "streams_double_throughput"}
+    assert set(claims.shared_figures()) == set(found)
+    assert claims.judge_source("atomic_dot_is_fine") == "gpu/experiments/reduction/view.py"
+    with pytest.raises(ClaimError, match="no experiment's view has a judge 'guess'"):
+        claims.judge_source("guess")
 
 
 @pytest.mark.parametrize("text,message", [

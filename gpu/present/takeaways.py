@@ -1,7 +1,7 @@
 """What every takeaway shares: the one-sentence takeaways under a chart on stage (presentation mode) are each
 experiment's own, ``takeaway(frame)`` in its package's view (``gpu/experiments/<name>/view.py``, reached by shared
 code through ``registry.view_of``); this module joins their clauses into a sentence (``sentence``), reads a figure
-of ``gpu.present.facts`` that a frame may lack (``fact_or_none``), and says a result's context (is it normal, were
+of a view's facts that a frame may lack (``fact_or_none``), and says a result's context (is it normal, were
 its points clean) and two runs' context in Compare.
 
 Each function reads a results frame in the schema of ``gpu.core.schema`` and returns a sentence with the numbers it
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from gpu.present.claims import ClaimError
+from gpu.core.errors import ClaimError
 from gpu.results.analysis import causes, compare, normal
 
 
@@ -25,7 +25,8 @@ def sentence(parts: list[str]) -> str | None:
 
 
 def fact_or_none(fact, frame: pd.DataFrame) -> dict | None:
-    """A figure of ``gpu.present.facts``, or None when the frame lacks what it needs."""
+    """A figure of an experiment's view's facts (``stride_costs``, ``best_reduction`` …), or None when the frame lacks
+    what it needs."""
     try:
         return fact(frame)
     except ClaimError:

@@ -1,12 +1,13 @@
-"""Talks: a TOML file of scenes, each a claim, the experiment and parameters that test it, the function of
-``gpu.present.claims`` that judges the measurement, the chart to show and a headline template. No Streamlit, no CUDA.
+"""Talks: a TOML file of scenes, each a claim, the experiment and parameters that test it, the judge of the
+measurement (one of ``gpu.present.claims.judges()``: each experiment's view holds its own), the chart to show and a
+headline template. No Streamlit, no CUDA.
 
 ```toml
 title = "My talk"
 [[scene]]
 claim = "Pinned memory is up to 2× faster"
 experiment = "transfers"            # any of gpu.experiments
-judge = "pinned_up_to_2x"           # any of gpu.present.claims.CLAIMS; fills the headline's {fields}
+judge = "pinned_up_to_2x"           # any of gpu.present.claims.judges(); fills the headline's {fields}
 chart = "speedup"                   # a chart of the experiment's view (its TALK_FIGURES): speedup, bandwidth …
 headline = "{verdict}: {large:.1f}× at {large_size}"
 notes = "speaker notes"
@@ -28,7 +29,7 @@ from gpu.core.units import format_bytes
 from gpu.experiments import registry
 from gpu.experiments.registry import EXPERIMENTS
 from gpu.experiments.request import check_params
-from gpu.present.claims import CLAIMS
+from gpu.present.claims import judges
 
 TALK_DIR = paths.asset("talks")
 BUILT_IN = TALK_DIR / "claims-about-gpu-memory.toml"
@@ -67,7 +68,7 @@ def load(path: str | Path = BUILT_IN) -> Talk:
     raw_scenes = data.get("scene")
     if not isinstance(raw_scenes, list) or not raw_scenes:
         raise TalkError(f"{path.name}: a talk needs at least one [[scene]]")
-    scenes = []
+    scenes, known = [], judges()
     for number, raw in enumerate(raw_scenes, start=1):
         where = f"{path.name}, scene {number}"
         missing = [k for k in ("claim", "experiment", "judge", "chart", "headline") if not raw.get(k)]
@@ -75,8 +76,8 @@ def load(path: str | Path = BUILT_IN) -> Talk:
             raise TalkError(f"{where}: missing {', '.join(missing)}")
         if raw["experiment"] not in EXPERIMENTS:
             raise TalkError(f"{where}: unknown experiment '{raw['experiment']}'")
-        if raw["judge"] not in CLAIMS:
-            raise TalkError(f"{where}: unknown judge '{raw['judge']}' (known: {', '.join(CLAIMS)})")
+        if raw["judge"] not in known:
+            raise TalkError(f"{where}: unknown judge '{raw['judge']}' (known: {', '.join(known)})")
         charts = talk_charts(raw["experiment"])
         if raw["chart"] not in charts:
             raise TalkError(f"{where}: unknown chart '{raw['chart']}' for {raw['experiment']} "
@@ -96,7 +97,7 @@ def load(path: str | Path = BUILT_IN) -> Talk:
 
 def headline(scene: Scene, frame) -> str:
     """The scene's headline filled in from the measurement shown (never from text written in advance)."""
-    values = CLAIMS[scene.judge](frame)
+    values = judges()[scene.judge](frame)
     try:
         return text.format_fields(scene.headline, values)
     except (KeyError, ValueError, IndexError) as exc:

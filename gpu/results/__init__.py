@@ -3,7 +3,8 @@
 ``persistence`` (the runs store in SQLite or PostgreSQL: engine, migrations, the runs repository, changes, leases,
 the audit trail), ``exchange`` (runs as files between machines: imports and their contract, another store's SQLite
 file, run files and their manifests, the runner's output, the catalog of stored and bundled runs) and ``analysis``
-(Compare's verdicts and bands, the CI gate, the review report, a point's conditions in words, is-this-normal); the
-Peers page's analyses (``peer_matrix``, ``peer_cost``) sit here too. The Fleet and Roofline pages' analyses are in
-``gpu.present``, beside their figures. Never imports ``gpu.device``, ``gpu.sweeps`` or ``gpu.service``.
+(Compare's verdicts and bands, the CI gate, the review report, a point's conditions in words, is-this-normal). The
+page analyses sit beside their views: the Peers page's in the peers experiment's package (``gpu.experiments.peers``:
+``matrix``, ``cost``), the Fleet and Roofline pages' in ``gpu.present``. Never imports ``gpu.device``,
+``gpu.sweeps`` or ``gpu.service``.
 """

@@ -37,7 +37,7 @@ def page_request(full: bool = False) -> dict:
 
 def estimate_line(gpus: int, full: bool) -> str:
     from gpu.experiments import peers
-    from gpu.results import peer_cost
+    from gpu.experiments.peers import cost as peer_cost
     from gpu.service.backends import ReplayBackend
 
     recorded = peer_cost.pricing_run(ReplayBackend().data)

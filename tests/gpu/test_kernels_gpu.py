@@ -5,7 +5,7 @@ import pytest
 from gpu.core.errors import ValidationError
 from gpu.core.occupancy import DeviceLimits, KernelResources, occupancy
 from gpu.experiments import coalescing
-from gpu.present import facts
+from gpu.experiments.coalescing import view as coalescing_view
 from gpu.service.backends import submit_values
 
 pytestmark = pytest.mark.gpu
@@ -36,7 +36,7 @@ def test_the_contiguous_reference_is_the_copy_and_stride_1_and_offset_0_match_it
               f"offset 0 {gbps[('offset', 0)]:,.0f}, stride 2 costs {reference / gbps[('strided', 2)]:.2f}×")
         assert abs(gbps[("strided", 1)] / reference - 1) < 0.03
         assert abs(gbps[("offset", 0)] / reference - 1) < 0.03
-    costs = facts.stride_costs(frame)
+    costs = coalescing_view.stride_costs(frame)
     assert costs["reference_gbps"] == frame[(frame["variant"] == coalescing.CONTIGUOUS_REFERENCE)
                                             & (frame["block_size"] == 256)]["gbps"].iloc[0]
 

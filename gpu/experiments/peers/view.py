@@ -1,6 +1,6 @@
 """How the peers experiment is shown: its stage takeaway and the Peers page's Plotly figures, the source ×
 destination matrix (one-way, both ways at once, latency), one pair's size sweep and the node's host links, drawn
-from a peer run's rows (``gpu.results.peer_matrix`` reads them). No Streamlit here. Every figure names where its
+from a peer run's rows (``matrix`` beside this file reads them). No Streamlit here. Every figure names where its
 numbers come from: the node's GPUs, host and date."""
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from plotly.subplots import make_subplots
 from gpu.core import text
 from gpu.core.text import chart_text
 from gpu.core.units import format_bytes
+from gpu.experiments.peers import matrix as pm
 from gpu.present.charts._common import (
     LEGEND_BELOW,
     STAGE_FONT_PX,
@@ -24,8 +25,6 @@ from gpu.present.charts._common import (
     stage_figure,
 )
 from gpu.present.takeaways import sentence
-from gpu.results import peer_matrix
-from gpu.results import peer_matrix as pm
 from gpu.results.analysis import causes
 
 VARIANT_COLORS = {v: series_color(i) for i, v in enumerate(pm.SWEPT)}
@@ -242,39 +241,39 @@ def _rate_range(values: pd.Series, unit: str) -> str:
     return f"{low} {unit}" if low == high else f"{low}–{high} {unit}"
 
 
-def takeaway(frame: pd.DataFrame, view: peer_matrix.View | None = None) -> str | None:
+def takeaway(frame: pd.DataFrame, view: pm.View | None = None) -> str | None:
     """The matrix in the view (by default the batched copy engine at its largest size): the rates of every pair and
     their link, the slowest pair where it is slow for its link type, both directions at once, and the latency."""
-    view = view or peer_matrix.default_view(frame)
-    rows = peer_matrix.matrix_rows(frame, view) if view else frame.iloc[:0]
+    view = view or pm.default_view(frame)
+    rows = pm.matrix_rows(frame, view) if view else frame.iloc[:0]
     if rows.empty:
         return None
-    links = rows["link"].map(lambda v: peer_matrix.link_of(v).text)
+    links = rows["link"].map(lambda v: pm.link_of(v).text)
     common = links.mode().iloc[0]
     over = f" over {common}" if common else ""
     usual = rows[links == common]
-    every = peer_matrix.gpus(frame)
+    every = pm.gpus(frame)
     pairs = f"GPU {every[0]} and GPU {every[1]}" if len(every) == 2 else text.count(len(usual), "ordered pair")
-    method = peer_matrix.METHODS.get(view.timer, view.timer)
-    parts = [f"at {format_bytes(view.size)} ({peer_matrix.LABELS.get(view.variant, view.variant)}, {method}) "
+    method = pm.METHODS.get(view.timer, view.timer)
+    parts = [f"at {format_bytes(view.size)} ({pm.LABELS.get(view.variant, view.variant)}, {method}) "
              f"{pairs} copy {_rate_range(usual['gbps'], 'GB/s')} one way{over}"]
     for link, other in rows[links != common].groupby(links[links != common]):
         parts.append(f"{text.count(len(other), 'ordered pair')} {'go' if len(other) > 1 else 'goes'} "
                      f"{link or 'by a link not named'} at {_rate_range(other['gbps'], 'GB/s')}")
-    slow = peer_matrix.slow_pairs(frame, view)
+    slow = pm.slow_pairs(frame, view)
     if not slow.empty:
         worst = slow.iloc[0]
         source, destination = (worst["a"], worst["b"]) if not worst["forward"] > worst["backward"] else \
             (worst["b"], worst["a"])
         parts.append(f"GPU {source} → GPU {destination} is slow at {worst['one_way']:,.0f} GB/s, "
                      f"{text.percent(worst['of_median'])} of the median {worst['kind']} pair")
-    both = peer_matrix.matrix_rows(frame, peer_matrix.View(peer_matrix.BIDIRECTIONAL, view.timer, view.size))
+    both = pm.matrix_rows(frame, pm.View(pm.BIDIRECTIONAL, view.timer, view.size))
     if not both.empty:
         ends = both[["source", "destination"]]
         totals = both.groupby([ends.min(axis=1), ends.max(axis=1)])["gbps"].sum()
         parts.append(f"both ways at once {_rate_range(totals, 'GB/s')} a pair")
-    latency = peer_matrix.latency_view(frame)
+    latency = pm.latency_view(frame)
     if latency is not None:
-        chased = peer_matrix.matrix_rows(frame, latency)
-        parts.append(f"latency into the peer's memory {_rate_range(peer_matrix.ns_per_access(chased), 'ns')}")
+        chased = pm.matrix_rows(frame, latency)
+        parts.append(f"latency into the peer's memory {_rate_range(pm.ns_per_access(chased), 'ns')}")
     return sentence(parts)

@@ -1,5 +1,7 @@
 """How the reduction experiment is shown: its Plotly figures (kernel-only GB/s per dot product, where an end-to-end
-job's time goes), its stage takeaway and its desk headline. No Streamlit here."""
+job's time goes), its figures said on the page, on stage and in the talk (the best reduction, what an atomicAdd per
+element costs against it), its stage takeaway, its desk headline and the talk's judge of the atomic dot product. No
+Streamlit here."""
 
 from __future__ import annotations
 
@@ -10,8 +12,10 @@ import plotly.graph_objects as go
 from gpu.core import text
 from gpu.core.errors import ClaimError
 from gpu.experiments.reduction import LABELS as REDUCTION_LABELS
-from gpu.present import facts
+from gpu.experiments.reduction import LIBRARY
 from gpu.present.charts._common import LOG_VALUE_AXIS, mark_not_clean, source_title
+from gpu.present.claims import beyond
+from gpu.present.facts import one_configuration, ratio_text
 from gpu.present.takeaways import fact_or_none
 
 
@@ -52,13 +56,42 @@ def end_to_end_figure(frame: pd.DataFrame) -> go.Figure:
     return fig
 
 
+# --- the best reduction and the atomic dot product against it (the page, the stage and the talk) --------------------
+def best_reduction(frame: pd.DataFrame) -> dict:
+    """The fastest of PinPoint's reduction kernels (not the library's) in the configuration shown."""
+    kernels = one_configuration(frame[frame["group"] == "kernel"])
+    ours = kernels[kernels["variant"] != LIBRARY]
+    if ours.empty:
+        raise ClaimError("the measurement has no reduction kernel")
+    best = ours.loc[ours["gbps"].idxmax()]
+    library = kernels[kernels["variant"] == LIBRARY]["gbps"]
+    return {"variant": best["variant"], "label": REDUCTION_LABELS[best["variant"]],
+            "gbps": float(best["gbps"]), "ms": float(best["median_ms"]), "elements": int(best["elements"]),
+            "block": int(best["block_size"]), "searched": len(ours),
+            "library_gbps": float(library.iloc[0]) if not library.empty else None}
+
+
+def atomic_slowdown(frame: pd.DataFrame) -> dict:
+    """One atomicAdd per element against the fastest of our reductions measured beside it (same size and block)."""
+    best = best_reduction(frame)
+    kernels = one_configuration(frame[frame["group"] == "kernel"])
+    atomic = kernels[kernels["variant"] == "atomic_per_element"]["median_ms"]
+    if atomic.empty or best["variant"] == "atomic_per_element":
+        raise ClaimError("the measurement needs the atomic-per-element variant and a faster reduction beside it")
+    slower = float(atomic.iloc[0]) / best["ms"]
+    return {"slower": slower, "slower_text": ratio_text(slower), "atomic_ms": float(atomic.iloc[0]),
+            "baseline_ms": best["ms"], "baseline_label": best["label"],
+            "baseline": f"the fastest of {text.count(best['searched'] - 1, 'other reduction')} measured, "
+                        f"{best['label']}"}
+
+
 def takeaway(frame: pd.DataFrame) -> str | None:
     """The best reduction's bandwidth, and what an atomicAdd per element costs against it."""
-    best = fact_or_none(facts.best_reduction, frame)
+    best = fact_or_none(best_reduction, frame)
     if best is None:
         return None
     line = f"The best of our reductions here ({best['label']}) reads {best['gbps']:,.0f} GB/s"
-    atomic = fact_or_none(facts.atomic_slowdown, frame)
+    atomic = fact_or_none(atomic_slowdown, frame)
     if atomic:
         line += (f"; one atomicAdd per element is {atomic['slower_text']} slower than {atomic['baseline_label']} "
                  f"({text.count(best['elements'], 'float')}, block {best['block']})")
@@ -66,10 +99,10 @@ def takeaway(frame: pd.DataFrame) -> str | None:
 
 
 def reduction_best(frame: pd.DataFrame, labels: dict[str, str]) -> str | None:
-    """The fastest of our kernels (``facts.best_reduction``, as the stage says it) against gpuarray.dot, and the
+    """The fastest of our kernels (``best_reduction``, as the stage says it) against gpuarray.dot, and the
     HBM's theoretical rate."""
     try:
-        best = facts.best_reduction(frame)
+        best = best_reduction(frame)
     except ClaimError:
         return None
     if best["library_gbps"] is None:
@@ -81,3 +114,14 @@ def reduction_best(frame: pd.DataFrame, labels: dict[str, str]) -> str | None:
 
 # The talk's charts of a reduction scene, by the name its talk file gives them (``chart = "reduction"``).
 TALK_FIGURES = {"reduction": reduction_figure}
+
+
+# The talk's judge of a reduction scene (``gpu.present.claims``), on a figure the page says too.
+atomic_dot_is_fine = beyond(
+    "atomic_dot_is_fine", atomic_slowdown, "slower", 2, "False", "True",
+    """'One atomicAdd per element is a fine dot product': against the fastest reduction measured beside it
+    (``atomic_slowdown``, as the Reductions page says it).""")
+
+CLAIMS = {atomic_dot_is_fine.__name__: atomic_dot_is_fine}
+# The figures of the verdict that the page's stage takeaway shows too, as text (tests/test_one_fact.py).
+SHARED_FIGURES = {"atomic_dot_is_fine": ("slower_text", "baseline_label")}

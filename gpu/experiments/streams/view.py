@@ -1,5 +1,6 @@
 """How the streams experiment is shown: the Streams page's Plotly figures (the timeline (Gantt), the sweep, the
-breakdown and bidirectional copies), its stage takeaway, its duplex headline and the talk's timeline.
+breakdown and bidirectional copies), the best pipelines it says on the page, on stage and in the talk, its stage
+takeaway, its duplex headline, the talk's timeline and the talk's judge of "streams double throughput".
 
 No Streamlit here; each figure takes a results frame (``gpu.core.schema``) or a row of ``overlap.pipeline_table``.
 """
@@ -17,7 +18,6 @@ from gpu.core.errors import ClaimError
 from gpu.core.overlap import gain_text as overlap_gain
 from gpu.core.units import format_bytes
 from gpu.experiments.streams import LABELS, ORDER_LABELS
-from gpu.present import facts
 from gpu.present.charts._common import LEGEND_BELOW, mark_not_clean, reference_line, series_color, source_title
 from gpu.present.takeaways import sentence
 
@@ -181,10 +181,42 @@ def bidirectional_figure(frame: pd.DataFrame) -> go.Figure:
     return fig
 
 
+# --- the best pipelines against one stream (the page, the stage and the talk) -----------------------------------------
+def best_pipelines(frame: pd.DataFrame) -> list[dict]:
+    """Per host memory, at its lightest kernel (the copy-bound case the page opens with): the best pipeline that
+    can overlap against one stream, with how many configurations were searched (``searched``)."""
+    table = overlap.pipeline_table(frame)
+    if table.empty:
+        raise ClaimError("the measurement has no pipeline")
+    summary = overlap.overlap_summary(table)
+    summary = summary.sort_values("intensity", kind="stable").drop_duplicates("host_memory")
+    found = []
+    for best in summary.to_dict("records"):
+        searched = int(best["configurations"])
+        if not searched:
+            continue
+        config = overlap.config_text(best["best_streams"], best["best_chunks"], best["best_order"])
+        found.append({**best, "config": config, "searched": searched,
+                      "speedup_text": text.times(best["best_speedup"], 2),
+                      "searched_text": "the only pipeline measured that can overlap" if searched == 1 else
+                      f"the best of {searched} pipelines measured that can overlap",
+                      "ceiling": float(best["best_serial_ms"] / best["best_bound_ms"]),
+                      "ceiling_text": text.times(best["best_serial_ms"] / best["best_bound_ms"], 2)})
+    return found
+
+
+def pinned_best_pipeline(frame: pd.DataFrame) -> dict:
+    """``best_pipelines`` for pinned host memory."""
+    found = [b for b in best_pipelines(frame) if b["host_memory"] == "pinned"]
+    if not found:
+        raise ClaimError("the measurement has no pinned configuration that can overlap (≥ 2 chunks and ≥ 2 streams)")
+    return found[0]
+
+
 def takeaway(frame: pd.DataFrame) -> str | None:
     """The best pipeline that can overlap against one stream, per host memory, or 'no measurable overlap'."""
     try:
-        found = facts.best_pipelines(frame)
+        found = best_pipelines(frame)
     except ClaimError:
         return None
     parts = [(f"{best['host_memory']}: {best['config']} run {best['speedup_text']} as fast as one stream "
@@ -222,3 +254,26 @@ def best_timeline_figure(frame: pd.DataFrame) -> go.Figure:
 
 # The talk's charts of a streams scene, by the name its talk file gives them (``chart = "timeline"``).
 TALK_FIGURES = {"timeline": best_timeline_figure}
+
+
+def streams_double_throughput(frame: pd.DataFrame) -> dict:
+    """The talk's judge of 'Overlapping with streams doubles throughput' (``gpu.present.claims``): the best pinned
+    pipeline that can overlap (≥ 2 chunks and ≥ 2 streams) against one stream, among those measured
+    (``pinned_best_pipeline``, as the Streams page says it); 'no measurable overlap' when its gain is within the
+    noise."""
+    best = pinned_best_pipeline(frame)
+    speedup = float(best["best_speedup"])
+    if not best["gain_measurable"]:
+        verdict = "False"
+    else:
+        verdict = "True" if speedup >= 1.9 else ("Close" if speedup >= 1.6 else "False")
+    return {"verdict": verdict, "speedup": speedup, "speedup_text": best["speedup_text"],
+            "efficiency": float(best["best_efficiency"]), "gain": overlap.gain_text(best),
+            "streams": int(best["best_streams"]), "chunks": int(best["best_chunks"]), "config": best["config"],
+            "searched": best["searched"], "searched_text": best["searched_text"], "bound_x": best["ceiling"],
+            "ceiling_text": best["ceiling_text"]}
+
+
+CLAIMS = {streams_double_throughput.__name__: streams_double_throughput}
+# The figures of the verdict that the page's stage takeaway shows too, as text (tests/test_one_fact.py).
+SHARED_FIGURES = {"streams_double_throughput": ("speedup_text", "config", "searched_text", "ceiling_text")}

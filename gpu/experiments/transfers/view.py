@@ -1,5 +1,6 @@
 """How the transfers experiment is shown: the Transfers page's Plotly figures, drawn from results DataFrames (the
-schema of ``gpu.core.schema``), its stage takeaway, its desk verdict and the talk's charts of a transfers scene.
+schema of ``gpu.core.schema``), its stage takeaway, its desk verdict, and the talk's charts and judges of a transfers
+scene (pinned against pageable, as the page says it).
 
 Shared by the pages and the runner; no Streamlit here. Every figure carries a source line (live device,
 or the device and date of a recording: ``_common.source_title``) so a chart never loses where its numbers came from.
@@ -20,7 +21,6 @@ from gpu.core.units import format_bytes
 from gpu.experiments.transfers import MODE_LABELS
 from gpu.present import facts, headlines
 from gpu.present.charts._common import LEGEND_BELOW, LOG_VALUE_AXIS, mark_not_clean, size_ticks, source_title
-from gpu.present.claims import pinned_allocated_per_call, pinned_speedups
 
 MODE_COLORS = {"pageable": "#636EFA", "pinned": "#EF553B", "pinned_wc": "#00CC96", "mapped": "#AB63FA"}
 # Pinned and write-combined often measure the same: distinct markers keep both visible.
@@ -218,6 +218,64 @@ def numbers_table(frame: pd.DataFrame) -> pd.DataFrame:
     if "param" in frame and (frame["param"] == "copies per sample").any():  # batched: µs and GB/s are per copy
         out["copies per sample"] = frame["param_value"].to_numpy()
     return out.sort_values(["direction", "mode", "bytes"]).reset_index(drop=True)
+
+
+# --- pinned against pageable (the page, the stage and the talk) -------------------------------------------------------
+def _need(frame: pd.DataFrame, mask, what: str) -> pd.DataFrame:
+    part = frame[mask]
+    if part.empty:
+        raise ClaimError(f"the measurement has no {what}")
+    return part
+
+
+def pinned_speedups(frame: pd.DataFrame, include_alloc: bool, direction: str = "h2d") -> pd.Series:
+    """Pageable time ÷ pinned time per size (ascending), for copy-only or allocation-including points; ClaimError
+    when the frame lacks either mode. The talk's verdicts and the page's stage takeaway read it."""
+    rows = _need(frame, (frame["include_alloc"].fillna(False) == include_alloc) & (frame["direction"] == direction),
+                 f"{'allocation-including' if include_alloc else 'copy-only'} {direction.upper()} points")
+    if not {"pinned", "pageable"} <= set(rows["variant"]):
+        raise ClaimError("the measurement needs both pinned and pageable copies")
+    return headlines.pinned_over_pageable(rows)
+
+
+def pinned_up_to_2x(frame: pd.DataFrame) -> dict:
+    """The talk's judge of 'Pinned memory is up to 2× faster': pinned ÷ pageable speed at the largest and the smallest
+    size."""
+    speed = pinned_speedups(frame, False)
+    large, small = float(speed.iloc[-1]), float(speed.iloc[0])
+    if large > 2.2:
+        verdict = "Understated for large copies" + (", and no gain for small ones" if small < 1.1 else "")
+    elif large < 1.8:
+        verdict = "Overstated"
+    else:
+        verdict = "About right"
+    return {"verdict": verdict, "large": large, "small": small, "large_size": format_bytes(speed.index[-1]),
+            "small_size": format_bytes(speed.index[0]), "large_text": facts.ratio_text(large),
+            "small_text": facts.ratio_text(small)}
+
+
+def pinned_allocated_per_call(frame: pd.DataFrame) -> dict:
+    """The talk's judge of 'Pinned beats pageable' in code that allocates its pinned buffer on every call."""
+    with_alloc = pinned_speedups(frame, True)
+    copy_only = pinned_speedups(frame, False)
+    size = with_alloc.index[-1]
+    ratio = float(with_alloc.iloc[-1])
+    pinned = _need(frame, (frame["variant"] == "pinned") & (frame["include_alloc"].fillna(False))
+                   & (frame["direction"] == "h2d") & (frame["bytes"] == size), "pinned point with allocation")
+    alloc_ms = float(pinned["median_ms"].iloc[0]) - float(
+        frame[(frame["variant"] == "pinned") & ~frame["include_alloc"].fillna(False) & (frame["direction"] == "h2d")
+              & (frame["bytes"] == size)]["median_ms"].iloc[0])
+    verdict = f"False at {format_bytes(size)}" if ratio < 1 else f"True at {format_bytes(size)}"
+    copy_ratio = float(copy_only.get(size, math.nan))
+    return {"verdict": verdict, "ratio": ratio, "ratio_text": facts.ratio_text(ratio), "copy_only": copy_ratio,
+            "copy_only_text": facts.ratio_text(copy_ratio), "size": format_bytes(size), "alloc_s": alloc_ms / 1e3,
+            "alloc_text": f"{alloc_ms / 1e3:.2f} s"}
+
+
+CLAIMS = {f.__name__: f for f in (pinned_up_to_2x, pinned_allocated_per_call)}
+# The figures of each verdict that the page's stage takeaway shows too, as text (tests/test_one_fact.py).
+SHARED_FIGURES = {"pinned_up_to_2x": ("large_text", "small_text"),
+                  "pinned_allocated_per_call": ("ratio_text", "alloc_text")}
 
 
 def takeaway(frame: pd.DataFrame) -> str | None:

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 import pandas as pd
 
 from gpu.core import schema, text
+from gpu.core.links import link_of
 from gpu.experiments import registry
-from gpu.results import peer_matrix
 from gpu.results.analysis import points
 from gpu.results.exchange.catalog import ASSETS, read_bundled
 
@@ -54,7 +54,7 @@ def limit_of(row) -> Limit | None:
     """The physical limit of a row's figure (see the module's text), None where the row records none."""
     direction = row.get("direction")
     if direction == "peer":
-        link = peer_matrix.link_of(row.get("link"))
+        link = link_of(row.get("link"))
         generation = link.kind.removeprefix("NVLink ").strip()
         rate = NVLINK_GBPS_PER_LINK.get(int(generation)) if generation.isdigit() else None
         if not link.count or rate is None:

@@ -21,12 +21,12 @@ back-to-back copies). Variants:
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 
 import pandas as pd
 
 from gpu.core import text
+from gpu.core.links import Link, link_of
 from gpu.core.units import format_bytes
 from gpu.experiments import peers
 
@@ -43,7 +43,6 @@ METHODS = {BATCHED: "batched", SINGLE: "single copy", CHASE: "one launch a sampl
 TIMER_OF = {"batched": BATCHED, "single": SINGLE}  # a method's short name (as links write it) → its timer
 SLOW = 0.90  # a pair below this fraction of its link type's median is named as slow
 HOST_LOSS = 0.05  # a GPU that loses more than this with every GPU copying at once is named
-NVLINK = re.compile(r"NVLink\s*(?P<generation>\d+)?\s*[×x]\s*(?P<count>\d+)", re.IGNORECASE)
 
 
 # --- what the rows hold ---------------------------------------------------------------------------------------
@@ -145,47 +144,7 @@ def ordered_pairs(frame: pd.DataFrame) -> list[tuple[int, int]]:
     return sorted({(int(s), int(d)) for s, d in zip(rows["source"], rows["destination"], strict=True)})
 
 
-# --- links in words ---------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Link:
-    """A pair's path, as the run's ``link`` text names it."""
-
-    text: str
-    kind: str  # "NVLink 4", "PCIe via host bridge": what pairs are compared within
-    count: int | None = None  # NVLinks between the two GPUs
-
-    @property
-    def short(self) -> str:
-        """For a matrix cell: "NV18" (as nvidia-smi topo -m writes it), "PCIe", "host", else the first word."""
-        if self.count:
-            return f"NV{self.count}"
-        lowered = self.text.lower()
-        if "no peer" in lowered or lowered.startswith("through host"):
-            return "host"
-        if "pcie" in lowered:
-            return "PCIe"
-        return self.text.split(" ")[0][:8] if self.text else "?"
-
-    @property
-    def words(self) -> str:
-        """"18 NVLinks (NVLink 4)", "18 NVLinks (NVLink 4) via NVSwitch", or the link's own text."""
-        if self.count:
-            generation = f" ({self.kind})" if self.kind != "NVLink" else ""
-            switch = " via NVSwitch" if "nvswitch" in self.text.lower() else ""
-            return text.count(self.count, "NVLink") + generation + switch
-        return self.text or "link not named"
-
-
-def link_of(value) -> Link:
-    """The ``link`` text of a row, read: NVLink generation and count where it names them."""
-    raw = "" if value is None or (isinstance(value, float) and math.isnan(value)) else " ".join(str(value).split())
-    found = NVLINK.search(raw)
-    if found:
-        generation = found.group("generation")
-        return Link(raw, f"NVLink {generation}" if generation else "NVLink", int(found.group("count")))
-    return Link(raw, raw or "link not named")
-
-
+# --- links in words (a row's link text is read by gpu.core.links) ---------------------------------------
 def pair_links(frame: pd.DataFrame) -> dict[tuple[int, int], Link]:
     """Each ordered pair's link, as its rows name it (the most common text, where rows differ)."""
     rows = pair_rows(frame)
