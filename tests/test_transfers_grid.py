@@ -184,3 +184,20 @@ def test_the_sweep_given_its_points_measures_what_the_old_sweep_measured(raw, mo
     assert new_log == old_log  # the same pins, pattern loads, copies, holds and launches, in order
     assert new_rows == old_rows
     assert len(new_rows) == len(transfers.parse_params(raw).points())
+
+
+def test_a_jobs_notes_say_how_many_points_were_skipped_and_why():
+    from gpu.core import schema
+    from gpu.service.backends import ReplayBackend, submit_values
+    from tests.test_transfers_methods import measure
+
+    rows = [{**measure(MiB, "pinned", direction, method)[0], "run_id": "both", "experiment": "transfers",
+             "device_name": "simulated", "timestamp": "2026-11-23T00:00:00+00:00"}
+            for direction in ("h2d", "d2h") for method in transfers.METHODS]
+    replay = ReplayBackend(frames=[schema.make_frame(rows, {})])
+    request = {"sizes": [MiB], "modes": ["pinned"], "methods": ["single", "batched"]}
+    handle = submit_values(replay, "transfers", {**request, "include_alloc": [False, True]})
+    handle.wait()
+    assert handle.notes[0] == f"2 points skipped: {transfers.BATCHED_COPY_ONLY}"
+    plain = submit_values(replay, "transfers", request)
+    assert len(plain.outcome()) == 4 and plain.notes == []
