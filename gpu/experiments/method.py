@@ -5,7 +5,7 @@ runs were measured by different code (asv calls it a benchmark's version: a hash
 The files (``method_sources``, the one place that lists them): the experiment's sweep; the kernels it compiles (the
 ``.cu`` files its ``kernel("<stem>", …)`` calls name, the one of its own name, and those beside a sweep that lives in
 its experiment's package, ``gpu/experiments/<name>/sweep.py``); and the code every sweep is timed and verified through
-(``SHARED_SOURCES``: the harness, the verifier, the row builder, the timers and the sampling loop of
+(``SHARED_SOURCES``: the harness and its timing methods, the verifier, the row builder, the timers and the sampling loop of
 ``gpu.core.stats``), with the kernels that code compiles (the stream hold, the check pattern). The experiment's
 declaration is not among them: its labels and pages are not its method.
 
@@ -24,8 +24,8 @@ from pathlib import Path
 from gpu.core import paths
 
 # The code every sweep runs through, relative to the folder that holds gpu/ (``paths.ROOT``).
-SHARED_SOURCES = ("gpu/sweeps/harness.py", "gpu/sweeps/verify.py", "gpu/sweeps/_kernels.py", "gpu/device/timing.py",
-                  "gpu/core/stats.py")
+SHARED_SOURCES = ("gpu/sweeps/harness.py", "gpu/sweeps/timing_methods.py", "gpu/sweeps/verify.py",
+                  "gpu/sweeps/_kernels.py", "gpu/device/timing.py", "gpu/core/stats.py")
 PACKAGE_SWEEP = "sweep.py"  # an experiment package's sweep, beside its declaration
 KERNEL_FOLDERS = ("gpu/kernels/*.cu", "gpu/experiments/*/*.cu")  # the shared kernels, then each package's own
 KERNEL_CALLS = {"kernel", "module"}  # GpuRuntime.kernel(stem, name, …) and .module(stem, …) name a .cu by its stem
