@@ -5,9 +5,9 @@ runs were measured by different code (asv calls it a benchmark's version: a hash
 The files (``method_sources``, the one place that lists them): the experiment's sweep; the kernels it compiles (the
 ``.cu`` files its ``kernel("<stem>", …)`` calls name, the one of its own name, and those beside a sweep that lives in
 its experiment's package, ``gpu/experiments/<name>/sweep.py``); and the code every sweep is timed and verified through
-(``SHARED_SOURCES``: the harness and its timing methods, the verifier, the row builder, the timers and the sampling loop of
-``gpu.core.stats``), with the kernels that code compiles (the stream hold, the check pattern). The experiment's
-declaration is not among them: its labels and pages are not its method.
+(``SHARED_SOURCES``: the harness and its timing methods, the verifier, the row builder, the timers and the sampling
+loop of ``gpu.core.stats``), with the kernels that code compiles (the stream hold, the check pattern). The experiment's
+declaration is not among them: its labels, pages and point grid are not its method.
 
 Each file counts by its role and name, not its folder (the sweep by its role alone), read as bytes, so moving a file
 keeps the version and any change of a byte changes it. Nothing is imported or compiled: this runs without a GPU or
