@@ -41,6 +41,9 @@ class GridPoint(Mapping):
     def __setattr__(self, name, value):
         raise AttributeError("a GridPoint is immutable")
 
+    def __reduce__(self):  # pickled and copied by its items (a job's skipped points cross to the app)
+        return GridPoint, (self._items,)
+
     def __getitem__(self, column: str):
         return self._values[column]
 
