@@ -1,0 +1,61 @@
+"""Batching's point grid: the keys its declaration generates, and the points its sweep is handed, are exactly those of
+the hand-written loops they replaced (copied here as the reference), over the defaults and unusual choices."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpu.core.units import KiB, MiB, format_bytes
+from gpu.experiments import batching
+from gpu.experiments.batching import sweep as batching_sweep
+from tests.sweep_walk import walked
+
+
+def reference_points(params):
+    """The declaration's ``Params.points()`` as it was written by hand."""
+    for size in params.piece_sizes:
+        for variant in params.variants:
+            yield variant, size, params.pieces
+
+
+def reference_walk(params):
+    """The sweep's ``points()`` as it was written by hand: (label, bytes, timer, columns) in measurement order."""
+    K = params.pieces
+    for piece in params.piece_sizes:
+        for variant in params.variants:
+            yield (f"{batching.LABELS[variant]} · {K} × {format_bytes(piece)}", batching.bytes_moved(piece, K),
+                   "host_clock_pack+cuda_event_copy" if variant == "packed" else "cuda_event",
+                   {"variant": variant, "group": "batching", "direction": "h2d", "param": "piece_bytes",
+                    "param_value": piece, "chunks": K})
+
+
+CHOICES = [
+    {},
+    {"piece_sizes": [4 * MiB, 4, 1 * KiB]},  # unsorted input
+    {"piece_sizes": [256], "pieces": 2, "variants": ["packed"]},  # one value each, the fewest pieces
+    {"variants": ["one_copy", "separate"], "pieces": 4096, "piece_sizes": [64]},  # a given order, the most pieces
+    {"piece_sizes": [64, 64, 16], "variants": ["packed", "packed", "one_copy"]},  # duplicates
+    {"piece_sizes": []},  # empty (refused by the checks, still no points)
+    {"variants": []},
+]
+
+
+@pytest.mark.parametrize("raw", CHOICES)
+def test_the_generated_keys_are_the_hand_written_loops(raw):
+    params = batching.parse_params(raw)
+    assert list(params.points()) == list(reference_points(params))
+
+
+def test_directly_built_params_keep_their_order():
+    params = batching.Params(piece_sizes=[1024, 64], pieces=3, variants=["one_copy", "packed"])
+    assert list(params.points()) == list(reference_points(params))
+
+
+SMALL = [{"piece_sizes": [64, 16, 1 * KiB]}, {"piece_sizes": [256], "pieces": 2, "variants": ["packed"]},
+         {"variants": ["one_copy", "separate"], "pieces": 4096, "piece_sizes": [64, 4]}]
+
+
+@pytest.mark.parametrize("raw", SMALL)
+def test_the_sweep_is_handed_the_points_it_built_by_hand(raw):
+    params = batching.parse_params({**raw, "profile": "interactive"})
+    assert walked(batching_sweep.BatchingSweep, params, lambda sweep: None) == list(reference_walk(params))
