@@ -35,15 +35,16 @@ class FmaSweep(harness.Sweep):
         self.fn = {(p, c): gpu.kernel("fma", f"fma_{p}_x{c}") for p in self.params.precisions
                    for c in self.params.chains}
 
-    def points(self):
-        for precision, block, chains, fmas in self.params.points():
-            threads = grid_blocks(self.gpu.sm_count, self.threads_per_sm, block) * block
-            yield harness.Point(
-                {"variant": precision, "group": "fma", "direction": "device", "block_size": block,
-                 "elements": threads, "param": "chains", "param_value": chains, "intensity": fmas},
-                f"{LABELS[precision]} · {chains} chains · block {block}", threads * ITEM_BYTES[precision],
-                self.timer.timer_name(), {"precision": precision, "block": block, "chains": chains, "fmas": fmas,
-                                          "threads": threads})
+    def point(self, grid_point) -> harness.Point:
+        precision, block = grid_point["variant"], grid_point["block_size"]
+        chains, fmas = grid_point["param_value"], grid_point["intensity"]
+        threads = grid_blocks(self.gpu.sm_count, self.threads_per_sm, block) * block
+        return harness.Point(
+            {"variant": precision, "group": "fma", "direction": "device", "block_size": block,
+             "elements": threads, "param": "chains", "param_value": chains, "intensity": fmas},
+            f"{LABELS[precision]} · {chains} chains · block {block}", threads * ITEM_BYTES[precision],
+            self.timer.timer_name(), {"precision": precision, "block": block, "chains": chains, "fmas": fmas,
+                                      "threads": threads})
 
     def prepare(self, point) -> None:
         state = point.state
