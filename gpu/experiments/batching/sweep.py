@@ -22,32 +22,41 @@ class BatchingSweep(harness.Sweep):
         self.stream = self.cuda.Stream()
         self.timer = EventTimer(self.cuda, self.stream)
 
-    def points(self):
+    def group_of(self, grid_point):
+        return grid_point["param_value"]
+
+    def enter_group(self, piece) -> None:
+        """A piece size's pieces, staging buffer, device buffer and read-back."""
         ledger, K = self.ledger, self.params.pieces
-        for piece in self.params.piece_sizes:
-            words = piece // 4
-            total = piece * K
-            # Pieces at a stride of 2·s in one pinned region: row i's first half is piece i.
-            region_buffer = ledger.host_buffer(2 * total, "pinned")
-            region = region_buffer.reshape(K, 2 * words)
-            pieces = region[:, :words]
-            np.copyto(pieces, pattern_for(K * words, seed=piece).reshape(K, words))
-            expected = np.ascontiguousarray(pieces).reshape(-1)
-            staging = ledger.host_buffer(total, "pinned")
-            contiguous = staging.reshape(K, words)
-            device = ledger.device_buffer(total)
-            readback = np.empty(K * words, np.uint32)
-            np.copyto(contiguous, pieces)  # one_copy's source is the packed data, ready before the clock
-            for variant in self.params.variants:
-                yield harness.Point(
-                    {"variant": variant, "group": "batching", "direction": "h2d", "param": "piece_bytes",
-                     "param_value": piece, "chunks": K},
-                    f"{LABELS[variant]} · {K} × {format_bytes(piece)}", bytes_moved(piece, K),
-                    "host_clock_pack+cuda_event_copy" if variant == "packed" else "cuda_event",
-                    (variant, piece, pieces, expected, staging, contiguous, device, readback))
-            ledger.free_host(region_buffer)
-            ledger.free_host(staging)
-            ledger.free_device(device)
+        words = piece // 4
+        total = piece * K
+        # Pieces at a stride of 2·s in one pinned region: row i's first half is piece i.
+        region_buffer = ledger.host_buffer(2 * total, "pinned")
+        region = region_buffer.reshape(K, 2 * words)
+        pieces = region[:, :words]
+        np.copyto(pieces, pattern_for(K * words, seed=piece).reshape(K, words))
+        expected = np.ascontiguousarray(pieces).reshape(-1)
+        staging = ledger.host_buffer(total, "pinned")
+        contiguous = staging.reshape(K, words)
+        device = ledger.device_buffer(total)
+        readback = np.empty(K * words, np.uint32)
+        np.copyto(contiguous, pieces)  # one_copy's source is the packed data, ready before the clock
+        self.buffers = region_buffer, (pieces, expected, staging, contiguous, device, readback)
+
+    def leave_group(self, piece) -> None:
+        region_buffer, (_, _, staging, _, device, _) = self.buffers
+        self.ledger.free_host(region_buffer)
+        self.ledger.free_host(staging)
+        self.ledger.free_device(device)
+
+    def point(self, grid_point) -> harness.Point:
+        variant, piece, K = grid_point["variant"], grid_point["param_value"], grid_point["chunks"]
+        return harness.Point(
+            {"variant": variant, "group": "batching", "direction": "h2d", "param": "piece_bytes",
+             "param_value": piece, "chunks": K},
+            f"{LABELS[variant]} · {K} × {format_bytes(piece)}", bytes_moved(piece, K),
+            "host_clock_pack+cuda_event_copy" if variant == "packed" else "cuda_event",
+            (variant, piece, *self.buffers[1]))
 
     def measure(self, point):
         variant, piece, pieces, _, staging, contiguous, device, _ = point.state
