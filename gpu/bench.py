@@ -34,12 +34,13 @@ from gpu.core.errors import AccessRefused, DeviceNotFound, ValidationError, Work
 from gpu.core.text import printable, shorten
 from gpu.core.units import SizeError, format_bytes
 from gpu.experiments import get_experiment, registry
+from gpu.experiments.grid import skipped_notes
 from gpu.experiments.request import check_params
 from gpu.results.analysis import check, compare, report
 from gpu.results.exchange import catalog, imports, run_output, runfiles
 from gpu.results.persistence import admin_commands
 from gpu.results.persistence.store import StoreError, canonical_params, params_by_run
-from gpu.service.backends import gpus_needed, open_live, skipped_notes, start_live
+from gpu.service.backends import gpus_needed, open_live, start_live
 from gpu.service.host_locks import EXIT_GPU_BUSY, GpuBusy, set_process_purpose
 
 
@@ -367,7 +368,7 @@ def main(argv=None, prog: str = "python -m gpu.bench") -> int:
     frames = []
     try:
         for request in requests:
-            for line in skipped_notes(request):  # the combinations its grid excludes: never measured
+            for line in skipped_notes(request.params):  # the combinations its grid excludes: never measured
                 print(printable(line), file=sys.stderr)
             handle = backend.submit(request)
             _progress_bar(handle)

@@ -138,10 +138,8 @@ def test_the_grid_and_the_key_columns_must_name_the_same_columns():
 
 
 def test_a_jobs_notes_and_the_runner_say_how_many_points_were_skipped_and_why():
-    from gpu.experiments.request import Request
-    from gpu.service.backends import skipped_notes
+    from gpu.experiments.grid import skipped_notes
 
-    assert skipped_notes(Request("declared", Declared(sizes=[4, 8, 16], modes=["c", "a"]))) == [
-        "3 points skipped: c cannot run"]
-    assert skipped_notes(Request("declared", Declared())) == []
-    assert skipped_notes(Request("written", object())) == []  # params without a grid skip nothing
+    assert skipped_notes(Declared(sizes=[4, 8, 16], modes=["c", "a"])) == ["3 points skipped: c cannot run"]
+    assert skipped_notes(Declared()) == []
+    assert skipped_notes(object()) == []  # params without a grid skip nothing

@@ -170,3 +170,9 @@ def skipped_summary(skipped) -> list[str]:
     for _, reason in skipped:
         counts[reason] = counts.get(reason, 0) + 1
     return [f"{text.count(n, 'point')} skipped: {reason}" for reason, n in counts.items()]
+
+
+def skipped_notes(params) -> list[str]:
+    """What a job's notes and the runner say of the combinations ``params``' grid excludes (never measured);
+    nothing for parameters without a declared grid."""
+    return skipped_summary(getattr(params, "skipped", list)())

@@ -22,7 +22,7 @@ from gpu.core.errors import DeviceNotFound, ValidationError, WorkerUnavailable
 from gpu.core.limits import Limits
 from gpu.core.units import format_bytes
 from gpu.experiments import get_experiment
-from gpu.experiments.grid import skipped_summary
+from gpu.experiments.grid import skipped_notes
 from gpu.experiments.registry import min_gpus
 from gpu.experiments.request import Request, check_params, checked_request, on_device
 from gpu.service.client import DEFAULT_SERVICE, JobHandle, WorkerClient, visible_gpus
@@ -150,7 +150,7 @@ class LiveBackend:
                 handle.finish("done", result=cached)
                 return handle
         handle = self.client.submit("experiment", {"request": request}, session, owner)
-        handle.notes.extend(skipped_notes(request))
+        handle.notes.extend(skipped_notes(request.params))
         return handle
 
     def warm(self) -> JobHandle:
@@ -158,12 +158,6 @@ class LiveBackend:
         ``pooled_host_buffers`` at default settings), while nobody waits, so the first Measure pins nothing. The app
         asks for it when it starts its worker; a measure that arrives meanwhile waits behind it (about 1 s)."""
         return self.client.submit("warm_host_pool", {})
-
-
-def skipped_notes(request: Request) -> list[str]:
-    """``N points skipped: reason`` for the combinations the request's grid excludes (never measured), the job's
-    notes."""
-    return skipped_summary(getattr(request.params, "skipped", list)())
 
 
 class ReplayBackend:
@@ -232,7 +226,7 @@ class ReplayBackend:
     def submit(self, request: Request, session: str | None = None, run_id: str | None = None) -> JobHandle:
         self._ids += 1
         handle = JobHandle(id=self._ids, kind="replay", session=session, payload={"request": request})
-        handle.notes.extend(skipped_notes(request))
+        handle.notes.extend(skipped_notes(request.params))
         try:
             handle.finish("done", result=self._select(request, run_id, handle.notes))
         except ValidationError as exc:
