@@ -19,7 +19,7 @@ def reference_points(params):
     """The declaration's ``Params.points()`` as it was written by hand."""
     n = params.elements
     for host in params.host_memory:
-        chunk_counts, stream_counts = params.grid(host)
+        chunk_counts, stream_counts = params.counts(host)
         for intensity in params.intensities:
             for chunks in chunk_counts:
                 for variant in ("h2d_alone", "kernel_alone", "d2h_alone", "serial"):
@@ -43,7 +43,7 @@ def reference_walk(params):
     """The sweep's ``points()`` as it was written by hand: (label, bytes, timer, columns) in measurement order."""
     size, labels = params.size_bytes, streams.LABELS
     for host in params.host_memory:
-        chunk_counts, stream_counts = params.grid(host)
+        chunk_counts, stream_counts = params.counts(host)
         timer = "cuda_event_held" if host == "pinned" else "cuda_event"
         for intensity in params.intensities:
             for chunks in chunk_counts:
@@ -123,7 +123,7 @@ def test_the_sweep_is_handed_the_points_it_built_by_hand(raw):
     params = streams.parse_params({"size_bytes": 1 * MiB, **raw, "profile": "interactive"})
 
     def equip(sweep):
-        sweep.bench, sweep.inputs = _Bench(), np.zeros(4, np.float32)
+        sweep.bench, sweep.inputs, sweep.expected_for = _Bench(), np.zeros(4, np.float32), None
 
     def measured(point):  # a pipeline's samples each take one both-ways sample: its paired row follows them
         if point.state.get("paired") is not None:
