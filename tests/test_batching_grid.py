@@ -3,12 +3,16 @@ the hand-written loops they replaced (copied here as the reference), over the de
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
+from gpu.core import stats
 from gpu.core.units import KiB, MiB, format_bytes
 from gpu.experiments import batching
 from gpu.experiments.batching import sweep as batching_sweep
+from gpu.sweeps import harness
 from tests.sweep_walk import walked
+from tests.test_timing_methods import Board
 
 
 def reference_points(params):
@@ -59,3 +63,34 @@ SMALL = [{"piece_sizes": [64, 16, 1 * KiB]}, {"piece_sizes": [256], "pieces": 2,
 def test_the_sweep_is_handed_the_points_it_built_by_hand(raw):
     params = batching.parse_params({**raw, "profile": "interactive"})
     assert walked(batching_sweep.BatchingSweep, params, lambda sweep: None) == list(reference_walk(params))
+
+
+# --- the clock: the harness's single method (gpu/sweeps/timing_methods.py) on its simulated stream board -------------
+def _measured(variant, pieces=3, piece=64):
+    """``variant``'s sample function on the simulated stream board (each copy costs 0.25 ms), and the board."""
+    board = Board()
+    board.telemetry = None
+    board.cuda.memcpy_htod_async = staticmethod(lambda dst, src, stream: board.operation(0.25, "copy")(stream))
+    board.cuda.memset_d32 = staticmethod(lambda *a: None)
+    params = batching.parse_params({"piece_sizes": [piece], "pieces": pieces, "variants": [variant]})
+    sweep = batching_sweep.BatchingSweep(params, board, stats.get_profile("interactive"))
+    sweep.ledger = board.ledger
+    sweep.setup()
+    words = piece // 4
+    region = np.zeros((pieces, 2 * words), np.uint32)
+    staging = np.zeros(pieces * words, np.uint32)
+    state = (variant, piece, region[:, :words], None, staging, staging.reshape(pieces, words), 0x1000, None)
+    return sweep.measure(harness.Point({}, variant, 0, "", state)), board
+
+
+def test_k_separate_copies_are_one_issue_between_two_events_on_one_stream():
+    sample, board = _measured("separate")
+    assert sample() == pytest.approx(0.75)
+    assert board.log == ["event s1", "copy s1", "copy s1", "copy s1", "event s1", "synchronize s1"]
+
+
+def test_one_copy_is_one_issue_and_packing_adds_the_hosts_gather_to_it():
+    sample, board = _measured("one_copy")
+    assert sample() == pytest.approx(0.25) and board.log == ["event s1", "copy s1", "event s1", "synchronize s1"]
+    sample, board = _measured("packed")
+    assert 0.25 <= sample() < 100 and board.log == ["event s1", "copy s1", "event s1", "synchronize s1"]

@@ -8,9 +8,9 @@ import time
 import numpy as np
 
 from gpu.core.units import format_bytes
-from gpu.device.timing import EventTimer
 from gpu.experiments.batching import LABELS, bytes_moved
 from gpu.sweeps import harness
+from gpu.sweeps.timing_methods import SINGLE, StreamClock
 from gpu.sweeps.verify import POISON, pattern_for, verify_equal
 
 
@@ -19,8 +19,7 @@ class BatchingSweep(harness.Sweep):
 
 
     def setup(self) -> None:
-        self.stream = self.cuda.Stream()
-        self.timer = EventTimer(self.cuda, self.stream)
+        self.clock = StreamClock(self.gpu, self.ledger)  # the harness's single method: events around one issue
 
     def group_of(self, grid_point):
         return grid_point["param_value"]
@@ -60,25 +59,29 @@ class BatchingSweep(harness.Sweep):
 
     def measure(self, point):
         variant, piece, pieces, _, staging, contiguous, device, _ = point.state
-        cuda, stream, timed, K = self.cuda, self.stream, self.timer.time, self.params.pieces
+        cuda, clock, K = self.cuda, self.clock, self.params.pieces
         cuda.memset_d32(device, int(POISON), K * (piece // 4))
         if variant == "packed":
             staging.fill(POISON)
         base = int(device)
 
-        def separate() -> float:
-            return timed(lambda: [cuda.memcpy_htod_async(base + i * piece, pieces[i], stream) for i in range(K)])
+        def separate(stream) -> None:  # one issue: the K copies, the host issuing them while the GPU runs
+            for i in range(K):
+                cuda.memcpy_htod_async(base + i * piece, pieces[i], stream)
+
+        def one_copy(stream) -> None:
+            cuda.memcpy_htod_async(device, staging, stream)
 
         def packed() -> float:
+            # The gather into staging runs on the host, so its own clock times it; then the one copy, as one_copy.
             started = time.perf_counter()
             np.copyto(contiguous, pieces)
             pack_ms = (time.perf_counter() - started) * 1e3
-            return pack_ms + timed(lambda: cuda.memcpy_htod_async(device, staging, stream))
+            return pack_ms + clock.once(one_copy)
 
-        def one_copy() -> float:
-            return timed(lambda: cuda.memcpy_htod_async(device, staging, stream))
-
-        return {"separate": separate, "packed": packed, "one_copy": one_copy}[variant]
+        if variant == "packed":
+            return packed
+        return clock.sampler(SINGLE, separate if variant == "separate" else one_copy)
 
     def verify(self, point) -> None:
         variant, piece, _, expected, _, _, device, readback = point.state
