@@ -13,6 +13,7 @@ from gpu.core.units import KiB, MiB, format_bytes
 from gpu.experiments import streams
 from gpu.experiments.streams import sweep as streams_sweep
 from tests.sweep_walk import walked
+from tests.test_timing_methods import Board
 
 
 def reference_points(params):
@@ -130,3 +131,61 @@ def test_the_sweep_is_handed_the_points_it_built_by_hand(raw):
             point.state["paired"].append(1.0)
 
     assert walked(streams_sweep.StreamsSweep, params, equip, measured=measured) == list(reference_walk(params))
+
+
+# --- the clock: a run timed by the harness's clock on the origin stream, on the timing methods' simulated board ----
+COSTS = {"h2d": 1.0, "kernel": 0.5, "d2h": 1.0}  # ms of each chunk's stage on the board's stand-in clock
+
+
+class PipelineBoard(Board):
+    """The simulated stream board with what a pipeline issues: copies and the kernel cost ``COSTS`` on their
+    stream's clock, and a stream that waits on an event starts no earlier than it."""
+
+    sm_count = 4
+
+    def __init__(self):
+        super().__init__()
+        board, cuda = self, self.cuda
+        cuda.event_flags = type("EventFlags", (), {"DISABLE_TIMING": 2})
+        cuda.memcpy_htod_async = staticmethod(lambda dst, src, stream: board.operation(COSTS["h2d"], "h2d")(stream))
+        cuda.memcpy_dtoh_async = staticmethod(lambda dst, src, stream: board.operation(COSTS["d2h"], "d2h")(stream))
+
+        def wait_for_event(stream, event):
+            stream.clock = max(stream.clock, event.at)
+
+        cuda.Stream.wait_for_event = wait_for_event
+        self.ledger.device_buffer = lambda nbytes: 0x1000
+
+    def kernel(self, stem, name):
+        if stem == "timing":
+            return super().kernel(stem, name)
+        board = self
+
+        class FmaChain:
+            def prepare(self, signature):
+                pass
+
+            def prepared_async_call(self, grid, block, stream, *args):
+                board.operation(COSTS["kernel"], "kernel")(stream)
+
+        return FmaChain()
+
+
+@pytest.mark.parametrize("plan,held,ms", [
+    (overlap.issue_plan(2, 1), True, 5.0),  # serial: both chunks' three stages on one stream
+    (overlap.issue_plan(2, 2), True, 2.5),  # two streams, a chunk each: the origin joins the later one
+    (overlap.issue_plan(2, 2), False, 2.5),  # pageable: the same run, the origin never held
+])
+def test_a_run_is_one_issue_between_the_origin_streams_events_held_while_it_is_queued(plan, held, ms):
+    board = PipelineBoard()
+    bench = streams_sweep._Streams(board, board.ledger, 1 * MiB)
+    host = np.zeros(1 * MiB // 4, np.float32)
+    board.log.clear()
+    got, intervals = bench.run_once(plan, 2, host, host, 0, held, marks=True)
+    origin = bench.origin.name
+    assert got == pytest.approx(ms)
+    start = [f"hold {origin}", f"event {origin}"] if held else [f"event {origin}"]
+    assert board.log[:len(start)] == start and board.log.count(f"hold {origin}") == held
+    assert board.log[-2:] == [f"event {origin}", f"synchronize {origin}"]
+    assert [i[1] for i in intervals] == [op for _, op, _ in plan]
+    assert max(i[4] for i in intervals) == pytest.approx(ms)  # the timeline's marks, from the run's start event
