@@ -22,6 +22,8 @@ class BankConflictsSweep(harness.Sweep):
 
     def setup(self) -> None:
         gpu, ledger, params = self.gpu, self.ledger, self.params
+        # A kernel's own clock (gpu.device.timing.KernelTimer: events around one launch, the stream held while it is
+        # queued), not one of the harness's copy methods: a sample is one cold launch, never a batch.
         self.reads_timer = KernelTimer(gpu, ledger, flush_l2=False)  # shared memory only: no cache state to reset
         self.transpose_timer = None
         self.threads_per_sm = int(gpu.attributes.get("MAX_THREADS_PER_MULTIPROCESSOR", 2048))

@@ -27,6 +27,8 @@ class FmaSweep(harness.Sweep):
 
     def setup(self) -> None:
         gpu, ledger = self.gpu, self.ledger
+        # A kernel's own clock (gpu.device.timing.KernelTimer: events around one launch, the stream held while it is
+        # queued), not one of the harness's copy methods: a sample is one cold launch, never a batch.
         self.timer = KernelTimer(gpu, ledger, flush_l2=False)  # nothing is read: no cache state to reset
         self.threads_per_sm = int(gpu.attributes.get("MAX_THREADS_PER_MULTIPROCESSOR", 2048))
         most_threads = max(grid_blocks(gpu.sm_count, self.threads_per_sm, b) * b for b in self.params.block_sizes)

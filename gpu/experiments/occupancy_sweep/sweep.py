@@ -52,6 +52,8 @@ class OccupancySweep(harness.Sweep):
 
     def setup(self) -> None:
         cuda, ledger = self.cuda, self.ledger
+        # A kernel's own clock (gpu.device.timing.KernelTimer: events around one launch, the stream held while it is
+        # queued), not one of the harness's copy methods: a sample is one cold launch, never a batch.
         self.timer = KernelTimer(self.gpu, ledger)
         self.src_host = k.small_int_floats(STREAM_ELEMENTS, seed=7)
         self.src, self.dst = ledger.device_buffer(STREAM_ELEMENTS * 4), ledger.device_buffer(STREAM_ELEMENTS * 4)

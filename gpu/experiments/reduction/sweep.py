@@ -31,6 +31,9 @@ class ReductionSweep(harness.Sweep):
 
     def setup(self) -> None:
         ledger, largest = self.ledger, max(self.params.sizes)
+        # A kernel's own clock (gpu.device.timing.KernelTimer: events around one launch, the stream held while it is
+        # queued), not one of the harness's copy methods: a sample is one cold dot product (end to end: with its
+        # copies), never a batch.
         self.timer = KernelTimer(self.gpu, ledger)
         self.a, self.b = ledger.device_buffer(largest * 4), ledger.device_buffer(largest * 4)
         self.out_f, self.out_d = ledger.device_buffer(4), ledger.device_buffer(8)
