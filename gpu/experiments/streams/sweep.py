@@ -154,8 +154,8 @@ class StreamsSweep(harness.Sweep):
         params, size, inputs = self.params, self.params.size_bytes, self.inputs
         host_in, host_out = self.bench.host_pair(host, inputs)
         held = host == "pinned"
-        self.run = {"host": host, "host_in": host_in, "host_out": host_out, "held": held}
-        self.timer = "cuda_event_held" if held else "cuda_event"
+        self.host_state = {"host": host, "host_in": host_in, "host_out": host_out, "held": held}
+        self.timer_column = "cuda_event_held" if held else "cuda_event"
         if part == "bidirectional":
             # One whole-size H2D and one D2H, each alone on one stream, then both at once on two streams.
             self.shared = {"out_pattern": (inputs + np.float32(1.0)).astype(np.float32),
@@ -172,7 +172,7 @@ class StreamsSweep(harness.Sweep):
     def point(self, grid_point) -> harness.Point:
         variant, host, chunks = grid_point["variant"], grid_point["host_memory"], grid_point["chunks"]
         streams, intensity, size = grid_point["streams"], grid_point["intensity"], self.params.size_bytes
-        run, shared, timer = self.run, self.shared, self.timer
+        run, shared, timer = self.host_state, self.shared, self.timer_column
         if variant in BIDIRECTIONAL_VARIANTS:
             _, plan, _, order, direction = next(case for case in BIDIRECTIONAL_CASES if case[0] == variant)
             return harness.Point(
