@@ -37,6 +37,8 @@ class StandInLedger:
 
 
 class StandInTelemetry:
+    """NVML telemetry that reads nothing: every point at 1,980 MHz, never throttled."""
+
     def sample(self, force=False):
         pass
 
