@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from gpu.core import text
+from gpu.core import schema, text
 from gpu.core.access import Actor
 from gpu.core.errors import AccessRefused, DeviceNotFound, ValidationError, WorkerError, WorkerUnavailable
 from gpu.core.text import printable, shorten
@@ -177,8 +177,10 @@ def experiment_jobs(args) -> list[dict]:
 
 def summary_table(experiment: str, frame):
     """The runner's printed table: each experiment's own parameter columns, then the measurement."""
-    columns = getattr(get_experiment(experiment), "SHOW_COLUMNS", None) or \
-        ["variant", "block_size", "elements", "param_value", "theoretical_occupancy", "rel_error"]
+    declared = get_experiment(experiment)
+    columns = getattr(declared, "SHOW_COLUMNS", None) or \
+        ["variant", "block_size", "elements", *[c for c in declared.KEY_COLUMNS if c in schema.COORDINATE_COLUMNS],
+         "theoretical_occupancy", "rel_error"]
     show = frame[columns + ["median_ms", "cv", "samples", "gbps"]].copy()
     if "bytes" in columns:
         show["bytes"] = show["bytes"].map(format_bytes)

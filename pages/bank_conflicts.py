@@ -30,14 +30,14 @@ block_options = page.axis_options(bank.NAME, "block_size", run_id, ui.axis_steps
 
 def recorded(axis_name: str, column: str) -> list[int]:
     """The axis's values to offer: live, its powers of two; in replay, the recording's values of ``column`` within the
-    axis's range (a recording's intensity and param_value hold the other group's values too: a transpose's 4 tile
+    axis's range (a recording's intensity holds the other group's values too: a transpose's 4 tile
     reads, the strides), else the axis's default."""
     declared = ui.axis(bank.NAME, axis_name)
     offered = page.axis_options(bank.NAME, column, run_id, ui.axis_powers(bank.NAME, axis_name), axis_name=axis_name)
     return [v for v in offered if declared.low <= v <= declared.high] or [ui.axis_default(bank.NAME, axis_name)]
 
 
-reads_options, side_options = recorded("reads_per_thread", "intensity"), recorded("matrix_side", "param_value")
+reads_options, side_options = recorded("reads_per_thread", "intensity"), recorded("matrix_side", "matrix_side")
 page.link_notes()
 controls = ui.Section(page)
 left, right = st.columns(2)

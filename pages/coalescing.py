@@ -71,7 +71,7 @@ if set(coalescing.VARIANTS["layout"]) & set(frame["variant"]):
 if set(coalescing.VARIANTS["transpose"]) & set(frame["variant"]):
     ui.chart(ui.cached_figure(view.variants_figure)(frame, coalescing.VARIANTS["transpose"],
                                                                      "Matrix transpose"), key="chart_transpose")
-table = best[["variant", "param", "param_value", "block_size", "median_ms", "min_ms", "max_ms", "cv", "samples",
-              "gbps", "pct_of_dtod", "stop_reason"]].rename(columns={"pct_of_dtod": "% of memcpy_dtod"})
+table = best[["variant", "stride", "offset", "matrix_side", "block_size", "median_ms", "min_ms", "max_ms", "cv",
+              "samples", "gbps", "pct_of_dtod", "stop_reason"]].rename(columns={"pct_of_dtod": "% of memcpy_dtod"})
 st.dataframe(table, hide_index=True)
 ui.download(frame, "coalescing")

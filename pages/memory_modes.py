@@ -117,7 +117,7 @@ with tab_batching:
         "K pieces of s bytes, scattered in pinned host memory, copied to one contiguous device buffer: as K "
         "separate copies, packed by the host into one pinned staging buffer first, or (the floor) as one copy "
         "of K·s bytes. Each copy pays a fixed cost α, the latency the Transfers page's model fits."))
-    piece_options = page.axis_options(batching.NAME, "param_value", run_id, [4 * 4**i for i in range(11)],
+    piece_options = page.axis_options(batching.NAME, "piece_bytes", run_id, [4 * 4**i for i in range(11)],
                                       axis_name="piece_sizes")
     count_options = page.axis_options(batching.NAME, "chunks", run_id, ui.axis_powers(batching.NAME, "pieces"),
                                       axis_name="pieces")
@@ -145,16 +145,16 @@ with tab_latency:
             "when the chain fits one). It is nvbandwidth's `host_device_latency_sm` pointer chase; where a "
             "kernel reads host memory a few bytes at a time, this is what each read costs."))
         sizes_axis = ui.axis(host_latency.NAME, "sizes")
-        size_options = page.axis_options(host_latency.NAME, "param_value", run_id, list(sizes_axis.default),
+        size_options = page.axis_options(host_latency.NAME, "working_set_bytes", run_id, list(sizes_axis.default),
                                          max(sizes_axis.default))
         sizes = controls.axis_choices(host_latency.NAME, "sizes", "host_latency_sizes", size_options,
                                       default=size_options, format_func=format_bytes)
         frame = measured(host_latency.NAME, {"sizes": sorted(sizes or [])}, run_id,
                          host_latency_view.host_latency_figure)
         if frame is not None:
-            largest = frame[frame["param_value"] == frame["param_value"].max()]
+            largest = frame[frame["working_set_bytes"] == frame["working_set_bytes"].max()]
             ns = (largest["median_ms"] * 1e6 / largest["elements"]).groupby(largest["variant"]).first()
-            line = (f"With a {format_bytes(int(largest['param_value'].iloc[0]))} chain, a dependent load takes "
+            line = (f"With a {format_bytes(int(largest['working_set_bytes'].iloc[0]))} chain, a dependent load takes "
                     f"{ns['mapped']:,.0f} ns over PCIe and {ns['device']:,.0f} ns in device memory "
                     f"({ns['mapped'] / ns['device']:.1f}× longer)." if {"mapped", "device"} <= set(ns.index) else None)
             if line and ui.desk():  # on stage the takeaway under the chart says it
@@ -162,9 +162,9 @@ with tab_latency:
             chart(host_latency.NAME, host_latency_view.host_latency_figure, frame)
             ui.takeaway(line, key="stage_takeaway_host_latency")
             numbers(host_latency.NAME,
-                    frame[["variant", "param_value", "elements", "median_ms", "cv", "samples", "timer"]].assign(
+                    frame[["variant", "working_set_bytes", "elements", "median_ms", "cv", "samples", "timer"]].assign(
                         variant=lambda f: f["variant"].map(host_latency.LABELS),
-                        param_value=lambda f: f["param_value"].map(format_bytes)), frame)
+                        working_set_bytes=lambda f: f["working_set_bytes"].map(format_bytes)), frame)
 
 # While another tab is open, the latency tab's sizes stay in the address as the link gave them (and apply when it
 # opens): a setting of this page, not an unknown one.

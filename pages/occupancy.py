@@ -96,7 +96,7 @@ with measured_slot:
         shared_options = ui.axis_steps(occupancy_sweep.NAME, "dynamic_shared_bytes", 8 * 1024, high=200 * 1024)
     else:
         block_sizes = page.recorded_values(occupancy_sweep.NAME, "block_size", run_id)
-        extra_options = (page.recorded_values(occupancy_sweep.NAME, "param_value", run_id)
+        extra_options = (page.recorded_values(occupancy_sweep.NAME, "extra_registers", run_id)
                          or [ui.axis_default(occupancy_sweep.NAME, "extra_registers")])
         shared_options = (page.recorded_values(occupancy_sweep.NAME, "shared_bytes_per_block", run_id)
                           or [ui.axis_default(occupancy_sweep.NAME, "dynamic_shared_bytes")])

@@ -68,10 +68,22 @@ if TYPE_CHECKING:  # imported where a frame is made or read: the declarations im
     import pandas as pd
 
 POINT_COLUMNS = ["run_id", "experiment", "variant", "direction", "bytes"]
+# A point's coordinates named by their axis, each one thing in every experiment (a declaration's GRID names them);
+# a point without one (a transpose's stride) leaves it empty. Measurement details: how a sample was made.
+COORDINATE_COLUMNS = ["stride", "offset", "matrix_side", "chains", "working_set_bytes", "piece_bytes",
+                      "extra_registers"]
+DETAIL_COLUMNS = ["copies_per_sample", "loads_per_sample", "passes_per_launch"]
+# What rows recorded before schema 11 held instead: one overloaded pair, the name of an axis or detail and its value;
+# gpu.results.exchange.legacy maps them onto the columns above by each experiment's LEGACY_PARAMS.
+LEGACY_COLUMNS = ["param", "param_value"]
+# A coordinate or detail in words, where labels name it ("stride 8", "working set 4096").
+AXIS_WORDS = {**{c: c.replace("_", " ") for c in COORDINATE_COLUMNS + DETAIL_COLUMNS},
+              "working_set_bytes": "working set"}
+SIZE_COLUMNS = ["bytes", "working_set_bytes", "piece_bytes"]  # sizes in bytes (Compare writes them as sizes)
 PARAMETER_COLUMNS = [
-    "include_alloc", "group", "block_size", "elements", "param", "param_value", "registers_per_thread",
-    "shared_bytes_per_block", "theoretical_occupancy", "rel_error", "host_memory", "chunks", "streams",
-    "issue_order", "intensity", "intervals", "peer_index", "peer_uuid", "link",
+    "include_alloc", "group", "block_size", "elements", *COORDINATE_COLUMNS, *DETAIL_COLUMNS,
+    "registers_per_thread", "shared_bytes_per_block", "theoretical_occupancy", "rel_error", "host_memory", "chunks",
+    "streams", "issue_order", "intensity", "intervals", "peer_index", "peer_uuid", "link",
 ]
 MEASUREMENT_COLUMNS = [
     "median_ms", "min_ms", "max_ms", "cv", "samples", "gbps", "stop_reason", "profile", "timer",
@@ -89,15 +101,16 @@ OPTIONAL_COLUMNS = PARAMETER_COLUMNS + ["l2_bytes", "async_engine_count", "gpu_u
     + WITNESS_COLUMNS
 # Columns added after runs carried a content hash: hashed only where a run has them, so older runs keep theirs.
 HASHED_WHEN_SET = ("gpu_uuid", "gpu_index", "peer_index", "peer_uuid", "link", "conditions", "witness",
-                   "method_version")
+                   "method_version", *COORDINATE_COLUMNS, *DETAIL_COLUMNS)
 NUMERIC_COLUMNS = ["bytes", "median_ms", "min_ms", "max_ms", "cv", "samples", "gbps"]
-OPTIONAL_NUMERIC_COLUMNS = ["block_size", "elements", "param_value", "registers_per_thread", "shared_bytes_per_block",
+OPTIONAL_NUMERIC_COLUMNS = ["block_size", "elements", *COORDINATE_COLUMNS, *DETAIL_COLUMNS, "registers_per_thread",
+                            "shared_bytes_per_block",
                             "theoretical_occupancy", "rel_error", "l2_bytes", "chunks", "streams", "intensity",
                             "async_engine_count", "gpu_index", "peer_index"]
 # Column types: text, true/false, JSON text (``intervals``, ``witness``), samples (a list of times); every other
 # column is a number. Whole numbers are counts, sizes and ordinals; signed ones may be negative (every other number
 # is a size, count, time or rate).
-TEXT_COLUMNS = ["run_id", "experiment", "variant", "direction", "group", "param", "host_memory", "issue_order",
+TEXT_COLUMNS = ["run_id", "experiment", "variant", "direction", "group", "host_memory", "issue_order",
                 "stop_reason", "profile", "timer", "device_name", "compute_capability", "driver_version",
                 "cuda_version", "pycuda_version", "host", "timestamp", "git_commit", "backend", "gpu_uuid",
                 "peer_uuid", "link", "conditions", "method_version"]
@@ -105,10 +118,11 @@ BOOL_COLUMNS = ["include_alloc", "verified", "throttled"]
 JSON_TEXT_COLUMNS = ["intervals", "witness"]
 SAMPLE_COLUMNS = ["samples_ms"]
 NUMBER_COLUMNS = [c for c in COLUMNS if c not in TEXT_COLUMNS + BOOL_COLUMNS + JSON_TEXT_COLUMNS + SAMPLE_COLUMNS]
-WHOLE_COLUMNS = ["bytes", "samples", "block_size", "elements", "registers_per_thread", "shared_bytes_per_block",
+WHOLE_COLUMNS = ["bytes", "samples", "block_size", "elements", *COORDINATE_COLUMNS, *DETAIL_COLUMNS,
+                 "registers_per_thread", "shared_bytes_per_block",
                  "chunks", "streams", "sm_count", "memory_total_bytes", "pcie_gen", "pcie_width", "sm_clock_max_mhz",
                  "mem_clock_max_mhz", "l2_bytes", "async_engine_count", "gpu_index", "peer_index"]
-SIGNED_COLUMNS = ["param_value", "rel_error"]
+SIGNED_COLUMNS = ["rel_error"]
 
 # PCIe transfer rate per lane (GT/s) and line-encoding efficiency, by generation (PCI-SIG specifications).
 _PCIE_RATE = {1: (2.5, 8 / 10), 2: (5.0, 8 / 10), 3: (8.0, 128 / 130), 4: (16.0, 128 / 130),
@@ -171,6 +185,9 @@ def validate(frame: pd.DataFrame) -> pd.DataFrame:
     missing = [c for c in COLUMNS if c not in frame.columns and c not in OPTIONAL_COLUMNS]
     if missing:
         raise SchemaError(f"results are missing {text.plural('column', len(missing))}: {', '.join(missing)}")
+    if held := [c for c in LEGACY_COLUMNS if c in frame.columns and frame[c].notna().any()]:
+        raise SchemaError(f"results hold {', '.join(held)}, columns of rows recorded before schema version 11: read "
+                          "them through gpu.results.exchange.legacy, which maps them onto their axis columns")
     frame = frame.copy()
     for column in OPTIONAL_COLUMNS:
         if column not in frame.columns:
@@ -193,7 +210,13 @@ def to_parquet(frame: pd.DataFrame, path) -> None:
 
 
 def read_results(path) -> pd.DataFrame:
-    """Read a recorded run (Parquet, or CSV whose ``samples_ms`` holds JSON lists) and validate it."""
+    """Read a recorded run (Parquet, or CSV whose ``samples_ms`` holds JSON lists) and validate it. A file recorded
+    before schema version 11 (``LEGACY_COLUMNS``) is read through ``gpu.results.exchange.legacy.read_results``."""
+    return validate(read_frame(path))
+
+
+def read_frame(path) -> pd.DataFrame:
+    """A recorded run's frame as the file holds it, not yet validated."""
     import pandas as pd
 
     path = str(path)
@@ -210,7 +233,7 @@ def read_results(path) -> pd.DataFrame:
         raise
     except Exception as exc:  # a damaged or foreign file must give a message, not a traceback
         raise SchemaError(f"cannot read results from {path}: {exc}") from exc
-    return validate(frame)
+    return frame
 
 
 # --- cells and rows as files and stores keep them --------------------------------------------------------------

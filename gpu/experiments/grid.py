@@ -5,8 +5,8 @@ run; ``Grid.walk(params)`` generates the points in that nested order:
 
 * ``Coordinate("bytes", axis="sizes")`` walks the values of a ``Params`` field (each value of a list axis, the one
   value of a scalar axis);
-* ``Coordinate("param_value", values=lambda params, point: ...)`` takes values that depend on the parameters and
-  the coordinates before it (a tie: coalescing's strides for the strided group, offsets for the offset group);
+* ``Coordinate("stride", values=lambda params, point: ...)`` takes values that depend on the parameters and
+  the coordinates before it (a tie: coalescing's strides for the strided group, none for the others);
 * ``Coordinate("timer", derive=lambda point: ...)`` is one value computed from the coordinates before it;
 * ``Coordinate(("variant", "stride"), values=...)`` yields several columns at once (each value a tuple): a branch
   whose coordinates are not a product (a reference point first, then the rest);

@@ -5,9 +5,9 @@ and help (``COMMAND``, ``HELP``), the page that shows it (``PAGE``, and ``PAGE_E
 that page: its title, address, icon and place in the navigation), its arguments (``AXES``: ``harness.Axis`` values
 with the flag, default text and parse kind) and its place in lists (``ORDER``); ``EXPAND`` names arguments that run
 once per value (occupancy: one run per register and shared-memory setting), ``BYTE_LABELS`` makes Compare write
-``bytes`` and ``param_value`` as sizes, and ``LABELS`` gives each variant its words (the report's series, the
-Roofline's kernels). The runner (``gpu.bench``), the talks, Overview, Runs, Compare and app.py's navigation read this
-registry, so adding an experiment is adding its package.
+its size columns (``gpu.core.schema.SIZE_COLUMNS``) as sizes, and ``LABELS`` gives each variant its words (the
+report's series, the Roofline's kernels). The runner (``gpu.bench``), the talks, Overview, Runs, Compare and app.py's
+navigation read this registry, so adding an experiment is adding its package.
 
 How an experiment is measured is its package's ``sweep.py``, and how it is shown its ``view.py``: only the worker
 measures, so the registry imports a sweep on first use (``Entry.sweep``, ``sweep_of``), never at import; a view

@@ -34,7 +34,7 @@ from types import ModuleType
 
 import pandas as pd
 
-from gpu.core import text
+from gpu.core import schema, text
 from gpu.core.roofline import COMPUTE, MEMORY, Roof, attainable, ridge_intensity
 from gpu.core.schema import key_value
 from gpu.experiments.registry import EXPERIMENTS
@@ -43,9 +43,10 @@ from gpu.results.analysis import causes
 KERNEL_PRECISION = "fp32"
 CACHE_MARGIN = 1.10  # above the DRAM roof by more than this: judged against the next memory roof
 # What makes one kernel and problem; the configurations that differ only in other columns are alternatives of it.
-KERNEL_KEY = ["run_id", "experiment", "variant", "group", "param", "param_value", "elements", "intensity"]
+AXES = schema.COORDINATE_COLUMNS + schema.DETAIL_COLUMNS  # a point's coordinates and how its samples were made
+KERNEL_KEY = ["run_id", "experiment", "variant", "group", *AXES, "elements", "intensity"]
 POINT_COLUMNS = ["kernel", "experiment", "variant", "run_id", "device_name", "block_size", "elements",
-                 "param", "param_value", "intensity", "configurations", "bytes", "flops", "median_ms",
+                 *AXES, "intensity", "configurations", "bytes", "flops", "median_ms",
                  "bytes_per_s", "flops_per_s", "flop_per_byte", "memory_only", "roof", "bound", "fraction",
                  "sentence", "path", "precision", "conditions"]
 
@@ -239,8 +240,7 @@ def kernel_label(row, labels: dict, configuration: str = "") -> str:
     ``configuration`` after a semicolon."""
     base = variant_words(row["variant"], labels)
     parts = []
-    if _present(row["param"]) and str(row["param"]) != "none" and _present(row["param_value"]):
-        parts.append(f"{str(row['param']).replace('_', ' ')} {number(float(row['param_value']))}")
+    parts += [f"{schema.AXIS_WORDS[c]} {number(float(row[c]))}" for c in AXES if _present(row.get(c))]
     if _present(row["intensity"]):
         parts.append(f"{int(row['intensity']):,} FMA/element")
     if _present(row["elements"]):
@@ -324,7 +324,7 @@ def kernel_points(data: pd.DataFrame, roofs: list[Roof],
             "words": variant_words(best["variant"], labels), "experiment": best["experiment"],
             "variant": best["variant"],
             "run_id": best["run_id"], "device_name": best["device_name"], "block_size": best["block_size"],
-            "elements": best["elements"], "param": best["param"], "param_value": best["param_value"],
+            "elements": best["elements"], **{c: best[c] for c in AXES},
             "intensity": best["intensity"], "configurations": len(alternatives), "bytes": float(best["bytes"]),
             "flops": flops, "median_ms": float(best["median_ms"]), "bytes_per_s": float(best["bytes_per_s"]),
             "flops_per_s": flops / float(best["seconds"]),
@@ -343,7 +343,7 @@ def kernel_points(data: pd.DataFrame, roofs: list[Roof],
 def _paths(points: pd.DataFrame) -> pd.Series:
     """For each point, the path it belongs to ("" for none): points of one kernel with FLOPs that differ only in
     intensity, when there are at least two of them."""
-    key = ["run_id", "experiment", "variant", "param", "param_value", "elements"]
+    key = ["run_id", "experiment", "variant", *AXES, "elements"]
     member = ~points["memory_only"] & points["intensity"].notna()
     keys = points[key].apply(lambda row: repr([key_value(v) for v in row]), axis=1)  # NaN and None alike
     size = member.groupby(keys).transform("sum")

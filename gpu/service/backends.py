@@ -25,6 +25,7 @@ from gpu.experiments import get_experiment
 from gpu.experiments.grid import skipped_notes
 from gpu.experiments.registry import min_gpus
 from gpu.experiments.request import Request, check_params, checked_request, on_device
+from gpu.results.exchange import legacy
 from gpu.service.client import DEFAULT_SERVICE, JobHandle, WorkerClient, visible_gpus
 
 REPLAY_DIR = paths.asset("replay")
@@ -177,7 +178,7 @@ class ReplayBackend:
             sorted(self.directory.glob("*.parquet")) + sorted(self.directory.glob("*.csv"))
         for path in paths:
             try:
-                self.frames.append(schema.read_results(path))
+                self.frames.append(legacy.read_results(path))
                 self.files[path] = self.frames[-1]
             except schema.SchemaError as exc:  # one damaged file must not take the others down
                 self.problems.append(f"{path.name}: {exc}")
@@ -210,7 +211,7 @@ class ReplayBackend:
         best, best_count = None, 0
         for run_id in self.recordings(experiment)["run_id"]:  # newest first
             recorded = rows[rows["run_id"] == run_id]
-            count = len(wanted.intersection(zip(*(recorded[c] for c in module.KEY_COLUMNS), strict=True)))
+            count = len(wanted.intersection(recorded_keys(recorded, module)))
             if count > best_count:
                 best, best_count = run_id, count
         return best
@@ -245,7 +246,7 @@ class ReplayBackend:
         recorded = self.data[(self.data["experiment"] == experiment) & (self.data["run_id"] == run_id)]
         if recorded.empty:
             raise ValidationError([f"no recording with run id {run_id}"])
-        keys = list(zip(*(recorded[c] for c in module.KEY_COLUMNS), strict=True))
+        keys = recorded_keys(recorded, module)
         have = set(keys)
         selected = recorded[[key in wanted for key in keys]]
         missing = wanted - have
@@ -266,6 +267,13 @@ class ReplayBackend:
             notes.append(f"not recorded, so not shown (replay never interpolates): {what}")
         # Rows keep the recording's device and timestamp; the backend column says this view is a replay.
         return selected.assign(backend="replay").reset_index(drop=True)
+
+
+def recorded_keys(recorded: pd.DataFrame, module) -> list[tuple]:
+    """Each recorded row's point key, as ``Params.points()`` gives them: an empty coordinate (NaN in a frame) is
+    None, a whole float an int."""
+    return [tuple(schema.key_value(v) for v in values)
+            for values in zip(*(recorded[c] for c in module.KEY_COLUMNS), strict=True)]
 
 
 def submit_values(backend, experiment: str, params: dict, **options) -> JobHandle:

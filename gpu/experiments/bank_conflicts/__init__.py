@@ -95,8 +95,10 @@ def group_of(variant: str) -> str:
     return "transpose" if variant.startswith("transpose") else "strided"
 
 
-KEY_COLUMNS = ["variant", "block_size", "param_value", "intensity"]
-SHOW_COLUMNS = ["variant", "block_size", "param_value", "intensity", "elements", "sm_clock_mhz"]
+KEY_COLUMNS = ["variant", "block_size", "stride", "matrix_side", "intensity"]
+SHOW_COLUMNS = ["variant", "block_size", "stride", "matrix_side", "intensity", "elements", "sm_clock_mhz"]
+# What rows recorded before schema version 11 named their coordinate (``param``), and its column now.
+LEGACY_PARAMS = {"stride": "stride", "matrix_side": "matrix_side"}
 AXES = (
     axes.Axis("groups", "groups", list(GROUPS), values=GROUPS, order="declared",
               help="comma-separated: strided, transpose"),
@@ -116,18 +118,19 @@ AXES = (
 )
 
 
-def _variants_and_values(params, point) -> list[tuple[str, int]]:
-    """(variant, param_value) of a group's points at one word size: strided reads, the conflict-free reference first
-    (stride 1 unpadded, measured whichever strides and layouts are chosen; the same point among the chosen ones is
-    measured once), then each layout at each stride; transposes, each layout at the matrix side."""
+def _variants_and_values(params, point) -> list[tuple[str, int | None, int | None]]:
+    """(variant, stride, matrix_side) of a group's points at one word size: strided reads, the conflict-free
+    reference first (stride 1 unpadded, measured whichever strides and layouts are chosen; the same point among the
+    chosen ones is measured once), then each layout at each stride; transposes, each layout at the matrix side."""
     word = point["word_bytes"]
     if point["group"] == "strided":
-        return [(variant_of("strided", "plain", word), 1)] + [
-            (variant_of("strided", layout, word), stride) for layout in params.layouts for stride in params.strides]
-    return [(variant_of("transpose", layout, word), params.matrix_side) for layout in params.layouts]
+        return [(variant_of("strided", "plain", word), 1, None)] + [
+            (variant_of("strided", layout, word), stride, None) for layout in params.layouts
+            for stride in params.strides]
+    return [(variant_of("transpose", layout, word), None, params.matrix_side) for layout in params.layouts]
 
 
-# The strided reads (param_value the stride), then the transposes (param_value the matrix side, 32 × 8 threads), in
+# The strided reads (at each stride), then the transposes (at the matrix side, 32 × 8 threads), in
 # that order whatever order the groups were given in; intensity is the shared-memory reads per thread (the axis' for
 # the strided reads, 4 tile words for a transpose).
 GRID = Grid([
@@ -135,7 +138,7 @@ GRID = Grid([
     Coordinate("word_bytes", axis="word_sizes", key=False),
     Coordinate("block_size", values=lambda params, point: params.block_sizes if point["group"] == "strided"
                else [TRANSPOSE_BLOCK]),
-    Coordinate(("variant", "param_value"), values=_variants_and_values),
+    Coordinate(("variant", "stride", "matrix_side"), values=_variants_and_values),
     Coordinate("intensity", values=lambda params, point: [params.reads_per_thread if point["group"] == "strided"
                                                           else TRANSPOSE_READS]),
 ])
@@ -269,20 +272,20 @@ def predicted_ways(row) -> int:
     variant = str(row["variant"])
     if group_of(variant) == "transpose":
         return transpose_ways(variant)
-    return strided_ways(int(row["param_value"]), word_bytes_of(variant), is_padded(variant))
+    return strided_ways(int(row["stride"]), word_bytes_of(variant), is_padded(variant))
 
 
 def point_label(row) -> str:
     """A point in words (Compare, Runs, the noisy-points line)."""
     variant = str(row["variant"])
     if group_of(variant) == "transpose":
-        side = int(row["param_value"])
+        side = int(row["matrix_side"])
         return f"{LABELS[variant]}, {side:,} × {side:,}"
-    return f"{LABELS[variant]}, stride {int(row['param_value'])}, block {int(row['block_size'])}"
+    return f"{LABELS[variant]}, stride {int(row['stride'])}, block {int(row['block_size'])}"
 
 
 def short_point_label(row) -> str:
     variant = str(row["variant"])
     if group_of(variant) == "transpose":
         return f"{'padded' if is_padded(variant) else 'naive'} tile {word_bytes_of(variant)} B"
-    return f"{'padded ' if is_padded(variant) else ''}stride {int(row['param_value'])} · {word_bytes_of(variant)} B"
+    return f"{'padded ' if is_padded(variant) else ''}stride {int(row['stride'])} · {word_bytes_of(variant)} B"

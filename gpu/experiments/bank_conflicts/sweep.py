@@ -57,20 +57,22 @@ class BankConflictsSweep(harness.Sweep):
 
     def point(self, grid_point) -> harness.Point:
         variant, block = grid_point["variant"], grid_point["block_size"]
-        value, reads = grid_point["param_value"], grid_point["intensity"]
+        reads = grid_point["intensity"]
         word = declared.word_bytes_of(variant)
         if grid_point["group"] == "strided":
             threads = declared.strided_threads(self.gpu.sm_count, self.threads_per_sm, block)
+            value = grid_point["stride"]
             return harness.Point(
                 {"variant": variant, "group": "strided", "direction": "shared", "block_size": block,
-                 "elements": threads, "param": "stride", "param_value": value, "intensity": reads,
+                 "elements": threads, "stride": value, "intensity": reads,
                  "shared_bytes_per_block": declared.SHARED_WORDS * word},
                 f"{declared.LABELS[variant]} · stride {value} · block {block}",
                 declared.strided_bytes(threads, reads, word), self.reads_timer.timer_name(),
                 {"variant": variant, "block": block, "stride": value, "reads": reads, "threads": threads})
+        value = grid_point["matrix_side"]
         return harness.Point(
             {"variant": variant, "group": "transpose", "direction": "device", "block_size": block,
-             "elements": value * value, "param": "matrix_side", "param_value": value, "intensity": reads,
+             "elements": value * value, "matrix_side": value, "intensity": reads,
              "shared_bytes_per_block": declared.tile_shared_bytes(variant)},
             f"{declared.LABELS[variant]} · {value:,} × {value:,}", declared.transpose_bytes(value, word),
             self.transpose_timer.timer_name(), {"variant": variant, "side": value})
@@ -113,7 +115,8 @@ class BankConflictsSweep(harness.Sweep):
         variant = state["variant"]
         word = declared.word_bytes_of(variant)
         dtype = np.uint32 if word == 4 else np.uint64
-        what = declared.point_label({"variant": variant, "param_value": state.get("stride", state.get("side")),
+        what = declared.point_label({"variant": variant, "stride": state.get("stride"),
+                                     "matrix_side": state.get("side"),
                                      "block_size": state.get("block", declared.TRANSPOSE_BLOCK)})
         if "side" in state:
             host, _, out, readback = self.matrix

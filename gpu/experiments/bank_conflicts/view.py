@@ -33,8 +33,8 @@ def _key(row, variant: str | None = None, stride=None) -> tuple:
     variant = variant or str(row["variant"])
     if _is_strided(row):
         return (row["run_id"], variant, key_value(row["block_size"]), key_value(row["intensity"]),
-                key_value(row["param_value"]) if stride is None else stride)
-    return row["run_id"], variant, key_value(row["param_value"])
+                key_value(row["stride"]) if stride is None else stride)
+    return row["run_id"], variant, key_value(row["matrix_side"])
 
 
 def reference_variant(variant: str) -> str:
@@ -90,7 +90,7 @@ def one_configuration(frame: pd.DataFrame) -> pd.DataFrame:
         strided = strided[strided["intensity"] == strided["intensity"].max()]
     transposes = frame[frame["group"] == "transpose"]
     if not transposes.empty:
-        transposes = transposes[transposes["param_value"] == transposes["param_value"].max()]
+        transposes = transposes[transposes["matrix_side"] == transposes["matrix_side"].max()]
     return pd.concat([strided, transposes])
 
 
@@ -102,12 +102,12 @@ def strided_figure(frame: pd.DataFrame) -> go.Figure:
     part = one_configuration(data[data["group"] == "strided"]) if not data.empty else data
     fig = go.Figure()
     for variant in STRIDED_SERIES:
-        series = part[part["variant"] == variant].sort_values("param_value")
+        series = part[part["variant"] == variant].sort_values("stride")
         if series.empty:
             continue
         word = bank.word_bytes_of(variant)
         fig.add_trace(go.Scatter(
-            x=series["param_value"], y=series["slowdown"], mode="lines+markers", name=bank.LABELS[variant],
+            x=series["stride"], y=series["slowdown"], mode="lines+markers", name=bank.LABELS[variant],
             # 4- and 8-byte words cost the same up to stride 16: the 4-byte line is drawn wider, with larger markers,
             # so it shows beneath the 8-byte one instead of hiding under it.
             line={"color": WORD_COLORS[word], "dash": "dash" if bank.is_padded(variant) else "solid",
@@ -119,7 +119,7 @@ def strided_figure(frame: pd.DataFrame) -> go.Figure:
                           "reads, %{customdata[1]:.2f} SM clocks per warp read<br>bank model: "
                           "%{customdata[2]}-way conflict<br>median %{customdata[3]:,.1f} µs, cv %{customdata[4]:.2f} %"
                           "<extra></extra>"))
-        mark_not_clean(fig, series, "param_value", "slowdown")
+        mark_not_clean(fig, series, "stride", "slowdown")
     configuration = ""
     if not part.empty:
         configuration = (f" · block {int(part['block_size'].iloc[0])}, "
@@ -127,7 +127,7 @@ def strided_figure(frame: pd.DataFrame) -> go.Figure:
     fig.update_layout(title=source_title("Shared-memory reads: time against stride 1" + configuration, frame),
                       xaxis_title="stride (words between neighbouring threads' reads)",
                       yaxis_title="× stride 1's time", legend=LEGEND_BELOW, height=440)
-    strides = sorted(part["param_value"].unique()) if not part.empty else []
+    strides = sorted(part["stride"].unique()) if not part.empty else []
     fig.update_xaxes(type="log", tickvals=strides, ticktext=[str(int(s)) for s in strides])
     fig.update_yaxes(type="log", dtick=math.log10(2), tickformat=",~g", exponentformat="none")
     return fig
@@ -152,7 +152,7 @@ def transpose_figure(frame: pd.DataFrame) -> go.Figure:
         hovertemplate="%{x}: %{y:,.0f} GB/s<br>bank model for its tile's column reads: %{customdata[0]}-way "
                       "conflict<br>median %{customdata[1]:,.1f} µs, %{customdata[2]} samples<extra></extra>"))
     mark_not_clean(fig, part, labels, "gbps")
-    side = f" · {int(part['param_value'].iloc[0]):,} × {int(part['param_value'].iloc[0]):,}" if not part.empty else ""
+    side = f" · {int(part['matrix_side'].iloc[0]):,} × {int(part['matrix_side'].iloc[0]):,}" if not part.empty else ""
     fig.update_layout(title=source_title("Transpose through a shared-memory tile" + side, frame),
                       yaxis_title="GB/s (10⁹ B/s) read + written", height=420, showlegend=False)
     return fig
@@ -161,7 +161,7 @@ def transpose_figure(frame: pd.DataFrame) -> go.Figure:
 def table(frame: pd.DataFrame) -> pd.DataFrame:
     """The desk's table: every point with its costs."""
     data = with_costs(frame)
-    return data[["variant", "param", "param_value", "block_size", "intensity", "median_ms", "cv", "samples", "gbps",
+    return data[["variant", "stride", "matrix_side", "block_size", "intensity", "median_ms", "cv", "samples", "gbps",
                  "slowdown", "clocks_per_read", "model_ways", "stop_reason"]].assign(
         variant=lambda f: f["variant"].map(bank.LABELS)).rename(columns={
             "intensity": "reads per thread", "slowdown": "× conflict-free",
@@ -173,13 +173,13 @@ def _worst_strides(data: pd.DataFrame) -> list[str]:
     size in full words, the next in short)."""
     parts = []
     for word in bank.WORD_SIZES:
-        plain = data[(data["variant"] == bank.variant_of("strided", "plain", word)) & (data["param_value"] > 1)]
+        plain = data[(data["variant"] == bank.variant_of("strided", "plain", word)) & (data["stride"] > 1)]
         plain = plain[plain["slowdown"].notna()]
         if plain.empty:
             continue
-        worst = plain.loc[plain["param_value"].idxmax()]
-        stride, ways = int(worst["param_value"]), int(worst["model_ways"])
-        padded = data[(data["variant"] == bank.variant_of("strided", "padded", word)) & (data["param_value"] == stride)
+        worst = plain.loc[plain["stride"].idxmax()]
+        stride, ways = int(worst["stride"]), int(worst["model_ways"])
+        padded = data[(data["variant"] == bank.variant_of("strided", "padded", word)) & (data["stride"] == stride)
                       & data["slowdown"].notna()]
         padded_cost = ratio_text(padded["slowdown"].iloc[0]) if not padded.empty else None
         if not parts:
@@ -227,7 +227,7 @@ def headline(frame: pd.DataFrame) -> str | None:
     data = one_configuration(with_costs(frame))
     parts = []
     for word in bank.WORD_SIZES:
-        rows = data[(data["variant"] == bank.variant_of("strided", "plain", word)) & (data["param_value"] == 1)]
+        rows = data[(data["variant"] == bank.variant_of("strided", "plain", word)) & (data["stride"] == 1)]
         if rows.empty:
             continue
         row = rows.iloc[0]

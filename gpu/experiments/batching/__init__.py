@@ -24,12 +24,14 @@ NAME = "batching"
 # Registration (gpu/experiments/registry.py): the runner's subcommand, the page, the place in lists.
 COMMAND, ORDER, PAGE = "batching", 8, "pages/memory_modes.py"
 HELP = "K small copies vs one big copy vs packing into pinned staging"
-BYTE_LABELS = True  # Compare writes bytes and param_value as sizes
+BYTE_LABELS = True  # Compare writes its sizes (bytes, piece_bytes) as sizes
 VARIANTS = ("separate", "packed", "one_copy")
 LABELS = {"separate": "K separate copies", "packed": "pack into pinned staging + one copy",
           "one_copy": "one copy of K·s (already contiguous)"}
-KEY_COLUMNS = ["variant", "param_value", "chunks"]
-SHOW_COLUMNS = ["variant", "param_value", "chunks"]
+KEY_COLUMNS = ["variant", "piece_bytes", "chunks"]
+# What rows recorded before schema version 11 named their coordinate (``param``), and its column now.
+LEGACY_PARAMS = {"piece_bytes": "piece_bytes"}
+SHOW_COLUMNS = ["variant", "piece_bytes", "chunks"]
 DEFAULT_PIECES = [4 * 2**i for i in range(0, 21, 2)]  # 4 B … 4 MiB
 MAX_PIECE, MAX_PIECES, MAX_TOTAL = 4 * MiB, 4096, 512 * MiB
 TITLE = "Batching small copies"
@@ -42,8 +44,8 @@ AXES = (
 )
 
 
-# Each piece size (param_value), every way to copy, K pieces (chunks).
-GRID = Grid([Coordinate("param_value", axis="piece_sizes"), Coordinate("variant", axis="variants"),
+# Each piece size (piece_bytes), every way to copy, K pieces (chunks).
+GRID = Grid([Coordinate("piece_bytes", axis="piece_sizes"), Coordinate("variant", axis="variants"),
              Coordinate("chunks", axis="pieces")])
 
 

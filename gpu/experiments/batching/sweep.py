@@ -22,7 +22,7 @@ class BatchingSweep(harness.Sweep):
         self.clock = StreamClock(self.gpu, self.ledger)  # the harness's single method: events around one issue
 
     def group_of(self, grid_point):
-        return grid_point["param_value"]
+        return grid_point["piece_bytes"]
 
     def enter_group(self, piece) -> None:
         """A piece size's pieces, staging buffer, device buffer and read-back."""
@@ -49,10 +49,10 @@ class BatchingSweep(harness.Sweep):
         self.ledger.free_device(device)
 
     def point(self, grid_point) -> harness.Point:
-        variant, piece, K = grid_point["variant"], grid_point["param_value"], grid_point["chunks"]
+        variant, piece, K = grid_point["variant"], grid_point["piece_bytes"], grid_point["chunks"]
         return harness.Point(
-            {"variant": variant, "group": "batching", "direction": "h2d", "param": "piece_bytes",
-             "param_value": piece, "chunks": K},
+            {"variant": variant, "group": "batching", "direction": "h2d",
+             "piece_bytes": piece, "chunks": K},
             f"{LABELS[variant]} · {K} × {format_bytes(piece)}", bytes_moved(piece, K),
             "host_clock_pack+cuda_event_copy" if variant == "packed" else "cuda_event",
             (variant, piece, *self.buffers[1]))

@@ -28,7 +28,7 @@ COLORS = {"separate": "#EF553B", "packed": "#FFA15A", "one_copy": "#636EFA"}
 def batching_table(frame: pd.DataFrame) -> pd.DataFrame:
     """Per piece size: effective GB/s of each way and the per-copy overhead (separate − one copy) / K in µs."""
     rows = []
-    for (piece, count), part in frame.groupby(["param_value", "chunks"]):
+    for (piece, count), part in frame.groupby(["piece_bytes", "chunks"]):
         ms, gbps = per_variant(part, "median_ms"), per_variant(part, "gbps")
         rows.append({"piece bytes": int(piece), "pieces": int(count),
                      **{f"{v} GB/s": gbps.get(v, math.nan) for v in batching.VARIANTS},
@@ -39,18 +39,18 @@ def batching_table(frame: pd.DataFrame) -> pd.DataFrame:
 
 def batching_figure(frame: pd.DataFrame) -> go.Figure:
     fig = go.Figure()
-    for variant, part in variant_parts(frame, batching.VARIANTS, "param_value"):
+    for variant, part in variant_parts(frame, batching.VARIANTS, "piece_bytes"):
         fig.add_trace(go.Scatter(
-            x=part["param_value"], y=part["gbps"], mode="lines+markers", name=batching.LABELS[variant],
+            x=part["piece_bytes"], y=part["gbps"], mode="lines+markers", name=batching.LABELS[variant],
             line={"color": COLORS[variant]},
-            customdata=np.column_stack([part["param_value"].map(format_bytes), part["chunks"],
+            customdata=np.column_stack([part["piece_bytes"].map(format_bytes), part["chunks"],
                                         part["median_ms"] * 1e3, part["cv"] * 100]),
             hovertemplate="%{customdata[1]} × %{customdata[0]}: %{y:.2f} GB/s · %{customdata[2]:,.1f} µs in all · "
                           "cv %{customdata[3]:.1f} %<extra>%{fullData.name}</extra>"))
-        mark_not_clean(fig, part, "param_value", "gbps")
+        mark_not_clean(fig, part, "piece_bytes", "gbps")
     theoretical_lines(fig, frame, {"pcie_gbps_theoretical": "PCIe theoretical"}, log=True)
     fig.update_layout(title=source_title("K small copies vs one copy (effective GB/s of all K pieces)", frame),
-                      xaxis={**log_size_axis(frame["param_value"]), "title": "piece size s"},
+                      xaxis={**log_size_axis(frame["piece_bytes"]), "title": "piece size s"},
                       yaxis={**LOG_VALUE_AXIS, "title": "effective GB/s (K·s / time)"}, height=440,
                       legend=LEGEND_BELOW)
     return fig

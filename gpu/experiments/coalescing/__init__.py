@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gpu.core import schema
 from gpu.experiments import _kernels as k
 from gpu.experiments import axes
 from gpu.experiments.grid import Coordinate, Grid
@@ -44,7 +45,9 @@ LABELS = {
     "transpose_naive": "transpose: naive", "transpose_tiled": "transpose: shared tile",
     "transpose_padded": "transpose: padded tile",
 }
-KEY_COLUMNS = ["variant", "block_size", "elements", "param_value"]
+KEY_COLUMNS = ["variant", "block_size", "elements", "stride", "offset", "matrix_side"]
+# What rows recorded before schema version 11 named their coordinate (``param``), and its column now.
+LEGACY_PARAMS = {"stride": "stride", "offset": "offset", "matrix_side": "matrix_side", "none": None}
 # The contiguous read that the strided and misaligned reads are judged against (pages, stage, talk, report): the
 # same bytes as theirs (one float read and one written per element), one 4-byte load and one store per thread.
 CONTIGUOUS_REFERENCE = "copy_f32"
@@ -60,15 +63,21 @@ AXES = (
 )
 
 
-def param_values(params, point) -> list:
-    """A variant's ``param_value``s: the strides of the strided read, the offsets of the misaligned one, the matrix
-    side of a transpose, 0 for the others."""
+def coordinates(params, point) -> list[tuple]:
+    """A variant's (stride, offset, matrix_side): the strides of the strided read, the offsets of the misaligned
+    one, the matrix side of a transpose; the others have none of them."""
     group = point["group"]
     if group == "strided":
-        return params.strides
+        return [(stride, None, None) for stride in params.strides]
     if group == "offset":
-        return params.offsets
-    return [params.matrix_side] if group == "transpose" else [0]
+        return [(None, offset, None) for offset in params.offsets]
+    return [(None, None, params.matrix_side if group == "transpose" else None)]
+
+
+def swept_value(point):
+    """The one coordinate a point's group sweeps (its stride, offset or matrix side), or None for a copy."""
+    return next((point[c] for c in ("stride", "offset", "matrix_side") if schema.key_value(point[c]) is not None),
+                None)
 
 
 # Per block size: the copy group always (the reference peak), then the chosen groups, each variant of a group at each
@@ -78,7 +87,7 @@ GRID = Grid([
     Coordinate("group", values=lambda params, point: ["copy"] + [g for g in params.groups if g != "copy"], key=False),
     Coordinate("variant", values=lambda params, point: VARIANTS[point["group"]]),
     Coordinate("elements", axis="elements"),
-    Coordinate("param_value", values=param_values),
+    Coordinate(("stride", "offset", "matrix_side"), values=coordinates),
 ])
 
 

@@ -9,7 +9,7 @@ import time
 import numpy as np
 
 from gpu.device.timing import KernelTimer
-from gpu.experiments.coalescing import LABELS, bytes_moved, four_field_sum, strided_permutation
+from gpu.experiments.coalescing import LABELS, bytes_moved, four_field_sum, strided_permutation, swept_value
 from gpu.sweeps import _kernels as k
 from gpu.sweeps import harness
 from gpu.sweeps.harness import values_coarse_first
@@ -92,16 +92,14 @@ class CoalescingSweep(harness.Sweep):
     def order(self, grid_points):
         """Each stride and offset sweep coarse first (per variant and block size)."""
         return values_coarse_first(grid_points, series=lambda p: (p["variant"], p["block_size"]),
-                                   value=lambda p: p["param_value"])
+                                   value=swept_value)
 
     def point(self, grid_point):
         n, side = self.params.elements, self.params.matrix_side
-        variant, block, value = grid_point["variant"], grid_point["block_size"], grid_point["param_value"]
-        param = {"strided": "stride", "offset": "offset"}.get(
-            variant, "matrix_side" if variant.startswith("transpose") else "none")
+        variant, block, value = grid_point["variant"], grid_point["block_size"], swept_value(grid_point)
         return harness.Point(
             {"variant": variant, "group": grid_point["group"], "direction": "device", "block_size": block,
-             "elements": n, "param_value": value, "param": param},
+             "elements": n, **{c: grid_point[c] for c in ("stride", "offset", "matrix_side")}},
             f"{LABELS[variant]} · block {block}" + (f" · {value}" if value else ""),
             bytes_moved(variant, n, side), self.timer.timer_name(), {"variant": variant, "block": block,
                                                                      "value": value})

@@ -43,7 +43,7 @@ def stride_costs(frame: pd.DataFrame) -> dict:
     """What each stride costs: the contiguous read's GB/s ÷ the strided read's, for the second-smallest stride
     measured (``two``) and the largest (``worst``)."""
     frame = one_configuration(frame)
-    strides = frame[frame["variant"] == "strided"].set_index("param_value")["gbps"]
+    strides = frame[frame["variant"] == "strided"].set_index("stride")["gbps"]
     strides = strides[strides.index > 1]
     if strides.empty:
         raise ClaimError("the measurement needs at least one stride above 1")
@@ -59,7 +59,7 @@ def misaligned_cost(frame: pd.DataFrame) -> dict:
     """The slowest misaligned read (offsets not a multiple of 32 floats, i.e. of 128 bytes) against the contiguous
     read: 1 − its GB/s ÷ the reference's."""
     frame = one_configuration(frame)
-    offsets = frame[frame["variant"] == "offset"].set_index("param_value")["gbps"]
+    offsets = frame[frame["variant"] == "offset"].set_index("offset")["gbps"]
     misaligned = offsets[[int(o) % 32 != 0 for o in offsets.index]]
     if misaligned.empty:
         raise ClaimError("the measurement needs at least one misaligned read (an offset that is not a multiple of 32)")
@@ -87,22 +87,24 @@ def _reference_lines(fig: go.Figure, frame: pd.DataFrame, x_range) -> None:
 # One name for each swept unit on every page and in the talk: the kernels read 4-byte floats.
 SWEEP_LABELS = {"strided": ("stride (floats)", "Strided reads"),
                 "offset": ("offset from alignment (floats)", "Misaligned reads")}
+SWEPT_COLUMNS = {"strided": "stride", "offset": "offset"}  # the coordinate each sweep's figure draws along
 
 
 def sweep_figure(frame: pd.DataFrame, variant: str) -> go.Figure:
     """GB/s against a swept parameter (stride or offset), with the device copy and HBM lines."""
     axis_title, title = SWEEP_LABELS[variant]
+    column = SWEPT_COLUMNS[variant]
     data = with_peak_share(frame)
-    part = data[data["variant"] == variant].sort_values("param_value")
+    part = data[data["variant"] == variant].sort_values(column)
     fig = go.Figure()
     fig.add_trace(go.Scatter(
-        x=part["param_value"], y=part["gbps"], mode="lines+markers", name=COALESCING_LABELS[variant],
+        x=part[column], y=part["gbps"], mode="lines+markers", name=COALESCING_LABELS[variant],
         customdata=np.column_stack([part["pct_of_dtod"], part["median_ms"] * 1e3, part["cv"] * 100]),
         hovertemplate=axis_title + " %{x}: %{y:.0f} GB/s (%{customdata[0]:.0f} % of memcpy_dtod)<br>"
                       "median %{customdata[1]:.1f} µs, cv %{customdata[2]:.2f} %<extra></extra>"))
-    mark_not_clean(fig, part, "param_value", "gbps")
+    mark_not_clean(fig, part, column, "gbps")
     if not part.empty:
-        x_range = [part["param_value"].min(), part["param_value"].max()]
+        x_range = [part[column].min(), part[column].max()]
         _reference_lines(fig, data, x_range)
         # the read the verdicts judge this sweep against (contiguous_reference), drawn where they name it
         same_block = data["block_size"] == part["block_size"].iloc[0]
@@ -117,7 +119,7 @@ def sweep_figure(frame: pd.DataFrame, variant: str) -> go.Figure:
     fig.update_layout(title=source_title(title, frame), xaxis_title=axis_title, yaxis_title="effective GB/s (10⁹ B/s)",
                       legend=LEGEND_BELOW, height=420)
     if variant == "strided":
-        fig.update_xaxes(type="log", tickvals=sorted(part["param_value"].unique()))
+        fig.update_xaxes(type="log", tickvals=sorted(part[column].unique()))
     return fig
 
 

@@ -13,7 +13,7 @@ the Transfers experiment has them:
   kernel while Python queues them (``StreamHold``, timer ``cuda_event_batched_held``), as bandwidthTest ``--dtod``
   times 100 back-to-back copies (cuda-samples 12.8 ``testDeviceToDeviceTransfer``). N is chosen per point so that
   one sample lasts at least ``harness.BATCH_MS`` (at most ``harness.MAX_BATCH`` copies); a sample is the batch's
-  time ÷ N, and N is kept in ``param_value`` (``param`` = "copies per sample").
+  time ÷ N, and N is kept in ``copies_per_sample``.
 
 Caches: nothing is flushed between copies. A batched copy whose working set (source + destination, 2 × size) fits in
 the L2 cache copies within L2 after the first one: those points measure the **L2 ceiling**, not HBM (``roofs`` names
@@ -63,7 +63,11 @@ METHOD_LABELS = {"single": "single copy", "batched": "batched"}
 TIMERS = {"single": "cuda_event", "batched": "cuda_event_batched_held"}
 METHOD_OF_TIMER = {timer: method for method, timer in TIMERS.items()}
 KEY_COLUMNS = ["variant", "elements", "timer"]  # the order of Params.points()
-SHOW_COLUMNS = ["variant", "elements", "timer", "param_value"]  # elements: the copy's size in bytes
+# What rows recorded before schema version 11 named in ``param`` (a detail of how samples were made, or no
+# axis), and its column now.
+LEGACY_PARAMS = {"passes per launch": "passes_per_launch", "copies per sample": "copies_per_sample"}
+# elements: the copy's size in bytes
+SHOW_COLUMNS = ["variant", "elements", "timer", "copies_per_sample", "passes_per_launch"]
 MIN_BYTES, MAX_BYTES, WORD_BYTES = 4, 4 * GiB, 4
 DEFAULT_SIZES = [4 * KiB * 4**i for i in range(10)]  # 4 KiB … 1 GiB in ×4 steps: the live page's quick sweep
 FULL_RANGE = "4KiB:4GiB"  # the recording's sizes: every power of two (python -m gpu.bench device-copy --sizes …)
@@ -158,7 +162,8 @@ def roofs(frame: pd.DataFrame) -> list[Roof]:
     if not l2.empty:
         row = l2.loc[l2["gbps"].idxmax()]
         found.append(Roof("L2", MEMORY, float(row["gbps"]) * 1e9,
-                          f"SM copy of {format_bytes(row['elements'])} kept in the L2, {int(row['param_value']):,} "
+                          f"SM copy of {format_bytes(row['elements'])} kept in the L2, "
+                          f"{int(row['passes_per_launch']):,} "
                           f"passes in one launch, median {row['gbps']:,.0f} GB/s; bytes counted as read + write "
                           "(2 × size per pass), as bandwidthTest --dtod counts them",
                           str(row.get("run_id") or ""), cache=True))

@@ -96,13 +96,13 @@ class DeviceCopySweep(harness.Sweep):
             passes = l2_passes(size, self.gpu.l2_bytes)
             if passes is None or state["method"] != "single":
                 return None  # not an L2-resident size, or batched (one launch is its own batch): no row
-            point.columns.update({"param": "passes per launch", "param_value": passes})
+            point.columns.update({"passes_per_launch": passes})
             point.nbytes = bytes_moved(size, passes)
             return lambda: self.timer.time(lambda: self.issue(variant, size, passes))
         if state["method"] == "single":
             return lambda: self.timer.time(lambda: self.issue(variant, size))
         copies = harness.copies_per_sample(lambda n: self.batch_ms(variant, size, n))
-        point.columns.update({"param": "copies per sample", "param_value": copies})
+        point.columns.update({"copies_per_sample": copies})
         return lambda: self.batch_ms(variant, size, copies) / copies
 
     def verify(self, point) -> None:

@@ -30,10 +30,11 @@ def _size_ticks(sizes) -> dict:
 
 
 def _samples_note(series: pd.DataFrame) -> list[str]:
-    if "param_value" not in series:
+    if "copies_per_sample" not in series:
         return ["one copy a sample"] * len(series)
-    return [f"{int(n)} back-to-back copies a sample" if pd.notna(n) else "one copy a sample"
-            for n in series["param_value"]]
+    # an L2-resident copy makes its passes in one launch: as many copies back to back
+    repeats = series["copies_per_sample"].fillna(series.get("passes_per_launch", series["copies_per_sample"]))
+    return [f"{int(n)} back-to-back copies a sample" if pd.notna(n) else "one copy a sample" for n in repeats]
 
 
 def _l2_band(fig: go.Figure, frame: pd.DataFrame) -> None:

@@ -50,8 +50,10 @@ DEFAULT_FMAS_PER_THREAD = 1 << 14
 WAVES = 16  # the grid holds every SM full this many times over
 A, B = 1.0, 1.0  # the chains' coefficients, passed at run time
 ITEM_BYTES = {compute.FP32: 4, compute.FP64: 8}
-KEY_COLUMNS = ["variant", "block_size", "param_value", "intensity"]
-SHOW_COLUMNS = ["variant", "block_size", "param_value", "intensity", "elements", "sm_clock_mhz"]
+KEY_COLUMNS = ["variant", "block_size", "chains", "intensity"]
+# What rows recorded before schema version 11 named their coordinate (``param``), and its column now.
+LEGACY_PARAMS = {"chains": "chains"}
+SHOW_COLUMNS = ["variant", "block_size", "chains", "intensity", "elements", "sm_clock_mhz"]
 AXES = (
     axes.Axis("precisions", "precisions", list(PRECISIONS), values=PRECISIONS),
     axes.Axis("chains", "independent chains per thread", list(CHAINS), kind="ints", one="chain count",
@@ -63,9 +65,9 @@ AXES = (
 )
 
 
-# Each precision, each block size, each chain count (param_value), at the one FMAs per thread (intensity).
+# Each precision, each block size, each chain count (chains), at the one FMAs per thread (intensity).
 GRID = Grid([Coordinate("variant", axis="precisions"), Coordinate("block_size", axis="block_sizes"),
-             Coordinate("param_value", axis="chains"), Coordinate("intensity", axis="fmas_per_thread")])
+             Coordinate("chains", axis="chains"), Coordinate("intensity", axis="fmas_per_thread")])
 
 
 class Params(axes.parameters(AXES, grid=GRID, key_columns=KEY_COLUMNS)):
@@ -142,7 +144,7 @@ def roofs(frame: pd.DataFrame) -> list[Roof]:
 
 def roof_source(row: dict, rate: float) -> str:
     """Where a compute roof was measured, in one sentence."""
-    where = (f"{LABELS[row['variant']]} with {int(row['param_value'])} independent chains per thread, block "
+    where = (f"{LABELS[row['variant']]} with {int(row['chains'])} independent chains per thread, block "
              f"{int(row['block_size'])}, {int(row['intensity']):,} FMAs per thread × {int(row['elements']):,} threads: "
              f"{rate / 1e12:,.1f} TFLOP/s (2 FLOP per FMA; the kernel reads nothing and writes one "
              f"{ITEM_BYTES[row['variant']]}-byte result per thread)")

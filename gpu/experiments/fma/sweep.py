@@ -39,11 +39,11 @@ class FmaSweep(harness.Sweep):
 
     def point(self, grid_point) -> harness.Point:
         precision, block = grid_point["variant"], grid_point["block_size"]
-        chains, fmas = grid_point["param_value"], grid_point["intensity"]
+        chains, fmas = grid_point["chains"], grid_point["intensity"]
         threads = grid_blocks(self.gpu.sm_count, self.threads_per_sm, block) * block
         return harness.Point(
             {"variant": precision, "group": "fma", "direction": "device", "block_size": block,
-             "elements": threads, "param": "chains", "param_value": chains, "intensity": fmas},
+             "elements": threads, "chains": chains, "intensity": fmas},
             f"{LABELS[precision]} · {chains} chains · block {block}", threads * ITEM_BYTES[precision],
             self.timer.timer_name(), {"precision": precision, "block": block, "chains": chains, "fmas": fmas,
                                       "threads": threads})

@@ -43,7 +43,7 @@ def figure(frame: pd.DataFrame, *, stage: bool = False) -> go.Figure:
     table = rate_table(frame).reset_index(drop=True)
     fig = go.Figure()
     blocks = sorted(table["block_size"].dropna().unique())
-    chains = sorted(int(c) for c in table["param_value"].dropna().unique())
+    chains = sorted(int(c) for c in table["chains"].dropna().unique())
     x_range = [min(chains, default=1), max(chains, default=16)]
     for precision in fma.PRECISIONS:
         rows = table[table["variant"] == precision]
@@ -51,13 +51,13 @@ def figure(frame: pd.DataFrame, *, stage: bool = False) -> go.Figure:
             continue
         label, color = fma.LABELS[precision], COLORS[precision]
         for i, block in enumerate(blocks):
-            part = rows[rows["block_size"] == block].sort_values("param_value")
+            part = rows[rows["block_size"] == block].sort_values("chains")
             if part.empty:
                 continue
             name = label if len(blocks) == 1 else f"{label}, block {int(block)}"
             share = [f"{p:.0f} %" if np.isfinite(p) else "" for p in part["pct_of_theoretical"]]
             fig.add_trace(go.Scatter(
-                x=part["param_value"], y=part["tflops"], name=name, mode="lines+markers+text" if stage else
+                x=part["chains"], y=part["tflops"], name=name, mode="lines+markers+text" if stage else
                 "lines+markers", text=share if stage else None, textposition="top center",
                 line={"color": color, "dash": DASHES[i % len(DASHES)]}, marker={"size": 10 if stage else 8},
                 customdata=np.column_stack([part["pct_of_theoretical"], part["sm_clock_mhz"],

@@ -14,7 +14,7 @@ from L2 after the first sample), the stream held while the launch is queued, CUD
 fits a cache is walked round and round within the sample, so small working sets show the cache's latency and large
 ones the memory's. Steps per sample (``elements``) are chosen per memory so that a sample lasts milliseconds: the
 launch's own microsecond is under 1 % of it at 256 MiB.
-ns per load = sample ÷ steps. Rows: ``variant`` (mapped / device), ``param_value`` the working set in bytes,
+ns per load = sample ÷ steps. Rows: ``variant`` (mapped / device), ``working_set_bytes`` the working set in bytes,
 ``bytes`` the bytes loaded (8 per step). The walk's end is checked against the same walk on the host.
 """
 
@@ -30,12 +30,14 @@ NAME = "host_latency"
 # Registration (gpu/experiments/registry.py): the runner's subcommand, the page, the place in lists.
 COMMAND, ORDER, PAGE = "host-latency", 9, "pages/memory_modes.py"
 HELP = "one GPU thread chasing pointers through mapped pinned host memory vs device memory"
-BYTE_LABELS = True  # Compare writes bytes and param_value (the working set) as sizes
+BYTE_LABELS = True  # Compare writes its sizes (bytes, working_set_bytes) as sizes
 TITLE = "Host-memory latency: a pointer chase over PCIe vs in device memory"
 VARIANTS = ("mapped", "device")
 LABELS = {"mapped": "pinned host memory, mapped (zero-copy)", "device": "device memory"}
-KEY_COLUMNS = ["variant", "param_value"]
-SHOW_COLUMNS = ["variant", "param_value"]
+KEY_COLUMNS = ["variant", "working_set_bytes"]
+# What rows recorded before schema version 11 named their coordinate (``param``), and its column now.
+LEGACY_PARAMS = {"working set": "working_set_bytes"}
+SHOW_COLUMNS = ["variant", "working_set_bytes"]
 NODE_BYTES = 256
 STEPS = {"mapped": 4096, "device": 16384}  # ~5 ms a sample over PCIe at ~1.2 µs; 1–12 ms on the device
 DEFAULT_SIZES = [4 * KiB, 256 * KiB, 16 * MiB, 256 * MiB]

@@ -38,7 +38,7 @@ class HostLatencySweep(harness.Sweep):
                 steps = STEPS[variant]
                 yield harness.Point(
                     {"variant": variant, "group": "host_latency", "direction": "device", "elements": steps,
-                     "param": "working set", "param_value": size},
+                     "working_set_bytes": size},
                     f"{LABELS[variant]} · {format_bytes(size)} chain · {steps:,} loads a sample",
                     bytes_moved(variant), self.timer.timer_name(),
                     (pointer, start, steps, int(order[steps % len(order)])))

@@ -26,20 +26,21 @@ def host_latency_figure(frame: pd.DataFrame) -> go.Figure:
     # Labels above the host line and below the device line: at small working sets the two nearly meet.
     styles = {"mapped": ("#AB63FA", "square", "solid", "top center"),
               "device": ("#636EFA", "circle", "dot", "bottom center")}
-    for variant, part in variant_parts(frame, styles, "param_value"):
+    for variant, part in variant_parts(frame, styles, "working_set_bytes"):
         color, marker, dash, place = styles[variant]
         ns = part["median_ms"] * 1e6 / part["elements"]  # elements: the dependent loads of one sample
         fig.add_trace(go.Scatter(
-            x=part["param_value"], y=ns, mode="lines+markers+text", name=host_latency.LABELS[variant],
+            x=part["working_set_bytes"], y=ns, mode="lines+markers+text", name=host_latency.LABELS[variant],
             line={"color": color, "dash": dash, "width": 3}, marker={"symbol": marker, "size": 10},
             text=[f"{v:,.0f} ns" for v in ns], textposition=place, cliponaxis=False,
-            customdata=np.column_stack([part["param_value"].map(format_bytes), part["elements"], part["cv"] * 100]),
+            customdata=np.column_stack([part["working_set_bytes"].map(format_bytes), part["elements"],
+                                        part["cv"] * 100]),
             hovertemplate="%{customdata[0]} chain · %{y:,.1f} ns per load · %{customdata[1]:,} loads a sample · "
                           "cv %{customdata[2]:.2f} %<extra>%{fullData.name}</extra>"))
-        mark_not_clean(fig, part, "param_value", ns)
+        mark_not_clean(fig, part, "working_set_bytes", ns)
     fig.update_layout(title=source_title(
                           "Host-memory latency: one GPU thread chasing pointers (ns per load, log scale)", frame),
-                      xaxis={**log_size_axis(frame["param_value"]), "title": "chain's working set"},
+                      xaxis={**log_size_axis(frame["working_set_bytes"]), "title": "chain's working set"},
                       yaxis={**LOG_VALUE_AXIS, "title": "ns per dependent load"}, height=460,
                       legend=LEGEND_BELOW)
     return fig

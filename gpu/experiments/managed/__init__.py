@@ -30,7 +30,7 @@ COMMAND, ORDER, PAGE = "managed", 6, "pages/memory_modes.py"
 PAGE_ENTRY = PageEntry(PAGE, "Memory modes", "memory-modes", ":material/memory:",
                         "Memory modes: managed memory, pools, batching and host-memory latency", place=7)
 HELP = "managed memory: first touch, prefetch, resident vs device memory"
-BYTE_LABELS = True  # Compare writes bytes and param_value as sizes
+BYTE_LABELS = True  # Compare writes bytes as a size
 VARIANTS = ("device", "first_touch", "prefetch", "after_prefetch", "resident")
 LABELS = {"device": "device memory (cudaMalloc)", "first_touch": "managed, first touch (migrates on fault)",
           "prefetch": "managed, prefetch to device (migration alone)",

@@ -27,7 +27,9 @@ EXPAND = ("extra_registers", "dynamic_shared_bytes")
 KERNELS = ("stream", "chase")
 LABELS = {"stream": "memory-bound: copy", "chase": "latency-bound: dependent loads"}
 EXTRA_REGS = (0, 32, 64, 128)
-KEY_COLUMNS = ["variant", "block_size", "param_value", "shared_bytes_per_block"]
+KEY_COLUMNS = ["variant", "block_size", "extra_registers", "shared_bytes_per_block"]
+# What rows recorded before schema version 11 named their coordinate (``param``), and its column now.
+LEGACY_PARAMS = {"extra_registers": "extra_registers"}
 STREAM_ELEMENTS = 1 << 26
 CHASE_NODES = 1 << 26
 CHASE_THREADS = 1 << 20
@@ -44,10 +46,10 @@ AXES = (
 )
 
 
-# Each kernel at every block size; the register pressure (param_value) is the chase's alone (see the module
+# Each kernel at every block size; the register pressure (extra_registers) is the chase's alone (see the module
 # docstring), the spoiler's shared memory every point's.
 GRID = Grid([Coordinate("variant", axis="kernels"), Coordinate("block_size", axis="block_sizes"),
-             Coordinate("param_value", values=lambda params, point: [
+             Coordinate("extra_registers", values=lambda params, point: [
                  params.extra_registers if point["variant"] == "chase" else 0]),
              Coordinate("shared_bytes_per_block", axis="dynamic_shared_bytes")])
 
@@ -81,8 +83,8 @@ def flops(row) -> float:
     """FLOPs of one execution of the point (``gpu.core.roofline``), counted from occupancy.cu (beside this file).
     ``stream`` copies one float per thread: 0. ``chase`` follows dependent loads (integer indices: no FLOPs); built
     with register pressure it also sums its ``EXTRA_REGS`` held values once per thread after the chain (the
-    row's ``param_value``): that many float additions per thread (``elements`` threads)."""
+    row's ``extra_registers``): that many float additions per thread (``elements`` threads)."""
     if row["variant"] != "chase":
         return 0.0
-    extra = row["param_value"]
+    extra = row["extra_registers"]
     return float(extra) * float(row["elements"]) if extra == extra and extra else 0.0

@@ -73,12 +73,12 @@ class OccupancySweep(harness.Sweep):
         return sorted(grid_points, key=lambda p: (rank[p["block_size"]], kernels.index(p["variant"])))
 
     def point(self, grid_point) -> harness.Point:
-        kernel, block, extra = grid_point["variant"], grid_point["block_size"], grid_point["param_value"]
+        kernel, block, extra = grid_point["variant"], grid_point["block_size"], grid_point["extra_registers"]
         stream = kernel == "stream"
         return harness.Point(
             {"variant": kernel, "group": "occupancy", "direction": "device", "block_size": block,
-             "elements": STREAM_ELEMENTS if stream else CHASE_THREADS, "param": "extra_registers",
-             "param_value": extra, "registers_per_thread": None, "shared_bytes_per_block": None,
+             "elements": STREAM_ELEMENTS if stream else CHASE_THREADS,
+             "extra_registers": extra, "registers_per_thread": None, "shared_bytes_per_block": None,
              "theoretical_occupancy": None},
             f"{LABELS[kernel]} · block {block}",
             2 * STREAM_ELEMENTS * 4 if stream else CHASE_THREADS * CHASE_STEPS * 4, self.timer.timer_name(),

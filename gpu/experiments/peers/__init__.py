@@ -20,7 +20,7 @@ For every ordered pair (source → destination) of the job's GPUs:
   (walking from one SM only read 2.5–3 % slower than nvbandwidth). A sample is one launch, the stream held while it is
   queued (no L2 flush: the memory walked is the peer's); its time ÷ the steps is the sample, and the row's
   ``median_ms`` is **per access**, the mean over the rotations' launches (``cv``: that mean's relative standard
-  error; ``bytes`` = 8, one pointer; ``param_value`` = the loads of one launch). Every walk's end is checked.
+  error; ``bytes`` = 8, one pointer; ``loads_per_sample`` = the loads of one launch). Every walk's end is checked.
 
 And for every GPU of the job, each with its own pinned host buffer:
 
@@ -31,7 +31,7 @@ And for every GPU of the job, each with its own pinned host buffer:
 Timing methods, as the Transfers and device-copy experiments have them (the ``timer`` column names the one a row
 used): ``single`` – CUDA events around one copy (timer ``cuda_event``); ``batched`` – N back-to-back copies between
 two events, the stream held while Python queues them (``cuda_event_batched_held``), N chosen per point so a sample
-lasts at least 1 ms (at most 512), kept in ``param_value``. Where several streams run at once (bidirectional, all
+lasts at least 1 ms (at most 512), kept in ``copies_per_sample``. Where several streams run at once (bidirectional, all
 GPUs) each has its own hold and events, released together.
 
 On a node of more GPUs than ``whole_matrix_gpus`` (4 by default) the other pair copies are sampled
@@ -100,6 +100,9 @@ TIMERS = {"single": "cuda_event", "batched": "cuda_event_batched_held"}
 METHOD_OF_TIMER = {timer: method for method, timer in TIMERS.items()}
 LATENCY_TIMER = "cuda_event_held"  # one held launch per sample, no L2 flush (the chain is in the peer's memory)
 KEY_COLUMNS = ["variant", "gpu_index", "peer_index", "elements", "timer"]  # the order of Params.points()
+# What rows recorded before schema version 11 named in ``param`` (a detail of how samples were made, or no
+# axis), and its column now.
+LEGACY_PARAMS = {"copies per sample": "copies_per_sample", "loads per sample": "loads_per_sample"}
 SHOW_COLUMNS = ["variant", "gpu_index", "peer_index", "elements", "timer", "link"]
 SIZE_COLUMN = "elements"  # a copy's size in bytes (the latency chase: its buffer)
 CHASE_STRIDE_BYTES = 128  # nvbandwidth's strideLen: 16 pointers, one 128-byte line per node

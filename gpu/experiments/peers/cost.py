@@ -36,7 +36,8 @@ def point_costs(recorded: pd.DataFrame) -> pd.Series:
     if rows.empty:
         return pd.Series(dtype=float)
     per_sample = np.where(rows["timer"].astype(str).str.contains("batched") | (rows["variant"] == "latency"),
-                          pd.to_numeric(rows["param_value"], errors="coerce").fillna(1.0), 1.0)
+                          pd.to_numeric(rows["copies_per_sample"], errors="coerce").fillna(
+                              pd.to_numeric(rows["loads_per_sample"], errors="coerce")).fillna(1.0), 1.0)
     sampled_s = rows["samples_ms"].map(lambda v: float(np.sum(v))) * per_sample / 1e3
     samples = rows["samples"].astype(float).clip(lower=1)
     seconds = sampled_s * (samples + 1) / samples + (samples + 1) * SAMPLE_HOST_S

@@ -12,7 +12,7 @@ back-to-back copies). Variants:
   pushes), ``sm_read``, ``sm_write`` (an SM copy kernel over peer access);
 * ``ce_bidir``: both directions of a pair at once, one row per direction with its own rate;
 * ``latency``: a pointer chase in the peer's memory; ``elements`` the working set (the chain's buffer),
-  ``median_ms`` the time of one dependent load (a sample's time ÷ its loads, ``param_value``), ``bytes`` one 8-byte
+  ``median_ms`` the time of one dependent load (a sample's time ÷ its loads, ``loads_per_sample``), ``bytes`` one 8-byte
   pointer; ``ns_per_access`` reads it;
 * ``h2d_all``, ``d2h_all``: every GPU copying with the host at once, one row per GPU; ``h2d_alone``, ``d2h_alone``:
   each GPU alone, in the same sitting.

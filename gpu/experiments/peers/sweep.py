@@ -246,7 +246,7 @@ class PeersSweep(harness.Sweep):
         if state["method"] == "single":
             return lambda: self._time(copies, 1, hold=False)
         count = harness.copies_per_sample(lambda n: self._time(copies, n, hold=True))
-        point.columns.update({"param": "copies per sample", "param_value": count})
+        point.columns.update({"copies_per_sample": count})
         return lambda: self._time(copies, count, hold=True) / count
 
     def _latency(self, point):
@@ -257,7 +257,7 @@ class PeersSweep(harness.Sweep):
         state = point.state
         walker, peer = self.devices[state["source"]], self.devices[state["destination"]]
         steps = self.CHASE_STEPS
-        point.columns.update({"param": "loads per sample", "param_value": steps})
+        point.columns.update({"loads_per_sample": steps})
         blocks = walker.runtime.sm_count if self.CHASE_FROM_EVERY_SM else 1
 
         def launch(block: int) -> float:

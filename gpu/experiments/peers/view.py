@@ -159,7 +159,7 @@ def latency_figure(frame: pd.DataFrame, view: pm.View) -> go.Figure:
     rows = pm.matrix_rows(frame, view)
     ns = pm.ns_per_access(rows)
     return _heatmap(frame, view, ns, lambda row, v: f"{v:,.0f}",
-                    lambda row, v: _hover(row, f"{v:,.1f} ns per access<br>{int(row.param_value):,} loads per "
+                    lambda row, v: _hover(row, f"{v:,.1f} ns per access<br>{int(row.loads_per_sample):,} loads per "
                                                f"sample"), "ns",
                     f"Latency into the peer's memory (working set {format_bytes(view.size)})", better_low=True)
 

@@ -25,7 +25,7 @@ NAME = "pools"
 # Registration (gpu/experiments/registry.py): the runner's subcommand, the page, the place in lists.
 COMMAND, ORDER, PAGE = "pools", 7, "pages/memory_modes.py"
 HELP = "allocate → copy → free per call vs DeviceMemoryPool/PageLockedMemoryPool"
-BYTE_LABELS = True  # Compare writes bytes and param_value as sizes
+BYTE_LABELS = True  # Compare writes bytes as a size
 VARIANTS = ("device_per_call", "device_pooled", "pinned_per_call", "pinned_pooled")
 LABELS = {"device_per_call": "device: mem_alloc per call", "device_pooled": "device: DeviceMemoryPool",
           "pinned_per_call": "pinned + device: allocate per call",

@@ -35,6 +35,9 @@ LABELS = {"atomic_per_element": "atomicAdd per element (seed)", "shared_tree": "
           "gpuarray_dot": "pycuda gpuarray.dot", "end_to_end_pageable": "end to end, pageable host",
           "end_to_end_pinned": "end to end, pinned host"}
 KEY_COLUMNS = ["variant", "block_size", "elements"]
+# What rows recorded before schema version 11 named in ``param`` (a detail of how samples were made, or no
+# axis), and its column now.
+LEGACY_PARAMS = {"none": None}
 TITLE = "Reductions: a dot product, five ways"
 AXES = (
     axes.Axis("sizes", "vector sizes", [1 << 24], kind="ints", one="vector size", low=1 << 10, high=1 << 28,

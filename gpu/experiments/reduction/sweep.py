@@ -73,8 +73,8 @@ class ReductionSweep(harness.Sweep):
         hold = variant not in UNHELD
         return harness.Point(
             {"variant": variant, "group": "end_to_end" if variant in END_TO_END else "kernel",
-             "direction": "device", "block_size": block, "elements": n, "param": "none",
-             "param_value": 0, "rel_error": None},
+             "direction": "device", "block_size": block, "elements": n,
+             "rel_error": None},
             f"{LABELS[variant]} · {n:,} elements · block {block}", bytes_moved(n),
             self.timer.timer_name(hold), {"variant": variant, "hold": hold, "group": self.block_group})
 

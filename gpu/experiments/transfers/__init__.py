@@ -10,7 +10,7 @@ harness's (``gpu/sweeps/timing_methods.py``):
 * ``batched`` (the throughput view) – N back-to-back copies of the same buffer between two events, as
   bandwidthTest and nvbandwidth time them, with N chosen per point so that one sample lasts at least
   ``BATCH_MS`` (at most ``MAX_BATCH`` copies). A sample is the batch's time ÷ N, so ``median_ms`` and GB/s
-  stay per copy; N is kept in ``param_value`` (``param`` = "copies per sample"). Except for pageable memory
+  stay per copy; N is kept in ``copies_per_sample``. Except for pageable memory
   the stream is held by the blocking kernel while Python queues the batch (``StreamHold``, timer
   ``cuda_event_batched_held``), so the GPU runs the copies back to back; a pageable copy waits on the host
   and cannot be held (timer ``cuda_event_batched``). Copy-only: allocation is timed by the single method.
@@ -44,6 +44,9 @@ DEVICE_RESERVE_BYTES = 256 * MiB
 MAX_POINTS = 2000
 DEFAULT_SIZES = [4 * KiB * 2**i for i in range(19)]  # 4 KiB … 1 GiB
 KEY_COLUMNS = ["bytes", "variant", "direction", "include_alloc", "timer"]  # the order of Params.points()
+# What rows recorded before schema version 11 named in ``param`` (a detail of how samples were made, or no
+# axis), and its column now.
+LEGACY_PARAMS = {"copies per sample": "copies_per_sample"}
 METHODS = ("single", "batched")
 LABELS = MODE_LABELS  # a point's variant is its memory mode
 METHOD_LABELS = {"single": "latency view (single)", "batched": "throughput view (batched)"}

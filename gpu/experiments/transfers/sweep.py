@@ -208,7 +208,7 @@ class TransfersSweep(harness.Sweep):
         method = SINGLE if state["method"] == "single" else BATCHED if mode == "pageable" else HELD
         sample = bench.clock.sampler(method, lambda stream: bench.issue(mode, direction, host, host_ptr, size))
         if method != SINGLE:
-            point.columns.update({"param": "copies per sample", "param_value": sample.copies})
+            point.columns.update({"copies_per_sample": sample.copies})
         return sample
 
     def _allocating(self, state):

@@ -215,8 +215,8 @@ def numbers_table(frame: pd.DataFrame) -> pd.DataFrame:
         "stop": frame["stop_reason"],
         "throttled": frame["throttled"],
     })
-    if "param" in frame and (frame["param"] == "copies per sample").any():  # batched: µs and GB/s are per copy
-        out["copies per sample"] = frame["param_value"].to_numpy()
+    if "copies_per_sample" in frame and frame["copies_per_sample"].notna().any():  # batched: µs and GB/s per copy
+        out["copies per sample"] = frame["copies_per_sample"].to_numpy()
     return out.sort_values(["direction", "mode", "bytes"]).reset_index(drop=True)
 
 

@@ -31,7 +31,7 @@ GROUP_GAP_FLOORS = 2.0  # two groups: sorted values split by a gap wider than tw
 MIN_BOARDS = 2  # a model's median needs two boards; a lone board of its model is shown, not judged
 PROVENANCE = {"driver": "driver_version", "PCIe": "pcie", "SM clock max (MHz)": "sm_clock_max_mhz",
               "memory clock max (MHz)": "mem_clock_max_mhz"}
-ROW_FIELDS = ["run_id", "experiment", "gbps", "median_ms", "timer", "variant", "direction", "param", "host_memory",
+ROW_FIELDS = ["run_id", "experiment", "gbps", "median_ms", "timer", "variant", "direction", "host_memory",
               "include_alloc", "chunks", "device_name", "gpu_index", "gpu_uuid", "peer_index", "peer_uuid", "link",
               "host", "timestamp", "driver_version", "pcie_gen", "pcie_width", "sm_clock_max_mhz", "mem_clock_max_mhz",
               "pcie_gbps_theoretical", "hbm_gbps_theoretical", "conditions"]

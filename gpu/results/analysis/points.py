@@ -39,14 +39,10 @@ def point_label(experiment: str, row) -> str:
         value = schema.key_value(row.get(column))
         if column == "variant" or value is None or (column in PAIR_COLUMNS and None not in pair):
             continue
-        if column in ("bytes", "param_value") and registry.BY_NAME[experiment].byte_labels:
+        if column in schema.SIZE_COLUMNS and registry.BY_NAME[experiment].byte_labels:
             parts.append(format_bytes(value))
         elif column in COUNT_COLUMNS:
             parts.append(text.count(int(value), COUNT_COLUMNS[column]))
-        elif column == "param_value":
-            if row.get("param") == "none":  # a kernel without a swept parameter (a plain copy)
-                continue
-            parts.append(f"{row.get('param') or 'parameter'} {value}")
         else:
             parts.append(LABEL_FORMATS.get(column, column + " {}").format(value))
     return " · ".join(parts)
@@ -108,8 +104,10 @@ def point_keys(frame: pd.DataFrame) -> set[tuple]:
 
 
 KEY_NAMES = {"bytes": "sizes", "variant": "modes", "direction": "directions", "block_size": "block sizes",
-             "include_alloc": "allocation settings", "elements": "element counts", "param": "parameters",
-             "param_value": "parameter values", "group": "groups", "host_memory": "host memory kinds",
+             "include_alloc": "allocation settings", "elements": "element counts", "stride": "strides",
+             "offset": "offsets", "matrix_side": "matrix sides", "chains": "chain counts",
+             "working_set_bytes": "working sets", "piece_bytes": "piece sizes", "extra_registers": "extra registers",
+             "group": "groups", "host_memory": "host memory kinds",
              "chunks": "chunk counts", "streams": "stream counts", "issue_order": "issue orders",
              "intensity": "intensities", "shared_bytes_per_block": "shared memory sizes", "gpu_index": "GPUs",
              "peer_index": "peer GPUs", "timer": "timers"}
@@ -131,7 +129,7 @@ def disjoint_reason(baseline: pd.DataFrame, candidate: pd.DataFrame) -> str | No
         found = {schema.key_value(v) for v in frame[column]}
         ordered = sorted(found, key=lambda v: (v is None, isinstance(v, str), v if isinstance(v, int | float) else 0,
                                                str(v)))
-        shown = [format_bytes(v) if column == "bytes" and v is not None else str(v) for v in ordered]
+        shown = [format_bytes(v) if column in schema.SIZE_COLUMNS and v is not None else str(v) for v in ordered]
         return text.shorten(", ".join(shown[:4]) + (f" and {len(shown) - 4} more" if len(shown) > 4 else ""), 60)
 
     differing = [f"different {KEY_NAMES.get(c, c)} (baseline {values(baseline, c)}; candidate {values(candidate, c)})"

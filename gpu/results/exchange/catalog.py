@@ -13,7 +13,7 @@ import pandas as pd
 from gpu.core import boards, paths, schema
 from gpu.core.access import Actor
 from gpu.core.text import shorten
-from gpu.results.exchange import runfiles, sqlite_store
+from gpu.results.exchange import legacy, runfiles, sqlite_store
 from gpu.results.persistence.store import RunStore, SaveResult, StoreError
 
 ASSETS = paths.ASSETS
@@ -34,7 +34,7 @@ def read_bundled(directories=BUNDLED_DIRS, already_read: dict[Path, pd.DataFrame
 
     def read(path: Path) -> pd.DataFrame:
         frame = already_read.get(path.resolve())
-        return schema.read_results(path) if frame is None else frame
+        return legacy.read_results(path) if frame is None else frame
     return _read_each(directories, read)
 
 
@@ -55,7 +55,7 @@ def _listed_columns(path: Path) -> pd.DataFrame:
     import pyarrow.parquet as pq
 
     if path.suffix == ".csv":
-        return schema.read_results(path)
+        return legacy.read_results(path)
     try:
         names = set(pq.read_schema(path).names)
         frame = pd.read_parquet(path, columns=[c for c in LISTED_COLUMNS if c in names])

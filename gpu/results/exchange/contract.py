@@ -29,7 +29,7 @@ from gpu.core.errors import ImportProblem
 from gpu.core.schema import frame_rows
 from gpu.core.text import shorten
 from gpu.experiments import EXPERIMENTS, get_experiment
-from gpu.results.exchange import runfiles
+from gpu.results.exchange import legacy, runfiles
 from gpu.results.persistence.store import MAX_RUN_SPAN_S, run_times
 
 DEFAULT_MAX_BYTES = 256 * 1024**2
@@ -252,6 +252,11 @@ def check(frame: pd.DataFrame, name: str, manifest: dict | None = None) -> pd.Da
         _number_column(frame, column, where)
     for column in BOOL_COLUMNS:
         _bool_column(frame, column, where)
+    legacy_columns = [c for c in schema.LEGACY_COLUMNS if c in frame.columns]  # an export from before schema 11
+    if "param" in legacy_columns:
+        _text_column(frame, "param", where)
+    if "param_value" in legacy_columns:
+        _number_column(frame, "param_value", where)
     bad = np.flatnonzero(frame["bytes"].to_numpy() > MAX_POINT_BYTES)
     if bad.size:
         raise where(int(bad[0]), "bytes", frame["bytes"].iloc[int(bad[0])], "is beyond any PinPoint measurement "
@@ -265,9 +270,13 @@ def check(frame: pd.DataFrame, name: str, manifest: dict | None = None) -> pd.Da
         raise where(unknown[0], "experiment", frame["experiment"].iloc[unknown[0]],
                     f"is not a PinPoint experiment (known: {', '.join(EXPERIMENTS)})")
     _samples_column(frame, where)
-    _check_runs(frame, name, where)
-    if manifest is not None:
+    if manifest is not None:  # on the file as written: an old export's hash counts its legacy columns
         _check_manifest(frame, name, manifest)
+    try:
+        frame = legacy.map_frame(frame, name)
+    except schema.SchemaError as exc:
+        raise ImportProblem(str(exc)) from None
+    _check_runs(frame, name, where)
     try:
         return schema.validate(frame)
     except schema.SchemaError as exc:
@@ -315,9 +324,18 @@ def _check_manifest(frame: pd.DataFrame, name: str, manifest: dict) -> None:
         if len(part) != entry["points"]:
             raise ImportProblem(f"{name}: run {shorten(run_id)} has {len(part)} of the {entry['points']} points its "
                                 "manifest lists: a cut or partial file")
-        if runfiles.content_hash(frame_rows(schema.validate(part))) != entry["sha256"]:
+        if runfiles.content_hash(_rows_as_written(part)) != entry["sha256"]:
             raise ImportProblem(f"{name}: run {shorten(run_id)}'s points differ from its manifest's content hash: "
                                 "the file was changed after export")
     extra = sorted(set(found) - set(manifest))
     if extra:
         raise ImportProblem(f"{name}: run {shorten(extra[0])} is not in the file's manifest")
+
+
+def _rows_as_written(part: pd.DataFrame) -> list[dict]:
+    """A run's rows for its content hash: the schema's columns, and the legacy ones where the file holds them."""
+    held = [c for c in schema.LEGACY_COLUMNS if c in part.columns]
+    rows = frame_rows(schema.validate(part.drop(columns=held)))
+    for row, legacy_row in zip(rows, part[held].to_dict("records"), strict=True):
+        row.update(legacy_row)  # content_hash puts every value in canonical form
+    return rows

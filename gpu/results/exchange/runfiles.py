@@ -57,9 +57,14 @@ def _canonical(value):
 
 
 def content_hash(rows: list[dict]) -> str:
-    """SHA-256 of one run's points (rows of the results schema, as dicts) in canonical form."""
+    """SHA-256 of one run's points (rows of the results schema, as dicts) in canonical form. Rows recorded before
+    schema version 11 hold its legacy columns (``schema.LEGACY_COLUMNS``): their hash, as written, counts them."""
+    columns = [c for c in schema.COLUMNS if c != "run_id"]
+    if rows and any(c in rows[0] for c in schema.LEGACY_COLUMNS):
+        columns += schema.LEGACY_COLUMNS
+
     def point(row: dict) -> dict:
-        values = {c: _canonical(row.get(c)) for c in schema.COLUMNS if c != "run_id"}
+        values = {c: _canonical(row.get(c)) for c in columns}
         return {c: v for c, v in values.items() if v is not None or c not in schema.HASHED_WHEN_SET}
 
     canonical = sorted(json.dumps(point(row), sort_keys=True, separators=(",", ":")) for row in rows)
