@@ -5,6 +5,9 @@ Which GPU: the one ``CUDA_VISIBLE_DEVICES`` leaves visible. Where a worker sees 
 node's GPUs with one Dask worker per GPU, or a LocalCluster), it takes the one at its own place among its job's
 workers: worker ``name-2`` (or ``2``) takes the third. The GPU worker process is spawned from the Dask worker, so
 Dask's workers must not be daemonic processes (``DASK_DISTRIBUTED__WORKER__DAEMON=False``; ``cluster`` sets it).
+It says hello only once its warm-ups' background work is done (``SETTLE_ENV``): the host data an experiment builds on
+a thread as a worker starts (seconds on several cores) would otherwise be built beside the first runs, and the
+Transfers sweep's pageable copies run on the same host's cores and memory.
 
 A node run (``gpus = "node"``) is a second GPU worker process, started by one Dask worker of the node for the
 node's GPUs together: the fleet gives it the node's board UUIDs (what every worker of the node reported), and the
@@ -26,7 +29,7 @@ from distributed import get_worker
 from gpu.core.errors import PinPointError, ValidationError, WorkerUnavailable
 from gpu.experiments.request import Request
 from gpu.service.backends import LiveBackend
-from gpu.service.client import WorkerClient
+from gpu.service.client import SETTLE_ENV, WorkerClient
 from gpu.service.host_locks import GpuBusy
 
 _BACKENDS: dict[str, LiveBackend] = {}
@@ -78,6 +81,7 @@ def backend(service: str) -> LiveBackend:
         chosen = gpu_for_worker(os.environ.get("CUDA_VISIBLE_DEVICES"), _worker_name())
         if chosen is not None:
             os.environ["CUDA_VISIBLE_DEVICES"] = chosen  # before any CUDA call: the spawned worker inherits it
+        os.environ[SETTLE_ENV] = "1"  # the spawned worker's first run never measures beside its warm-ups' threads
         try:
             _BACKENDS[service] = LiveBackend(WorkerClient(service=service))
         except WorkerUnavailable as exc:
@@ -94,6 +98,7 @@ def node_backend(service: str, gpus: list[str]) -> LiveBackend:
             return kept
         own = os.environ.get("CUDA_VISIBLE_DEVICES")
         os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)  # the spawned process inherits it at its start
+        os.environ[SETTLE_ENV] = "1"
         try:
             _BACKENDS[key] = LiveBackend(WorkerClient(service=service,
                                                       service_options={"devices": list(range(len(gpus)))}))
