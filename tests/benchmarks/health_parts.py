@@ -482,7 +482,9 @@ def _report_runs(gpu: str, mine: list[dict], detail: bool) -> None:
         def at(part, key="start", first=first):
             return first[part][key] if part in first else None
 
-        stored = at("driver: frame fetched, stored (one transaction)", "end")
+        # The store transaction's end (on the loop's thread before the fleet stored on a thread of its own).
+        stored = at("driver: store transaction (catalog.save)", "end") or at(
+            "driver: frame fetched, stored (one transaction)", "end")
         noticed = at("driver: noticed the task ended")
         next_sub = submitted[index + 1]["start"] if index + 1 < len(submitted) else None
         task_start = at("dask: measure task (on the Dask worker)") or at("dask: node task (on the Dask worker)")
@@ -505,9 +507,11 @@ def _report_runs(gpu: str, mine: list[dict], detail: bool) -> None:
             if noticed is not None:
                 record["job → noticed"] = noticed - job_end
         if stored is not None and noticed is not None:
-            record["store"] = stored - noticed
-        if stored is not None and next_sub is not None:
-            record["→ next"] = next_sub - stored
+            record["noticed → stored"] = stored - noticed
+        if noticed is not None and next_sub is not None:
+            record["noticed → next"] = next_sub - noticed
+        if "job" in record:
+            record["fleet − job"] = record["fleet"] - record["job"]
         for key, value in record.items():
             totals[key] = totals.get(key, 0.0) + value
         compact.append(f"    {experiment:<13} " + " · ".join(f"{k} {v:.2f}" for k, v in record.items()))
@@ -543,14 +547,14 @@ def _report_runs(gpu: str, mine: list[dict], detail: bool) -> None:
         gap("task returned → Dask told the driver", task_end, dask_ended)
         gap("Dask told → the driver's loop noticed", dask_ended, noticed)
         gap("noticed → frame fetched and stored", noticed, stored)
-        gap("stored → this GPU's next run submitted", stored, next_sub)
+        gap("noticed → this GPU's next run submitted", noticed, next_sub)
         freed = _total(run, "job: after its answer (buffers freed)")
         if freed:
             lines.append(f"      (after the answer, beside the above: buffers freed {freed:.3f} s)")
     label = "node" if gpu == "node" else f"GPU {_short(gpu)}"
     print(f"  {label}: runs {totals.get('fleet', 0.0):.1f} s in all as the fleet counts them (seconds; 'to job': "
           "submission to the job's start in the GPU worker; 'job → noticed': its end to the driver noticing; "
-          "'→ next': stored to the next submission)", flush=True)
+          "'noticed → next': to the GPU's next submission)", flush=True)
     print("\n".join(compact), flush=True)
     print(f"    {'in all':<13} " + " · ".join(f"{k} {v:.2f}" for k, v in totals.items()), flush=True)
     if lines:
