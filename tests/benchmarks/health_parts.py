@@ -215,7 +215,12 @@ def _timed_service_class(base):
             info = super().hello()
             several = len(info.get("gpu_indices") or []) > 1  # a node run's worker holds every GPU of the node
             _WHERE["gpu"] = "node" if several else str(info.get("facts", {}).get("gpu_uuid") or "")
-            log("start: hello", time.time())
+            now = time.time()
+            settled = info.get("settled") or {}
+            if settled.get("waited_s"):  # the worker itself waited for its warm-ups' threads (a fleet's, today)
+                log("start: waited for the warm-ups' threads (the fleet's worker settles)", now - settled["waited_s"],
+                    now, still_running=settled.get("still_running"))
+            log("start: hello", now)
             return info
 
         def handle(self, job, progress, should_cancel):
