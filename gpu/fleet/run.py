@@ -76,7 +76,8 @@ def run_fleet(client: Client, suite: Suite, catalog, fleet_id: str, service: str
     suite = suite_as_stored(catalog, fleet_id, suite, progress)
     stored_before = stored_pairs(catalog, fleet_id, suite)
     try:
-        gpus, problems = _identify(client, service, identify_timeout, progress)
+        gpus, problems = _identify(client, service, identify_timeout, progress,
+                                   [run.experiment for run in suite.gpu_runs])
     except Exception as exc:
         if not scheduler_lost(client, exc):
             raise
@@ -219,14 +220,17 @@ def _gpu_workers(client: Client) -> list[tuple[str, str]]:
                   if info.get("resources", {}).get("GPU", 0) >= 1)
 
 
-def _identify(client: Client, service: str, timeout: float, progress: Progress) -> tuple[list[FleetGpu], list[str]]:
-    """Every GPU worker's GPU (starting its GPU worker process); workers that cannot say are problems, not GPUs."""
+def _identify(client: Client, service: str, timeout: float, progress: Progress,
+              experiments: list[str] | None = None) -> tuple[list[FleetGpu], list[str]]:
+    """Every GPU worker's GPU (starting its GPU worker process, which warms up only ``experiments``: the suite's
+    one-GPU runs); workers that cannot say are problems, not GPUs."""
     workers = _gpu_workers(client)
     if not workers:
         raise FleetError("the cluster has no worker holding a GPU resource: start each worker with --resources "
                          "GPU=1 (one worker per GPU)")
-    futures = {address: client.submit(task.identify, service, workers=[address], allow_other_workers=False,
-                                       resources={"GPU": 1}, pure=False, key=f"pinpoint-identify-{address}")
+    futures = {address: client.submit(task.identify, service, experiments, workers=[address],
+                                       allow_other_workers=False, resources={"GPU": 1}, pure=False,
+                                       key=f"pinpoint-identify-{address}")
                for address, _ in workers}
     deadline = time.monotonic() + timeout
     pending = dict(futures)

@@ -32,7 +32,7 @@ from gpu.device.driver_occupancy import driver_occupancy_table
 from gpu.experiments import REGISTRY, get_experiment, in_point_order, sweep_of
 from gpu.experiments.method import method_version
 from gpu.experiments.request import Request
-from gpu.service.client import SETTLE_ENV, load_service_class
+from gpu.service.client import SETTLE_ENV, WARM_UPS_ENV, load_service_class
 from gpu.service.messages import Failure, Freed, Hello, InitFailed, Progress, Result, Row
 from gpu.service.parent_watch import exit_with_parent
 
@@ -109,11 +109,16 @@ class GpuService:
         """Each sweep that declares ``warm_up(gpu)`` builds, as the worker starts, what its first job would
         otherwise build while a person waits: a kernel PyCUDA compiles on first use, host data started on a thread.
         Seconds each took, or why it failed: a failed warm-up costs only its own experiment's first job the time.
-        The daemon threads a warm-up leaves running (host data built in the background) are kept in
+        ``PINPOINT_WARM_UPS`` (``WARM_UPS_ENV``) names the experiments to warm up (a fleet's worker: its suite's);
+        unset, every one. The daemon threads a warm-up leaves running (host data built in the background) are kept in
         ``warm_threads``, for ``settle`` to wait for."""
         warmed = {}
         self.warm_threads: list[threading.Thread] = []
+        listed = os.environ.get(WARM_UPS_ENV)  # a fleet's worker warms up only what its suite measures
+        wanted = None if listed is None else {name.strip() for name in listed.split(",") if name.strip()}
         for entry in REGISTRY:
+            if wanted is not None and entry.module.NAME not in wanted:
+                continue
             sweep = entry.sweep_module()
             if hasattr(sweep, "warm_up"):
                 started = time.perf_counter()

@@ -283,25 +283,25 @@ def _instrument_dask_worker() -> None:
         jobs.JobHandle.finish = finish
 
 
-def timed_identify(service: str) -> dict:
+def timed_identify(service: str, *args, **kwargs) -> dict:
     from gpu.fleet import task
 
     _instrument_dask_worker()
     with span("dask: identify task (the GPU worker's start)", experiment="identify"):
-        answer = task.identify(service)
+        answer = task.identify(service, *args, **kwargs)
     _WHERE["gpu"] = str(answer.get("gpu_uuid") or "")
     log("dask: identify task (the GPU worker's start)", time.time(), experiment="identify", gpu=_WHERE["gpu"],
         mark="gpu")
     return answer
 
 
-def timed_measure(service, request, timeout_s, fleet_id="", wait_s=None):
+def timed_measure(service, request, timeout_s, **kwargs):
     from gpu.fleet import task
 
     _instrument_dask_worker()
     _CONTEXT.experiment = request.experiment
     with span("dask: measure task (on the Dask worker)", experiment=request.experiment):
-        return task.measure(service, request, timeout_s, fleet_id=fleet_id, wait_s=wait_s)
+        return task.measure(service, request, timeout_s, **kwargs)
 
 
 def timed_release(service):
@@ -312,13 +312,13 @@ def timed_release(service):
         return task.release(service)
 
 
-def timed_measure_node(service, request, timeout_s, gpus, *released, fleet_id="", wait_s=None):
+def timed_measure_node(service, request, timeout_s, gpus, *released, **kwargs):
     from gpu.fleet import task
 
     _instrument_dask_worker()
     _CONTEXT.experiment = request.experiment
     with span("dask: node task (on the Dask worker)", experiment=request.experiment, gpu="node"):
-        return task.measure_node(service, request, timeout_s, gpus, *released, fleet_id=fleet_id, wait_s=wait_s)
+        return task.measure_node(service, request, timeout_s, gpus, *released, **kwargs)
 
 
 # --- the driver -------------------------------------------------------------------------------------------------------
