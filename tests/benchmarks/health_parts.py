@@ -454,6 +454,8 @@ def _report_start(gpu: str, mine: list[dict], origin: float) -> None:
         if s["part"].startswith(("warm-up thread", "start: waited")):
             print(f"    {s['part']}: {s['start'] - origin:+.2f} → {s['end'] - origin:+.2f} s "
                   f"({s['end'] - s['start']:.2f} s)", flush=True)
+    if first_run != float("inf"):
+        print(f"    first run submitted at {first_run - origin:+.2f} s (times from the fleet's start)", flush=True)
 
 
 PARTS_IN_JOB = [
