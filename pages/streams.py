@@ -121,7 +121,7 @@ if ui.desk():  # on stage the takeaway under the timeline says it
     st.caption(overlap.BOUNDS_EXPLAINED if summary["best_duplex_bound_ms"].notna().any()
                else overlap.NO_DUPLEX_EXPLAINED)
     if "pageable" in params["host_memory"] and not pageable_grid:
-        chunk_counts, stream_counts = streams.parse_params(params).grid("pageable")
+        chunk_counts, stream_counts = streams.parse_params(params).counts("pageable")
         st.caption(f"Pageable memory was measured at {text.count(chunk_counts[0], 'chunk')} × "
                    f"{text.count(stream_counts[0], 'stream')} only; "
                    "'Pageable at every chunk and stream count' measures its whole grid.")

@@ -18,6 +18,7 @@ from gpu.core.limits import Limits
 from gpu.experiments import bank_conflicts as bank
 from gpu.experiments import sweep_of
 from gpu.experiments.order import in_point_order
+from tests.sweep_walk import StandInTelemetry
 
 SIMULATED_PROVENANCE = {
     "device_name": "simulated board", "compute_capability": "9.0", "sm_count": 4, "memory_total_bytes": 1 << 36,
@@ -75,17 +76,7 @@ class StandInRuntime:
             def memcpy_dtoh(host, pointer):
                 host.view(np.uint8).ravel()[:] = runtime.buffers[pointer][:host.nbytes]
 
-        class Telemetry:
-            def sample(self, force=False):
-                pass
-
-            def start_point(self):
-                pass
-
-            def point_summary(self):
-                return {"sm_clock_mhz": 1980.0, "throttled": False}
-
-        self.cuda, self.telemetry = Cuda, Telemetry()
+        self.cuda, self.telemetry = Cuda, StandInTelemetry()
         self.job_scope = lambda: contextlib.nullcontext(Ledger())
         self.limits = lambda: Limits(1 << 36, 1 << 37, 1 << 34, 1 << 36, 1024, 32)
 

@@ -15,6 +15,7 @@ from gpu.core.roofline import COMPUTE
 from gpu.experiments import fma, sweep_of
 from gpu.experiments.fma import sweep as fma_sweep
 from gpu.experiments.fma import view as compute_chart
+from tests.sweep_walk import StandInTelemetry
 
 GiB = 1024**3
 H200_LIMITS = Limits(139 * GiB, 140 * GiB, 16 * GiB, 120 * GiB, 1024, 32)
@@ -242,17 +243,7 @@ class _StandInRuntime:
                                          precision)
                 destination[:] = sums[:destination.size]
 
-        class Telemetry:
-            def sample(self, force=False):
-                pass
-
-            def start_point(self):
-                pass
-
-            def point_summary(self):
-                return {"sm_clock_mhz": 1980.0, "throttled": False}
-
-        self.cuda, self.telemetry, self.Ledger = Cuda, Telemetry(), Ledger
+        self.cuda, self.telemetry, self.Ledger = Cuda, StandInTelemetry(), Ledger
         self.job_scope = lambda: contextlib.nullcontext(Ledger())
         self.limits = lambda: Limits(1 << 36, 1 << 37, 1 << 34, 1 << 36, 1024, 32)
 

@@ -61,8 +61,8 @@ def test_a_staged_pipeline_is_measured_once_whatever_stream_counts_are_chosen():
 ])
 def test_pageable_is_measured_at_the_configuration_nearest_its_lesson(chunks, stream_counts, lesson):
     params = streams.parse_params({"chunks": chunks, "streams": stream_counts})
-    assert params.grid("pageable") == ([lesson[0]], [lesson[1]])
-    assert params.grid("pinned") == (chunks, stream_counts)
+    assert params.counts("pageable") == ([lesson[0]], [lesson[1]])
+    assert params.counts("pinned") == (chunks, stream_counts)
 
 
 @pytest.mark.parametrize("raw,message", [

@@ -38,6 +38,7 @@ import numpy as np
 from gpu.core.errors import VerificationError
 from gpu.experiments import _kernels as k
 from gpu.experiments import axes
+from gpu.experiments.grid import Coordinate, Grid
 from gpu.experiments.page import PageEntry
 
 NAME = "bank_conflicts"
@@ -115,27 +116,33 @@ AXES = (
 )
 
 
-class Params(axes.parameters(AXES)):
-    def points(self):
-        """(variant, block_size, param_value, intensity) for every point: strided reads (param_value the stride),
-        then transposes (param_value the matrix side, 32 × 8 threads); intensity is the shared-memory reads per thread
-        (the axis' for the strided reads, 4 tile words for a transpose). Stride 1 unpadded, the conflict-free
-        reference, is measured for every word size and block size of the strided group, whichever strides and layouts
-        are chosen."""
-        if "strided" in self.groups:
-            for word in self.word_sizes:
-                for block in self.block_sizes:
-                    reference = (variant_of("strided", "plain", word), block, 1, self.reads_per_thread)
-                    yield reference
-                    for layout in self.layouts:
-                        for stride in self.strides:
-                            point = (variant_of("strided", layout, word), block, stride, self.reads_per_thread)
-                            if point != reference:
-                                yield point
-        if "transpose" in self.groups:
-            for word in self.word_sizes:
-                for layout in self.layouts:
-                    yield variant_of("transpose", layout, word), TRANSPOSE_BLOCK, self.matrix_side, TRANSPOSE_READS
+def _variants_and_values(params, point) -> list[tuple[str, int]]:
+    """(variant, param_value) of a group's points at one word size: strided reads, the conflict-free reference first
+    (stride 1 unpadded, measured whichever strides and layouts are chosen; the same point among the chosen ones is
+    measured once), then each layout at each stride; transposes, each layout at the matrix side."""
+    word = point["word_bytes"]
+    if point["group"] == "strided":
+        return [(variant_of("strided", "plain", word), 1)] + [
+            (variant_of("strided", layout, word), stride) for layout in params.layouts for stride in params.strides]
+    return [(variant_of("transpose", layout, word), params.matrix_side) for layout in params.layouts]
+
+
+# The strided reads (param_value the stride), then the transposes (param_value the matrix side, 32 × 8 threads), in
+# that order whatever order the groups were given in; intensity is the shared-memory reads per thread (the axis' for
+# the strided reads, 4 tile words for a transpose).
+GRID = Grid([
+    Coordinate("group", values=lambda params, point: [g for g in GROUPS if g in params.groups], key=False),
+    Coordinate("word_bytes", axis="word_sizes", key=False),
+    Coordinate("block_size", values=lambda params, point: params.block_sizes if point["group"] == "strided"
+               else [TRANSPOSE_BLOCK]),
+    Coordinate(("variant", "param_value"), values=_variants_and_values),
+    Coordinate("intensity", values=lambda params, point: [params.reads_per_thread if point["group"] == "strided"
+                                                          else TRANSPOSE_READS]),
+])
+
+
+class Params(axes.parameters(AXES, grid=GRID, key_columns=KEY_COLUMNS)):
+    pass
 
 
 parse_params = axes.parser(Params)

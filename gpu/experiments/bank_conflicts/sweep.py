@@ -22,6 +22,8 @@ class BankConflictsSweep(harness.Sweep):
 
     def setup(self) -> None:
         gpu, ledger, params = self.gpu, self.ledger, self.params
+        # A kernel's own clock (gpu.device.timing.KernelTimer: events around one launch, the stream held while it is
+        # queued), not one of the harness's copy methods: a sample is one cold launch, never a batch.
         self.reads_timer = KernelTimer(gpu, ledger, flush_l2=False)  # shared memory only: no cache state to reset
         self.transpose_timer = None
         self.threads_per_sm = int(gpu.attributes.get("MAX_THREADS_PER_MULTIPROCESSOR", 2048))
@@ -46,27 +48,32 @@ class BankConflictsSweep(harness.Sweep):
                            self.ledger.host_buffer(nbytes, "pinned").view(np.uint8))
         return self.matrix
 
-    def points(self):
-        gpu = self.gpu
-        for variant, block, value, reads in self.params.points():
-            word = declared.word_bytes_of(variant)
-            if declared.group_of(variant) == "strided":
-                threads = declared.strided_threads(gpu.sm_count, self.threads_per_sm, block)
-                yield harness.Point(
-                    {"variant": variant, "group": "strided", "direction": "shared", "block_size": block,
-                     "elements": threads, "param": "stride", "param_value": value, "intensity": reads,
-                     "shared_bytes_per_block": declared.SHARED_WORDS * word},
-                    f"{declared.LABELS[variant]} · stride {value} · block {block}",
-                    declared.strided_bytes(threads, reads, word), self.reads_timer.timer_name(),
-                    {"variant": variant, "block": block, "stride": value, "reads": reads, "threads": threads})
-            else:
-                self._transpose_buffers()
-                yield harness.Point(
-                    {"variant": variant, "group": "transpose", "direction": "device", "block_size": block,
-                     "elements": value * value, "param": "matrix_side", "param_value": value, "intensity": reads,
-                     "shared_bytes_per_block": declared.tile_shared_bytes(variant)},
-                    f"{declared.LABELS[variant]} · {value:,} × {value:,}", declared.transpose_bytes(value, word),
-                    self.transpose_timer.timer_name(), {"variant": variant, "side": value})
+    def group_of(self, grid_point):
+        return grid_point["group"]
+
+    def enter_group(self, group) -> None:
+        if group == "transpose":
+            self._transpose_buffers()
+
+    def point(self, grid_point) -> harness.Point:
+        variant, block = grid_point["variant"], grid_point["block_size"]
+        value, reads = grid_point["param_value"], grid_point["intensity"]
+        word = declared.word_bytes_of(variant)
+        if grid_point["group"] == "strided":
+            threads = declared.strided_threads(self.gpu.sm_count, self.threads_per_sm, block)
+            return harness.Point(
+                {"variant": variant, "group": "strided", "direction": "shared", "block_size": block,
+                 "elements": threads, "param": "stride", "param_value": value, "intensity": reads,
+                 "shared_bytes_per_block": declared.SHARED_WORDS * word},
+                f"{declared.LABELS[variant]} · stride {value} · block {block}",
+                declared.strided_bytes(threads, reads, word), self.reads_timer.timer_name(),
+                {"variant": variant, "block": block, "stride": value, "reads": reads, "threads": threads})
+        return harness.Point(
+            {"variant": variant, "group": "transpose", "direction": "device", "block_size": block,
+             "elements": value * value, "param": "matrix_side", "param_value": value, "intensity": reads,
+             "shared_bytes_per_block": declared.tile_shared_bytes(variant)},
+            f"{declared.LABELS[variant]} · {value:,} × {value:,}", declared.transpose_bytes(value, word),
+            self.transpose_timer.timer_name(), {"variant": variant, "side": value})
 
     def prepare(self, point) -> None:
         state = point.state

@@ -18,6 +18,7 @@ from __future__ import annotations
 from gpu.core.units import KiB, MiB, format_bytes
 from gpu.experiments import _kernels as k
 from gpu.experiments import axes
+from gpu.experiments.grid import Coordinate, Grid
 
 NAME = "batching"
 # Registration (gpu/experiments/registry.py): the runner's subcommand, the page, the place in lists.
@@ -41,11 +42,13 @@ AXES = (
 )
 
 
-class Params(axes.parameters(AXES)):
-    def points(self):
-        for size in self.piece_sizes:
-            for variant in self.variants:
-                yield variant, size, self.pieces
+# Each piece size (param_value), every way to copy, K pieces (chunks).
+GRID = Grid([Coordinate("param_value", axis="piece_sizes"), Coordinate("variant", axis="variants"),
+             Coordinate("chunks", axis="pieces")])
+
+
+class Params(axes.parameters(AXES, grid=GRID, key_columns=KEY_COLUMNS)):
+    pass
 
 
 parse_params = axes.parser(Params)

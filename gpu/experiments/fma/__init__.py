@@ -32,6 +32,7 @@ from gpu.core.errors import VerificationError
 from gpu.core.roofline import COMPUTE, Roof
 from gpu.experiments import _kernels as k
 from gpu.experiments import axes
+from gpu.experiments.grid import Coordinate, Grid
 
 if TYPE_CHECKING:  # frames are passed in only: a declaration loads no pandas
     import pandas as pd
@@ -62,13 +63,13 @@ AXES = (
 )
 
 
-class Params(axes.parameters(AXES)):
-    def points(self):
-        """(precision, block_size, chains, fmas_per_thread) for every point, as KEY_COLUMNS orders them."""
-        for precision in self.precisions:
-            for block in self.block_sizes:
-                for chains in self.chains:
-                    yield precision, block, chains, self.fmas_per_thread
+# Each precision, each block size, each chain count (param_value), at the one FMAs per thread (intensity).
+GRID = Grid([Coordinate("variant", axis="precisions"), Coordinate("block_size", axis="block_sizes"),
+             Coordinate("param_value", axis="chains"), Coordinate("intensity", axis="fmas_per_thread")])
+
+
+class Params(axes.parameters(AXES, grid=GRID, key_columns=KEY_COLUMNS)):
+    pass
 
 
 parse_params = axes.parser(Params)

@@ -27,6 +27,8 @@ class FmaSweep(harness.Sweep):
 
     def setup(self) -> None:
         gpu, ledger = self.gpu, self.ledger
+        # A kernel's own clock (gpu.device.timing.KernelTimer: events around one launch, the stream held while it is
+        # queued), not one of the harness's copy methods: a sample is one cold launch, never a batch.
         self.timer = KernelTimer(gpu, ledger, flush_l2=False)  # nothing is read: no cache state to reset
         self.threads_per_sm = int(gpu.attributes.get("MAX_THREADS_PER_MULTIPROCESSOR", 2048))
         most_threads = max(grid_blocks(gpu.sm_count, self.threads_per_sm, b) * b for b in self.params.block_sizes)
@@ -35,15 +37,16 @@ class FmaSweep(harness.Sweep):
         self.fn = {(p, c): gpu.kernel("fma", f"fma_{p}_x{c}") for p in self.params.precisions
                    for c in self.params.chains}
 
-    def points(self):
-        for precision, block, chains, fmas in self.params.points():
-            threads = grid_blocks(self.gpu.sm_count, self.threads_per_sm, block) * block
-            yield harness.Point(
-                {"variant": precision, "group": "fma", "direction": "device", "block_size": block,
-                 "elements": threads, "param": "chains", "param_value": chains, "intensity": fmas},
-                f"{LABELS[precision]} · {chains} chains · block {block}", threads * ITEM_BYTES[precision],
-                self.timer.timer_name(), {"precision": precision, "block": block, "chains": chains, "fmas": fmas,
-                                          "threads": threads})
+    def point(self, grid_point) -> harness.Point:
+        precision, block = grid_point["variant"], grid_point["block_size"]
+        chains, fmas = grid_point["param_value"], grid_point["intensity"]
+        threads = grid_blocks(self.gpu.sm_count, self.threads_per_sm, block) * block
+        return harness.Point(
+            {"variant": precision, "group": "fma", "direction": "device", "block_size": block,
+             "elements": threads, "param": "chains", "param_value": chains, "intensity": fmas},
+            f"{LABELS[precision]} · {chains} chains · block {block}", threads * ITEM_BYTES[precision],
+            self.timer.timer_name(), {"precision": precision, "block": block, "chains": chains, "fmas": fmas,
+                                      "threads": threads})
 
     def prepare(self, point) -> None:
         state = point.state

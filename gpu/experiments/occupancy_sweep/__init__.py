@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from gpu.experiments import _kernels as k
 from gpu.experiments import axes
+from gpu.experiments.grid import Coordinate, Grid
 from gpu.experiments.page import PageEntry
 
 NAME = "occupancy"
@@ -43,12 +44,16 @@ AXES = (
 )
 
 
-class Params(axes.parameters(AXES)):
-    def points(self):
-        for kernel in self.kernels:
-            extra = self.extra_registers if kernel == "chase" else 0  # see the module docstring
-            for block in self.block_sizes:
-                yield kernel, block, extra, self.dynamic_shared_bytes
+# Each kernel at every block size; the register pressure (param_value) is the chase's alone (see the module
+# docstring), the spoiler's shared memory every point's.
+GRID = Grid([Coordinate("variant", axis="kernels"), Coordinate("block_size", axis="block_sizes"),
+             Coordinate("param_value", values=lambda params, point: [
+                 params.extra_registers if point["variant"] == "chase" else 0]),
+             Coordinate("shared_bytes_per_block", axis="dynamic_shared_bytes")])
+
+
+class Params(axes.parameters(AXES, grid=GRID, key_columns=KEY_COLUMNS)):
+    pass
 
 
 parse_params = axes.parser(Params)

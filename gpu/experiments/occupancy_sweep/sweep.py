@@ -52,6 +52,8 @@ class OccupancySweep(harness.Sweep):
 
     def setup(self) -> None:
         cuda, ledger = self.cuda, self.ledger
+        # A kernel's own clock (gpu.device.timing.KernelTimer: events around one launch, the stream held while it is
+        # queued), not one of the harness's copy methods: a sample is one cold launch, never a batch.
         self.timer = KernelTimer(self.gpu, ledger)
         self.src_host = k.small_int_floats(STREAM_ELEMENTS, seed=7)
         self.src, self.dst = ledger.device_buffer(STREAM_ELEMENTS * 4), ledger.device_buffer(STREAM_ELEMENTS * 4)
@@ -64,20 +66,23 @@ class OccupancySweep(harness.Sweep):
         cuda.memcpy_htod(self.next_dev, nxt)
         self.readback = ledger.host_buffer(STREAM_ELEMENTS * 4, "pinned")  # pinned: read back at full link speed
 
-    def points(self):
-        points = list(self.params.points())
-        kernels = list(dict.fromkeys(p[0] for p in points))
+    def order(self, grid_points):
+        """Block sizes coarse first, both kernels at each."""
+        kernels = list(dict.fromkeys(p["variant"] for p in grid_points))
         rank = {b: r for r, b in enumerate(coarse_first(self.params.block_sizes))}
-        for kernel, block, extra, _ in sorted(points, key=lambda p: (rank[p[1]], kernels.index(p[0]))):
-            stream = kernel == "stream"
-            yield harness.Point(
-                {"variant": kernel, "group": "occupancy", "direction": "device", "block_size": block,
-                 "elements": STREAM_ELEMENTS if stream else CHASE_THREADS, "param": "extra_registers",
-                 "param_value": extra, "registers_per_thread": None, "shared_bytes_per_block": None,
-                 "theoretical_occupancy": None},
-                f"{LABELS[kernel]} · block {block}",
-                2 * STREAM_ELEMENTS * 4 if stream else CHASE_THREADS * CHASE_STEPS * 4, self.timer.timer_name(),
-                (kernel, block))
+        return sorted(grid_points, key=lambda p: (rank[p["block_size"]], kernels.index(p["variant"])))
+
+    def point(self, grid_point) -> harness.Point:
+        kernel, block, extra = grid_point["variant"], grid_point["block_size"], grid_point["param_value"]
+        stream = kernel == "stream"
+        return harness.Point(
+            {"variant": kernel, "group": "occupancy", "direction": "device", "block_size": block,
+             "elements": STREAM_ELEMENTS if stream else CHASE_THREADS, "param": "extra_registers",
+             "param_value": extra, "registers_per_thread": None, "shared_bytes_per_block": None,
+             "theoretical_occupancy": None},
+            f"{LABELS[kernel]} · block {block}",
+            2 * STREAM_ELEMENTS * 4 if stream else CHASE_THREADS * CHASE_STEPS * 4, self.timer.timer_name(),
+            (kernel, block))
 
     def measure(self, point):
         kernel, block = point.state

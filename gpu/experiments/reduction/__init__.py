@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from gpu.experiments import _kernels as k
 from gpu.experiments import axes
+from gpu.experiments.grid import Coordinate, Grid
 from gpu.experiments.page import PageEntry
 
 NAME = "reduction"
@@ -43,12 +44,13 @@ AXES = (
 )
 
 
-class Params(axes.parameters(AXES)):
-    def points(self):
-        for n in self.sizes:
-            for block in self.block_sizes:
-                for variant in self.variants:
-                    yield variant, block, n
+# Each vector size, each block size, every variant.
+GRID = Grid([Coordinate("elements", axis="sizes"), Coordinate("block_size", axis="block_sizes"),
+             Coordinate("variant", axis="variants")])
+
+
+class Params(axes.parameters(AXES, grid=GRID, key_columns=KEY_COLUMNS)):
+    pass
 
 
 parse_params = axes.parser(Params)

@@ -31,37 +31,52 @@ class ReductionSweep(harness.Sweep):
 
     def setup(self) -> None:
         ledger, largest = self.ledger, max(self.params.sizes)
+        # A kernel's own clock (gpu.device.timing.KernelTimer: events around one launch, the stream held while it is
+        # queued), not one of the harness's copy methods: a sample is one cold dot product (end to end: with its
+        # copies), never a batch.
         self.timer = KernelTimer(self.gpu, ledger)
         self.a, self.b = ledger.device_buffer(largest * 4), ledger.device_buffer(largest * 4)
         self.out_f, self.out_d = ledger.device_buffer(4), ledger.device_buffer(8)
 
-    def points(self):
-        gpuarray = self.gpuarray
-        for n in self.params.sizes:
-            ternary, exact_int, uniform, exact = dot_inputs(n)
-            a_view = gpuarray.GPUArray((n,), np.float32, gpudata=self.a)
-            b_view = gpuarray.GPUArray((n,), np.float32, gpudata=self.b)
-            hosts = {}
-            for block in self.params.block_sizes:
-                group = {"n": n, "block": block, "grid": k.grid_for(n, block),
-                         "wave": (min(self.gpu.sm_count * (2048 // block), -(-n // 4 // block)), 1), "held": {},
-                         "ternary": ternary, "exact_int": exact_int, "uniform": uniform, "exact": exact,
-                         "views": (a_view, b_view), "hosts": hosts}
-                for variant in self.params.variants:
-                    # gpuarray.dot frees its previous result (a free waits for the GPU) and a pageable copy
-                    # stages through the host: neither can be queued behind a held stream.
-                    hold = variant not in UNHELD
-                    yield harness.Point(
-                        {"variant": variant, "group": "end_to_end" if variant in END_TO_END else "kernel",
-                         "direction": "device", "block_size": block, "elements": n, "param": "none",
-                         "param_value": 0, "rel_error": None},
-                        f"{LABELS[variant]} · {n:,} elements · block {block}", bytes_moved(n),
-                        self.timer.timer_name(hold), {"variant": variant, "hold": hold, "group": group})
-                    group["held"].clear()
-            for pair in hosts.values():
-                for array in pair:
-                    if array.base is not None and hasattr(array.base, "base"):
-                        self.ledger.free_host(array.base)
+    def group_of(self, grid_point):
+        return grid_point["elements"]
+
+    def enter_group(self, n) -> None:
+        """A size's vectors and their exact dot products, views of the device buffers for gpuarray.dot, and (filled
+        at their first point) the end-to-end variants' host buffers."""
+        ternary, exact_int, uniform, exact = dot_inputs(n)
+        views = tuple(self.gpuarray.GPUArray((n,), np.float32, gpudata=buffer) for buffer in (self.a, self.b))
+        self.size = {"n": n, "ternary": ternary, "exact_int": exact_int, "uniform": uniform, "exact": exact,
+                     "views": views, "hosts": {}}
+        self.block_group = None
+
+    def leave_group(self, n) -> None:
+        self._release_result()
+        for pair in self.size["hosts"].values():
+            for array in pair:
+                if array.base is not None and hasattr(array.base, "base"):
+                    self.ledger.free_host(array.base)
+
+    def _release_result(self) -> None:
+        """Drop a gpuarray.dot result the last point kept (its device memory freed now, not at the next dot)."""
+        if self.block_group is not None:
+            self.block_group["held"].clear()
+
+    def point(self, grid_point) -> harness.Point:
+        variant, block, n = grid_point["variant"], grid_point["block_size"], grid_point["elements"]
+        self._release_result()
+        if self.block_group is None or self.block_group["block"] != block:  # what a block size's variants share
+            self.block_group = {**self.size, "block": block, "grid": k.grid_for(n, block),
+                          "wave": (min(self.gpu.sm_count * (2048 // block), -(-n // 4 // block)), 1), "held": {}}
+        # gpuarray.dot frees its previous result (a free waits for the GPU) and a pageable copy stages through the
+        # host: neither can be queued behind a held stream.
+        hold = variant not in UNHELD
+        return harness.Point(
+            {"variant": variant, "group": "end_to_end" if variant in END_TO_END else "kernel",
+             "direction": "device", "block_size": block, "elements": n, "param": "none",
+             "param_value": 0, "rel_error": None},
+            f"{LABELS[variant]} · {n:,} elements · block {block}", bytes_moved(n),
+            self.timer.timer_name(hold), {"variant": variant, "hold": hold, "group": self.block_group})
 
     def kernel(self, group, variant, s) -> str:
         """Enqueue one complete dot product (result reset included); returns how to read it."""

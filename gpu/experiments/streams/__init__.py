@@ -40,6 +40,7 @@ from gpu.core import overlap, text
 from gpu.core.units import GiB, MiB, format_bytes
 from gpu.experiments import _kernels as k
 from gpu.experiments import axes
+from gpu.experiments.grid import Coordinate, Grid
 from gpu.experiments.page import PageEntry
 
 NAME = "streams"
@@ -108,7 +109,39 @@ def closest(values: list[int], target: int) -> int:
     return min(useful, key=lambda v: (abs(v - target), v))
 
 
-class Params(axes.parameters(AXES)):
+def _parts(params, point) -> list[str]:
+    """A host memory's pipelines, then (when they are measured: ``Params.bidirectional_for``) its bidirectional
+    copies."""
+    return ["pipeline"] + (["bidirectional"] if params.bidirectional_for(point["host_memory"]) else [])
+
+
+def _runs(params, point) -> list[tuple[str, int, str]]:
+    """(variant, streams, issue_order) of one chunk count's runs: the three sums (each stage alone) and serial on one
+    stream, the pipelines (``overlap.pipeline_configs``), then the both-ways copies sampled between those pipelines'
+    samples (when the bidirectional copies are measured); or the bidirectional copies."""
+    host = point["host_memory"]
+    if point["part"] == "bidirectional":
+        return [(variant, streams, order) for variant, _, streams, order, _ in BIDIRECTIONAL_CASES]
+    runs = [(variant, 1, "serial") for variant in ("h2d_alone", "kernel_alone", "d2h_alone", "serial")]
+    runs += [("pipeline", streams, order)
+             for streams, order in overlap.pipeline_configs(params.counts(host)[1], params.orders(host))]
+    return runs + ([(PAIRED_VARIANT, 2, "concurrent")] if params.bidirectional_for(host) else [])
+
+
+# Each host memory: per intensity and chunk count its runs, then its bidirectional copies (one whole-size chunk,
+# intensity 0). Pageable memory's chunk and stream counts are its lesson's unless asked for everywhere (``Params``).
+GRID = Grid([
+    Coordinate("host_memory", axis="host_memory"),
+    Coordinate("part", values=_parts, key=False),
+    Coordinate("intensity", values=lambda params, point: params.intensities if point["part"] == "pipeline" else [0]),
+    Coordinate("chunks", values=lambda params, point: params.counts(point["host_memory"])[0]
+               if point["part"] == "pipeline" else [1]),
+    Coordinate(("variant", "streams", "issue_order"), values=_runs),
+    Coordinate("elements", values=lambda params, point: [params.elements]),
+])
+
+
+class Params(axes.parameters(AXES, grid=GRID, key_columns=KEY_COLUMNS)):
     """``pageable_grid``: measure pageable memory at every chunk and stream count too, and its bidirectional
     copies. Off (the default), pageable is measured at one configuration that can overlap (16 chunks × 4 streams,
     or the nearest chosen), with its serial run and sums: a pageable pipeline costs ~50 ms a sample on an H200
@@ -119,7 +152,7 @@ class Params(axes.parameters(AXES)):
     def elements(self) -> int:
         return self.size_bytes // 4
 
-    def grid(self, host: str) -> tuple[list[int], list[int]]:
+    def counts(self, host: str) -> tuple[list[int], list[int]]:
         """The chunk and stream counts measured for ``host`` memory."""
         if host != "pageable" or self.pageable_grid or not self.chunks or not self.streams:
             return self.chunks, self.streams
@@ -134,24 +167,6 @@ class Params(axes.parameters(AXES)):
     def bidirectional_for(self, host: str) -> bool:
         """Whether ``host`` memory's bidirectional copies are measured (see the class docstring)."""
         return self.bidirectional and (host != "pageable" or self.pageable_grid or self.host_memory == ["pageable"])
-
-    def points(self):
-        """Keys in the order of KEY_COLUMNS, in the order they are measured."""
-        n = self.elements
-        for host in self.host_memory:
-            chunk_counts, stream_counts = self.grid(host)
-            for intensity in self.intensities:
-                for chunks in chunk_counts:
-                    for variant in ("h2d_alone", "kernel_alone", "d2h_alone", "serial"):
-                        yield variant, host, n, chunks, 1, "serial", intensity
-                    for streams, order in overlap.pipeline_configs(stream_counts, self.orders(host)):
-                        yield "pipeline", host, n, chunks, streams, order, intensity
-                    if self.bidirectional_for(host):
-                        yield PAIRED_VARIANT, host, n, chunks, 2, "concurrent", intensity
-            if self.bidirectional_for(host):
-                yield "bidir_h2d", host, n, 1, 1, "serial", 0
-                yield "bidir_d2h", host, n, 1, 1, "serial", 0
-                yield "bidir_both", host, n, 1, 2, "concurrent", 0
 
 
 parse_params = axes.parser(Params)
@@ -172,7 +187,7 @@ def invalid_reasons(params: Params, limits) -> list[str]:
                            f"({size} B / {chunks} = {size / chunks:,.2f} B); pick a chunk count that divides the size")
     if reasons:
         return reasons
-    n_points = sum(1 for _ in params.points())
+    n_points = len(params.points())
     if n_points > MAX_POINTS:
         reasons.append(f"{n_points} points requested; at most {MAX_POINTS} per run")
     return reasons + memory_reasons(params, limits)

@@ -9,9 +9,9 @@ import numpy as np
 
 from gpu.core import overlap, stats, text, timelines
 from gpu.core.units import format_bytes
-from gpu.device.timing import EventTimer, StreamHold
 from gpu.experiments.streams import (
     BIDIRECTIONAL_CASES,
+    BIDIRECTIONAL_VARIANTS,
     BLOCK,
     FMA_A,
     FMA_B,
@@ -27,7 +27,10 @@ from gpu.experiments.streams import (
 )
 from gpu.sweeps import _kernels as k
 from gpu.sweeps import harness
+from gpu.sweeps.timing_methods import StreamClock
 from gpu.sweeps.verify import verify_equal
+
+STAGES_ALONE = {"h2d_alone": "h2d", "kernel_alone": "kernel", "d2h_alone": "d2h"}  # the three sums' stages
 
 
 def paired_plan(elements: int) -> tuple[list, int]:
@@ -51,7 +54,11 @@ class _Streams:
         # A staged pipeline's three streams are its own: on the H200 it ran 3.5 % slower (5.77 against 5.57 ms, 256
         # MiB in 32 chunks) on streams that round-robin pipelines had used in both directions earlier in the job.
         self.stage_streams = [cuda.Stream() for _ in overlap.STAGES]
-        self.timer = EventTimer(cuda, self.origin)
+        # A run is timed by the harness's clock on the origin stream (``timing_methods.StreamClock``: CUDA events
+        # around the fork and join, the origin held while every operation is queued); its hold is made now, with
+        # the job's other buffers.
+        self.clock = StreamClock(gpu, ledger, self.origin)
+        self.clock.hold()
         self.done = [cuda.Event() for _ in range(MAX_STREAMS)]
         self.marks = [cuda.Event() for _ in range(2 * 3 * MAX_CHUNKS)]
         # A staged pipeline's hand-offs between stage streams (overlap.handoffs): no timing, so recording one
@@ -59,7 +66,6 @@ class _Streams:
         self.handoff_events = [cuda.Event(cuda.event_flags.DISABLE_TIMING) for _ in range(3 * MAX_CHUNKS)]
         self.kernel = gpu.kernel("streams", "fma_chain")
         self.kernel.prepare("PPQffi")
-        self.holder = StreamHold(gpu, ledger)
         self.hosts: dict[str, tuple[np.ndarray, np.ndarray]] = {}
 
     def host_pair(self, memory: str, inputs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -107,18 +113,18 @@ class _Streams:
         ``staged``: on the staged pipeline's own streams."""
         used = sorted({s for s, _, _ in plan})
         pool = self.stage_streams if staged else self.streams
-        start = self.timer.start
+        start = self.clock.timer.start
         recorded = []
 
-        def fork_and_join() -> None:
+        def fork_and_join(origin) -> None:
             for s in used:
                 pool[s].wait_for_event(start)
             recorded.extend(self.enqueue(plan, chunks, host_in, host_out, intensity, marks, pool))
             for s in used:
                 self.done[s].record(pool[s])
-                self.origin.wait_for_event(self.done[s])
+                origin.wait_for_event(self.done[s])
 
-        ms = self.timer.time(fork_and_join, self.holder if held else None)
+        ms = self.clock.batch(fork_and_join, 1, held)  # one run between the origin's events, held or not
         intervals = None
         if marks:
             intervals = [(s, op, c, start.time_till(a), start.time_till(b), nbytes)
@@ -136,66 +142,76 @@ class StreamsSweep(harness.Sweep):
 
     def setup(self) -> None:
         self.bench = _Streams(self.gpu, self.ledger, self.params.size_bytes)
+        self.expected_for = None  # (host memory, intensity) of the expected result held
 
-    def points(self):
+    def group_of(self, grid_point):
+        """A chunk count's runs share their expected result and the pipelines' both-ways samples; a host memory's
+        bidirectional copies share their output pattern and read-back."""
+        return grid_point["host_memory"], grid_point["part"], grid_point["intensity"], grid_point["chunks"]
+
+    def enter_group(self, group) -> None:
+        host, part, intensity, chunks = group
         params, size, inputs = self.params, self.params.size_bytes, self.inputs
-        for host in params.host_memory:
-            chunk_counts, stream_counts = params.grid(host)
-            host_in, host_out = self.bench.host_pair(host, inputs)
-            held = host == "pinned"
-            timer = "cuda_event_held" if held else "cuda_event"
-            run = {"host": host, "host_in": host_in, "host_out": host_out, "held": held}
-            for intensity in params.intensities:
-                expected = expected_output(inputs, intensity)
-                for chunks in chunk_counts:
-                    where = (f"{format_bytes(size)}, {text.count(chunks, 'chunk')}, intensity {intensity}, "
-                             f"{host} host memory")
-                    # The three sums: each stage alone, chunk after chunk on one stream, then checked. Each stage
-                    # leaves the next one's source verified: H2D leaves the inputs in d_in, the kernel its exact
-                    # result in d_out, so no 256 MiB upload from pageable memory is needed between them. The
-                    # device buffers are read back through host_out, which the D2H stage poisons before it runs.
-                    for variant, stage in (("h2d_alone", "h2d"), ("kernel_alone", "kernel"), ("d2h_alone", "d2h")):
-                        yield harness.Point(
-                            _columns(variant, host, size, chunks, 1, "serial", intensity,
-                                     direction={"h2d": "h2d", "d2h": "d2h"}.get(stage, "device")),
-                            f"{LABELS[variant]} · {where}", bytes_moved(variant, size), timer,
-                            {**run, "kind": "alone", "variant": variant, "stage": stage, "chunks": chunks,
-                             "intensity": intensity, "expected": expected, "where": where,
-                             "plan": overlap.issue_plan(chunks, 1, "depth_first", (stage,))})
-                    # Serial and the pipelines: the whole workload, then one marked run that is verified.
-                    configs = [("serial", 1, "depth_first")] + [
-                        ("pipeline", s, o) for s, o in overlap.pipeline_configs(stream_counts, params.orders(host))]
-                    paired = [] if params.bidirectional_for(host) else None
-                    for variant, streams, order in configs:
-                        yield harness.Point(
-                            _columns(variant, host, size, chunks, streams, "serial" if variant == "serial" else order,
-                                     intensity),
-                            f"{LABELS[variant]} · {text.count(streams, 'stream')} · {ORDER_LABELS[order]} · {where}",
-                            bytes_moved(variant, size), timer,
-                            {**run, "kind": "whole", "variant": variant, "streams": streams, "order": order,
-                             "chunks": chunks, "intensity": intensity, "expected": expected, "where": where,
-                             "plan": overlap.issue_plan(chunks, streams, order),
-                             "paired": paired if variant == "pipeline" else None})
-                    if paired:
-                        # The both-ways copies taken between those pipelines' samples, as their own row.
-                        yield harness.Point(
-                            _columns(PAIRED_VARIANT, host, size, chunks, 2, "concurrent", intensity, direction="both"),
-                            f"{LABELS[PAIRED_VARIANT]} · {where}", bytes_moved(PAIRED_VARIANT, size), timer,
-                            {**run, "kind": "paired", "variant": PAIRED_VARIANT, "samples": paired,
-                             "expected": expected, "where": where})
-            if params.bidirectional_for(host):
-                # One whole-size H2D and one D2H, each alone on one stream, then both at once on two streams.
-                out_pattern = (inputs + np.float32(1.0)).astype(np.float32)
-                readback = np.empty(params.elements, np.float32)
-                uploaded = [False]  # d_out holds out_pattern once the first bidirectional point has uploaded it
-                for variant, plan, streams, order, direction in BIDIRECTIONAL_CASES:
-                    yield harness.Point(
-                        _columns(variant, host, size, 1, streams, order, 0, direction=direction),
-                        f"bidirectional · {LABELS[variant]} · {format_bytes(size)} · {host} host memory",
-                        bytes_moved(variant, size), timer,
-                        {**run, "kind": "bidirectional", "variant": variant, "direction": direction, "chunks": 1,
-                         "intensity": 0, "plan": list(plan), "out_pattern": out_pattern, "readback": readback,
-                         "out_pattern_uploaded": uploaded})
+        host_in, host_out = self.bench.host_pair(host, inputs)
+        held = host == "pinned"
+        self.host_state = {"host": host, "host_in": host_in, "host_out": host_out, "held": held}
+        self.timer_column = "cuda_event_held" if held else "cuda_event"
+        if part == "bidirectional":
+            # One whole-size H2D and one D2H, each alone on one stream, then both at once on two streams.
+            self.shared = {"out_pattern": (inputs + np.float32(1.0)).astype(np.float32),
+                           "readback": np.empty(params.elements, np.float32),
+                           "out_pattern_uploaded": [False]}  # d_out holds out_pattern once the first has uploaded it
+            return
+        if self.expected_for != (host, intensity):  # one intensity's result serves all its chunk counts
+            self.expected, self.expected_for = expected_output(inputs, intensity), (host, intensity)
+        self.shared = {"expected": self.expected, "where": f"{format_bytes(size)}, {text.count(chunks, 'chunk')}, "
+                                                          f"intensity {intensity}, {host} host memory",
+                       # the both-ways copies taken between this chunk count's pipelines' samples
+                       "paired": [] if params.bidirectional_for(host) else None}
+
+    def point(self, grid_point) -> harness.Point:
+        variant, host, chunks = grid_point["variant"], grid_point["host_memory"], grid_point["chunks"]
+        streams, intensity, size = grid_point["streams"], grid_point["intensity"], self.params.size_bytes
+        run, shared, timer = self.host_state, self.shared, self.timer_column
+        if variant in BIDIRECTIONAL_VARIANTS:
+            _, plan, _, order, direction = next(case for case in BIDIRECTIONAL_CASES if case[0] == variant)
+            return harness.Point(
+                _columns(variant, host, size, 1, streams, order, 0, direction=direction),
+                f"bidirectional · {LABELS[variant]} · {format_bytes(size)} · {host} host memory",
+                bytes_moved(variant, size), timer,
+                {**run, "kind": "bidirectional", "variant": variant, "direction": direction, "chunks": 1,
+                 "intensity": 0, "plan": list(plan), **shared})
+        where, expected = shared["where"], shared["expected"]
+        if variant in STAGES_ALONE:
+            # The three sums: each stage alone, chunk after chunk on one stream, then checked. Each stage leaves the
+            # next one's source verified: H2D leaves the inputs in d_in, the kernel its exact result in d_out, so no
+            # 256 MiB upload from pageable memory is needed between them. The device buffers are read back through
+            # host_out, which the D2H stage poisons before it runs.
+            stage = STAGES_ALONE[variant]
+            return harness.Point(
+                _columns(variant, host, size, chunks, 1, "serial", intensity,
+                         direction={"h2d": "h2d", "d2h": "d2h"}.get(stage, "device")),
+                f"{LABELS[variant]} · {where}", bytes_moved(variant, size), timer,
+                {**run, "kind": "alone", "variant": variant, "stage": stage, "chunks": chunks,
+                 "intensity": intensity, "expected": expected, "where": where,
+                 "plan": overlap.issue_plan(chunks, 1, "depth_first", (stage,))})
+        if variant == PAIRED_VARIANT:
+            # The both-ways copies taken between those pipelines' samples, as their own row.
+            return harness.Point(
+                _columns(PAIRED_VARIANT, host, size, chunks, 2, "concurrent", intensity, direction="both"),
+                f"{LABELS[PAIRED_VARIANT]} · {where}", bytes_moved(PAIRED_VARIANT, size), timer,
+                {**run, "kind": "paired", "variant": PAIRED_VARIANT, "samples": shared["paired"],
+                 "expected": expected, "where": where})
+        # Serial and the pipelines: the whole workload, then one marked run that is verified.
+        order = "depth_first" if variant == "serial" else grid_point["issue_order"]
+        return harness.Point(
+            _columns(variant, host, size, chunks, streams, grid_point["issue_order"], intensity),
+            f"{LABELS[variant]} · {text.count(streams, 'stream')} · {ORDER_LABELS[order]} · {where}",
+            bytes_moved(variant, size), timer,
+            {**run, "kind": "whole", "variant": variant, "streams": streams, "order": order,
+             "chunks": chunks, "intensity": intensity, "expected": expected, "where": where,
+             "plan": overlap.issue_plan(chunks, streams, order),
+             "paired": shared["paired"] if variant == "pipeline" else None})
 
     def prepare(self, point) -> None:
         """Poison what the point must write (untimed)."""
@@ -227,6 +243,8 @@ class StreamsSweep(harness.Sweep):
     def measure(self, point):
         state, bench = point.state, self.bench
         if state["kind"] == "paired":
+            if not state["samples"]:
+                return None  # no pipeline of its chunk count was sampled: no both-ways samples, no row
             return stats.summarize(state["samples"], "paired")
         plan, chunks, host_in, host_out = state["plan"], state["chunks"], state["host_in"], state["host_out"]
         intensity, held, staged = state["intensity"], state["held"], state.get("order") == "staged"
