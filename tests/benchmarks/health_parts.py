@@ -140,18 +140,6 @@ def _timed_sweep(declaration):
             with span("job: sweep set-up (setup)"):
                 super().setup()
 
-        def points(self):
-            points = super().points()
-            while True:
-                started = time.time()
-                try:
-                    point = next(points)
-                except StopIteration:
-                    log("point: generator (inputs, buffers, between points)", started, time.time())
-                    return
-                log("point: generator (inputs, buffers, between points)", started, time.time(), label=point.label)
-                yield point
-
         def prepare(self, point):
             with span("point: prepare"):
                 super().prepare(point)
@@ -168,7 +156,7 @@ def _timed_sweep(declaration):
                         return batch_ms(copies)
                     finally:
                         log("point: samples (the profile's loop)", started, time.time())
-                return per_copy(timed_batch, sample.copies)
+                return dataclasses.replace(sample, batch_ms=timed_batch)  # its copies and rule kept
             return timed_sample(sample) if callable(sample) else sample
 
         def verify(self, point):
@@ -179,6 +167,23 @@ def _timed_sweep(declaration):
             with span("job: sweep close"):
                 super().close()
 
+    # The harness measures what walk() yields (the declared grid's points, a group's set-up between them); a checkout
+    # before the grid iterates the sweep's own points() generator.
+    generator = "walk" if hasattr(declaration, "walk") else "points"
+
+    def timed_points(self):
+        points = getattr(super(Timed, self), generator)()
+        while True:
+            started = time.time()
+            try:
+                point = next(points)
+            except StopIteration:
+                log("point: generator (inputs, buffers, between points)", started, time.time())
+                return
+            log("point: generator (inputs, buffers, between points)", started, time.time(), label=point.label)
+            yield point
+
+    setattr(Timed, generator, timed_points)
     Timed.__name__ = Timed.__qualname__ = declaration.__name__
     return Timed
 
