@@ -189,12 +189,19 @@ def validate(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def to_parquet(frame: pd.DataFrame, path) -> None:
-    validate(frame).to_parquet(path, index=False)
+    """A recording as Parquet: each run's provenance once, in the file's metadata (``gpu.core.provenance``)."""
+    from gpu.core import provenance
+
+    provenance.write_parquet(validate(frame), path)
 
 
 def read_results(path) -> pd.DataFrame:
-    """Read a recorded run (Parquet, or CSV whose ``samples_ms`` holds JSON lists) and validate it."""
+    """Read a recorded run (Parquet, or CSV whose ``samples_ms`` holds JSON lists) and validate it. A Parquet file
+    keeps each run's provenance once (``gpu.core.provenance``; files written before keep it on every row): it is put
+    back on every row."""
     import pandas as pd
+
+    from gpu.core import provenance
 
     path = str(path)
     try:
@@ -206,6 +213,9 @@ def read_results(path) -> pd.DataFrame:
                     frame[column] = frame[column].map(unescape_cell)
         else:
             frame = pd.read_parquet(path)
+            block = provenance.read_block(path)
+            if block is not None:
+                frame = provenance.join_frame(frame, provenance.checked_block(block, frame["run_id"], path), path)
     except SchemaError:
         raise
     except Exception as exc:  # a damaged or foreign file must give a message, not a traceback
