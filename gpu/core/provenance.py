@@ -131,12 +131,15 @@ def checked_block(raw, run_ids, what: str) -> dict[str, dict]:
 
 # --- frames and Parquet files ---------------------------------------------------------------------------------
 def split_frame(frame: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, dict]]:
-    """``frame`` (results schema) without the provenance columns that every run holds alike on all of its rows, and
-    run id → those values: what a Parquet file keeps."""
-    from gpu.core.schema import frame_rows
+    """``frame`` (results schema; a file recorded before a column existed may lack it) without the provenance columns
+    that every run holds alike on all of its rows, and run id → those values: what a Parquet file keeps."""
+    from gpu.core.schema import _json_value  # a cell as JSON holds it, as frame_rows makes it
 
-    by_run = {str(run_id): shared(frame_rows(part)) for run_id, part in frame.groupby("run_id", sort=False)}
-    moved = [c for c in PROVENANCE_COLUMNS if c in frame.columns and by_run and all(c in p for p in by_run.values())]
+    present = [c for c in PROVENANCE_COLUMNS if c in frame.columns]
+    by_run = {str(run_id): shared([{c: _json_value(v) for c, v in row.items()}
+                                   for row in part[present].to_dict("records")])
+              for run_id, part in frame.groupby("run_id", sort=False)}
+    moved = [c for c in present if by_run and all(c in p for p in by_run.values())]
     return frame.drop(columns=moved), {run_id: {c: p[c] for c in moved} for run_id, p in by_run.items()}
 
 

@@ -1,7 +1,8 @@
 """Rewrite Parquet recordings written with provenance on every row in the layout that keeps it once per run
-(``gpu.core.provenance``), changing nothing they hold: each file is read, written beside itself, read back, and
-replaced only when the frame read back equals the one read before, column by column, and so do its runs' content
-hashes. The file's other metadata (a run file's manifest) is kept. No Streamlit, no CUDA.
+(``gpu.core.provenance``), changing nothing they hold (nor which columns they have): each file is read, written
+beside itself, read back, and replaced only when the frame read back equals the one read before, column by column,
+and so do its runs' content hashes. The file's other metadata (a run file's manifest) is kept. No Streamlit, no
+CUDA.
 
 ``python -m gpu.results.exchange.relayout [FILE.parquet …]``: the files given, or every bundled recording
 (``gpu.results.exchange.catalog.BUNDLED_DIRS``); files already in the new layout are left as they are.
@@ -32,7 +33,8 @@ def relayout(path: Path) -> tuple[int, int] | None:
     extra = {k: v for k, v in metadata.items() if k not in KEPT_AS_WRITTEN}
     written = path.with_name(f".{path.name}.relayout")
     try:
-        provenance.write_parquet(before, written, extra)
+        # its columns as they are: a column added to the schema since it was recorded stays absent (read as empty)
+        provenance.write_parquet(pd.read_parquet(path), written, extra)
         after = schema.read_results(written)
         pd.testing.assert_frame_equal(after, before, check_exact=True)
         assert runfiles.manifest(after) == runfiles.manifest(before), f"{path}: a run's content hash changed"
