@@ -39,7 +39,8 @@ One row per measured point. Columns come in three groups:
   sweep, kernels and the shared harness and timing code, ``gpu.experiments.method``; empty, as in runs recorded
   before it existed and in the bundled recordings, reads as unknown, never as a version; ``gpu.core.method_versions``
   reads it). A row names its own device: one run may span several boards of a node (a peer matrix), so a run's
-  boards are those of its rows (``gpu.core.boards``), never its first row's.
+  boards are those of its rows (``gpu.core.boards``), never its first row's. A frame has them on every row; Parquet
+  files and the runs store keep what a run's rows share once per run (``gpu.core.provenance``), CSV on every row.
 
 Parameter columns, ``l2_bytes``, ``async_engine_count``, ``gpu_uuid``, ``gpu_index``, ``method_version``,
 ``conditions`` and ``witness`` are optional when reading:

@@ -11,22 +11,25 @@ Tables (schema version ``SCHEMA_VERSION``, in ``pinpoint_meta``):
   with, the checked request's plain values (``Request.plain``) as canonical JSON (keys sorted, no spaces; a JSON
   list of them for a runner invocation that sent several requests, e.g. occupancy's register settings), NULL for a
   run stored before version 7 whose parameters could not be recovered; and ``gpus``, for fleet runs, how the suite
-  ran it (``one``: each GPU on its own; ``node``: a node's GPUs together); and (since version 9) ``method_version``,
-  the run's method version (its rows' ``method_version``; NULL when unknown);
+  ran it (``one``: each GPU on its own; ``node``: a node's GPUs together); (since version 9) ``method_version``,
+  the run's method version (its rows' ``method_version``; NULL when unknown); and (since version 10) ``provenance``:
+  the provenance values every row of the run shares (``gpu.core.provenance``), canonical JSON of one object, NULL
+  when they share none;
 * ``run_boards`` – every GPU board a run's rows name (since version 3), once per run: ``run_id``, ``position``,
   ``gpu_index`` (the board's ordinal in the run, empty for rows recorded before rows named one) and ``gpu_uuid``.
   A one-GPU run has one; a peer run of a node every GPU of its pairs;
 * ``points`` – one row per measured point: ``run_id``, ``idx``, the point's ``variant``, ``direction``,
   ``bytes``, ``median_ms``, ``gbps`` and (since version 8) ``conditions`` for queries, and ``row_json``: the
   whole row of the results schema (``gpu.core.schema``), every sample included, less the board UUIDs that
-  ``run_boards`` holds (``stored_row`` takes them out, ``restored_row`` puts them back, so a stored run reads
-  back as it was saved);
+  ``run_boards`` holds and the provenance that ``runs.provenance`` holds (``stored_rows`` and ``stored_provenance``
+  take them out, ``restored_row`` puts them back, so a stored run reads back as it was saved);
 * ``fleet_suites`` – one row per fleet (since version 4): ``fleet_id`` (primary key), the suite's ``name``, its
   ``digest`` (SHA-256 of its text) and ``toml``: the suite's text as measured, which the Fleet page reads (a
   stored fleet never names a file to read);
 * ``trash`` and ``trash_points`` – runs moved to the trash (since version 5), out of ``runs``, ``run_boards`` and
   ``points``, so no reader of runs has to leave them out: ``trash_id`` (primary key), ``run_id``, ``trashed_at``,
-  ``trashed_by``, ``reason`` (trashed | replaced), ``run_json`` (the run's ``runs`` row), ``boards_json`` (its
+  ``trashed_by``, ``reason`` (trashed | replaced), ``run_json`` (the run's ``runs`` row, its provenance included),
+  ``boards_json`` (its
   ``run_boards`` rows as [ordinal, UUID] pairs); its points keep ``points``' columns, keyed by ``trash_id``. A run
   replaced on import goes there too, so one run id may be in the trash several times beside a stored run;
 * ``audit`` – the audit trail (since version 5): one row per change (import, measure, label, trash, restore, purge,
@@ -58,6 +61,15 @@ clean without parsing rows; points stored before have none to give and are fille
 9, every run keeps its method version (``runs.method_version``: a hash of the sweep, kernels and shared timing code
 that measured it, ``gpu.experiments.method``), also on each of its rows (``row_json``), so exports carry it; runs
 stored before recorded none and keep NULL, read as unknown (``gpu.core.method_versions``), never guessed.
+10, a run's provenance is kept once: ``runs.provenance`` holds what every row of the run shares (device, driver,
+clocks, host, commit, …) and each point's ``row_json`` only what differs from it (a peer run's rows keep the GPU each
+names, ``gpu_index`` and ``gpu_uuid``; a run whose jobs started at different times keeps each row's ``timestamp``).
+A column of ``runs`` rather than a table: one value per run, read with its points, carried by the trash's copy of the
+run's row (``trash.run_json``) and restored with it, and a text that the reader checks (``provenance.checked``: an
+object of provenance columns of their types, bounded, agreeing with any value a row keeps itself) as it checks a
+file's block, so another store's hostile value is refused in one line. The step moves every stored run's provenance
+out of its rows, and every trashed run's into its ``trash.run_json``, one run at a time, rewriting only the rows that
+change; each run reads back as it did (same rows, same content hash).
 
 Migrations are a short list of versioned steps (``MIGRATIONS``), applied in one transaction, one migrator at a time
 (PostgreSQL: an advisory lock; SQLite: ``BEGIN IMMEDIATE``): three tables need no migration framework, and an

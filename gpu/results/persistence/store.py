@@ -29,9 +29,10 @@ part of a run's content: a run stored with the same points is the same run.
 
 Reading: ``runs`` lists runs (``gpu_uuid``: the run's one board, empty when it names none or several; ``boards``:
 every board it names; ``method_version``: the run's method version, from its rows, empty when unknown); ``load``
-gives one run as a results frame; ``points`` gives the rows of many runs at once, only the fields asked for and without
-samples when asked (the Fleet page reads hundreds of runs so); ``run_params`` gives the parameters of many runs at
-once, next to it (a value over ``MAX_PARAMS_CHARS`` is never read: its length is).
+gives one run as a results frame (its provenance, kept once in ``runs.provenance``, back on every row); ``points``
+gives the rows of many runs at once, only the fields asked for and without samples when asked (the Fleet page reads
+hundreds of runs so); ``run_params`` gives the parameters of many runs at once, next to it (a value over
+``MAX_PARAMS_CHARS`` is never read: its length is).
 """
 
 from __future__ import annotations
