@@ -1,4 +1,4 @@
-"""A run's provenance kept once (``gpu.core.provenance``): in the runs store (schema version 10, migrated from
+"""A run's provenance kept once (``gpu.core.schema``): in the runs store (schema version 10, migrated from
 versions 7 and 9 on SQLite and PostgreSQL, carried by the trash), in Parquet recordings and run files (every bundled
 recording rewritten, reading as before), in exports that import again, old exports (provenance on every row) that
 still import as the same runs, and hostile provenance blocks refused in one line that names them."""
@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 import sqlalchemy as sa
 
-from gpu.core import provenance, schema
+from gpu.core import schema
 from gpu.core.access import Actor
 from gpu.core.errors import ImportProblem, SchemaError, StoreError
 from gpu.results.exchange import catalog, imports, runfiles, sqlite_store
@@ -148,7 +148,7 @@ def test_every_bundled_recording_keeps_its_provenance_once_and_reads_as_it_did(t
     known = shutil.which("git") and _git("cat-file", "-e", f"{ROWS_BEFORE}^{{commit}}").returncode == 0
     for path in recordings:
         arrow_schema = pq.read_schema(path)
-        block = json.loads(arrow_schema.metadata[provenance.PROVENANCE_KEY])
+        block = json.loads(arrow_schema.metadata[schema.PROVENANCE_KEY])
         frame = schema.read_results(path)
         assert set(block) == set(frame["run_id"]), path.name
         assert "device_name" not in arrow_schema.names and "driver_version" not in arrow_schema.names, path.name
@@ -157,7 +157,7 @@ def test_every_bundled_recording_keeps_its_provenance_once_and_reads_as_it_did(t
         if known and len(_git("rev-list", f"{ROWS_BEFORE}..HEAD", "--", relative).stdout.split()) == 1:
             old = tmp_path / path.name
             old.write_bytes(_git("show", f"{ROWS_BEFORE}:{relative}").stdout)
-            assert provenance.PROVENANCE_KEY not in (pq.read_schema(old).metadata or {})
+            assert schema.PROVENANCE_KEY not in (pq.read_schema(old).metadata or {})
             pd.testing.assert_frame_equal(frame, schema.read_results(old), check_exact=True)
             # the list of runs reads the same (a column the old file lacked is now there, empty: same emptiness)
             listed, listed_before = (_empty_as_none(catalog._listed_columns(p)) for p in (path, old))
@@ -172,7 +172,7 @@ def test_every_bundled_recording_keeps_its_provenance_once_and_reads_as_it_did(t
 def test_an_old_export_with_provenance_on_every_row_still_imports_as_the_same_runs(tmp_path, suffix):
     path = OLD_EXPORTS / f"two_runs{suffix}"
     if suffix == ".parquet":
-        assert provenance.PROVENANCE_KEY not in (pq.read_schema(path).metadata or {})
+        assert schema.PROVENANCE_KEY not in (pq.read_schema(path).metadata or {})
     expected = json.loads((OLD_EXPORTS / "manifest.json").read_text())
     read = imports.read_upload(path.name, path=path)
     assert runfiles.manifest(read) == expected
@@ -219,7 +219,7 @@ def _hostile_file(tmp_path, block: bytes, with_rows: bool = False) -> Path:
         table = pa.Table.from_pandas(schema.validate(frame), preserve_index=False) \
             .replace_schema_metadata(table.schema.metadata)
     path = tmp_path / "hostile.parquet"
-    pq.write_table(table.replace_schema_metadata({**table.schema.metadata, provenance.PROVENANCE_KEY: block}), path)
+    pq.write_table(table.replace_schema_metadata({**table.schema.metadata, schema.PROVENANCE_KEY: block}), path)
     return path
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from gpu.core import provenance, schema
+from gpu.core import schema
 from gpu.core.errors import ImportProblem, StoreError
 from gpu.core.text import shorten
 from gpu.results.exchange import contract, runfiles
@@ -200,9 +200,9 @@ def _read_parquet(shown: str, data: bytes) -> tuple[pd.DataFrame, dict | None]:
         # Without the writer's pandas metadata: its claimed types are what the contract below checks.
         frame = table.replace_schema_metadata(None).to_pandas(timestamp_as_object=True, date_as_object=True)
         raw = (arrow_schema.metadata or {}).get(runfiles.MANIFEST_KEY)
-        kept_once = (arrow_schema.metadata or {}).get(provenance.PROVENANCE_KEY)
+        kept_once = (arrow_schema.metadata or {}).get(schema.PROVENANCE_KEY)
         if kept_once is not None:  # each run's provenance once (files written before keep it on every row)
-            frame = provenance.join_frame(frame, provenance.checked_block(
+            frame = schema.join_provenance_frame(frame, schema.checked_provenance_block(
                 kept_once, frame["run_id"] if "run_id" in frame.columns else [], shown), shown)
     except ImportProblem:
         raise

@@ -17,7 +17,7 @@ A run's parameters (``runs.params``: the JSON its checked request's plain values
 when the writer knows them: as ``params`` in a run's Parquet manifest entry, and as a ``manifest_params`` column on
 every row of a CSV; an import stores them with the run.
 
-A Parquet file keeps each run's provenance once, in its metadata (``gpu.core.provenance``); a CSV, made for
+A Parquet file keeps each run's provenance once, in its metadata (``gpu.core.schema``); a CSV, made for
 spreadsheets, keeps it on every row. Both import, and so do files written before, with provenance on every row.
 """
 
@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from gpu.core import provenance, schema
+from gpu.core import schema
 from gpu.core.schema import ESCAPE, FORMULA_STARTS, escape_cell, frame_rows, unescape_cell  # noqa: F401
 
 MANIFEST_KEY = b"pinpoint.manifest"
@@ -97,11 +97,11 @@ def to_csv_bytes(frame: pd.DataFrame, params: dict[str, str] | None = None) -> b
 
 def write_parquet(frame: pd.DataFrame, path, params: dict[str, str] | None = None) -> None:
     """A results frame as Parquet with the manifest in the file's metadata (each run's ``params`` in its entry), and
-    each run's provenance once beside it (``gpu.core.provenance``)."""
+    each run's provenance once beside it (``gpu.core.schema``)."""
     frame = schema.validate(frame)
     runs = {r: {**e, **({"params": params[r]} if (params or {}).get(r) is not None else {})}
             for r, e in manifest(frame).items()}
-    provenance.write_parquet(frame, path, {MANIFEST_KEY: json.dumps(runs).encode()})
+    schema.write_parquet(frame, path, {MANIFEST_KEY: json.dumps(runs).encode()})
 
 
 FORMATS = (".parquet", ".csv")  # what a run file's suffix names

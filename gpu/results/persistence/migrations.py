@@ -13,7 +13,7 @@ Tables (schema version ``SCHEMA_VERSION``, in ``pinpoint_meta``):
   run stored before version 7 whose parameters could not be recovered; and ``gpus``, for fleet runs, how the suite
   ran it (``one``: each GPU on its own; ``node``: a node's GPUs together); (since version 9) ``method_version``,
   the run's method version (its rows' ``method_version``; NULL when unknown); and (since version 10) ``provenance``:
-  the provenance values every row of the run shares (``gpu.core.provenance``), canonical JSON of one object, NULL
+  the provenance values every row of the run shares (``gpu.core.schema``), canonical JSON of one object, NULL
   when they share none;
 * ``run_boards`` – every GPU board a run's rows name (since version 3), once per run: ``run_id``, ``position``,
   ``gpu_index`` (the board's ordinal in the run, empty for rows recorded before rows named one) and ``gpu_uuid``.
@@ -65,7 +65,7 @@ stored before recorded none and keep NULL, read as unknown (``gpu.core.method_ve
 clocks, host, commit, …) and each point's ``row_json`` only what differs from it (a peer run's rows keep the GPU each
 names, ``gpu_index`` and ``gpu_uuid``; a run whose jobs started at different times keeps each row's ``timestamp``).
 A column of ``runs`` rather than a table: one value per run, read with its points, carried by the trash's copy of the
-run's row (``trash.run_json``) and restored with it, and a text that the reader checks (``provenance.checked``: an
+run's row (``trash.run_json``) and restored with it, and a text the reader checks (``schema.checked_provenance``: an
 object of provenance columns of their types, bounded, agreeing with any value a row keeps itself) as it checks a
 file's block, so another store's hostile value is refused in one line. The step moves every stored run's provenance
 out of its rows, and every trashed run's into its ``trash.run_json``, one run at a time, rewriting only the rows that
@@ -85,7 +85,7 @@ import json
 
 import sqlalchemy as sa
 
-from gpu.core import conditions, provenance
+from gpu.core import conditions, schema
 from gpu.core.boards import Board
 from gpu.core.errors import StoreError
 from gpu.core.schema import key_value
@@ -228,13 +228,13 @@ def stored_rows(rows: list[dict]) -> tuple[list[tuple[int | None, str]], list[di
 def restored_row(row_json: str, boards: dict, kept_once: dict | None = None, what: str = "a stored run") -> dict:
     """A stored row as the results schema has it: its JSON, with its run's provenance (``kept_once``, from
     ``runs.provenance``) and its board UUIDs from the run's ``boards``."""
-    return _restore(provenance.joined(json.loads(row_json), kept_once or {}, what), boards)
+    return _restore(schema.with_provenance(json.loads(row_json), kept_once or {}, what), boards)
 
 
 def stored_provenance(rows: list[dict]) -> tuple[str | None, list[dict]]:
     """A run's provenance as ``runs.provenance`` keeps it (None: its rows share none) and its rows without it."""
-    common, kept = provenance.split(rows)
-    return (provenance.canonical(common) if common else None), kept
+    common, kept = schema.split_provenance(rows)
+    return (schema.provenance_json(common) if common else None), kept
 
 
 # --- the steps ---------------------------------------------------------------------------------------------------

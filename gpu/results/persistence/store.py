@@ -45,7 +45,7 @@ from dataclasses import dataclass
 import pandas as pd
 import sqlalchemy as sa
 
-from gpu.core import method_versions, provenance, schema
+from gpu.core import method_versions, schema
 from gpu.core.access import Actor, require
 from gpu.core.errors import AccessRefused, StoreError
 from gpu.core.schema import frame_rows
@@ -485,7 +485,7 @@ def _rows_of(connection, run_ids: list[str], version: int = SCHEMA_VERSION, samp
     if version >= 10 and texts:
         for run_id, text in connection.execute(sa.select(RUNS.c.run_id, RUNS.c.provenance).where(
                 RUNS.c.run_id.in_(run_ids) & RUNS.c.provenance.is_not(None))):
-            kept_once[run_id] = provenance.checked(text, f"run {shorten(run_id)}")
+            kept_once[run_id] = schema.checked_provenance(text, f"run {shorten(run_id)}")
     found: dict[str, list[dict]] = {}
     for run_id, text in texts:
         found.setdefault(run_id, []).append(restored_row(text if samples else _without_samples(text),
