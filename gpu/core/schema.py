@@ -385,7 +385,7 @@ def split_provenance_frame(frame: pd.DataFrame) -> tuple[pd.DataFrame, dict[str,
     that every run holds alike on all of its rows, and run id → those values: what a Parquet file keeps."""
     present = [c for c in PROVENANCE_COLUMNS if c in frame.columns]
     by_run = {str(run_id): shared_provenance([{c: _json_value(v) for c, v in row.items()}
-                                   for row in part[present].to_dict("records")])
+                                              for row in part[present].to_dict("records")])
               for run_id, part in frame.groupby("run_id", sort=False)}
     moved = [c for c in present if by_run and all(c in p for p in by_run.values())]
     return frame.drop(columns=moved), {run_id: {c: p[c] for c in moved} for run_id, p in by_run.items()}
