@@ -159,3 +159,11 @@ def test_a_peer_run_imports_with_its_pair_columns_typed_by_the_schema(tmp_path, 
     text = problem(tmp_path, "bad.parquet", (tmp_path / "bad.parquet").read_bytes())
     assert "row 5 (run node-8), column peer_index: value 2.5 is not a whole number" in text
     assert contract.WHOLE_COLUMNS is schema.WHOLE_COLUMNS and contract.TEXT_COLUMNS is schema.TEXT_COLUMNS
+
+
+def test_the_bundled_peer_recording_imports_though_its_latency_rows_name_no_peer():
+    """Its latency rows leave ``peer_index`` empty, part of a peer point's key: the repeated-point check makes each key
+    text cell by cell (pandas' astype(str) kept the empty cell empty, and joining the key failed with a TypeError)."""
+    path = next(BUNDLED_DIRS[0].glob("peers_*.parquet"))
+    read = imports.read_upload(path.name, path=path)
+    assert read["peer_index"].isna().any() and runfiles.manifest(read) == runfiles.manifest(schema.read_results(path))

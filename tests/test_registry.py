@@ -2,10 +2,10 @@
 
 from pathlib import Path
 
-import pandas as pd
 import pytest
 
 from gpu import bench
+from gpu.core import schema
 from gpu.core.errors import ValidationError
 from gpu.experiments import EXPERIMENTS, REGISTRY, get_experiment, registry
 from gpu.results.analysis import compare
@@ -26,7 +26,7 @@ def test_every_experiment_has_a_page_a_runner_subcommand_labels_and_a_recording(
     # A recording in assets/replay, whose points Compare can name and key.
     recordings = sorted((ROOT / "assets" / "replay").glob(f"{entry.name}_*.parquet"))
     assert recordings, f"no recording of {entry.name} in assets/replay"
-    frame = pd.read_parquet(recordings[0])
+    frame = schema.read_results(recordings[0])
     assert set(module.KEY_COLUMNS) <= set(frame.columns)
     labels = [compare.point_label(entry.name, row) for row in frame.head(20).to_dict("records")]
     assert all(isinstance(label, str) and label for label in labels)

@@ -18,6 +18,7 @@ from gpu.results.exchange import catalog, runfiles
 from gpu.results.persistence import audit, changes, migrations, store
 from tests import pair_frames
 from tests.conftest import new_postgres_database
+from tests.old_stores import provenance_on_rows
 from tests.test_store_attacks import cli
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -284,6 +285,7 @@ def _version_four_store(url: str, frames: list[pd.DataFrame]) -> None:
         for frame in frames:
             run, boards, points, _ = store.RunStore._prepare(str(frame["run_id"].iloc[0]), frame, "runner", "old",
                                                              None)
+            points = provenance_on_rows(run, points)
             for name in [*store.ADDED_IN_V7, *store.ADDED_IN_V9]:  # columns of later versions
                 run.pop(name)
             connection.execute(store.RUNS.insert().values(run))
@@ -304,7 +306,7 @@ def test_a_version_four_store_migrates_to_the_newest_keeping_every_run_and_recor
     with pytest.raises(AccessRefused, match="migrate needs the admin role"):
         old.save(managed("four0002"), "live", actor=MEMBER)  # upgrading a store is an admin's
     assert old.version == 4
-    assert old.migrate(ADMIN) == store.SCHEMA_VERSION == 9
+    assert old.migrate(ADMIN) == store.SCHEMA_VERSION == 10
     pd.testing.assert_frame_equal(old.runs(), listed)
     for frame in frames:
         assert content(old.load(frame["run_id"].iloc[0])) == content(frame)

@@ -63,7 +63,8 @@ def start_node_run(client: Client, node: FleetNode, service: str, progress: Prog
     node.future = client.submit(task.measure_node, service, run.checked(), run.timeout_s, node.uuids,
                                 *released, workers=[node.worker], allow_other_workers=False, resources={"GPU": 1},
                                 pure=False, retries=0, key=f"pinpoint-{run.experiment}-{node.host}-{stamp}",
-                                fleet_id=fleet_id, wait_s=wait_s)
+                                fleet_id=fleet_id, wait_s=wait_s,
+                                experiments=[run.experiment, *(r.experiment for r in node.todo)])
     progress.event(f"{node.label()}: {run.experiment} on the node's GPUs together")
 
 

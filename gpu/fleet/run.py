@@ -38,15 +38,14 @@ from distributed.client import FuturesCancelledError
 from distributed.comm.core import CommClosedError
 
 from gpu.core import text
-from gpu.core.access import Actor
 from gpu.core.errors import AccessRefused, FleetError, StoreError
 from gpu.experiments.suites import Suite
 from gpu.fleet import task
 from gpu.fleet.nodes import group_by_host, plan_node_runs, start_node_run, stored_node_runs
 from gpu.fleet.progress import Progress, summary
 from gpu.fleet.resume import stored_pairs, suite_as_stored
+from gpu.fleet.stores import StoreQueue, StoreWrite
 from gpu.fleet.types import FleetGpu, FleetNode, FleetResult
-from gpu.results.persistence.store import params_by_run
 
 __all__ = ["FleetGpu", "FleetNode", "FleetResult", "Progress", "new_fleet_id", "run_fleet", "summary"]
 
@@ -77,7 +76,8 @@ def run_fleet(client: Client, suite: Suite, catalog, fleet_id: str, service: str
     suite = suite_as_stored(catalog, fleet_id, suite, progress)
     stored_before = stored_pairs(catalog, fleet_id, suite)
     try:
-        gpus, problems = _identify(client, service, identify_timeout, progress)
+        gpus, problems = _identify(client, service, identify_timeout, progress,
+                                   [run.experiment for run in suite.gpu_runs])
     except Exception as exc:
         if not scheduler_lost(client, exc):
             raise
@@ -97,37 +97,42 @@ def run_fleet(client: Client, suite: Suite, catalog, fleet_id: str, service: str
     plan_node_runs(nodes, suite, stored_node_runs(catalog, fleet_id), fleet_id, progress)
     total = len(gpus) * len(suite.gpu_runs) + len(nodes) * len(suite.node_runs)
     alive_checked = 0.0
-    while any(u.todo or u.current for u in [*gpus, *nodes] if not u.lost):
-        try:
-            if lease is not None and lease.lost:
-                raise LeaseLost(lease.lost)
-            alive_checked = _step(client, gpus, nodes, catalog, fleet_id, suite, service, label, result, progress,
-                                  alive_checked, lease, wait_s)
-        except LeaseLost as exc:
-            _lose_all(client, [*gpus, *nodes], f"fleet {fleet_id}'s lease was lost", str(exc), fleet_id, progress)
-            break
-        except Exception as exc:
-            if not scheduler_lost(client, exc):
-                raise
-            _lose_all(client, [*gpus, *nodes], f"the Dask scheduler {_address(client)} was lost", _why(exc), fleet_id,
-                      progress)
-            break
-        progress.bar(gpus, total, nodes)
+    stores = StoreQueue(catalog, fleet_id, suite, label, lease)
+    try:
+        while stores.pending or any(u.todo or u.current for u in [*gpus, *nodes] if not u.lost):
+            try:
+                if lease is not None and lease.lost:
+                    raise LeaseLost(lease.lost)
+                alive_checked = _step(client, gpus, nodes, stores, service, result, progress, alive_checked, wait_s)
+            except LeaseLost as exc:
+                _lose_all(client, [*gpus, *nodes], f"fleet {fleet_id}'s lease was lost", str(exc), fleet_id,
+                          progress)
+                break
+            except Exception as exc:
+                if not scheduler_lost(client, exc):
+                    raise
+                _lose_all(client, [*gpus, *nodes], f"the Dask scheduler {_address(client)} was lost", _why(exc),
+                          fleet_id, progress)
+                break
+            progress.bar(gpus, total, nodes)
+        for write in stores.finished(wait_all=True):  # runs measured before the loop ended are stored all the same
+            _stored(write, result, progress)
+    finally:
+        stores.close()
     result.wall_s = time.perf_counter() - started
     return result
 
 
-def _step(client: Client, gpus: list[FleetGpu], nodes: list[FleetNode], catalog, fleet_id: str, suite: Suite,
-          service: str, label, result: FleetResult, progress: Progress, alive_checked: float, lease=None,
-          wait_s: float | None = None) -> float:
-    """One turn of the fleet's loop: submit what may start, wait a little, watch workers and time limits, store
-    what finished. The time of the last liveness check."""
+def _step(client: Client, gpus: list[FleetGpu], nodes: list[FleetNode], stores: StoreQueue, service: str,
+          result: FleetResult, progress: Progress, alive_checked: float, wait_s: float | None = None) -> float:
+    """One turn of the fleet's loop: submit what may start, wait a little, watch workers and time limits, hand what
+    finished to the store's thread, and report what it stored. The time of the last liveness check."""
     for gpu in gpus:
         if not gpu.lost and gpu.current is None and gpu.todo:
-            _submit(client, gpu, service, fleet_id, wait_s)
+            _submit(client, gpu, service, stores.fleet_id, wait_s)
     for node in nodes:
         if not node.lost and node.current is None and node.todo and node.gpus_finished:
-            start_node_run(client, node, service, progress, fleet_id, wait_s)
+            start_node_run(client, node, service, progress, stores.fleet_id, wait_s)
     running = [u.future for u in [*gpus, *nodes] if u.future is not None]
     if running:  # wake as soon as any run ends (or after POLL_S, to watch workers and time limits)
         with contextlib.suppress(TimeoutError):
@@ -152,12 +157,14 @@ def _step(client: Client, gpus: list[FleetGpu], nodes: list[FleetNode], catalog,
         if unit.future.done():
             if unit.future.status == "cancelled" and scheduler_lost(client):
                 raise SchedulerLost("its connection closed")
-            _finish(unit, catalog, fleet_id, suite, label, result, progress, lease)
+            _finish(unit, stores, result, progress)
         elif now - unit.started > unit.current.timeout_s + TASK_GRACE_S:
             late = now - unit.started - unit.current.timeout_s
             _lose(client, unit, f"hung: {unit.current.experiment} was still running {late:.0f} s after its time "
                                 f"limit of {unit.current.timeout_s:.0f} s", progress,
                   "the other GPUs go on" if isinstance(unit, FleetGpu) else "the other nodes go on")
+    for write in stores.finished():
+        _stored(write, result, progress)
     return alive_checked
 
 
@@ -213,14 +220,17 @@ def _gpu_workers(client: Client) -> list[tuple[str, str]]:
                   if info.get("resources", {}).get("GPU", 0) >= 1)
 
 
-def _identify(client: Client, service: str, timeout: float, progress: Progress) -> tuple[list[FleetGpu], list[str]]:
-    """Every GPU worker's GPU (starting its GPU worker process); workers that cannot say are problems, not GPUs."""
+def _identify(client: Client, service: str, timeout: float, progress: Progress,
+              experiments: list[str] | None = None) -> tuple[list[FleetGpu], list[str]]:
+    """Every GPU worker's GPU (starting its GPU worker process, which warms up only ``experiments``: the suite's
+    one-GPU runs); workers that cannot say are problems, not GPUs."""
     workers = _gpu_workers(client)
     if not workers:
         raise FleetError("the cluster has no worker holding a GPU resource: start each worker with --resources "
                          "GPU=1 (one worker per GPU)")
-    futures = {address: client.submit(task.identify, service, workers=[address], allow_other_workers=False,
-                                       resources={"GPU": 1}, pure=False, key=f"pinpoint-identify-{address}")
+    futures = {address: client.submit(task.identify, service, experiments, workers=[address],
+                                       allow_other_workers=False, resources={"GPU": 1}, pure=False,
+                                       key=f"pinpoint-identify-{address}")
                for address, _ in workers}
     deadline = time.monotonic() + timeout
     pending = dict(futures)
@@ -287,8 +297,9 @@ def _reason(future: Future) -> str:
     return f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
 
 
-def _finish(gpu: FleetGpu, catalog, fleet_id: str, suite: Suite, label, result: FleetResult, progress: Progress,
-            lease=None):
+def _finish(gpu: FleetGpu | FleetNode, stores: StoreQueue, result: FleetResult, progress: Progress) -> None:
+    """A run that ended: a failure is said at once; a frame goes to the store's thread, and the GPU is free for its
+    next run before the frame is stored."""
     run, future = gpu.current, gpu.future
     gpu.current, gpu.future = None, None
     elapsed = time.monotonic() - gpu.started
@@ -298,10 +309,14 @@ def _finish(gpu: FleetGpu, catalog, fleet_id: str, suite: Suite, label, result: 
         return
     frame = future.result()
     result.rows_sent += len(frame)
+    stores.put(gpu, run, frame, elapsed)
+
+
+def _stored(write: StoreWrite, result: FleetResult, progress: Progress) -> None:
+    """A run's store write done: stored, or measured but refused by the store (said, and the GPU goes on)."""
+    gpu, run, frame = write.unit, write.run, write.frame
     try:
-        saved = catalog.save(frame, "fleet", label, None, fleet=(fleet_id, suite.name),
-                             suite_text=suite.text or None, actor=Actor.local("fleet"), lease=lease,
-                             params=params_by_run(frame, run.checked()), gpus=run.gpus)
+        saved = write.future.result()
     except (StoreError, AccessRefused, ValueError) as exc:  # measured, the store refused it: say so, the GPU goes on
         gpu.failed[run.experiment] = f"{run.experiment} was measured but not stored: {exc}"
         progress.event(f"{gpu.label()}: {gpu.failed[run.experiment]}")
@@ -309,8 +324,8 @@ def _finish(gpu: FleetGpu, catalog, fleet_id: str, suite: Suite, label, result: 
     result.runs_stored += len(saved)
     result.rows_stored += sum(s.points for s in saved)
     gpu.done.append(run.experiment)
-    progress.event(f"{gpu.label()}: {run.experiment} stored ({text.count(len(frame), 'point')} in {elapsed:.1f} s, "
-                   f"run {frame['run_id'].iloc[0]})")
+    progress.event(f"{gpu.label()}: {run.experiment} stored ({text.count(len(frame), 'point')} in "
+                   f"{write.elapsed:.1f} s, run {frame['run_id'].iloc[0]})")
 
 
 def _lose(client: Client, gpu: FleetGpu | FleetNode, reason: str, progress: Progress,

@@ -5,6 +5,9 @@ Which GPU: the one ``CUDA_VISIBLE_DEVICES`` leaves visible. Where a worker sees 
 node's GPUs with one Dask worker per GPU, or a LocalCluster), it takes the one at its own place among its job's
 workers: worker ``name-2`` (or ``2``) takes the third. The GPU worker process is spawned from the Dask worker, so
 Dask's workers must not be daemonic processes (``DASK_DISTRIBUTED__WORKER__DAEMON=False``; ``cluster`` sets it).
+It says hello only once its warm-ups' background work is done (``SETTLE_ENV``): the host data an experiment builds on
+a thread as a worker starts (seconds on several cores) would otherwise be built beside the first runs, and the
+Transfers sweep's pageable copies run on the same host's cores and memory.
 
 A node run (``gpus = "node"``) is a second GPU worker process, started by one Dask worker of the node for the
 node's GPUs together: the fleet gives it the node's board UUIDs (what every worker of the node reported), and the
@@ -26,7 +29,7 @@ from distributed import get_worker
 from gpu.core.errors import PinPointError, ValidationError, WorkerUnavailable
 from gpu.experiments.request import Request
 from gpu.service.backends import LiveBackend
-from gpu.service.client import WorkerClient
+from gpu.service.client import SETTLE_ENV, WARM_UPS_ENV, WorkerClient
 from gpu.service.host_locks import GpuBusy
 
 _BACKENDS: dict[str, LiveBackend] = {}
@@ -70,14 +73,19 @@ def _kept(key) -> LiveBackend | None:
     return None
 
 
-def backend(service: str) -> LiveBackend:
-    """This Dask worker's GPU worker process, started on its GPU at the first task and kept."""
+def backend(service: str, experiments: list[str] | None = None) -> LiveBackend:
+    """This Dask worker's GPU worker process, started on its GPU at the first task and kept. ``experiments``: the
+    ones it will measure (its suite's one-GPU runs), the only ones it warms up; None: those named before (a worker
+    started again after a hang), else every one."""
     with _LOCK:
         if (kept := _kept(service)) is not None:
             return kept
         chosen = gpu_for_worker(os.environ.get("CUDA_VISIBLE_DEVICES"), _worker_name())
         if chosen is not None:
             os.environ["CUDA_VISIBLE_DEVICES"] = chosen  # before any CUDA call: the spawned worker inherits it
+        os.environ[SETTLE_ENV] = "1"  # the spawned worker's first run never measures beside its warm-ups' threads
+        if experiments is not None:
+            os.environ[WARM_UPS_ENV] = ",".join(experiments)
         try:
             _BACKENDS[service] = LiveBackend(WorkerClient(service=service))
         except WorkerUnavailable as exc:
@@ -85,25 +93,30 @@ def backend(service: str) -> LiveBackend:
         return _BACKENDS[service]
 
 
-def node_backend(service: str, gpus: list[str]) -> LiveBackend:
+def node_backend(service: str, gpus: list[str], experiments: list[str] | None = None) -> LiveBackend:
     """This Dask worker's GPU worker process on ``gpus`` (a node's board UUIDs, in the fleet's order) together,
-    started at the node's first node run and kept."""
+    started at the node's first node run and kept; it warms up only ``experiments`` (the suite's node runs; None:
+    every one)."""
     key = _node_key(service, gpus)
     with _LOCK:
         if (kept := _kept(key)) is not None:
             return kept
-        own = os.environ.get("CUDA_VISIBLE_DEVICES")
+        own, own_warm_ups = os.environ.get("CUDA_VISIBLE_DEVICES"), os.environ.get(WARM_UPS_ENV)
         os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)  # the spawned process inherits it at its start
+        os.environ[SETTLE_ENV] = "1"
+        if experiments is not None:
+            os.environ[WARM_UPS_ENV] = ",".join(experiments)
         try:
             _BACKENDS[key] = LiveBackend(WorkerClient(service=service,
                                                       service_options={"devices": list(range(len(gpus)))}))
         except WorkerUnavailable as exc:
             raise TaskFailed(f"no GPU worker for the {len(gpus)} GPUs of {socket.gethostname()}: {exc}") from None
-        finally:  # this Dask worker's own one-GPU process keeps its one GPU
-            if own is None:
-                os.environ.pop("CUDA_VISIBLE_DEVICES", None)
-            else:
-                os.environ["CUDA_VISIBLE_DEVICES"] = own
+        finally:  # this Dask worker's own one-GPU process keeps its one GPU, and its warm-ups
+            for name, value in (("CUDA_VISIBLE_DEVICES", own), (WARM_UPS_ENV, own_warm_ups)):
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
         return _BACKENDS[key]
 
 
@@ -117,9 +130,10 @@ def release(service: str) -> int:
     return len(closing)
 
 
-def identify(service: str) -> dict:
-    """The GPU this Dask worker measures on: host, model, board UUID (and the worker's name and visible devices)."""
-    facts = backend(service).facts
+def identify(service: str, experiments: list[str] | None = None) -> dict:
+    """The GPU this Dask worker measures on: host, model, board UUID (and the worker's name and visible devices).
+    ``experiments``: the suite's one-GPU runs, the only ones its GPU worker warms up."""
+    facts = backend(service, experiments).facts
     return {"host": str(facts.get("host") or socket.gethostname()), "device_name": str(facts.get("device_name")),
             "gpu_uuid": facts.get("gpu_uuid"), "worker": _worker_name(),
             "visible": os.environ.get("CUDA_VISIBLE_DEVICES", "")}
@@ -134,10 +148,11 @@ def measure(service: str, request: Request, timeout_s: float, fleet_id: str = ""
 
 
 def measure_node(service: str, request: Request, timeout_s: float, gpus: list[str], *released, fleet_id: str = "",
-                 wait_s: float | None = None):
+                 wait_s: float | None = None, experiments: list[str] | None = None):
     """One experiment on all of a node's GPUs together (``gpus``: their board UUIDs), as ``measure``. ``released``:
-    the node's ``release`` tasks, which Dask finishes before this one starts."""
-    return _run(node_backend(service, gpus), _node_key(service, gpus), request, timeout_s,
+    the node's ``release`` tasks, which Dask finishes before this one starts. ``experiments``: the suite's node
+    runs, the only ones a node worker started for it warms up."""
+    return _run(node_backend(service, gpus, experiments), _node_key(service, gpus), request, timeout_s,
                 f"fleet {fleet_id} node task".strip(), wait_s)
 
 

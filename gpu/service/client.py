@@ -36,6 +36,12 @@ from gpu.service.parent_watch import exit_with_parent
 DEFAULT_SERVICE = "gpu.service.worker:GpuService"
 FREED_TIMEOUT_S = 60.0  # the longest a finished job's GPUs wait for its worker to free its buffers
 WORKER_MODULE = "gpu.service.worker"  # it loads the device layer: imported only in the worker's own process
+# "1" in a worker's environment (a fleet's, ``gpu.fleet.task``): it waits for its warm-ups' background work (host data
+# built on a thread) before its hello, so no run measures beside it.
+SETTLE_ENV = "PINPOINT_SETTLE_WARM_UPS"
+# The experiments whose warm-ups a worker runs as it starts, comma-separated (a fleet's worker: its suite's; unset:
+# every experiment's, as the app's worker).
+WARM_UPS_ENV = "PINPOINT_WARM_UPS"
 
 
 def serve_in_worker(*args) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import atexit
 import functools
 import os
+import threading
 import time
 import traceback
 import uuid
@@ -31,11 +32,12 @@ from gpu.device.driver_occupancy import driver_occupancy_table
 from gpu.experiments import REGISTRY, get_experiment, in_point_order, sweep_of
 from gpu.experiments.method import method_version
 from gpu.experiments.request import Request
-from gpu.service.client import load_service_class
+from gpu.service.client import SETTLE_ENV, WARM_UPS_ENV, load_service_class
 from gpu.service.messages import Failure, Freed, Hello, InitFailed, Progress, Result, Row
 from gpu.service.parent_watch import exit_with_parent
 
 EXIT_AFTER_FATAL = 70
+SETTLE_LIMIT_S = 30.0  # the longest it waits
 
 
 def _rss_bytes() -> int:
@@ -93,6 +95,8 @@ class GpuService:
         self.devices = DeviceSet(ordinals)
         self.runtime = self.devices.first
         self.warmed = self._warm_up()
+        # A fleet's worker (``gpu.fleet.task`` sets this) answers only once its warm-ups' background work is done.
+        self.settled = self.settle() if os.environ.get(SETTLE_ENV) == "1" else {}
         self.methods  # noqa: B018 (hashed now, once the sweeps are imported and the kernels compiled)
 
     @functools.cached_property
@@ -104,18 +108,40 @@ class GpuService:
     def _warm_up(self) -> dict:
         """Each sweep that declares ``warm_up(gpu)`` builds, as the worker starts, what its first job would
         otherwise build while a person waits: a kernel PyCUDA compiles on first use, host data started on a thread.
-        Seconds each took, or why it failed: a failed warm-up costs only its own experiment's first job the time."""
+        Seconds each took, or why it failed: a failed warm-up costs only its own experiment's first job the time.
+        ``PINPOINT_WARM_UPS`` (``WARM_UPS_ENV``) names the experiments to warm up (a fleet's worker: its suite's);
+        unset, every one. The daemon threads a warm-up leaves running (host data built in the background) are kept in
+        ``warm_threads``, for ``settle`` to wait for."""
         warmed = {}
+        self.warm_threads: list[threading.Thread] = []
+        listed = os.environ.get(WARM_UPS_ENV)  # a fleet's worker warms up only what its suite measures
+        wanted = None if listed is None else {name.strip() for name in listed.split(",") if name.strip()}
         for entry in REGISTRY:
+            if wanted is not None and entry.module.NAME not in wanted:
+                continue
             sweep = entry.sweep_module()
             if hasattr(sweep, "warm_up"):
                 started = time.perf_counter()
+                before = set(threading.enumerate())
                 try:
                     sweep.warm_up(self.runtime)
                     warmed[entry.module.NAME] = round(time.perf_counter() - started, 3)
                 except Exception as exc:  # the experiment's own job meets it again, and says so
                     warmed[entry.module.NAME] = f"failed: {type(exc).__name__}: {exc}"
+                self.warm_threads += [t for t in threading.enumerate() if t not in before and t.daemon]
         return warmed
+
+    def settle(self, limit_s: float = SETTLE_LIMIT_S) -> dict:
+        """Wait (at most ``limit_s`` in all) for the background work the warm-ups started: a fleet's first run then
+        measures on a host that is not building another experiment's data on several cores beside it (the Transfers
+        sweep's pageable copies run on the host's memory). Seconds waited, and threads still running after the limit."""
+        started = time.perf_counter()
+        threads = getattr(self, "warm_threads", [])
+        for thread in threads:
+            thread.join(max(0.0, limit_s - (time.perf_counter() - started)))
+        self.warm_threads = [t for t in threads if t.is_alive()]
+        running = [t.name for t in self.warm_threads]
+        return {"waited_s": round(time.perf_counter() - started, 3), "still_running": running}
 
     def _choose(self, spec) -> int:
         return devices.choose(spec, self.gpus)
@@ -124,11 +150,11 @@ class GpuService:
         """The first GPU's facts and limits (as one-GPU callers read them), every visible GPU (``gpus``), and the
         set this worker holds: its ordinals (``gpu_indices``) and each GPU's index, UUID, name and limits
         (``devices``), with the peer access and link of every ordered pair (``links``); ``warmed``: what the
-        sweeps' warm-ups took."""
+        sweeps' warm-ups took; ``settled``: how long the worker waited for their background work (a fleet's)."""
         return {"facts": self.runtime.facts, "limits": self.runtime.limits().as_dict(), "pid": os.getpid(),
                 "occupancy_device": self.runtime.occupancy_limits().as_dict(), "gpus": self.gpus,
                 "gpu_index": self.runtime.device_ordinal, "gpu_indices": self.devices.ordinals,
-                "devices": self.devices.devices(), "warmed": self.warmed,
+                "devices": self.devices.devices(), "warmed": self.warmed, "settled": self.settled,
                 "links": [{"source": a, "destination": b, "peer_access": self.devices.can_peer(a, b),
                            "link": self.devices.link(a, b)} for a, b in self.devices.pairs()]}
 

@@ -11,11 +11,20 @@ node's links).
    job, and each point's time and stop reason. ``--concurrent N`` first draws the inputs in N processes at once,
    as N GPUs' workers of one node do in a fleet.
 
-``--root DIR`` runs both from another checkout of PinPoint (e.g. main, for a before figure in the same call): the
+3. ``--parts-concurrent``: the health fleet again (``health_parts.py``, its own process), every GPU at once as the
+   fleet runs them, each run's time split into its parts in every process it crosses: the driver's submission, Dask's
+   dispatch, the client's GPU locks, the GPU worker's job (provenance, limits, each point's generator, set-up, samples,
+   verification, the witness's NVML readings before and after it, rows and frame), the answer's way back, the frame's
+   fetch and store transaction, the wait for the next submission; and each worker's start (spawn, imports, CUDA
+   context, kernels, warm-ups, and the warm-up threads still running beside the first runs). ``--settle-too`` runs it
+   a second time with each GPU worker waiting for its warm-ups' threads before it says hello (nothing else changes),
+   to see what those threads cost the runs beside them. ``--parts-no-node`` leaves the node's links out of both.
+
+``--root DIR`` runs them from another checkout of PinPoint (e.g. main, for a before figure in the same call): the
 fleet command with its code, and each run with its sweep.
 
 Run on the GPU machine: ``python3 tests/benchmarks/health_time.py [--root /tmp/before] [--no-fleet]
-[--no-parts] [--parts reduction,transfers] [--concurrent 4]``.
+[--no-parts] [--parts reduction,transfers] [--concurrent 4] [--parts-concurrent [--settle-too] [--parts-no-node]]``.
 """
 
 from __future__ import annotations
@@ -178,6 +187,19 @@ def concurrent_inputs(root: Path, count: int) -> None:
           f"{', '.join(each)} s", flush=True)
 
 
+def parts_concurrent(root: Path, settle: bool, no_node: bool) -> None:
+    """The fleet with every process timed (``health_parts.py``, in a process of its own: it starts the cluster)."""
+    command = [sys.executable, str(Path(__file__).with_name("health_parts.py")), "--root", str(root)]
+    command += ["--settle"] if settle else []
+    command += ["--no-node"] if no_node else []
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH", "")) if p)}
+    done = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, timeout=900)
+    print(done.stdout, end="", flush=True)
+    if done.returncode != 0:
+        print(f"  health_parts.py exited {done.returncode}; last lines:\n    "
+              + "\n    ".join((done.stderr or "").splitlines()[-20:]), flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--root", type=Path, default=ROOT, help="the PinPoint checkout to time (default: this one)")
@@ -185,12 +207,21 @@ def main() -> None:
     parser.add_argument("--parts", default="reduction,transfers",
                         help="comma-separated experiments of the suite whose parts are timed")
     parser.add_argument("--concurrent", type=int, default=0, help="also draw the inputs in N processes at once")
+    parser.add_argument("--parts-concurrent", action="store_true",
+                        help="the fleet again, every run's parts timed in every process, all GPUs at once")
+    parser.add_argument("--settle-too", action="store_true",
+                        help="with --parts-concurrent: a second fleet whose workers wait for their warm-up threads")
+    parser.add_argument("--parts-no-node", action="store_true", help="with --parts-concurrent: no node runs")
     parser.add_argument("--no-fleet", action="store_true")
     parser.add_argument("--no-parts", action="store_true")
     args = parser.parse_args()
     root = args.root.resolve()
     if not args.no_fleet:
         fleet(root)
+    if args.parts_concurrent:
+        parts_concurrent(root, False, args.parts_no_node)
+        if args.settle_too:
+            parts_concurrent(root, True, args.parts_no_node)
     if args.concurrent:
         concurrent_inputs(root, args.concurrent)
     if not args.no_parts:

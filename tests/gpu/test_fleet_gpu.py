@@ -45,9 +45,9 @@ def test_the_runner_measures_on_the_gpu_named_by_index_or_uuid_and_lists_them_fo
         result = runner("reduction", "--sizes", "2^20", "--variants", "warp_shuffle", "--profile", "interactive",
                         "--device", device, "--no-store", "--out", str(out))
         assert result.returncode == 0, result.stderr
-        import pandas as pd
+        from gpu.core import schema
 
-        assert pd.read_parquet(out)["gpu_uuid"].iloc[0] == uuid
+        assert schema.read_results(out)["gpu_uuid"].iloc[0] == uuid  # kept once per run, put back on every row
     result = runner("reduction", "--device", "99", "--no-store")
     assert result.returncode == 2 and "no GPU '99' here; the GPUs are: 0 · " in result.stderr, result.stderr
     assert uuid[-8:] in result.stderr

@@ -57,10 +57,17 @@ def _listed_columns(path: Path) -> pd.DataFrame:
     if path.suffix == ".csv":
         return legacy.read_results(path)
     try:
-        names = set(pq.read_schema(path).names)
+        arrow_schema = pq.read_schema(path)
+        names = set(arrow_schema.names)
         frame = pd.read_parquet(path, columns=[c for c in LISTED_COLUMNS if c in names])
+        raw = (arrow_schema.metadata or {}).get(schema.PROVENANCE_KEY)
     except Exception as exc:  # a damaged file: one line, as read_results gives it
         raise schema.SchemaError(f"cannot read results from {path}: {exc}") from exc
+    if raw is not None and "run_id" in frame.columns:  # provenance kept once per run: put back on the rows listed
+        block = schema.checked_provenance_block(raw, frame["run_id"], str(path))
+        frame = schema.join_provenance_frame(frame, {r: {c: v for c, v in p.items() if c in LISTED_COLUMNS}
+                                              for r, p in block.items()}, str(path))
+        names |= {c for p in block.values() for c in p}
     if missing := [c for c in LISTED_REQUIRED if c not in names]:
         raise schema.SchemaError(f"results are missing {', '.join(missing)}")
     return frame.reindex(columns=LISTED_COLUMNS)  # a column the file lacks is empty, as validate makes it

@@ -305,7 +305,9 @@ def _check_runs(frame: pd.DataFrame, name: str, where) -> None:
             raise where(i, "timestamp", part["timestamp"].loc[i], f"is {span / 3600:,.1f} h from the run's earliest "
                         f"point: one run is one time (at most {MAX_RUN_SPAN_S // 3600} h between its points)")
         keys = list(get_experiment(str(part["experiment"].iloc[0])).KEY_COLUMNS)
-        seen = part[keys].map(schema.key_value).astype(str).agg("|".join, axis=1)
+        # Each cell made text itself: pandas' astype(str) leaves a missing value missing (a peer run's latency rows
+        # have no peer), which the join cannot take.
+        seen = part[keys].map(lambda v: str(schema.key_value(v))).agg("|".join, axis=1)
         repeated = seen.duplicated()
         if repeated.any():
             i = int(part.index[repeated.to_numpy()][0])

@@ -200,8 +200,14 @@ def _read_parquet(shown: str, data: bytes) -> tuple[pd.DataFrame, dict | None]:
         # Without the writer's pandas metadata: its claimed types are what the contract below checks.
         frame = table.replace_schema_metadata(None).to_pandas(timestamp_as_object=True, date_as_object=True)
         raw = (arrow_schema.metadata or {}).get(runfiles.MANIFEST_KEY)
+        kept_once = (arrow_schema.metadata or {}).get(schema.PROVENANCE_KEY)
+        if kept_once is not None:  # each run's provenance once (files written before keep it on every row)
+            frame = schema.join_provenance_frame(frame, schema.checked_provenance_block(
+                kept_once, frame["run_id"] if "run_id" in frame.columns else [], shown), shown)
     except ImportProblem:
         raise
+    except schema.SchemaError as exc:
+        raise ImportProblem(str(exc)) from None
     except Exception as exc:
         raise ImportProblem(f"{shown}: not a readable Parquet file ({type(exc).__name__}: "
                             f"{shorten(str(exc), 120)})") from None

@@ -16,6 +16,9 @@ the writer's own and kept. Numeric columns are numbers and are never prefixed.
 A run's parameters (``runs.params``: the JSON its checked request's plain values make) travel in the manifest too,
 when the writer knows them: as ``params`` in a run's Parquet manifest entry, and as a ``manifest_params`` column on
 every row of a CSV; an import stores them with the run.
+
+A Parquet file keeps each run's provenance once, in its metadata (``gpu.core.schema``); a CSV, made for
+spreadsheets, keeps it on every row. Both import, and so do files written before, with provenance on every row.
 """
 
 from __future__ import annotations
@@ -98,16 +101,12 @@ def to_csv_bytes(frame: pd.DataFrame, params: dict[str, str] | None = None) -> b
 
 
 def write_parquet(frame: pd.DataFrame, path, params: dict[str, str] | None = None) -> None:
-    """A results frame as Parquet with the manifest in the file's metadata (each run's ``params`` in its entry)."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
+    """A results frame as Parquet with the manifest in the file's metadata (each run's ``params`` in its entry), and
+    each run's provenance once beside it (``gpu.core.schema``)."""
     frame = schema.validate(frame)
-    table = pa.Table.from_pandas(frame, preserve_index=False)
     runs = {r: {**e, **({"params": params[r]} if (params or {}).get(r) is not None else {})}
             for r, e in manifest(frame).items()}
-    metadata = {**(table.schema.metadata or {}), MANIFEST_KEY: json.dumps(runs).encode()}
-    pq.write_table(table.replace_schema_metadata(metadata), path)
+    schema.write_parquet(frame, path, {MANIFEST_KEY: json.dumps(runs).encode()})
 
 
 FORMATS = (".parquet", ".csv")  # what a run file's suffix names

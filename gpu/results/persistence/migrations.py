@@ -11,22 +11,25 @@ Tables (schema version ``SCHEMA_VERSION``, in ``pinpoint_meta``):
   with, the checked request's plain values (``Request.plain``) as canonical JSON (keys sorted, no spaces; a JSON
   list of them for a runner invocation that sent several requests, e.g. occupancy's register settings), NULL for a
   run stored before version 7 whose parameters could not be recovered; and ``gpus``, for fleet runs, how the suite
-  ran it (``one``: each GPU on its own; ``node``: a node's GPUs together); and (since version 9) ``method_version``,
-  the run's method version (its rows' ``method_version``; NULL when unknown);
+  ran it (``one``: each GPU on its own; ``node``: a node's GPUs together); (since version 9) ``method_version``,
+  the run's method version (its rows' ``method_version``; NULL when unknown); and (since version 10) ``provenance``:
+  the provenance values every row of the run shares (``gpu.core.schema``), canonical JSON of one object, NULL
+  when they share none;
 * ``run_boards`` – every GPU board a run's rows name (since version 3), once per run: ``run_id``, ``position``,
   ``gpu_index`` (the board's ordinal in the run, empty for rows recorded before rows named one) and ``gpu_uuid``.
   A one-GPU run has one; a peer run of a node every GPU of its pairs;
 * ``points`` – one row per measured point: ``run_id``, ``idx``, the point's ``variant``, ``direction``,
   ``bytes``, ``median_ms``, ``gbps`` and (since version 8) ``conditions`` for queries, and ``row_json``: the
   whole row of the results schema (``gpu.core.schema``), every sample included, less the board UUIDs that
-  ``run_boards`` holds (``stored_row`` takes them out, ``restored_row`` puts them back, so a stored run reads
-  back as it was saved);
+  ``run_boards`` holds and the provenance that ``runs.provenance`` holds (``stored_rows`` and ``stored_provenance``
+  take them out, ``restored_row`` puts them back, so a stored run reads back as it was saved);
 * ``fleet_suites`` – one row per fleet (since version 4): ``fleet_id`` (primary key), the suite's ``name``, its
   ``digest`` (SHA-256 of its text) and ``toml``: the suite's text as measured, which the Fleet page reads (a
   stored fleet never names a file to read);
 * ``trash`` and ``trash_points`` – runs moved to the trash (since version 5), out of ``runs``, ``run_boards`` and
   ``points``, so no reader of runs has to leave them out: ``trash_id`` (primary key), ``run_id``, ``trashed_at``,
-  ``trashed_by``, ``reason`` (trashed | replaced), ``run_json`` (the run's ``runs`` row), ``boards_json`` (its
+  ``trashed_by``, ``reason`` (trashed | replaced), ``run_json`` (the run's ``runs`` row, its provenance included),
+  ``boards_json`` (its
   ``run_boards`` rows as [ordinal, UUID] pairs); its points keep ``points``' columns, keyed by ``trash_id``. A run
   replaced on import goes there too, so one run id may be in the trash several times beside a stored run;
 * ``audit`` – the audit trail (since version 5): one row per change (import, measure, label, trash, restore, purge,
@@ -58,6 +61,15 @@ clean without parsing rows; points stored before have none to give and are fille
 9, every run keeps its method version (``runs.method_version``: a hash of the sweep, kernels and shared timing code
 that measured it, ``gpu.experiments.method``), also on each of its rows (``row_json``), so exports carry it; runs
 stored before recorded none and keep NULL, read as unknown (``gpu.core.method_versions``), never guessed.
+10, a run's provenance is kept once: ``runs.provenance`` holds what every row of the run shares (device, driver,
+clocks, host, commit, …) and each point's ``row_json`` only what differs from it (a peer run's rows keep the GPU each
+names, ``gpu_index`` and ``gpu_uuid``; a run whose jobs started at different times keeps each row's ``timestamp``).
+A column of ``runs`` rather than a table: one value per run, read with its points, carried by the trash's copy of the
+run's row (``trash.run_json``) and restored with it, and a text the reader checks (``schema.checked_provenance``: an
+object of provenance columns of their types, bounded, agreeing with any value a row keeps itself) as it checks a
+file's block, so another store's hostile value is refused in one line. The step moves every stored run's provenance
+out of its rows, and every trashed run's into its ``trash.run_json``, one run at a time, rewriting only the rows that
+change; each run reads back as it did (same rows, same content hash).
 
 Migrations are a short list of versioned steps (``MIGRATIONS``), applied in one transaction, one migrator at a time
 (PostgreSQL: an advisory lock; SQLite: ``BEGIN IMMEDIATE``): three tables need no migration framework, and an
@@ -73,14 +85,14 @@ import json
 
 import sqlalchemy as sa
 
-from gpu.core import conditions
+from gpu.core import conditions, schema
 from gpu.core.boards import Board
 from gpu.core.errors import StoreError
 from gpu.core.schema import key_value
 from gpu.core.text import shorten
 from gpu.experiments import suites
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 METADATA = sa.MetaData()
 
 META = sa.Table("pinpoint_meta", METADATA, sa.Column("key", sa.String(64), primary_key=True),
@@ -100,6 +112,8 @@ RUNS = sa.Table(
     sa.Column("params", sa.Text), sa.Column("gpus", sa.String(8)),
     # Added by step 9: the run's method version (its rows' ``method_version``), NULL when unknown.
     sa.Column("method_version", sa.Text),
+    # Added by step 10: the provenance every row of the run shares (canonical JSON), taken out of its rows.
+    sa.Column("provenance", sa.Text),
 )
 POINTS = sa.Table(
     "points", METADATA,
@@ -157,6 +171,7 @@ ADDED_IN_V2 = {"gpu_uuid": sa.Text(), "fleet_id": sa.String(64), "suite": sa.Tex
 ADDED_IN_V7 = {"params": sa.Text(), "gpus": sa.String(8)}
 ADDED_IN_V8 = {"conditions": sa.Text()}  # to points and trash_points
 ADDED_IN_V9 = {"method_version": sa.Text()}
+ADDED_IN_V10 = {"provenance": sa.Text()}
 
 
 def point_conditions(row: dict) -> str:
@@ -210,16 +225,24 @@ def stored_rows(rows: list[dict]) -> tuple[list[tuple[int | None, str]], list[di
     return list(boards.items()), kept
 
 
-def restored_row(row_json: str, boards: dict) -> dict:
-    """A stored row as the results schema has it: its JSON, with its board UUIDs from the run's ``boards``."""
-    return _restore(json.loads(row_json), boards)
+def restored_row(row_json: str, boards: dict, kept_once: dict | None = None, what: str = "a stored run") -> dict:
+    """A stored row as the results schema has it: its JSON, with its run's provenance (``kept_once``, from
+    ``runs.provenance``) and its board UUIDs from the run's ``boards``."""
+    return _restore(schema.with_provenance(json.loads(row_json), kept_once or {}, what), boards)
+
+
+def stored_provenance(rows: list[dict]) -> tuple[str | None, list[dict]]:
+    """A run's provenance as ``runs.provenance`` keeps it (None: its rows share none) and its rows without it."""
+    common, kept = schema.split_provenance(rows)
+    return (schema.provenance_json(common) if common else None), kept
 
 
 # --- the steps ---------------------------------------------------------------------------------------------------
 def _create_v1(connection) -> None:
     """The tables as version 1 had them (``runs`` without the columns later steps add)."""
     v1 = sa.MetaData()
-    sa.Table(RUNS.name, v1, *(c._copy() for c in RUNS.columns if c.name not in ADDED_IN_V2 | ADDED_IN_V7 | ADDED_IN_V9))
+    sa.Table(RUNS.name, v1, *(c._copy() for c in RUNS.columns
+                              if c.name not in ADDED_IN_V2 | ADDED_IN_V7 | ADDED_IN_V9 | ADDED_IN_V10))
     sa.Table(POINTS.name, v1, *(c._copy() for c in POINTS.columns if c.name not in ADDED_IN_V8))
     v1.create_all(connection)
 
@@ -324,9 +347,40 @@ def _run_method_version_v9(connection) -> None:
         connection.execute(sa.text(f"ALTER TABLE {RUNS.name} ADD COLUMN {name} {kind.compile(dialect)}"))
 
 
+def _provenance_once_v10(connection) -> None:
+    """Each run's provenance (what all of its rows share) moves out of its points' JSON into ``runs.provenance``;
+    so does each trashed run's, into ``trash.run_json``. Runs are read one at a time; a row is rewritten only where
+    it changes, and every run reads back as it did (same rows, same content hash)."""
+    dialect = connection.dialect
+    for name, kind in ADDED_IN_V10.items():
+        connection.execute(sa.text(f"ALTER TABLE {RUNS.name} ADD COLUMN {name} {kind.compile(dialect)}"))
+    for run_id in connection.execute(sa.select(RUNS.c.run_id)).scalars().all():
+        kept = _move_provenance(connection, POINTS, POINTS.c.run_id == run_id,
+                                lambda idx, r=run_id: (POINTS.c.run_id == r) & (POINTS.c.idx == idx))
+        if kept is not None:
+            connection.execute(RUNS.update().where(RUNS.c.run_id == run_id).values(provenance=kept))
+    for trash_id, run_json in connection.execute(sa.select(TRASH.c.trash_id, TRASH.c.run_json)).all():
+        kept = _move_provenance(connection, TRASH_POINTS, TRASH_POINTS.c.trash_id == trash_id,
+                                lambda idx, t=trash_id: (TRASH_POINTS.c.trash_id == t) & (TRASH_POINTS.c.idx == idx))
+        if kept is not None:
+            connection.execute(TRASH.update().where(TRASH.c.trash_id == trash_id)
+                               .values(run_json=json.dumps({**json.loads(run_json), "provenance": kept})))
+
+
+def _move_provenance(connection, table, of_run, point):
+    """The provenance the points of ``table`` selected by ``of_run`` share, taken out of their JSON; its text."""
+    stored = connection.execute(sa.select(table.c.idx, table.c.row_json).where(of_run).order_by(table.c.idx)).all()
+    kept, rows = stored_provenance([json.loads(text) for _, text in stored])
+    for (idx, text), row in zip(stored, rows, strict=True):
+        new = json.dumps(row, separators=(",", ":"), allow_nan=False)
+        if new != text:
+            connection.execute(table.update().where(point(idx)).values(row_json=new))
+    return kept
+
+
 MIGRATIONS = [(1, _create_v1), (2, _add_boards_and_fleets_v2), (3, _boards_once_v3), (4, _fleet_suites_v4),
               (5, _trash_and_audit_v5), (6, _fleet_leases_v6), (7, _run_params_v7),
-              (8, _point_conditions_v8), (9, _run_method_version_v9)]
+              (8, _point_conditions_v8), (9, _run_method_version_v9), (10, _provenance_once_v10)]
 AUDITED_SINCE = 5
 
 

@@ -29,9 +29,10 @@ part of a run's content: a run stored with the same points is the same run.
 
 Reading: ``runs`` lists runs (``gpu_uuid``: the run's one board, empty when it names none or several; ``boards``:
 every board it names; ``method_version``: the run's method version, from its rows, empty when unknown); ``load``
-gives one run as a results frame; ``points`` gives the rows of many runs at once, only the fields asked for and without
-samples when asked (the Fleet page reads hundreds of runs so); ``run_params`` gives the parameters of many runs at
-once, next to it (a value over ``MAX_PARAMS_CHARS`` is never read: its length is).
+gives one run as a results frame (its provenance, kept once in ``runs.provenance``, back on every row); ``points``
+gives the rows of many runs at once, only the fields asked for and without samples when asked (the Fleet page reads
+hundreds of runs so); ``run_params`` gives the parameters of many runs at once, next to it (a value over
+``MAX_PARAMS_CHARS`` is never read: its length is).
 """
 
 from __future__ import annotations
@@ -75,6 +76,7 @@ from gpu.results.persistence.migrations import (  # noqa: F401 (the tables and s
     ADDED_IN_V7,
     ADDED_IN_V8,
     ADDED_IN_V9,
+    ADDED_IN_V10,
     AUDIT,
     AUDITED_SINCE,
     BOARDS,
@@ -94,6 +96,7 @@ from gpu.results.persistence.migrations import (  # noqa: F401 (the tables and s
     read_version,
     record,
     restored_row,
+    stored_provenance,
     stored_rows,
 )
 
@@ -105,8 +108,9 @@ MAX_PARAMS_CHARS = 65_536  # a run's parameters as JSON: a few hundred character
 SAVE_ACTION = {"import": "import", "live": "measure", "runner": "measure", "fleet": "measure"}
 SAVE_ACTOR_SOURCE = {"import": "cli", "live": "app", "runner": "cli", "fleet": "fleet"}
 GPUS = ("one", "node")  # how a fleet's suite ran a run (``runs.gpus``)
-# What ``runs`` lists: every column but a run's parameters (``run_params`` reads those, for the runs asked).
-RUN_COLUMNS = [c.name for c in RUNS.columns if c.name not in ADDED_IN_V7] + ["gpu_uuid", "boards"]
+# What ``runs`` lists: every column but a run's parameters (``run_params`` reads those, for the runs asked) and its
+# provenance (read with its points).
+RUN_COLUMNS = [c.name for c in RUNS.columns if c.name not in ADDED_IN_V7 | ADDED_IN_V10] + ["gpu_uuid", "boards"]
 PARAMS_COLUMNS = ["run_id", "experiment", "timestamp", "gpus", "params", "params_chars"]
 BULK_RUNS = 500  # run ids per query of a bulk read
 SAMPLES_KEY = '"samples_ms":['
@@ -299,6 +303,7 @@ class RunStore(CheckedChanges, Database):
                    "profile")}}
         rows = frame_rows(part)
         boards, kept = stored_rows(rows)
+        run["provenance"], kept = stored_provenance(kept)
         for column, value in [*run.items(), *(("gpu_uuid", uuid) for _, uuid in boards)]:
             if isinstance(value, str) and "\x00" in value:
                 raise StoreError(f"run {shorten(run_id)}: {column} holds a NUL character")
@@ -353,7 +358,7 @@ class RunStore(CheckedChanges, Database):
             return pd.DataFrame(columns=RUN_COLUMNS)
         # Opening never writes, so a store of an older version is read as it is: its missing columns stay empty.
         columns = [c for c in RUNS.columns if (self.version >= 2 or c.name not in ADDED_IN_V2)
-                   and c.name not in ADDED_IN_V7 and (self.version >= 9 or c.name not in ADDED_IN_V9)]
+                   and c.name not in ADDED_IN_V7 | ADDED_IN_V10 and (self.version >= 9 or c.name not in ADDED_IN_V9)]
         if self.version == 2:
             columns.append(sa.column("gpu_uuid"))  # version 2 kept a run's (first row's) board in runs
         query = sa.select(*columns).order_by(RUNS.c.timestamp.desc())
@@ -466,7 +471,8 @@ class RunStore(CheckedChanges, Database):
 
 def _rows_of(connection, run_ids: list[str], version: int = SCHEMA_VERSION, samples: bool = True) \
         -> dict[str, list[dict]]:
-    """run_id → its stored rows, in point order, as the results schema has them (board UUIDs put back)."""
+    """run_id → its stored rows, in point order, as the results schema has them (the run's provenance and board
+    UUIDs put back). ValueError (a ``SchemaError``) naming the run for a provenance block that cannot be used."""
     query = sa.select(POINTS.c.run_id, POINTS.c.row_json).where(POINTS.c.run_id.in_(run_ids)) \
         .order_by(POINTS.c.run_id, POINTS.c.idx)
     texts = connection.execute(query).all()
@@ -475,10 +481,16 @@ def _rows_of(connection, run_ids: list[str], version: int = SCHEMA_VERSION, samp
         for run_id, index, uuid in connection.execute(
                 sa.select(BOARDS.c.run_id, BOARDS.c.gpu_index, BOARDS.c.gpu_uuid).where(BOARDS.c.run_id.in_(run_ids))):
             boards.setdefault(run_id, {})[index] = uuid
+    kept_once: dict[str, dict] = {}
+    if version >= 10 and texts:
+        for run_id, text in connection.execute(sa.select(RUNS.c.run_id, RUNS.c.provenance).where(
+                RUNS.c.run_id.in_(run_ids) & RUNS.c.provenance.is_not(None))):
+            kept_once[run_id] = schema.checked_provenance(text, f"run {shorten(run_id)}")
     found: dict[str, list[dict]] = {}
     for run_id, text in texts:
         found.setdefault(run_id, []).append(restored_row(text if samples else _without_samples(text),
-                                                         boards.get(run_id, {})))
+                                                         boards.get(run_id, {}), kept_once.get(run_id),
+                                                         f"run {shorten(run_id)}"))
     return found
 
 
