@@ -64,7 +64,7 @@ def peer_frame(gpus: int = 2, slow: tuple[int, int] | None = None, slowdown: flo
                 ns = LATENCY_NS * (4 if hosted else 1) * (1 if working_set == GiB else 0.9)
                 # median_ms per load (a sample's time ÷ its loads), bytes one 8-byte pointer
                 rows.append(_row("latency", source, destination, working_set, 8 / ns, "cuda_event_held", link,
-                                 moved=8, param="loads per sample", param_value=LOADS_PER_SAMPLE))
+                                 moved=8, loads_per_sample=LOADS_PER_SAMPLE))
     for gpu in range(gpus):
         for direction, alone in HOST_ALONE.items():
             loses = host_loss if gpu == host_loser and direction == "d2h" else 0.02

@@ -76,9 +76,9 @@ def peer_frame(boards: list[int], params, slow_links: dict | None = None, run_id
         if variant.startswith("sm_"):
             row["block_size"] = 256
         if variant == "latency":
-            row.update(param="loads per sample", param_value=peers.CHASE_STEPS)
+            row.update(loads_per_sample=peers.CHASE_STEPS)
         elif timer == peers.TIMERS["batched"]:
-            row.update(param="copies per sample", param_value=copies_per_sample(lambda n, ms=ms: n * ms))
+            row.update(copies_per_sample=copies_per_sample(lambda n, ms=ms: n * ms))
         rows.append(row)
     frame = schema.make_frame(rows, {})
     frame["run_id"] = run_id or frame["run_id"].iloc[0]

@@ -14,6 +14,7 @@ from gpu import bench
 from gpu.core import paths
 from gpu.core.errors import ValidationError, VerificationError
 from gpu.core.limits import Limits
+from gpu.core.schema import key_value
 from gpu.experiments import bank_conflicts as bank
 from gpu.experiments import sweep_of
 from gpu.experiments.bank_conflicts import sweep as bank_sweep
@@ -31,26 +32,27 @@ def test_defaults_are_valid_and_the_runner_takes_them():
     points = list(params.points())
     strided = [p for p in points if not p[0].startswith("transpose")]
     assert len(strided) == 2 * 2 * 6 and len(points) == len(strided) + 4 and len(set(points)) == len(points)
-    assert points[0] == ("strided_4B", 256, 1, 4096) and points[6] == ("padded_4B", 256, 1, 4096)
-    assert points[-4:] == [("transpose_naive_4B", 256, 8192, 4), ("transpose_padded_4B", 256, 8192, 4),
-                           ("transpose_naive_8B", 256, 8192, 4), ("transpose_padded_8B", 256, 8192, 4)]
+    assert points[0] == ("strided_4B", 256, 1, None, 4096) and points[6] == ("padded_4B", 256, 1, None, 4096)
+    assert points[-4:] == [("transpose_naive_4B", 256, None, 8192, 4), ("transpose_padded_4B", 256, None, 8192, 4),
+                           ("transpose_naive_8B", 256, None, 8192, 4), ("transpose_padded_8B", 256, None, 8192, 4)]
     [job] = bench.experiment_jobs(bench.parse_args(["bank-conflicts", "--profile", "interactive"]))
     assert bank.parse_params(job) == params
     [job] = bench.experiment_jobs(bench.parse_args(["bank-conflicts", "--groups", "strided", "--word-sizes", "8",
                                                     "--layouts", "padded", "--strides", "32,4", "--block-sizes",
                                                     "128", "--reads-per-thread", "2^10"]))
-    assert list(bank.parse_params(job).points()) == [("strided_8B", 128, 1, 1024), ("padded_8B", 128, 4, 1024),
-                                                     ("padded_8B", 128, 32, 1024)]
+    assert list(bank.parse_params(job).points()) == [("strided_8B", 128, 1, None, 1024),
+                                                     ("padded_8B", 128, 4, None, 1024),
+                                                     ("padded_8B", 128, 32, None, 1024)]
 
 
 def test_the_conflict_free_reference_is_measured_whatever_strides_and_layouts_are_chosen():
     params = bank.parse_params({"groups": ["strided"], "word_sizes": [4], "layouts": ["plain"], "strides": [32],
                                 "block_sizes": [128, 512]})
-    assert list(params.points()) == [("strided_4B", 128, 1, 4096), ("strided_4B", 128, 32, 4096),
-                                     ("strided_4B", 512, 1, 4096), ("strided_4B", 512, 32, 4096)]
+    assert list(params.points()) == [("strided_4B", 128, 1, None, 4096), ("strided_4B", 128, 32, None, 4096),
+                                     ("strided_4B", 512, 1, None, 4096), ("strided_4B", 512, 32, None, 4096)]
     transposes = bank.parse_params({"groups": ["transpose"], "word_sizes": [8], "matrix_side": 1024})
-    assert list(transposes.points()) == [("transpose_naive_8B", 256, 1024, 4),
-                                         ("transpose_padded_8B", 256, 1024, 4)]
+    assert list(transposes.points()) == [("transpose_naive_8B", 256, None, 1024, 4),
+                                         ("transpose_padded_8B", 256, None, 1024, 4)]
 
 
 @pytest.mark.parametrize("raw,message", [
@@ -148,13 +150,14 @@ def test_each_point_launches_its_kernel_and_verifies_every_thread_and_word(monke
     runtime = StandInRuntime()
     params = bank.parse_params(SMALL)
     rows = pd.DataFrame(sweep_of(bank.NAME)(params, runtime, lambda *a: None, lambda: False))
-    key = list(zip(rows["variant"], rows["block_size"], rows["param_value"], rows["intensity"], strict=True))
+    key = [tuple(key_value(v) for v in point) for point in rows[list(bank.KEY_COLUMNS)].itertuples(index=False)]
     assert key == list(params.points()) and rows["verified"].all()
     threads = 4 * 8 * bank.WAVES * 256
     strided = rows[rows["group"] == "strided"]
     assert set(strided["elements"]) == {threads} and set(strided["direction"]) == {"shared"}
     assert list(strided["bytes"]) == [threads * 1024 * (4 if v.endswith("4B") else 8) for v in strided["variant"]]
-    assert set(strided["timer"]) == {"cuda_event_held"} and set(strided["param"]) == {"stride"}
+    assert set(strided["timer"]) == {"cuda_event_held"} and strided["stride"].notna().all()
+    assert strided["matrix_side"].isna().all()
     transposes = rows[rows["group"] == "transpose"]
     assert list(transposes["bytes"]) == [2 * 1024**2 * w for w in (4, 4, 8, 8)]
     assert set(transposes["timer"]) == {"cuda_event_l2_flushed_held"} and set(transposes["direction"]) == {"device"}
@@ -188,8 +191,8 @@ def fake_run(times_ms: dict, run_id="run-bank-1", block=256, reads=4096, side=81
         nbytes = bank.strided_bytes(THREADS, reads, word) if strided else bank.transpose_bytes(value, word)
         rows.append({"run_id": run_id, "experiment": bank.NAME, "variant": variant, "group": bank.group_of(variant),
                      "direction": "shared" if strided else "device", "block_size": block if strided else 256,
-                     "elements": THREADS if strided else value * value, "param": "stride" if strided else
-                     "matrix_side", "param_value": value, "intensity": reads if strided else bank.TRANSPOSE_READS,
+                     "elements": THREADS if strided else value * value, "stride": value if strided else None,
+                     "matrix_side": None if strided else value, "intensity": reads if strided else bank.TRANSPOSE_READS,
                      "bytes": nbytes,
                      "median_ms": ms, "cv": 0.003, "samples": 40, "gbps": nbytes / (ms * 1e6),
                      "sm_clock_mhz": clock, "sm_count": 132, "stop_reason": "converged",
@@ -211,7 +214,7 @@ RUN = {**{("strided_4B", s): ONE_CLOCK_MS * s * 1.01 ** (s > 1) for s in bank.ST
 def test_costs_are_judged_against_conflict_free_access_of_the_same_run_word_size_and_block():
     other = fake_run({("strided_4B", 1): 1.0, ("strided_4B", 32): 4.0}, run_id="run-bank-2")
     data = view.with_costs(pd.concat([fake_run(RUN), other]))
-    cost = data.set_index(["run_id", "variant", "param_value"])
+    cost = data.assign(value=data["stride"].fillna(data["matrix_side"])).set_index(["run_id", "variant", "value"])
     assert cost.loc[("run-bank-1", "strided_4B", 32), "slowdown"] == pytest.approx(32 * 1.01)
     assert cost.loc[("run-bank-1", "padded_4B", 32), "slowdown"] == pytest.approx(1.02)
     assert cost.loc[("run-bank-1", "strided_8B", 32), "slowdown"] == pytest.approx(16)

@@ -16,36 +16,38 @@ def reference_points(params):
     if "strided" in params.groups:
         for word in params.word_sizes:
             for block in params.block_sizes:
-                reference = (bank.variant_of("strided", "plain", word), block, 1, params.reads_per_thread)
+                reference = (bank.variant_of("strided", "plain", word), block, 1, None, params.reads_per_thread)
                 yield reference
                 for layout in params.layouts:
                     for stride in params.strides:
-                        point = (bank.variant_of("strided", layout, word), block, stride, params.reads_per_thread)
+                        point = (bank.variant_of("strided", layout, word), block, stride, None,
+                                 params.reads_per_thread)
                         if point != reference:
                             yield point
     if "transpose" in params.groups:
         for word in params.word_sizes:
             for layout in params.layouts:
-                yield bank.variant_of("transpose", layout, word), bank.TRANSPOSE_BLOCK, params.matrix_side, \
+                yield bank.variant_of("transpose", layout, word), bank.TRANSPOSE_BLOCK, None, params.matrix_side, \
                     bank.TRANSPOSE_READS
 
 
 def reference_walk(params, sm_count, threads_per_sm):
     """The sweep's ``points()`` as it was written by hand: (label, bytes, timer, columns) in measurement order."""
-    for variant, block, value, reads in reference_points(params):
+    for variant, block, stride, side, reads in reference_points(params):
+        value = side if stride is None else stride
         word = bank.word_bytes_of(variant)
         if bank.group_of(variant) == "strided":
             threads = bank.strided_threads(sm_count, threads_per_sm, block)
             yield (f"{bank.LABELS[variant]} · stride {value} · block {block}", bank.strided_bytes(threads, reads, word),
                    "cuda_event_held",
                    {"variant": variant, "group": "strided", "direction": "shared", "block_size": block,
-                    "elements": threads, "param": "stride", "param_value": value, "intensity": reads,
+                    "elements": threads, "stride": value, "intensity": reads,
                     "shared_bytes_per_block": bank.SHARED_WORDS * word})
         else:
             yield (f"{bank.LABELS[variant]} · {value:,} × {value:,}", bank.transpose_bytes(value, word),
                    "cuda_event_l2_flushed_held",
                    {"variant": variant, "group": "transpose", "direction": "device", "block_size": block,
-                    "elements": value * value, "param": "matrix_side", "param_value": value, "intensity": reads,
+                    "elements": value * value, "matrix_side": value, "intensity": reads,
                     "shared_bytes_per_block": bank.tile_shared_bytes(variant)})
 
 

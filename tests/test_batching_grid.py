@@ -29,8 +29,8 @@ def reference_walk(params):
         for variant in params.variants:
             yield (f"{batching.LABELS[variant]} · {K} × {format_bytes(piece)}", batching.bytes_moved(piece, K),
                    "host_clock_pack+cuda_event_copy" if variant == "packed" else "cuda_event",
-                   {"variant": variant, "group": "batching", "direction": "h2d", "param": "piece_bytes",
-                    "param_value": piece, "chunks": K})
+                   {"variant": variant, "group": "batching", "direction": "h2d",
+                    "piece_bytes": piece, "chunks": K})
 
 
 CHOICES = [

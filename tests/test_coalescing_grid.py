@@ -28,7 +28,13 @@ def old_points(params):
                 else:
                     values = [0]
                 for value in values:
-                    yield variant, block, params.elements, value
+                    yield variant, block, params.elements, *coordinates(group, value)
+
+
+def coordinates(group, value) -> tuple:
+    """(stride, offset, matrix_side): the old loop's one value in the column its group names, none for a copy."""
+    columns = {"strided": 0, "offset": 1, "transpose": 2}
+    return tuple(value if columns.get(group) == i else None for i in range(3))
 
 
 CHOICES = [
@@ -65,13 +71,14 @@ class OldCoalescingSweep(CoalescingSweep):
 
     def walk(self):  # the harness measures what walk() yields: here, the old loop
         n, side = self.params.elements, self.params.matrix_side
-        story = values_coarse_first(list(old_points(self.params)), series=lambda p: (p[0], p[1]), value=lambda p: p[3])
-        for variant, block, _, value in story:
-            param = {"strided": "stride", "offset": "offset"}.get(
-                variant, "matrix_side" if variant.startswith("transpose") else "none")
+        story = values_coarse_first(list(old_points(self.params)), series=lambda p: (p[0], p[1]),
+                                    value=lambda p: next((v for v in p[3:] if v is not None), None))
+        for variant, block, _, stride, offset, side in story:
+            value = next((v for v in (stride, offset, side) if v is not None), None)
             yield harness.Point(
                 {"variant": variant, "group": next(g for g, vs in VARIANTS.items() if variant in vs),
-                 "direction": "device", "block_size": block, "elements": n, "param_value": value, "param": param},
+                 "direction": "device", "block_size": block, "elements": n, "stride": stride, "offset": offset,
+                 "matrix_side": side},
                 f"{LABELS[variant]} · block {block}" + (f" · {value}" if value else ""),
                 bytes_moved(variant, n, side), self.timer.timer_name(), {"variant": variant, "block": block,
                                                                          "value": value})
@@ -113,5 +120,5 @@ def test_the_sweep_given_its_points_measures_what_the_old_sweep_measured(raw):
     assert measured["new"] == measured["old"]
     rows, calls, _ = measured["new"]
     assert len(rows) == len(params.points()) and calls[-1] == (len(rows), len(rows), "done")
-    strided = [r["param_value"] for r in rows if r["variant"] == "strided" and r["block_size"] == rows[0]["block_size"]]
+    strided = [r["stride"] for r in rows if r["variant"] == "strided" and r["block_size"] == rows[0]["block_size"]]
     assert strided[:3] == [1, 64, 8]  # each stride sweep coarse first

@@ -34,10 +34,10 @@ def fake_frame(points, provenance=None):
                "max_ms": median_ms, "cv": 0.01, "samples": 10, "gbps": gbps, "stop_reason": "converged",
                "profile": "precise", "timer": dc.TIMERS[method], "verified": True, "samples_ms": [median_ms] * 10}
         if method == "batched":
-            row.update(param="copies per sample", param_value=8)
+            row.update(copies_per_sample=8)
         if variant == "l2_copy":
             passes = dc.l2_passes(size, L2)
-            row.update(param="passes per launch", param_value=passes, bytes=dc.bytes_moved(size, passes),
+            row.update(passes_per_launch=passes, bytes=dc.bytes_moved(size, passes),
                        median_ms=median_ms * passes)
         rows.append(row)
     return schema.make_frame(rows, {**PROVENANCE, **(provenance or {})})

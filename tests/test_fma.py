@@ -140,8 +140,8 @@ def fake_run(rates_tflops: dict, capability="9.0", clock=1980.0, device="NVIDIA 
     for (precision, chains), tflops in rates_tflops.items():
         flop = 2 * H200_THREADS * (1 << 14)
         rows.append({"run_id": "run-fma-1", "experiment": "fma", "variant": precision, "group": "fma",
-                     "direction": "device", "block_size": block, "elements": H200_THREADS, "param": "chains",
-                     "param_value": chains, "intensity": 1 << 14, "bytes": H200_THREADS * fma.ITEM_BYTES[precision],
+                     "direction": "device", "block_size": block, "elements": H200_THREADS,
+                     "chains": chains, "intensity": 1 << 14, "bytes": H200_THREADS * fma.ITEM_BYTES[precision],
                      "median_ms": flop / (tflops * 1e12) * 1e3, "cv": 0.004, "sm_clock_mhz": clock,
                      "sm_clock_max_mhz": 1980, "sm_count": 132, "compute_capability": capability,
                      "device_name": device, "timestamp": "2026-11-25T10:00:00+00:00", "backend": "live",
@@ -275,13 +275,13 @@ def test_each_point_launches_its_kernel_over_the_whole_grid_and_verifies_every_t
     runtime = _StandInRuntime()
     params = fma.parse_params({"block_sizes": [96, 256], "chains": [1, 16], "fmas_per_thread": 1 << 12})
     rows = pd.DataFrame(sweep_of(fma.NAME)(params, runtime, lambda *a: None, lambda: False))
-    assert list(zip(rows["variant"], rows["block_size"], rows["param_value"], rows["intensity"], strict=True)) == \
+    assert list(zip(rows["variant"], rows["block_size"], rows["chains"], rows["intensity"], strict=True)) == \
         list(params.points())
     threads_96 = 132 * 21 * 16 * 96
     assert list(rows["elements"][:2]) == [threads_96] * 2 and rows["elements"].iloc[2] == H200_THREADS
     assert list(rows["bytes"]) == [n * (4 if v == "fp32" else 8) for n, v in zip(rows["elements"], rows["variant"],
                                                                                    strict=True)]
-    assert rows["verified"].all() and set(rows["param"]) == {"chains"} and set(rows["timer"]) == {"cuda_event_held"}
+    assert rows["verified"].all() and rows["chains"].notna().all() and set(rows["timer"]) == {"cuda_event_held"}
     launched = {(name, trips, threads) for name, trips, threads in runtime.launches}
     assert ("fma_fp32_x16", 16, H200_THREADS) in launched and ("fma_fp64_x1", 16, threads_96) in launched
     assert (0xFFFFFFFF, 2 * H200_THREADS) in runtime.poisoned  # FP64 output poisoned (NaN) before its point

@@ -24,7 +24,7 @@ def reference_walk(params, sm_count, threads_per_sm, timer):
         threads = fma.grid_blocks(sm_count, threads_per_sm, block) * block
         yield (f"{fma.LABELS[precision]} · {chains} chains · block {block}", threads * fma.ITEM_BYTES[precision],
                timer, {"variant": precision, "group": "fma", "direction": "device", "block_size": block,
-                       "elements": threads, "param": "chains", "param_value": chains, "intensity": fmas})
+                       "elements": threads, "chains": chains, "intensity": fmas})
 
 
 CHOICES = [

@@ -36,10 +36,10 @@ def test_the_product_is_walked_outermost_first_and_a_scalar_axis_is_its_one_valu
 
 def test_a_tie_takes_its_values_from_the_params_and_the_coordinates_before_it():
     grid = Grid([Coordinate("variant", axis="modes"),
-                 Coordinate("param_value", values=lambda params, point: params.sizes if point["variant"] == "a"
+                 Coordinate("stride", values=lambda params, point: params.sizes if point["variant"] == "a"
                             else [params.elements] if point["variant"] == "b" else [0])])
     points, _ = grid.walk(Plain(sizes=[4, 8], modes=["c", "b", "a"]))
-    assert keys(points, ["variant", "param_value"]) == [("c", 0), ("b", 64), ("a", 4), ("a", 8)]
+    assert keys(points, ["variant", "stride"]) == [("c", 0), ("b", 64), ("a", 4), ("a", 8)]
 
 
 def test_a_derived_value_is_computed_from_the_coordinates_before_it_and_a_walk_only_coordinate_is_no_key():
@@ -69,10 +69,10 @@ def test_an_excluded_point_is_skipped_with_its_reason_never_silently_dropped():
 def test_a_repeated_key_is_kept_once_at_its_first_place():
     # a reference point declared first, then every combination, which includes it again
     grid = Grid([Coordinate("bytes", axis="sizes"),
-                 Coordinate(("variant", "param_value"),
+                 Coordinate(("variant", "stride"),
                             values=lambda params, point: [("a", 1)] + [(m, s) for m in params.modes for s in (1, 2)])])
     points, _ = grid.walk(Plain(sizes=[4], modes=["a", "b"]))
-    assert keys(points, ["variant", "bytes", "param_value"]) == [("a", 4, 1), ("a", 4, 2), ("b", 4, 1), ("b", 4, 2)]
+    assert keys(points, ["variant", "bytes", "stride"]) == [("a", 4, 1), ("a", 4, 2), ("b", 4, 1), ("b", 4, 2)]
 
 
 def test_an_empty_axis_or_tie_gives_no_points_and_no_error():

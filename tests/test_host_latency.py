@@ -68,15 +68,15 @@ def recording():
 def test_the_recording_shows_host_memory_slower_than_device_memory_at_every_working_set():
     frame = recording()
     assert frame["verified"].all() and set(frame["variant"]) == {"mapped", "device"}
-    ns = (frame["median_ms"] * 1e6 / frame["elements"]).groupby([frame["variant"], frame["param_value"]]).first()
-    for size in sorted(set(frame["param_value"])):
+    ns = (frame["median_ms"] * 1e6 / frame["elements"]).groupby([frame["variant"], frame["working_set_bytes"]]).first()
+    for size in sorted(set(frame["working_set_bytes"])):
         assert ns[("mapped", size)] > ns[("device", size)]
     figure = host_latency_view.host_latency_figure(frame)
     assert {t.name for t in figure.data} == set(host_latency.LABELS.values())
     assert figure.layout.yaxis.type == "log" and figure.layout.xaxis.type == "log"
     for trace in figure.data:  # x: the working sets; y: ns per load, as the recording gives them
         variant = next(v for v, label in host_latency.LABELS.items() if label == trace.name)
-        assert list(trace.x) == sorted(set(frame["param_value"]))
+        assert list(trace.x) == sorted(set(frame["working_set_bytes"]))
         assert np.allclose(trace.y, [ns[(variant, size)] for size in trace.x])
 
 

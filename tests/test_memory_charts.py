@@ -30,7 +30,7 @@ def test_pool_crossover_is_where_per_call_allocation_outweighs_the_copy_from_the
 
 def test_batching_overhead_is_the_extra_time_per_separate_copy():
     frame = rows([{"variant": "separate", "median_ms": 0.5, "gbps": 0.1},
-                  {"variant": "one_copy", "median_ms": 0.1, "gbps": 1.0}], param_value=64, chunks=100)
+                  {"variant": "one_copy", "median_ms": 0.1, "gbps": 1.0}], piece_bytes=64, chunks=100)
     table = batching_view.batching_table(frame)
     assert table["per-copy overhead µs"].iloc[0] == pytest.approx((0.5 - 0.1) / 100 * 1e3)
     assert math.isnan(table["packed GB/s"].iloc[0])

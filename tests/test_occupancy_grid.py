@@ -32,7 +32,7 @@ def reference_walk(params, timer):
                occupancy.CHASE_THREADS * occupancy.CHASE_STEPS * 4, timer,
                {"variant": kernel, "group": "occupancy", "direction": "device", "block_size": block,
                 "elements": occupancy.STREAM_ELEMENTS if stream else occupancy.CHASE_THREADS,
-                "param": "extra_registers", "param_value": extra, "registers_per_thread": None,
+                "extra_registers": extra, "registers_per_thread": None,
                 "shared_bytes_per_block": None, "theoretical_occupancy": None})
 
 

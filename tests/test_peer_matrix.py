@@ -39,7 +39,7 @@ def z_values(trace) -> np.ndarray:
 
 
 def test_latency_rows_hold_the_time_of_one_load_read_in_ns():
-    rows = pd.DataFrame({"median_ms": [0.00083, 1e-6], "param_value": [8192, 8192]})
+    rows = pd.DataFrame({"median_ms": [0.00083, 1e-6], "loads_per_sample": [8192, 8192]})
     assert pm.ns_per_access(rows).tolist() == pytest.approx([830.0, 1.0])
 
 

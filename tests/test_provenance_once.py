@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from gpu.core import schema
 from gpu.core.access import Actor
 from gpu.core.errors import ImportProblem, SchemaError, StoreError
-from gpu.results.exchange import catalog, imports, runfiles, sqlite_store
+from gpu.results.exchange import catalog, imports, legacy, runfiles, sqlite_store
 from gpu.results.exchange.catalog import BUNDLED_DIRS
 from gpu.results.persistence import store
 from tests.old_stores import store_at_version
@@ -102,11 +102,11 @@ def test_a_store_of_schema_version_7_or_9_migrates_its_runs_provenance_out_of_th
     for frame in frames:  # a sanity check on the old store: its rows are the frames saved
         assert before[frame["run_id"].iloc[0]][1] == runfiles.content_hash(schema.frame_rows(frame))
     chars_before = old.count_points()[1]
-    assert old.migrate(ADMIN) == store.SCHEMA_VERSION == 10
+    assert old.migrate(ADMIN) == store.SCHEMA_VERSION == 11
     assert _as_read(old, before) == before  # every run's frame and content hash, as before
     _check_kept_once(store_url)
     assert old.count_points()[1] < chars_before  # the rows lost what they repeated
-    assert old.audit_trail(ADMIN)["what"].iloc[0] == f"migrated the runs store from schema version {version} to 10"
+    assert old.audit_trail(ADMIN)["what"].iloc[0] == f"migrated the runs store from schema version {version} to 11"
     assert all(not r.stored for r in old.save(pd.concat(frames, ignore_index=True), "import"))
 
 
@@ -124,14 +124,16 @@ def test_a_schema_9_store_written_by_an_older_pinpoint_migrates_its_runs_and_its
     boards = {index: uuid for index, uuid in json.loads(boards_json)}
     trashed = [store.restored_row(t, boards) for (t,) in _stored(
         url, f"SELECT row_json FROM trash_points WHERE trash_id = {trash_id} ORDER BY idx")]
-    assert old.migrate(ADMIN) == 10
+    assert old.migrate(ADMIN) == 11
     assert _as_read(old, run_ids) == before
     _check_kept_once(url)
     [(run_json,)] = _stored(url, "SELECT run_json FROM trash")
     assert json.loads(json.loads(run_json)["provenance"])["device_name"] == trashed[0]["device_name"]
     assert not any("device_name" in t for (t,) in _stored(url, "SELECT row_json FROM trash_points"))
     old.restore(ADMIN, ["v9trashed"])
-    assert runfiles.content_hash(schema.frame_rows(old.load("v9trashed"))) == runfiles.content_hash(trashed)
+    # its rows as version 9 kept them, their legacy param/param_value mapped by axis name (schema version 11)
+    mapped = [legacy.map_row(t, "the trashed run") for t in trashed]
+    assert runfiles.content_hash(schema.frame_rows(old.load("v9trashed"))) == runfiles.content_hash(mapped)
 
 
 def _git(*args: str) -> subprocess.CompletedProcess:
@@ -153,12 +155,13 @@ def test_every_bundled_recording_keeps_its_provenance_once_and_reads_as_it_did(t
         assert set(block) == set(frame["run_id"]), path.name
         assert "device_name" not in arrow_schema.names and "driver_version" not in arrow_schema.names, path.name
         relative = path.relative_to(REPO).as_posix()
-        # a recording rewritten once since (not measured again): column by column as the old file read
-        if known and len(_git("rev-list", f"{ROWS_BEFORE}..HEAD", "--", relative).stdout.split()) == 1:
+        # a recording rewritten since (not measured again: once for provenance, once for the axis columns of schema
+        # version 11): column by column as the old file read, its legacy param/param_value mapped
+        if known and len(_git("rev-list", f"{ROWS_BEFORE}..HEAD", "--", relative).stdout.split()) in (1, 2):
             old = tmp_path / path.name
             old.write_bytes(_git("show", f"{ROWS_BEFORE}:{relative}").stdout)
             assert schema.PROVENANCE_KEY not in (pq.read_schema(old).metadata or {})
-            pd.testing.assert_frame_equal(frame, schema.read_results(old), check_exact=True)
+            pd.testing.assert_frame_equal(frame, legacy.read_results(old), check_exact=True)
             # the list of runs reads the same (a column the old file lacked is now there, empty: same emptiness)
             listed, listed_before = (_empty_as_none(catalog._listed_columns(p)) for p in (path, old))
             pd.testing.assert_frame_equal(listed, listed_before)
@@ -174,8 +177,12 @@ def test_an_old_export_with_provenance_on_every_row_still_imports_as_the_same_ru
     if suffix == ".parquet":
         assert schema.PROVENANCE_KEY not in (pq.read_schema(path).metadata or {})
     expected = json.loads((OLD_EXPORTS / "manifest.json").read_text())
-    read = imports.read_upload(path.name, path=path)
-    assert runfiles.manifest(read) == expected
+    read = imports.read_upload(path.name, path=path)  # its manifest checked on the file as written (schema 9)
+    # its legacy param/param_value (the peer run's "copies per sample") mapped onto their columns: a new hash
+    assert {r: e["points"] for r, e in runfiles.manifest(read).items()} == {r: e["points"] for r, e in expected.items()}
+    peers = read[read["experiment"] == "peers"]
+    assert peers["copies_per_sample"].tolist()[::2] == [1, 1] and "param" not in read.columns
+    expected = runfiles.manifest(read)
     assert imports.params_of(read) == {"oldexport01": '{"sizes":[1]}'}
     runs = store.RunStore(f"sqlite:///{tmp_path}/runs.sqlite")
     runs.save(read, "import", params=imports.params_of(read))

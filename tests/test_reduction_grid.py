@@ -27,8 +27,8 @@ def reference_walk(params):
                 yield (f"{reduction.LABELS[variant]} · {n:,} elements · block {block}", reduction.bytes_moved(n),
                        "cuda_event_l2_flushed" + ("_held" if hold else ""),
                        {"variant": variant, "group": "end_to_end" if variant in reduction.END_TO_END else "kernel",
-                        "direction": "device", "block_size": block, "elements": n, "param": "none",
-                        "param_value": 0, "rel_error": None})
+                        "direction": "device", "block_size": block, "elements": n,
+                        "rel_error": None})
 
 
 CHOICES = [

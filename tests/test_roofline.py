@@ -10,6 +10,7 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
+from gpu.core import schema
 from gpu.core.roofline import COMPUTE, MEMORY, Roof
 from gpu.experiments import coalescing, occupancy_sweep, reduction, streams, suites
 from gpu.present import roofline as rl
@@ -23,8 +24,9 @@ FP32, FP64 = 40e12, 20e12  # FLOP/s: FP32 ridge at 10 FLOP/B over HBM, FP64 at 5
 def row(experiment="kern", variant="v", ms=1.0, nbytes=8e9, elements=1e9, run_id="r1", direction="device",
         intensity=None, block=256, timestamp="2026-11-25T10:00:00", device="NVIDIA H200", **extra) -> dict:
     return {"run_id": run_id, "experiment": experiment, "variant": variant, "direction": direction, "bytes": nbytes,
-            "median_ms": ms, "group": extra.get("group"), "param": extra.get("param"),
-            "param_value": extra.get("param_value"), "elements": elements, "intensity": intensity,
+            "median_ms": ms, "group": extra.get("group"),
+            **{c: extra.get(c) for c in schema.COORDINATE_COLUMNS + schema.DETAIL_COLUMNS}, "elements": elements,
+            "intensity": intensity,
             "block_size": block, "device_name": device, "timestamp": timestamp, **extra}
 
 
@@ -279,9 +281,9 @@ def test_the_experiments_declare_flops_counted_from_their_kernels():
     assert math.isnan(reduction.flops({"variant": "end_to_end_pinned", "elements": n}))
     assert streams.flops({"variant": "kernel_alone", "intensity": 16, "elements": n}) == 32 * n
     assert streams.flops({"variant": "h2d_alone", "intensity": 16, "elements": n}) == 0
-    assert occupancy_sweep.flops({"variant": "stream", "param_value": 0, "elements": n}) == 0
-    assert occupancy_sweep.flops({"variant": "chase", "param_value": 64, "elements": n}) == 64 * n
-    assert occupancy_sweep.flops({"variant": "chase", "param_value": None, "elements": n}) == 0
+    assert occupancy_sweep.flops({"variant": "stream", "extra_registers": 0, "elements": n}) == 0
+    assert occupancy_sweep.flops({"variant": "chase", "extra_registers": 64, "elements": n}) == 64 * n
+    assert occupancy_sweep.flops({"variant": "chase", "extra_registers": None, "elements": n}) == 0
 
 
 def test_the_bundled_recordings_place_at_least_twelve_kernels_each_with_its_sentence():

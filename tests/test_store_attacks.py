@@ -410,12 +410,12 @@ def test_formula_cells_are_escaped_in_csv_and_come_back_unchanged(tmp_path):
                "\tTAB", "\rCR", "'=already", "plain"]
     frame["variant"] = [attacks[i % len(attacks)] + f" {i}" if i >= len(attacks) else attacks[i]
                         for i in range(len(frame))]
-    frame["param_value"] = -3  # a negative number is a number, never prefixed
+    frame["rel_error"] = -3.0  # a negative number is a number, never prefixed
     data = runfiles.to_csv_bytes(frame)
     cells = pd.read_csv(pd.io.common.BytesIO(data), dtype=str, keep_default_na=False)
     for value in cells["variant"]:
         assert not value.startswith(runfiles.FORMULA_STARTS), value
-    assert set(cells["param_value"]) == {"-3"}
+    assert set(cells["rel_error"]) == {"-3.0"}
     back = imports.read_upload("f.csv", data=data)
     assert back["variant"].tolist() == frame["variant"].tolist()
     assert runfiles.manifest(back) == runfiles.manifest(frame)

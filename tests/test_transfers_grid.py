@@ -155,7 +155,7 @@ class OldTransfersSweep(TransfersSweep):
             return bench.clock.timer.time(enqueue, holder)
 
         copies = harness.copies_per_sample(batch_ms)
-        point.columns.update({"param": "copies per sample", "param_value": copies})
+        point.columns.update({"copies_per_sample": copies})
         return harness.PerCopy(batch_ms, copies)
 
 

@@ -183,8 +183,8 @@ def test_a_batched_sample_is_a_batch_of_at_least_1_ms_divided_by_its_copies(mode
     size = 1 * MiB
     row, driver, copies = measure(size, mode, direction, "batched")
     per_copy = LATENCY_MS + size / (RATE_GBPS * 1e9) * 1e3
-    n = row["param_value"]
-    assert row["param"] == "copies per sample" and n * per_copy >= harness.BATCH_MS > (n / 2) * per_copy
+    n = row["copies_per_sample"]
+    assert n * per_copy >= harness.BATCH_MS > (n / 2) * per_copy
     assert row["bytes"] == size  # one copy's bytes: median_ms and GB/s are per copy
     assert row["samples_ms"] == pytest.approx([per_copy] * row["samples"])
     assert row["gbps"] == pytest.approx(size / (per_copy * 1e-3) / 1e9)
@@ -197,14 +197,14 @@ def test_a_batched_sample_is_a_batch_of_at_least_1_ms_divided_by_its_copies(mode
 
 def test_a_small_batched_copy_stops_at_the_largest_batch():
     row, _, _ = measure(4 * KiB, "pinned", "h2d", "batched")
-    assert row["param_value"] == harness.MAX_BATCH
+    assert row["copies_per_sample"] == harness.MAX_BATCH
 
 
 def test_a_single_sample_is_one_copy():
     size = 16 * MiB
     row, _, copies = measure(size, "pinned", "h2d", "single")
     assert row["samples_ms"] == pytest.approx([LATENCY_MS + size / (RATE_GBPS * 1e9) * 1e3] * row["samples"])
-    assert row["timer"] == "cuda_event" and "param_value" not in row
+    assert row["timer"] == "cuda_event" and "copies_per_sample" not in row
     assert copies == row["samples"] + stats.INTERACTIVE.warmup
 
 
@@ -250,7 +250,7 @@ def test_the_numbers_table_names_the_copies_per_batched_sample():
     rows = [measure(MiB, "pinned", "h2d", "batched")[0], measure(MiB, "pinned", "h2d", "single")[0]]
     frame = schema.make_frame([{**r, "run_id": "r", "experiment": "transfers"} for r in rows], {})
     table = charts.numbers_table(frame)
-    assert sorted(table["copies per sample"].dropna().tolist()) == [rows[0]["param_value"]]
+    assert sorted(table["copies per sample"].dropna().tolist()) == [rows[0]["copies_per_sample"]]
     assert "copies per sample" not in charts.numbers_table(frame[frame["timer"] == "cuda_event"])
 
 
@@ -268,7 +268,7 @@ def test_replay_selects_each_method_by_its_timer_from_one_run():
     batched = submit_values(replay, "transfers", {**request, "methods": ["batched"]}).outcome()
     assert set(single["timer"]) == {"cuda_event"} and len(single) == 4
     assert set(batched["timer"]) == {"cuda_event_batched_held"} and len(batched) == 4
-    assert batched["param_value"].notna().all() and single["param_value"].isna().all()
+    assert batched["copies_per_sample"].notna().all() and single["copies_per_sample"].isna().all()
 
 
 @pytest.mark.parametrize("argv,methods", [([], ["single"]), (["--methods", "single,batched"], ["single", "batched"])])

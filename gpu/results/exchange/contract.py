@@ -26,7 +26,6 @@ import pandas as pd
 
 from gpu.core import schema
 from gpu.core.errors import ImportProblem
-from gpu.core.schema import frame_rows
 from gpu.core.text import shorten
 from gpu.experiments import EXPERIMENTS, get_experiment
 from gpu.results.exchange import legacy, runfiles
@@ -326,18 +325,10 @@ def _check_manifest(frame: pd.DataFrame, name: str, manifest: dict) -> None:
         if len(part) != entry["points"]:
             raise ImportProblem(f"{name}: run {shorten(run_id)} has {len(part)} of the {entry['points']} points its "
                                 "manifest lists: a cut or partial file")
-        if runfiles.content_hash(_rows_as_written(part)) != entry["sha256"]:
+        if runfiles.content_hash(runfiles.rows_as_written(part)) != entry["sha256"]:
             raise ImportProblem(f"{name}: run {shorten(run_id)}'s points differ from its manifest's content hash: "
                                 "the file was changed after export")
     extra = sorted(set(found) - set(manifest))
     if extra:
         raise ImportProblem(f"{name}: run {shorten(extra[0])} is not in the file's manifest")
 
-
-def _rows_as_written(part: pd.DataFrame) -> list[dict]:
-    """A run's rows for its content hash: the schema's columns, and the legacy ones where the file holds them."""
-    held = [c for c in schema.LEGACY_COLUMNS if c in part.columns]
-    rows = frame_rows(schema.validate(part.drop(columns=held)))
-    for row, legacy_row in zip(rows, part[held].to_dict("records"), strict=True):
-        row.update(legacy_row)  # content_hash puts every value in canonical form
-    return rows

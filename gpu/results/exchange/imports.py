@@ -222,7 +222,7 @@ def _read_parquet(shown: str, data: bytes) -> tuple[pd.DataFrame, dict | None]:
     return frame, manifest
 
 
-_SCHEMA_COLUMNS = set(schema.COLUMNS)
+_SCHEMA_COLUMNS = set(schema.COLUMNS + schema.LEGACY_COLUMNS)  # an export from before schema 11 holds the legacy pair
 MAX_FIXED_WIDTH = 64  # bytes a value of a fixed-size binary column may declare (PinPoint writes none)
 
 

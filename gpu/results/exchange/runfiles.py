@@ -74,6 +74,16 @@ def content_hash(rows: list[dict]) -> str:
     return hashlib.sha256("\n".join(canonical).encode()).hexdigest()
 
 
+def rows_as_written(part: pd.DataFrame) -> list[dict]:
+    """A run's rows as a file holds them, for the content hash its manifest lists: the schema's columns, and the
+    legacy ones (``schema.LEGACY_COLUMNS``) where the file holds them (written before schema version 11)."""
+    held = [c for c in schema.LEGACY_COLUMNS if c in part.columns]
+    rows = frame_rows(schema.validate(part.drop(columns=held)))
+    for row, legacy_row in zip(rows, part[held].to_dict("records"), strict=True):
+        row.update(legacy_row)  # content_hash puts every value in canonical form
+    return rows
+
+
 def manifest(frame: pd.DataFrame) -> dict[str, dict]:
     """run_id → {"points": n, "sha256": content hash} for every run of a results frame."""
     return {str(run_id): {"points": len(part), "sha256": content_hash(frame_rows(part))}

@@ -70,6 +70,13 @@ object of provenance columns of their types, bounded, agreeing with any value a 
 file's block, so another store's hostile value is refused in one line. The step moves every stored run's provenance
 out of its rows, and every trashed run's into its ``trash.run_json``, one run at a time, rewriting only the rows that
 change; each run reads back as it did (same rows, same content hash).
+11, a point's coordinates are kept in the columns named by its experiment's axes (``stride``, ``chains``,
+``working_set_bytes`` …, ``gpu.core.schema.COORDINATE_COLUMNS``) and how its samples were made in its own columns
+(``copies_per_sample`` …), never in the overloaded ``param``/``param_value`` pair: the step maps every stored point's
+pair and every trashed one's (``gpu.results.exchange.legacy``, by each experiment's ``LEGACY_PARAMS``), rewriting
+only the rows that hold one. A row whose ``param`` its experiment never wrote stops the migration in one line that
+names it, and the store is left as it was. A mapped run's content hash is that of its mapped rows, as an old export's
+is once imported.
 
 Migrations are a short list of versioned steps (``MIGRATIONS``), applied in one transaction, one migrator at a time
 (PostgreSQL: an advisory lock; SQLite: ``BEGIN IMMEDIATE``): three tables need no migration framework, and an
@@ -91,8 +98,9 @@ from gpu.core.errors import StoreError
 from gpu.core.schema import key_value
 from gpu.core.text import shorten
 from gpu.experiments import suites
+from gpu.results.exchange import legacy
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 METADATA = sa.MetaData()
 
 META = sa.Table("pinpoint_meta", METADATA, sa.Column("key", sa.String(64), primary_key=True),
@@ -378,9 +386,28 @@ def _move_provenance(connection, table, of_run, point):
     return kept
 
 
+def _axis_columns_v11(connection) -> None:
+    """Every stored and trashed point's legacy ``param``/``param_value`` mapped onto the columns named by axis
+    (``gpu.results.exchange.legacy``); only the rows that hold the pair are read and rewritten."""
+    for table, owner, what in ((POINTS, POINTS.c.run_id, "stored run"), (TRASH_POINTS, TRASH_POINTS.c.trash_id,
+                                                                           "trashed run")):
+        held = connection.execute(sa.select(owner, table.c.idx, table.c.row_json)
+                                  .where(table.c.row_json.like('%"param%'))).all()
+        for key, idx, text in held:
+            row = json.loads(text)
+            try:
+                mapped = legacy.map_row(row, f"{what} {shorten(str(key))}, point {idx + 1}")
+            except schema.SchemaError as exc:
+                raise StoreError(f"the runs store cannot be migrated to schema version 11: {exc}") from None
+            if mapped is not row:
+                connection.execute(table.update().where((owner == key) & (table.c.idx == idx))
+                                   .values(row_json=json.dumps(mapped, separators=(",", ":"), allow_nan=False)))
+
+
 MIGRATIONS = [(1, _create_v1), (2, _add_boards_and_fleets_v2), (3, _boards_once_v3), (4, _fleet_suites_v4),
               (5, _trash_and_audit_v5), (6, _fleet_leases_v6), (7, _run_params_v7),
-              (8, _point_conditions_v8), (9, _run_method_version_v9), (10, _provenance_once_v10)]
+              (8, _point_conditions_v8), (9, _run_method_version_v9), (10, _provenance_once_v10),
+              (11, _axis_columns_v11)]
 AUDITED_SINCE = 5
 
 

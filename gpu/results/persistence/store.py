@@ -50,7 +50,7 @@ from gpu.core.access import Actor, require
 from gpu.core.errors import AccessRefused, StoreError
 from gpu.core.schema import frame_rows
 from gpu.core.text import shorten
-from gpu.results.exchange import runfiles
+from gpu.results.exchange import legacy, runfiles
 from gpu.results.persistence import migrations
 from gpu.results.persistence.changes import (  # noqa: F401 (the trash's names, as callers and tests know them here)
     AUDIT_COLUMNS,
@@ -488,9 +488,11 @@ def _rows_of(connection, run_ids: list[str], version: int = SCHEMA_VERSION, samp
             kept_once[run_id] = schema.checked_provenance(text, f"run {shorten(run_id)}")
     found: dict[str, list[dict]] = {}
     for run_id, text in texts:
-        found.setdefault(run_id, []).append(restored_row(text if samples else _without_samples(text),
-                                                         boards.get(run_id, {}), kept_once.get(run_id),
-                                                         f"run {shorten(run_id)}"))
+        row = restored_row(text if samples else _without_samples(text), boards.get(run_id, {}),
+                           kept_once.get(run_id), f"run {shorten(run_id)}")
+        if version < 11:  # a store not yet migrated: its rows' legacy param/param_value read by axis name
+            row = legacy.map_row(row, f"run {shorten(run_id)}")
+        found.setdefault(run_id, []).append(row)
     return found
 
 
