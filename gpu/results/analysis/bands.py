@@ -344,7 +344,8 @@ def history(frames: list[pd.DataFrame], point: dict) -> pd.DataFrame:
     keys = key_columns(experiment) if experiment else []
     rows, previous, previous_frame, earlier = [], None, None, []
     for frame in sorted(frames, key=lambda f: _when(f["timestamp"].iloc[0]) or pd.Timestamp.min.tz_localize("UTC")):
-        same = [frame[k].map(_key) == _key(point[k]) for k in keys]
+        # element by element: an empty coordinate (None) matches an empty one, which pandas' == never does
+        same = [frame[k].map(lambda v, want=_key(point[k]): _key(v) == want).astype(bool) for k in keys]
         match = frame[np.logical_and.reduce(same)] if keys else frame.iloc[0:0]
         if match.empty:
             continue
