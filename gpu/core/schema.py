@@ -7,7 +7,12 @@ One row per measured point. Columns come in three groups:
 * **point** – what was measured: ``run_id, experiment, variant, direction, bytes`` and the parameter
   columns (``PARAMETER_COLUMNS``; a column an experiment does not use is left empty): ``include_alloc``
   (transfers), ``group`` (a family of variants, e.g. strided or transpose), ``block_size``, ``elements``,
-  ``param``/``param_value`` (the swept axis of a group and its value, e.g. stride 8),
+  the coordinates named by axis (``COORDINATE_COLUMNS``: ``stride``, ``offset``, ``matrix_side``, ``chains``,
+  ``working_set_bytes``, ``piece_bytes``, ``extra_registers``; each one thing in every experiment, empty where a point
+  has none, never 0 for "none") and the measurement details (``DETAIL_COLUMNS``: ``copies_per_sample``,
+  ``loads_per_sample``, ``passes_per_launch``: how a sample was made), which replace the overloaded
+  ``param``/``param_value`` pair of rows recorded before schema version 11 (``LEGACY_COLUMNS``; mapped by
+  ``gpu.results.exchange.legacy``, refused here),
   ``registers_per_thread``, ``shared_bytes_per_block``, ``theoretical_occupancy`` (gpu.core.occupancy) and
   ``rel_error`` (a reduction's result against float64); for the Streams page ``host_memory`` (pinned |
   pageable), ``chunks``, ``streams``, ``issue_order`` (depth_first | breadth_first | staged | serial | concurrent),
