@@ -118,7 +118,7 @@ def main() -> None:
             off = batched["gbps"] / bandwidth_test[i] - 1
             tolerance = TOLERANCE.get(size, 0.01)
             print(f"BAR batched pinned {direction.upper()} {format_bytes(size):>8}: {batched['gbps']:6.2f} GB/s "
-                  f"({int(batched['param_value'])} copies/sample, cv {batched['cv']:.2%}) vs bandwidthTest "
+                  f"({int(batched['copies_per_sample'])} copies/sample, cv {batched['cv']:.2%}) vs bandwidthTest "
                   f"{bandwidth_test[i]:.2f} ({off:+.2%}, target within {tolerance:.0%}: "
                   f"{'met' if abs(off) <= tolerance else 'NOT met'}), nvbandwidth {nvbandwidth[i]:.2f} "
                   f"({batched['gbps'] / nvbandwidth[i] - 1:+.2%}); single copy {single:.2f} GB/s")

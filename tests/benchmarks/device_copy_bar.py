@@ -80,7 +80,7 @@ def main() -> None:
     for size in SIZES:
         engine, sm = gbps.loc[("copy_engine", size)], gbps.loc[("sm_copy", size)]["gbps"]
         ours = f"copy engine batched {format_bytes(size):>7}: {engine['gbps']:,.0f} GB/s (read + write counted; " \
-               f"{int(engine['param_value'])} copies/sample, cv {engine['cv']:.2%}); SM copy {sm:,.0f} GB/s"
+               f"{int(engine['copies_per_sample'])} copies/sample, cv {engine['cv']:.2%}); SM copy {sm:,.0f} GB/s"
         if size > BANDWIDTH_TEST_MAX:
             print(f"BAR {ours}; bandwidthTest: cannot (its sizes are 32-bit ints, at most 2 GiB - 1 B)")
             continue

@@ -38,7 +38,7 @@ def main() -> None:
         rate = fma.flops_per_second(row)
         theoretical = compute.row_theoretical_flops(row)
         share = f"{rate / theoretical:6.1%}" if theoretical else "   n/a"
-        print(f"{row['variant']} chains {int(row['param_value']):>2} block {int(row['block_size']):>4}: "
+        print(f"{row['variant']} chains {int(row['chains']):>2} block {int(row['block_size']):>4}: "
               f"{rate / 1e12:7.2f} TFLOP/s {share} at {row['sm_clock_mhz']:.0f} MHz · median {row['median_ms']:.3f} ms "
               f"cv {row['cv']:.2%} · {row['samples']} samples · throttled {row['throttled']}")
     rates = [fma.flops_per_second(row) for row in frame.to_dict("records")]
@@ -53,7 +53,7 @@ def main() -> None:
         target = " (target >= 90 %)" if roof.precision == compute.FP32 else " (no target)"
         print(f"BAR {roof.name}: {roof.per_second / 1e12:.2f} TFLOP/s = {roof.per_second / theoretical:.1%} of "
               f"theoretical {theoretical / 1e12:.2f} TFLOP/s at {best['sm_clock_mhz']:.0f} MHz{target} · "
-              f"{int(best['param_value'])} chains, block {int(best['block_size'])}")
+              f"{int(best['chains'])} chains, block {int(best['block_size'])}")
     if args.out:
         from gpu.core import schema
 

@@ -24,9 +24,9 @@ def test_every_point_verifies_and_conflicts_cost_what_the_bank_model_orders(live
     strided = data[data["group"] == "strided"]
     assert set(strided["timer"]) == {"cuda_event_held"} and (strided["median_ms"] >= 0.1).all()
     assert set(data.loc[data["group"] == "transpose", "timer"]) == {"cuda_event_l2_flushed_held"}
-    cost = strided.set_index(["variant", "param_value"])["slowdown"]
+    cost = strided.set_index(["variant", "stride"])["slowdown"]
     # stride 1 reads at about one SM clock per 128 bytes: the reads, not the loop, set the time
-    clocks = strided.set_index(["variant", "param_value"])["clocks_per_read"]
+    clocks = strided.set_index(["variant", "stride"])["clocks_per_read"]
     assert clocks[("strided_4B", 1)] < 2 and clocks[("strided_8B", 1)] < 4
     for word in (4, 8):
         plain = [cost[(f"strided_{word}B", s)] for s in bank.STRIDES]

@@ -20,7 +20,7 @@ def test_every_point_verifies_and_fp32_reaches_most_of_its_theoretical_rate(live
     for row in frame.to_dict("records"):
         rate, theoretical = fma.flops_per_second(row), compute.row_theoretical_flops(row)
         share = f" = {rate / theoretical:.1%} of theoretical" if theoretical else ""
-        print(f"\n{row['variant']} chains {row['param_value']} block {row['block_size']}: {rate / 1e12:.2f} TFLOP/s "
+        print(f"\n{row['variant']} chains {row['chains']} block {row['block_size']}: {rate / 1e12:.2f} TFLOP/s "
               f"at {row['sm_clock_mhz']:.0f} MHz{share}")
     fp32, fp64 = fma.roofs(frame)
     print(f"\n{fp32.source}\n{fp64.source}")

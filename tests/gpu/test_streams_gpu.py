@@ -100,7 +100,7 @@ def test_pools_and_batching_round_trip_exactly(live_backend):
     assert ms[("pinned_pooled", 16 * MiB)] < ms[("pinned_per_call", 16 * MiB)]
     batching = submit_values(live_backend, "batching", {"piece_sizes": [256, 1 * MiB], "pieces": 64,
                                                         "profile": "interactive"}).outcome()
-    gbps = batching.set_index(["variant", "param_value"])["gbps"]
+    gbps = batching.set_index(["variant", "piece_bytes"])["gbps"]
     print("batching GB/s: " + ", ".join(f"{v}@{p} {g:.2f}" for (v, p), g in gbps.items()))
     assert batching["verified"].all()
     assert gbps[("separate", 256)] < gbps[("one_copy", 256)] / 4  # 64 tiny copies pay 64 latencies
