@@ -90,10 +90,10 @@ def test_a_version_eight_store_is_read_as_it_is_then_migrated_and_its_runs_read_
     assert old.version == 8
     listed = old.runs()  # opening never writes: the column is not there yet, and reads empty
     assert listed["method_version"].isna().all() and method_versions.of_run(old.load(run_id)) is None
-    assert old.migrate(ADMIN) == store.SCHEMA_VERSION == 10
+    assert old.migrate(ADMIN) == store.SCHEMA_VERSION == 11
     pd.testing.assert_frame_equal(old.runs(), listed)
     assert _stored_version(store_url, run_id) is None
-    assert old.audit_trail(ADMIN)["what"].iloc[0] == "migrated the runs store from schema version 8 to 10"
+    assert old.audit_trail(ADMIN)["what"].iloc[0] == "migrated the runs store from schema version 8 to 11"
     assert old.save(old_frame, "runner")[0].stored is False  # its content did not change
     old.save(_run("method02", NEW), "runner")
     assert _stored_version(store_url, "method02") == NEW

@@ -228,7 +228,7 @@ def test_a_version_one_store_is_read_as_it_is_then_migrated_with_each_runs_board
     listed = old.runs()  # opening never writes: the old columns are read, the new ones are empty
     assert listed.loc[0, "run_id"] == frame["run_id"].iloc[0] and pd.isna(listed.loc[0, "gpu_uuid"])
     assert old.runs(fleet_id="any").empty
-    assert old.migrate() == store.SCHEMA_VERSION == 10
+    assert old.migrate() == store.SCHEMA_VERSION == 11
     migrated = old.runs()
     assert migrated.loc[0, "gpu_uuid"] == board and pd.isna(migrated.loc[0, "fleet_id"])
     assert old.load(frame["run_id"].iloc[0])["median_ms"].tolist() == frame["median_ms"].tolist()
@@ -285,7 +285,7 @@ def test_a_version_two_store_migrates_keeping_every_run_and_every_board_of_a_pee
     assert old.version == 2
     listed = old.runs().set_index("run_id")  # read as it is: version 2 knew one board per run, its first row's
     assert listed.loc["node-8", "gpu_uuid"] == pair_frames.uuid(0, 0)
-    assert old.migrate() == store.SCHEMA_VERSION == 10
+    assert old.migrate() == store.SCHEMA_VERSION == 11
     migrated = old.runs().set_index("run_id")
     assert len(migrated) == 3
     eight = tuple(pair_frames.uuid(0, g) for g in range(8))
@@ -407,7 +407,7 @@ def test_a_version_six_store_migrates_and_its_fleet_runs_get_their_parameters_fr
                        {"kept": ("health", kept_text)})
     old = store.RunStore(url)
     assert old.version == 6 and old.run_params([runner["run_id"].iloc[0]])["params"].isna().all()
-    assert old.migrate() == store.SCHEMA_VERSION == 10
+    assert old.migrate() == store.SCHEMA_VERSION == 11
     found = old.run_params([transfers["run_id"].iloc[0], "by-name", runner["run_id"].iloc[0]]).set_index("run_id")
     for run_id in (transfers["run_id"].iloc[0], "by-name"):
         assert json.loads(found.loc[run_id, "params"]) == HEALTH_TRANSFERS and found.loc[run_id, "gpus"] == "one"

@@ -17,8 +17,8 @@ def test_the_health_suite_lists_the_figures_a_fleet_review_needs():
     assert {p[4] for p in transfers} >= {"cuda_event", "cuda_event_batched_held"}  # single and batched
     # the HBM copies and stride-64 reads
     assert set(suite.run_for("coalescing").points()) == {
-        ("memcpy_dtod", 256, 1 << 26, 0), ("copy_f32", 256, 1 << 26, 0), ("copy_f4", 256, 1 << 26, 0),
-        ("strided", 256, 1 << 26, 64)}
+        ("memcpy_dtod", 256, 1 << 26, None, None, None), ("copy_f32", 256, 1 << 26, None, None, None),
+        ("copy_f4", 256, 1 << 26, None, None, None), ("strided", 256, 1 << 26, 64, None, None)}
     assert len(suite.run_for("reduction").points()) == 1 and len(suite.run_for("occupancy").points()) == 1
     for run in suite.gpu_runs:  # every run passes the registry's own checks, with the suite's profile
         assert request.check_params(run.experiment, run.params, None) == []

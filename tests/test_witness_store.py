@@ -77,7 +77,7 @@ def test_a_version_seven_store_migrates_to_eight_and_its_points_read_as_not_obse
     run_id = str(old_frame["run_id"].iloc[0])
     old = store.RunStore(store_url)
     assert old.version == 7 and old.load(run_id)["conditions"].isna().all()  # read as it is, before migrating
-    assert old.migrate(ADMIN) == store.SCHEMA_VERSION == 10
+    assert old.migrate(ADMIN) == store.SCHEMA_VERSION == 11
     assert set(_points_conditions(store_url, run_id)) == {conditions.NOT_OBSERVED}
     migrated = old.load(run_id)
     assert conditions.summary(migrated["conditions"]) == conditions.NOT_OBSERVED
