@@ -34,6 +34,7 @@ from gpu.core.errors import AccessRefused, DeviceNotFound, ValidationError, Work
 from gpu.core.text import printable, shorten
 from gpu.core.units import SizeError, format_bytes
 from gpu.experiments import get_experiment, registry
+from gpu.experiments.grid import skipped_notes
 from gpu.experiments.request import check_params
 from gpu.results.analysis import check, compare, report
 from gpu.results.exchange import catalog, imports, run_output, runfiles
@@ -367,6 +368,8 @@ def main(argv=None, prog: str = "python -m gpu.bench") -> int:
     frames = []
     try:
         for request in requests:
+            for line in skipped_notes(request.params):  # the combinations its grid excludes: never measured
+                print(printable(line), file=sys.stderr)
             handle = backend.submit(request)
             _progress_bar(handle)
             frames.append(handle.outcome())

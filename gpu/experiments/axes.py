@@ -1,8 +1,8 @@
 """An experiment's parameters, declared once: each ``Axis`` says its name, default, kind and limits, and everything
 else is built from the ``AXES`` tuple:
 
-* ``parameters(AXES)`` – the frozen ``Params`` dataclass (one field per axis, plus ``profile``), which the
-  experiment subclasses to add its point grid (``points``);
+* ``parameters(AXES, grid=GRID, key_columns=KEY_COLUMNS)`` – the frozen ``Params`` dataclass (one field per axis,
+  plus ``profile``), its ``points()`` generated from the declared grid (``gpu.experiments.grid``);
 * ``parser(Params)`` – ``parse_params(raw)``: plain values (page widgets, the runner, job messages, suites) to
   ``Params``, unknown keys refused, each value converted and normalised as its axis says;
 * ``reasons(params, limits)`` – the generic checks (at least one value, a known choice, the range, a power of
@@ -158,16 +158,43 @@ def _whole(value) -> int:
 
 
 class Parameters:
-    """The base of every experiment's ``Params``: the axes it was built from, and the point grid to override."""
+    """The base of every experiment's ``Params``: the axes it was built from and its point grid. A declaration that
+    gives ``parameters`` its ``grid`` gets ``points()`` generated; one without overrides ``points``."""
 
     AXES: tuple[Axis, ...] = ()
+    GRID = None  # a gpu.experiments.grid.Grid, or None
+    KEY_COLUMNS: tuple[str, ...] = ()
 
-    def points(self):
-        raise NotImplementedError
+    def walk(self) -> tuple[list, list]:
+        """``(grid points, skipped)``: the declared grid walked once (``Grid.walk``)."""
+        if self.GRID is None:
+            raise NotImplementedError(f"{type(self).__name__} declares no grid")
+        return self.GRID.walk(self)
+
+    def grid(self) -> list:
+        """The points to measure, as ``GridPoint``s (column -> value), in generation order."""
+        return self.walk()[0]
+
+    def skipped(self) -> list:
+        """The points an exclusion skips: ``(GridPoint, reason)`` pairs; none without a declared grid."""
+        return self.walk()[1] if self.GRID is not None else []
+
+    def points(self) -> list[tuple]:
+        """Every point's key, in ``KEY_COLUMNS`` order, in generation order."""
+        if self.GRID is None:
+            raise NotImplementedError
+        return [point.key(self.KEY_COLUMNS) for point in self.grid()]
 
 
-def parameters(axes: tuple[Axis, ...]) -> type:
-    """A frozen dataclass with one field per axis (its default) plus ``profile``; subclass it to add ``points``."""
+def parameters(axes: tuple[Axis, ...], grid=None, key_columns=()) -> type:
+    """A frozen dataclass with one field per axis (its default) plus ``profile``. With ``grid`` (a
+    ``gpu.experiments.grid.Grid``) and ``key_columns`` its ``points()``, ``grid()`` and ``skipped()`` come from the
+    grid; without, subclass it to write ``points``."""
+    if grid is not None:
+        missing = [c for c in key_columns if c not in grid.key_columns]
+        if not key_columns or missing or set(grid.key_columns) - set(key_columns):
+            raise ValueError(f"the grid's key columns ({', '.join(grid.key_columns)}) are not the key columns "
+                             f"({', '.join(key_columns)})")
     fields = []
     for axis in axes:
         default = axis.default
@@ -178,6 +205,7 @@ def parameters(axes: tuple[Axis, ...]) -> type:
     fields.append(("profile", str, field(default="interactive")))
     cls = dataclasses.make_dataclass("DeclaredParams", fields, bases=(Parameters,), frozen=True)
     cls.AXES = tuple(axes)
+    cls.GRID, cls.KEY_COLUMNS = grid, tuple(key_columns)
     return cls
 
 

@@ -22,6 +22,7 @@ from gpu.core.errors import DeviceNotFound, ValidationError, WorkerUnavailable
 from gpu.core.limits import Limits
 from gpu.core.units import format_bytes
 from gpu.experiments import get_experiment
+from gpu.experiments.grid import skipped_notes
 from gpu.experiments.registry import min_gpus
 from gpu.experiments.request import Request, check_params, checked_request, on_device
 from gpu.service.client import DEFAULT_SERVICE, JobHandle, WorkerClient, visible_gpus
@@ -148,7 +149,9 @@ class LiveBackend:
                                     "'Reuse measured points' in the sidebar to measure anew.")
                 handle.finish("done", result=cached)
                 return handle
-        return self.client.submit("experiment", {"request": request}, session, owner)
+        handle = self.client.submit("experiment", {"request": request}, session, owner)
+        handle.notes.extend(skipped_notes(request.params))
+        return handle
 
     def warm(self) -> JobHandle:
         """Queue the worker's first job: pin the host buffers that experiments keep between jobs (their
@@ -223,6 +226,7 @@ class ReplayBackend:
     def submit(self, request: Request, session: str | None = None, run_id: str | None = None) -> JobHandle:
         self._ids += 1
         handle = JobHandle(id=self._ids, kind="replay", session=session, payload={"request": request})
+        handle.notes.extend(skipped_notes(request.params))
         try:
             handle.finish("done", result=self._select(request, run_id, handle.notes))
         except ValidationError as exc:

@@ -1,14 +1,18 @@
 """The one sweep every experiment runs through.
 
 An experiment declares what it measures in its package's ``gpu/experiments/<name>/__init__.py`` (its name, title,
-typed axes, key columns), and how in ``gpu/experiments/<name>/sweep.py`` (a ``Sweep`` subclass: ``points`` /
-``measure`` / ``verify``); ``run`` does the rest, the same way for all of them:
+typed axes, key columns, its point grid: ``gpu.experiments.grid``), and how in ``gpu/experiments/<name>/sweep.py``
+(a ``Sweep`` subclass: ``point`` / ``measure`` / ``verify``, optionally ``order`` and the group hooks); ``run`` does
+the rest, the same way for all of them:
 
 * refuses a request whose buffers no longer fit in the memory free now (``ValidationError``), before anything is
   allocated: the request was parsed and checked before it came (``gpu.experiments.request``);
 * opens the job's allocation scope on every GPU of the worker's set (``DeviceSet.job_scope``: freed after the
   answer, or at once on an error);
-* walks the declared points, checking for cancellation (``JobCancelled``) and reporting progress before each;
+* walks the declared grid once (``Params.grid()``), reports the points its exclusions skip (with their reasons:
+  ``progress.skipped``) and hands the sweep each point to measure (``Sweep.point``), in the sweep's ``order``, with
+  ``enter_group`` / ``leave_group`` around each group of points that share a set-up; checks for cancellation
+  (``JobCancelled``) and reports progress before each;
 * samples each point with the profile's loop (``stats.sample_until_stable``), NVML telemetry read around it;
 * verifies the point (a wrong result raises ``VerificationError``: never a row);
 * builds the row (``_kernels.measured_row``) and streams it to the page at once (``SweepRows``).
@@ -31,6 +35,7 @@ from gpu.core.errors import JobCancelled, ValidationError, VerificationError
 from gpu.core.schema import key_value
 from gpu.device.device_set import DeviceSet
 from gpu.experiments.axes import Axis
+from gpu.experiments.grid import GridPoint
 from gpu.experiments.order import coarse_first, in_point_order, values_coarse_first
 from gpu.sweeps import _kernels as k
 
@@ -51,9 +56,10 @@ class Point:
 
 class Sweep:
     """An experiment's measurement. Its declaration (``gpu/experiments/<name>/__init__.py``) declares NAME, TITLE, AXES,
-    KEY_COLUMNS, ``invalid_reasons`` and ``memory_reasons`` (the subclass takes them from there), and the subclass
-    implements ``points`` (a generator that may set up and free a group's buffers around the points it yields),
-    ``measure(point)`` (a
+    KEY_COLUMNS, its grid, ``invalid_reasons`` and ``memory_reasons`` (the subclass takes them from there), and the
+    subclass implements ``point(grid_point)`` (the measurement of one declared point; ``order`` and
+    ``group_of`` / ``enter_group`` / ``leave_group`` optional; the older ``points`` generator, which loops over the
+    axes itself, still runs), ``measure(point)`` (a
     sample function for the profile's loop, a finished ``stats.Summary``, or None for a point that cannot run: no
     row) and ``verify(point)`` (raise ``VerificationError`` on wrong data); ``prepare(point)`` does a point's
     untimed set-up (poisoning its output) before its telemetry starts. ``__init__`` runs before the job's allocation
@@ -133,8 +139,51 @@ class Sweep:
     def setup(self) -> None:
         """Job-wide set-up, inside the allocation scope (``self.ledger`` is set)."""
 
-    def points(self) -> Iterator[Point]:
+    def point(self, grid_point: GridPoint) -> Point:
+        """The measurement of one point of the declared grid (``Params.grid()``): its row's columns, label, bytes,
+        timer and state."""
         raise NotImplementedError
+
+    def order(self, grid_points: list[GridPoint]) -> list[GridPoint]:
+        """The order the points are measured in (story first: ``coarse_first``, ``values_coarse_first``); the
+        rows go back to the grid's order afterwards (``in_point_order``). Default: the grid's order."""
+        return grid_points
+
+    def group_of(self, grid_point: GridPoint):
+        """The group a point belongs to (its set-up shared with its neighbours: a size's buffers, a kernel's
+        compile), or None. The harness calls ``enter_group(group)`` before a group's first point and
+        ``leave_group(group)`` after its last (not after an error: the job's allocation scope frees then)."""
+        return None
+
+    def enter_group(self, group) -> None:
+        """Set up what the points of ``group`` share."""
+
+    def leave_group(self, group) -> None:
+        """Release what ``enter_group(group)`` set up that the next groups do not need."""
+
+    def points(self) -> Iterator[Point]:
+        """The old shape, still honoured: a generator of ``Point``s that loops over the axes itself. A sweep that
+        implements ``point`` instead receives the declared grid's points (``walk``)."""
+        raise NotImplementedError
+
+    def walk(self) -> Iterator[Point]:
+        """The points to measure, in order: the declared grid's (``Params.grid()``, in ``order``'s order, with the
+        group hooks around each group) for a sweep that implements ``point``, else its own ``points()``."""
+        if type(self).points is not Sweep.points:
+            yield from self.points()
+            return
+        current = _NO_GROUP = object()
+        for grid_point in self.order(list(self.params.grid())):
+            group = self.group_of(grid_point)
+            if group != current:
+                if current is not _NO_GROUP and current is not None:
+                    self.leave_group(current)
+                if group is not None:
+                    self.enter_group(group)
+                current = group
+            yield self.point(grid_point)
+        if current is not _NO_GROUP and current is not None:
+            self.leave_group(current)
 
     def prepare(self, point: Point) -> None:
         """Untimed work before the point's telemetry starts (after its progress text)."""
@@ -211,10 +260,14 @@ def run(declaration: type[Sweep], params, gpu, progress, should_cancel) -> list[
     if reasons:
         raise ValidationError(reasons)
     profile = stats.get_profile(params.profile)
-    # The one point grid is Params.points(): a sweep walks it in its own order, with its own set-up around groups,
-    # but a row whose key is not in it is a sweep that drifted from its declaration (refused, never stored).
+    # The one point grid is the declaration's (Params.points()): a sweep measures it in its own order, with its own
+    # set-up around groups, but a row whose key is not in it is a sweep that drifted from its declaration (refused,
+    # never stored).
     grid = {tuple(key_value(v) for v in key) for key in params.points()}
     total = len(grid)
+    skipped = params.skipped() if hasattr(params, "skipped") else []
+    if skipped and hasattr(progress, "skipped"):
+        progress.skipped(skipped)
     rows = SweepRows(progress)  # each row reaches the page as soon as it is measured
     sweep = declaration(params, gpu, profile)
     sweep.limits, sweep.gpus, sweep.set_limits = limits, gpus, set_limits
@@ -226,7 +279,7 @@ def run(declaration: type[Sweep], params, gpu, progress, should_cancel) -> list[
         with gpus.job_scope() as ledgers:
             sweep.ledgers, sweep.ledger, sweep.progress = ledgers, ledgers[gpus.ordinals[0]], progress
             sweep.setup()
-            for index, point in enumerate(sweep.points()):
+            for index, point in enumerate(sweep.walk()):
                 if should_cancel():
                     raise JobCancelled()
                 progress(index, total, point.label)
@@ -282,5 +335,5 @@ class SweepRows(list):
         return self
 
 
-__all__ = ["Axis", "Point", "Sweep", "SweepRows", "coarse_first", "in_point_order", "run", "runner",
+__all__ = ["Axis", "GridPoint", "Point", "Sweep", "SweepRows", "coarse_first", "in_point_order", "run", "runner",
            "values_coarse_first"]
