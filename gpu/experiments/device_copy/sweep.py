@@ -14,11 +14,11 @@ from gpu.experiments.device_copy import (
     GUARD_BYTES,
     LABELS,
     METHOD_LABELS,
-    TIMERS,
     WORD_BYTES,
     bytes_moved,
     l2_passes,
 )
+from gpu.experiments.order import coarse_first_along
 from gpu.sweeps import harness
 from gpu.sweeps.verify import PatternChecker
 
@@ -26,7 +26,6 @@ from gpu.sweeps.verify import PatternChecker
 class DeviceCopySweep(harness.Sweep):
     """One source and one destination of the largest size for the whole job; sizes coarse first (4 KiB, 1 GiB,
     16 MiB, …), so the page shows the whole curve early. Each point copies the first ``size`` bytes."""
-
 
     def setup(self) -> None:
         gpu, ledger, largest = self.gpu, self.ledger, max(self.params.sizes)
@@ -45,16 +44,16 @@ class DeviceCopySweep(harness.Sweep):
         self.checker.fill(int(self.src), largest // WORD_BYTES, self.seed)
         self.cuda.Context.synchronize()
 
-    def points(self):
-        params = self.params
-        for size in harness.coarse_first(params.sizes):
-            for variant in params.variants:
-                for method in params.methods:
-                    yield harness.Point(
-                        {"variant": variant, "direction": "device", "elements": int(size),
-                         "block_size": BLOCK if variant != "copy_engine" else None},
-                        f"{LABELS[variant]} {format_bytes(size)} {METHOD_LABELS[method]}",
-                        bytes_moved(size), TIMERS[method], {"variant": variant, "size": int(size), "method": method})
+    def order(self, grid_points):
+        return coarse_first_along(grid_points, "elements")
+
+    def point(self, grid_point):
+        variant, size, method = grid_point["variant"], int(grid_point["elements"]), grid_point["method"]
+        return harness.Point(
+            {"variant": variant, "direction": "device", "elements": size,
+             "block_size": BLOCK if variant != "copy_engine" else None},
+            f"{LABELS[variant]} {format_bytes(size)} {METHOD_LABELS[method]}",
+            bytes_moved(size), grid_point["timer"], {"variant": variant, "size": size, "method": method})
 
     def prepare(self, point) -> None:
         """Poison the destination and the guard after it: another seed's pattern, which differs in every word."""
