@@ -24,7 +24,6 @@ Sweeps may measure in a story-first order (``coarse_first``); ``in_point_order``
 from __future__ import annotations
 
 import importlib
-import math
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -38,6 +37,7 @@ from gpu.experiments.axes import Axis
 from gpu.experiments.grid import GridPoint
 from gpu.experiments.order import coarse_first, in_point_order, values_coarse_first
 from gpu.sweeps import _kernels as k
+from gpu.sweeps.timing_methods import BATCH_MS, MAX_BATCH, PerCopy, copies_per_sample
 
 DECLARATIONS_PACKAGE = "gpu.experiments"
 
@@ -206,39 +206,8 @@ class Sweep:
             telemetry.sample()
             return sample_once()
 
-        per_sample = sample_once.copies if isinstance(sample_once, PerCopy) else 1
+        per_sample = sample_once.copies if isinstance(sample_once, PerCopy) and sample_once.counts_copies else 1
         return stats.sample_until_stable(sample, self.profile, per_sample=per_sample)
-
-
-@dataclass(frozen=True)
-class PerCopy:
-    """A batched sample: ``batch_ms(copies)`` times ``copies`` back-to-back copies; a sample is their mean in ms. The
-    profile's ``min_time_s`` then counts the time the copies took (nvbench's rule), not the per-copy means: a 1 MiB
-    pinned copy batched 84 to a sample otherwise never reached 0.5 s and ran to its profile's cap converged."""
-
-    batch_ms: Callable[[int], float]
-    copies: int
-
-    def __call__(self) -> float:
-        return self.batch_ms(self.copies) / self.copies
-
-
-BATCH_MS = 1.0  # one batched sample lasts at least this long (bandwidthTest's and nvbandwidth's regime)
-MAX_BATCH = 512  # operations queued behind one stream hold; the Streams page queues up to 576 operations held
-
-
-def copies_per_sample(timed_batch: Callable[[int], float]) -> int:
-    """Copies per batched sample: from one copy, scaled by the time measured (at least doubled) until a batch lasts
-    ``BATCH_MS``, at most ``MAX_BATCH``. ``timed_batch(n)`` times n copies in ms; these batches are the point's
-    warm-up."""
-    copies = 1
-    while copies < MAX_BATCH:
-        ms = timed_batch(copies)
-        if ms >= BATCH_MS:
-            break
-        wanted = math.ceil(copies * BATCH_MS * 1.1 / ms) if ms > 0 else 2 * copies
-        copies = min(MAX_BATCH, max(2 * copies, wanted))
-    return copies
 
 
 def device_set(gpu) -> DeviceSet:
@@ -335,5 +304,5 @@ class SweepRows(list):
         return self
 
 
-__all__ = ["Axis", "GridPoint", "Point", "Sweep", "SweepRows", "coarse_first", "in_point_order", "run", "runner",
-           "values_coarse_first"]
+__all__ = ["BATCH_MS", "MAX_BATCH", "Axis", "GridPoint", "PerCopy", "Point", "Sweep", "SweepRows", "coarse_first",
+           "copies_per_sample", "in_point_order", "run", "runner", "values_coarse_first"]
