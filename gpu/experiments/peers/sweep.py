@@ -19,6 +19,7 @@ from gpu.core.errors import VerificationError
 from gpu.core.units import format_bytes
 from gpu.device.timing import EventTimer, StreamHold
 from gpu.experiments import peers as declared
+from gpu.experiments.order import coarse_first_along
 from gpu.sweeps import harness
 from gpu.sweeps.verify import PatternChecker
 
@@ -107,35 +108,26 @@ class PeersSweep(harness.Sweep):
         self.devices = {}
 
     # --- the points -------------------------------------------------------------------------------------------------
-    def points(self):
-        params, gpus = self.params, self.gpus
-        for size in harness.coarse_first(params.sizes):
-            for variant in params.variants:
-                methods = ["single"] if variant == "latency" else params.methods
-                if variant in declared.HOST_VARIANTS:
-                    places = [(gpu, None) for gpu in params.gpu_list()]
-                else:
-                    places = params.pairs_for(variant)
-                for source, destination in places:
-                    for method in methods:
-                        columns = {"variant": variant, "elements": int(size), "gpu_index": source,
-                                   "gpu_uuid": gpus[source].facts.get("gpu_uuid"),
-                                   "direction": declared.DIRECTIONS.get(variant, "peer")}
-                        where = f"GPU {source}"
-                        if destination is not None:
-                            columns.update({"peer_index": destination,
-                                            "peer_uuid": gpus[destination].facts.get("gpu_uuid"),
-                                            "link": gpus.link(source, destination)})
-                            where += f" → GPU {destination}"
-                        if variant.startswith("sm_"):
-                            columns["block_size"] = BLOCK
-                        timer = declared.LATENCY_TIMER if variant == "latency" else declared.TIMERS[method]
-                        yield harness.Point(
-                            columns, f"{where} {declared.LABELS[variant]} {format_bytes(size)} "
-                                     f"{declared.METHOD_LABELS[method]}",
-                            declared.bytes_moved(variant, size), timer,
-                            {"variant": variant, "size": int(size), "method": method, "source": source,
-                             "destination": destination})
+    def order(self, grid_points):
+        return coarse_first_along(grid_points, "elements")
+
+    def point(self, grid_point):
+        variant, size, method = grid_point["variant"], int(grid_point["elements"]), grid_point["method"]
+        source, destination, gpus = grid_point["gpu_index"], grid_point["peer_index"], self.gpus
+        columns = {"variant": variant, "elements": size, "gpu_index": source,
+                   "gpu_uuid": gpus[source].facts.get("gpu_uuid"),
+                   "direction": declared.DIRECTIONS.get(variant, "peer")}
+        where = f"GPU {source}"
+        if destination is not None:
+            columns.update({"peer_index": destination, "peer_uuid": gpus[destination].facts.get("gpu_uuid"),
+                            "link": gpus.link(source, destination)})
+            where += f" → GPU {destination}"
+        if variant.startswith("sm_"):
+            columns["block_size"] = BLOCK
+        return harness.Point(
+            columns, f"{where} {declared.LABELS[variant]} {format_bytes(size)} {declared.METHOD_LABELS[method]}",
+            declared.bytes_moved(variant, size), grid_point["timer"],
+            {"variant": variant, "size": size, "method": method, "source": source, "destination": destination})
 
     def _writes(self, state) -> list[tuple[int, object]]:
         """(GPU that checks it, the buffer) of each destination the point writes: a GPU's ``dst``, or ``host``."""
