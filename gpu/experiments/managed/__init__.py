@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from gpu.core.units import GiB, MiB, format_bytes
 from gpu.experiments import _kernels as k
-from gpu.experiments import axes
+from gpu.experiments import axes, grid
 from gpu.experiments.page import PageEntry
 
 NAME = "managed"
@@ -49,11 +49,12 @@ AXES = (
 )
 
 
-class Params(axes.parameters(AXES)):
-    def points(self):
-        for size in self.sizes:
-            for variant in self.variants:
-                yield variant, size
+# Each size (its buffers' ``bytes``), every case at it in the declared order.
+GRID = grid.Grid([grid.Coordinate("bytes", axis="sizes"), grid.Coordinate("variant", axis="variants")])
+
+
+class Params(axes.parameters(AXES, grid=GRID, key_columns=KEY_COLUMNS)):
+    pass
 
 
 parse_params = axes.parser(Params)
