@@ -10,7 +10,8 @@ adds them into one 64-bit sum) reads the same bytes in five situations (variants
   done explicitly (GB/s of pages moved);
 * ``after_prefetch`` – the kernel straight after that prefetch (the two are timed in one sample with an
   event between them, so each sample of ``prefetch`` has its ``after_prefetch`` partner);
-* ``resident`` – the kernel again on a managed buffer already on the device.
+* ``resident`` – the kernel again on a managed buffer already on the device (migrated once, untimed; where no case
+  before it wrote the buffer, the host writes it first).
 
 Before every first-touch and prefetch sample the host rewrites the whole buffer (untimed), which pulls its
 pages back to the host. Kernel samples flush L2 first (as the kernel pages do). Every kernel's checksum must
