@@ -1,7 +1,7 @@
 """An experiment is one package: a toy one, written to a temporary folder that ``PINPOINT_EXPERIMENTS_PATH`` names, with
 no other file of PinPoint changed, is registered with its runner subcommand, routed with its page, its kernel found
-by the worker's runtime, its view found by shared code, and it is measured by the harness on a simulated board (a
-runtime with a recording driver, as tests/test_harness.py's)."""
+by the worker's runtime, its view found by shared code, its points generated from its declared grid, and it is
+measured by the harness on a simulated board (a runtime with a recording driver, as tests/test_harness.py's)."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ from pathlib import Path
 
 from gpu.core.units import KiB
 from gpu.experiments import axes
+from gpu.experiments.grid import Coordinate, Grid
 from gpu.experiments.page import PageEntry
 
 NAME = "toy"
@@ -38,11 +39,12 @@ AXES = (
               multiple_of=4, unit="bytes"),
 )
 
+GRID = Grid([Coordinate("bytes", axis="sizes"),
+             Coordinate("variant", derive=lambda point: "small" if point["bytes"] < 16 * KiB else "large")])
 
-class Params(axes.parameters(AXES)):
-    def points(self):
-        for size in self.sizes:
-            yield ("small" if size < 16 * KiB else "large"), size
+
+class Params(axes.parameters(AXES, grid=GRID, key_columns=KEY_COLUMNS)):
+    pass
 
 
 parse_params = axes.parser(Params)
@@ -63,12 +65,19 @@ from gpu.sweeps import harness
 
 
 class ToySweep(harness.Sweep):
-    def points(self):
-        for variant, size in self.params.points():
-            buffer = self.ledger.device_buffer(size)
-            yield harness.Point({"variant": variant, "group": "toy", "direction": "device"},
-                                f"{variant} · {size} B", size, "host_clock", (variant, size))
-            self.ledger.free_device(buffer)
+    def group_of(self, grid_point):
+        return grid_point["bytes"]
+
+    def enter_group(self, size):
+        self.buffer = self.ledger.device_buffer(size)
+
+    def leave_group(self, size):
+        self.ledger.free_device(self.buffer)
+
+    def point(self, grid_point):
+        variant, size = grid_point["variant"], grid_point["bytes"]
+        return harness.Point({"variant": variant, "group": "toy", "direction": "device"},
+                             f"{variant} · {size} B", size, "host_clock", (variant, size))
 
     def measure(self, point):
         return lambda: point.state[1] / 4096
@@ -121,6 +130,7 @@ params = module.parse_params({"sizes": [4096, 65536], "profile": "interactive/ti
 rows = registry.sweep_of("toy")(params, _device(log), Progress(log), lambda: False)
 frame = schema.make_frame([{**r, "run_id": "toy-run", "experiment": "toy"} for r in rows], {})
 found["rows"] = [[r["variant"], r["bytes"], r["median_ms"], r["verified"]] for r in rows]
+found["points"] = [list(p) for p in params.points()]
 found["freed"] = [line for line in log if line.startswith("free")]
 found["takeaway"] = registry.view_of("toy").takeaway(frame)
 
@@ -156,7 +166,8 @@ def test_a_toy_package_in_a_folder_of_its_own_is_registered_routed_and_measured(
     assert found["page"] == str(package / "page.py") and found["kernel"] == str(package / "toy.cu")
     assert found["pages"].index("Toy") == found["pages"].index("Runs") - 1  # placed by its PAGE_ENTRY (9.5)
     assert found["rows"] == [["small", 4096, 1.0, True], ["large", 65536, 16.0, True]]
-    assert found["freed"] == ["free buffer1", "free buffer2"]  # each point's buffer, through the job's ledger
+    assert found["points"] == [["small", 4096], ["large", 65536]]  # generated from its declared grid
+    assert found["freed"] == ["free buffer1", "free buffer2"]  # each size's buffer (a group), through the job's ledger
     assert found["takeaway"] == "The toy measured 2 points."
     assert found["app_errors"] == [] and found["title"] == ["A toy experiment"]
     # Nothing of PinPoint's own changed: the toy lives in its folder only.

@@ -115,3 +115,11 @@ def test_a_sweep_without_groups_gets_every_point_in_the_grid_order():
 
     rows, _, _ = _measured(Ungrouped, Params(sizes=[16, 4], variants=["b"]))
     assert [(r["variant"], r["bytes"]) for r in rows] == [("b", 16), ("b", 4)] and GridSweep.entered == []
+
+
+def test_the_harness_walks_the_declared_grid_once(monkeypatch):
+    walks = []
+    walk = GRID.walk
+    monkeypatch.setattr(GRID, "walk", lambda params: walks.append(params) or walk(params))
+    rows, _, _ = _measured(GridSweep, Params())
+    assert len(walks) == 1 and len(rows) == 6

@@ -50,7 +50,7 @@ def test_moving_the_sources_keeps_the_version_and_any_byte_of_them_changes_it(tm
     before = method.method_version(entry, tmp_path)
     assert before == method.method_version(entry)  # a file counts by its role and name, not by its folder
     for changed in ("gpu/experiments/coalescing/sweep.py", "gpu/experiments/coalescing/coalescing.cu",
-                    "gpu/sweeps/harness.py",
+                    "gpu/sweeps/harness.py", "gpu/sweeps/timing_methods.py",
                     "gpu/device/timing.py", "gpu/core/stats.py", "gpu/kernels/timing.cu"):
         path = tmp_path / changed
         original = path.read_bytes()

@@ -5,9 +5,9 @@ runs were measured by different code (asv calls it a benchmark's version: a hash
 The files (``method_sources``, the one place that lists them): the experiment's sweep; the kernels it compiles (the
 ``.cu`` files its ``kernel("<stem>", …)`` calls name, the one of its own name, and those beside a sweep that lives in
 its experiment's package, ``gpu/experiments/<name>/sweep.py``); and the code every sweep is timed and verified through
-(``SHARED_SOURCES``: the harness, the verifier, the row builder, the timers and the sampling loop of
-``gpu.core.stats``), with the kernels that code compiles (the stream hold, the check pattern). The experiment's
-declaration is not among them: its labels and pages are not its method.
+(``SHARED_SOURCES``: the harness and its timing methods, the verifier, the row builder, the timers and the sampling
+loop of ``gpu.core.stats``), with the kernels that code compiles (the stream hold, the check pattern). The experiment's
+declaration is not among them: its labels, pages and point grid are not its method.
 
 Each file counts by its role and name, not its folder (the sweep by its role alone), read as bytes, so moving a file
 keeps the version and any change of a byte changes it. Nothing is imported or compiled: this runs without a GPU or
@@ -24,8 +24,8 @@ from pathlib import Path
 from gpu.core import paths
 
 # The code every sweep runs through, relative to the folder that holds gpu/ (``paths.ROOT``).
-SHARED_SOURCES = ("gpu/sweeps/harness.py", "gpu/sweeps/verify.py", "gpu/sweeps/_kernels.py", "gpu/device/timing.py",
-                  "gpu/core/stats.py")
+SHARED_SOURCES = ("gpu/sweeps/harness.py", "gpu/sweeps/timing_methods.py", "gpu/sweeps/verify.py",
+                  "gpu/sweeps/_kernels.py", "gpu/device/timing.py", "gpu/core/stats.py")
 PACKAGE_SWEEP = "sweep.py"  # an experiment package's sweep, beside its declaration
 KERNEL_FOLDERS = ("gpu/kernels/*.cu", "gpu/experiments/*/*.cu")  # the shared kernels, then each package's own
 KERNEL_CALLS = {"kernel", "module"}  # GpuRuntime.kernel(stem, name, …) and .module(stem, …) name a .cu by its stem

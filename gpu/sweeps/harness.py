@@ -107,6 +107,7 @@ class Sweep:
         self.gpus: DeviceSet | None = None
         self.ledgers: dict = {}
         self.set_limits: dict = {}
+        self.grid_points: list[GridPoint] | None = None  # the declared grid, walked once by the harness
 
     @staticmethod
     def invalid_reasons(params, limits) -> list[str]:
@@ -173,7 +174,8 @@ class Sweep:
             yield from self.points()
             return
         current = _NO_GROUP = object()
-        for grid_point in self.order(list(self.params.grid())):
+        grid_points = self.grid_points if self.grid_points is not None else self.params.grid()
+        for grid_point in self.order(list(grid_points)):
             group = self.group_of(grid_point)
             if group != current:
                 if current is not _NO_GROUP and current is not None:
@@ -210,6 +212,14 @@ class Sweep:
         return stats.sample_until_stable(sample, self.profile, per_sample=per_sample)
 
 
+def walk_grid(params) -> tuple[list[GridPoint] | None, list]:
+    """``params``' declared grid walked once: ``(points, skipped)``; ``(None, [])`` for parameters without one (an
+    old-style ``points()``)."""
+    if getattr(params, "GRID", None) is None:
+        return None, []
+    return params.walk()
+
+
 def device_set(gpu) -> DeviceSet:
     """The device set a job runs on: ``gpu`` itself when it is one, else a set of that one runtime."""
     return gpu if isinstance(gpu, DeviceSet) else DeviceSet.of(gpu)
@@ -232,13 +242,15 @@ def run(declaration: type[Sweep], params, gpu, progress, should_cancel) -> list[
     # The one point grid is the declaration's (Params.points()): a sweep measures it in its own order, with its own
     # set-up around groups, but a row whose key is not in it is a sweep that drifted from its declaration (refused,
     # never stored).
-    grid = {tuple(key_value(v) for v in key) for key in params.points()}
+    grid_points, skipped = walk_grid(params)
+    keys = [p.key(declaration.KEY_COLUMNS) for p in grid_points] if grid_points is not None else params.points()
+    grid = {tuple(key_value(v) for v in key) for key in keys}
     total = len(grid)
-    skipped = params.skipped() if hasattr(params, "skipped") else []
     if skipped and hasattr(progress, "skipped"):
         progress.skipped(skipped)
     rows = SweepRows(progress)  # each row reaches the page as soon as it is measured
     sweep = declaration(params, gpu, profile)
+    sweep.grid_points = grid_points
     sweep.limits, sweep.gpus, sweep.set_limits = limits, gpus, set_limits
     for ordinal in gpus.ordinals:  # whose NVLink errors count as a cause: only a measurement over NVLink's
         witness = getattr(gpus[ordinal].telemetry, "witness", None)  # a simulated board may keep no witness

@@ -41,6 +41,18 @@ def test_the_contiguous_reference_is_the_copy_and_stride_1_and_offset_0_match_it
                                             & (frame["block_size"] == 256)]["gbps"].iloc[0]
 
 
+def test_coalescing_measures_its_grid_in_story_order_and_gives_it_back_in_grid_order(live_backend):
+    """The declared grid given to the sweep: the copy group though not chosen, the transposes' matrix side, the
+    strides unsorted as asked, every point verified and the rows in ``Params.points()`` order."""
+    raw = {"elements": 1 << 21, "block_sizes": [512, 128], "groups": ["transpose", "strided"], "strides": [8, 1, 64],
+           "profile": "interactive"}
+    frame = submit_values(live_backend, "coalescing", raw).outcome()
+    points = coalescing.parse_params(raw).points()
+    assert list(zip(*(frame[c] for c in coalescing.KEY_COLUMNS), strict=True)) == points
+    assert len(frame) == 2 * (3 + 3 + 3) and frame["verified"].all()
+    assert set(frame[frame["variant"].str.startswith("transpose")]["param_value"]) == {1024}
+
+
 def test_reduction_variants_are_exact_on_integers_and_accurate_on_floats(live_backend):
     frame = submit_values(live_backend, "reduction", {"sizes": [1 << 20], "block_sizes": [128, 1024],
                                                       "profile": "interactive"}).outcome()

@@ -112,3 +112,18 @@ def test_batched_copies_beat_single_ones_at_1_mib_pinned_and_both_verify(live_ba
               f"({int(batched['param_value'])} copies per sample, cv {batched['cv']:.2%})")
         assert batched["gbps"] > single["gbps"]
         assert int(batched["param_value"]) * batched["median_ms"] >= harness.BATCH_MS * 0.99
+
+
+def test_every_timing_from_the_grid_verifies_and_the_skipped_ones_are_noted(live_backend):
+    raw = {"sizes": [4 * KiB, 1 * MiB], "modes": ["pageable", "pinned"], "include_alloc": [False, True],
+           "methods": ["single", "batched"], "profile": "interactive"}
+    handle = submit_values(live_backend, "transfers", raw)
+    frame = handle.outcome()
+    params = transfers.parse_params(raw)
+    # measured coarse first, D2H before H2D, given back in the grid's order: every point once, none of the skipped
+    assert list(zip(*(frame[c] for c in transfers.KEY_COLUMNS), strict=True)) == params.points()
+    assert len(frame) == 2 * 2 * 3 * 2 and frame["verified"].all()
+    assert handle.notes == [f"8 points skipped: {transfers.BATCHED_COPY_ONLY}"]
+    batched = frame[frame["timer"].str.startswith("cuda_event_batched")]
+    assert set(batched["timer"]) == {"cuda_event_batched", "cuda_event_batched_held"}
+    assert (batched["param"] == "copies per sample").all() and (batched["param_value"] >= 1).all()

@@ -21,6 +21,7 @@ import numpy as np
 
 from gpu.experiments import _kernels as k
 from gpu.experiments import axes
+from gpu.experiments.grid import Coordinate, Grid
 from gpu.experiments.page import PageEntry
 
 NAME = "coalescing"
@@ -59,26 +60,34 @@ AXES = (
 )
 
 
-class Params(axes.parameters(AXES)):
+def param_values(params, point) -> list:
+    """A variant's ``param_value``s: the strides of the strided read, the offsets of the misaligned one, the matrix
+    side of a transpose, 0 for the others."""
+    group = point["group"]
+    if group == "strided":
+        return params.strides
+    if group == "offset":
+        return params.offsets
+    return [params.matrix_side] if group == "transpose" else [0]
+
+
+# Per block size: the copy group always (the reference peak), then the chosen groups, each variant of a group at each
+# of its values.
+GRID = Grid([
+    Coordinate("block_size", axis="block_sizes"),
+    Coordinate("group", values=lambda params, point: ["copy"] + [g for g in params.groups if g != "copy"], key=False),
+    Coordinate("variant", values=lambda params, point: VARIANTS[point["group"]]),
+    Coordinate("elements", axis="elements"),
+    Coordinate("param_value", values=param_values),
+])
+
+
+class Params(axes.parameters(AXES, grid=GRID, key_columns=KEY_COLUMNS)):
+    """Coalescing's parameters; their points come from ``GRID``."""
+
     @property
     def matrix_side(self) -> int:
         return 1 << (self.elements.bit_length() - 1) // 2
-
-    def points(self):
-        """(variant, block_size, elements, param_value) for every point; the copy group always runs."""
-        for block in self.block_sizes:
-            for group in ["copy"] + [g for g in self.groups if g != "copy"]:
-                for variant in VARIANTS[group]:
-                    if group == "strided":
-                        values = self.strides
-                    elif group == "offset":
-                        values = self.offsets
-                    elif group == "transpose":
-                        values = [self.matrix_side]
-                    else:
-                        values = [0]
-                    for value in values:
-                        yield variant, block, self.elements, value
 
 
 parse_params = axes.parser(Params)

@@ -9,7 +9,7 @@ import time
 import numpy as np
 
 from gpu.device.timing import KernelTimer
-from gpu.experiments.coalescing import LABELS, VARIANTS, bytes_moved, four_field_sum, strided_permutation
+from gpu.experiments.coalescing import LABELS, bytes_moved, four_field_sum, strided_permutation
 from gpu.sweeps import _kernels as k
 from gpu.sweeps import harness
 from gpu.sweeps.harness import values_coarse_first
@@ -89,18 +89,22 @@ class CoalescingSweep(harness.Sweep):
             self.cuda.memcpy_dtod(int(soa) + i * n * 4, int(self.src) + i * 4, n * 4)
         return soa
 
-    def points(self):
+    def order(self, grid_points):
+        """Each stride and offset sweep coarse first (per variant and block size)."""
+        return values_coarse_first(grid_points, series=lambda p: (p["variant"], p["block_size"]),
+                                   value=lambda p: p["param_value"])
+
+    def point(self, grid_point):
         n, side = self.params.elements, self.params.matrix_side
-        story = values_coarse_first(list(self.params.points()), series=lambda p: (p[0], p[1]), value=lambda p: p[3])
-        for variant, block, _, value in story:
-            param = {"strided": "stride", "offset": "offset"}.get(
-                variant, "matrix_side" if variant.startswith("transpose") else "none")
-            yield harness.Point(
-                {"variant": variant, "group": next(g for g, vs in VARIANTS.items() if variant in vs),
-                 "direction": "device", "block_size": block, "elements": n, "param_value": value, "param": param},
-                f"{LABELS[variant]} · block {block}" + (f" · {value}" if value else ""),
-                bytes_moved(variant, n, side), self.timer.timer_name(), {"variant": variant, "block": block,
-                                                                         "value": value})
+        variant, block, value = grid_point["variant"], grid_point["block_size"], grid_point["param_value"]
+        param = {"strided": "stride", "offset": "offset"}.get(
+            variant, "matrix_side" if variant.startswith("transpose") else "none")
+        return harness.Point(
+            {"variant": variant, "group": grid_point["group"], "direction": "device", "block_size": block,
+             "elements": n, "param_value": value, "param": param},
+            f"{LABELS[variant]} · block {block}" + (f" · {value}" if value else ""),
+            bytes_moved(variant, n, side), self.timer.timer_name(), {"variant": variant, "block": block,
+                                                                     "value": value})
 
     def measure(self, point):
         state = point.state
@@ -158,6 +162,7 @@ class CoalescingSweep(harness.Sweep):
                 fn[variant](src, out, np.int32(side), block=(32, 8, 1), grid=tiles, stream=s)
         state["expected"] = expected
         cuda.memset_d32(out, 0xFFFFFFFF, n)  # poison: NaN everywhere the kernel fails to write
+        # A cold kernel launch (L2 flushed, the stream held): KernelTimer's clock, not a copy method of the harness's.
         timer = self.timer
         return lambda: timer.once(launch)
 

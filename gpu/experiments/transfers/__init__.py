@@ -1,6 +1,7 @@
 """Host↔device transfers: pageable vs pinned vs write-combined vs mapped zero-copy, H2D and D2H.
 
-Two timing methods (``methods``; the ``timer`` column names the one a row used, and is part of the point key):
+Two timing methods (``methods``; the ``timer`` column names the one a row used, and is part of the point key), the
+harness's (``gpu/sweeps/timing_methods.py``):
 
 * ``single`` (the latency view) – CUDA events around one copy (or the zero-copy kernel) on one stream, issued
   from Python, so a small copy's time includes PyCUDA's issue cost (timer ``cuda_event``). With
@@ -23,6 +24,7 @@ from __future__ import annotations
 from gpu.core import stats
 from gpu.core.units import GiB, KiB, MiB, format_bytes
 from gpu.experiments import axes
+from gpu.experiments.grid import Coordinate, Exclude, Grid
 from gpu.experiments.page import PageEntry
 
 NAME = "transfers"
@@ -68,18 +70,19 @@ def timer_for(method: str, mode: str, include_alloc: bool) -> str:
     return "host_clock_alloc+cuda_event_copy" if include_alloc else "cuda_event"
 
 
-class Params(axes.parameters(AXES)):
-    def points(self):
-        for size in self.sizes:
-            for mode in self.modes:
-                for method, alloc in self.timings():
-                    for direction in self.directions:
-                        yield size, mode, direction, alloc, timer_for(method, mode, alloc)
+BATCHED_COPY_ONLY = "batched copies reuse one buffer, so they cannot include its allocation"
+# Per size and mode, each timing (method, then copy-only or including allocation), both directions; the timer names
+# what the clock covers and tells the methods' points apart.
+GRID = Grid(
+    [Coordinate("bytes", axis="sizes"), Coordinate("variant", axis="modes"),
+     Coordinate("method", axis="methods", key=False), Coordinate("include_alloc", axis="include_alloc"),
+     Coordinate("direction", axis="directions"),
+     Coordinate("timer", derive=lambda point: timer_for(point["method"], point["variant"], point["include_alloc"]))],
+    [Exclude(lambda point: point["method"] == "batched" and point["include_alloc"], BATCHED_COPY_ONLY)])
 
-    def timings(self):
-        """(method, include_alloc) pairs measured per size and mode: batched copies are copy-only."""
-        return [(method, alloc) for method in self.methods for alloc in self.include_alloc
-                if not (method == "batched" and alloc)]
+
+class Params(axes.parameters(AXES, grid=GRID, key_columns=KEY_COLUMNS)):
+    """The transfers' parameters; their points come from ``GRID``."""
 
 
 parse_params = axes.parser(Params)
@@ -89,12 +92,11 @@ def invalid_reasons(params: Params, limits) -> list[str]:
     """Why these parameters cannot run on a device with ``limits`` (empty when they can)."""
     reasons = axes.reasons(params, limits)
     if params.methods == ["batched"] and params.include_alloc == [True]:
-        reasons.append("batched copies reuse one buffer, so they cannot include its allocation: time allocation "
-                       "with the single method")
+        reasons.append(f"{BATCHED_COPY_ONLY}: time allocation with the single method")
     largest = max(params.sizes, default=0)
     if largest >= MIN_BYTES:
         reasons += memory_reasons(params, limits)
-    n_points = len(params.sizes) * len(params.modes) * len(params.directions) * len(params.timings())
+    n_points = len(params.points())
     if n_points > MAX_POINTS:
         reasons.append(f"{n_points} points requested; at most {MAX_POINTS} per run")
     return reasons

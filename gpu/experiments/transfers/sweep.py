@@ -8,14 +8,9 @@ import time
 import numpy as np
 
 from gpu.core.units import format_bytes
-from gpu.device.timing import EventTimer, StreamHold
-from gpu.experiments.transfers import (
-    MODE_LABELS,
-    PINNED_MODES,
-    bytes_moved,
-    timer_for,
-)
+from gpu.experiments.transfers import MODE_LABELS, PINNED_MODES, bytes_moved
 from gpu.sweeps import harness
+from gpu.sweeps.timing_methods import BATCHED, HELD, SINGLE, StreamClock
 from gpu.sweeps.verify import PatternChecker
 
 BATCH_MS, MAX_BATCH = harness.BATCH_MS, harness.MAX_BATCH
@@ -41,13 +36,12 @@ class _TransferBench:
         self.ledger = ledger
         self.largest = largest
         self.keep_hosts = keep_hosts
-        self.stream = self.cuda.Stream()
-        self.timer = EventTimer(self.cuda, self.stream)
+        self.clock = StreamClock(gpu, ledger)  # the harness's timing methods time the copies on its stream
+        self.stream = self.clock.stream
         self.copy_kernel = gpu.functions["copy_vec4"]
         self.copy_kernel.prepare("PPQ")
         self.checker = PatternChecker(gpu, ledger)
         self.device = ledger.device_buffer(largest)
-        self._holder = None
         self.hosts: dict[str, np.ndarray] = {}  # by buffer_of(mode)
         self.uniform: dict[str, tuple[int, int]] = {}  # by buffer: (words from the start holding one pattern, seed)
         self._base_seed = seed
@@ -131,25 +125,7 @@ class _TransferBench:
             cuda.memcpy_dtoh_async(host, self.device, stream)
 
     def copy_ms(self, mode: str, direction: str, host: np.ndarray, host_ptr: int | None, nbytes: int) -> float:
-        return self.timer.time(lambda: self.issue(mode, direction, host, host_ptr, nbytes))
-
-    def holder(self):
-        """The stream hold of batched samples, made at the first one."""
-        if self._holder is None:
-            self._holder = StreamHold(self.gpu, self.ledger)
-        return self._holder
-
-    def batch_ms(self, mode: str, direction: str, host: np.ndarray, host_ptr: int | None, nbytes: int,
-                 copies: int) -> float:
-        """``copies`` back-to-back copies between two events, in ms. Except from pageable memory (whose copies wait
-        on the host) the stream is held while Python queues them, so the GPU runs them without gaps."""
-        holder = None if mode == "pageable" else self.holder()
-
-        def enqueue() -> None:
-            for _ in range(copies):
-                self.issue(mode, direction, host, host_ptr, nbytes)
-
-        return self.timer.time(enqueue, holder)
+        return self.clock.once(lambda stream: self.issue(mode, direction, host, host_ptr, nbytes))
 
     def prepare(self, direction: str, count: int, seed: int) -> None:
         """Source holds the pattern of ``seed``; the destination that of another seed (every word differs)."""
@@ -190,20 +166,32 @@ class TransfersSweep(harness.Sweep):
                      or (len(buffers) + 1) * largest <= limits.host_available_bytes))
         self.bench = _TransferBench(self.gpu, self.ledger, largest, int(time.time_ns()) & 0xFFFFFFFF, keep)
 
-    def points(self):
-        params = self.params
-        for size in harness.coarse_first(params.sizes):
-            for mode in params.modes:
-                for method, alloc in params.timings():
-                    # D2H first: it leaves a pattern in the host buffer that the H2D point then copies up.
-                    for direction in sorted(params.directions, key=lambda d: d != "d2h"):
-                        yield harness.Point(
-                            {"variant": mode, "direction": direction, "bytes": int(size), "include_alloc": bool(alloc)},
-                            f"{MODE_LABELS[mode]} {direction.upper()} {format_bytes(size)}"
-                            + (" incl. allocation" if alloc else "") + (" batched" if method == "batched" else ""),
-                            bytes_moved(size, mode, direction), timer_for(method, mode, alloc),
-                            {"size": size, "mode": mode, "direction": direction, "alloc": alloc, "method": method})
-                self.bench.done_with(mode)
+    def order(self, grid_points):
+        """Sizes coarse first, every mode at each; within a size, mode and timing, D2H first: it leaves a pattern in
+        the host buffer that the H2D point then copies up."""
+        rank = {size: i for i, size in enumerate(harness.coarse_first(self.params.sizes))}
+        first: dict = {}
+        for i, p in enumerate(grid_points):
+            first.setdefault((p["bytes"], p["variant"], p["method"], p["include_alloc"]), i)
+        return sorted(grid_points, key=lambda p: (rank[p["bytes"]], first[p["bytes"], p["variant"], p["method"],
+                                                                         p["include_alloc"]], p["direction"] != "d2h"))
+
+    def group_of(self, grid_point):
+        return grid_point["bytes"], grid_point["variant"]
+
+    def leave_group(self, group) -> None:
+        """After a size's points of a mode: its host buffer is kept for the next size when it fits."""
+        self.bench.done_with(group[1])
+
+    def point(self, grid_point):
+        size, mode, direction = grid_point["bytes"], grid_point["variant"], grid_point["direction"]
+        alloc, method = grid_point["include_alloc"], grid_point["method"]
+        return harness.Point(
+            {"variant": mode, "direction": direction, "bytes": int(size), "include_alloc": bool(alloc)},
+            f"{MODE_LABELS[mode]} {direction.upper()} {format_bytes(size)}"
+            + (" incl. allocation" if alloc else "") + (" batched" if method == "batched" else ""),
+            bytes_moved(size, mode, direction), grid_point["timer"],
+            {"size": size, "mode": mode, "direction": direction, "alloc": alloc, "method": method})
 
     def measure(self, point):
         bench, state = self.bench, point.state
@@ -216,15 +204,16 @@ class TransfersSweep(harness.Sweep):
         seed = bench.host_seed(mode, size // 4) if direction == "h2d" else bench.next_seed()
         bench.prepare(direction, size // 4, seed)
         state.update(host=host, seed=seed)
-        if state["method"] == "batched":
-            copies = harness.copies_per_sample(lambda n: bench.batch_ms(mode, direction, host, host_ptr, size, n))
-            point.columns.update({"param": "copies per sample", "param_value": copies})
-            return harness.PerCopy(lambda n: bench.batch_ms(mode, direction, host, host_ptr, size, n), copies)
-        return lambda: bench.copy_ms(mode, direction, host, host_ptr, size)
+        # Batched copies from pageable memory wait on the host, so they cannot be held; the others are.
+        method = SINGLE if state["method"] == "single" else BATCHED if mode == "pageable" else HELD
+        sample = bench.clock.sampler(method, lambda stream: bench.issue(mode, direction, host, host_ptr, size))
+        if method != SINGLE:
+            point.columns.update({"param": "copies per sample", "param_value": sample.copies})
+        return sample
 
     def _allocating(self, state):
         """Samples that allocate a fresh host buffer each (host clock), then copy it (events); the previous
-        sample's buffer is freed first."""
+        sample's buffer is freed first. Its own clock: the allocation is host work, which no event can time."""
         bench, ledger = self.bench, self.ledger
         size, mode, direction = state["size"], state["mode"], state["direction"]
         count = size // 4
