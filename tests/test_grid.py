@@ -1,6 +1,9 @@
 """The point grid declared once (gpu.experiments.grid): the product in declared order, ties, derived values,
 exclusions skipped with their reasons, duplicates kept once, empty axes, and the Params it generates."""
 
+import copy
+import pickle
+
 import pytest
 
 from gpu.experiments import axes
@@ -101,6 +104,7 @@ def test_a_grid_point_is_an_immutable_mapping():
     with pytest.raises(AttributeError):
         point.extra = 1
     assert "GridPoint(variant='a', bytes=4)" == repr(point)
+    assert pickle.loads(pickle.dumps(point)) == point and copy.deepcopy(point) == point
 
 
 GRID = Grid([Coordinate("bytes", axis="sizes"), Coordinate("variant", axis="modes")],

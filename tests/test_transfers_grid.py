@@ -201,3 +201,17 @@ def test_a_jobs_notes_say_how_many_points_were_skipped_and_why():
     assert handle.notes[0] == f"2 points skipped: {transfers.BATCHED_COPY_ONLY}"
     plain = submit_values(replay, "transfers", request)
     assert len(plain.outcome()) == 4 and plain.notes == []
+
+
+def test_the_runner_prints_how_many_points_were_skipped_and_why(monkeypatch, capsys):
+    from gpu import bench
+
+    # a worker serving the committed recordings (tests/fake_service.py), so the runner runs end to end
+    monkeypatch.setenv("PINPOINT_BACKEND", "auto")
+    monkeypatch.setenv("PINPOINT_WORKER_SERVICE", "tests.fake_service:TwoGpuRecordedService")
+    assert bench.main(["transfers", "--sizes", "4KiB,1MiB", "--modes", "pinned", "--methods", "single,batched",
+                       "--include-alloc", "both", "--no-store", "--gpus", "1", "--profile", "interactive"]) == 0
+    err = capsys.readouterr().err
+    assert f"\n4 points skipped: {transfers.BATCHED_COPY_ONLY}\n" in err
+    assert bench.main(["transfers", "--sizes", "4KiB", "--modes", "pinned", "--no-store", "--gpus", "1"]) == 0
+    assert "skipped" not in capsys.readouterr().err

@@ -41,6 +41,9 @@ class GridPoint(Mapping):
     def __setattr__(self, name, value):
         raise AttributeError("a GridPoint is immutable")
 
+    def __reduce__(self):  # pickled (to another process) and copied by its items
+        return GridPoint, (self._items,)
+
     def __getitem__(self, column: str):
         return self._values[column]
 
