@@ -51,3 +51,10 @@ def in_point_order(frame: pd.DataFrame, module, params) -> pd.DataFrame:
     keys = zip(*(frame[c] for c in module.KEY_COLUMNS), strict=True)
     position = [rank.get(tuple(key_value(v) for v in key), len(rank)) for key in keys]
     return frame.iloc[sorted(range(len(frame)), key=position.__getitem__)].reset_index(drop=True)
+
+
+def coarse_first_along(points: list, column: str) -> list:
+    """Grid points (mappings) measured with the values of ``column`` in coarse-first order, outermost: every point of
+    the first value, then of the next; each value's points keep their order."""
+    rank = {value: i for i, value in enumerate(coarse_first(dict.fromkeys(p[column] for p in points)))}
+    return sorted(points, key=lambda p: rank[p[column]])
