@@ -9,7 +9,7 @@ from gpu.core.schema import key_value
 from gpu.core.units import KiB, MiB
 from gpu.experiments import device_copy, host_latency, managed, peers, pools
 from gpu.service.backends import submit_values
-from tests.gpu.test_peers_gpu import pair_backend, two_gpus  # noqa: F401 (the fixture, by name)
+from tests.gpu.test_peers_gpu import gpu_count, pair_backend, two_gpus  # noqa: F401 (the fixture, by name)
 
 pytestmark = pytest.mark.gpu
 
