@@ -10,6 +10,7 @@ from gpu.core.errors import ValidationError
 from gpu.core.limits import Limits
 from gpu.core.units import KiB, MiB
 from gpu.experiments import axes, registry
+from gpu.experiments.grid import Coordinate, Grid
 
 AXES = (
     axes.Axis("sizes", "buffer sizes", [4 * KiB, 1 * MiB], kind="sizes", one="size", low=4, high=64 * MiB,
@@ -20,15 +21,16 @@ AXES = (
               power_of_two=True),
     axes.Axis("modes", "modes", ["fast", "slow"], values=("fast", "slow", "odd")),
     axes.Axis("order", "orders", ["b", "a"], values=("a", "b", "c"), order="declared"),
-    axes.Axis("grid", "the whole grid", False, kind="bool"),
+    axes.Axis("whole", "the whole range", False, kind="bool"),
     axes.Axis("extra", "extra points", True, kind="off_switch", cli_flag="--no-extra"),
 )
 
 
-class Params(axes.parameters(AXES)):
-    def points(self):
-        for size in self.sizes:
-            yield size, self.elements
+GRID = Grid([Coordinate("bytes", axis="sizes"), Coordinate("elements", axis="elements")])
+
+
+class Params(axes.parameters(AXES, grid=GRID, key_columns=["bytes", "elements"])):
+    pass
 
 
 parse = axes.parser(Params)
@@ -39,7 +41,7 @@ def test_params_have_one_field_per_axis_with_its_default_plus_the_profile():
     params = Params()
     assert [f.name for f in dataclasses.fields(params)] == [a.name for a in AXES] + ["profile"]
     assert params.sizes == [4 * KiB, 1 * MiB] and params.blocks == [256] and params.elements == 1 << 20
-    assert params.grid is False and params.extra is True and params.profile == "interactive"
+    assert params.whole is False and params.extra is True and params.profile == "interactive"
     assert Params().sizes is not Params().sizes  # each instance its own list
     assert list(params.points()) == [(4 * KiB, 1 << 20), (1 * MiB, 1 << 20)]
     assert axes.reasons(params, None) == []
@@ -47,13 +49,13 @@ def test_params_have_one_field_per_axis_with_its_default_plus_the_profile():
 
 def test_parse_params_converts_and_normalises_each_axis_as_declared():
     params = parse({"sizes": [MiB, 4 * KiB, MiB], "blocks": ["512", 128.0], "elements": "4096",
-                    "modes": ["slow", "fast", "slow"], "order": ["c", "a"], "grid": 1, "profile": "precise"})
+                    "modes": ["slow", "fast", "slow"], "order": ["c", "a"], "whole": 1, "profile": "precise"})
     assert params.sizes == [4 * KiB, MiB]  # sorted, each once
     assert params.blocks == [128, 512]  # whole floats and digit strings are numbers
     assert params.elements == 4096
     assert params.modes == ["slow", "fast"]  # words keep the order given, each once
     assert params.order == ["a", "c"]  # "declared": in the axis' own order
-    assert params.grid is True and params.profile == "precise"
+    assert params.whole is True and params.profile == "precise"
 
 
 @pytest.mark.parametrize("raw,message", [
@@ -109,12 +111,12 @@ def test_the_runners_flags_come_from_the_axes_with_their_defaults():
 
     [defaults] = registry.runner_jobs(entry, parser.parse_args([]))
     assert defaults == {"sizes": [4 * KiB, MiB], "blocks": [256], "elements": 1 << 20, "modes": ["fast", "slow"],
-                        "order": ["b", "a"], "grid": False, "extra": True, "profile": "precise"}
+                        "order": ["b", "a"], "whole": False, "extra": True, "profile": "precise"}
     [given] = registry.runner_jobs(entry, parser.parse_args(
         ["--sizes", "8KiB:32KiB", "--blocks", "64:256:64", "--elements", "2^12", "--modes", "odd",
-         "--grid", "--no-extra"]))
+         "--whole", "--no-extra"]))
     assert given["sizes"] == [8 * KiB, 16 * KiB, 32 * KiB] and given["blocks"] == [64, 128, 192, 256]
-    assert given["elements"] == 4096 and given["modes"] == ["odd"] and given["grid"] is True
+    assert given["elements"] == 4096 and given["modes"] == ["odd"] and given["whole"] is True
     assert given["extra"] is False
     assert parse({k: v for k, v in given.items()}).sizes == [8 * KiB, 16 * KiB, 32 * KiB]
 

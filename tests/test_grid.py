@@ -16,8 +16,8 @@ AXES = (
 )
 
 
-class Plain(axes.parameters(AXES)):
-    pass
+class Plain(axes.parameters(AXES, grid=Grid([Coordinate("bytes", axis="sizes")]), key_columns=["bytes"])):
+    """Parameters the tests below walk their own grids over."""
 
 
 def keys(points, columns):
@@ -124,14 +124,11 @@ def test_parameters_with_a_grid_generate_points_grid_and_skipped():
     assert Declared().points() == [("a", 4), ("b", 4), ("a", 8), ("b", 8)]
 
 
-def test_parameters_without_a_grid_keep_their_own_points_and_skip_nothing():
-    class Written(axes.parameters(AXES)):
-        def points(self):
-            yield from [("a", 1)]
-
-    assert list(Written().points()) == [("a", 1)] and Written().skipped() == []
-    with pytest.raises(NotImplementedError):
-        Plain().points()
+def test_parameters_need_a_declared_grid():
+    with pytest.raises(TypeError):
+        axes.parameters(AXES)
+    with pytest.raises(ValueError, match="need a declared grid"):
+        axes.parameters(AXES, grid=None, key_columns=["variant", "bytes"])
 
 
 def test_the_grid_and_the_key_columns_must_name_the_same_columns():
@@ -146,4 +143,3 @@ def test_a_jobs_notes_and_the_runner_say_how_many_points_were_skipped_and_why():
 
     assert skipped_notes(Declared(sizes=[4, 8, 16], modes=["c", "a"])) == ["3 points skipped: c cannot run"]
     assert skipped_notes(Declared()) == []
-    assert skipped_notes(object()) == []  # params without a grid skip nothing

@@ -5,6 +5,8 @@ from dataclasses import dataclass, field
 import pytest
 
 from gpu.core.errors import JobCancelled, ValidationError, VerificationError
+from gpu.experiments import axes
+from gpu.experiments.grid import Coordinate, Grid
 from gpu.sweeps import harness
 from tests.test_job_scope import _runtime
 
@@ -31,20 +33,20 @@ def _device(log):
     return gpu
 
 
-@dataclass(frozen=True)
-class Params:
-    sizes: list = field(default_factory=lambda: [4, 8, 16])
-    variants: list = field(default_factory=lambda: ["a", "b"])
-    profile: str = "interactive/timeout_s=0.2"
+AXES = (
+    axes.Axis("sizes", "sizes", [4, 8, 16], kind="sizes"),
+    axes.Axis("variants", "variants", ["a", "b"]),
+)
+GRID = Grid([Coordinate("bytes", axis="sizes"), Coordinate("variant", axis="variants")])
 
-    def points(self):
-        for size in self.sizes:
-            for variant in self.variants:
-                yield variant, size
+
+@dataclass(frozen=True)
+class Params(axes.parameters(AXES, grid=GRID, key_columns=["variant", "bytes"])):
+    profile: str = field(default="interactive/timeout_s=0.2")
 
 
 class FakeSweep(harness.Sweep):
-    """Measures sizes coarse-first; each size gets a buffer for its variants, freed after them."""
+    """Measures sizes coarse-first; each size (a group) gets a buffer for its variants, freed after them."""
 
     NAME, TITLE, KEY_COLUMNS = "fake", "A fake experiment", ["variant", "bytes"]
     wrong: tuple | None = None  # the point whose output is wrong
@@ -59,13 +61,23 @@ class FakeSweep(harness.Sweep):
         assert limits == "limits"
         return [f"size {s} no longer fits in the memory free now" for s in params.sizes if s > 1024]
 
-    def points(self):
-        for size in harness.coarse_first(self.params.sizes):
-            buffer = self.ledger.device_buffer(size)
-            for variant in self.params.variants:
-                yield harness.Point({"variant": variant, "group": "fake", "direction": "h2d"},
-                                    f"{variant} · {size} B", size, "host_clock", (variant, size))
-            self.ledger.free_device(buffer)
+    def order(self, grid_points):
+        rank = {size: i for i, size in enumerate(harness.coarse_first(self.params.sizes))}
+        return sorted(grid_points, key=lambda p: rank[p["bytes"]])
+
+    def group_of(self, grid_point):
+        return grid_point["bytes"]
+
+    def enter_group(self, size):
+        self.buffer = self.ledger.device_buffer(size)
+
+    def leave_group(self, size):
+        self.ledger.free_device(self.buffer)
+
+    def point(self, grid_point):
+        variant, size = grid_point["variant"], grid_point["bytes"]
+        return harness.Point({"variant": variant, "group": "fake", "direction": "h2d"}, f"{variant} · {size} B",
+                             size, "host_clock", (variant, size))
 
     def measure(self, point):
         variant, size = point.state
@@ -170,9 +182,8 @@ def test_a_successful_job_keeps_its_buffers_until_the_reply_is_sent():
     gpu = _device(log)
 
     class Holding(FakeSweep):
-        def points(self):
+        def setup(self):
             self.ledger.device_buffer(64)  # job-wide: freed with the job
-            yield from super().points()
 
     harness.run(Holding, Params(sizes=[4]), gpu, Progress(log), lambda: False)
     assert "free buffer1" not in log and log[-1] == "synchronize"
@@ -243,10 +254,10 @@ def test_unknown_parameters_and_profiles_are_named_in_one_place():
 
 
 class DriftingSweep(FakeSweep):
-    """A sweep whose own walk measures one size its Params never declared."""
+    """A sweep whose walk measures one size its Params never declared."""
 
-    def points(self):
-        yield from super().points()
+    def walk(self):
+        yield from super().walk()
         buffer = self.ledger.device_buffer(32)
         yield harness.Point({"variant": "a", "group": "fake", "direction": "h2d"}, "a · 32 B", 32, "host_clock",
                             ("a", 32))

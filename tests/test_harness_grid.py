@@ -1,6 +1,6 @@
 """The harness hands a sweep the points of its declared grid (``Sweep.point``), in the sweep's ``order``, with its
-group hooks around each group, reports the points the grid skips and never measures them; on the simulated board
-(tests/test_harness.py's recording driver) it measures exactly what the old ``points()`` generator measured."""
+group hooks around each group, reports the points the grid skips and never measures them (on the simulated board:
+tests/test_harness.py's recording driver)."""
 
 from dataclasses import dataclass, field
 
@@ -11,7 +11,6 @@ from gpu.experiments import axes
 from gpu.experiments.grid import Coordinate, Exclude, Grid
 from gpu.sweeps import harness
 from tests.test_harness import FakeSweep, Progress, _device
-from tests.test_harness import Params as OldParams
 
 AXES = (
     axes.Axis("sizes", "sizes", [4, 8, 16], kind="sizes"),
@@ -27,30 +26,17 @@ class Params(axes.parameters(AXES, grid=GRID, key_columns=["variant", "bytes"]))
 
 
 class GridSweep(FakeSweep):
-    """FakeSweep's measurement, given its points: sizes coarse first, a buffer per size (a group)."""
+    """FakeSweep (sizes coarse first, a buffer per size: a group), its group hooks recorded."""
 
-    points = harness.Sweep.points  # the new shape: no generator of its own
     entered: list = []
-
-    def order(self, grid_points):
-        rank = {size: i for i, size in enumerate(harness.coarse_first(self.params.sizes))}
-        return sorted(grid_points, key=lambda p: rank[p["bytes"]])
-
-    def group_of(self, grid_point):
-        return grid_point["bytes"]
 
     def enter_group(self, size):
         type(self).entered.append(("enter", size))
-        self.buffer = self.ledger.device_buffer(size)
+        super().enter_group(size)
 
     def leave_group(self, size):
         type(self).entered.append(("leave", size))
-        self.ledger.free_device(self.buffer)
-
-    def point(self, grid_point):
-        variant, size = grid_point["variant"], grid_point["bytes"]
-        return harness.Point({"variant": variant, "group": "fake", "direction": "h2d"}, f"{variant} · {size} B",
-                             size, "host_clock", (variant, size))
+        super().leave_group(size)
 
 
 @pytest.fixture(autouse=True)
@@ -69,12 +55,14 @@ def _measured(sweep, params):
     return [{c: v for c, v in r.items() if c not in strip} for r in rows], log, progress.calls
 
 
-def test_a_grid_sweep_measures_what_the_old_generator_measured_in_the_same_order():
-    new_rows, new_log, new_calls = _measured(GridSweep, Params(sizes=[4, 8, 16], variants=["a", "b"]))
-    old_rows, old_log, old_calls = _measured(FakeSweep, OldParams())
-    assert [(r["variant"], r["bytes"]) for r in new_rows] == [("a", 4), ("b", 4), ("a", 16), ("b", 16), ("a", 8),
-                                                              ("b", 8)]
-    assert new_rows == old_rows and new_log == old_log and new_calls == old_calls
+def test_a_grid_sweep_measures_in_its_order_with_its_hooks_around_each_group():
+    rows, log, calls = _measured(GridSweep, Params(sizes=[4, 8, 16], variants=["a", "b"]))
+    assert [(r["variant"], r["bytes"]) for r in rows] == [("a", 4), ("b", 4), ("a", 16), ("b", 16), ("a", 8),
+                                                          ("b", 8)]
+    assert log == ["start_point", "row a 4", "start_point", "row b 4", "free buffer1",
+                   "start_point", "row a 16", "start_point", "row b 16", "free buffer2",
+                   "start_point", "row a 8", "start_point", "row b 8", "free buffer3", "synchronize"]
+    assert [c[2] for c in calls] == ["a · 4 B", "b · 4 B", "a · 16 B", "b · 16 B", "a · 8 B", "b · 8 B", "done"]
     assert GridSweep.entered == [("enter", 4), ("leave", 4), ("enter", 16), ("leave", 16), ("enter", 8),
                                  ("leave", 8)]
 

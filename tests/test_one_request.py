@@ -35,10 +35,10 @@ class CopySweep(harness.Sweep):
     memory_reasons = staticmethod(lambda params, limits: transfers.memory_reasons(params, limits))
     copied: list = []
 
-    def points(self):
-        for size, mode, direction, alloc, timer in self.params.points():
-            yield harness.Point({"variant": mode, "direction": direction, "include_alloc": alloc},
-                                f"{mode} {size} B", size, timer, size)
+    def point(self, grid_point):
+        size, mode, direction, alloc, timer = grid_point.key(self.KEY_COLUMNS)
+        return harness.Point({"variant": mode, "direction": direction, "include_alloc": alloc},
+                             f"{mode} {size} B", size, timer, size)
 
     def measure(self, point):
         type(self).copied.append(point.state)

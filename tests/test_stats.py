@@ -218,3 +218,57 @@ def test_a_long_warm_up_is_kept_as_the_first_sample_and_a_short_one_is_not():
     assert calls == short.samples + stats.INTERACTIVE.warmup  # a 1 ms warm-up is dropped
     precise, calls = run(25.0, stats.PRECISE)
     assert stats.PRECISE.warmup_kept_ms == 0 and calls == precise.samples + stats.PRECISE.warmup
+
+
+# --- the sampling loop's series: the same decisions as the rule on a list, without its O(n) work at every sample ----
+SERIES_PROFILES = [
+    get_profile("precise/timeout_s=1"),
+    Profile("edge", warmup=0, min_samples=3, max_noise=0.02, min_time_s=0.0003, timeout_s=1e9, max_samples=100_000),
+    stats.INTERACTIVE,
+]
+
+
+def _sequences():
+    rng = np.random.default_rng(41)
+    yield [0.1] * 3000  # 0.1 ms is no binary fraction: the summed time meets 0.3 s only approximately
+    yield [0.0001] * 20 + [0.05] * 40
+    yield list(rng.normal(0.12, 0.03, 3000))  # a pageable 1 MiB copy's noise
+    yield list(0.04 * (1 + rng.standard_t(3, 3000) * 0.01))  # a pinned copy's, with outliers
+    yield list(rng.uniform(0.0, 1e-4, 500)) + [1e9, -1e9] + [1e-5] * 30  # cancellation: the bound keeps it exact
+    yield [0.001, float("nan")] + [0.001] * 50
+
+
+@pytest.mark.parametrize("profile", SERIES_PROFILES, ids=lambda p: p.name)
+def test_the_loops_series_stops_exactly_where_the_rule_on_a_list_does(profile):
+    for values in _sequences():
+        series = stats.SampleSeries()
+        for n, value in enumerate(values, 1):
+            series.append(value)
+            for per_sample in (1, 84):
+                listed = stop_reason(profile, values[:n], 0.5, 0.01, per_sample)
+                assert stop_reason(profile, series, 0.5, 0.01, per_sample) == listed, (n, per_sample)
+        assert series.values == [float(v) for v in values]
+        assert np.array_equal(series.array(), np.asarray(values, dtype=float), equal_nan=True)
+
+
+def test_the_series_reaches_min_time_exactly_when_the_lists_sum_does():
+    rng = np.random.default_rng(7)
+    for _ in range(200):
+        values = list(rng.uniform(0.0, 2.0, int(rng.integers(1, 400))))
+        series = stats.SampleSeries()
+        for value in values:
+            series.append(value)
+        exact = sum(values)
+        for threshold_ms in (exact, np.nextafter(exact, 0.0), np.nextafter(exact, np.inf), exact * 0.999,
+                             exact * 1.001):
+            for per_sample in (1, 3):
+                threshold_s = threshold_ms * per_sample / 1e3
+                assert series.reaches(threshold_s, per_sample) == (exact * per_sample / 1e3 >= threshold_s)
+
+
+def test_sampling_keeps_every_sample_in_order_and_summarizes_them_as_before():
+    values = iter([5.0, 1.0, 2.0, 3.0] + [2.0] * 20)
+    profile = Profile("t", warmup=1, min_samples=5, max_noise=0.0, min_time_s=0.001, timeout_s=1e9, max_samples=8)
+    summary = sample_until_stable(lambda: next(values), profile)
+    assert summary.samples_ms == [1.0, 2.0, 3.0, 2.0, 2.0, 2.0, 2.0, 2.0] and summary.stop_reason == "max_samples"
+    assert summary.cv == stats.relative_std([1.0, 2.0, 3.0, 2.0, 2.0, 2.0, 2.0, 2.0])

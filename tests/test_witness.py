@@ -17,7 +17,7 @@ from gpu.service.messages import Progress
 from gpu.service.worker import JobProgress
 from gpu.sweeps import harness
 from tests import test_harness
-from tests.fake_nvml import FakeNVML
+from tests.fake_nvml import FakeNVML, NVMLError
 
 
 def _point(tele: Telemetry, seconds: float = 0.15, during=None) -> dict:
@@ -332,3 +332,111 @@ def test_another_pinpoint_worker_waiting_its_turn_is_no_cause_but_a_foreign_proc
         waiting.kill()
         waiting.wait()
     assert waiting.pid not in gpu_workers.marked()
+
+
+# --- the counters in one NVML call (nvmlDeviceGetFieldValues), each field falling back to its own call -------------
+def _errors_over_a_point(nvml: FakeNVML) -> None:
+    """Every kind of counter moves: PCIe replays, both ECC totals, NVLink errors on fielded and unfielded links."""
+    nvml.replay += 2
+    nvml.ecc = [nvml.ecc[0] + 1, nvml.ecc[1] + 3]
+    for (link, counter), add in {(0, 0): 1, (3, 2): 4, (3, 3): 1, (11, 1): 2, (12, 2): 5, (17, 0): 1}.items():
+        nvml.nvlink[link, counter] = nvml.nvlink.get((link, counter), 0) + add
+
+
+def _busy_board(**changes) -> FakeNVML:
+    nvml = FakeNVML(**{"nvlink_links": list(range(18)), "replay": 7, "ecc": [2, 0], **changes})
+    nvml.nvlink = {(link, counter): link * 10 + counter for link in range(18) for counter in range(4)}
+    return nvml
+
+
+def test_the_counters_are_one_field_call_a_reading_and_only_links_past_11_keep_their_own_calls():
+    nvml = _busy_board()
+    made = witness.Witness(nvml, "handle")
+    made._counters()  # the first reading also finds the links
+    nvml.called.clear()
+    counters = made._counters()
+    assert nvml.called.get("nvmlDeviceGetFieldValues") == 1
+    # Links 12–17 have no field: their 4 counters each keep a call; replays and ECC come with the field call.
+    assert nvml.called.get("nvmlDeviceGetNvLinkErrorCounter") == 6 * 4
+    assert "nvmlDeviceGetPcieReplayCounter" not in nvml.called and "nvmlDeviceGetTotalEccErrors" not in nvml.called
+    assert counters["pcie_replay"] == 7 and counters["ecc"] == 2
+    assert counters["nvlink"]["3"] == {"crc": 30 + 2 + 30 + 3, "replay": 30, "recovery": 31}
+    assert counters["nvlink"]["17"] == {"crc": 170 + 2 + 170 + 3, "replay": 170, "recovery": 171}
+
+
+def test_fields_give_the_same_counters_witness_and_conditions_as_their_own_calls():
+    by_fields, by_calls = _busy_board(), _busy_board()
+    by_calls.nvmlDeviceGetFieldValues = None  # a binding without the call: today's reads, one call each
+    summaries, counters = [], []
+    for nvml in (by_fields, by_calls):
+        tele = Telemetry("0000:01:00.0", nvml=nvml)
+        try:
+            summary = _point(tele, during=lambda nvml=nvml: _errors_over_a_point(nvml))
+            counters.append(tele.witness._counters())
+        finally:
+            tele.witness.close()
+        raw = json.loads(summary["witness"])
+        summaries.append((summary["conditions"], {k: raw.get(k) for k in ("pcie_replay", "ecc", "nvlink")}))
+    assert "nvmlDeviceGetFieldValues" in by_fields.called and "nvmlDeviceGetFieldValues" not in by_calls.called
+    assert counters[0] == counters[1]
+    assert summaries[0] == summaries[1]
+    assert conditions.causes(summaries[0][0]) == [
+        "PCIe replays +2", "ECC volatile errors +4", "NVLink 0 replays +1", "NVLink 3 CRC errors +5",
+        "NVLink 11 recoveries +2", "NVLink 12 CRC errors +5", "NVLink 17 replays +1"]
+
+
+def test_a_field_the_board_does_not_support_is_read_by_its_own_call_from_then_on():
+    nvml = _busy_board(unsupported_fields={94, 32 + 3})  # PCIe replays; link 3's CRC flit errors
+    made = witness.Witness(nvml, "handle")
+    first = made._counters()
+    nvml.called.clear()
+    second = made._counters()
+    assert first == second and second["pcie_replay"] == 7 and second["nvlink"]["3"]["crc"] == 65
+    assert nvml.called.get("nvmlDeviceGetPcieReplayCounter") == 1  # its own call, the field no longer asked for
+    assert nvml.called.get("nvmlDeviceGetNvLinkErrorCounter") == 6 * 4 + 1
+    assert nvml.called.get("nvmlDeviceGetFieldValues") == 1
+
+
+def test_a_field_call_that_fails_reads_that_reading_by_its_own_calls_and_tries_the_fields_again_next_time():
+    nvml = _busy_board()
+    made = witness.Witness(nvml, "handle")
+    made._counters()
+    real = nvml.nvmlDeviceGetFieldValues
+
+    def lost_once(handle, field_ids):
+        nvml.nvmlDeviceGetFieldValues = real
+        raise NVMLError(15, "GPU is lost")  # not "Not Supported": the next reading tries the fields again
+
+    nvml.nvmlDeviceGetFieldValues = lost_once
+    nvml.called.clear()
+    assert made._counters()["nvlink"]["5"] == {"crc": 105, "replay": 50, "recovery": 51}
+    assert nvml.called.get("nvmlDeviceGetNvLinkErrorCounter") == 18 * 4
+    nvml.called.clear()
+    made._counters()
+    assert nvml.called.get("nvmlDeviceGetFieldValues") == 1
+    assert nvml.called.get("nvmlDeviceGetPcieReplayCounter") is None
+
+
+def test_a_field_call_that_is_not_supported_is_not_made_again():
+    nvml = _busy_board()
+
+    def not_supported(handle, field_ids):
+        nvml.called["field call refused"] = nvml.called.get("field call refused", 0) + 1
+        raise NVMLError(nvml.NVML_ERROR_NOT_SUPPORTED, "Not Supported")
+
+    nvml.nvmlDeviceGetFieldValues = not_supported
+    made = witness.Witness(nvml, "handle")
+    made._counters()
+    second = made._counters()
+    assert nvml.called["field call refused"] == 1 and second["pcie_replay"] == 7 and second["ecc"] == 2
+
+
+def test_a_garbage_field_value_is_refused_as_its_own_call_would_be():
+    nvml = _busy_board(replay=-7)
+    tele = Telemetry("0000:01:00.0", nvml=nvml)
+    try:
+        summary = _point(tele)
+    finally:
+        tele.witness.close()
+    assert "nvmlDeviceGetPcieReplayCounter" not in nvml.called  # read through its field
+    assert summary["conditions"] == "NVML readings refused: PCIe replays"

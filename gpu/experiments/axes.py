@@ -158,17 +158,15 @@ def _whole(value) -> int:
 
 
 class Parameters:
-    """The base of every experiment's ``Params``: the axes it was built from and its point grid. A declaration that
-    gives ``parameters`` its ``grid`` gets ``points()`` generated; one without overrides ``points``."""
+    """The base of every experiment's ``Params``: the axes it was built from and its declared point grid, from which
+    ``grid()``, ``skipped()`` and ``points()`` are generated."""
 
     AXES: tuple[Axis, ...] = ()
-    GRID = None  # a gpu.experiments.grid.Grid, or None
+    GRID = None  # a gpu.experiments.grid.Grid (``parameters`` requires one)
     KEY_COLUMNS: tuple[str, ...] = ()
 
     def walk(self) -> tuple[list, list]:
         """``(grid points, skipped)``: the declared grid walked once (``Grid.walk``)."""
-        if self.GRID is None:
-            raise NotImplementedError(f"{type(self).__name__} declares no grid")
         return self.GRID.walk(self)
 
     def grid(self) -> list:
@@ -176,25 +174,23 @@ class Parameters:
         return self.walk()[0]
 
     def skipped(self) -> list:
-        """The points an exclusion skips: ``(GridPoint, reason)`` pairs; none without a declared grid."""
-        return self.walk()[1] if self.GRID is not None else []
+        """The points an exclusion skips: ``(GridPoint, reason)`` pairs."""
+        return self.walk()[1]
 
     def points(self) -> list[tuple]:
         """Every point's key, in ``KEY_COLUMNS`` order, in generation order."""
-        if self.GRID is None:
-            raise NotImplementedError
         return [point.key(self.KEY_COLUMNS) for point in self.grid()]
 
 
-def parameters(axes: tuple[Axis, ...], grid=None, key_columns=()) -> type:
-    """A frozen dataclass with one field per axis (its default) plus ``profile``. With ``grid`` (a
-    ``gpu.experiments.grid.Grid``) and ``key_columns`` its ``points()``, ``grid()`` and ``skipped()`` come from the
-    grid; without, subclass it to write ``points``."""
-    if grid is not None:
-        missing = [c for c in key_columns if c not in grid.key_columns]
-        if not key_columns or missing or set(grid.key_columns) - set(key_columns):
-            raise ValueError(f"the grid's key columns ({', '.join(grid.key_columns)}) are not the key columns "
-                             f"({', '.join(key_columns)})")
+def parameters(axes: tuple[Axis, ...], grid, key_columns) -> type:
+    """A frozen dataclass with one field per axis (its default) plus ``profile``, its ``points()``, ``grid()`` and
+    ``skipped()`` generated from ``grid`` (a ``gpu.experiments.grid.Grid``) whose key columns are ``key_columns``."""
+    if grid is None:
+        raise ValueError("parameters need a declared grid (gpu.experiments.grid.Grid)")
+    missing = [c for c in key_columns if c not in grid.key_columns]
+    if not key_columns or missing or set(grid.key_columns) - set(key_columns):
+        raise ValueError(f"the grid's key columns ({', '.join(grid.key_columns)}) are not the key columns "
+                         f"({', '.join(key_columns)})")
     fields = []
     for axis in axes:
         default = axis.default

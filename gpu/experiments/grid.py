@@ -176,6 +176,5 @@ def skipped_summary(skipped) -> list[str]:
 
 
 def skipped_notes(params) -> list[str]:
-    """What a job's notes and the runner say of the combinations ``params``' grid excludes (never measured);
-    nothing for parameters without a declared grid."""
-    return skipped_summary(getattr(params, "skipped", list)())
+    """What a job's notes and the runner say of the combinations ``params``' grid excludes (never measured)."""
+    return skipped_summary(params.skipped())

@@ -42,6 +42,12 @@ def values_coarse_first(points: list[tuple], series, value) -> list[tuple]:
     return sorted(points, key=lambda p: (first[series(p)], rank[series(p)][value(p)]))
 
 
+def row_keys(frame: pd.DataFrame, module) -> list[tuple]:
+    """Each row's point key, as ``Params.points()`` gives them (``module.KEY_COLUMNS``): an empty coordinate (NaN
+    in a frame) is None, a whole float an int."""
+    return [tuple(key_value(v) for v in values) for values in zip(*(frame[c] for c in module.KEY_COLUMNS), strict=True)]
+
+
 def in_point_order(frame: pd.DataFrame, module, params) -> pd.DataFrame:
     """The rows of ``frame`` in ``params.points()`` order (the order before progressive delivery), matched by
     the experiment's KEY_COLUMNS; rows that match no point keep their order, at the end."""
@@ -51,3 +57,10 @@ def in_point_order(frame: pd.DataFrame, module, params) -> pd.DataFrame:
     keys = zip(*(frame[c] for c in module.KEY_COLUMNS), strict=True)
     position = [rank.get(tuple(key_value(v) for v in key), len(rank)) for key in keys]
     return frame.iloc[sorted(range(len(frame)), key=position.__getitem__)].reset_index(drop=True)
+
+
+def coarse_first_along(points: list, column: str) -> list:
+    """Grid points (mappings) measured with the values of ``column`` in coarse-first order, outermost: every point of
+    the first value, then of the next; each value's points keep their order."""
+    rank = {value: i for i, value in enumerate(coarse_first(dict.fromkeys(p[column] for p in points)))}
+    return sorted(points, key=lambda p: rank[p[column]])

@@ -21,7 +21,7 @@ from gpu.core.devices import uuid_tail
 from gpu.core.errors import DeviceNotFound, ValidationError, WorkerUnavailable
 from gpu.core.limits import Limits
 from gpu.core.units import format_bytes
-from gpu.experiments import get_experiment
+from gpu.experiments import get_experiment, order
 from gpu.experiments.grid import skipped_notes
 from gpu.experiments.registry import min_gpus
 from gpu.experiments.request import Request, check_params, checked_request, on_device
@@ -211,7 +211,7 @@ class ReplayBackend:
         best, best_count = None, 0
         for run_id in self.recordings(experiment)["run_id"]:  # newest first
             recorded = rows[rows["run_id"] == run_id]
-            count = len(wanted.intersection(recorded_keys(recorded, module)))
+            count = len(wanted.intersection(order.row_keys(recorded, module)))
             if count > best_count:
                 best, best_count = run_id, count
         return best
@@ -246,7 +246,7 @@ class ReplayBackend:
         recorded = self.data[(self.data["experiment"] == experiment) & (self.data["run_id"] == run_id)]
         if recorded.empty:
             raise ValidationError([f"no recording with run id {run_id}"])
-        keys = recorded_keys(recorded, module)
+        keys = order.row_keys(recorded, module)
         have = set(keys)
         selected = recorded[[key in wanted for key in keys]]
         missing = wanted - have
@@ -267,13 +267,6 @@ class ReplayBackend:
             notes.append(f"not recorded, so not shown (replay never interpolates): {what}")
         # Rows keep the recording's device and timestamp; the backend column says this view is a replay.
         return selected.assign(backend="replay").reset_index(drop=True)
-
-
-def recorded_keys(recorded: pd.DataFrame, module) -> list[tuple]:
-    """Each recorded row's point key, as ``Params.points()`` gives them: an empty coordinate (NaN in a frame) is
-    None, a whole float an int."""
-    return [tuple(schema.key_value(v) for v in values)
-            for values in zip(*(recorded[c] for c in module.KEY_COLUMNS), strict=True)]
 
 
 def submit_values(backend, experiment: str, params: dict, **options) -> JobHandle:

@@ -97,6 +97,10 @@ class GpuService:
         self.warmed = self._warm_up()
         # A fleet's worker (``gpu.fleet.task`` sets this) answers only once its warm-ups' background work is done.
         self.settled = self.settle() if os.environ.get(SETTLE_ENV) == "1" else {}
+        if os.environ.get(SETTLE_ENV) == "1":
+            # A fleet's worker imports pandas now: its first job's frame would (0.3 s of that GPU's first run), and a
+            # fleet's worker starts before any run is submitted. The app's worker keeps its quick start.
+            import pandas  # noqa: F401
         self.methods  # noqa: B018 (hashed now, once the sweeps are imported and the kernels compiled)
 
     @functools.cached_property

@@ -58,12 +58,11 @@ class Sweep:
     """An experiment's measurement. Its declaration (``gpu/experiments/<name>/__init__.py``) declares NAME, TITLE, AXES,
     KEY_COLUMNS, its grid, ``invalid_reasons`` and ``memory_reasons`` (the subclass takes them from there), and the
     subclass implements ``point(grid_point)`` (the measurement of one declared point; ``order`` and
-    ``group_of`` / ``enter_group`` / ``leave_group`` optional; the older ``points`` generator, which loops over the
-    axes itself, still runs), ``measure(point)`` (a
-    sample function for the profile's loop, a finished ``stats.Summary``, or None for a point that cannot run: no
-    row) and ``verify(point)`` (raise ``VerificationError`` on wrong data); ``prepare(point)`` does a point's
-    untimed set-up (poisoning its output) before its telemetry starts. ``__init__`` runs before the job's allocation
-    scope opens, ``setup`` inside it (``self.ledger`` and ``self.progress`` set) and ``close`` after it has closed,
+    ``group_of`` / ``enter_group`` / ``leave_group`` optional), ``measure(point)`` (a sample function for the
+    profile's loop, a finished ``stats.Summary``, or None for a point that cannot run: no row) and ``verify(point)``
+    (raise ``VerificationError`` on wrong data); ``prepare(point)`` does a point's untimed set-up (poisoning its
+    output) before its telemetry starts. ``__init__`` runs before the job's allocation scope opens, ``setup`` inside
+    it (``self.ledger`` and ``self.progress`` set) and ``close`` after it has closed,
     even on an error. ``limits`` are the device limits read for this job (once), its memory re-checked against them.
 
     ``self.gpu`` is the set's first GPU, the one a one-GPU sweep measures on; ``self.gpus`` the whole ``DeviceSet``
@@ -162,17 +161,9 @@ class Sweep:
     def leave_group(self, group) -> None:
         """Release what ``enter_group(group)`` set up that the next groups do not need."""
 
-    def points(self) -> Iterator[Point]:
-        """The old shape, still honoured: a generator of ``Point``s that loops over the axes itself. A sweep that
-        implements ``point`` instead receives the declared grid's points (``walk``)."""
-        raise NotImplementedError
-
     def walk(self) -> Iterator[Point]:
         """The points to measure, in order: the declared grid's (``Params.grid()``, in ``order``'s order, with the
-        group hooks around each group) for a sweep that implements ``point``, else its own ``points()``."""
-        if type(self).points is not Sweep.points:
-            yield from self.points()
-            return
+        group hooks around each group), each measured by ``point``."""
         current = _NO_GROUP = object()
         grid_points = self.grid_points if self.grid_points is not None else self.params.grid()
         for grid_point in self.order(list(grid_points)):
@@ -212,14 +203,6 @@ class Sweep:
         return stats.sample_until_stable(sample, self.profile, per_sample=per_sample)
 
 
-def walk_grid(params) -> tuple[list[GridPoint] | None, list]:
-    """``params``' declared grid walked once: ``(points, skipped)``; ``(None, [])`` for parameters without one (an
-    old-style ``points()``)."""
-    if getattr(params, "GRID", None) is None:
-        return None, []
-    return params.walk()
-
-
 def device_set(gpu) -> DeviceSet:
     """The device set a job runs on: ``gpu`` itself when it is one, else a set of that one runtime."""
     return gpu if isinstance(gpu, DeviceSet) else DeviceSet.of(gpu)
@@ -242,9 +225,8 @@ def run(declaration: type[Sweep], params, gpu, progress, should_cancel) -> list[
     # The one point grid is the declaration's (Params.points()): a sweep measures it in its own order, with its own
     # set-up around groups, but a row whose key is not in it is a sweep that drifted from its declaration (refused,
     # never stored).
-    grid_points, skipped = walk_grid(params)
-    keys = [p.key(declaration.KEY_COLUMNS) for p in grid_points] if grid_points is not None else params.points()
-    grid = {tuple(key_value(v) for v in key) for key in keys}
+    grid_points, skipped = params.walk()
+    grid = {tuple(key_value(v) for v in p.key(declaration.KEY_COLUMNS)) for p in grid_points}
     total = len(grid)
     if skipped and hasattr(progress, "skipped"):
         progress.skipped(skipped)

@@ -59,6 +59,37 @@ def log(part: str, start: float, end: float | None = None, experiment: str | Non
         out.write(json.dumps(line) + "\n")
 
 
+class _Tally:
+    """Parts that happen at every sample (the samples, the stop rule, the telemetry between samples), added up in
+    memory and logged as one line a point (``seconds``, ``count``): a line appended per sample cost ~15-30 µs of file
+    work between samples, which the job's "rest" then counted as PinPoint's."""
+
+    def __init__(self):
+        self.parts: dict[str, list] = {}  # part → [seconds, count, first start, last end]
+
+    def add(self, part: str, start: float, end: float) -> None:
+        tally = self.parts.get(part)
+        if tally is None:
+            self.parts[part] = [end - start, 1, start, end]
+        else:
+            tally[0] += end - start
+            tally[1] += 1
+            tally[3] = end
+
+    def flush(self) -> None:
+        parts, self.parts = self.parts, {}
+        for part, (seconds, count, start, end) in parts.items():
+            log(part, start, end, seconds=seconds, count=count)
+
+
+_TALLY = _Tally()
+
+
+def _seconds(s: dict) -> float:
+    """A span's seconds: its own, or the sum of the calls a tallied line stands for."""
+    return s.get("seconds", s["end"] - s["start"])
+
+
 @contextlib.contextmanager
 def span(part: str, **extra):
     started = time.time()
@@ -95,6 +126,27 @@ def _process_started() -> float:
         return time.time()
 
 
+def _tally_calls(owner, name: str, part: str, unless_forced: bool = False) -> None:
+    """``owner.name`` added to the tally of ``part`` at every call (``unless_forced``: not its ``force=True`` calls,
+    which the witness's spans around a point already count)."""
+    original = getattr(owner, name)
+    if getattr(original, "_timed", False):
+        return
+
+    def tallied(*args, **kwargs):
+        if unless_forced and kwargs.get("force"):
+            return original(*args, **kwargs)
+        started = time.time()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            _TALLY.add(part, started, time.time())
+
+    tallied._timed = True
+    tallied.__wrapped__ = original
+    setattr(owner, name, tallied)
+
+
 def _instrument_gpu_worker() -> None:
     """Time the device layer's and the harness's parts inside this GPU worker process (class- and module-level)."""
     from gpu.device import context, telemetry, witness
@@ -109,6 +161,17 @@ def _instrument_gpu_worker() -> None:
     _wrap(telemetry.Telemetry, "point_summary", "point: witness after (NVML counters, last reading)")
     _wrap(witness.Witness, "_counters", "nvml: counters (PCIe replays, ECC, NVLink errors)")
     _wrap(witness.Witness, "sample", "nvml: one reading (clocks, power, processes, PCIe)")
+    from gpu.core import schema, stats
+    from gpu.service import worker
+    from gpu.sweeps import _kernels
+
+    _tally_calls(stats, "stop_reason", STOP_RULE)
+    _tally_calls(telemetry.Telemetry, "sample", BETWEEN_SAMPLES, unless_forced=True)
+    _wrap(_kernels, "measured_row", ROW)
+    _wrap(worker.JobProgress, "__call__", PROGRESS)
+    _wrap(worker.JobProgress, "row", PROGRESS)
+    _wrap(schema, "make_frame", FRAME)
+    _wrap(worker, "in_point_order", FRAME)
     original_run = harness.run
     if getattr(original_run, "_timed", False):
         return
@@ -132,7 +195,7 @@ def _timed_sweep(declaration):
             try:
                 return sample()
             finally:
-                log("point: samples (the profile's loop)", started, time.time())
+                _TALLY.add(SAMPLES, started, time.time())
         return sample_once
 
     class Timed(declaration):
@@ -155,11 +218,12 @@ def _timed_sweep(declaration):
                     try:
                         return batch_ms(copies)
                     finally:
-                        log("point: samples (the profile's loop)", started, time.time())
+                        _TALLY.add(SAMPLES, started, time.time())
                 return dataclasses.replace(sample, batch_ms=timed_batch)  # its copies and rule kept
             return timed_sample(sample) if callable(sample) else sample
 
         def verify(self, point):
+            _TALLY.flush()  # the point's samples, stop rule and telemetry: one line each
             with span("point: verification (verify)"):
                 super().verify(point)
 
@@ -231,8 +295,11 @@ def _timed_service_class(base):
         def handle(self, job, progress, should_cancel):
             request = job.get("request")
             _CONTEXT.experiment = getattr(request, "experiment", job.get("kind", ""))
-            with span("job: in the GPU worker (handle)"):
-                return super().handle(job, progress, should_cancel)
+            try:
+                with span("job: in the GPU worker (handle)"):
+                    return super().handle(job, progress, should_cancel)
+            finally:
+                _TALLY.flush()  # a job that failed between samples
 
         def after_reply(self):
             with span("job: after its answer (buffers freed)"):
@@ -443,8 +510,12 @@ def report(log_path: Path, title: str, detail: bool = False) -> None:
 
 
 def _total(spans: list[dict], part: str, experiment: str | None = None) -> float:
-    return sum(s["end"] - s["start"] for s in spans if s["part"] == part
+    return sum(_seconds(s) for s in spans if s["part"] == part
                and (experiment is None or s["experiment"] == experiment))
+
+
+def _count(spans: list[dict], part: str) -> int:
+    return sum(s.get("count", 1) for s in spans if s["part"] == part)
 
 
 def _report_start(gpu: str, mine: list[dict], origin: float) -> None:
@@ -463,22 +534,41 @@ def _report_start(gpu: str, mine: list[dict], origin: float) -> None:
         print(f"    first run submitted at {first_run - origin:+.2f} s (times from the fleet's start)", flush=True)
 
 
+SAMPLES = "point: samples (the profile's loop)"
+STOP_RULE = "point: stop rule after each sample (stats.stop_reason)"
+BETWEEN_SAMPLES = "point: telemetry between samples (Telemetry.sample: NVML clock every 50 ms)"
+ROW = "point: row (measured_row, the witness's last reading in it)"
+ROW_ONLY = "point: row (measured_row, besides the witness's last reading)"
+PROGRESS = "job: progress messages (progress, each row sent to the page)"
+FRAME = "job: frame (make_frame, point order)"
+WITNESS_AFTER = "point: witness after (NVML counters, last reading)"
 PARTS_IN_JOB = [
     "job: provenance (facts, git commit)", "job: limits (memory free, host memory)", "job: sweep set-up (setup)",
     "point: generator (inputs, buffers, between points)", "point: prepare",
-    "point: set-up (measure: uploads, patterns, calibration)", "point: samples (the profile's loop)",
+    "point: set-up (measure: uploads, patterns, calibration)", SAMPLES, STOP_RULE, BETWEEN_SAMPLES,
     "point: verification (verify)", "point: witness before (NVML counters, first reading)",
-    "point: witness after (NVML counters, last reading)", "job: sweep close",
+    WITNESS_AFTER, ROW_ONLY, PROGRESS, FRAME, "job: sweep close",
 ]
 
 
-SAMPLES = "point: samples (the profile's loop)"
+def _part_total(spans: list[dict], part: str) -> float:
+    """A part's seconds; the row's without the witness's last reading, which is a part of its own."""
+    if part == ROW_ONLY:
+        return max(0.0, _total(spans, ROW) - _total(spans, WITNESS_AFTER)) if any(
+            s["part"] == ROW for s in spans) else 0.0
+    return _total(spans, part)
+
+
 COMPACT = [("samples", SAMPLES),
+           ("stop rule", STOP_RULE),
+           ("telemetry", BETWEEN_SAMPLES),
            ("set-up", "point: set-up (measure: uploads, patterns, calibration)"),
            ("generator", "point: generator (inputs, buffers, between points)"),
            ("verify", "point: verification (verify)"),
-           ("witness", ("point: witness before (NVML counters, first reading)",
-                        "point: witness after (NVML counters, last reading)"))]
+           ("witness", ("point: witness before (NVML counters, first reading)", WITNESS_AFTER)),
+           ("rows", ROW_ONLY),
+           ("progress", PROGRESS),
+           ("frame", FRAME)]
 
 
 def _report_runs(gpu: str, mine: list[dict], detail: bool) -> None:
@@ -513,8 +603,8 @@ def _report_runs(gpu: str, mine: list[dict], detail: bool) -> None:
             record["job"] = job_end - job_start
             for name, parts in COMPACT:
                 parts = (parts,) if isinstance(parts, str) else parts
-                record[name] = sum(_total(run, p) for p in parts)
-            record["rest of job"] = record["job"] - sum(_total(run, p) for p in PARTS_IN_JOB)
+                record[name] = sum(_part_total(run, p) for p in parts)
+            record["rest of job"] = record["job"] - sum(_part_total(run, p) for p in PARTS_IN_JOB)
             record["to job"] = job_start - sub["start"]
             if noticed is not None:
                 record["job → noticed"] = noticed - job_end
@@ -541,17 +631,19 @@ def _report_runs(gpu: str, mine: list[dict], detail: bool) -> None:
         gap("dispatched → GPU locks held, job queued to the GPU worker", dispatched, queued)
         gap("queued → the GPU worker started the job", queued, job_start)
         if job_start is not None and job_end is not None:
-            parts = {p: _total(run, p) for p in PARTS_IN_JOB if any(s["part"] == p for s in run)}
+            parts = {p: _part_total(run, p) for p in PARTS_IN_JOB
+                     if any(s["part"] == (ROW if p == ROW_ONLY else p) for s in run)}
             lines.append(f"      job in the GPU worker: {job_end - job_start:.3f} s")
             for part, seconds in parts.items():
-                count = sum(1 for s in run if s["part"] == part)
+                count = _count(run, ROW if part == ROW_ONLY else part)
                 lines.append(f"        {part}: {seconds:.3f} s ({count}×)")
-            lines.append(f"        the rest (rows, frame, scope, progress): {record['rest of job']:.3f} s")
+            lines.append(f"        the rest (allocation scope, grid walk, key checks, Python between): "
+                         f"{record['rest of job']:.3f} s")
             nvml_counters = _total(run, "nvml: counters (PCIe replays, ECC, NVLink errors)")
             readings = [s for s in run if s["part"] == "nvml: one reading (clocks, power, processes, PCIe)"]
             if readings:
                 lines.append(f"        (NVML inside the above: counters {nvml_counters:.3f} s; "
-                             f"{len(readings)} readings {sum(s['end'] - s['start'] for s in readings):.3f} s, "
+                             f"{len(readings)} readings {sum(_seconds(s) for s in readings):.3f} s, "
                              "most on the witness's thread)")
             lines.extend(_points(run, job_end))
         gap("job ended → client got its answer (pickling, queue)", job_end, answered)
@@ -584,10 +676,11 @@ def _points(run: list[dict], job_end: float) -> list[str]:
         inside = [s for s in run if setup["start"] <= s["start"] < until]
 
         def seconds(part, inside=inside):
-            return sum(s["end"] - s["start"] for s in inside if s["part"] == part)
+            return sum(_seconds(s) for s in inside if s["part"] == part)
 
         lines.append(f"          point {setup.get('label', index)}: {until - setup['start']:.3f} s: set-up "
-                     f"{seconds(setup['part']):.3f}, samples {seconds(SAMPLES):.3f}, "
+                     f"{seconds(setup['part']):.3f}, samples {seconds(SAMPLES):.3f}, stop rule "
+                     f"{seconds(STOP_RULE):.3f}, telemetry between samples {seconds(BETWEEN_SAMPLES):.3f}, "
                      f"verify {seconds('point: verification (verify)'):.3f}, witness after "
                      f"{seconds('point: witness after (NVML counters, last reading)'):.3f}, next witness before "
                      f"{seconds('point: witness before (NVML counters, first reading)'):.3f}")

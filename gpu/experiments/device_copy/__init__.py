@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 from gpu.core.roofline import MEMORY, Roof
 from gpu.core.units import GiB, KiB, MiB, format_bytes
 from gpu.experiments import _kernels as k
-from gpu.experiments import axes
+from gpu.experiments import axes, grid
 from gpu.experiments.page import PageEntry
 
 if TYPE_CHECKING:  # frames are passed in only: a declaration loads no pandas
@@ -62,7 +62,7 @@ METHODS = ("single", "batched")
 METHOD_LABELS = {"single": "single copy", "batched": "batched"}
 TIMERS = {"single": "cuda_event", "batched": "cuda_event_batched_held"}
 METHOD_OF_TIMER = {timer: method for method, timer in TIMERS.items()}
-KEY_COLUMNS = ["variant", "elements", "timer"]  # the order of Params.points()
+KEY_COLUMNS = ["variant", "elements", "timer"]  # the order of a key in Params.points()
 # What rows recorded before schema version 11 named in ``param`` (a detail of how samples were made, or no
 # axis), and its column now.
 LEGACY_PARAMS = {"passes per launch": "passes_per_launch", "copies per sample": "copies_per_sample"}
@@ -89,12 +89,18 @@ AXES = (
 )
 
 
-class Params(axes.parameters(AXES)):
-    def points(self):
-        for size in self.sizes:
-            for variant in self.variants:
-                for method in self.methods:
-                    yield variant, size, TIMERS.get(method, method)
+# Every size, every copy at it, every method; a method is a key by its timer. The l2_copy runs only at L2-resident
+# sizes of the device, single method: its other points are measured as no row (the sweep's measure says why).
+GRID = grid.Grid([
+    grid.Coordinate("elements", axis="sizes"),
+    grid.Coordinate("variant", axis="variants"),
+    grid.Coordinate("method", axis="methods", key=False),
+    grid.Coordinate("timer", derive=lambda point: TIMERS.get(point["method"], point["method"])),
+])
+
+
+class Params(axes.parameters(AXES, grid=GRID, key_columns=KEY_COLUMNS)):
+    pass
 
 
 parse_params = axes.parser(Params)
@@ -108,7 +114,7 @@ def device_bytes_needed(params: Params) -> int:
 def invalid_reasons(params: Params, limits) -> list[str]:
     """Why these parameters cannot run on a device with ``limits`` (empty when they can)."""
     reasons = axes.reasons(params, limits)
-    n_points = len(params.sizes) * len(params.variants) * len(params.methods)
+    n_points = GRID.count(params)
     if n_points > MAX_POINTS:
         reasons.append(f"{n_points} points requested; at most {MAX_POINTS} per run")
     return reasons or memory_reasons(params, limits)

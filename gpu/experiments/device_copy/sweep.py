@@ -8,18 +8,17 @@ import time
 import numpy as np
 
 from gpu.core.units import format_bytes
-from gpu.device.timing import EventTimer, StreamHold
 from gpu.experiments.device_copy import (
     BLOCK,
     GUARD_BYTES,
     LABELS,
     METHOD_LABELS,
-    TIMERS,
     WORD_BYTES,
     bytes_moved,
     l2_passes,
 )
-from gpu.sweeps import harness
+from gpu.experiments.order import coarse_first_along
+from gpu.sweeps import harness, timing_methods
 from gpu.sweeps.verify import PatternChecker
 
 
@@ -27,12 +26,9 @@ class DeviceCopySweep(harness.Sweep):
     """One source and one destination of the largest size for the whole job; sizes coarse first (4 KiB, 1 GiB,
     16 MiB, …), so the page shows the whole curve early. Each point copies the first ``size`` bytes."""
 
-
     def setup(self) -> None:
         gpu, ledger, largest = self.gpu, self.ledger, max(self.params.sizes)
-        self.stream = self.cuda.Stream()
-        self.timer = EventTimer(self.cuda, self.stream)
-        self.holder = None  # made at the first batched point
+        self.clock = timing_methods.StreamClock(gpu, ledger)  # its stream hold is made at the first batched point
         self.copy_kernel = gpu.kernel("device_copy", "copy_bytes")
         self.copy_kernel.prepare("PPQ")
         self.passes_kernel = gpu.kernel("device_copy", "copy_bytes_passes")
@@ -45,16 +41,16 @@ class DeviceCopySweep(harness.Sweep):
         self.checker.fill(int(self.src), largest // WORD_BYTES, self.seed)
         self.cuda.Context.synchronize()
 
-    def points(self):
-        params = self.params
-        for size in harness.coarse_first(params.sizes):
-            for variant in params.variants:
-                for method in params.methods:
-                    yield harness.Point(
-                        {"variant": variant, "direction": "device", "elements": int(size),
-                         "block_size": BLOCK if variant != "copy_engine" else None},
-                        f"{LABELS[variant]} {format_bytes(size)} {METHOD_LABELS[method]}",
-                        bytes_moved(size), TIMERS[method], {"variant": variant, "size": int(size), "method": method})
+    def order(self, grid_points):
+        return coarse_first_along(grid_points, "elements")
+
+    def point(self, grid_point):
+        variant, size, method = grid_point["variant"], int(grid_point["elements"]), grid_point["method"]
+        return harness.Point(
+            {"variant": variant, "direction": "device", "elements": size,
+             "block_size": BLOCK if variant != "copy_engine" else None},
+            f"{LABELS[variant]} {format_bytes(size)} {METHOD_LABELS[method]}",
+            bytes_moved(size), grid_point["timer"], {"variant": variant, "size": size, "method": method})
 
     def prepare(self, point) -> None:
         """Poison the destination and the guard after it: another seed's pattern, which differs in every word."""
@@ -62,32 +58,21 @@ class DeviceCopySweep(harness.Sweep):
         self.checker.poison(int(self.dst), size // WORD_BYTES, GUARD_BYTES // WORD_BYTES, self.poison_seed)
         self.cuda.Context.synchronize()
 
-    # --- timing -------------------------------------------------------------------------------------------------------
-    def issue(self, variant: str, size: int, passes: int = 1) -> None:
-        """Queue one copy of ``size`` bytes, source → destination, on the sweep's stream (``passes`` of them in one
-        launch for l2_copy)."""
+    # --- issuing (the harness's timing methods time it) ------------------------------------------------------------
+    def issue(self, stream, variant: str, size: int, passes: int = 1) -> None:
+        """Queue one copy of ``size`` bytes, source → destination, on ``stream`` (``passes`` of them in one launch
+        for l2_copy)."""
         if variant == "copy_engine":
-            self.cuda.memcpy_dtod_async(self.dst, self.src, size, self.stream)
+            self.cuda.memcpy_dtod_async(self.dst, self.src, size, stream)
             return
         vectors = size // 16
         grid = max(1, min(-(-vectors // BLOCK), self.gpu.sm_count * (2048 // BLOCK) * 2))
         if variant == "l2_copy":
-            self.passes_kernel.prepared_async_call((grid, 1), (BLOCK, 1, 1), self.stream, int(self.src),
+            self.passes_kernel.prepared_async_call((grid, 1), (BLOCK, 1, 1), stream, int(self.src),
                                                    int(self.dst), np.uint64(size), np.int32(passes))
         else:
-            self.copy_kernel.prepared_async_call((grid, 1), (BLOCK, 1, 1), self.stream, int(self.src), int(self.dst),
+            self.copy_kernel.prepared_async_call((grid, 1), (BLOCK, 1, 1), stream, int(self.src), int(self.dst),
                                                  np.uint64(size))
-
-    def batch_ms(self, variant: str, size: int, copies: int) -> float:
-        """``copies`` back-to-back copies between two events, the stream held while Python queues them."""
-        if self.holder is None:
-            self.holder = StreamHold(self.gpu, self.ledger)
-
-        def enqueue() -> None:
-            for _ in range(copies):
-                self.issue(variant, size)
-
-        return self.timer.time(enqueue, self.holder)
 
     def measure(self, point):
         state = point.state
@@ -98,12 +83,14 @@ class DeviceCopySweep(harness.Sweep):
                 return None  # not an L2-resident size, or batched (one launch is its own batch): no row
             point.columns.update({"passes_per_launch": passes})
             point.nbytes = bytes_moved(size, passes)
-            return lambda: self.timer.time(lambda: self.issue(variant, size, passes))
-        if state["method"] == "single":
-            return lambda: self.timer.time(lambda: self.issue(variant, size))
-        copies = harness.copies_per_sample(lambda n: self.batch_ms(variant, size, n))
-        point.columns.update({"copies_per_sample": copies})
-        return lambda: self.batch_ms(variant, size, copies) / copies
+            return self.clock.sampler(timing_methods.SINGLE, lambda stream: self.issue(stream, variant, size, passes))
+        # batched: held (the copies queue without waiting on the stream); a sample is the batch's mean per copy, the
+        # profile's min_time_s counting those means, as the recordings were measured
+        method = timing_methods.SINGLE if state["method"] == "single" else timing_methods.HELD
+        sample = self.clock.sampler(method, lambda stream: self.issue(stream, variant, size), per_copy=False)
+        if method == timing_methods.HELD:
+            point.columns.update({"copies_per_sample": sample.copies})
+        return sample
 
     def verify(self, point) -> None:
         state = point.state

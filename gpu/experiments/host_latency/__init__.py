@@ -24,7 +24,7 @@ import numpy as np
 
 from gpu.core.units import GiB, KiB, MiB, format_bytes
 from gpu.experiments import _kernels as k
-from gpu.experiments import axes
+from gpu.experiments import axes, grid
 
 NAME = "host_latency"
 # Registration (gpu/experiments/registry.py): the runner's subcommand, the page, the place in lists.
@@ -51,12 +51,12 @@ AXES = (
 )
 
 
-class Params(axes.parameters(AXES)):
-    def points(self):
-        """Keys in the order of KEY_COLUMNS, in the order they are measured."""
-        for variant in self.variants:
-            for size in self.sizes:
-                yield variant, size
+# Each memory, each working set (``working_set_bytes``), measured in this order.
+GRID = grid.Grid([grid.Coordinate("variant", axis="variants"), grid.Coordinate("working_set_bytes", axis="sizes")])
+
+
+class Params(axes.parameters(AXES, grid=GRID, key_columns=KEY_COLUMNS)):
+    pass
 
 
 parse_params = axes.parser(Params)

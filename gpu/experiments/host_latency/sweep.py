@@ -13,8 +13,9 @@ from gpu.sweeps import harness
 
 
 class HostLatencySweep(harness.Sweep):
-    """Each memory, each working set: the chain written there, then launches of one chasing thread."""
-
+    """Each memory, each working set: the chain written there, then launches of one chasing thread. A sample is one
+    cold launch timed by the ``KernelTimer`` (L2 flushed, held), not a harness timing method: the chase must start
+    cold every sample, or any chain would answer from the L2 after the first."""
 
     def setup(self) -> None:
         self.timer = KernelTimer(self.gpu, self.ledger)
@@ -22,30 +23,39 @@ class HostLatencySweep(harness.Sweep):
         self.kernel.prepare("PQIP")
         self.end = self.ledger.device_buffer(8)
 
-    def points(self):
-        ledger = self.ledger
-        for variant in self.params.variants:
-            for size in self.params.sizes:
-                chain, start, order = chain_for(size, seed=size)
-                if variant == "mapped":
-                    host = ledger.host_buffer(size, "mapped")
-                    np.copyto(host.view(np.uint64), chain)
-                    buffer, pointer = host, host.base.get_device_pointer()
-                else:
-                    buffer = ledger.device_buffer(size)
-                    self.cuda.memcpy_htod(buffer, chain)
-                    pointer = int(buffer)
-                steps = STEPS[variant]
-                yield harness.Point(
-                    {"variant": variant, "group": "host_latency", "direction": "device", "elements": steps,
-                     "working_set_bytes": size},
-                    f"{LABELS[variant]} · {format_bytes(size)} chain · {steps:,} loads a sample",
-                    bytes_moved(variant), self.timer.timer_name(),
-                    (pointer, start, steps, int(order[steps % len(order)])))
-                if variant == "mapped":
-                    ledger.free_host(buffer)
-                else:
-                    ledger.free_device(buffer)
+    def group_of(self, grid_point):
+        return grid_point["variant"], grid_point["working_set_bytes"]  # each point its own chain
+
+    def enter_group(self, group) -> None:
+        """The chain of this working set, written where this memory lives."""
+        variant, size = group
+        chain, start, order = chain_for(size, seed=size)
+        if variant == "mapped":
+            host = self.ledger.host_buffer(size, "mapped")
+            np.copyto(host.view(np.uint64), chain)
+            self.chain = (host, host.base.get_device_pointer(), start, order)
+        else:
+            buffer = self.ledger.device_buffer(size)
+            self.cuda.memcpy_htod(buffer, chain)
+            self.chain = (buffer, int(buffer), start, order)
+
+    def leave_group(self, group) -> None:
+        buffer = self.chain[0]
+        if group[0] == "mapped":
+            self.ledger.free_host(buffer)
+        else:
+            self.ledger.free_device(buffer)
+        self.chain = None
+
+    def point(self, grid_point):
+        variant, size = grid_point["variant"], grid_point["working_set_bytes"]
+        _, pointer, start, order = self.chain
+        steps = STEPS[variant]
+        return harness.Point(
+            {"variant": variant, "group": "host_latency", "direction": "device", "elements": steps,
+             "working_set_bytes": size},
+            f"{LABELS[variant]} · {format_bytes(size)} chain · {steps:,} loads a sample",
+            bytes_moved(variant), self.timer.timer_name(), (pointer, start, steps, int(order[steps % len(order)])))
 
     def measure(self, point):
         pointer, start, steps, _ = point.state

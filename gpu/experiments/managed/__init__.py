@@ -10,7 +10,8 @@ adds them into one 64-bit sum) reads the same bytes in five situations (variants
   done explicitly (GB/s of pages moved);
 * ``after_prefetch`` – the kernel straight after that prefetch (the two are timed in one sample with an
   event between them, so each sample of ``prefetch`` has its ``after_prefetch`` partner);
-* ``resident`` – the kernel again on a managed buffer already on the device.
+* ``resident`` – the kernel again on a managed buffer already on the device (migrated once, untimed; where no case
+  before it wrote the buffer, the host writes it first).
 
 Before every first-touch and prefetch sample the host rewrites the whole buffer (untimed), which pulls its
 pages back to the host. Kernel samples flush L2 first (as the kernel pages do). Every kernel's checksum must
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 from gpu.core.units import GiB, MiB, format_bytes
 from gpu.experiments import _kernels as k
-from gpu.experiments import axes
+from gpu.experiments import axes, grid
 from gpu.experiments.page import PageEntry
 
 NAME = "managed"
@@ -49,11 +50,12 @@ AXES = (
 )
 
 
-class Params(axes.parameters(AXES)):
-    def points(self):
-        for size in self.sizes:
-            for variant in self.variants:
-                yield variant, size
+# Each size (its buffers' ``bytes``), every case at it in the declared order.
+GRID = grid.Grid([grid.Coordinate("bytes", axis="sizes"), grid.Coordinate("variant", axis="variants")])
+
+
+class Params(axes.parameters(AXES, grid=GRID, key_columns=KEY_COLUMNS)):
+    pass
 
 
 parse_params = axes.parser(Params)

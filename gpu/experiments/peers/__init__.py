@@ -59,7 +59,7 @@ import dataclasses
 import re
 
 from gpu.core.units import GiB, KiB, MiB, format_bytes
-from gpu.experiments import axes
+from gpu.experiments import axes, grid
 from gpu.experiments.page import PageEntry
 
 NAME = "peers"
@@ -99,7 +99,7 @@ METHOD_LABELS = {"single": "single copy", "batched": "batched"}
 TIMERS = {"single": "cuda_event", "batched": "cuda_event_batched_held"}
 METHOD_OF_TIMER = {timer: method for method, timer in TIMERS.items()}
 LATENCY_TIMER = "cuda_event_held"  # one held launch per sample, no L2 flush (the chain is in the peer's memory)
-KEY_COLUMNS = ["variant", "gpu_index", "peer_index", "elements", "timer"]  # the order of Params.points()
+KEY_COLUMNS = ["variant", "gpu_index", "peer_index", "elements", "timer"]  # the order of a key in Params.points()
 # What rows recorded before schema version 11 named in ``param`` (a detail of how samples were made, or no
 # axis), and its column now.
 LEGACY_PARAMS = {"copies per sample": "copies_per_sample", "loads per sample": "loads_per_sample"}
@@ -155,7 +155,27 @@ def parse_pair(text: str) -> tuple[int, int] | None:
     return (int(found.group(1)), int(found.group(2))) if found else None
 
 
-class Params(axes.parameters(AXES)):
+def places(params, point) -> list[tuple[int, int | None]]:
+    """Where a variant is measured: each GPU of the job for a host variant (no peer), else its ordered pairs."""
+    if point["variant"] in HOST_VARIANTS:
+        return [(gpu, None) for gpu in params.gpu_list()]
+    return params.pairs_for(point["variant"])
+
+
+# Each variant, at each of its places, each size, each method; the latency chase is one launch a sample whatever the
+# methods asked (one point, method "single", keyed by LATENCY_TIMER).
+GRID = grid.Grid([
+    grid.Coordinate("variant", axis="variants"),
+    grid.Coordinate(("gpu_index", "peer_index"), values=places),
+    grid.Coordinate("elements", axis="sizes"),
+    grid.Coordinate("method", key=False,
+                    values=lambda params, point: ["single"] if point["variant"] == "latency" else params.methods),
+    grid.Coordinate("timer", derive=lambda point: LATENCY_TIMER if point["variant"] == "latency"
+                    else TIMERS[point["method"]]),
+])
+
+
+class Params(axes.parameters(AXES, grid=GRID, key_columns=KEY_COLUMNS)):
     def pair_list(self) -> list[tuple[int, int]]:
         """The ordered pairs measured: those named, else every ordered pair of ``gpus`` (sources in order)."""
         if self.pairs:
@@ -177,22 +197,6 @@ class Params(axes.parameters(AXES)):
         if self.gpus:
             return list(self.gpus)
         return list(dict.fromkeys(g for pair in self.pair_list() for g in pair))
-
-    def points(self):
-        for variant in self.variants:
-            if variant in HOST_VARIANTS:
-                for gpu in self.gpu_list():
-                    for size in self.sizes:
-                        for method in self.methods:
-                            yield variant, gpu, None, size, TIMERS[method]
-                continue
-            for source, destination in self.pairs_for(variant):
-                for size in self.sizes:
-                    if variant == "latency":
-                        yield variant, source, destination, size, LATENCY_TIMER
-                        continue
-                    for method in self.methods:
-                        yield variant, source, destination, size, TIMERS[method]
 
 
 parse_params = axes.parser(Params)
@@ -224,7 +228,7 @@ def invalid_reasons(params: Params, limits) -> list[str]:
             reasons.append(f"pair '{str(text)[:40]}' is not source-destination GPU indices, e.g. 0-1")
         elif pair[0] == pair[1]:
             reasons.append(f"pair {text} names GPU {pair[0]} twice; a pair needs two different GPUs")
-    n_points = sum(1 for _ in params.points()) if not reasons else 0
+    n_points = GRID.count(params) if not reasons else 0
     if n_points > MAX_POINTS:
         reasons.append(f"{n_points} points requested; at most {MAX_POINTS} per run")
     return reasons

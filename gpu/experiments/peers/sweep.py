@@ -10,16 +10,15 @@ no source uses, and after its samples they are checked whole on the GPU that hol
 from __future__ import annotations
 
 import time
-from contextlib import ExitStack
 
 import numpy as np
 
 from gpu.core import stats
 from gpu.core.errors import VerificationError
 from gpu.core.units import format_bytes
-from gpu.device.timing import EventTimer, StreamHold
 from gpu.experiments import peers as declared
-from gpu.sweeps import harness
+from gpu.experiments.order import coarse_first_along
+from gpu.sweeps import harness, timing_methods
 from gpu.sweeps.verify import PatternChecker
 
 BLOCK = 256
@@ -33,9 +32,9 @@ class _Device:
     def __init__(self, ordinal: int, runtime, ledger, largest: int, seed: int, host_seed: int):
         cuda = runtime.cuda
         self.ordinal, self.runtime, self.ledger, self.cuda = ordinal, runtime, ledger, cuda
-        self.stream = cuda.Stream()
-        self.timer = EventTimer(cuda, self.stream)
-        self.holder = StreamHold(runtime, ledger)
+        self.clock = timing_methods.StreamClock(runtime, ledger)  # its stream and events (the harness's clock)
+        self.stream = self.clock.stream
+        self.clock.hold()  # made now, with the device's other buffers: every sample but a single copy's is held
         self.checker = PatternChecker(runtime, ledger)
         self.copy_kernel = runtime.kernel("device_copy", "copy_bytes")
         self.copy_kernel.prepare("PPQ")
@@ -62,7 +61,7 @@ class _Device:
 
     def release(self) -> None:
         """Drop the stream and events (their context current): the ledger frees the buffers."""
-        self.timer = self.stream = self.holder = self.checker = None
+        self.clock = self.stream = self.checker = None
 
 
 class PeersSweep(harness.Sweep):
@@ -107,35 +106,26 @@ class PeersSweep(harness.Sweep):
         self.devices = {}
 
     # --- the points -------------------------------------------------------------------------------------------------
-    def points(self):
-        params, gpus = self.params, self.gpus
-        for size in harness.coarse_first(params.sizes):
-            for variant in params.variants:
-                methods = ["single"] if variant == "latency" else params.methods
-                if variant in declared.HOST_VARIANTS:
-                    places = [(gpu, None) for gpu in params.gpu_list()]
-                else:
-                    places = params.pairs_for(variant)
-                for source, destination in places:
-                    for method in methods:
-                        columns = {"variant": variant, "elements": int(size), "gpu_index": source,
-                                   "gpu_uuid": gpus[source].facts.get("gpu_uuid"),
-                                   "direction": declared.DIRECTIONS.get(variant, "peer")}
-                        where = f"GPU {source}"
-                        if destination is not None:
-                            columns.update({"peer_index": destination,
-                                            "peer_uuid": gpus[destination].facts.get("gpu_uuid"),
-                                            "link": gpus.link(source, destination)})
-                            where += f" → GPU {destination}"
-                        if variant.startswith("sm_"):
-                            columns["block_size"] = BLOCK
-                        timer = declared.LATENCY_TIMER if variant == "latency" else declared.TIMERS[method]
-                        yield harness.Point(
-                            columns, f"{where} {declared.LABELS[variant]} {format_bytes(size)} "
-                                     f"{declared.METHOD_LABELS[method]}",
-                            declared.bytes_moved(variant, size), timer,
-                            {"variant": variant, "size": int(size), "method": method, "source": source,
-                             "destination": destination})
+    def order(self, grid_points):
+        return coarse_first_along(grid_points, "elements")
+
+    def point(self, grid_point):
+        variant, size, method = grid_point["variant"], int(grid_point["elements"]), grid_point["method"]
+        source, destination, gpus = grid_point["gpu_index"], grid_point["peer_index"], self.gpus
+        columns = {"variant": variant, "elements": size, "gpu_index": source,
+                   "gpu_uuid": gpus[source].facts.get("gpu_uuid"),
+                   "direction": declared.DIRECTIONS.get(variant, "peer")}
+        where = f"GPU {source}"
+        if destination is not None:
+            columns.update({"peer_index": destination, "peer_uuid": gpus[destination].facts.get("gpu_uuid"),
+                            "link": gpus.link(source, destination)})
+            where += f" → GPU {destination}"
+        if variant.startswith("sm_"):
+            columns["block_size"] = BLOCK
+        return harness.Point(
+            columns, f"{where} {declared.LABELS[variant]} {format_bytes(size)} {declared.METHOD_LABELS[method]}",
+            declared.bytes_moved(variant, size), grid_point["timer"],
+            {"variant": variant, "size": size, "method": method, "source": source, "destination": destination})
 
     def _writes(self, state) -> list[tuple[int, object]]:
         """(GPU that checks it, the buffer) of each destination the point writes: a GPU's ``dst``, or ``host``."""
@@ -182,78 +172,72 @@ class PeersSweep(harness.Sweep):
 
     # --- issuing and timing -----------------------------------------------------------------------------------------
     def _issue(self, variant: str, source: int, destination: int | None, size: int) -> tuple[int, callable]:
-        """(the GPU whose stream runs it, a function queueing one copy) for a variant's copy source → destination
-        (for host variants: the GPU's own host copy)."""
+        """(the GPU whose stream runs it, a function queueing one copy on that stream) for a variant's copy source →
+        destination (for host variants: the GPU's own host copy)."""
         cuda = self.cuda
         if variant in declared.HOST_VARIANTS:
             device = self.devices[source]
             host = device.host_buffer()[0][:size // WORD]
             if declared.DIRECTIONS[variant] == "h2d":
-                return source, lambda: cuda.memcpy_htod_async(device.dst, host, device.stream)
-            return source, lambda: cuda.memcpy_dtoh_async(host, device.src, device.stream)
+                return source, lambda stream: cuda.memcpy_htod_async(device.dst, host, stream)
+            return source, lambda stream: cuda.memcpy_dtoh_async(host, device.src, stream)
         a, b = self.devices[source], self.devices[destination]
         if variant in ("ce_read", "ce_bidir"):  # the destination's engine pulls
-            return destination, lambda: cuda.memcpy_peer_async(b.dst, a.src, size, b.runtime.context,
-                                                               a.runtime.context, b.stream)
+            return destination, lambda stream: cuda.memcpy_peer_async(b.dst, a.src, size, b.runtime.context,
+                                                                      a.runtime.context, stream)
         if variant == "ce_write":  # the source's engine pushes
-            return source, lambda: cuda.memcpy_peer_async(b.dst, a.src, size, b.runtime.context, a.runtime.context,
-                                                          a.stream)
+            return source, lambda stream: cuda.memcpy_peer_async(b.dst, a.src, size, b.runtime.context,
+                                                                 a.runtime.context, stream)
         runner = b if variant == "sm_read" else a
         grid = runner.copy_grid(size)
-        return runner.ordinal, lambda: runner.copy_kernel.prepared_async_call(
-            grid, (BLOCK, 1, 1), runner.stream, int(a.src), int(b.dst), np.uint64(size))
+        return runner.ordinal, lambda stream: runner.copy_kernel.prepared_async_call(
+            grid, (BLOCK, 1, 1), stream, int(a.src), int(b.dst), np.uint64(size))
 
-    def _together(self, state) -> list[tuple[int, callable]]:
-        """The copies a point runs at once, its own first."""
+    def _lanes(self, state) -> list[timing_methods.Lane]:
+        """The copies a point runs at once, its own first: each on its GPU's stream, that GPU current."""
         variant, source, destination, size = state["variant"], state["source"], state["destination"], state["size"]
-        own = self._issue(variant, source, destination, size)
+        copies = [self._issue(variant, source, destination, size)]
         if variant == "ce_bidir":
-            return [own, self._issue(variant, destination, source, size)]
+            copies.append(self._issue(variant, destination, source, size))
         if variant.endswith("_all"):
-            return [own] + [self._issue(variant, g, None, size) for g in self.params.gpu_list() if g != source]
-        return [own]
-
-    def _time(self, copies: list[tuple[int, callable]], count: int, hold: bool) -> float:
-        """ms of ``count`` back-to-back copies of the first stream, every stream's copies queued behind its own
-        hold (``hold``, or several streams) and released together; each stream is timed by its own events."""
-        if len(copies) == 1 and not hold:
-            gpu, issue = copies[0]
-            with self.gpus.activate(gpu):
-                return self.devices[gpu].timer.time(issue)
-        with ExitStack() as holds:
-            for gpu, issue in copies:
-                device = self.devices[gpu]
-                with self.gpus.activate(gpu):
-                    holds.enter_context(device.holder.holding(device.stream))
-                    device.timer.start.record(device.stream)
-                    for _ in range(count):
-                        issue()
-                    device.timer.end.record(device.stream)
-        elapsed = []
-        for gpu, _ in copies:
-            device = self.devices[gpu]
-            with self.gpus.activate(gpu):
-                device.timer.end.synchronize()
-                device.holder.check()
-                elapsed.append(device.timer.start.time_till(device.timer.end))
-        return elapsed[0]
+            copies += [self._issue(variant, g, None, size) for g in self.params.gpu_list() if g != source]
+        return [timing_methods.Lane(self.devices[gpu].clock, issue, lambda gpu=gpu: self.gpus.activate(gpu))
+                for gpu, issue in copies]
 
     def measure(self, point):
+        """A single copy: events around it (``single``); else the harness's ``per_stream`` method: every stream's
+        copies queued behind its own hold and released together, the point's own stream's time the sample (one
+        stream: a held batch), as many copies a sample as ``copies_per_sample`` calibrates; a sample is their mean,
+        the profile's min_time_s counting the means, as the recordings were measured."""
         state = point.state
         if state["variant"] == "latency":
             return self._latency(point)
-        copies = self._together(state)
+        lanes = self._lanes(state)
+        if state["method"] == "single" and len(lanes) == 1:
+            lane = lanes[0]
+
+            def once() -> float:
+                with lane.activate():
+                    return lane.clock.once(lane.issue)
+
+            return once
         if state["method"] == "single":
-            return lambda: self._time(copies, 1, hold=False)
-        count = harness.copies_per_sample(lambda n: self._time(copies, n, hold=True))
-        point.columns.update({"copies_per_sample": count})
-        return lambda: self._time(copies, count, hold=True) / count
+            return lambda: timing_methods.per_stream(lanes)[0]
+        sample = timing_methods.PerCopy(lambda n: timing_methods.per_stream(lanes, n)[0],
+                                        harness.copies_per_sample(lambda n: timing_methods.per_stream(lanes, n)[0]),
+                                        counts_copies=False)
+        point.columns.update({"copies_per_sample": sample.copies})
+        return sample
 
     def _latency(self, point):
         """The chase: one launch a sample, ``CHASE_STEPS`` loads by one block of a grid of one block per SM (the others
         leave at once), the walking block rotating over the grid, in whole rotations: the figure is the mean per load
         over every SM's walk, nvbandwidth's ``device_to_device_latency_sm``. Each block stores its walk's end in a
-        slot of its own, so every walk is checked."""
+        slot of its own, so every walk is checked.
+
+        The chase keeps its own clock rather than a harness timing method: its time is taken on the device (events
+        around one held launch, divided by the loads it walks) and its samples are whole rotations of the walking
+        block over the SMs (``chase_summary``), not the profile's sampling loop over one repeated operation."""
         state = point.state
         walker, peer = self.devices[state["source"]], self.devices[state["destination"]]
         steps = self.CHASE_STEPS
@@ -263,9 +247,9 @@ class PeersSweep(harness.Sweep):
         def launch(block: int) -> float:
             self.telemetry.sample()  # the harness's reading before a sample (at most one every 50 ms)
             with self.gpus.activate(walker.ordinal):
-                ms = walker.timer.time(lambda: walker.chase_kernel.prepared_async_call(
+                ms = walker.clock.timer.time(lambda: walker.chase_kernel.prepared_async_call(
                     (blocks, 1), (1, 1, 1), walker.stream, int(peer.dst), np.uint32(steps), np.uint32(block),
-                    int(walker.end) + 8 * block), walker.holder)  # the walking block's own slot
+                    int(walker.end) + 8 * block), walker.clock.hold())  # the walking block's own slot
             return ms / steps
 
         if not self.CHASE_FROM_EVERY_SM:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from gpu.core.units import KiB, MiB, format_bytes
 from gpu.experiments import _kernels as k
-from gpu.experiments import axes
+from gpu.experiments import axes, grid
 
 NAME = "pools"
 # Registration (gpu/experiments/registry.py): the runner's subcommand, the page, the place in lists.
@@ -42,11 +42,12 @@ AXES = (
 )
 
 
-class Params(axes.parameters(AXES)):
-    def points(self):
-        for size in self.sizes:
-            for variant in self.variants:
-                yield variant, size
+# Each size (the buffer's ``bytes``), every way to allocate at it.
+GRID = grid.Grid([grid.Coordinate("bytes", axis="sizes"), grid.Coordinate("variant", axis="variants")])
+
+
+class Params(axes.parameters(AXES, grid=GRID, key_columns=KEY_COLUMNS)):
+    pass
 
 
 parse_params = axes.parser(Params)

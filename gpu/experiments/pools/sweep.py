@@ -14,29 +14,37 @@ from gpu.sweeps.verify import pattern_for, verify_equal
 
 
 class PoolsSweep(harness.Sweep):
-    """Each size: two pinned sources filled with alternating patterns, then every variant's iterations."""
-
+    """Each size: two pinned sources filled with alternating patterns, then every variant's iterations. A sample is
+    timed by the host clock, not a harness timing method: it times the allocations and the free around the copy,
+    which the host does (a synchronous copy; filling and checking left out)."""
 
     def __init__(self, params, gpu, profile):
         super().__init__(params, gpu, profile)
         self.device_pool, self.pinned_pool = gpu.memory_pools()
 
-    def points(self):
-        ledger = self.ledger
-        for size in self.params.sizes:
-            count = size // 4
-            patterns = [pattern_for(count, seed=size + i) for i in range(2)]
-            sources = [ledger.host_buffer(size, "pinned") for _ in range(2)]
-            for source, pattern in zip(sources, patterns, strict=True):
-                np.copyto(source, pattern)
-            readback = np.empty(count, np.uint32)
-            for variant in self.params.variants:
-                yield harness.Point({"variant": variant, "group": "pools", "direction": "h2d"},
-                                    f"{LABELS[variant]} · {format_bytes(size)}", bytes_moved(size),
-                                    "host_clock_alloc+copy+free",
-                                    (variant, size, count, patterns, sources, readback))
-            for source in sources:
-                ledger.free_host(source)
+    def group_of(self, grid_point):
+        return grid_point["bytes"]
+
+    def enter_group(self, size) -> None:
+        """Two pinned sources of ``size`` holding the two alternating patterns, and the read-back buffer."""
+        count = size // 4
+        patterns = [pattern_for(count, seed=size + i) for i in range(2)]
+        sources = [self.ledger.host_buffer(size, "pinned") for _ in range(2)]
+        for source, pattern in zip(sources, patterns, strict=True):
+            np.copyto(source, pattern)
+        self.group = (count, patterns, sources, np.empty(count, np.uint32))
+
+    def leave_group(self, size) -> None:
+        for source in self.group[2]:
+            self.ledger.free_host(source)
+        self.group = None
+
+    def point(self, grid_point):
+        variant, size = grid_point["variant"], grid_point["bytes"]
+        count, patterns, sources, readback = self.group
+        return harness.Point({"variant": variant, "group": "pools", "direction": "h2d"},
+                             f"{LABELS[variant]} · {format_bytes(size)}", bytes_moved(size),
+                             "host_clock_alloc+copy+free", (variant, size, count, patterns, sources, readback))
 
     def measure(self, point):
         variant, size, count, patterns, sources, readback = point.state
