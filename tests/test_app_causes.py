@@ -8,9 +8,9 @@ import json
 import pytest
 import streamlit as st
 
-from gpu.core import schema
 from gpu.present.fleet import boards as fleet_results
 from gpu.results.exchange import catalog as catalog_module
+from gpu.results.exchange import legacy
 from tests import fleet_page_helper as helper
 from tests.test_url_state import open_with
 
@@ -68,13 +68,13 @@ def test_the_fleet_names_the_cause_of_its_slowed_board_or_says_none_was_observed
 
 @pytest.mark.slow
 def test_the_stage_says_how_many_points_were_not_clean_and_why(monkeypatch):
-    read = schema.read_results
+    read = legacy.read_results  # how the replay reads its recordings (old ones by axis name)
 
     def throttled(path, *args, **kwargs):
         frame = read(path, *args, **kwargs)
         return frame.assign(conditions=[THROTTLE if i % 2 else "clean" for i in range(len(frame))])
 
-    monkeypatch.setattr(schema, "read_results", throttled)
+    monkeypatch.setattr(legacy, "read_results", throttled)
     at = open_with("pages/transfers.py", present="1")
     line = [m.value.replace("\xa0", " ") for m in at.markdown if "points not clean" in m.value]
     assert len(line) == 1 and "points not clean\\: SW power cap in 38 % of samples" in line[0]
