@@ -128,7 +128,7 @@ class Witness:
         self.interval_s = interval_s
         # NVLink error counters name a cause only for a measurement whose data crosses NVLink (the harness sets this
         # from the experiment's USES_NVLINK): a node's links count corrected CRC errors all the time, which says
-        # nothing about a copy inside one GPU. Their deltas are kept in the witness column either way.
+        # nothing about a copy inside one GPU; for such a measurement they are not read at all (``_counters``).
         self.judge_nvlink = True
         self._lock = threading.Lock()
         self._state = threading.Lock()
@@ -245,7 +245,10 @@ class Witness:
         """The counters whose change over a point is read: PCIe replays, volatile ECC errors, NVLink errors (one
         NVML call for all that have a field, ``_read_counters``)."""
         found: dict = {}
-        links = self._active_links()
+        # NVLink's error counters are read only for a measurement whose data crosses NVLink (``judge_nvlink``): an
+        # H200 answers none of them by field, so its 18 links cost 72 calls, ~50 ms a reading, twice a point (1.5 s of
+        # a health suite's transfers run), for counts that name no cause of a copy inside one GPU.
+        links = self._active_links() if self.judge_nvlink else []
         nvlink_reads = [nvlink_read(link, c) for link in links for counters in NVLINK_COUNTERS.values()
                         for c in counters]
         read = self._read_counters([PCIE_REPLAY_READ, *ECC_READS, *nvlink_reads])
