@@ -14,6 +14,8 @@ import numpy as np
 import pandas as pd
 
 from gpu.core import schema
+from gpu.core.schema import key_value
+from gpu.experiments.order import row_keys
 from gpu.service.backends import REPLAY_DIR, ReplayBackend
 
 
@@ -216,9 +218,9 @@ class SimulatedBoard:
                     source, peer = pair.split(">")
                     slow[(int(source), int(peer))] = float(factor)
             return peer_frame(self.boards, params, slow)
-        wanted = set(params.points())
+        wanted = {tuple(key_value(v) for v in point) for point in params.points()}
         rows = self.recorded(module.NAME)
-        keys = list(zip(*(rows[c] for c in module.KEY_COLUMNS), strict=True))
+        keys = row_keys(rows, module)  # an empty coordinate (NaN in a frame) is None, as in the points
         # The newest recording of each point (transfers' single and batched copies are two recordings).
         chosen = rows[[key in wanted for key in keys]].sort_values("timestamp").drop_duplicates(
             subset=module.KEY_COLUMNS, keep="last")

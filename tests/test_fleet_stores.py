@@ -128,3 +128,24 @@ def test_a_gpus_next_run_starts_while_its_last_run_is_being_stored(tmp_path, mon
     stored = RunStore(f"sqlite:///{tmp_path}/runs.sqlite").runs(fleet_id="stores-1")
     assert sorted(stored["experiment"]) == ["host_latency", "reduction"]
     assert set(stored["gpu_uuid"]) == {board_uuid(0)}
+
+
+def test_a_run_that_measured_no_point_is_said_stored_without_a_run_id():
+    """A run may measure no point (e.g. device copies of the L2 on a board whose L2 holds none of the sizes): its empty
+    frame is said as stored with 0 points, never an IndexError that stopped the whole fleet command."""
+    from concurrent.futures import Future
+
+    from gpu.fleet.stores import StoreWrite
+    from gpu.fleet.types import FleetGpu, FleetResult
+
+    gpu = FleetGpu(worker="tcp://127.0.0.1:1", name="GPU 0")
+    run = suites.parse(SUITE, "night.toml", "night").runs[0]
+    done = Future()
+    done.set_result([])
+    events = []
+    progress = Progress(stream=None)
+    progress.event = events.append
+    result = FleetResult(fleet_id="f-1", suite="night", gpus=[gpu])
+    fleet_run._stored(StoreWrite(gpu, run, pd.DataFrame(columns=["run_id"]), 1.25, done), result, progress)
+    assert gpu.done == ["reduction"] and result.rows_stored == 0
+    assert len(events) == 1 and "reduction stored (0 points in 1.2 s)" in events[0], events

@@ -324,8 +324,9 @@ def _stored(write: StoreWrite, result: FleetResult, progress: Progress) -> None:
     result.runs_stored += len(saved)
     result.rows_stored += sum(s.points for s in saved)
     gpu.done.append(run.experiment)
+    stored_as = f", run {frame['run_id'].iloc[0]}" if len(frame) else ""  # a run may measure no point (none could run)
     progress.event(f"{gpu.label()}: {run.experiment} stored ({text.count(len(frame), 'point')} in "
-                   f"{write.elapsed:.1f} s, run {frame['run_id'].iloc[0]})")
+                   f"{write.elapsed:.1f} s{stored_as})")
 
 
 def _lose(client: Client, gpu: FleetGpu | FleetNode, reason: str, progress: Progress,
