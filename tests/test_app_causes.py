@@ -10,7 +10,7 @@ import streamlit as st
 
 from gpu.present.fleet import boards as fleet_results
 from gpu.results.exchange import catalog as catalog_module
-from gpu.results.exchange import legacy
+from gpu.results.persistence import legacy
 from tests import fleet_page_helper as helper
 from tests.test_url_state import open_with
 

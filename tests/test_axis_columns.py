@@ -19,9 +19,9 @@ from gpu.core import schema
 from gpu.core.access import Actor
 from gpu.core.errors import ImportProblem, SchemaError, StoreError
 from gpu.experiments import coalescing, reduction, registry
-from gpu.results.exchange import imports, legacy, relayout, runfiles
+from gpu.results.exchange import imports, relayout, runfiles
 from gpu.results.exchange.catalog import BUNDLED_DIRS
-from gpu.results.persistence import store
+from gpu.results.persistence import legacy, store
 from tests.old_stores import store_at_version
 
 ADMIN = Actor.local("cli")

@@ -18,9 +18,9 @@ import sqlalchemy as sa
 from gpu.core import schema
 from gpu.core.access import Actor
 from gpu.core.errors import ImportProblem, SchemaError, StoreError
-from gpu.results.exchange import catalog, imports, legacy, runfiles, sqlite_store
+from gpu.results.exchange import catalog, imports, runfiles, sqlite_store
 from gpu.results.exchange.catalog import BUNDLED_DIRS
-from gpu.results.persistence import store
+from gpu.results.persistence import legacy, store
 from tests.old_stores import store_at_version
 
 OLD_EXPORTS = Path(__file__).parent / "old_exports"

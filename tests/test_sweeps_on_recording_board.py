@@ -3,7 +3,7 @@ what the same cases did before their point grids were generated from their axes 
 the change, in ``recording_board_runs.json``): the same progress lines, the same driver calls point by point (buffers,
 copies, launches, events, holds, frees, in order) and the same rows. A refactoring of how a sweep walks its points
 or times them must leave all three as they were. The rows' digests are of the rows those sweeps made, each mapped by
-axis name (``gpu.results.exchange.legacy.map_row``: ``param``/``param_value`` became ``stride``, ``copies_per_sample``…)
+axis name (``legacy.map_row``: ``param``/``param_value`` became ``stride``, ``copies_per_sample``…)
 when the schema named its coordinates: the old sweeps' rows, so mapped, equal today's in every case.
 
 To record again (only where a change of what is measured is meant): ``python -m tests.test_sweeps_on_recording_board``.

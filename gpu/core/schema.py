@@ -12,7 +12,7 @@ One row per measured point. Columns come in three groups:
   has none, never 0 for "none") and the measurement details (``DETAIL_COLUMNS``: ``copies_per_sample``,
   ``loads_per_sample``, ``passes_per_launch``: how a sample was made), which replace the overloaded
   ``param``/``param_value`` pair of rows recorded before schema version 11 (``LEGACY_COLUMNS``; mapped by
-  ``gpu.results.exchange.legacy``, refused here),
+  ``gpu.results.persistence.legacy``, refused here),
   ``registers_per_thread``, ``shared_bytes_per_block``, ``theoretical_occupancy`` (gpu.core.occupancy) and
   ``rel_error`` (a reduction's result against float64); for the Streams page ``host_memory`` (pinned |
   pageable), ``chunks``, ``streams``, ``issue_order`` (depth_first | breadth_first | staged | serial | concurrent),
@@ -92,7 +92,7 @@ COORDINATE_COLUMNS = ["stride", "offset", "matrix_side", "chains", "working_set_
                       "extra_registers"]
 DETAIL_COLUMNS = ["copies_per_sample", "loads_per_sample", "passes_per_launch"]
 # What rows recorded before schema 11 held instead: one overloaded pair, the name of an axis or detail and its value;
-# gpu.results.exchange.legacy maps them onto the columns above by each experiment's LEGACY_PARAMS.
+# gpu.results.persistence.legacy maps them onto the columns above by each experiment's LEGACY_PARAMS.
 LEGACY_COLUMNS = ["param", "param_value"]
 # A coordinate or detail in words, where labels name it ("stride 8", "working set 4096").
 AXIS_WORDS = {**{c: c.replace("_", " ") for c in COORDINATE_COLUMNS + DETAIL_COLUMNS},
@@ -205,7 +205,7 @@ def validate(frame: pd.DataFrame) -> pd.DataFrame:
         raise SchemaError(f"results are missing {text.plural('column', len(missing))}: {', '.join(missing)}")
     if held := [c for c in LEGACY_COLUMNS if c in frame.columns and frame[c].notna().any()]:
         raise SchemaError(f"results hold {', '.join(held)}, columns of rows recorded before schema version 11: read "
-                          "them through gpu.results.exchange.legacy, which maps them onto their axis columns")
+                          "them through gpu.results.persistence.legacy, which maps them onto their axis columns")
     frame = frame.copy()
     for column in OPTIONAL_COLUMNS:
         if column not in frame.columns:
@@ -232,7 +232,7 @@ def read_results(path) -> pd.DataFrame:
     """Read a recorded run (Parquet, or CSV whose ``samples_ms`` holds JSON lists) and validate it. A Parquet file
     keeps each run's provenance once (files written before keep it on every row): it is put back on every row. A
     file recorded before schema version 11 (``LEGACY_COLUMNS``) is read through
-    ``gpu.results.exchange.legacy.read_results``."""
+    ``gpu.results.persistence.legacy.read_results``."""
     return validate(read_frame(path))
 
 

@@ -25,7 +25,7 @@ from gpu.experiments import get_experiment, order
 from gpu.experiments.grid import skipped_notes
 from gpu.experiments.registry import min_gpus
 from gpu.experiments.request import Request, check_params, checked_request, on_device
-from gpu.results.exchange import legacy
+from gpu.results.persistence import legacy
 from gpu.service.client import DEFAULT_SERVICE, JobHandle, WorkerClient, visible_gpus
 
 REPLAY_DIR = paths.asset("replay")

@@ -13,7 +13,8 @@ import pandas as pd
 from gpu.core import boards, paths, schema
 from gpu.core.access import Actor
 from gpu.core.text import shorten
-from gpu.results.exchange import legacy, runfiles, sqlite_store
+from gpu.results.exchange import runfiles, sqlite_store
+from gpu.results.persistence import legacy
 from gpu.results.persistence.store import RunStore, SaveResult, StoreError
 
 ASSETS = paths.ASSETS

@@ -28,7 +28,8 @@ from gpu.core import schema
 from gpu.core.errors import ImportProblem
 from gpu.core.text import shorten
 from gpu.experiments import EXPERIMENTS, get_experiment
-from gpu.results.exchange import legacy, runfiles
+from gpu.results.exchange import runfiles
+from gpu.results.persistence import legacy
 from gpu.results.persistence.store import MAX_RUN_SPAN_S, run_times
 
 DEFAULT_MAX_BYTES = 256 * 1024**2

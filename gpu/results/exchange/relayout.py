@@ -1,6 +1,6 @@
 """Rewrite Parquet recordings in the layout this version writes, changing nothing they hold: each run's provenance
 kept once (``gpu.core.schema``, schema version 10), and a point's coordinates in the columns named by axis instead of
-the legacy ``param``/``param_value`` pair (``gpu.results.exchange.legacy``, schema version 11). Each file is read,
+the legacy ``param``/``param_value`` pair (``gpu.results.persistence.legacy``, schema version 11). Each file is read,
 written beside itself, read back, and replaced only when the frame read back equals the one read before (the old
 frame with its legacy pair mapped), column by column, and so do its runs' content hashes. The file's other metadata
 is kept; a run file's manifest gets its runs' new content hashes, each only after the file as written was found to
@@ -22,8 +22,9 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from gpu.core import schema
-from gpu.results.exchange import legacy, runfiles
+from gpu.results.exchange import runfiles
 from gpu.results.exchange.catalog import BUNDLED_DIRS
+from gpu.results.persistence import legacy
 
 KEPT_AS_WRITTEN = (b"pandas", schema.PROVENANCE_KEY)  # metadata the writer makes again
 

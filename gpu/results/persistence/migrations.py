@@ -73,7 +73,7 @@ change; each run reads back as it did (same rows, same content hash).
 11, a point's coordinates are kept in the columns named by its experiment's axes (``stride``, ``chains``,
 ``working_set_bytes`` …, ``gpu.core.schema.COORDINATE_COLUMNS``) and how its samples were made in its own columns
 (``copies_per_sample`` …), never in the overloaded ``param``/``param_value`` pair: the step maps every stored point's
-pair and every trashed one's (``gpu.results.exchange.legacy``, by each experiment's ``LEGACY_PARAMS``), rewriting
+pair and every trashed one's (``gpu.results.persistence.legacy``, by each experiment's ``LEGACY_PARAMS``), rewriting
 only the rows that hold one. A row whose ``param`` its experiment never wrote stops the migration in one line that
 names it, and the store is left as it was. A mapped run's content hash is that of its mapped rows, as an old export's
 is once imported.
@@ -98,7 +98,7 @@ from gpu.core.errors import StoreError
 from gpu.core.schema import key_value
 from gpu.core.text import shorten
 from gpu.experiments import suites
-from gpu.results.exchange import legacy
+from gpu.results.persistence import legacy
 
 SCHEMA_VERSION = 11
 METADATA = sa.MetaData()
@@ -388,7 +388,7 @@ def _move_provenance(connection, table, of_run, point):
 
 def _axis_columns_v11(connection) -> None:
     """Every stored and trashed point's legacy ``param``/``param_value`` mapped onto the columns named by axis
-    (``gpu.results.exchange.legacy``); only the rows that hold the pair are read and rewritten."""
+    (``gpu.results.persistence.legacy``); only the rows that hold the pair are read and rewritten."""
     for table, owner, what in ((POINTS, POINTS.c.run_id, "stored run"), (TRASH_POINTS, TRASH_POINTS.c.trash_id,
                                                                            "trashed run")):
         held = connection.execute(sa.select(owner, table.c.idx, table.c.row_json)

@@ -50,8 +50,8 @@ from gpu.core.access import Actor, require
 from gpu.core.errors import AccessRefused, StoreError
 from gpu.core.schema import frame_rows
 from gpu.core.text import shorten
-from gpu.results.exchange import legacy, runfiles
-from gpu.results.persistence import migrations
+from gpu.results.exchange import runfiles
+from gpu.results.persistence import legacy, migrations
 from gpu.results.persistence.changes import (  # noqa: F401 (the trash's names, as callers and tests know them here)
     AUDIT_COLUMNS,
     MAX_LABEL_CHARS,
