@@ -306,7 +306,7 @@ def test_a_version_four_store_migrates_to_the_newest_keeping_every_run_and_recor
     with pytest.raises(AccessRefused, match="migrate needs the admin role"):
         old.save(managed("four0002"), "live", actor=MEMBER)  # upgrading a store is an admin's
     assert old.version == 4
-    assert old.migrate(ADMIN) == store.SCHEMA_VERSION == 10
+    assert old.migrate(ADMIN) == store.SCHEMA_VERSION == 11
     pd.testing.assert_frame_equal(old.runs(), listed)
     for frame in frames:
         assert content(old.load(frame["run_id"].iloc[0])) == content(frame)
