@@ -4,26 +4,7 @@ report garbage — without touching a GPU's settings."""
 
 from __future__ import annotations
 
-import sys
 from types import SimpleNamespace
-
-# nvml.h's field ids for the counters the witness reads: PCIe replays, volatile ECC totals (single-bit = corrected,
-# double-bit = uncorrected), and per NVLink link 0–11 its replay, recovery, CRC flit and CRC data errors.
-FIELD_PCIE_REPLAY, FIELD_ECC_SBE_VOLATILE, FIELD_ECC_DBE_VOLATILE = 94, 3, 4
-NVLINK_FIELD_FIRST = {0: (46, 108), 1: (53, 114), 2: (32, 96), 3: (39, 102)}  # counter → ids of links 0 and 6
-
-
-def _nvlink_fields() -> dict[int, tuple[int, int]]:
-    """field id → (link, nvmlNvLinkErrorCounter_t)"""
-    fields = {}
-    for counter, (first, sixth) in NVLINK_FIELD_FIRST.items():
-        for link in range(6):
-            fields[first + link] = (link, counter)
-            fields[sixth + link] = (link + 6, counter)
-    return fields
-
-
-NVLINK_FIELDS = _nvlink_fields()
 
 
 class NVMLError(Exception):
@@ -35,10 +16,7 @@ class NVMLError(Exception):
 class FakeNVML:
     """One GPU as NVML shows it; change the attributes between (or during) points. ``reasons`` may be a list: one
     value per reading of the clock-event reasons, the last repeated. ``fail_after``: that many NVML calls answer,
-    then every call raises (NVML failing mid-run). ``nvlink_links``: links up (none: "Not Supported", one GPU).
-    ``nvmlDeviceGetFieldValues`` answers the counters' fields (nvml.h's ids, listed here on their own, not taken from
-    the witness) from the same attributes; ``unsupported_fields``: ids it answers "Not Supported" for; set the
-    attribute ``nvmlDeviceGetFieldValues`` to None for a binding without the call."""
+    then every call raises (NVML failing mid-run). ``nvlink_links``: links up (none: "Not Supported", one GPU)."""
 
     NVML_CLOCK_SM, NVML_CLOCK_MEM, NVML_TEMPERATURE_GPU = 1, 2, 0
     NVML_ERROR_NOT_SUPPORTED = 3
@@ -54,17 +32,13 @@ class FakeNVML:
         self.nvlink_links: list[int] = []
         self.nvlink = {}  # (link, counter) → value
         self.fail_after: int | None = None
-        self.unsupported_fields: set[int] = set()
         self.calls = 0
-        self.called: dict[str, int] = {}  # calls by NVML function name
         self._reason_reads = 0
         for name, value in changes.items():
             setattr(self, name, value)
 
     def _call(self):
         self.calls += 1
-        name = sys._getframe(1).f_code.co_name
-        self.called[name] = self.called.get(name, 0) + 1
         if self.fail_after is not None and self.calls > self.fail_after:
             raise NVMLError(999, "GPU is lost")
 
@@ -145,29 +119,6 @@ class FakeNVML:
     def nvmlDeviceGetNvLinkErrorCounter(self, handle, link, counter):
         self._call()
         return self.nvlink.get((link, counter), 0)
-
-    def nvmlDeviceGetFieldValues(self, handle, field_ids):
-        self._call()
-        answers = []
-        for field in field_ids:
-            if field in self.unsupported_fields or (field in NVLINK_FIELDS
-                                                    and NVLINK_FIELDS[field][0] not in self.nvlink_links):
-                answers.append(SimpleNamespace(fieldId=field, nvmlReturn=self.NVML_ERROR_NOT_SUPPORTED, valueType=3,
-                                               value=SimpleNamespace(ullVal=0)))
-                continue
-            if field == FIELD_PCIE_REPLAY:
-                value = self.replay
-            elif field in (FIELD_ECC_SBE_VOLATILE, FIELD_ECC_DBE_VOLATILE):
-                value = self.ecc[field - FIELD_ECC_SBE_VOLATILE]
-            elif field in NVLINK_FIELDS:
-                value = self.nvlink.get(NVLINK_FIELDS[field], 0)
-            else:
-                answers.append(SimpleNamespace(fieldId=field, nvmlReturn=2, valueType=3,  # invalid argument
-                                               value=SimpleNamespace(ullVal=0)))
-                continue
-            answers.append(SimpleNamespace(fieldId=field, nvmlReturn=0, valueType=3,
-                                           value=SimpleNamespace(ullVal=value)))
-        return answers
 
     def nvmlDeviceGetMaxClockInfo(self, handle, clock):
         return 1980 if clock == self.NVML_CLOCK_SM else 2619

@@ -41,32 +41,6 @@ IGNORED_REASONS = 0x1 | 0x2 | 0x100
 SLOWDOWN_MASK = 0x4 | 0x8 | 0x20 | 0x40 | 0x80  # the ``throttled`` column (sync boost is not a slowdown)
 NVLINK_COUNTERS = {"crc": (2, 3), "replay": (0,), "recovery": (1,)}  # nvmlNvLinkErrorCounter_t: CRC flit + data
 NVLINK_WORDS = {"crc": "CRC errors", "replay": "replays", "recovery": "recoveries"}
-NVML_SUCCESS, FUNCTION_NOT_FOUND = 0, 13  # nvmlReturn_t
-# The counters as NVML fields (nvml.h's NVML_FI_DEV_* ids), so that one nvmlDeviceGetFieldValues call reads them all:
-# the per-call read each stands for → its field. 150 calls took ~48 ms a reading on an H200 (18 links), twice a point.
-PCIE_REPLAY_READ = ("nvmlDeviceGetPcieReplayCounter",)
-ECC_READS = tuple(("nvmlDeviceGetTotalEccErrors", error_type, 0) for error_type in (0, 1))  # corrected, uncorrected
-FIELD_NAMES = {PCIE_REPLAY_READ: "NVML_FI_DEV_PCIE_REPLAY_COUNTER", ECC_READS[0]: "NVML_FI_DEV_ECC_SBE_VOL_TOTAL",
-               ECC_READS[1]: "NVML_FI_DEV_ECC_DBE_VOL_TOTAL"}
-FIELD_IDS = {PCIE_REPLAY_READ: 94, ECC_READS[0]: 3, ECC_READS[1]: 4}
-# nvmlNvLinkErrorCounter_t → its field name and the ids of links 0–5 and 6–11; links 12 and up have no field (each
-# of their counters keeps its own call).
-NVLINK_FIELDS = {0: ("REPLAY_ERROR_COUNT", 46, 108), 1: ("RECOVERY_ERROR_COUNT", 53, 114),
-                 2: ("CRC_FLIT_ERROR_COUNT", 32, 96), 3: ("CRC_DATA_ERROR_COUNT", 39, 102)}
-NVLINK_FIELD_LINKS = 12
-
-
-def nvlink_read(link: int, counter: int) -> tuple:
-    """The per-call read of one NVLink error counter (``nvmlNvLinkErrorCounter_t``) of ``link``."""
-    return ("nvmlDeviceGetNvLinkErrorCounter", link, counter)
-
-
-for _counter, (_name, _first, _sixth) in NVLINK_FIELDS.items():
-    for _link in range(NVLINK_FIELD_LINKS):
-        FIELD_NAMES[nvlink_read(_link, _counter)] = f"NVML_FI_DEV_NVLINK_{_name}_L{_link}"
-        FIELD_IDS[nvlink_read(_link, _counter)] = _first + _link if _link < 6 else _sixth + _link - 6
-# nvmlValueType_t → the member of the value union that holds it
-FIELD_VALUE_MEMBERS = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
 # What a GPU can report; a reading outside is garbage, refused.
 BOUNDS = {"sm_mhz": (1, 10_000), "mem_mhz": (1, 20_000), "power_w": (0, 5_000), "limit_w": (1, 5_000),
           "temp_c": (-40, 150), "util": (0, 100), "pcie_gen": (1, 8), "pcie_width": (1, 32),
@@ -142,10 +116,6 @@ class Witness:
         self._thread: threading.Thread | None = None
         self._closed = False
         self._max_link = self._nvlinks = None
-        # Counters read through nvmlDeviceGetFieldValues until the call itself is missing or "Not Supported"; a
-        # field the board answers "Not Supported" for is read by its own call from then on.
-        self._fields_work = True
-        self._own_calls: set[tuple] = set()
         self._limit_w = None
         self._names: dict[int, str] = {}
         self._waiting: set[int] = set()  # PinPoint workers NVML listed during the point: waiting their turn, no cause
@@ -242,84 +212,27 @@ class Witness:
         return reading
 
     def _counters(self) -> dict:
-        """The counters whose change over a point is read: PCIe replays, volatile ECC errors, NVLink errors (one
-        NVML call for all that have a field, ``_read_counters``)."""
+        """The counters whose change over a point is read: PCIe replays, volatile ECC errors, NVLink errors."""
         found: dict = {}
-        # NVLink's error counters are read only for a measurement whose data crosses NVLink (``judge_nvlink``): an
-        # H200 answers none of them by field, so its 18 links cost 72 calls, ~50 ms a reading, twice a point (1.5 s of
-        # a health suite's transfers run), for counts that name no cause of a copy inside one GPU.
-        links = self._active_links() if self.judge_nvlink else []
-        nvlink_reads = [nvlink_read(link, c) for link in links for counters in NVLINK_COUNTERS.values()
-                        for c in counters]
-        read = self._read_counters([PCIE_REPLAY_READ, *ECC_READS, *nvlink_reads])
-
-        def value(key):
-            answer = read[key]
-            if isinstance(answer, Refused):
-                raise answer
-            return answer
-
-        self._take(found, "pcie_replay", lambda: self._number("counter", value(PCIE_REPLAY_READ)))
+        self._take(found, "pcie_replay", lambda: self._number("counter", self._read("nvmlDeviceGetPcieReplayCounter")))
 
         def ecc():
             total = 0
-            for key in ECC_READS:  # corrected, uncorrected; volatile (since the driver loaded)
-                number = self._number("counter", value(key))
-                if number is None:
+            for error_type in (0, 1):  # corrected, uncorrected; volatile (since the driver loaded)
+                value = self._number("counter", self._read("nvmlDeviceGetTotalEccErrors", error_type, 0))
+                if value is None:
                     return None
-                total += int(number)
+                total += int(value)
             return total
 
         self._take(found, "ecc", ecc)
-        self._take(found, "nvlink", lambda: self._nvlink_counters(links, value))
+        # NVLink's error counters are read only for a measurement whose data crosses NVLink (``judge_nvlink``): an
+        # H200's 18 links cost 72 calls, ~50 ms a reading, twice a point (1.5 s of a health suite's transfers run),
+        # for counts that name no cause of a copy inside one GPU. (NVML's field call would not help: an H200
+        # refuses every NVLink error field.)
+        if self.judge_nvlink:
+            self._take(found, "nvlink", self._nvlink_counters)
         return found
-
-    def _read_counters(self, keys: list[tuple]) -> dict:
-        """Each per-call read in ``keys`` (an NVML function's name and arguments) → its value (None: "Not
-        Supported"; a ``Refused``: failed). Those with an NVML field come from one ``nvmlDeviceGetFieldValues``
-        call; the rest, and any field that call did not answer, from their own calls, as ``_read`` makes them."""
-        found: dict = {}
-        fielded = [key for key in keys if key in FIELD_IDS and key not in self._own_calls] if self._fields_work else []
-        if fielded:
-            for key, (status, number) in zip(fielded, self._field_values([FIELD_IDS[k] for k in fielded]) or [],
-                                             strict=False):
-                if status == NVML_SUCCESS:
-                    found[key] = number
-                elif status == self._not_supported():
-                    self._own_calls.add(key)  # this board has no such field: its own call from now on
-        for key in keys:
-            if key not in found:
-                try:
-                    found[key] = self._read(*key)
-                except Refused as refused:
-                    found[key] = refused
-        return found
-
-    def _not_supported(self) -> int:
-        return getattr(self.nvml, "NVML_ERROR_NOT_SUPPORTED", NOT_SUPPORTED)
-
-    def _field_values(self, field_ids: list[int]) -> list[tuple[int, object]] | None:
-        """``(nvmlReturn, value)`` for each field, from one call; None when the call failed (its fields are then
-        read by their own calls; for good where NVML or the binding has no such call)."""
-        read = getattr(self.nvml, "nvmlDeviceGetFieldValues", None)
-        if read is None:
-            self._fields_work = False
-            return None
-        try:
-            answers = read(self.handle, field_ids)
-        except Exception as exc:
-            if getattr(exc, "value", None) in (self._not_supported(), FUNCTION_NOT_FOUND) \
-                    or "NotSupported" in type(exc).__name__ or "FunctionNotFound" in type(exc).__name__:
-                self._fields_work = False
-            return None
-        values = []
-        for answer in answers:
-            status = int(getattr(answer, "nvmlReturn", -1))
-            member = FIELD_VALUE_MEMBERS.get(getattr(answer, "valueType", None))
-            if status == NVML_SUCCESS and member is None:
-                status = -1  # a type no counter has: its own call reads it
-            values.append((status, getattr(answer.value, member) if status == NVML_SUCCESS else None))
-        return values
 
     def _active_links(self) -> list[int]:
         if self._nvlinks is None:
@@ -333,15 +246,15 @@ class Witness:
             self._nvlinks = links
         return self._nvlinks
 
-    def _nvlink_counters(self, links: list[int], value):
-        """Each link's error counts by name, from ``value(read)`` (``_counters``'s readings)."""
+    def _nvlink_counters(self):
+        links = self._active_links()
         if not links:
             return None
         found = {}
         for link in links:
             counts = {}
             for name, counters in NVLINK_COUNTERS.items():
-                values = [value(nvlink_read(link, c)) for c in counters]
+                values = [self._read("nvmlDeviceGetNvLinkErrorCounter", link, c) for c in counters]
                 if any(v is None for v in values):
                     continue
                 counts[name] = int(sum(self._number("counter", v) for v in values))

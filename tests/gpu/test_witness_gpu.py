@@ -3,10 +3,8 @@ process copying on the same GPU is named on the points it overlapped, by its pid
 settings: the foreign load is a process."""
 
 import json
-import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -51,55 +49,3 @@ def test_a_foreign_cupy_loop_is_named_with_its_pid_on_every_point(live_backend):
     print("\nforeign pid", loop.pid, "conditions:", frame["conditions"].tolist())
     named = frame["conditions"].map(lambda c: any(f"pid {loop.pid} " in cause for cause in conditions.causes(c)))
     assert named.all()
-
-
-class _OwnCallsOnly:
-    """pynvml without ``nvmlDeviceGetFieldValues``: the witness reads every counter by its own call."""
-
-    def __init__(self, nvml):
-        self._nvml = nvml
-
-    def __getattr__(self, name):
-        if name == "nvmlDeviceGetFieldValues":
-            raise AttributeError(name)
-        return getattr(self._nvml, name)
-
-
-def _median_s(read, times: int = 5) -> float:
-    spent = []
-    for _ in range(times):
-        started = time.perf_counter()
-        read()
-        spent.append(time.perf_counter() - started)
-    return statistics.median(spent)
-
-
-def test_the_counters_read_in_one_field_call_equal_their_own_calls_on_every_gpu():
-    """The witness's counters (PCIe replays, volatile ECC, every active NVLink's errors) read both ways on the real
-    boards: equal, each way's time printed. A counter that moves between the readings (a link's corrected CRC errors)
-    is read again, up to five times; the field ids are the installed pynvml's."""
-    pynvml = pytest.importorskip("pynvml")
-    from gpu.device import witness
-
-    for read, name in witness.FIELD_NAMES.items():
-        assert getattr(pynvml, name, None) == witness.FIELD_IDS[read], name
-    pynvml.nvmlInit()
-    try:
-        for index in range(pynvml.nvmlDeviceGetCount()):
-            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
-            by_fields = witness.Witness(pynvml, handle)
-            by_calls = witness.Witness(_OwnCallsOnly(pynvml), handle)
-            for _ in range(5):
-                before, fields, after = by_calls._counters(), by_fields._counters(), by_calls._counters()
-                if before == after:
-                    break
-            own = sorted(by_fields._own_calls)
-            print(f"\nGPU {index}: {len(by_fields._active_links())} NVLink links; counters by fields {fields}")
-            print(f"  fields the board refused (read by their own calls): {len(own)} {own[:8]}")
-            print(f"  one reading: own calls {_median_s(by_calls._counters) * 1e3:.2f} ms, fields "
-                  f"{_median_s(by_fields._counters) * 1e3:.2f} ms (median of 5)")
-            assert by_fields._fields_work, "nvmlDeviceGetFieldValues refused: every counter by its own call"
-            assert before == after, "a counter moved in each of five tries: cannot compare"
-            assert fields == before
-    finally:
-        pynvml.nvmlShutdown()
