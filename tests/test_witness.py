@@ -165,6 +165,78 @@ def test_nvlink_errors_are_not_read_for_a_measurement_that_does_not_cross_nvlink
     assert conditions.causes(summary["conditions"]) == ["NVLink 7 CRC errors +2"]
 
 
+class _CountingNVML(FakeNVML):
+    """Counts the NVLink error-counter calls, and can refuse the PCIe replay counter."""
+
+    def __init__(self):
+        super().__init__()
+        self.nvlink_reads = 0
+        self.refuse_replay = False
+
+    def nvmlDeviceGetNvLinkErrorCounter(self, handle, link, counter):
+        self.nvlink_reads += 1
+        return super().nvmlDeviceGetNvLinkErrorCounter(handle, link, counter)
+
+    def nvmlDeviceGetPcieReplayCounter(self, handle):
+        if self.refuse_replay:
+            raise RuntimeError("GPU is lost")
+        return super().nvmlDeviceGetPcieReplayCounter(handle)
+
+
+@pytest.fixture
+def counted():
+    nvml = _CountingNVML()
+    nvml.nvlink_links = [0, 5]
+    made = Telemetry("0000:01:00.0", nvml=nvml)
+    yield made, nvml
+    made.witness.close()
+
+
+def test_a_point_that_follows_at_once_opens_on_the_last_points_closing_counters(counted):
+    """A peer point's opening NVLink reading (72 NVML calls on an H200) is the last point's closing one when it
+    follows at once: each point then reads them once, not twice."""
+    tele, nvml = counted
+    _point(tele, seconds=0.02)
+    first = nvml.nvlink_reads
+    assert first == 2 * 2 * 4  # opened and closed: 2 links × 4 counters each time
+    _point(tele, seconds=0.02)
+    assert nvml.nvlink_reads - first == 2 * 4  # closed only
+
+
+def test_a_count_between_two_points_falls_in_the_next_points_window(counted):
+    tele, nvml = counted
+    assert _point(tele, seconds=0.02)["conditions"] == conditions.CLEAN
+    nvml.nvlink[(5, 2)] = 4  # between the first point's end and the second's start
+    nvml.replay += 2
+    summary = _point(tele, seconds=0.02)
+    assert conditions.causes(summary["conditions"]) == ["PCIe replays +2", "NVLink 5 CRC errors +4"]
+    assert _point(tele, seconds=0.02)["conditions"] == conditions.CLEAN  # counted once, not again
+
+
+def test_counters_are_read_anew_after_a_gap_a_refusal_or_a_change_of_judge(counted, monkeypatch):
+    tele, nvml = counted
+    _point(tele, seconds=0.02)
+    monkeypatch.setattr(witness, "COUNTERS_REUSE_S", 0.01)
+    time.sleep(0.05)  # an idle worker between jobs: its counts are nobody's point
+    read = nvml.nvlink_reads
+    nvml.nvlink[(0, 0)] = 9
+    assert _point(tele, seconds=0.02)["conditions"] == conditions.CLEAN
+    assert nvml.nvlink_reads - read == 2 * 2 * 4
+    monkeypatch.setattr(witness, "COUNTERS_REUSE_S", 1.0)
+    nvml.refuse_replay = True  # the closing reading is not whole: the next point reads its own
+    refused = _point(tele, seconds=0.02)
+    assert "NVML readings refused" in refused["conditions"]
+    nvml.refuse_replay = False
+    nvml.replay += 1
+    read = nvml.nvlink_reads
+    assert conditions.causes(_point(tele, seconds=0.02)["conditions"]) == []
+    assert nvml.nvlink_reads - read == 2 * 2 * 4
+    tele.witness.judge_nvlink = False  # the next job's data does not cross NVLink: no NVLink reading at all
+    read = nvml.nvlink_reads
+    _point(tele, seconds=0.02)
+    assert nvml.nvlink_reads == read
+
+
 def test_only_the_peers_experiment_declares_that_its_data_crosses_nvlink():
     from gpu.experiments import registry
 

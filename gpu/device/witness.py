@@ -32,6 +32,10 @@ BUSY_PERCENT = 50  # utilisation between points that names a busy GPU
 MAX_NAMED_PROCESSES = 3  # foreign processes named one by one; more are counted
 NVLINK_MAX_LINKS = 18
 NOT_SUPPORTED = 3  # NVML_ERROR_NOT_SUPPORTED: the board has no such counter (NVLink on one GPU, ECC off)
+# A point's closing counters open the next point when it begins within this long: a count between the two readings
+# falls in the next point's window, so nothing is lost, and a peer point skips its opening 72 NVLink calls (~40 ms on
+# an H200, 2.6 s of a 4-GPU node's 64-point matrix). A longer gap (a job's end, an idle worker) reads them anew.
+COUNTERS_REUSE_S = 1.0
 
 # nvmlClocksEventReason* bits: the ones that slow a GPU down, by name; idle, application-clock and display-clock
 # settings are no slowdown (the idle bit is set whenever nothing runs).
@@ -109,6 +113,7 @@ class Witness:
         self._samples: list[dict] = []
         self._refused: Counter = Counter()
         self._before: dict = {}
+        self._reusable: tuple | None = None  # (counters, when read, judge_nvlink then) from the last point's end
         self._latest: dict = {}
         self._last_point_end: float | None = None
         self._last_activity = 0.0
@@ -143,15 +148,17 @@ class Witness:
             raise Refused(f"{number:g}")
         return number
 
-    def _take(self, reading: dict, field: str, read) -> None:
-        """``reading[field]`` = ``read()``; a refusal is counted for the point under the field's name."""
+    def _take(self, reading: dict, field: str, read, refused: Counter | None = None) -> None:
+        """``reading[field]`` = ``read()``; a refusal is counted for the point under the field's name (in ``refused``
+        when given, else the point's own count)."""
+        refused = self._refused if refused is None else refused
         try:
             value = read()
         except Refused:
-            self._refused[field] += 1
+            refused[field] += 1
             return
         except Exception:  # a stand-in or binding that misbehaves in its own way: refused, never a traceback
-            self._refused[field] += 1
+            refused[field] += 1
             return
         if value is not None:
             reading[field] = value
@@ -211,10 +218,11 @@ class Witness:
         self._take(reading, "pcie", self._pcie)
         return reading
 
-    def _counters(self) -> dict:
+    def _counters(self, refused: Counter | None = None) -> dict:
         """The counters whose change over a point is read: PCIe replays, volatile ECC errors, NVLink errors."""
         found: dict = {}
-        self._take(found, "pcie_replay", lambda: self._number("counter", self._read("nvmlDeviceGetPcieReplayCounter")))
+        self._take(found, "pcie_replay", lambda: self._number("counter", self._read("nvmlDeviceGetPcieReplayCounter")),
+                   refused)
 
         def ecc():
             total = 0
@@ -225,13 +233,13 @@ class Witness:
                 total += int(value)
             return total
 
-        self._take(found, "ecc", ecc)
+        self._take(found, "ecc", ecc, refused)
         # NVLink's error counters are read only for a measurement whose data crosses NVLink (``judge_nvlink``): an
         # H200's 18 links cost 72 calls, ~50 ms a reading, twice a point (1.5 s of a health suite's transfers run),
         # for counts that name no cause of a copy inside one GPU. (NVML's field call would not help: an H200
         # refuses every NVLink error field.)
         if self.judge_nvlink:
-            self._take(found, "nvlink", self._nvlink_counters)
+            self._take(found, "nvlink", self._nvlink_counters, refused)
         return found
 
     def _active_links(self) -> list[int]:
@@ -263,7 +271,7 @@ class Witness:
         return found or None
 
     def _before_point(self) -> dict:
-        before = self._counters()
+        before = self._opening_counters()
         now = time.monotonic()
 
         def utilisation():
@@ -280,6 +288,16 @@ class Witness:
         if self._max_link is None:
             self._max_pcie_link()
         return before
+
+    def _opening_counters(self) -> dict:
+        """The counters a point starts from: the last point's closing reading when it was whole (nothing refused),
+        taken under the same ``judge_nvlink`` and at most ``COUNTERS_REUSE_S`` ago; else read now."""
+        reusable, self._reusable = self._reusable, None
+        if reusable is not None:
+            counters, read_at, judged = reusable
+            if judged == self.judge_nvlink and time.monotonic() - read_at <= COUNTERS_REUSE_S:
+                return dict(counters)
+        return self._counters()
 
     def _max_pcie_link(self) -> None:
         """The most the device and its slot allow (generation, width), read once."""
@@ -347,12 +365,15 @@ class Witness:
         if self._max_link is None:  # a sweep that does not restart per point: its first point began nowhere
             self._max_pcie_link()
         last = self.sample()
-        after = self._counters()
+        missed: Counter = Counter()
+        after = self._counters(missed)
         with self._lock:
+            self._refused.update(missed)
             samples, refused, before = self._samples + [last], self._refused, self._before
             self._samples, self._refused, self._before = [], Counter(), after
             self._latest = last
         self._last_point_end = time.monotonic()
+        self._reusable = None if missed else (after, self._last_point_end, self.judge_nvlink)
         self._in_point = False
         self._wake()
         return self.summarize(samples, refused, before, after)
