@@ -127,10 +127,11 @@ def test_the_checked_elements_are_the_ends_and_runs_spread_between_in_order(n):
 
 
 def test_a_single_flipped_bit_is_found_and_named():
-    start = 1 << 27
-    got = inputs.values(99, 3, np.arange(start, start + 4096))
-    assert inputs.first_difference(99, 3, start, got) is None
-    got.view(np.uint32)[1234] ^= 1  # the lowest mantissa bit of one element
-    found = inputs.first_difference(99, 3, start, got)
-    assert found is not None and f"element {start + 1234:,} of vector 3" in found and "1 of 4,096" in found
-    assert inputs.first_difference(98, 3, start, inputs.values(99, 3, np.arange(start, start + 4096))) is not None
+    index = inputs.checked_indices(1 << 28)
+    assert index.size == 2 * inputs.EDGE + inputs.SPREAD * inputs.RUN and (np.diff(index) > 0).all()
+    got = inputs.values(99, 3, index)
+    assert inputs.first_difference(99, 3, index, got) is None
+    got.view(np.uint32)[3000] ^= 1  # the lowest mantissa bit of one element, in a run between the ends
+    found = inputs.first_difference(99, 3, index, got)
+    assert found is not None and f"element {int(index[3000]):,} of vector 3" in found and "1 of 6,144" in found
+    assert inputs.first_difference(98, 3, index, inputs.values(99, 3, index)) is not None

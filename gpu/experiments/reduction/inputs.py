@@ -74,13 +74,18 @@ def checked_runs(n: int) -> list[tuple[int, int]]:
     return [*runs, (n - EDGE, EDGE)]
 
 
-def first_difference(seed: int, vector: int, start: int, got: np.ndarray) -> str | None:
-    """Where ``got`` (elements ``start``… of ``vector`` read back from the device) departs bit for bit from the
-    formula under ``seed``, in words; None when every element matches."""
-    expected = values(seed, vector, np.arange(start, start + got.size, dtype=np.int64))
+def checked_indices(n: int) -> np.ndarray:
+    """The indices of ``checked_runs(n)``, in order (int64)."""
+    return np.concatenate([np.arange(start, start + count, dtype=np.int64) for start, count in checked_runs(n)])
+
+
+def first_difference(seed: int, vector: int, index: np.ndarray, got: np.ndarray) -> str | None:
+    """Where ``got`` (elements ``index`` of ``vector`` read back from the device) departs bit for bit from the formula
+    under ``seed``, in words; None when every element matches."""
+    expected = values(seed, vector, index)
     wrong = np.flatnonzero(expected.view(np.uint32) != np.ascontiguousarray(got, np.float32).view(np.uint32))
     if not wrong.size:
         return None
     at = int(wrong[0])
-    return (f"element {start + at:,} of vector {vector} is {got[at]!r}, the formula gives {expected[at]!r} "
-            f"({wrong.size:,} of {got.size:,} checked elements there differ)")
+    return (f"element {int(index[at]):,} of vector {vector} is {got[at]!r}, the formula gives {expected[at]!r} "
+            f"({wrong.size:,} of {got.size:,} checked elements differ)")

@@ -76,14 +76,16 @@ class ReductionSweep(harness.Sweep):
         """The device's elements of ``pair`` against the formula computed on the host, bit for bit, at the elements
         ``inputs.checked_runs`` names (the first and last few thousand and runs spread between them): a generator that
         wrote anything else fails here, before its data is summed or timed."""
+        runs, index = formula.checked_runs(n), formula.checked_indices(n)
         for vector, buffer in zip((2 * pair, 2 * pair + 1), (self.a, self.b), strict=True):
-            for start, count in formula.checked_runs(n):
-                got = np.empty(count, np.float32)
-                self.cuda.memcpy_dtoh(got, int(buffer) + 4 * start)
-                wrong = formula.first_difference(seed, vector, start, got)
-                if wrong:
-                    raise VerificationError(f"the dot products' input vectors ({n:,} elements, seed {seed:#x}) are "
-                                            f"not what their formula gives: {wrong}")
+            got, at = np.empty(index.size, np.float32), 0
+            for start, count in runs:
+                self.cuda.memcpy_dtoh(got[at:at + count], int(buffer) + 4 * start)
+                at += count
+            wrong = formula.first_difference(seed, vector, index, got)
+            if wrong:
+                raise VerificationError(f"the dot products' input vectors ({n:,} elements, seed {seed:#x}) are "
+                                        f"not what their formula gives: {wrong}")
 
     def reference_sum(self, n: int, seed: int, pair: int) -> int | float:
         """``pair`` made on the GPU and checked, then its exact dot product: the integer dot of the -1/0/1 pair (an
