@@ -67,7 +67,8 @@ class ReductionSweep(harness.Sweep):
         return formula.draw_seed()
 
     def fill(self, n: int, seed: int, pair: int) -> None:
-        """The vectors of ``pair`` (-1/0/1 or uniform) under ``seed`` into the device buffers: about 1 ms at 2^28."""
+        """The vectors of ``pair`` (-1/0/1 or uniform) under ``seed`` into the device buffers, one kernel writing at
+        memory bandwidth (health_time.py --parts reduction times it)."""
         self.fill_pair(self.a, self.b, np.uint64(n), np.uint64(seed), np.uint32(pair), block=(FILL_BLOCK, 1, 1),
                        grid=k.grid_for(n, FILL_BLOCK))
         self.cuda.Context.synchronize()  # written before any stream reads them (the timer's streams may not wait)
