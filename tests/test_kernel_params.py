@@ -132,27 +132,6 @@ def test_exact_inputs_are_small_integers_the_same_for_a_seed_across_slices():
     assert small_int_floats(0, seed=1).size == 0
 
 
-def test_dot_inputs_are_the_declared_values_with_their_exact_dot_products_across_slices():
-    from gpu.experiments.reduction.sweep import INPUT_SLICE, dot_inputs
-
-    count = 2 * INPUT_SLICE + 5  # three slices, the last one short
-    ternary, exact_int, uniform, exact = dot_inputs(count, seed=3)
-    assert all(v.dtype == np.float32 and v.size == count for v in (*ternary, *uniform))
-    assert set(np.unique(np.concatenate(ternary)).tolist()) == {-1.0, 0.0, 1.0}
-    assert all(v.min() >= -1 and v.max() < 1 for v in uniform)
-    # The slices' sums against whole-vector dots: exact for the integers, float64 for the uniform values.
-    assert isinstance(exact_int, int)
-    assert exact_int == int(np.dot(ternary[0].astype(np.int64), ternary[1].astype(np.int64)))
-    assert exact == pytest.approx(float(np.dot(uniform[0].astype(np.float64), uniform[1].astype(np.float64))),
-                                  rel=1e-12)
-    again = dot_inputs(count, seed=3)
-    assert again[1] == exact_int and again[3] == exact
-    assert all(np.array_equal(x, y) for x, y in zip((*ternary, *uniform), (*again[0], *again[2]), strict=True))
-    other = dot_inputs(count, seed=4)
-    assert not np.array_equal(other[2][0], uniform[0])
-    assert not np.array_equal(ternary[0][:INPUT_SLICE], ternary[0][INPUT_SLICE:2 * INPUT_SLICE])
-
-
 @pytest.mark.parametrize("variant", ["aos_sum", "aos_x", "soa_sum", "soa_x"])
 def test_layout_expectations_match_the_fields_laid_out_one_after_another(variant):
     from gpu.experiments.coalescing import four_field_sum

@@ -69,7 +69,9 @@ class _GpuArrays:
                                                                                     "block_sizes"))])
 def test_the_sweep_is_handed_the_points_it_built_by_hand(raw, monkeypatch):
     params = reduction.parse_params({**raw, "profile": "interactive"})
-    monkeypatch.setattr(reduction_sweep, "dot_inputs", lambda n: (None, 0, None, 0.0))  # no vectors drawn
+    # No vectors made: a size's seed and its references stand in.
+    monkeypatch.setattr(reduction_sweep.ReductionSweep, "draw_seed", lambda self: 1)
+    monkeypatch.setattr(reduction_sweep.ReductionSweep, "reference_sum", lambda self, n, seed, pair: 0)
 
     def equip(sweep):
         sweep.timer, sweep.gpuarray = _Timer(), _GpuArrays()

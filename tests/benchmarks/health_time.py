@@ -6,10 +6,12 @@ node's links).
    command's wall time, the fleet's own total, each GPU's runs (each run's time as the fleet reports it, from its
    submission to its frame back) and the node's links (the peers run).
 2. The health suite's reduction and transfers runs again (``--parts``), in this process on GPU 0 (``--gpu``), their
-   parts timed: the sweep's generator (the reduction's input vectors and exact dot products, host buffers), each
-   point's set-up (``measure``: uploads, patterns, a batch's calibration), its samples, its verification, the whole
-   job, and each point's time and stop reason. ``--concurrent N`` first draws the inputs in N processes at once,
-   as N GPUs' workers of one node do in a fleet.
+   parts timed: the sweep's generator (the reduction's input vectors made on the GPU, their check and exact dot
+   products, host buffers), each point's set-up (``measure``: the inputs written again, patterns, a batch's
+   calibration), its samples, its verification, the whole job, and each point's time and stop reason; for the
+   reduction also, inside those, its generator kernel, the host's formula check and the reference sums.
+   ``--concurrent N`` first draws the inputs in N processes at once, as N GPUs' workers of one node do in a fleet
+   (a checkout that makes them on the GPU has nothing to draw on the host).
 
 3. ``--parts-concurrent``: the health fleet again (``health_parts.py``, its own process), every GPU at once as the
    fleet runs them, each run's time split into its parts in every process it crosses: the driver's submission, Dask's
@@ -73,6 +75,25 @@ def fleet(root: Path) -> None:
               + ", ".join(f"{name} {value}" for name, value in runs.items()), flush=True)
     if done.returncode != 0:
         print("  last lines:\n    " + "\n    ".join(lines[-15:]), flush=True)
+
+
+# A sweep's own steps timed inside the parts (when its checkout has them): the reduction's inputs made on the GPU.
+INSIDE = (("reference_sum", "each pair made, checked and summed by its reference kernel (reference_sum)"),
+          ("fill", "the generator kernel, each pair written (fill, synchronized; each size and each point)"),
+          ("cross_check", "the host's formula check of a pair's elements (cross_check)"))
+
+
+def _timed_inside(timed_class, method: str, name: str, details: dict[str, float]):
+    """``method`` of ``timed_class`` with its time added to ``details[name]``."""
+
+    def timed_method(self, *args):
+        started = time.perf_counter()
+        try:
+            return getattr(super(timed_class, self), method)(*args)
+        finally:
+            details[name] = details.get(name, 0.0) + time.perf_counter() - started
+
+    return timed_method
 
 
 def run_parts(root: Path, gpu_index: int, experiment: str) -> None:
@@ -139,6 +160,10 @@ def run_parts(root: Path, gpu_index: int, experiment: str) -> None:
             yield point
 
     setattr(Timed, generator, timed_points)
+    details: dict[str, float] = {}  # parts inside the parts above (not added to them again)
+    for method, name in INSIDE:
+        if hasattr(declared, method):
+            setattr(Timed, method, _timed_inside(Timed, method, name, details))
     gpu = GpuRuntime(gpu_index)
     try:
         started = time.perf_counter()
@@ -152,6 +177,8 @@ def run_parts(root: Path, gpu_index: int, experiment: str) -> None:
     for name, seconds in parts.items():
         print(f"  {name}: {seconds:.2f} s", flush=True)
     print(f"  the rest (allocation, set-up, rows, freeing): {whole - sum(parts.values()):.2f} s", flush=True)
+    for name, seconds in details.items():
+        print(f"  of which, inside the parts above: {name}: {seconds:.3f} s", flush=True)
     for (label, seconds), row in zip(each, rows, strict=False):
         print(f"    {label}: {seconds:.2f} s, {row['samples']} samples, {row['stop_reason']}, {row['gbps']:.2f} GB/s",
               flush=True)
@@ -164,6 +191,9 @@ from gpu.experiments import registry, suites
 module = registry.entry_of("reduction").sweep_module()
 n = max(suites.load("health").run_for("reduction").checked().params.sizes)
 started = time.perf_counter()
+if hasattr(module, "TERNARY_PAIR"):  # the inputs are made on the GPU: no host work to contend for the cores
+    print("0.00 (made on the GPU)")
+    sys.exit(0)
 if hasattr(module, "dot_inputs"):
     module.dot_inputs(n)
 else:  # a checkout before dot_inputs: the sweep's generator draws the inputs at its first point

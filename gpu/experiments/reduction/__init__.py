@@ -8,9 +8,20 @@ per block), ``grid_stride`` (a GPU-filling grid accumulating float4 loads in reg
 copies, the grid-stride kernel, the result back) from pageable or pinned host buffers (held when pinned).
 Bytes: the two input vectors (8 bytes per element).
 
+Inputs: each size draws a 64-bit seed, and a generator kernel (``reduction_inputs.cu``) writes both pairs of
+vectors on the GPU from a counter-based hash of (seed, vector, index) (splitmix64's output for that counter;
+``inputs.py`` is the same formula in NumPy): -1/0/1 values, and uniform values of [-1, 1) on a grid of 2^-23,
+exact in float32. The host computes the formula for the first and last few thousand elements of each vector and
+runs spread between them, and compares them bit for bit with the device's, so a wrong generator fails the job.
+Their exact dot products come from reference kernels of their own, sharing no code with the measured ones: the
+-1/0/1 pair's integer dot in 64-bit integers (exact), the uniform pair's in float64 (every product exact, the
+sums' error bound stated in the kernel: far below a float32 kernel's error), each block's sum added on the host in
+a fixed order. The end-to-end variants' host buffers are copied from the device's uniform vectors.
+
 Correctness, twice per variant: on vectors of -1/0/1 every partial sum is an exact small integer, so the
 result must equal the integer dot product exactly (a dropped or repeated element fails the job); on the
-uniform [-1, 1) data that is timed, the relative error against a float64 NumPy dot is reported.
+uniform [-1, 1) data that is timed, the relative error against the float64 reference dot is reported (the
+end-to-end variants fail beyond 1e-4). A failure names the seed, which makes the same vectors again.
 """
 
 from __future__ import annotations

@@ -4,22 +4,29 @@
 from __future__ import annotations
 
 import math
-import threading
 
 import numpy as np
 
 from gpu.core.errors import VerificationError
 from gpu.device.timing import KernelTimer
 from gpu.experiments.reduction import END_TO_END, LABELS, UNHELD, bytes_moved
+from gpu.experiments.reduction import inputs as formula
 from gpu.sweeps import _kernels as k
 from gpu.sweeps import harness
-from gpu.sweeps.verify import verify_pool
+
+TERNARY_PAIR, UNIFORM_PAIR = 0, 1  # the generator kernel's ``pair``: vectors 0 and 1 (-1/0/1), 2 and 3 (uniform)
+FILL_BLOCK = 256
+# The reference kernels' shape: REFERENCE_BLOCK threads a block, each summing REFERENCE_PER_THREAD elements of its
+# block's chunk (the float64 sum's error bound in reduction_inputs.cu counts both); one sum a block, added on the host.
+REFERENCE_BLOCK, REFERENCE_PER_THREAD = 256, 64
+REFERENCE_CHUNK = REFERENCE_BLOCK * REFERENCE_PER_THREAD
 
 
 class ReductionSweep(harness.Sweep):
-    """Each size: the -1/0/1 and uniform vectors; each block size: every variant, first checked exactly on the
+    """Each size: a seed, the -1/0/1 and uniform vectors it makes on the GPU (checked against the formula on the host)
+    and their exact dot products (reference kernels); each block size: every variant, first checked exactly on the
     -1/0/1 data, then timed on the uniform data (its relative error a column). Host buffers of the end-to-end
-    variants live for one size."""
+    variants live for one size, filled from the device's uniform vectors."""
 
     RESTART_TELEMETRY = False
 
@@ -28,6 +35,9 @@ class ReductionSweep(harness.Sweep):
         self.gpuarray = gpu.gpuarray
         self.fn = {name: gpu.kernel("reduction", f"dot_{name}") for name in
                    ("atomic_per_element", "shared_tree", "warp_shuffle", "grid_stride")}
+        self.fill_pair = gpu.kernel("reduction_inputs", "reduction_fill_pair")
+        self.reference = {pair: gpu.kernel("reduction_inputs", f"reduction_reference_{name}")
+                          for pair, name in ((TERNARY_PAIR, "ternary"), (UNIFORM_PAIR, "uniform"))}
 
     def setup(self) -> None:
         ledger, largest = self.ledger, max(self.params.sizes)
@@ -37,18 +47,62 @@ class ReductionSweep(harness.Sweep):
         self.timer = KernelTimer(self.gpu, ledger)
         self.a, self.b = ledger.device_buffer(largest * 4), ledger.device_buffer(largest * 4)
         self.out_f, self.out_d = ledger.device_buffer(4), ledger.device_buffer(8)
+        self.block_sums = ledger.device_buffer(-(-largest // REFERENCE_CHUNK) * 8)
 
     def group_of(self, grid_point):
         return grid_point["elements"]
 
     def enter_group(self, n) -> None:
-        """A size's vectors and their exact dot products, views of the device buffers for gpuarray.dot, and (filled
-        at their first point) the end-to-end variants' host buffers."""
-        ternary, exact_int, uniform, exact = dot_inputs(n)
+        """A size's seed, its vectors' exact dot products (each pair made on the GPU, checked against the formula,
+        summed by its reference kernel), views of the device buffers for gpuarray.dot, and (filled at their first
+        point) the end-to-end variants' host buffers."""
+        seed = self.draw_seed()
+        exact_int = self.reference_sum(n, seed, TERNARY_PAIR)
+        exact = self.reference_sum(n, seed, UNIFORM_PAIR)
         views = tuple(self.gpuarray.GPUArray((n,), np.float32, gpudata=buffer) for buffer in (self.a, self.b))
-        self.size = {"n": n, "ternary": ternary, "exact_int": exact_int, "uniform": uniform, "exact": exact,
-                     "views": views, "hosts": {}}
+        self.size = {"n": n, "seed": seed, "exact_int": exact_int, "exact": exact, "views": views, "hosts": {}}
         self.block_group = None
+
+    def draw_seed(self) -> int:
+        return formula.draw_seed()
+
+    def fill(self, n: int, seed: int, pair: int) -> None:
+        """The vectors of ``pair`` (-1/0/1 or uniform) under ``seed`` into the device buffers, one kernel writing at
+        memory bandwidth (health_time.py --parts reduction times it)."""
+        self.fill_pair(self.a, self.b, np.uint64(n), np.uint64(seed), np.uint32(pair), block=(FILL_BLOCK, 1, 1),
+                       grid=k.grid_for(n, FILL_BLOCK))
+        self.cuda.Context.synchronize()  # written before any stream reads them (the timer's streams may not wait)
+
+    def cross_check(self, n: int, seed: int, pair: int) -> None:
+        """The device's elements of ``pair`` against the formula computed on the host, bit for bit, at the elements
+        ``inputs.checked_runs`` names (the first and last few thousand and runs spread between them): a generator that
+        wrote anything else fails here, before its data is summed or timed."""
+        runs, index = formula.checked_runs(n), formula.checked_indices(n)
+        for vector, buffer in zip((2 * pair, 2 * pair + 1), (self.a, self.b), strict=True):
+            got, at = np.empty(index.size, np.float32), 0
+            for start, count in runs:
+                self.cuda.memcpy_dtoh(got[at:at + count], int(buffer) + 4 * start)
+                at += count
+            wrong = formula.first_difference(seed, vector, index, got)
+            if wrong:
+                raise VerificationError(f"the dot products' input vectors ({n:,} elements, seed {seed:#x}) are "
+                                        f"not what their formula gives: {wrong}")
+
+    def reference_sum(self, n: int, seed: int, pair: int) -> int | float:
+        """``pair`` made on the GPU and checked, then its exact dot product: the integer dot of the -1/0/1 pair (an
+        int, exact), or the float64 dot of the uniform pair (its error bound in reduction_inputs.cu), each block's sum
+        from the reference kernel, added here in a fixed order."""
+        self.fill(n, seed, pair)
+        self.cross_check(n, seed, pair)
+        blocks = -(-n // REFERENCE_CHUNK)
+        item = np.int64 if pair == TERNARY_PAIR else np.float64
+        self.reference[pair](self.a, self.b, self.block_sums, np.uint64(n), np.uint32(REFERENCE_PER_THREAD),
+                             block=(REFERENCE_BLOCK, 1, 1), grid=(blocks, 1), shared=REFERENCE_BLOCK * 8)
+        sums = np.empty(blocks, item)
+        self.cuda.memcpy_dtoh(sums, self.block_sums)
+        if pair == TERNARY_PAIR:
+            return int(sums.sum(dtype=np.int64))  # at most 2^28 in magnitude: exact
+        return math.fsum(sums.tolist())  # the blocks' sums added correctly rounded
 
     def leave_group(self, n) -> None:
         self._release_result()
@@ -113,22 +167,22 @@ class ReductionSweep(harness.Sweep):
         cuda, a, b, n, timer = self.cuda, self.a, self.b, group["n"], self.timer
         state["label"] = label = f"{LABELS[variant]} ({n:,} elements, block {group['block']})"
         base = "grid_stride" if variant in END_TO_END else variant
-        ternary, uniform = group["ternary"], group["uniform"]
-        cuda.memcpy_htod(a, ternary[0])
-        cuda.memcpy_htod(b, ternary[1])
+        # The generator writes both pairs again (a millisecond at 2^28), so each variant sums data made afresh from
+        # the seed: the same vectors the references were computed from.
+        self.fill(n, group["seed"], TERNARY_PAIR)
         got = self.result(group, self.kernel(group, base, None))
         if got != group["exact_int"]:
             raise VerificationError(f"{label}: on -1/0/1 data the dot product is exactly "
-                                    f"{group['exact_int']:.0f}, the kernel returned {got!r}")
-        cuda.memcpy_htod(a, uniform[0])
-        cuda.memcpy_htod(b, uniform[1])
+                                    f"{group['exact_int']:.0f}, the kernel returned {got!r} "
+                                    f"(inputs' seed {group['seed']:#x})")
+        self.fill(n, group["seed"], UNIFORM_PAIR)
         if variant in END_TO_END:
             mode = "pinned" if variant == "end_to_end_pinned" else "pageable"
             hosts = group["hosts"]
             if mode not in hosts:
                 pair = [self.ledger.host_buffer(n * 4, mode).view(np.float32) for _ in range(2)]
-                for dst, src in zip(pair, uniform, strict=True):
-                    np.copyto(dst, src)
+                for dst, src in zip(pair, (a, b), strict=True):
+                    cuda.memcpy_dtoh(dst, src)  # the device's uniform vectors, just made
                 hosts[mode] = pair
             ha, hb = hosts[mode]
             last = np.zeros(1, dtype=np.float64)
@@ -151,53 +205,12 @@ class ReductionSweep(harness.Sweep):
         exact, value = state["group"]["exact"], state["value"]()
         if state["variant"] in END_TO_END and abs(value - exact) > 1e-4 * max(abs(exact), 1.0):
             raise VerificationError(f"{state['label']}: result {value!r} differs from the float64 dot "
-                                    f"{exact!r} by more than 1e-4 relative: data was corrupted")
+                                    f"{exact!r} by more than 1e-4 relative: data was corrupted (inputs' seed "
+                                    f"{state['group']['seed']:#x})")
         point.columns["rel_error"] = abs(value - exact) / abs(exact) if exact else abs(value)
 
 
 run = harness.runner(ReductionSweep)
-
-INPUT_SLICE = 1 << 18  # values drawn and summed per slice: a slice's float64 products (2 MiB) stay in cache
-_scratch = threading.local()  # each pool thread's float64 products, reused (a fresh 2 MiB buffer is paged in anew)
-
-
-def dot_inputs(n: int, seed=None) -> tuple[list[np.ndarray], int, list[np.ndarray], float]:
-    """The vectors of one size and their exact dot products: two of -1/0/1 (float32) and their integer dot, two
-    uniform in [-1, 1) (float32) and their dot in float64. Drawn in slices on the verify pool, each slice from its own
-    generator spawned from ``seed`` (the same ``n`` and ``seed`` give the same vectors), and summed there slice by
-    slice: at 2^28 values, drawing whole vectors and their float64 copies on one core took most of a health suite's
-    reduction run (9–17 s).
-
-    The -1/0/1 values are drawn as int8 and their dot summed in int64, exactly; the uniform ones as float32 x in
-    [0, 1), then 2x − 1, which is exact in float32; their products are exact in float64 and summed pairwise there,
-    slice by slice, the slices' sums added with ``math.fsum``."""
-    ternary = [np.empty(n, np.float32) for _ in range(2)]
-    uniform = [np.empty(n, np.float32) for _ in range(2)]
-    starts = range(0, n, INPUT_SLICE)
-    generators = np.random.SeedSequence(seed).spawn(len(starts))
-
-    def fill(index: int) -> tuple[int, float]:
-        lo = starts[index]
-        hi = min(lo + INPUT_SLICE, n)
-        rng = np.random.default_rng(generators[index])
-        small = [rng.integers(-1, 2, size=hi - lo, dtype=np.int8) for _ in range(2)]
-        for vector, values in zip(ternary, small, strict=True):
-            np.copyto(vector[lo:hi], values)
-        exact_int = int(np.multiply(small[0], small[1]).sum(dtype=np.int64))
-        for vector in uniform:
-            part = vector[lo:hi]
-            rng.random(out=part, dtype=np.float32)
-            np.multiply(part, np.float32(2), out=part)
-            np.subtract(part, np.float32(1), out=part)
-        products = getattr(_scratch, "products", None)
-        if products is None or products.size < hi - lo:
-            products = _scratch.products = np.empty(INPUT_SLICE, np.float64)
-        products = products[:hi - lo]
-        np.multiply(uniform[0][lo:hi], uniform[1][lo:hi], out=products, dtype=np.float64)
-        return exact_int, float(products.sum())
-
-    sums = list(verify_pool().map(fill, range(len(starts))))
-    return ternary, sum(s[0] for s in sums), uniform, math.fsum(s[1] for s in sums)
 
 
 def warm_up(gpu) -> None:

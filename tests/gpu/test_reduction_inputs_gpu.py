@@ -1,0 +1,98 @@
+"""The reduction's inputs made on the GPU (pytest -m gpu on the GPU machine): the generator kernel's vectors equal the
+host formula (gpu/experiments/reduction/inputs.py) everywhere, whole vectors at 2^20 and 2^24; the reference kernels'
+integer dot equals NumPy's int64 dot exactly and their float64 dot is within 1e-12 relative of the exact products'
+``math.fsum``; every variant passes in the same run; a wrong generator or a wrong reference fails the job naming the
+seed. The sweep runs through the harness in this process, on GPU 0."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from gpu.core.errors import VerificationError
+from gpu.experiments import reduction
+from gpu.experiments.reduction import inputs
+from gpu.experiments.reduction import sweep as reduction_sweep
+from gpu.sweeps import harness
+
+pytestmark = pytest.mark.gpu
+
+SIZES = [1 << 20, 1 << 24]
+
+
+@pytest.fixture(scope="module")
+def gpu():
+    from gpu.device.context import GpuRuntime
+
+    runtime = GpuRuntime(0)
+    try:
+        yield runtime
+    finally:
+        runtime.close()
+
+
+def run(declaration, gpu, raw):
+    params = reduction.parse_params({"block_sizes": [256], "profile": "interactive", **raw})
+    return harness.run(declaration, params, gpu, lambda *a: None, lambda: False)
+
+
+class Recording(reduction_sweep.ReductionSweep):
+    """The sweep, keeping each pair as the device holds it once made, with the seed and the reference's answer."""
+
+    made: list = []
+
+    def reference_sum(self, n, seed, pair):
+        value = super().reference_sum(n, seed, pair)
+        vectors = [np.empty(n, np.float32) for _ in range(2)]
+        for host, device in zip(vectors, (self.a, self.b), strict=True):
+            self.cuda.memcpy_dtoh(host, device)
+        Recording.made.append((n, seed, pair, value, vectors))
+        return value
+
+
+def test_the_device_vectors_are_the_formula_and_the_references_exact(gpu):
+    Recording.made = []
+    rows = run(Recording, gpu, {"sizes": SIZES})
+    assert len(rows) == len(SIZES) * 7 and all(row["verified"] for row in rows)
+    doubles = [row for row in rows if row["variant"] in ("shared_tree", "warp_shuffle", "grid_stride")]
+    assert all(row["rel_error"] < 1e-5 for row in doubles)
+    assert [(n, pair) for n, _, pair, _, _ in Recording.made] == [(n, p) for n in SIZES for p in (0, 1)]
+    for n, seed, pair, value, (a, b) in Recording.made:
+        for vector, got in zip((2 * pair, 2 * pair + 1), (a, b), strict=True):
+            expected = inputs.values(seed, vector, np.arange(n))
+            assert np.array_equal(got.view(np.uint32), expected.view(np.uint32)), (n, seed, vector)
+        if pair == 0:
+            exact = int(np.dot(a.astype(np.int64), b.astype(np.int64)))
+            assert isinstance(value, int) and value == exact, (n, seed)
+        else:
+            exact = math.fsum((a.astype(np.float64) * b.astype(np.float64)).tolist())  # each product exact
+            print(f"\n2^{n.bit_length() - 1}: float64 reference {value!r}, fsum {exact!r}, "
+                  f"relative difference {abs(value - exact) / abs(exact):.1e}")
+            assert abs(value - exact) <= 1e-12 * abs(exact), (n, seed, value, exact)
+    assert len({seed for _, seed, _, _, _ in Recording.made}) == len(SIZES)  # each size its own seed
+
+
+class WrongReference(reduction_sweep.ReductionSweep):
+    def reference_sum(self, n, seed, pair):
+        value = super().reference_sum(n, seed, pair)
+        return value + 1 if pair == reduction_sweep.TERNARY_PAIR else value
+
+
+class WrongGenerator(reduction_sweep.ReductionSweep):
+    """A generator that writes another seed's vectors than the one it was given."""
+
+    def fill(self, n, seed, pair):
+        super().fill(n, seed ^ 1, pair)
+
+
+def test_a_wrong_reference_fails_the_job_naming_the_seed(gpu):
+    with pytest.raises(VerificationError, match=r"on -1/0/1 data .* \(inputs' seed 0x[0-9a-f]+\)"):
+        run(WrongReference, gpu, {"sizes": [1 << 20], "variants": ["warp_shuffle"]})
+
+
+def test_a_wrong_generator_fails_the_formula_check_naming_the_seed(gpu):
+    wrong = r"seed 0x[0-9a-f]+\) are not what their formula gives: element [0-9,]+ of vector 0 "
+    with pytest.raises(VerificationError, match=wrong):
+        run(WrongGenerator, gpu, {"sizes": [1 << 20], "variants": ["warp_shuffle"]})
