@@ -255,9 +255,11 @@ class ScheduledPeerService(TwoGpuRecordedService):
         by_key = {(r["variant"], int(r["gpu_index"]), None if pd.isna(r["peer_index"]) else int(r["peer_index"]),
                    int(r["elements"]), r["timer"]): r for r in recorded.to_dict("records")}
         uuids = {int(g["index"]): g["uuid"] for g in self.visible_gpus()}
-        # a run of its own, as each real run is: its own id and time (a page's caches key on them)
+        # a run of its own, as each real run is: its own id and time (a page's caches key on them); a test that
+        # compares two runs' pages names the time (PINPOINT_FAKE_TIMESTAMP)
         run = {"run_id": f"peers-standin-{time.time_ns():x}",
-               "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime())}
+               "timestamp": os.environ.get("PINPOINT_FAKE_TIMESTAMP")
+               or time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime())}
         rows = []
         for variant, gpu, peer, elements, timer in points:
             if peer is None:

@@ -10,7 +10,9 @@ drawn, how often the page looked at the job and how often it drew the partial ma
 seconds: in the partial draws, in the rest of following the job, in keeping the run (cache and runs store) and in
 drawing the final page.
 
-``python tests/benchmarks/peers_page_cpu.py [--gpus 2|4|both] [--measures N]``, from the project's root.
+``python tests/benchmarks/peers_page_cpu.py [--gpus 2|4|both] [--measures N] [--dump DIR]``, from the project's root;
+``--dump`` writes the last Measure's final page (each chart's Plotly JSON, the numbers table) to DIR, to compare two
+versions of the page.
 """
 
 from __future__ import annotations
@@ -103,11 +105,11 @@ def instrument(clock: Clock) -> None:
     measure.follow, measure.save_run, ui.download = timed_follow, timed_save, timed_download
 
 
-def run(gpus: int, measures: int) -> list[dict]:
+def run(gpus: int, measures: int, dump: str | None = None) -> list[dict]:
     points, first, last = SCHEDULES[gpus]
     os.environ.update({"PINPOINT_BACKEND": "auto", "PINPOINT_WORKER_SERVICE": "tests.fake_service:ScheduledPeerService",
                        "PINPOINT_FAKE_GPUS": str(gpus), "PINPOINT_FAKE_FIRST_S": str(first),
-                       "PINPOINT_FAKE_LAST_S": str(last)})
+                       "PINPOINT_FAKE_LAST_S": str(last), "PINPOINT_FAKE_TIMESTAMP": "2026-11-28T12:00:00"})
     os.environ.pop("PINPOINT_DEVICE", None)
     import streamlit as st
     from streamlit.testing.v1 import AppTest
@@ -144,6 +146,12 @@ def run(gpus: int, measures: int) -> list[dict]:
               f"{figure['preview_cpu']:.2f} s, other following {figure['follow_cpu']:.2f} s, keeping the run "
               f"{figure['keep_cpu']:.2f} s, final page {figure['final_cpu']:.2f} s; process CPU {cpu:.2f} s; "
               f"{rows} rows" + ("; " + " | ".join(problems) if problems else ""), flush=True)
+    if dump:
+        folder = Path(dump) / f"{gpus}gpus"
+        folder.mkdir(parents=True, exist_ok=True)
+        for i, chart in enumerate(at.get("plotly_chart")):
+            (folder / f"chart{i}.json").write_text(chart.proto.spec)
+        at.dataframe[-1].value.to_csv(folder / "numbers.csv", index=False)
     later = figures[1:] or figures  # the first Measure also warms caches and imports
     print(f"  median of Measures {later[0]['attempt']}–{later[-1]['attempt']}: page done "
           f"{statistics.median(f['page_done'] for f in later):.2f} s, after the backend "
@@ -158,16 +166,18 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--gpus", choices=["2", "4", "both"], default="both")
     parser.add_argument("--measures", type=int, default=3)
+    parser.add_argument("--dump", help="a folder for the last Measure's final page")
     args = parser.parse_args()
     os.environ.setdefault("PINPOINT_DB_URL", f"sqlite:///{tempfile.mkdtemp()}/runs.sqlite")
     os.chdir(ROOT)
     if args.gpus != "both":
-        run(int(args.gpus), args.measures)
+        run(int(args.gpus), args.measures, args.dump)
         return
     import subprocess
 
     for gpus in (2, 4):  # each node in a process of its own: its own worker and caches
-        subprocess.run([sys.executable, __file__, "--gpus", str(gpus), "--measures", str(args.measures)], check=True)
+        subprocess.run([sys.executable, __file__, "--gpus", str(gpus), "--measures", str(args.measures)]
+                       + (["--dump", args.dump] if args.dump else []), check=True)
 
 
 if __name__ == "__main__":
