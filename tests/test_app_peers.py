@@ -287,3 +287,19 @@ def test_a_live_measure_draws_the_first_cells_at_once_then_redraws_at_most_once_
     at.button(key="peers_measure").click().run()
     assert not seen["drawn"] and seen["rows"] == 64
     assert final_page(at) == shown  # the partial draws leave no trace on the final page
+
+
+def test_what_fails_while_the_page_readies_its_end_leaves_the_measurement_whole(scheduled_node, monkeypatch):
+    """Reading the bundled comparison while a job measures is a head start only: where it fails, the job is followed
+    to its end and its result shown, as without it."""
+    from gpu.results.analysis import normal
+
+    def unreadable():
+        raise OSError("assets/replay: permission denied")
+
+    monkeypatch.setattr(normal, "read_bundled_points", unreadable)
+    at = AppTest.from_file(APP, default_timeout=180).run()
+    at.switch_page(PAGE).run()
+    at.button(key="peers_measure").click().run()
+    assert not at.exception and not at.error, (at.exception, at.error)
+    assert len(at.dataframe[-1].value) == 64 and at.get("plotly_chart")

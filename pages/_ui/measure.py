@@ -3,6 +3,7 @@ live measurement in the runs store."""
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 
@@ -24,6 +25,7 @@ from pages._ui.backends import opened_run, run_catalog, session_id
 from pages._ui.controls import profile_choice, show_reasons
 from pages._ui.stage import desk
 
+LOG = logging.getLogger(__name__)
 POLL_S = 0.1  # how often a running job is looked at: new points are drawn within this of arriving
 REDRAW_S = 0.3  # at most this often a growing chart is redrawn (a redraw costs the browser a Plotly render)
 # What a chart raises when the points so far lack what it needs (a missing column, group or size, an empty series).
@@ -78,10 +80,14 @@ def ready_for_result() -> None:
     store it keeps the run in and the bundled recordings its result is compared with (``normal``), each read once
     per process. A served app has read both before its first visitor (serve.py); a page in a process of its own
     (a script, a test) would read them after its first Measure ended, a second or two on a 2-core machine. A store
-    that cannot be opened is tried again, and said, when the run is kept."""
-    if st.session_state.get("save_to_store", True):
-        run_catalog()
-    normal.read_bundled_points()
+    that cannot be opened is tried again, and said, when the run is kept; anything else that fails here is left to
+    the step that needs it, which says so (following the job goes on)."""
+    try:
+        if st.session_state.get("save_to_store", True):
+            run_catalog()
+        normal.read_bundled_points()
+    except Exception:  # noqa: BLE001  (the store's save or the context line shows the error, after the result)
+        LOG.warning("readying the page's end while a job measures failed", exc_info=True)
 
 
 def progress_text(handle: JobHandle, viewer) -> str:
