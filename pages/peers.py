@@ -20,6 +20,9 @@ SCOPE_KEY = "peers_scope"  # what a live Measure measures: the matrix at one siz
 SCOPES = {"matrix": f"The matrix at {format_bytes(declared_peers.MATRIX_SIZE)}",
           "sweep": f"Every size, {format_bytes(min(declared_peers.SWEEP_SIZES))} to "
                    f"{format_bytes(max(declared_peers.SWEEP_SIZES))}, every copy and timing"}
+# While measuring, the partial matrix is redrawn at most this often after its first draw (which comes with the first
+# cell): a 4-GPU matrix's 64 points arrive over about 12 s, and each redraw builds and sends the whole figure.
+PREVIEW_EVERY_S = 1.0
 MANY_PAIRS = 6  # more pairs than this (4 GPUs and up): the topology is summed up, each pair listed on request
 page = ui.Page("Peers: GPU to GPU", intro=(
     "Every GPU of a node copying into every other's memory: the **matrix** reads source (row) → destination "
@@ -64,9 +67,9 @@ def scope_choice() -> str:
 
 def preview(partial, suffix: str) -> None:
     """While measuring: the matrix of the pairs measured so far."""
-    view = pm.default_view(partial)
-    if view is not None:
-        show(charts.matrix_figure(partial.assign(backend="live"), view), f"chart_matrix{suffix}")
+    figure = charts.matrix_preview(partial.assign(backend="live"))
+    if figure is not None:
+        show(figure, f"chart_matrix{suffix}")
 
 
 def peer_backend():
@@ -89,7 +92,8 @@ def live_frame():
         st.stop()
     scope = scope_choice()
     page.sync(final=False)
-    return ui.measure.checked_frame(live, NAME, peer_request(scope), "peers", preview=preview)
+    return ui.measure.checked_frame(live, NAME, peer_request(scope), "peers", preview=preview,
+                                    redraw_s=PREVIEW_EVERY_S)
 
 
 def recorded_frame():

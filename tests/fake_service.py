@@ -222,3 +222,74 @@ class GpuSetService(FakeService):
             time.sleep(seconds)
             log("freed")
             self.freeing = (0, None)
+
+
+class ScheduledPeerService(TwoGpuRecordedService):
+    """The peer experiment on a node of PINPOINT_FAKE_GPUS GPUs (2 unless set), its rows streamed at the times a real
+    run produced them: the first at PINPOINT_FAKE_FIRST_S, the last at PINPOINT_FAKE_LAST_S, the others evenly
+    between. Each point is the bundled 2 × H100 recording's row of the same copy, size and timing, re-labelled for
+    its pair (or host GPU): a stand-in for timing the Peers page's live drawing, never a figure of a node shown."""
+
+    RECORDED_ON = "NVIDIA H100 80GB HBM3"  # the bundled peer recording (peers_nvidia-h100-80gb-hbm3_2026-11-25)
+
+    def __init__(self, device=None, devices=None, seconds_per_point: float | None = None):
+        RecordedService.__init__(self, seconds_per_point)
+        self.set = chosen_gpus(self.visible_gpus(), device, devices)
+        self.gpu = self.set[0]
+        self.first_s = float(os.environ.get("PINPOINT_FAKE_FIRST_S", "0.1"))
+        self.last_s = float(os.environ.get("PINPOINT_FAKE_LAST_S", "1.5"))
+
+    @classmethod
+    def visible_gpus(cls) -> list[dict]:
+        count = int(os.environ.get("PINPOINT_FAKE_GPUS", "2"))
+        return [{"index": i, "name": "NVIDIA H100 80GB HBM3", "uuid": f"GPU-{i:08x}-2222-4333-8444-5555{0xc0 + i:08x}",
+                 "host": "node-0"} for i in range(count)]
+
+    def _rows(self, points: list[tuple]) -> list[dict]:
+        """Each point's recorded row, re-labelled: a pair (s, d) takes the recorded 0 → 1 row where s < d, else
+        1 → 0; a host row of GPU g takes GPU g % 2's."""
+        import pandas as pd
+
+        recorded = self.recorded[(self.recorded["experiment"] == "peers")
+                                 & (self.recorded["device_name"] == self.RECORDED_ON)]
+        by_key = {(r["variant"], int(r["gpu_index"]), None if pd.isna(r["peer_index"]) else int(r["peer_index"]),
+                   int(r["elements"]), r["timer"]): r for r in recorded.to_dict("records")}
+        uuids = {int(g["index"]): g["uuid"] for g in self.visible_gpus()}
+        # a run of its own, as each real run is: its own id and time (a page's caches key on them); a test that
+        # compares two runs' pages names the time (PINPOINT_FAKE_TIMESTAMP)
+        run = {"run_id": f"peers-standin-{time.time_ns():x}",
+               "timestamp": os.environ.get("PINPOINT_FAKE_TIMESTAMP")
+               or time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime())}
+        rows = []
+        for variant, gpu, peer, elements, timer in points:
+            if peer is None:
+                source = by_key[(variant, gpu % 2, None, elements, timer)]
+            else:
+                source = by_key[(variant, 0 if gpu < peer else 1, 1 if gpu < peer else 0, elements, timer)]
+            rows.append({**source, **run, "gpu_index": gpu, "gpu_uuid": uuids[gpu],
+                         "peer_index": peer, "peer_uuid": None if peer is None else uuids[peer]})
+        return rows
+
+    def handle(self, job, progress, should_cancel):
+        if job["kind"] != "experiment":
+            return super().handle(job, progress, should_cancel)
+        import pandas as pd
+
+        from gpu.core.errors import JobCancelled
+        from gpu.experiments import get_experiment
+        from gpu.service.worker import checked
+
+        request = checked(job)
+        module = get_experiment(request.experiment)
+        params = module.with_devices(request.params, [int(g["index"]) for g in self.set])
+        points = list(params.points())
+        rows = self._rows(points)
+        started = time.monotonic()
+        step = (self.last_s - self.first_s) / max(len(points) - 1, 1)
+        for i, row in enumerate(rows):
+            if should_cancel():
+                raise JobCancelled()
+            progress(i, len(points), f"point {i}")
+            time.sleep(max(0.0, started + self.first_s + i * step - time.monotonic()))
+            progress.row(row)
+        return pd.DataFrame(rows)

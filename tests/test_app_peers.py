@@ -211,3 +211,95 @@ def test_live_measure_gives_the_matrix_first_and_offers_every_size_with_its_esti
     [said] = [c.value.replace("\\", "") for c in at.caption if "an estimate" in c.value]
     assert said.startswith("about 48 s for 380 points") and at.query_params["peers_scope"] == "sweep"
     assert len(at.dataframe[-1].value) == 16  # nothing measured until Measure is pressed again
+
+
+@pytest.fixture
+def scheduled_node(live, monkeypatch):
+    """A live node of four GPUs whose peer rows arrive as a real run's do, spread over 2 s (tests.fake_service:
+    ScheduledPeerService), each run stamped with one time so that two runs' pages can be compared."""
+    monkeypatch.setenv("PINPOINT_FAKE_GPUS", "4")
+    monkeypatch.setenv("PINPOINT_FAKE_FIRST_S", "0.1")
+    monkeypatch.setenv("PINPOINT_FAKE_LAST_S", "2.0")
+    monkeypatch.setenv("PINPOINT_FAKE_TIMESTAMP", "2026-11-28T12:00:00")
+    live("ScheduledPeerService")
+
+
+def followed(monkeypatch) -> dict:
+    """What the page's measure flow does while following each job: its polls, its partial draws (the rows each
+    drew), whether the job had ended when the runs store was opened, and the job's rows at its end. Setting
+    ``preview`` False follows the next job without partial draws."""
+    from pages._ui import backends, measure
+
+    seen = {"preview": True}
+    follow, run_catalog = measure.follow, backends.run_catalog
+
+    def counted_follow(handle, preview=None, *args, **kwargs):
+        seen.update(polls=0, drawn=[], store_opened_while_measuring=[], handle=handle)
+        wait = handle.wait
+
+        def counted_wait(timeout=None):
+            seen["polls"] += 1
+            return wait(timeout)
+
+        def counted_preview(frame, suffix):
+            seen["drawn"].append(len(frame))
+            return preview(frame, suffix)
+
+        handle.wait = counted_wait
+        follow(handle, counted_preview if seen["preview"] else None, *args, **kwargs)
+        seen["rows"] = len(handle.rows)
+
+    def noted_catalog():
+        if "handle" in seen:
+            seen["store_opened_while_measuring"].append(not seen["handle"].wait(0))
+        return run_catalog()
+
+    monkeypatch.setattr(measure, "follow", counted_follow)
+    monkeypatch.setattr(measure, "run_catalog", noted_catalog)
+    return seen
+
+
+def final_page(at) -> tuple[list[str], str]:
+    """The page's charts (Plotly JSON) and its numbers table (as CSV: a latency row's empty GB/s compares equal)."""
+    return [c.proto.spec for c in at.get("plotly_chart")], at.dataframe[-1].value.to_csv(index=False)
+
+
+def test_a_live_measure_draws_the_first_cells_at_once_then_redraws_at_most_once_a_second(scheduled_node,
+                                                                                       monkeypatch):
+    """64 points over 2 s: the partial matrix is drawn as soon as the first cells come, then at most once a second
+    (not at every poll), the runs store is opened while the job measures (not after it), and the final page is the
+    one a Measure without any partial draw gives."""
+    at = AppTest.from_file(APP, default_timeout=180).run()
+    at.switch_page(PAGE).run()
+    at.session_state["reuse_points"] = False  # each Measure measures
+    seen = followed(monkeypatch)
+    at.button(key="peers_measure").click().run()
+    assert not at.exception and not at.error, (at.exception, at.error)
+    drawn = seen["drawn"]
+    assert seen["rows"] == 64 and drawn and drawn[0] < 64  # a partial matrix, before the run's end
+    assert all(a < b for a, b in zip(drawn, drawn[1:], strict=False))  # each redraw with new cells
+    assert len(drawn) <= 4 and len(drawn) < seen["polls"]  # over 2 s: its first draw, then one a second at most
+    assert seen["store_opened_while_measuring"][:1] == [True]
+    shown = final_page(at)
+    assert len(at.dataframe[-1].value) == 64 and "GPU 3" in shown[0][0]
+
+    seen["preview"] = False
+    at.button(key="peers_measure").click().run()
+    assert not seen["drawn"] and seen["rows"] == 64
+    assert final_page(at) == shown  # the partial draws leave no trace on the final page
+
+
+def test_what_fails_while_the_page_readies_its_end_leaves_the_measurement_whole(scheduled_node, monkeypatch):
+    """Reading the bundled comparison while a job measures is a head start only: where it fails, the job is followed
+    to its end and its result shown, as without it."""
+    from gpu.results.analysis import normal
+
+    def unreadable():
+        raise OSError("assets/replay: permission denied")
+
+    monkeypatch.setattr(normal, "read_bundled_points", unreadable)
+    at = AppTest.from_file(APP, default_timeout=180).run()
+    at.switch_page(PAGE).run()
+    at.button(key="peers_measure").click().run()
+    assert not at.exception and not at.error, (at.exception, at.error)
+    assert len(at.dataframe[-1].value) == 64 and at.get("plotly_chart")

@@ -201,3 +201,29 @@ def test_fixtures_cover_the_frame_contract():
     frame = peer_frame(2)
     assert set(frame["variant"]) == {*pm.SWEPT, pm.LATENCY, *(v for pair in pm.HOST.values() for v in pair)}
     assert NVLINK in set(frame["link"]) and THROUGH_HOST in set(peer_frame(2, through_host=(0, 1))["link"])
+
+
+def test_a_pair_named_two_ways_takes_its_most_common_link_text_and_the_first_in_order_on_a_tie(two):
+    """Each ordered pair's link as its rows name it most often; where two texts are as common, the first in order
+    (as pandas' ``mode`` orders them); a pair none of whose rows names a link has none."""
+    rows = two.copy()
+    one = rows.index[(rows["gpu_index"] == 0) & (rows["peer_index"] == 1)]
+    other = rows.index[(rows["gpu_index"] == 1) & (rows["peer_index"] == 0)]
+    rows.loc[one[:2], "link"] = "PCIe x16 via host bridge"  # outnumbered by NVLINK
+    rows.loc[other, "link"] = None
+    links = pm.pair_links(rows)
+    assert list(links) == [(0, 1), (1, 0)]
+    assert links[(0, 1)] == pm.link_of(NVLINK) and links[(1, 0)] == pm.link_of(None)
+    half = len(one) // 2
+    rows.loc[one[:half], "link"], rows.loc[one[half:2 * half], "link"] = "Z link", "A link"
+    rows.loc[one[2 * half:], "link"] = None
+    assert pm.pair_links(rows)[(0, 1)] == pm.link_of("A link")
+
+
+def test_the_preview_of_a_partial_run_is_the_matrix_of_its_full_frame(eight):
+    """While measuring, the page draws the matrix from only the columns it reads: the same figure as from every
+    column; before any copy between GPUs there is none."""
+    partial = eight.iloc[: len(eight) // 3].assign(backend="live")
+    expected = charts.matrix_figure(partial, pm.default_view(partial))
+    assert charts.matrix_preview(partial).to_json() == expected.to_json()
+    assert charts.matrix_preview(partial[partial["peer_index"].isna()]) is None

@@ -3,6 +3,7 @@ live measurement in the runs store."""
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 
@@ -15,6 +16,7 @@ from gpu.core.text import plain
 from gpu.experiments.request import Request
 from gpu.present.live import conditions_strip
 from gpu.present.noise import noisy_points
+from gpu.results.analysis import normal
 from gpu.results.persistence.store import StoreError, params_by_run
 from gpu.service import host_locks
 from gpu.service.jobs import JobHandle, whose_job
@@ -23,21 +25,27 @@ from pages._ui.backends import opened_run, run_catalog, session_id
 from pages._ui.controls import profile_choice, show_reasons
 from pages._ui.stage import desk
 
+LOG = logging.getLogger(__name__)
 POLL_S = 0.1  # how often a running job is looked at: new points are drawn within this of arriving
 REDRAW_S = 0.3  # at most this often a growing chart is redrawn (a redraw costs the browser a Plotly render)
 # What a chart raises when the points so far lack what it needs (a missing column, group or size, an empty series).
 PARTIAL_FRAME_ERRORS = (LookupError, ValueError, TypeError, ArithmeticError)
 
 
-def follow(handle: JobHandle, preview=None) -> None:
+def follow(handle: JobHandle, preview=None, redraw_s: float = REDRAW_S) -> None:
     """Show a job's queue position and progress until it finishes. With ``preview(frame, suffix)``, the points
-    measured so far are drawn as they arrive, redrawn in place as more come (``suffix`` makes each redraw's
-    element keys unique); the page's full view replaces the preview when the job ends."""
+    measured so far are drawn as they arrive: the first as soon as it comes, then redrawn in place as more come, at
+    most every ``redraw_s`` (``suffix`` makes each redraw's element keys unique); the page's full view replaces the
+    preview when the job ends. Once the first points are drawn (or from the start, without a preview), the page
+    readies what it needs once the job ends (``ready_for_result``)."""
     bar = st.progress(0.0, text="starting…")
     strip, shown = st.empty(), None  # the GPU's conditions now, where the worker's witness reports them
     slot = st.empty() if preview is not None else None
-    drawn, redraws, last = 0, 0, -1e9
+    drawn, redraws, last, ready = 0, 0, -1e9, False
     while not handle.wait(POLL_S):
+        if not ready and (slot is None or redraws or handle.state == "queued"):
+            ready = True  # after the first partial draw: it is not delayed
+            ready_for_result()
         if handle.state == "queued" or handle.total:
             bar.progress(0.0 if handle.state == "queued" else min(handle.done / handle.total, 1.0),
                          text=progress_text(handle, access.current_actor()))
@@ -48,7 +56,7 @@ def follow(handle: JobHandle, preview=None) -> None:
                 strip.caption(plain(line, None))
             else:
                 strip.empty()
-        if slot is None or len(handle.rows) <= drawn or time.monotonic() - last < REDRAW_S:
+        if slot is None or len(handle.rows) <= drawn or time.monotonic() - last < redraw_s:
             continue
         frame = handle.partial_frame()
         if frame is None:
@@ -65,6 +73,21 @@ def follow(handle: JobHandle, preview=None) -> None:
     strip.empty()
     if slot is not None:
         slot.empty()
+
+
+def ready_for_result() -> None:
+    """What the page needs once a live job ends, read while it measures (the page's thread waits then): the runs
+    store it keeps the run in and the bundled recordings its result is compared with (``normal``), each read once
+    per process. A served app has read both before its first visitor (serve.py); a page in a process of its own
+    (a script, a test) would read them after its first Measure ended, a second or two on a 2-core machine. A store
+    that cannot be opened is tried again, and said, when the run is kept; anything else that fails here is left to
+    the step that needs it, which says so (following the job goes on)."""
+    try:
+        if st.session_state.get("save_to_store", True):
+            run_catalog()
+        normal.read_bundled_points()
+    except Exception:  # noqa: BLE001  (the store's save or the context line shows the error, after the result)
+        LOG.warning("readying the page's end while a job measures failed", exc_info=True)
 
 
 def progress_text(handle: JobHandle, viewer) -> str:
@@ -99,7 +122,8 @@ def request(flag: str) -> None:
     st.session_state[flag] = True
 
 
-def measured_frame(backend, checked: Request, key: str, run_id: str | None = None, preview=None):
+def measured_frame(backend, checked: Request, key: str, run_id: str | None = None, preview=None,
+                   redraw_s: float = REDRAW_S):
     """The page's results for a ``checked`` request: live, after the user presses Measure (kept in the session until
     the next press, so chart options never re-measure); replayed, straight from the chosen recording. None: stop
     here."""
@@ -118,7 +142,7 @@ def measured_frame(backend, checked: Request, key: str, run_id: str | None = Non
         state.pop(f"{key}_result", None)
     job = state.get(f"{key}_job")
     if job is not None:
-        follow(job, preview)
+        follow(job, preview, redraw_s)
         state[f"{key}_result"] = outcome(job)
         state.pop(f"{key}_job")
         if state[f"{key}_result"] is not None:
@@ -193,7 +217,7 @@ def save_run(frame, checked: Request) -> None:
 
 
 def section_frame(backend, experiment: str, params: dict, key: str, run_id: str | None = None,
-                  extra_reasons: list[str] | None = None, preview=None):
+                  extra_reasons: list[str] | None = None, preview=None, redraw_s: float = REDRAW_S):
     """Profile choice, validation (with messages), then the measured or replayed frame; None (after saying
     why, or asking for Measure) when there is none. For pages with several experiments in sections."""
     opened = opened_run()
@@ -213,14 +237,15 @@ def section_frame(backend, experiment: str, params: dict, key: str, run_id: str 
     except ValidationError as exc:
         show_reasons(exc.reasons)
         return None
-    return measured_frame(backend, checked, key, run_id, preview)
+    return measured_frame(backend, checked, key, run_id, preview, redraw_s)
 
 
 def checked_frame(backend, experiment: str, params: dict, key: str, run_id: str | None = None,
-                  extra_reasons: list[str] | None = None, preview=None):
+                  extra_reasons: list[str] | None = None, preview=None, redraw_s: float = REDRAW_S):
     """``section_frame`` for a page of one experiment: the page stops when there is no frame. ``preview(frame,
-    suffix)`` draws the page's main chart from the points measured so far while a live job runs."""
-    frame = section_frame(backend, experiment, params, key, run_id, extra_reasons, preview)
+    suffix)`` draws the page's main chart from the points measured so far while a live job runs, redrawn at most
+    every ``redraw_s`` (a page whose chart costs more to build redraws it less often)."""
+    frame = section_frame(backend, experiment, params, key, run_id, extra_reasons, preview, redraw_s)
     if frame is None:
         st.stop()
     return frame

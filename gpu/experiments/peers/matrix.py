@@ -21,6 +21,7 @@ back-to-back copies). Variants:
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass
 
 import pandas as pd
@@ -148,11 +149,14 @@ def ordered_pairs(frame: pd.DataFrame) -> list[tuple[int, int]]:
 def pair_links(frame: pd.DataFrame) -> dict[tuple[int, int], Link]:
     """Each ordered pair's link, as its rows name it (the most common text, where rows differ)."""
     rows = pair_rows(frame)
-    out = {}
-    for (source, destination), part in rows.groupby(["source", "destination"]):
-        named = part["link"].dropna()
-        out[(int(source), int(destination))] = link_of(named.mode().iloc[0] if not named.empty else None)
-    return out
+    named: dict[tuple[int, int], Counter] = {}
+    for source, destination, link in zip(rows["source"], rows["destination"], rows["link"], strict=True):
+        counts = named.setdefault((int(source), int(destination)), Counter())
+        if isinstance(link, str):
+            counts[link] += 1
+    # the most common text, the first in order where several are as common (as pandas' mode)
+    return {pair: link_of(min(counts, key=lambda t: (-counts[t], t)) if counts else None)
+            for pair, counts in sorted(named.items())}
 
 
 def gpu_names(frame: pd.DataFrame) -> str:

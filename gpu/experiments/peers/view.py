@@ -79,12 +79,11 @@ def _top(z: np.ndarray, better_low: bool) -> float | None:
     return float(max(np.nanmax(z), 2 * np.nanmin(z))) if better_low else float(np.nanmax(z))
 
 
-def _heatmap(frame: pd.DataFrame, view: pm.View, values: pd.Series, cell, hover, unit: str, title: str,
+def _heatmap(frame: pd.DataFrame, rows: pd.DataFrame, values: pd.Series, cell, hover, unit: str, title: str,
              better_low: bool = False) -> go.Figure:
-    """A source × destination heatmap over every GPU of the run: ``values`` (aligned with the view's rows) colour
-    the cells, ``cell(row, value)`` writes one, ``hover(row, value)`` its hover; the diagonal reads "same GPU",
-    an unmeasured pair "—"."""
-    rows = pm.matrix_rows(frame, view)
+    """A source × destination heatmap over every GPU of the run: ``rows`` (the view's, ``pm.matrix_rows``, worked
+    out once by the caller) are its cells, ``values`` (aligned with them) colour them, ``cell(row, value)`` writes
+    one, ``hover(row, value)`` its hover; the diagonal reads "same GPU", an unmeasured pair "—"."""
     every = pm.gpus(frame)
     where = {g: i for i, g in enumerate(every)}
     z = np.full((len(every), len(every)), np.nan)
@@ -124,9 +123,24 @@ def _heatmap(frame: pd.DataFrame, view: pm.View, values: pd.Series, cell, hover,
 def matrix_figure(frame: pd.DataFrame, view: pm.View) -> go.Figure:
     """GB/s from each source (row) to each destination (column) in the view, each cell with its link."""
     rows = pm.matrix_rows(frame, view)
-    return _heatmap(frame, view, rows["gbps"], lambda row, v: f"{v:,.0f}",
+    return _heatmap(frame, rows, rows["gbps"], lambda row, v: f"{v:,.0f}",
                     lambda row, v: _hover(row, f"{v:,.1f} GB/s one way"), "GB/s",
                     f"Peer bandwidth, source → destination ({chart_text(view.words())})")
+
+
+# What a matrix figure reads of a run's rows (``matrix_figure``, ``source_line``): a preview drawn while a run
+# measures keeps only these, leaving the samples and every other column out of each redraw's filtering.
+MATRIX_COLUMNS = ("variant", "timer", "elements", "gpu_index", "peer_index", "link", "gbps", "median_ms", "min_ms",
+                  "max_ms", "cv", "samples", "conditions", "device_name", "host", "timestamp", "profile", "backend")
+
+
+def matrix_preview(partial: pd.DataFrame) -> go.Figure | None:
+    """The matrix of a run's points so far (its default view: ``pm.default_view``), drawn while it measures; None
+    before its first copy between GPUs. The figure the full frame's ``matrix_figure`` would draw, from only the
+    columns it reads."""
+    slim = partial[[c for c in MATRIX_COLUMNS if c in partial]]
+    view = pm.default_view(slim)
+    return None if view is None else matrix_figure(slim, view)
 
 
 def bidirectional_view(frame: pd.DataFrame, view: pm.View) -> pm.View | None:
@@ -149,7 +163,7 @@ def bidirectional_figure(frame: pd.DataFrame, view: pm.View) -> go.Figure:
         total = f"<br>the pair both ways: {value + back:,.1f} GB/s" if back is not None else ""
         return _hover(row, f"{value:,.1f} GB/s this way{total}")
 
-    return _heatmap(frame, view, rows["gbps"], lambda row, v: f"{v:,.0f}", hover, "GB/s",
+    return _heatmap(frame, rows, rows["gbps"], lambda row, v: f"{v:,.0f}", hover, "GB/s",
                     f"Both directions at once, each direction ({pm.METHODS.get(view.timer, view.timer)} · "
                     f"{format_bytes(view.size)})")
 
@@ -158,7 +172,7 @@ def latency_figure(frame: pd.DataFrame, view: pm.View) -> go.Figure:
     """ns per dependent load from each GPU into each peer's memory (lower is better: the colours are reversed)."""
     rows = pm.matrix_rows(frame, view)
     ns = pm.ns_per_access(rows)
-    return _heatmap(frame, view, ns, lambda row, v: f"{v:,.0f}",
+    return _heatmap(frame, rows, ns, lambda row, v: f"{v:,.0f}",
                     lambda row, v: _hover(row, f"{v:,.1f} ns per access<br>{int(row.loads_per_sample):,} loads per "
                                                f"sample"), "ns",
                     f"Latency into the peer's memory (working set {format_bytes(view.size)})", better_low=True)

@@ -99,6 +99,12 @@ def _bundled() -> dict[tuple, dict]:
     return _index(frames.values())
 
 
+def read_bundled_points() -> None:
+    """Read and index the bundled recordings now, once per process (a page readies them while a live job measures,
+    so its first result's comparison does not wait for them)."""
+    _bundled()
+
+
 def bundled_row(row, recordings=None) -> dict | None:
     """The row of the bundled recording of ``row``'s experiment and GPU model that measured its point with its
     timer (the first such recording: replay before review runs); None where none did, or where ``row`` is from that
