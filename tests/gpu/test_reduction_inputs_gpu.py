@@ -2,11 +2,14 @@
 host formula (gpu/experiments/reduction/inputs.py) everywhere, whole vectors at 2^20 and 2^24; the reference kernels'
 integer dot equals NumPy's int64 dot exactly and their float64 dot is within 1e-12 relative of the exact products'
 ``math.fsum``; every variant passes in the same run; a wrong generator or a wrong reference fails the job naming the
-seed. The sweep runs through the harness in this process, on GPU 0."""
+seed. The sweep runs through the harness on GPU 0, in a process of its own per test (as every GPU path runs in a
+worker): a CUDA context left in the test process stays listed by NVML as a compute process, and the witness's GPU
+tests that follow would rightly name it as a foreign process."""
 
 from __future__ import annotations
 
 import math
+import multiprocessing
 
 import numpy as np
 import pytest
@@ -22,13 +25,19 @@ pytestmark = pytest.mark.gpu
 SIZES = [1 << 20, 1 << 24]
 
 
-@pytest.fixture(scope="module")
-def gpu():
+def in_own_process(check) -> None:
+    """``check(gpu)`` in a spawned process that owns GPU 0's context and exits with it; its assertion or error is
+    raised here."""
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        pool.apply(_run_check, (check.__name__,))
+
+
+def _run_check(name: str) -> None:
     from gpu.device.context import GpuRuntime
 
     runtime = GpuRuntime(0)
     try:
-        yield runtime
+        globals()[name](runtime)
     finally:
         runtime.close()
 
@@ -52,7 +61,11 @@ class Recording(reduction_sweep.ReductionSweep):
         return value
 
 
-def test_the_device_vectors_are_the_formula_and_the_references_exact(gpu):
+def test_the_device_vectors_are_the_formula_and_the_references_exact():
+    in_own_process(vectors_are_the_formula_and_references_exact)
+
+
+def vectors_are_the_formula_and_references_exact(gpu):
     Recording.made = []
     rows = run(Recording, gpu, {"sizes": SIZES})
     assert len(rows) == len(SIZES) * 7 and all(row["verified"] for row in rows)
@@ -87,12 +100,20 @@ class WrongGenerator(reduction_sweep.ReductionSweep):
         super().fill(n, seed ^ 1, pair)
 
 
-def test_a_wrong_reference_fails_the_job_naming_the_seed(gpu):
+def test_a_wrong_reference_fails_the_job_naming_the_seed():
+    in_own_process(a_wrong_reference_fails)
+
+
+def a_wrong_reference_fails(gpu):
     with pytest.raises(VerificationError, match=r"on -1/0/1 data .* \(inputs' seed 0x[0-9a-f]+\)"):
         run(WrongReference, gpu, {"sizes": [1 << 20], "variants": ["warp_shuffle"]})
 
 
-def test_a_wrong_generator_fails_the_formula_check_naming_the_seed(gpu):
+def test_a_wrong_generator_fails_the_formula_check_naming_the_seed():
+    in_own_process(a_wrong_generator_fails)
+
+
+def a_wrong_generator_fails(gpu):
     wrong = r"seed 0x[0-9a-f]+\) are not what their formula gives: element [0-9,]+ of vector 0 "
     with pytest.raises(VerificationError, match=wrong):
         run(WrongGenerator, gpu, {"sizes": [1 << 20], "variants": ["warp_shuffle"]})
