@@ -23,7 +23,7 @@ def test_the_health_suite_lists_the_figures_a_fleet_review_needs():
     assert len(suite.run_for("reduction").points()) == 1 and len(suite.run_for("occupancy").points()) == 1
     for run in suite.gpu_runs:  # every run passes the registry's own checks, with the suite's profile
         assert request.check_params(run.experiment, run.params, None) == []
-        assert run.params["profile"] == "precise/timeout_s=1" and run.timeout_s == 120
+        assert run.params["profile"] == "precise/timeout_s=1,hot_max_noise=1" and run.timeout_s == 120
     [peers] = suite.node_runs  # the node's GPUs together, with the peer experiment's own checks
     assert peers.experiment == "peers" and request.check_params("peers", peers.params, None) == []
     assert peers.params["profile"] == "interactive" and peers.timeout_s == 600
