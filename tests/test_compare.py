@@ -536,3 +536,15 @@ def test_peer_runs_of_two_nodes_are_not_one_board_and_share_no_board_history(pee
 def test_each_test_draws_its_samples_from_a_freshly_seeded_generator():
     expected = (1.0 + 0.02 * np.random.default_rng(7).standard_normal(5)).clip(min=0.01)
     assert samples(1.0, 0.02, 5) == pytest.approx(expected)  # the first draws, whatever ran before this test
+
+
+def test_provenance_tells_a_profile_with_several_overrides_from_its_family():
+    """A run's profile column is its whole spec: a hot-rule run differs from the suite's plain one in provenance,
+    while its history stays the precise family's."""
+    base = make_run("a", {(4096, "pinned"): 0.010})
+    cand = make_run("b", {(4096, "pinned"): 0.010})
+    base["profile"], cand["profile"] = "precise/timeout_s=1", "precise/timeout_s=1,hot_max_noise=1"
+    profile = compare.provenance_diff(base, cand).set_index("field").loc["profile"]
+    assert profile["differs"] and profile["candidate"] == "precise/timeout_s=1,hot_max_noise=1"
+    later = pd.Timestamp("2026-11-23", tz="UTC")
+    assert bands._same_history(base.iloc[0], "GPU A", "precise/timeout_s=1,hot_max_noise=1", later)

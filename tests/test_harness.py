@@ -288,3 +288,21 @@ def test_a_batched_sample_counts_its_copies_time_towards_the_profiles_minimum():
     [row] = harness.run(BatchedSweep, params, _device([]), Progress([]), lambda: False)
     assert row["median_ms"] == pytest.approx(0.02) and row["stop_reason"] == "converged"
     assert 250 <= row["samples"] <= 251  # 0.5 s of copying (the last ms in floating point)
+
+
+class NoisyBatchedSweep(FakeSweep):
+    """Each sample the mean of 100 copies, 0.02 ms ± 3 % (a pageable copy's noise): never within 0.5 %."""
+
+    def measure(self, point):
+        calls = iter(range(10**6))
+        return harness.PerCopy(lambda copies: copies * 0.02 * (1.03 if next(calls) % 2 else 0.97), 100)
+
+
+def test_a_noisy_batched_point_stops_at_min_time_under_the_hot_rule_and_its_row_names_the_whole_profile():
+    hot = Params(sizes=[4], variants=["a"], profile="precise/timeout_s=1000,max_samples=2000,hot_max_noise=1")
+    [row] = harness.run(NoisyBatchedSweep, hot, _device([]), Progress([]), lambda: False)
+    assert row["stop_reason"] == "min_time" and 250 <= row["samples"] <= 252 and row["cv"] > 0.025
+    assert row["profile"] == "precise/timeout_s=1000,max_samples=2000,hot_max_noise=1"
+    plain = Params(sizes=[4], variants=["a"], profile="precise/timeout_s=1000,max_samples=2000")
+    [row] = harness.run(NoisyBatchedSweep, plain, _device([]), Progress([]), lambda: False)
+    assert row["stop_reason"] == "max_samples" and row["samples"] == 2000  # the noise rule: to its cap

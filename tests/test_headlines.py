@@ -115,3 +115,14 @@ def test_bidirectional_names_the_fast_spell_rate_the_bound_uses_when_it_differs(
     assert line.endswith("(101.7 GB/s in their fastest tenth of samples: the rate the pipelines' bound uses)")
     steady = frame.assign(samples_ms=[[median] * 10, [4.9] * 10, [4.9] * 10])
     assert "fastest tenth" not in streams_view.bidirectional(steady)
+
+
+def test_the_stops_line_says_a_batched_point_stopped_by_the_hot_rule_and_does_not_count_it_as_a_limit():
+    frame = pd.DataFrame({"stop_reason": ["converged", "min_time", "min_time", "timeout"],
+                          "cv": [0.004, 0.03, 0.008, 0.3],
+                          "profile": ["precise/timeout_s=1,hot_max_noise=1"] * 4})
+    line = headlines.transfer_stops(frame)
+    assert line.startswith("How the 4 points stopped: 1 reached the noise target (cv ≤ 0.5 % over ≥ 0.5 s of samples), "
+                           "2 batched, stopped at the minimum samples and time (nvbench's hot rule for batched "
+                           "samples) (10 samples, 0.5 s), 1 at the time limit (1 s).")
+    assert " All 1 were still noisier than the target" in line  # the timeout only: min_time is no limit reached

@@ -3,6 +3,7 @@ work with the file and line of the problem."""
 
 import pytest
 
+from gpu.core import stats
 from gpu.experiments import request, suites
 
 
@@ -22,7 +23,7 @@ def test_the_health_suite_lists_the_figures_a_fleet_review_needs():
     assert len(suite.run_for("reduction").points()) == 1 and len(suite.run_for("occupancy").points()) == 1
     for run in suite.gpu_runs:  # every run passes the registry's own checks, with the suite's profile
         assert request.check_params(run.experiment, run.params, None) == []
-        assert run.params["profile"] == "precise/timeout_s=1" and run.timeout_s == 120
+        assert run.params["profile"] == "precise/timeout_s=1,hot_max_noise=1" and run.timeout_s == 120
     [peers] = suite.node_runs  # the node's GPUs together, with the peer experiment's own checks
     assert peers.experiment == "peers" and request.check_params("peers", peers.params, None) == []
     assert peers.params["profile"] == "interactive" and peers.timeout_s == 600
@@ -162,6 +163,9 @@ def test_an_experiment_listed_many_times_is_named_once_with_its_lines():
     ('profile = "precise/timeout_s=inf"\n[[run]]\nexperiment = "reduction"\n', "timeout_s must be a finite number"),
     ('profile = "precise/timeout_s=nan"\n[[run]]\nexperiment = "reduction"\n', "timeout_s must be a finite number"),
     ('profile = "precise/max_samples=1e300"\n[[run]]\nexperiment = "reduction"\n', "max_samples must be a finite"),
+    ('profile = "precise/timeout_s=1,hot_max_noise=2"\n[[run]]\nexperiment = "reduction"\n',
+     "x.toml: line 3: reduction: profile 'precise/timeout_s=1,hot_max_noise=2': hot_max_noise must be a finite number "
+     "of at most 1, not 2"),
     ('title = {a = 1}\n[[run]]\nexperiment = "reduction"\n', "x.toml: line 1: title must be text, not {'a': 1}"),
     ('[[run]]\nexperiment = "reduction"\nprofile = 3\n', "x.toml: line 3: profile must be text"),
     ('[[run]]\nexperiment = "reduction"\ncolour = "red"\n', "x.toml: line 3: unknown key 'colour' in a run"),
@@ -274,3 +278,16 @@ def test_the_differences_between_two_suites_name_each_run_and_setting_that_chang
         "run host_latency: in this suite, not in the stored one",
         "run reduction (line 2): params.sizes [268435456] → [1048576]",
         "run reduction (line 2): profile 'precise/timeout_s=1' → 'interactive'"]
+
+
+def test_a_profile_with_several_overrides_reaches_every_run_whole():
+    """A spec with a comma (``precise/timeout_s=1,hot_max_noise=1``) is one profile: every run gets all of it, passes
+    the registry's checks, and the profile it measures with is named by it."""
+    suite = suites.parse('profile = "precise/timeout_s=1,hot_max_noise=1"\n[[run]]\nexperiment = "transfers"\n'
+                         '[run.params]\nsizes = [1048576]\nmethods = ["single", "batched"]\n[[run]]\n'
+                         'experiment = "reduction"\n', "x.toml")
+    for run in suite.gpu_runs:
+        assert run.params["profile"] == "precise/timeout_s=1,hot_max_noise=1"
+        assert request.check_params(run.experiment, run.params, None) == []
+        profile = stats.get_profile(run.checked().params.profile)
+        assert (profile.name, profile.timeout_s, profile.hot_max_noise) == (run.params["profile"], 1.0, 1.0)

@@ -24,7 +24,9 @@ One row per measured point. Columns come in three groups:
   words: "NVLink 4 ×18", "PCIe via host bridge", "through host (no peer access)"). For kernels ``direction`` is
   ``device`` and ``bytes`` counts the useful bytes read plus written once.
 * **measurement** – ``median_ms, min_ms, max_ms, cv, samples, gbps`` (GB/s = 10^9 bytes/s of
-  ``bytes`` over ``median_ms``), ``stop_reason`` (converged | budget | timeout | max_samples; budget: the
+  ``bytes`` over ``median_ms``), ``stop_reason`` (converged | min_time | budget | timeout | max_samples;
+  min_time: batched samples stopped at the profile's minimum samples and time above ``max_noise``, within its
+  ``hot_max_noise``, nvbench's hot rule; budget: the
   profile's per-point time budget, scaled by the cost of one sample, was spent or one more sample would
   overrun it), ``profile``, ``timer`` (what the clock covered), ``verified`` (output checked; a wrong
   output is an error, never a row), ``sm_clock_mhz`` (median SM clock sampled by NVML while measuring),

@@ -34,6 +34,17 @@ class Profile:
     is there to pay one-time costs (the first launch, cold caches and TLBs), which are microseconds, and a
     20 ms copy's first run shows none of them (its first sample is within noise of its median), while the dropped
     warm-ups of the Transfers sweep's largest copies add up to about half a second of copying.
+
+    ``hot_max_noise`` is the noise limit for samples that are each the mean of several operations (a batched
+    sample, ``per_sample`` > 1); unset, it is ``max_noise`` (a profile without it measures as before), and 1 means
+    no noise criterion: such a point stops once it has ``min_samples`` samples and ``min_time_s`` of measured time
+    (or at its time limits), as *min_time* where its noise is above ``max_noise``, and its budget is not extended
+    for outliers. That is nvbench's rule: only its cold measurement, one launch a sample, stops on noise
+    (``nvbench/detail/measure_cold.cu``, ``measure_cold_base::is_finished``, with
+    ``nvbench/detail/stdrel_criterion.cxx``, ``stdrel_criterion::do_is_finished``); its hot (batch) measurement
+    stops at ``min_samples`` launches and its batch target time (``--batch-target-time``; the criterion's
+    ``min-time`` before it), or at the timeout, with no noise criterion (``nvbench/detail/measure_hot.cuh``,
+    ``measure_hot::run_trials``): a batch's mean is already an average over many launches.
     """
 
     name: str
@@ -48,6 +59,14 @@ class Profile:
     budget_floor_s: float = 0.0
     outlier_extra_s: float = 0.0
     warmup_kept_ms: float = 0.0
+    hot_max_noise: float | None = None
+
+    def noise_limit(self, per_sample: int = 1) -> float | None:
+        """The noise limit of a point whose samples are each the mean of ``per_sample`` operations: ``max_noise``, or
+        ``hot_max_noise`` for a batched sample where the profile sets it; None for no noise criterion."""
+        if per_sample <= 1 or self.hot_max_noise is None:
+            return self.max_noise
+        return None if self.hot_max_noise >= 1 else self.hot_max_noise
 
     def budget_s(self, sample_cost_s: float) -> float:
         """The wall-time limit of a point whose one sample costs ``sample_cost_s`` (timeout_s without a budget)."""
@@ -78,11 +97,12 @@ DAY_S = 86400.0
 # The largest value each setting takes: a time up to a day, a count up to a million, a noise up to 100 %.
 SETTING_MAX = {"warmup": 1_000_000, "min_samples": 1_000_000, "max_noise": 1.0, "min_time_s": DAY_S,
                "timeout_s": DAY_S, "max_samples": 1_000_000, "floor_samples": 1_000_000, "budget_samples": 1_000_000,
-               "budget_floor_s": DAY_S, "outlier_extra_s": DAY_S, "warmup_kept_ms": DAY_S * 1000}
+               "budget_floor_s": DAY_S, "outlier_extra_s": DAY_S, "warmup_kept_ms": DAY_S * 1000, "hot_max_noise": 1.0}
 
 
 def get_profile(spec: str) -> Profile:
-    """A profile by name, optionally with overrides: ``precise/timeout_s=3,max_samples=2000``.
+    """A profile by name, optionally with overrides: ``precise/timeout_s=3,max_samples=2000``,
+    ``precise/timeout_s=1,hot_max_noise=1``.
 
     The full spec string becomes the profile's name, so a recording says exactly how it was measured.
     """
@@ -206,21 +226,26 @@ class SampleSeries:
 
 def stop_reason(profile: Profile, samples_ms, elapsed_wall_s: float,
                 sample_cost_s: float | None = None, per_sample: int = 1) -> str | None:
-    """Why sampling should stop now ('converged', 'budget', 'timeout', 'max_samples'), or None to go on.
+    """Why sampling should stop now ('converged', 'min_time', 'budget', 'timeout', 'max_samples'), or None to go on.
 
     ``samples_ms``: a list, or a ``SampleSeries`` (the sampling loop's: the same answer without its O(n) work at every
     sample). ``sample_cost_s`` is the wall time of one sample of this point (for profiles with a budget).
     ``per_sample``: the operations each sample's time was divided over (a batched sample's copies, each sample their
-    mean), so ``min_time_s`` counts the time measured, as nvbench does, not the per-operation times."""
+    mean), so ``min_time_s`` counts the time measured, as nvbench does, not the per-operation times; where it is more
+    than one, the noise limit is the profile's ``hot_max_noise`` (``Profile.noise_limit``): a batched point within it
+    but above ``max_noise`` stops as 'min_time' (nvbench's hot rule, ``Profile``)."""
     series = samples_ms if isinstance(samples_ms, SampleSeries) else None
     values = series.array() if series is not None else samples_ms
     n = len(samples_ms)
+    limit = profile.noise_limit(per_sample)  # None: no noise criterion (a batched point under nvbench's hot rule)
     if n >= profile.max_samples:
         return "max_samples"
     if n >= profile.min_samples and (series.reaches(profile.min_time_s, per_sample) if series is not None
                                      else sum(samples_ms) * per_sample / 1e3 >= profile.min_time_s):
-        if relative_std(values) <= profile.max_noise:
-            return "converged"
+        noise = relative_std(values)
+        if limit is None or noise <= limit:
+            # Above max_noise, a batched point stops by the hot rule: at min_samples and min_time, not on its noise.
+            return "converged" if noise <= profile.max_noise else "min_time"
     if n < min(profile.floor_samples, profile.min_samples):
         return None
     if elapsed_wall_s >= profile.timeout_s:
@@ -234,9 +259,9 @@ def stop_reason(profile: Profile, samples_ms, elapsed_wall_s: float,
         extended = min(profile.timeout_s, budget + profile.outlier_extra_s)
         # The robust noise (two medians) only matters where the extension changes the answer: computed at every
         # sample it cost a Transfers sweep a second of host time.
-        if profile.outlier_extra_s > 0 and overruns(budget) != overruns(extended) \
-                and robust_noise(values) <= profile.max_noise:
-            budget = extended  # a few outliers: dilute them
+        if profile.outlier_extra_s > 0 and limit is not None and overruns(budget) != overruns(extended) \
+                and robust_noise(values) <= limit:
+            budget = extended  # a few outliers: dilute them (where there is a noise limit to reach)
         if overruns(budget):
             return "budget"
     return None

@@ -33,8 +33,10 @@ def pinned_over_pageable(frame: pd.DataFrame) -> pd.Series:
     return table.set_index("bytes")["speedup"].rename(None).dropna().sort_index()
 
 
-STOPS = {"converged": "reached the noise target", "max_samples": "stopped at the sample limit",
-         "timeout": "at the time limit", "budget": "at their time budget"}
+STOPS = {"converged": "reached the noise target",
+         "min_time": "batched, stopped at the minimum samples and time (nvbench's hot rule for batched samples)",
+         "max_samples": "stopped at the sample limit", "timeout": "at the time limit", "budget": "at their time budget"}
+DONE = ("converged", "min_time")  # stopped by the profile's rule, not on one of its limits
 
 
 def transfer_stops(frame: pd.DataFrame) -> str | None:
@@ -50,12 +52,13 @@ def transfer_stops(frame: pd.DataFrame) -> str | None:
         profile = None
     limits = {"converged": f" (cv ≤ {text.percent(profile.max_noise, 1)} over ≥ {profile.min_time_s:g} s of "
                            "samples)" if profile else "",
+              "min_time": f" ({profile.min_samples:,} samples, {profile.min_time_s:g} s)" if profile else "",
               "max_samples": f" ({profile.max_samples:,} samples)" if profile else "",
               "timeout": f" ({profile.timeout_s:g} s)" if profile else ""}
     parts = [f"{counts[reason]:,} {STOPS.get(reason, reason)}{limits.get(reason, '')}" for reason in
              [*STOPS, *sorted(set(counts.index) - set(STOPS))] if reason in counts]
     line = f"How the {len(frame):,} points stopped: " + ", ".join(parts) + "."
-    stopped = frame[frame["stop_reason"] != "converged"]
+    stopped = frame[~frame["stop_reason"].isin(DONE)]
     if stopped.empty:
         return line
     if profile:
