@@ -133,3 +133,24 @@ def test_a_latency_figure_may_be_its_samples_mean_and_nothing_else_may():
     meaned = rows.assign(median_ms=np.where(rows.index == copy, values.mean(), rows["median_ms"]))
     with pytest.raises(ImportProblem, match=f"row {copy + 1} .*column median_ms"):
         contract.check(meaned, "h200.parquet")
+
+
+def test_compare_lists_both_peer_recordings_and_says_a_pair_of_them_is_across_models(monkeypatch, tmp_path):
+    monkeypatch.setenv("PINPOINT_DB_URL", f"sqlite:///{tmp_path}/runs.sqlite")
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params["compare_experiment"] = "peers"
+    at.run()
+    at.switch_page("pages/compare.py").run()
+    assert not at.exception, at.exception
+    baseline = at.selectbox(key="compare_baseline")
+    listed = {label.rsplit(" · ", 1)[-1] for label in at.multiselect(key="compare_candidates").options}
+    assert {H200_RUN, H100_RUN} <= listed | {baseline.value}
+    # no default pair: the two were measured on two GPU models
+    assert any("No two runs of peers on one GPU model measured the same points" in i.value.replace("\\", "")
+               for i in at.info)
+    other = H100_RUN if baseline.value == H200_RUN else H200_RUN
+    at.multiselect(key="compare_candidates").set_value([other]).run()
+    assert not at.exception, at.exception
+    models = {H200_RUN: "NVIDIA H200", H100_RUN: "NVIDIA H100 80GB HBM3"}
+    said = f"**Across GPU models ({models[other]} against {models[baseline.value]}), not normalized: "
+    assert any(m.value.replace("\\", "").startswith(said) for m in at.markdown), [m.value for m in at.markdown][:5]
