@@ -154,3 +154,24 @@ def test_compare_lists_both_peer_recordings_and_says_a_pair_of_them_is_across_mo
     models = {H200_RUN: "NVIDIA H200", H100_RUN: "NVIDIA H100 80GB HBM3"}
     said = f"**Across GPU models ({models[other]} against {models[baseline.value]}), not normalized: "
     assert any(m.value.replace("\\", "").startswith(said) for m in at.markdown), [m.value for m in at.markdown][:5]
+
+
+def test_on_stage_the_recording_menu_folds_away_and_a_two_gpu_matrix_leaves_room_for_its_conditions():
+    """Two peer recordings bring a menu of them: on stage it folds into More settings, and the two-GPU matrix is
+    drawn shorter than an eight-GPU one, so the matrix, its takeaway and the line of conditions the H200 recording
+    brings (NVLink CRC errors) fit 1920×960 (the browser's stage-state check measures it)."""
+    import json
+
+    from gpu.experiments.peers import view as charts
+
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params["present"] = "1"
+    at.run()
+    at.switch_page("pages/peers.py").run()
+    assert not at.exception, at.exception
+    [menu] = [e for e in at.expander if e.label == "More settings"]
+    assert [s.key for s in menu.selectbox] == ["peers_recording"] and menu.selectbox[0].value == H200_RUN
+    [matrix] = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    assert matrix["layout"]["height"] == charts.STAGE_SMALL_MATRIX_HEIGHT < charts.STAGE_MATRIX_HEIGHT
+    assert matrix["data"][0]["textfont"]["size"] >= 20
+    assert any("points not clean: NVLink" in m.value.replace("\\", "") for m in at.markdown)
