@@ -98,7 +98,9 @@ def live_frame():
 
 def recorded_frame():
     """The chosen peer recording's rows (or an opened run's); without one the page says so and stops."""
-    run_id = page.recording(NAME, "peers")
+    # Several recordings: on stage their menu folds into More settings, so the matrix and its takeaway fit 1920×960
+    with ui.more_settings() if len(backend.recordings(NAME)) > 1 else st.container():
+        run_id = page.recording(NAME, "peers")
     rows = backend.data[backend.data["experiment"] == NAME]
     if rows.empty:
         page.sync()

@@ -9,6 +9,8 @@ import json
 import os
 import time
 
+import pandas as pd
+
 from gpu.core.errors import ValidationError
 
 
@@ -120,8 +122,13 @@ class RecordedService(FakeService):
         points = list(params.points())
         wanted = {tuple(key_value(v) for v in point) for point in points}  # a missing peer: None here, NaN stored
         recorded = self.recorded[self.recorded["experiment"] == module.NAME]
-        keys = zip(*(recorded[c] for c in module.KEY_COLUMNS), strict=True)
-        rows = recorded[[tuple(key_value(v) for v in key) in wanted for key in keys]].reset_index(drop=True)
+        columns = zip(*(recorded[c] for c in module.KEY_COLUMNS), strict=True)
+        keys = pd.Series([tuple(key_value(v) for v in key) for key in columns], index=recorded.index, dtype=object)
+        rows = recorded[keys.map(lambda key: key in wanted).astype(bool)]
+        # A point two recordings hold (the peers of two H100s and of two H200s) is served once, from the newest
+        when = pd.to_datetime(rows["timestamp"], utc=True, errors="coerce", format="mixed")
+        newest_first = when.sort_values(ascending=False, kind="stable").index
+        rows = rows.loc[newest_first][~keys.loc[newest_first].duplicated()].sort_index().reset_index(drop=True)
         records = rows.to_dict("records")
         for i, _ in enumerate(points):
             if should_cancel():

@@ -188,7 +188,8 @@ def test_live_on_two_gpus_offers_measure(live):
 def test_live_measure_gives_the_matrix_first_and_offers_every_size_with_its_estimated_time(live):
     """A live Measure with the page's defaults asks for the declaration's defaults (the matrix at 256 MiB, as the
     health suite), and the full sweep is one choice away, each saying before it starts how long it should take: an
-    estimate from the bundled 2 × H100 recording's sampling times, said to be one."""
+    estimate from the sampling times of the bundled recording of the live GPUs' model (these two H200s: the 2 × H200
+    one, not the 2 × H100 one), said to be one."""
     from gpu.experiments import peers
 
     live("TwoGpuRecordedService")
@@ -197,10 +198,10 @@ def test_live_measure_gives_the_matrix_first_and_offers_every_size_with_its_esti
     assert not at.exception, at.exception
     scope = at.radio(key="peers_scope")
     assert scope.value == "matrix" and len(scope.options) == 2 and scope.options[0] == "The matrix at 256 MiB"
-    assert list(scope.proto.captions) == ["about 2 s, 16 points", "about 48 s, 380 points"]
+    assert list(scope.proto.captions) == ["about 1 s, 16 points", "about 46 s, 380 points"]
     [said] = [c.value.replace("\\", "") for c in at.caption if "an estimate" in c.value]  # shown as plain text
-    assert said.startswith("about 2 s for 16 points (an estimate: each point at what it took in a recorded run, 2 × "
-                           "NVIDIA H100 80GB HBM3")
+    assert said == ("about 1 s for 16 points (an estimate: each point at what it took in a recorded run, 2 × NVIDIA "
+                    "H200, 2026-11-28, profile interactive)")
     at.button(key="peers_measure").click().run()
     assert not at.exception and not at.error, (at.exception, at.error)
     numbers = at.dataframe[-1].value
@@ -209,7 +210,7 @@ def test_live_measure_gives_the_matrix_first_and_offers_every_size_with_its_esti
                                                     *peers.HOST_VARIANTS}
     at.radio(key="peers_scope").set_value("sweep").run()
     [said] = [c.value.replace("\\", "") for c in at.caption if "an estimate" in c.value]
-    assert said.startswith("about 48 s for 380 points") and at.query_params["peers_scope"] == "sweep"
+    assert said.startswith("about 46 s for 380 points") and at.query_params["peers_scope"] == "sweep"
     assert len(at.dataframe[-1].value) == 16  # nothing measured until Measure is pressed again
 
 

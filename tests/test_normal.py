@@ -44,10 +44,11 @@ def test_hbm_nvlink_and_a_row_without_limits():
     best = largest.loc[largest["gbps"].idxmax()].to_dict()
     assert normal.is_this_normal(copies) == normal.normal(best)
     assert f"{round(best['gbps'] / best['hbm_gbps_theoretical'] * 100)} % of HBM" in normal.normal(best)
-    peers = read("replay", "peers_nvidia-h100-80gb-hbm3_2026-11-25.parquet")
-    pair = peers[(peers["direction"] == "peer") & (peers["variant"] == "ce_write")].sort_values("bytes").iloc[-1]
-    assert pair["link"].startswith("NVLink 4 ×18")
-    assert f"{round(pair['gbps'] / 450 * 100)} % of 18 NVLink 4 links" in normal.normal(pair.to_dict())
+    for recording in ("peers_nvidia-h100-80gb-hbm3_2026-11-25.parquet", "peers_nvidia-h200_2026-11-28.parquet"):
+        peers = read("replay", recording)
+        pair = peers[(peers["direction"] == "peer") & (peers["variant"] == "ce_write")].sort_values("bytes").iloc[-1]
+        assert pair["link"].startswith("NVLink 4 ×18")
+        assert f"{round(pair['gbps'] / 450 * 100)} % of 18 NVLink 4 links" in normal.normal(pair.to_dict())
     assert normal.normal({"gbps": 3.0, "direction": "peer", "link": "PCIe via host bridge"}, recordings=()) == \
         "3.00 GB/s"
     assert normal.normal({"gbps": float("nan")}) == ""

@@ -82,6 +82,13 @@ def test_the_readmes_roofline_and_peers_figures_are_the_default_views():
     step = tour_step("**Peers**")
     assert f"moves {one_way.group(1)} GB/s one way at 1 GiB" in step and f"takes {latency.group(1)} ns per load" \
         in step, step
+    from gpu.core import schema
+    from gpu.service.backends import ReplayBackend
+
+    opened = ReplayBackend().recordings("peers").iloc[0]["run_id"]  # the recording the page opens on
+    [file] = [p for p in (ROOT / "assets/replay").glob("peers_*.parquet") if opened in set(
+        schema.read_results(p)["run_id"])]
+    assert f"(`assets/replay/{file.name}`," in step, (file.name, step)
 
 
 def test_the_readmes_measure_line_says_it_needs_a_gpu():

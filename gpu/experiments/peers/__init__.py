@@ -303,6 +303,13 @@ def point_label(row) -> str:
     return f"{where}{row['variant']} {format_bytes(row['elements'])}" + (f" {method}" if method else "")
 
 
+def figure_is_mean(row) -> bool:
+    """Whether a row's ``median_ms`` may be the mean of its ``samples_ms`` rather than their median (the import
+    contract reads it): the latency chase's figure is the mean over every SM's launch, as nvbandwidth's; its rows
+    recorded before it walked from every SM hold the median of one SM's."""
+    return row.get("variant") == "latency"
+
+
 def noise_kind(row) -> str | None:
     """Compare's kind: host copies follow the generic rule (pinned, small copy); the chase and peer copies of at
     least ``SHORT_COPY_MS`` are device work (``kernel``), shorter copies their issue cost (``small copy``)."""

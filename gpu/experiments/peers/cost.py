@@ -54,14 +54,19 @@ def basis(recorded: pd.DataFrame) -> str:
 
 
 def pricing_run(recorded: pd.DataFrame, device_name: str | None = None) -> pd.DataFrame:
-    """The peer run to price a request by: among ``recorded`` rows, the run of this device (``device_name``) where one
-    exists, else any, with the most points (a full sweep prices every point); empty without one."""
+    """The peer run to price a request by: among ``recorded`` rows, the runs of this device's model
+    (``device_name``) where one exists, else all; of those the one with the most points (a full sweep prices every
+    point), the newest among equals (the method as it measures now); empty without one."""
     rows = recorded[recorded["experiment"] == peers.NAME] if "experiment" in recorded else recorded
     if rows.empty or "run_id" not in rows:
         return rows
     same = rows[rows["device_name"] == device_name] if device_name and "device_name" in rows else rows.iloc[:0]
     rows = same if not same.empty else rows
-    return rows[rows["run_id"] == rows["run_id"].value_counts().index[0]]
+    when = (pd.to_datetime(rows["timestamp"], utc=True, errors="coerce", format="mixed") if "timestamp" in rows
+            else pd.Series(pd.NaT, index=rows.index))
+    runs = pd.DataFrame({"points": rows.groupby("run_id").size(), "when": when.groupby(rows["run_id"]).max()})
+    best = runs.sort_values(["points", "when"], ascending=False, na_position="last").index[0]
+    return rows[rows["run_id"] == best]
 
 
 def estimate(params: peers.Params, recorded: pd.DataFrame) -> Estimate | None:

@@ -34,6 +34,10 @@ VARIANT_MARKERS = dict(zip(pm.SWEPT, ("circle", "diamond", "square", "x", "trian
 METHOD_DASHES = {pm.BATCHED: "solid", pm.SINGLE: "dot"}
 MATRIX_HEIGHT = 560  # px at the desk; 8 GPUs keep cells of two lines (figure, link) readable
 STAGE_MATRIX_HEIGHT = 600  # on stage: with the title, two controls and the takeaway the page fits 1920×1080
+# On stage, a node of up to SMALL_NODE GPUs: cells of about 90 px or more still hold their two lines, and the page keeps
+# room at 1920×960 for a recording menu folded into More settings and a line of conditions under the takeaway.
+STAGE_SMALL_MATRIX_HEIGHT = 500
+SMALL_NODE = 4
 DESK_CELL_FONT_PX = 15
 
 
@@ -54,8 +58,12 @@ def _title(text: str, frame: pd.DataFrame) -> dict:
     return {"text": f"{text}<br><sup>{source_line(frame)}</sup>"}
 
 
-def for_stage(fig: go.Figure, height: int = STAGE_MATRIX_HEIGHT) -> go.Figure:
-    """A figure of this page at stage size: ``stage_figure``'s fonts, and the matrix cells' and colour bar's too."""
+def for_stage(fig: go.Figure, height: int | None = None) -> go.Figure:
+    """A figure of this page at stage size: ``stage_figure``'s fonts, and the matrix cells' and colour bar's too;
+    ``height`` by default by the matrix's GPUs (``STAGE_SMALL_MATRIX_HEIGHT`` up to ``SMALL_NODE``)."""
+    if height is None:
+        sides = [len(trace.z) for trace in fig.data if trace.type == "heatmap" and trace.z is not None]
+        height = STAGE_SMALL_MATRIX_HEIGHT if sides and max(sides) <= SMALL_NODE else STAGE_MATRIX_HEIGHT
     stage_figure(fig, height)
     fig.update_traces(textfont={"size": STAGE_FONT_PX}, colorbar={"tickfont": {"size": STAGE_FONT_PX},
                                                                  "title": {"font": {"size": STAGE_FONT_PX}}},
