@@ -175,3 +175,22 @@ def test_on_stage_the_recording_menu_folds_away_and_a_two_gpu_matrix_leaves_room
     assert matrix["layout"]["height"] == charts.STAGE_SMALL_MATRIX_HEIGHT < charts.STAGE_MATRIX_HEIGHT
     assert matrix["data"][0]["textfont"]["size"] >= 20
     assert any("points not clean: NVLink" in m.value.replace("\\", "") for m in at.markdown)
+
+
+def test_a_small_copys_rates_read_with_two_significant_digits_not_as_zero():
+    """At 4 KiB a peer copy moves 0.2–0.4 GB/s: cells and the takeaway said "0" when every figure was rounded whole."""
+    from gpu.experiments.peers import matrix as pm
+    from gpu.experiments.peers import view as charts
+
+    rows = schema.read_results(H200)
+    view = pm.View("ce_read", "cuda_event_batched_held", 4096)
+    cells = pm.matrix_rows(rows, view)
+    assert len(cells) == 2 and (cells["gbps"] < 1).all()
+    said = charts.takeaway(rows, view)
+    low, high = sorted(charts.rate(v) for v in cells["gbps"])
+    assert f"copy {low} GB/s one way" in said or f"copy {low}–{high} GB/s one way" in said, said
+    assert low.startswith("0.") and len(low) == 4  # 0.23, not 0
+    figure = charts.matrix_figure(rows, view)
+    shown = [t for line in figure.data[0].text for t in line if t]
+    assert any(t.startswith(low) for t in shown), shown  # "0.31!<br>NV18": "!" marks a point not clean
+    assert [charts.rate(v) for v in (391.4, 12.3, 2.34, 0.234, 0.0)] == ["391", "12", "2.3", "0.23", "0"]

@@ -131,7 +131,7 @@ def _heatmap(frame: pd.DataFrame, rows: pd.DataFrame, values: pd.Series, cell, h
 def matrix_figure(frame: pd.DataFrame, view: pm.View) -> go.Figure:
     """GB/s from each source (row) to each destination (column) in the view, each cell with its link."""
     rows = pm.matrix_rows(frame, view)
-    return _heatmap(frame, rows, rows["gbps"], lambda row, v: f"{v:,.0f}",
+    return _heatmap(frame, rows, rows["gbps"], lambda row, v: rate(v),
                     lambda row, v: _hover(row, f"{v:,.1f} GB/s one way"), "GB/s",
                     f"Peer bandwidth, source → destination ({chart_text(view.words())})")
 
@@ -171,7 +171,7 @@ def bidirectional_figure(frame: pd.DataFrame, view: pm.View) -> go.Figure:
         total = f"<br>the pair both ways: {value + back:,.1f} GB/s" if back is not None else ""
         return _hover(row, f"{value:,.1f} GB/s this way{total}")
 
-    return _heatmap(frame, rows, rows["gbps"], lambda row, v: f"{v:,.0f}", hover, "GB/s",
+    return _heatmap(frame, rows, rows["gbps"], lambda row, v: rate(v), hover, "GB/s",
                     f"Both directions at once, each direction ({pm.METHODS.get(view.timer, view.timer)} · "
                     f"{format_bytes(view.size)})")
 
@@ -257,9 +257,15 @@ def numbers_table(frame: pd.DataFrame) -> pd.DataFrame:
     return out.sort_values(["copy", "method", "from", "to", "elements"]).drop(columns="elements").reset_index(drop=True)
 
 
+def rate(value: float) -> str:
+    """A figure as a cell or a sentence shows it: whole from 10 up (391), two significant digits below (2.3, 0.23): a
+    4 KiB peer copy's 0.23 GB/s read "0" when every figure was rounded to a whole number."""
+    return f"{value:,.0f}" if not abs(value) < 10 else text.significant(value, 2)
+
+
 def _rate_range(values: pd.Series, unit: str) -> str:
     """"391 GB/s", or "388–396 GB/s" where the figures differ once rounded."""
-    low, high = f"{values.min():,.0f}", f"{values.max():,.0f}"
+    low, high = rate(values.min()), rate(values.max())
     return f"{low} {unit}" if low == high else f"{low}–{high} {unit}"
 
 
@@ -287,7 +293,7 @@ def takeaway(frame: pd.DataFrame, view: pm.View | None = None) -> str | None:
         worst = slow.iloc[0]
         source, destination = (worst["a"], worst["b"]) if not worst["forward"] > worst["backward"] else \
             (worst["b"], worst["a"])
-        parts.append(f"GPU {source} → GPU {destination} is slow at {worst['one_way']:,.0f} GB/s, "
+        parts.append(f"GPU {source} → GPU {destination} is slow at {rate(worst['one_way'])} GB/s, "
                      f"{text.percent(worst['of_median'])} of the median {worst['kind']} pair")
     both = pm.matrix_rows(frame, pm.View(pm.BIDIRECTIONAL, view.timer, view.size))
     if not both.empty:
