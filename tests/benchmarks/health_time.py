@@ -32,7 +32,6 @@ Run on the GPU machine: ``python3 tests/benchmarks/health_time.py [--root /tmp/b
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import re
 import subprocess
@@ -40,6 +39,10 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import sweep_parts  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 STORED = re.compile(r"^(?P<unit>.+): (?P<experiment>\w+) stored \((?P<points>[\d,]+) points? in (?P<s>[\d.]+) s")
@@ -77,111 +80,34 @@ def fleet(root: Path) -> None:
         print("  last lines:\n    " + "\n    ".join(lines[-15:]), flush=True)
 
 
-# A sweep's own steps timed inside the parts (when its checkout has them): the reduction's inputs made on the GPU.
-INSIDE = (("reference_sum", "each pair made, checked and summed by its reference kernel (reference_sum)"),
-          ("fill", "the generator kernel, each pair written (fill, synchronized; each size and each point)"),
-          ("cross_check", "the host's formula check of a pair's elements (cross_check)"))
-
-
-def _timed_inside(timed_class, method: str, name: str, details: dict[str, float]):
-    """``method`` of ``timed_class`` with its time added to ``details[name]``."""
-
-    def timed_method(self, *args):
-        started = time.perf_counter()
-        try:
-            return getattr(super(timed_class, self), method)(*args)
-        finally:
-            details[name] = details.get(name, 0.0) + time.perf_counter() - started
-
-    return timed_method
-
-
 def run_parts(root: Path, gpu_index: int, experiment: str) -> None:
-    """The suite's ``experiment`` run on one GPU in this process, its parts timed: the sweep's points (inputs and
-    host buffers made between points), each point's set-up (``measure``: uploads, patterns, a batch's calibration),
-    its samples, its verification, and the rest; then each point's own time and stop reason."""
+    """The suite's ``experiment`` run on one GPU in this process, its parts timed (``sweep_parts``): the sweep's points
+    (inputs and host buffers made between points), each point's set-up (``measure``: uploads, patterns, a batch's
+    calibration), its samples, its verification, and the rest; then each point's own time and stop reason."""
     sys.path.insert(0, str(root))
     from gpu.device.context import GpuRuntime
-    from gpu.experiments import registry, suites
+    from gpu.experiments import suites
 
-    run = suites.load("health").run_for(experiment)
-    params = run.checked().params
-    module = registry.entry_of(experiment).sweep_module()
-    declared = next(v for v in vars(module).values() if isinstance(v, type) and v.__module__ == module.__name__
-                    and any(c.__name__ == "Sweep" for c in v.__mro__[1:]))
-    harness = sys.modules[next(c for c in declared.__mro__ if c.__name__ == "Sweep").__module__]
-    per_copy = getattr(harness, "PerCopy", None)  # a checkout before it: batched samples are plain functions
-    parts: dict[str, float] = {}
-    each: list[list] = []  # [label, seconds] of every point, measure to verify
-
-    walking = "the sweep's points (a group's set-up: inputs, host buffers)"
-    # The harness measures what walk() yields (the declared grid's points, a group's set-up between them); a checkout
-    # before the grid has the sweep's own points() generator.
-    generator = "walk" if hasattr(declared, "walk") else "points"
-
-    def add(name: str, seconds: float) -> None:
-        parts[name] = parts.get(name, 0.0) + seconds
-        if each and name != walking:
-            each[-1][1] += seconds
-
-    def timed(call, name):
-        def timed_call(*args):
-            began = time.perf_counter()
-            try:
-                return call(*args)
-            finally:
-                add(name, time.perf_counter() - began)
-        return timed_call
-
-    class Timed(declared):
-        def measure(self, point):
-            started = time.perf_counter()
-            sample = super().measure(point)
-            add("each point's set-up (measure: uploads, patterns, calibration)", time.perf_counter() - started)
-            if per_copy is not None and isinstance(sample, per_copy):  # keep its copies for the profile's rule
-                return dataclasses.replace(sample, batch_ms=timed(sample.batch_ms, "samples (the profile's loop)"))
-            return timed(sample, "samples (the profile's loop)") if callable(sample) else sample
-
-        def verify(self, point):
-            started = time.perf_counter()
-            super().verify(point)
-            add("verification (verify)", time.perf_counter() - started)
-
-    def timed_points(self):
-        points = getattr(super(Timed, self), generator)()
-        while True:
-            started = time.perf_counter()
-            try:
-                point = next(points)
-            except StopIteration:
-                return
-            add(walking, time.perf_counter() - started)
-            each.append([point.label, 0.0])
-            yield point
-
-    setattr(Timed, generator, timed_points)
-    details: dict[str, float] = {}  # parts inside the parts above (not added to them again)
-    for method, name in INSIDE:
-        if hasattr(declared, method):
-            setattr(Timed, method, _timed_inside(Timed, method, name, details))
+    params = suites.load("health").run_for(experiment).checked().params
+    timer = sweep_parts.SweepParts(experiment)
     gpu = GpuRuntime(gpu_index)
     try:
-        started = time.perf_counter()
-        rows = harness.run(Timed, params, gpu, lambda *a: None, lambda: False)
-        whole = time.perf_counter() - started
+        rows, whole = timer.run(params, gpu)
     finally:
         gpu.close()
     print(f"{experiment.upper()} run of the health suite from {root} on GPU {gpu_index} "
           f"({gpu.facts['device_name']}, {os.cpu_count()} host cores): whole job {whole:.2f} s, {len(rows)} row(s), "
           f"profile {params.profile}", flush=True)
-    for name, seconds in parts.items():
+    for name, seconds in timer.parts.items():
         print(f"  {name}: {seconds:.2f} s", flush=True)
-    print(f"  the rest (allocation, set-up, rows, freeing): {whole - sum(parts.values()):.2f} s", flush=True)
-    for name, seconds in details.items():
+    print(f"  the rest (allocation, set-up, rows, freeing): {whole - sum(timer.parts.values()):.2f} s", flush=True)
+    for name, seconds in timer.details.items():
         print(f"  of which, inside the parts above: {name}: {seconds:.3f} s", flush=True)
-    for (label, seconds), row in zip(each, rows, strict=False):
-        print(f"    {label}: {seconds:.2f} s, {row['samples']} samples, {row['stop_reason']}, {row['gbps']:.2f} GB/s",
-              flush=True)
+    for point in timer.points:
+        row = point.row
+        if row is not None:
+            print(f"    {point.label}: {point.seconds:.2f} s, {row['samples']} samples, {row['stop_reason']}, "
+                  f"{row['gbps']:.2f} GB/s", flush=True)
 
 
 INPUTS_ONLY = """
