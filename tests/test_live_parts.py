@@ -168,3 +168,10 @@ def test_a_job_handled_by_the_service_measures_the_timed_sweep(live_parts):
     measured = [p for p in timer.points if p.measured]
     assert measured and all(p.row is not None and p.sampling is not None for p in measured)
     assert timer.parts[live_parts.sweep_parts.SAMPLES] > 0 and timer.parts[live_parts.PROGRESS] > 0
+
+
+def test_without_the_gpu_asked_for_it_says_so_in_one_line(live_parts):
+    with pytest.raises(SystemExit) as refused:
+        live_parts.main(["--pages", "streams", "--gpu", "99"])
+    assert str(refused.value.code).startswith("live_parts: needs GPU 99: ")
+    assert "\n" not in str(refused.value.code)

@@ -236,9 +236,12 @@ def main(argv=None) -> None:
     args = arguments(argv)
     sys.path.insert(0, str(args.root))  # before anything of PinPoint is imported
     wanted = requests(args)
-    from gpu.service.worker import GpuService, JobProgress
+    try:
+        from gpu.service.worker import GpuService, JobProgress
 
-    service = GpuService(device=args.gpu)
+        service = GpuService(device=args.gpu)
+    except Exception as exc:  # no PyCUDA, no GPU, no such index: one line
+        sys.exit(f"live_parts: needs GPU {args.gpu}: {exc}")
     events = mp.get_context("spawn").Queue()
     client = mp.get_context("spawn").Process(target=drain, args=(events,), daemon=True)
     client.start()
