@@ -20,20 +20,24 @@ BENCHMARKS = paths.ROOT / "tests" / "benchmarks"
 
 
 def _load(name: str):
+    """The benchmark ``name``, importable by its name while the tests use it (a process it spawns pickles its
+    functions by reference)."""
     spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
     spec.loader.exec_module(module)
-    return module
+    yield module
+    del sys.modules[name]
 
 
 @pytest.fixture(scope="module")
 def live_parts():
-    return _load("live_parts")
+    yield from _load("live_parts")
 
 
 @pytest.fixture(scope="module")
 def health_time():
-    return _load("health_time")
+    yield from _load("health_time")
 
 
 def _board_params():
@@ -175,3 +179,43 @@ def test_without_the_gpu_asked_for_it_says_so_in_one_line(live_parts):
         live_parts.main(["--pages", "streams", "--gpu", "99"])
     assert str(refused.value.code).startswith("live_parts: needs GPU 99: ")
     assert "\n" not in str(refused.value.code)
+
+
+def test_the_whole_benchmark_on_the_board_as_the_worker_runs_it(live_parts, capsys, monkeypatch):
+    """``main`` with the worker's service standing on the board (a page of device copies): the host pool's job first,
+    each Measure's progress messages and rows put on a spawned event queue that another process drains, a report a
+    Measure, the service closed."""
+    import gpu.service.worker
+    from gpu.experiments import sweep_of
+
+    jobs, closed = [], []
+
+    class BoardService:
+        def __init__(self, device=None):
+            self.devices = self.runtime = Runtime(Board())
+
+        def handle(self, job, progress, should_cancel):
+            jobs.append(job["kind"])
+            if job["kind"] == "warm_host_pool":
+                return {"pooled_bytes": 0}
+            request = job["request"]
+            return sweep_of(request.experiment)(request.params, self.devices, progress, should_cancel)
+
+        def conditions_now(self):
+            return {"gpu": 0}
+
+        def after_reply(self):
+            jobs.append("freed")
+
+        def close(self):
+            closed.append(True)
+
+    monkeypatch.setattr(gpu.service.worker, "GpuService", BoardService)
+    monkeypatch.setitem(live_parts.DEFAULTS, "device_copy", {"sizes": [1 << 20, 4096]})
+    live_parts.main(["--pages", "device_copy", "--profile", PROFILE, "--repeats", "2"])
+    out = capsys.readouterr().out
+    assert jobs == ["warm_host_pool", "experiment", "freed", "experiment", "freed"] and closed == [True]
+    headers = [line for line in out.splitlines() if line.startswith("LIVE-PARTS")]
+    assert [h.split(" from ")[0] for h in headers] == ["LIVE-PARTS device_copy Measure 1",
+                                                        "LIVE-PARTS device_copy Measure 2"]
+    assert all("(recording board, " in h and f"profile {PROFILE}: whole job " in h for h in headers)
