@@ -119,7 +119,11 @@ def test_a_sweep_on_the_board_keeps_each_point_with_its_row_and_its_parts(live_p
     heading = next(i for i, line in enumerate(out) if "points with the most host overhead" in line)
     assert out[heading].startswith(f"  the {min(10, len(measured))} points")
     listed = out[heading + 1:]
-    assert len(listed) == min(10, len(measured)) and all(" samples" in line and "wall " in line for line in listed)
+    assert len(listed) == min(10, len(measured)) and all(" samples" in line and "(wall " in line for line in listed)
+    each = next(i for i, line in enumerate(out) if line.startswith("  each point"))
+    assert [line.split(": wall ")[0].strip() for line in out[each + 1:heading]] == [p.label for p in measured]
+    assert all(line.endswith(f"{p.row['samples']} samples, {p.row['stop_reason']}")
+               for line, p in zip(out[each + 1:heading], measured, strict=True))
     assert any("host overhead per sample median" in line for line in out)
 
 

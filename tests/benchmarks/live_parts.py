@@ -174,6 +174,12 @@ def report(page: str, timer: sweep_parts.SweepParts, whole: float, freed: float,
     print(f"  the rest of the points (preparation, key checks, Python between): {walls - in_points:.2f} s; "
           f"the walk between points (a group's set-up) {walking:.2f} s; the rest of the job (limits, allocation scope, "
           f"provenance, frame in point order, freeing in the scope) {whole - walls - walking:.2f} s", flush=True)
+    print("  each point (wall: its time in the harness; GPU: its samples' measured time; host: wall − GPU):",
+          flush=True)
+    for p in points:
+        gpu_ms = measured_ms(p.row)
+        print(f"    {p.label}: wall {p.wall * 1e3:.1f} ms, GPU {gpu_ms:.1f} ms, host {p.wall * 1e3 - gpu_ms:.1f} ms, "
+              f"{int(p.row['samples'])} samples, {p.row['stop_reason']}", flush=True)
     worst = sorted(points, key=lambda p: p.wall - measured_ms(p.row) / 1e3, reverse=True)[:SHOWN]
     print(f"  the {len(worst)} points with the most host overhead (wall − GPU time):", flush=True)
     for p in worst:
@@ -182,9 +188,9 @@ def report(page: str, timer: sweep_parts.SweepParts, whole: float, freed: float,
         batched = f" × {int(copies)} copies" if isinstance(copies, (int, float)) and not math.isnan(copies) else ""
         shown = [f"{name.split(' (')[0]} {seconds * 1e3:.1f}" for name, seconds in p.parts.items()
                  if name != sweep_parts.WALKING and seconds >= 0.00005]
-        loop = f"sampling loop {p.sampling * 1e3:.1f}, " if p.sampling is not None else ""
-        print(f"    {p.label}: wall {p.wall * 1e3:.1f} ms, GPU {gpu_ms:.1f} ms, host {p.wall * 1e3 - gpu_ms:.1f} ms; "
-              f"{int(p.row['samples'])} samples{batched}, {p.row['stop_reason']}; ms: {loop}{', '.join(shown)}",
+        loop = [f"sampling loop {p.sampling * 1e3:.1f}"] if p.sampling is not None else []
+        print(f"    {p.label}: host {p.wall * 1e3 - gpu_ms:.1f} ms (wall {p.wall * 1e3:.1f}, GPU {gpu_ms:.1f}); "
+              f"{int(p.row['samples'])} samples{batched}, {p.row['stop_reason']}; ms: {', '.join(loop + shown)}",
               flush=True)
 
 
