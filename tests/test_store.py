@@ -366,7 +366,8 @@ def test_the_catalog_names_the_bundled_runs_boards_once_and_lists_them_as_asked(
 
 
 HEALTH_TRANSFERS = {"sizes": [1048576, 268435456], "modes": ["pageable", "pinned"], "directions": ["h2d", "d2h"],
-                    "include_alloc": [False], "methods": ["single", "batched"], "profile": "precise/timeout_s=1"}
+                    "include_alloc": [False], "methods": ["single", "batched"],
+                    "profile": "precise/timeout_s=1,hot_max_noise=1"}
 
 
 def _version_six_store(url: str, runs: list[tuple[pd.DataFrame, tuple | None]], suites: dict[str, tuple]) -> None:
