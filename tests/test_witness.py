@@ -341,6 +341,59 @@ def test_the_harness_rows_carry_conditions_and_witness(nvml, other_process):
     gpu.telemetry.witness.close()
 
 
+class _HalfOverNVLink(test_harness.FakeSweep):
+    """Variant "a" crosses NVLink (a peer copy), "b" does not (a host-link copy of the same run); the node's links
+    count a CRC error during every sample, as an H200 node's do whatever the point."""
+
+    USES_NVLINK = True
+    nvml = None
+
+    @staticmethod
+    def crosses_nvlink(columns):
+        return columns["variant"] == "a"
+
+    def measure(self, point):
+        def sample() -> float:
+            type(self).nvml.nvlink[(7, 2)] += 1
+            return float(point.state[1])
+
+        return sample
+
+
+def test_only_the_points_whose_data_crosses_nvlink_are_judged_by_its_counters(nvml):
+    """A peers run's host-link points (h2d_all, d2h_all, …) named the node's NVLink CRC counts as their cause (382 of
+    722 points of the 2 × H200 recording not clean) while their data never crossed NVLink: an experiment declares
+    which points' data does (``crosses_nvlink``), and only those read and judge NVLink's counters."""
+    nvml.nvlink_links = [7]
+    nvml.nvlink = {(7, 2): 0}
+    _HalfOverNVLink.nvml = nvml
+    gpu = test_harness._device([])
+    gpu.telemetry = Telemetry("0000:01:00.0", nvml=nvml)
+    try:
+        rows = harness.run(_HalfOverNVLink, test_harness.Params(), gpu, lambda *a: None, lambda: False)
+    finally:
+        gpu.telemetry.witness.close()
+    assert sorted({r["variant"] for r in rows}) == ["a", "b"] and len(rows) == 6
+    for row in rows:
+        if row["variant"] == "a":
+            assert conditions.causes(row["conditions"])[0].startswith("NVLink 7 CRC errors +"), row
+            assert "nvlink" in json.loads(row["witness"])
+        else:
+            assert row["conditions"] == conditions.CLEAN, row
+            assert "nvlink" not in json.loads(row["witness"])
+    assert harness.judges_nvlink(_HalfOverNVLink, {"variant": "a"})
+    assert not harness.judges_nvlink(_HalfOverNVLink, {"variant": "b"})
+    assert not harness.judges_nvlink(test_harness.FakeSweep, {"variant": "a"})  # no USES_NVLINK: never
+
+
+def test_the_peers_declaration_says_its_pair_copies_cross_nvlink_and_its_host_copies_do_not():
+    from gpu.experiments import peers
+    from gpu.experiments.peers import sweep as peers_sweep
+
+    assert all(harness.judges_nvlink(peers_sweep.PeersSweep, {"variant": v}) for v in peers.PAIR_VARIANTS)
+    assert not any(harness.judges_nvlink(peers_sweep.PeersSweep, {"variant": v}) for v in peers.HOST_VARIANTS)
+
+
 def test_progress_messages_carry_the_latest_reading_and_a_failing_reading_sends_none():
     events = queue.Queue()
     JobProgress(events, 7, lambda: {"sm_mhz": 1980, "others": [[1039, "python3"]]})(1, 4, "point")

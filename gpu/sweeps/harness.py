@@ -78,8 +78,11 @@ class Sweep:
     # False: the telemetry's readings are not restarted at each point, so a row's clock and throttle columns
     # cover every reading since the last restart (the kernel experiments' rows, as they were recorded).
     RESTART_TELEMETRY: bool = True
-    # The declaration's USES_NVLINK: its data crosses NVLink, so NVLink errors during a point are among its causes.
+    # The declaration's USES_NVLINK: its data crosses NVLink, so NVLink errors during a point are among its causes;
+    # with a ``crosses_nvlink(columns)`` it also declares which points' data does (a peers run's host-link copies
+    # do not), and only those are judged by NVLink's counters.
     USES_NVLINK: bool = False
+    crosses_nvlink = None
 
     def __init_subclass__(cls, **kwargs):
         """A sweep takes its experiment's identity from its declaration (declared there once): NAME, TITLE, AXES,
@@ -94,7 +97,7 @@ class Sweep:
         for name in ("NAME", "TITLE", "AXES", "KEY_COLUMNS", "USES_NVLINK"):
             if name not in cls.__dict__ and hasattr(module, name):
                 setattr(cls, name, getattr(module, name))
-        for name in ("invalid_reasons", "memory_reasons"):
+        for name in ("invalid_reasons", "memory_reasons", "crosses_nvlink"):
             if name not in cls.__dict__ and hasattr(module, name):
                 setattr(cls, name, staticmethod(getattr(module, name)))
 
@@ -208,6 +211,14 @@ def device_set(gpu) -> DeviceSet:
     return gpu if isinstance(gpu, DeviceSet) else DeviceSet.of(gpu)
 
 
+def judges_nvlink(declaration: type[Sweep], columns: dict) -> bool:
+    """Whether NVLink's error counters name a cause of this point: its experiment's data crosses NVLink
+    (``USES_NVLINK``) and, where the experiment says which points' data does (``crosses_nvlink``), this one's."""
+    if not declaration.USES_NVLINK:
+        return False
+    return declaration.crosses_nvlink is None or bool(declaration.crosses_nvlink(columns))
+
+
 def run(declaration: type[Sweep], params, gpu, progress, should_cancel) -> list[dict]:
     """Measure every point of ``params`` with the experiment ``declaration`` on ``gpu`` (a runtime, or a
     ``DeviceSet`` whose first GPU one-GPU sweeps measure on); returns its rows as measured."""
@@ -234,10 +245,8 @@ def run(declaration: type[Sweep], params, gpu, progress, should_cancel) -> list[
     sweep = declaration(params, gpu, profile)
     sweep.grid_points = grid_points
     sweep.limits, sweep.gpus, sweep.set_limits = limits, gpus, set_limits
-    for ordinal in gpus.ordinals:  # whose NVLink errors count as a cause: only a measurement over NVLink's
-        witness = getattr(gpus[ordinal].telemetry, "witness", None)  # a simulated board may keep no witness
-        if witness is not None:
-            witness.judge_nvlink = declaration.USES_NVLINK
+    witnesses = [witness for ordinal in gpus.ordinals  # a simulated board may keep no witness
+                 if (witness := getattr(gpus[ordinal].telemetry, "witness", None)) is not None]
     try:
         with gpus.job_scope() as ledgers:
             sweep.ledgers, sweep.ledger, sweep.progress = ledgers, ledgers[gpus.ordinals[0]], progress
@@ -246,6 +255,9 @@ def run(declaration: type[Sweep], params, gpu, progress, should_cancel) -> list[
                 if should_cancel():
                     raise JobCancelled()
                 progress(index, total, point.label)
+                judge_nvlink = judges_nvlink(declaration, point.columns)
+                for witness in witnesses:  # whose NVLink errors count as a cause: only a point over NVLink's
+                    witness.judge_nvlink = judge_nvlink
                 sweep.prepare(point)
                 if sweep.RESTART_TELEMETRY:
                     sweep.telemetry.start_point()

@@ -23,23 +23,35 @@ from gpu.sweeps import harness
 pytestmark = pytest.mark.gpu
 
 SIZES = [1 << 20, 1 << 24]
+CHECK_TIMEOUT_S = 300
 
 
 def in_own_process(check) -> None:
-    """``check(gpu)`` in a spawned process that owns GPU 0's context and exits with it; its assertion or error is
-    raised here."""
+    """``check(gpu)`` in a spawned process that owns GPU 0's context and exits with it; its failure is raised here.
+
+    The check's outcome comes back as text: a failed ``pytest.raises`` is a BaseException, which would kill a pool's
+    worker and leave ``apply`` waiting for ever, and the time limit makes any other hang a failure too."""
     with multiprocessing.get_context("spawn").Pool(1) as pool:
-        pool.apply(_run_check, (check.__name__,))
+        failure = pool.apply_async(_run_check, (check.__name__,)).get(timeout=CHECK_TIMEOUT_S)
+    if failure:
+        pytest.fail(f"{check.__name__} failed in its own process:\n{failure}", pytrace=False)
 
 
-def _run_check(name: str) -> None:
+def _run_check(name: str) -> str:
+    """Run the check; '' when it passed, else its traceback (whatever it raised, BaseException included)."""
+    import traceback
+
     from gpu.device.context import GpuRuntime
 
-    runtime = GpuRuntime(0)
     try:
-        globals()[name](runtime)
-    finally:
-        runtime.close()
+        runtime = GpuRuntime(0)
+        try:
+            globals()[name](runtime)
+        finally:
+            runtime.close()
+    except BaseException:  # noqa: B036 - pytest's Failed is a BaseException: reported, never lost with the worker
+        return traceback.format_exc()
+    return ""
 
 
 def run(declaration, gpu, raw):

@@ -284,6 +284,13 @@ def set_reasons(params: Params, gpus, limits: dict) -> list[str]:
     return reasons
 
 
+def crosses_nvlink(columns: dict) -> bool:
+    """A pair variant's data goes from GPU to GPU (over NVLink where the pair has it); a host variant's goes over each
+    GPU's host link, so NVLink's error counters name no cause of its points (the harness reads them only for points
+    that cross)."""
+    return columns.get("variant") in PAIR_VARIANTS
+
+
 def bytes_moved(variant: str, size: int) -> int:
     """Bytes counted once, as nvbandwidth counts them: a copy's size; the latency chase: one 8-byte pointer (its
     ``median_ms`` is per access)."""
