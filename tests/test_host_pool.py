@@ -54,6 +54,7 @@ def test_a_pooled_pageable_array_goes_back_to_the_pool_and_the_next_job_gets_the
     assert driver.pinned == [MiB]  # nothing pinned again
     again.free_all()
     assert pool.held_bytes == 4 * MiB
+    assert pool.counts() == {"held_bytes": 4 * MiB, "locked_bytes": MiB, "lent": 2, "missed": 3}
 
 
 def test_the_pool_keeps_pageable_arrays_within_its_capacity_and_frees_all_kinds():

@@ -33,6 +33,7 @@ class HostPool:
         self.cuda = cuda
         self.capacity_bytes = max(0, int(capacity_bytes))
         self.idle: list[tuple[str, np.ndarray]] = []
+        self.lent = self.missed = 0  # requests it answered with an idle buffer, and those it had none for
 
     @property
     def held_bytes(self) -> int:
@@ -46,8 +47,15 @@ class HostPool:
     def take(self, nbytes: int, mode: str) -> np.ndarray | None:
         for i, (kind, array) in enumerate(self.idle):
             if kind == mode and array.nbytes == nbytes:
+                self.lent += 1
                 return self.idle.pop(i)[1]
+        self.missed += 1
         return None
+
+    def counts(self) -> dict:
+        """What it holds and how often it was asked (the worker's ``memory`` job reports them)."""
+        return {"held_bytes": self.held_bytes, "locked_bytes": self.locked_bytes, "lent": self.lent,
+                "missed": self.missed}
 
     def give(self, array: np.ndarray, mode: str) -> bool:
         """Keep ``array`` for a later job when it fits the capacity (True), else leave it to be freed (False)."""

@@ -190,7 +190,8 @@ class GpuService:
             return self.runtime.health_check()
         if kind == "memory":
             free, total = self.runtime.cuda.mem_get_info()
-            return {"free_device_bytes": int(free), "total_device_bytes": int(total), "rss_bytes": _rss_bytes()}
+            return {"free_device_bytes": int(free), "total_device_bytes": int(total), "rss_bytes": _rss_bytes(),
+                    "host_pool": self.runtime.host_pool.counts()}
         if kind == "limits":
             return self.runtime.limits().as_dict()
         if kind == "occupancy_driver":
