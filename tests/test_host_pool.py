@@ -9,7 +9,14 @@ import numpy as np
 from gpu.core.limits import Limits
 from gpu.core.units import GiB, MiB
 from gpu.device.context import GpuRuntime
-from gpu.device.memory import DEFAULT_POOL_BYTES, PAGE_LOCKED, AllocationLedger, HostPool, warm_plan
+from gpu.device.memory import (
+    DEFAULT_POOL_BYTES,
+    PAGE_LOCKED,
+    AllocationLedger,
+    HostPool,
+    warm_plan,
+    write_every_page,
+)
 from gpu.experiments import REGISTRY, streams, transfers
 from gpu.experiments.streams import sweep as streams_sweep
 from gpu.experiments.transfers import sweep as transfers_sweep
@@ -134,6 +141,12 @@ def test_warming_the_pool_writes_every_word_of_a_pageable_buffer_and_pins_the_pa
                                                                       ("pageable", MiB)]  # stopped at the capacity
     assert any(array is stale for _, array in pool.idle) and not stale.any()  # every page written
     assert driver.pinned == [MiB]
+
+
+def test_every_page_is_written_slice_by_slice_on_several_threads():
+    array = np.full(10 * 1024 + 3, 0xDEADBEEF, np.uint32)  # a last slice shorter than the others
+    write_every_page(array, slice_bytes=4096)
+    assert not array.any()
 
 
 def test_the_warm_plan_needs_half_the_pinned_budget_and_half_the_hosts_memory():

@@ -22,7 +22,7 @@ from gpu.core.limits import Limits
 from gpu.core.occupancy import DeviceLimits, KernelResources
 from gpu.device import cubins, libcuda
 from gpu.device.limits import git_commit, host_memory_available
-from gpu.device.memory import DEFAULT_POOL_BYTES, AllocationLedger, HostPool
+from gpu.device.memory import DEFAULT_POOL_BYTES, AllocationLedger, HostPool, write_every_page
 from gpu.device.telemetry import Telemetry
 
 INCLUDE_DIR = paths.KERNELS  # the shared kernels, which an experiment's own may #include
@@ -216,7 +216,7 @@ class GpuRuntime:
                     break
                 array = ledger.host_buffer(nbytes, mode, pooled=True)
                 if mode == "pageable":
-                    array.fill(0)
+                    write_every_page(array)
         self.release_after_reply()
 
     @contextmanager

@@ -6,6 +6,9 @@ recording stand-in).
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 
 PAGE_LOCKED = ("pinned", "pinned_wc", "mapped")
@@ -74,6 +77,19 @@ def release(mode: str, array: np.ndarray) -> None:
     reference to it goes."""
     if mode in PAGE_LOCKED:
         array.base.free()
+
+
+def write_every_page(array: np.ndarray, slice_bytes: int = 64 * 1024**2) -> None:
+    """Zero a contiguous ``array`` so that every page of it is resident (a fresh pageable array's pages are mapped
+    only at their first touch), in slices on several threads: NumPy lets the GIL go while it writes, and the kernel
+    faults pages in for several threads at once."""
+    flat = array.reshape(-1).view(np.uint8)
+
+    def zero(lo: int) -> None:
+        flat[lo:lo + slice_bytes] = 0
+
+    with ThreadPoolExecutor(max_workers=max(1, min(8, os.cpu_count() or 1))) as threads:
+        list(threads.map(zero, range(0, flat.size, slice_bytes)))
 
 
 def warm_plan(wanted: list[tuple[int, str]], capacity_bytes: int, pinned_budget_bytes: int,
