@@ -117,6 +117,9 @@ class _Bench:
     def host_pair(self, memory, inputs):
         return np.zeros(4, np.float32), np.zeros(4, np.float32)
 
+    def both_ways_buffers(self, inputs):
+        return np.zeros(4, np.float32), np.zeros(4, np.float32)
+
 
 @pytest.mark.parametrize("raw", [c for c in CHOICES if all(c.get(a, 1) for a in (
     "chunks", "streams", "host_memory", "issue_orders", "intensities"))])

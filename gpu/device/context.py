@@ -22,7 +22,7 @@ from gpu.core.limits import Limits
 from gpu.core.occupancy import DeviceLimits, KernelResources
 from gpu.device import cubins, libcuda
 from gpu.device.limits import git_commit, host_memory_available
-from gpu.device.memory import AllocationLedger, HostPool
+from gpu.device.memory import DEFAULT_POOL_BYTES, AllocationLedger, HostPool, write_every_page
 from gpu.device.telemetry import Telemetry
 
 INCLUDE_DIR = paths.KERNELS  # the shared kernels, which an experiment's own may #include
@@ -60,9 +60,10 @@ class GpuRuntime:
         self.context.push()
         self._thread = threading.get_ident()
         self._released_after_reply: list[AllocationLedger] = []
-        # Page-locked buffers kept between jobs (the Transfers sweep's 1 GiB buffers: pinning them is most of what
-        # a sweep spends outside its samples). PINPOINT_HOST_POOL_BYTES=0 turns it off.
-        self.host_pool = HostPool(self.cuda, int(os.environ.get("PINPOINT_HOST_POOL_BYTES", 2 * 1024**3)))
+        # Host buffers kept between jobs (the Transfers and Streams sweeps' large ones: pinning them, or faulting in
+        # a fresh pageable one, is most of what a sweep spends outside its samples). PINPOINT_HOST_POOL_BYTES=0 turns
+        # it off.
+        self.host_pool = HostPool(self.cuda, int(os.environ.get("PINPOINT_HOST_POOL_BYTES", DEFAULT_POOL_BYTES)))
         self.pycuda_version = pycuda.VERSION_TEXT
         attrs = self.device.get_attributes()
         a = cuda.device_attribute
@@ -192,21 +193,30 @@ class GpuRuntime:
         host_available = host_memory_available()
         default_budget = min(16 * 1024**3, host_available // 2) if host_available else 4 * 1024**3
         budget = int(os.environ.get("PINPOINT_PINNED_BUDGET_BYTES", default_budget))
-        # The pool's idle buffers are pinned memory too: a job gets the budget less what the pool holds (a pooled
-        # sweep takes its buffers back from it).
-        budget = max(0, budget - self.host_pool.held_bytes)
+        # The pool's idle page-locked buffers are pinned memory too: a job gets the budget less what the pool holds
+        # of them (a pooled sweep takes its buffers back from it). Its pageable ones are not page-locked.
+        budget = max(0, budget - self.host_pool.locked_bytes)
         return Limits(int(free), int(total), budget, host_available, int(self.max_threads_per_block),
                       int(self.warp_size))
 
     def warm_host_pool(self, buffers: list[tuple[int, str]]) -> None:
-        """Pin ``buffers`` ((bytes, mode) each) into the pool now, while nobody waits (the app's worker, at its
-        start: the Transfers page's first Measure then pins nothing). Stops at the pool's capacity."""
+        """Put ``buffers`` ((bytes, mode) each) into the pool now, while nobody waits (the app's worker, at its
+        start: the Transfers and Streams pages' first Measure then pins nothing and faults in no page): page-locked
+        ones pinned, pageable ones written to the last page, so that every page is resident. Stops at the pool's
+        capacity."""
         self._check_thread()
+        pool = self.host_pool
         with self.job_scope() as ledger:
             for nbytes, mode in buffers:
-                if self.host_pool.held_bytes + nbytes > self.host_pool.capacity_bytes:
+                # What the pool will hold when the ledger gives back: its idle buffers and those taken so far (one
+                # of its own that matches costs nothing more).
+                lent = sum(array.nbytes for _, array in ledger.pooled)
+                idle = any(kind == mode and array.nbytes == nbytes for kind, array in pool.idle)
+                if not idle and pool.held_bytes + lent + nbytes > pool.capacity_bytes:
                     break
-                ledger.host_buffer(nbytes, mode, pooled=True)
+                array = ledger.host_buffer(nbytes, mode, pooled=True)
+                if mode == "pageable":
+                    write_every_page(array)
         self.release_after_reply()
 
     @contextmanager

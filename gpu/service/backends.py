@@ -155,9 +155,9 @@ class LiveBackend:
         return handle
 
     def warm(self) -> JobHandle:
-        """Queue the worker's first job: pin the host buffers that experiments keep between jobs (their
-        ``pooled_host_buffers`` at default settings), while nobody waits, so the first Measure pins nothing. The app
-        asks for it when it starts its worker; a measure that arrives meanwhile waits behind it (about 1 s)."""
+        """Queue the worker's first job: pin, or write every page of, the host buffers experiments keep between jobs
+        (``pooled_host_buffers`` at default settings) while nobody waits, so a first Measure neither pins nor faults
+        in pages. The app asks for it as it starts its worker; a measure arriving meanwhile waits behind it."""
         return self.client.submit("warm_host_pool", {})
 
 

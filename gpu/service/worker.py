@@ -29,6 +29,7 @@ from gpu.device import libcuda
 from gpu.device.context import visible_gpus
 from gpu.device.device_set import DeviceSet
 from gpu.device.driver_occupancy import driver_occupancy_table
+from gpu.device.memory import warm_plan
 from gpu.experiments import REGISTRY, get_experiment, in_point_order, sweep_of
 from gpu.experiments.method import method_version
 from gpu.experiments.request import Request
@@ -180,15 +181,17 @@ class GpuService:
             sweeps = [(entry, entry.sweep_module()) for entry in REGISTRY]
             wanted = [buffer for entry, sweep in sweeps if hasattr(sweep, "pooled_host_buffers")
                       for buffer in sweep.pooled_host_buffers(entry.module.parse_params({}))]
-            # Only where the pinned budget leaves room for a job's own pinned memory beside them.
-            if sum(nbytes for nbytes, _ in wanted) <= self.runtime.limits().pinned_budget_bytes // 2:
-                self.runtime.warm_host_pool(wanted)
+            # Only where the pinned budget and the host's memory leave room for a job's own beside them.
+            limits = self.runtime.limits()
+            self.runtime.warm_host_pool(warm_plan(wanted, self.runtime.host_pool.capacity_bytes,
+                                                  limits.pinned_budget_bytes, limits.host_available_bytes))
             return {"pooled_bytes": self.runtime.host_pool.held_bytes}
         if kind == "health":
             return self.runtime.health_check()
         if kind == "memory":
             free, total = self.runtime.cuda.mem_get_info()
-            return {"free_device_bytes": int(free), "total_device_bytes": int(total), "rss_bytes": _rss_bytes()}
+            return {"free_device_bytes": int(free), "total_device_bytes": int(total), "rss_bytes": _rss_bytes(),
+                    "host_pool": self.runtime.host_pool.counts()}
         if kind == "limits":
             return self.runtime.limits().as_dict()
         if kind == "occupancy_driver":

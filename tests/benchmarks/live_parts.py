@@ -252,9 +252,12 @@ def main(argv=None) -> None:
     client = mp.get_context("spawn").Process(target=drain, args=(events,), daemon=True)
     client.start()
     try:
-        service.handle({"kind": "warm_host_pool"}, None, lambda: False)  # the app's worker's first job
+        started = time.perf_counter()
+        warmed = service.handle({"kind": "warm_host_pool"}, None, lambda: False)  # the app's worker's first job
+        warm_s = time.perf_counter() - started
         where = (f"from {args.root} on GPU {args.gpu} ({service.runtime.facts['device_name']}, {os.cpu_count()} host "
                  f"cores), profile {args.profile}")
+        print(f"WARM-HOST-POOL {warm_s:.2f} s, the pool holding {warmed['pooled_bytes'] / 2**20:,.0f} MiB {where}")
         for page in args.pages:
             for repeat in range(args.repeats):
                 progress = JobProgress(events, repeat + 1, getattr(service, "conditions_now", None))

@@ -233,8 +233,9 @@ def max_size(limits) -> int:
 
 
 def expected_output(inputs: np.ndarray, intensity: int) -> np.ndarray:
-    """fma_chain's exact result: with a = -1, x → b − x each step, so x (even) or b − x (odd)."""
-    return inputs.copy() if intensity % 2 == 0 else (FMA_B - inputs).astype(np.float32)
+    """fma_chain's exact result: with a = -1, x → b − x each step, so x (even: ``inputs`` itself, to be read only)
+    or b − x (odd)."""
+    return inputs if intensity % 2 == 0 else (FMA_B - inputs).astype(np.float32)
 
 
 def bytes_moved(variant: str, size: int) -> int:

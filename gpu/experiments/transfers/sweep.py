@@ -8,7 +8,7 @@ import time
 import numpy as np
 
 from gpu.core.units import format_bytes
-from gpu.experiments.transfers import MODE_LABELS, PINNED_MODES, bytes_moved
+from gpu.experiments.transfers import MODE_LABELS, bytes_moved
 from gpu.sweeps import harness
 from gpu.sweeps.timing_methods import BATCHED, HELD, SINGLE, StreamClock
 from gpu.sweeps.verify import PatternChecker
@@ -79,7 +79,8 @@ class _TransferBench:
         ``uniform[buffer][1]``."""
         buffer = self.buffer_of(mode)
         if buffer not in self.hosts:
-            # pooled: kept by the worker between sweeps (pinning 1 GiB takes 0.4-0.7 s); loaded with a pattern below
+            # pooled: kept by the worker between sweeps (pinning 1 GiB takes 0.4-0.7 s, faulting in a fresh pageable
+            # one 0.3-0.5 s); loaded with a pattern below, which also leaves every page of it written and resident
             array = self.ledger.host_buffer(self.largest, "mapped" if buffer == "pinned" else buffer, pooled=True)
             seed = self.next_seed()
             self.load_host(array, seed)
@@ -147,8 +148,9 @@ class _TransferBench:
         return array.base.get_device_pointer() if mode == "mapped" else None
 
     def release(self, mode, host) -> None:
-        if mode != "pageable":
-            self.ledger.free_host(host)
+        """Free a host buffer of the ledger's (a pooled one goes back to the pool; a fresh pageable one, not the
+        ledger's, is NumPy's to free)."""
+        self.ledger.free_host(host)
 
 
 class TransfersSweep(harness.Sweep):
@@ -253,9 +255,10 @@ run = harness.runner(TransfersSweep)
 
 
 def pooled_host_buffers(params) -> list[tuple[int, str]]:
-    """The page-locked buffers a sweep of ``params`` keeps in the worker's pool between sweeps: one of the largest
-    size for pinned and mapped copies (shared) and one for write-combined ones. The app's worker pins them when it
-    starts (``LiveBackend.warm``)."""
+    """The host buffers a sweep of ``params`` keeps in the worker's pool between sweeps, each of the largest size:
+    one for pinned and mapped copies (shared), one for write-combined ones and one for pageable ones. The app's
+    worker pins the page-locked ones and faults in the pageable one when it starts (``LiveBackend.warm``)."""
     largest = max(params.sizes, default=0)
-    kinds = dict.fromkeys(_TransferBench.buffer_of(m) for m in params.modes if m in PINNED_MODES)
-    return [(largest, "mapped" if kind == "pinned" else kind) for kind in kinds]
+    kinds = dict.fromkeys(_TransferBench.buffer_of(m) for m in params.modes)
+    # page-locked first: where the pool's capacity stops the warm-up early, a pin is the dearer miss
+    return [(largest, "mapped" if kind == "pinned" else kind) for kind in sorted(kinds, key="pageable".__eq__)]
