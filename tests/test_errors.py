@@ -87,6 +87,33 @@ def test_a_cuda_error_carries_its_code_and_stickiness():
     assert libcuda.STICKY_CODES == set(libcuda.KNOWN_DESCRIPTIONS)
 
 
+def _every_error_class() -> list[type]:
+    found, todo = [], [PinPointError]
+    while todo:
+        cls = todo.pop()
+        found.append(cls)
+        todo.extend(cls.__subclasses__())
+    return found
+
+
+def test_every_pinpoint_error_crosses_processes_pickled_whole():
+    """An error raised in another process (a Dask worker's fleet run, a spawned process's check) comes back pickled.
+    CudaError failed to unpickle (a multiprocessing pool's result handler then dies and its caller waits for ever),
+    ValidationError came back with its reasons split into characters, and WorkerError without ``fatal``."""
+    made = {errors.ValidationError: errors.ValidationError(["size 3 is not a power of two", "block 7 is odd"]),
+            CudaError: CudaError(700, "cuMemcpyDtoH", "an illegal memory access was encountered", sticky=True),
+            errors.WorkerError: errors.WorkerError("the worker stopped", fatal=True)}
+    for cls in _every_error_class():
+        exc = made.get(cls) or cls(f"{cls.__name__}: one line for the person")
+        back = pickle.loads(pickle.dumps(exc))
+        assert type(back) is cls and str(back) == str(exc), cls
+        assert {k: v for k, v in vars(back).items()} == {k: v for k, v in vars(exc).items()}, cls
+    assert pickle.loads(pickle.dumps(made[errors.ValidationError])).reasons == ["size 3 is not a power of two",
+                                                                                  "block 7 is odd"]
+    assert pickle.loads(pickle.dumps(made[errors.WorkerError])).fatal is True
+    assert libcuda.is_sticky(pickle.loads(pickle.dumps(made[CudaError])))
+
+
 class _Runtime:
     def __init__(self, healthy: bool):
         self.healthy, self.checks = healthy, 0

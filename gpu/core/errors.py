@@ -35,6 +35,11 @@ class ValidationError(PinPointError, ValueError):
         self.reasons = list(reasons)
         super().__init__("; ".join(self.reasons))
 
+    def __reduce__(self):
+        # An error crosses processes pickled (a Dask worker's, a spawned process's): rebuilt from its own arguments,
+        # not from its message (which, read as ``reasons``, would be split into characters).
+        return type(self), (self.reasons,)
+
 
 class VerificationError(PinPointError, RuntimeError):
     """A measured operation produced wrong data: the job fails instead of reporting a bandwidth."""
@@ -50,6 +55,9 @@ class WorkerError(PinPointError, RuntimeError):
     def __init__(self, message: str, fatal: bool = False):
         self.fatal = fatal
         super().__init__(message)
+
+    def __reduce__(self):
+        return type(self), (str(self), self.fatal)
 
 
 class WorkerUnavailable(PinPointError, RuntimeError):
@@ -68,6 +76,11 @@ class CudaError(PinPointError, RuntimeError):
     def __init__(self, code: int, call: str, description: str = "", sticky: bool = False):
         self.code, self.call, self.description, self.sticky = int(code), call, description, sticky
         super().__init__(f"{call} failed: {description + ' ' if description else ''}(CUresult {self.code})")
+
+    def __reduce__(self):
+        # Without it unpickling calls CudaError(message) and fails: a multiprocessing pool then loses the result and
+        # waits for ever, and Dask cannot give the error back.
+        return type(self), (self.code, self.call, self.description, self.sticky)
 
 
 class SizeError(PinPointError, ValueError):
