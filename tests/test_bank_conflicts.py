@@ -214,7 +214,8 @@ RUN = {**{("strided_4B", s): ONE_CLOCK_MS * s * 1.01 ** (s > 1) for s in bank.ST
 def test_costs_are_judged_against_conflict_free_access_of_the_same_run_word_size_and_block():
     other = fake_run({("strided_4B", 1): 1.0, ("strided_4B", 32): 4.0}, run_id="run-bank-2")
     data = view.with_costs(pd.concat([fake_run(RUN), other]))
-    cost = data.assign(value=data["stride"].fillna(data["matrix_side"])).set_index(["run_id", "variant", "value"])
+    value = data["stride"].fillna(data["matrix_side"].astype("float64"))  # one dtype: pandas 4 refuses a mixed fill
+    cost = data.assign(value=value).set_index(["run_id", "variant", "value"])
     assert cost.loc[("run-bank-1", "strided_4B", 32), "slowdown"] == pytest.approx(32 * 1.01)
     assert cost.loc[("run-bank-1", "padded_4B", 32), "slowdown"] == pytest.approx(1.02)
     assert cost.loc[("run-bank-1", "strided_8B", 32), "slowdown"] == pytest.approx(16)
