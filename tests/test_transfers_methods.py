@@ -10,13 +10,13 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from gpu.core import stats
-from gpu.core.errors import ValidationError
+from gpu.core.errors import ValidationError, VerificationError
 from gpu.core.limits import Limits
 from gpu.core.units import GiB, KiB, MiB
 from gpu.device.memory import AllocationLedger
 from gpu.experiments import sweep_of, transfers
 from gpu.experiments.transfers import sweep as transfers_sweep
-from gpu.sweeps import harness
+from gpu.sweeps import harness, verify
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 LATENCY_MS, RATE_GBPS = 0.002, 50.0  # the simulated copy: 2 µs + bytes at 50 GB/s
@@ -86,8 +86,9 @@ class _Function:
     def prepare(self, signature):
         pass
 
-    def prepared_call(self, *args):
-        pass
+    def prepared_call(self, grid, block, *args):
+        if self.name == "pattern_fill":  # (pointer, words, seed): the device buffer now holds that seed's pattern
+            self.gpu.device_seed = int(args[2])
 
     def prepared_async_call(self, grid, block, stream, *args):
         if self.name == "copy_vec4":  # the zero-copy kernel: its last argument counts 16-byte vectors
@@ -109,6 +110,7 @@ class _Driver:
 
     def __init__(self):
         self.clock_ms, self.copies, self.launches = 0.0, 0, []
+        self.device_seed = None  # whose pattern the device buffer holds (the fill kernel's last seed)
 
     def copy(self, nbytes):
         self.copies += 1
@@ -131,6 +133,7 @@ class _Driver:
 
     def memcpy_dtoh_async(self, host, device, stream):
         self.copy(host.nbytes)
+        host[...] = verify.pattern_for(host.size, self.device_seed)  # a pageable destination is checked on the host
 
     def memcpy_htod(self, device, host):
         pass
@@ -295,11 +298,12 @@ class _DeviceAllocation(int):
 
 
 class _CountingDriver(_Driver):
-    """The simulated driver, counting page-locked allocations and whole-buffer host writes (pattern loads)."""
+    """The simulated driver, counting page-locked allocations and whole-buffer host writes (pattern loads: a copy
+    down, or the CPU's write into pageable memory once ``count_cpu_loads`` counts those too)."""
 
     def __init__(self):
         super().__init__()
-        self.pinned_allocations, self.host_loads = [], 0
+        self.pinned_allocations, self.host_loads, self.cpu_loads = [], 0, 0
 
     def mem_alloc(self, nbytes):
         return _DeviceAllocation(0x2000)
@@ -314,9 +318,22 @@ class _CountingDriver(_Driver):
         super().memcpy_dtoh(host, device)
 
 
-def test_a_sweep_pins_pinned_and_mapped_memory_once_and_never_reloads_a_host_buffer_between_points():
+def count_cpu_loads(monkeypatch, driver):
+    """Count the CPU's pattern writes (into pageable host memory) among the driver's host loads."""
+    real = transfers_sweep.write_pattern
+
+    def counted(host, seed):
+        driver.host_loads += 1
+        driver.cpu_loads += 1
+        real(host, seed)
+
+    monkeypatch.setattr(transfers_sweep, "write_pattern", counted)
+
+
+def test_a_sweep_pins_pinned_and_mapped_memory_once_and_never_reloads_a_host_buffer_between_points(monkeypatch):
     gpu = _Gpu()
     gpu.cuda = _CountingDriver()
+    count_cpu_loads(monkeypatch, gpu.cuda)
     gpu.functions = {"copy_vec4": _Function(gpu.cuda, "copy_vec4")}
     sizes = [4 * KiB, 64 * KiB, MiB, 16 * MiB]
     params = transfers.parse_params({"sizes": sizes})
@@ -328,6 +345,7 @@ def test_a_sweep_pins_pinned_and_mapped_memory_once_and_never_reloads_a_host_buf
     # one pattern load per host buffer (pageable, pinned, write-combined): D2H points leave the pattern that the
     # H2D point of the same size sends back up, so nothing is rewritten between points
     assert gpu.cuda.host_loads == 3
+    assert gpu.cuda.cpu_loads == 1  # the pageable buffer's, written by the CPU: no pageable copy down
     # D2H is measured first (the worker puts the rows back in point order)
     assert [r["direction"] for r in rows[:2]] == ["d2h", "h2d"]
 
@@ -350,8 +368,9 @@ class _PooledGpu(_Gpu):
         ledger.free_all()
 
 
-def test_a_second_sweep_pins_nothing_its_buffers_wait_in_the_pool_and_every_point_still_verifies():
+def test_a_second_sweep_pins_nothing_its_buffers_wait_in_the_pool_and_every_point_still_verifies(monkeypatch):
     gpu = _PooledGpu()
+    count_cpu_loads(monkeypatch, gpu.cuda)
     params = transfers.parse_params({"sizes": [4 * KiB, MiB]})
     first = harness_run(params, gpu)
     # pinned-and-mapped, write-combined and pageable: the pageable one is kept too (no fresh pages to fault in)
@@ -362,7 +381,7 @@ def test_a_second_sweep_pins_nothing_its_buffers_wait_in_the_pool_and_every_poin
     assert sorted(map(id, kept)) == sorted(id(array) for _, array in gpu.host_pool.idle)  # the same three buffers
     assert all(r["verified"] for r in first + second) and len(second) == len(first) == 16
     # what a pooled buffer holds from the last sweep is never trusted: each is loaded with a new pattern
-    assert gpu.cuda.host_loads == 3 + 3
+    assert gpu.cuda.host_loads == 3 + 3 and gpu.cuda.cpu_loads == 1 + 1
 
 
 def test_the_pool_keeps_no_more_than_its_capacity_and_a_failed_job_frees_what_it_borrowed():
@@ -383,3 +402,22 @@ def test_the_pool_keeps_no_more_than_its_capacity_and_a_failed_job_frees_what_it
 
 def harness_run(params, gpu):
     return harness.run(transfers_sweep.TransfersSweep, params, gpu, lambda *args: None, lambda: False)
+
+
+class _OneWrongWordDriver(_Driver):
+    """A device-to-host copy that leaves one word of its destination unwritten."""
+
+    def memcpy_dtoh_async(self, host, device, stream):
+        before = int(host[-1])
+        super().memcpy_dtoh_async(host, device, stream)
+        host[-1] = before
+
+
+@pytest.mark.parametrize("method", ["single", "batched"])
+def test_a_pageable_destination_is_checked_on_the_host_and_a_word_left_unwritten_names_its_place(method):
+    gpu = _Gpu()
+    gpu.cuda = _OneWrongWordDriver()
+    params = transfers.Params(sizes=[MiB], modes=["pageable"], directions=["d2h"], methods=[method])
+    with pytest.raises(VerificationError, match=r"pageable \(NumPy\) D2H 1 MiB: 1 of 262144 words wrong, first at "
+                                                r"word 262143 \(expected 0x[0-9a-f]{8}, got 0x[0-9a-f]{8}\)"):
+        sweep_of(transfers.NAME)(params, gpu, lambda *args: None, lambda: False)

@@ -108,3 +108,27 @@ def test_patterns_of_two_seeds_differ_in_every_word():
     expected one in any word a copy failed to write (the kernels compute the same words as pattern_for)."""
     n = 1 << 20
     assert np.all(verify.pattern_for(n, 0x12345678) != verify.pattern_for(n, 0x9E3779B9 + 0x12345678))
+
+
+@pytest.mark.parametrize("count", [1, 5, (1 << 20) - 1, 1 << 20, 3 * (1 << 20) + 7])
+@pytest.mark.parametrize("seed", [0, 0xDEADBEEF, 0x9E3779B9 * 5 & 0xFFFFFFFF])
+def test_the_cpus_pattern_is_pattern_for_in_every_word_and_checks_whole(count, seed):
+    """Pageable host memory gets its pattern from the CPU, in slices (write_pattern), and is checked there
+    (check_pattern): the words are pattern_for's (the kernels' words) at every position, slice edges included."""
+    host = np.ones(count, np.uint32)
+    verify.write_pattern(host, seed)
+    assert np.array_equal(host, verify.pattern_for(count, seed))
+    verify.check_pattern(host, seed, "x")
+
+
+def test_the_cpus_check_counts_every_wrong_word_and_names_the_first():
+    count = 3 * (1 << 20) + 7
+    host = verify.pattern_for(count, 11)
+    host[(1 << 20) + 5] ^= np.uint32(1)
+    host[count - 1] = 0
+    expected = f"0x{int(verify.pattern_for(count, 11)[(1 << 20) + 5]):08x}"
+    with pytest.raises(VerificationError, match=rf"pageable \(NumPy\) D2H 12 MiB: 2 of {count} words wrong, first "
+                                                rf"at word {(1 << 20) + 5} \(expected {expected}, got 0x"):
+        verify.check_pattern(host, 11, "pageable (NumPy) D2H 12 MiB")
+    with pytest.raises(VerificationError, match=f"{count} of {count} words wrong, first at word 0"):
+        verify.check_pattern(verify.pattern_for(count, 12), 11, "x")  # another seed's pattern: no word passes

@@ -68,6 +68,61 @@ def verify_equal(expected: np.ndarray, actual: np.ndarray, what: str) -> None:
 
 
 
+PATTERN_SLICE_WORDS = 1 << 20  # 4 MiB of words: a slice's pattern and the words compared with it stay in cache
+_PATTERN_BASE: list[np.ndarray] = []
+
+
+def _pattern_base() -> np.ndarray:
+    """``i × PATTERN_MULTIPLIER`` for the first PATTERN_SLICE_WORDS words (made once): word ``lo + i``'s pattern is
+    then this plus ``lo × PATTERN_MULTIPLIER``, xor the seed, all modulo 2^32."""
+    if not _PATTERN_BASE:
+        _PATTERN_BASE.append(np.arange(PATTERN_SLICE_WORDS, dtype=np.uint32) * np.uint32(PATTERN_MULTIPLIER))
+    return _PATTERN_BASE[0]
+
+
+def _slice_pattern(lo: int, hi: int, seed: int, out: np.ndarray) -> np.ndarray:
+    """``out`` := the pattern of ``seed`` at words ``lo`` to ``hi`` (as ``pattern_for`` gives them there)."""
+    np.add(_pattern_base()[:hi - lo], np.uint32((lo * PATTERN_MULTIPLIER) & 0xFFFFFFFF), out=out)
+    np.bitwise_xor(out, np.uint32(seed & 0xFFFFFFFF), out=out)
+    return out
+
+
+def write_pattern(host: np.ndarray, seed: int) -> None:
+    """``host`` (uint32 words) := the pattern of ``seed``, written by the CPU in slices on the verify pool: for a
+    pageable buffer, where the GPU's fill and a copy down would cross the link at pageable speed (about 80 ms a GiB
+    on an H200 host). Every page of ``host`` is written, so none faults during a later sample."""
+    flat = host.reshape(-1)
+    in_slices(flat.size, lambda lo, hi: _slice_pattern(lo, hi, seed, flat[lo:hi]), PATTERN_SLICE_WORDS)
+
+
+def check_pattern(host: np.ndarray, seed: int, label: str) -> None:
+    """Raise ``VerificationError`` unless ``host`` (uint32 words) is the pattern of ``seed``, compared by the CPU in
+    slices on the verify pool, bit-exact, naming the first wrong word as ``PatternChecker.check`` does. For a pageable
+    destination: copying it back to the GPU to check it there crosses the link at pageable speed (170 ms a GiB on an
+    H200 host)."""
+    flat = host.reshape(-1)
+
+    def slice_equal(lo: int, hi: int) -> bool:
+        return bool(np.array_equal(_slice_pattern(lo, hi, seed, np.empty(hi - lo, np.uint32)), flat[lo:hi]))
+
+    starts = range(0, flat.size, PATTERN_SLICE_WORDS)
+    ends = [min(lo + PATTERN_SLICE_WORDS, flat.size) for lo in starts]
+    equal = list(verify_pool().map(slice_equal, starts, ends)) if len(starts) > 1 else [
+        slice_equal(lo, hi) for lo, hi in zip(starts, ends, strict=True)]
+    if all(equal):
+        return
+    wrong = first = 0
+    for lo, hi, same in zip(starts, ends, equal, strict=True):
+        if same:
+            continue
+        bad = np.flatnonzero(_slice_pattern(lo, hi, seed, np.empty(hi - lo, np.uint32)) != flat[lo:hi])
+        first = first if wrong else lo + int(bad[0])
+        wrong += bad.size
+    expected = ((first * PATTERN_MULTIPLIER) & 0xFFFFFFFF) ^ (seed & 0xFFFFFFFF)
+    raise VerificationError(f"{label}: {wrong} of {flat.size} words wrong, first at word {first} "
+                            f"(expected 0x{expected:08x}, got 0x{int(flat[first]):08x})")
+
+
 def in_slices(count: int, fill, step: int = 1 << 20) -> None:
     """Call ``fill(lo, hi)`` over ``range(count)`` in slices of ``step``, on the verify pool (NumPy releases the GIL):
     an expected result of 2^26 elements is then computed on several cores (0.32 s on one core for a four-field sum

@@ -11,7 +11,7 @@ from gpu.core.units import format_bytes
 from gpu.experiments.transfers import MODE_LABELS, bytes_moved
 from gpu.sweeps import harness
 from gpu.sweeps.timing_methods import BATCHED, HELD, SINGLE, StreamClock
-from gpu.sweeps.verify import PatternChecker
+from gpu.sweeps.verify import PatternChecker, check_pattern, write_pattern
 
 BATCH_MS, MAX_BATCH = harness.BATCH_MS, harness.MAX_BATCH
 
@@ -22,12 +22,14 @@ class _TransferBench:
 
     One device buffer and one host buffer per memory mode, each of the sweep's largest size, serve every size (a
     point copies their first ``size`` bytes), so a sweep allocates pinned memory once per mode, not once per size.
-    The check pattern is written and checked by kernels on the GPU (``verify.PatternChecker``):
-    a 1 GiB point spends its time copying, not preparing. Before every copy the destination holds the pattern of
-    another seed, which differs from the expected one in every word, so a word the copy did not write never
-    passes. A host buffer's leading words hold one seed's pattern (``uniform``): a verified D2H copy leaves its own
-    pattern there, which the H2D copy of the same size then sends back up, so no buffer is ever re-written between
-    points (D2H points of a size are measured before its H2D points for that reason)."""
+    The check pattern is written and checked by kernels on the GPU (``verify.PatternChecker``), except in pageable
+    host memory, where the CPU writes and checks it (``verify.write_pattern``, ``check_pattern``): a copy across the
+    link from or to pageable memory would cost more than the work (170 ms a GiB back up on an H200 host, against
+    about 50 ms on the CPU). A 1 GiB point spends its time copying, not preparing. Before every copy the destination
+    holds the pattern of another seed, which differs from the expected one in every word, so a word the copy did not
+    write never passes. A host buffer's leading words hold one seed's pattern (``uniform``): a verified D2H copy
+    leaves its own pattern there, which the H2D copy of the same size then sends back up, so no buffer is ever
+    re-written between points (D2H points of a size are measured before its H2D points for that reason)."""
 
 
     def __init__(self, gpu, ledger, largest: int, seed: int, keep_hosts: bool):
@@ -61,8 +63,12 @@ class _TransferBench:
         """Raise VerificationError unless the device buffer's first ``count`` words are the pattern of ``seed``."""
         self.checker.check(int(self.device), count, seed, label)
 
-    def load_host(self, host: np.ndarray, seed: int) -> None:
-        """``host`` := the pattern of ``seed`` (written on the GPU, then copied down)."""
+    def load_host(self, host: np.ndarray, seed: int, mode: str) -> None:
+        """``host`` := the pattern of ``seed``: written by the CPU in pageable memory, else on the GPU and copied down
+        (page-locked memory takes the copy at full speed; a write-combined buffer is slow for the CPU to touch)."""
+        if self.buffer_of(mode) == "pageable":
+            write_pattern(host, seed)
+            return
         self.fill(host.size, seed)
         self.cuda.memcpy_dtoh(host, self.device)
 
@@ -83,7 +89,7 @@ class _TransferBench:
             # one 0.3-0.5 s); loaded with a pattern below, which also leaves every page of it written and resident
             array = self.ledger.host_buffer(self.largest, "mapped" if buffer == "pinned" else buffer, pooled=True)
             seed = self.next_seed()
-            self.load_host(array, seed)
+            self.load_host(array, seed, mode)
             self.hosts[buffer] = array
             self.uniform[buffer] = (array.size, seed)
         return self.hosts[buffer]
@@ -95,7 +101,7 @@ class _TransferBench:
         held, seed = self.uniform[buffer]
         if held < count:
             seed = self.next_seed()
-            self.load_host(self.hosts[buffer][:count], seed)
+            self.load_host(self.hosts[buffer][:count], seed, mode)
             self.uniform[buffer] = (count, seed)
         return seed
 
@@ -107,7 +113,7 @@ class _TransferBench:
         """After a size's points of ``mode``: keep its buffer for the next size, unless the budget says not to."""
         buffer = self.buffer_of(mode)
         if not self.keep_hosts and buffer in self.hosts:
-            self.release(buffer, self.hosts.pop(buffer))
+            self.release(self.hosts.pop(buffer))
             self.uniform.pop(buffer)
 
     # --- one copy --------------------------------------------------------------------------------------------------
@@ -136,9 +142,13 @@ class _TransferBench:
             self.fill(count, seed)
         self.cuda.Context.synchronize()
 
-    def verify_host(self, host: np.ndarray, count: int, seed: int, label: str) -> None:
-        """A device → host copy is checked on the GPU: the host words, copied back over another seed's pattern,
-        must be the pattern of ``seed``."""
+    def verify_host(self, host: np.ndarray, count: int, seed: int, label: str, mode: str) -> None:
+        """A device → host copy is checked whole: its first ``count`` host words must be the pattern of ``seed``. In
+        pageable memory the CPU compares them; page-locked words are copied back over another seed's pattern and
+        compared on the GPU."""
+        if self.buffer_of(mode) == "pageable":
+            check_pattern(host[:count], seed, label)
+            return
         self.fill(count, self.next_seed())
         self.cuda.memcpy_htod(self.device, host)
         self.check(count, seed, label)
@@ -147,7 +157,7 @@ class _TransferBench:
     def mapped_pointer(mode: str, array: np.ndarray) -> int | None:
         return array.base.get_device_pointer() if mode == "mapped" else None
 
-    def release(self, mode, host) -> None:
+    def release(self, host) -> None:
         """Free a host buffer of the ledger's (a pooled one goes back to the pool; a fresh pageable one, not the
         ledger's, is NumPy's to free)."""
         self.ledger.free_host(host)
@@ -224,12 +234,12 @@ class TransfersSweep(harness.Sweep):
 
         def sample() -> float:
             if "host" in last:
-                bench.release(mode, last.pop("host"))
+                bench.release(last.pop("host"))
             started = time.perf_counter()
             fresh = ledger.host_buffer(size, mode)
             alloc_ms = (time.perf_counter() - started) * 1e3
             # Fresh memory holds anything: give the side that must change another seed's pattern.
-            bench.load_host(fresh, seed if direction == "h2d" else bench.next_seed())
+            bench.load_host(fresh, seed if direction == "h2d" else bench.next_seed(), mode)
             bench.prepare(direction, count, seed)
             last["host"] = fresh
             return alloc_ms + bench.copy_ms(mode, direction, fresh, bench.mapped_pointer(mode, fresh), size)
@@ -244,9 +254,9 @@ class TransfersSweep(harness.Sweep):
         if direction == "h2d":
             bench.check(size // 4, seed, label)
         else:
-            bench.verify_host(host, size // 4, seed, label)
+            bench.verify_host(host, size // 4, seed, label, mode)
         if state["alloc"]:
-            bench.release(mode, state["last"].pop("host"))
+            bench.release(state["last"].pop("host"))
         elif direction == "d2h":
             bench.host_written(mode, size // 4, seed)
 
