@@ -23,26 +23,37 @@ from gpu.sweeps import harness
 pytestmark = pytest.mark.gpu
 
 SIZES = [1 << 20, 1 << 24]
-CHECK_TIMEOUT_S = 300
+CHECK_TIMEOUT_S = 120  # each check takes about 1 s alone
+STACKS_AFTER_S = 90  # a check still running then writes every thread's stack, which a time-out failure shows
 
 
-def in_own_process(check) -> None:
+def in_own_process(check, tmp_path) -> None:
     """``check(gpu)`` in a spawned process that owns GPU 0's context and exits with it; its failure is raised here.
 
     The check's outcome comes back as text: a failed ``pytest.raises`` is a BaseException, which would kill a pool's
-    worker and leave ``apply`` waiting for ever, and the time limit makes any other hang a failure too."""
+    worker and leave ``apply`` waiting for ever, and the time limit makes any other hang a failure too, one that shows
+    where the check's process stood (the whole suite once hung here after 57 tests; alone it passes)."""
+    stacks = tmp_path / "stacks.txt"
     with multiprocessing.get_context("spawn").Pool(1) as pool:
-        failure = pool.apply_async(_run_check, (check.__name__,)).get(timeout=CHECK_TIMEOUT_S)
+        try:
+            failure = pool.apply_async(_run_check, (check.__name__, str(stacks))).get(timeout=CHECK_TIMEOUT_S)
+        except multiprocessing.TimeoutError:
+            where = stacks.read_text() if stacks.exists() else "(no stacks written)"
+            pytest.fail(f"{check.__name__} did not finish in {CHECK_TIMEOUT_S} s; its process stood here after "
+                        f"{STACKS_AFTER_S} s:\n{where}", pytrace=False)
     if failure:
         pytest.fail(f"{check.__name__} failed in its own process:\n{failure}", pytrace=False)
 
 
-def _run_check(name: str) -> str:
+def _run_check(name: str, stacks: str) -> str:
     """Run the check; '' when it passed, else its traceback (whatever it raised, BaseException included)."""
+    import faulthandler
     import traceback
 
     from gpu.device.context import GpuRuntime
 
+    dump = open(stacks, "w")  # noqa: SIM115 - open until the check ends, for faulthandler's timer
+    faulthandler.dump_traceback_later(STACKS_AFTER_S, file=dump)
     try:
         runtime = GpuRuntime(0)
         try:
@@ -51,6 +62,9 @@ def _run_check(name: str) -> str:
             runtime.close()
     except BaseException:  # noqa: B036 - pytest's Failed is a BaseException: reported, never lost with the worker
         return traceback.format_exc()
+    finally:
+        faulthandler.cancel_dump_traceback_later()
+        dump.close()
     return ""
 
 
@@ -73,8 +87,8 @@ class Recording(reduction_sweep.ReductionSweep):
         return value
 
 
-def test_the_device_vectors_are_the_formula_and_the_references_exact():
-    in_own_process(vectors_are_the_formula_and_references_exact)
+def test_the_device_vectors_are_the_formula_and_the_references_exact(tmp_path):
+    in_own_process(vectors_are_the_formula_and_references_exact, tmp_path)
 
 
 def vectors_are_the_formula_and_references_exact(gpu):
@@ -112,8 +126,8 @@ class WrongGenerator(reduction_sweep.ReductionSweep):
         super().fill(n, seed ^ 1, pair)
 
 
-def test_a_wrong_reference_fails_the_job_naming_the_seed():
-    in_own_process(a_wrong_reference_fails)
+def test_a_wrong_reference_fails_the_job_naming_the_seed(tmp_path):
+    in_own_process(a_wrong_reference_fails, tmp_path)
 
 
 def a_wrong_reference_fails(gpu):
@@ -121,8 +135,8 @@ def a_wrong_reference_fails(gpu):
         run(WrongReference, gpu, {"sizes": [1 << 20], "variants": ["warp_shuffle"]})
 
 
-def test_a_wrong_generator_fails_the_formula_check_naming_the_seed():
-    in_own_process(a_wrong_generator_fails)
+def test_a_wrong_generator_fails_the_formula_check_naming_the_seed(tmp_path):
+    in_own_process(a_wrong_generator_fails, tmp_path)
 
 
 def a_wrong_generator_fails(gpu):
