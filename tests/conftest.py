@@ -41,10 +41,17 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(scope="session")
 def live_backend():
+    """One worker for the GPU tests that share it. Started under the machine's GPU lock folder, as every GPU test's
+    own workers are (tests/gpu/conftest.py; a session fixture starts before that per-test setting): a worker reads
+    the folder once, as it starts, to mark itself and to know PinPoint's other workers by their marks, so one that
+    started elsewhere named the app's idle worker as a process sharing its GPU."""
+    from gpu.service import host_locks
     from gpu.service.backends import LiveBackend
     from gpu.service.client import WorkerClient
 
-    client = WorkerClient()
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv(host_locks.LOCK_DIR_ENV, MACHINE_LOCK_DIR or host_locks.DEFAULT_LOCK_DIR)
+        client = WorkerClient()
     yield LiveBackend(client)
     client.close()
 

@@ -18,6 +18,7 @@ from gpu.core.errors import VerificationError
 from gpu.experiments import reduction
 from gpu.experiments.reduction import inputs
 from gpu.experiments.reduction import sweep as reduction_sweep
+from gpu.service.client import main_module_hidden
 from gpu.sweeps import harness
 
 pytestmark = pytest.mark.gpu
@@ -32,9 +33,11 @@ def in_own_process(check, tmp_path) -> None:
 
     The check's outcome comes back as text: a failed ``pytest.raises`` is a BaseException, which would kill a pool's
     worker and leave ``apply`` waiting for ever, and the time limit makes any other hang a failure too, one that shows
-    where the check's process stood (the whole suite once hung here after 57 tests; alone it passes)."""
+    where the check's process stood."""
     stacks = tmp_path / "stacks.txt"
-    with multiprocessing.get_context("spawn").Pool(1) as pool:
+    # A page test's AppTest leaves app.py installed as this process's __main__, which a spawned child runs first: it
+    # started a worker while bootstrapping and died, for ever (the whole suite's hang). Hidden as the app's are.
+    with main_module_hidden(), multiprocessing.get_context("spawn").Pool(1) as pool:
         try:
             failure = pool.apply_async(_run_check, (check.__name__, str(stacks))).get(timeout=CHECK_TIMEOUT_S)
         except multiprocessing.TimeoutError:
