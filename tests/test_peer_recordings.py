@@ -3,6 +3,7 @@ to 1 GiB) replays, imports and opens the Peers page by default; the two-H100 one
 live estimate prices by the recording of the machine's GPU model, else the fullest, the newest among equals; Compare
 labels a pair of the two as across models."""
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -11,7 +12,7 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from gpu.core import schema
+from gpu.core import conditions, schema
 from gpu.core.errors import ImportProblem
 from gpu.experiments.peers import cost as peer_cost
 from gpu.results.analysis import pairing
@@ -23,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
 H200 = ROOT / "assets/replay/peers_nvidia-h200_2026-11-28.parquet"
 H100 = ROOT / "assets/replay/peers_nvidia-h100-80gb-hbm3_2026-11-25.parquet"
-H200_RUN, H100_RUN = "3ccd00ce48e5", "ad18b444a718"
+H200_RUN, H100_RUN = "99ae3b159589", "ad18b444a718"
 
 
 @pytest.fixture(autouse=True)
@@ -40,14 +41,37 @@ def test_the_h200_recording_replays_whole_with_its_provenance():
     assert len(rows) == 722 and set(rows["run_id"]) == {H200_RUN}
     first = rows.iloc[0]
     assert (first["device_name"], first["driver_version"], first["git_commit"]) == \
-        ("NVIDIA H200", "580.159.04", "b1a9259bf859")
-    assert str(first["timestamp"]).startswith("2026-11-28T12:02")
+        ("NVIDIA H200", "580.159.04", "116c1bf8b798")
+    assert str(first["timestamp"]).startswith("2026-11-28T17:55")
     assert sorted(set(rows.loc[rows["variant"] != "latency", "bytes"])) == [2 ** k for k in range(12, 31)]
     assert set(rows["link"].dropna()) == {"NVLink 4 ×18 via NVSwitch"}
     chase = rows[rows["variant"] == "latency"]
     assert set(chase["loads_per_sample"]) == {2048.0}  # every SM in turn, 2,048 loads a launch
     settled = chase[chase["elements"] >= 2 ** 20]  # the chain's buffer, 1 MiB and up
-    assert 827.5 <= settled["median_ms"].min() * 1e6 and settled["median_ms"].max() * 1e6 < 829.5
+    assert 828.7 <= settled["median_ms"].min() * 1e6 and settled["median_ms"].max() * 1e6 < 829.4
+
+
+
+def test_the_h200_recordings_host_link_points_name_no_nvlink_cause():
+    """The recording follows the per-point rule: its host-link points (whose data never crosses NVLink) read no NVLink
+    counters, so none names one; the one host-link point not clean saw the GPU busy between points. Its pair points
+    count the node's NVLink CRC errors as before."""
+    from gpu.experiments import peers
+
+    rows = schema.read_results(H200)
+    crossing = rows.apply(lambda row: peers.crosses_nvlink(row.to_dict()), axis=1)
+    assert set(rows.loc[~crossing, "variant"]) == set(peers.HOST_VARIANTS)
+    host = rows[~crossing]
+    assert not any("NVLink" in cause for value in host["conditions"] for cause in conditions.causes(value))
+    assert not any("nvlink" in json.loads(w) for w in host["witness"])  # not read at all
+    [busy] = host[~host["conditions"].map(conditions.is_clean)].itertuples()
+    assert (busy.variant, busy.gpu_index, busy.bytes) == ("h2d_all", 1, 4096)
+    assert busy.conditions == "GPU busy 68 % (memory 0 %) between points"
+    pairs = rows[crossing]
+    not_clean = pairs[~pairs["conditions"].map(conditions.is_clean)]
+    assert (len(not_clean), len(pairs)) == (397, 418)
+    assert all(cause.startswith("NVLink ") and " CRC errors +" in cause
+               for value in not_clean["conditions"] for cause in conditions.causes(value))
 
 
 def test_the_h200_recording_imports_into_a_store_as_it_replays(tmp_path):

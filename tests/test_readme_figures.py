@@ -76,7 +76,7 @@ def test_the_readmes_roofline_and_peers_figures_are_the_default_views():
     assert ridge and placed, roofline
     assert f"the FP32 ridge at {ridge.group(1)} FLOP/B, {placed.group(1)} kernels placed" in tour_step("**Roofline**")
     peers = default_view("pages/peers.py")
-    one_way = re.search(r"copy (\d+) GB/s one way", peers)
+    one_way = re.search(r"copy (\d+(?:–\d+)?) GB/s one way", peers)  # one figure, or the pairs' range
     latency = re.search(r"latency into the peer's memory (\d+) ns", peers)
     assert one_way and latency, peers
     step = tour_step("**Peers**")

@@ -361,9 +361,10 @@ class _HalfOverNVLink(test_harness.FakeSweep):
 
 
 def test_only_the_points_whose_data_crosses_nvlink_are_judged_by_its_counters(nvml):
-    """A peers run's host-link points (h2d_all, d2h_all, …) named the node's NVLink CRC counts as their cause (382 of
-    722 points of the 2 × H200 recording not clean) while their data never crossed NVLink: an experiment declares
-    which points' data does (``crosses_nvlink``), and only those read and judge NVLink's counters."""
+    """A peers run's host-link points (h2d_all, d2h_all, …) named the node's NVLink CRC counts as their cause (52 of
+    the 382 naming NVLink in the first 2 × H200 recording of 2026-11-28) while their data never crossed NVLink: an
+    experiment declares which points' data does (``crosses_nvlink``), and only those read and judge NVLink's
+    counters."""
     nvml.nvlink_links = [7]
     nvml.nvlink = {(7, 2): 0}
     _HalfOverNVLink.nvml = nvml
